@@ -1,0 +1,43 @@
+"""The plugin runtime: contexts, fibers, effects, services, events, composition, reload."""
+
+from tether.runtime.app import Runtime
+from tether.runtime.context import CallerBound, Context
+from tether.runtime.effects import Disposer, Effect
+from tether.runtime.errors import (
+    CompositionError,
+    FiberInactiveError,
+    PluginConfigError,
+    PluginDefinitionError,
+    PluginStartError,
+    ReloadError,
+    RuntimeFault,
+    ServiceConflictError,
+    ServiceError,
+    Veto,
+)
+from tether.runtime.events import EventBus
+from tether.runtime.fiber import Fiber, FiberState
+from tether.runtime.plugin import PluginSpec, plugin_spec
+
+__all__ = [
+    "CallerBound",
+    "CompositionError",
+    "Context",
+    "Disposer",
+    "Effect",
+    "EventBus",
+    "Fiber",
+    "FiberInactiveError",
+    "FiberState",
+    "PluginConfigError",
+    "PluginDefinitionError",
+    "PluginSpec",
+    "PluginStartError",
+    "ReloadError",
+    "Runtime",
+    "RuntimeFault",
+    "ServiceConflictError",
+    "ServiceError",
+    "Veto",
+    "plugin_spec",
+]

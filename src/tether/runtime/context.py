@@ -1,0 +1,211 @@
+"""The context: the handle through which a plugin acts on the runtime.
+
+Everything registered through a context — effects, listeners, services, child
+plugins — is owned by the context's fiber and unwinds when that fiber unloads.
+
+``ctx.<name>`` reads a service the plugin injects. A service object that
+defines ``for_caller(ctx)`` is handed out as the view that method returns, so
+whatever the service registers on the caller's behalf is owned by the caller's
+fiber, not by the provider's (see :class:`CallerBound`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from tether.runtime.effects import Disposer, Effect
+from tether.runtime.errors import ServiceError
+
+if TYPE_CHECKING:
+    from tether.runtime.app import Runtime
+    from tether.runtime.fiber import Fiber
+
+T = TypeVar("T")
+
+EffectBody = Callable[[], Any]
+"""A callable that performs a registration. It may return a disposer (or
+``None``), return an awaitable of one, or be a sync or async generator that
+yields disposers as it registers things."""
+
+
+@runtime_checkable
+class CallerBound(Protocol):
+    """A service that gives each caller its own view, bound to the caller's context."""
+
+    def for_caller(self, ctx: Context) -> object: ...
+
+
+class Context:
+    """The capabilities of one fiber; passed to a plugin's ``apply``."""
+
+    __slots__ = ("_fiber",)
+
+    def __init__(self, fiber: Fiber) -> None:
+        self._fiber = fiber
+
+    @property
+    def fiber(self) -> Fiber:
+        return self._fiber
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._fiber.runtime
+
+    def __repr__(self) -> str:
+        return f"<Context of {self._fiber!r}>"
+
+    # -- plugins ---------------------------------------------------------------
+
+    def plugin(self, plugin: object, config: object = None, *, label: str | None = None) -> Fiber:
+        """Mount ``plugin`` as a child of this fiber and start loading it.
+
+        Await the returned fiber to wait for its load to settle.
+
+        Raises:
+            PluginDefinitionError: ``plugin`` has no plugin shape.
+            PluginConfigError: ``config`` does not validate against its ``Config``.
+            FiberInactiveError: this fiber is not loading or active.
+        """
+        return self.runtime.mount(self._fiber, plugin, config, label=label)
+
+    # -- effects ---------------------------------------------------------------
+
+    async def effect(self, body: EffectBody, *, label: str | None = None) -> Effect:
+        """Run ``body`` as one effect owned by this fiber and return it.
+
+        The disposers it produced run in LIFO order, sequentially, when the
+        effect is disposed or the fiber unloads. If ``body`` raises part way,
+        what it already registered is rolled back and the error propagates.
+
+        Raises:
+            FiberInactiveError: the fiber is unloading, disposed or failed (also
+                when it stopped accepting effects while ``body`` was running; the
+                effect is rolled back first).
+        """
+        name = label or str(getattr(body, "__qualname__", repr(body)))
+        self._fiber.check_accepts_effects(f"effect {name!r}")
+        effect = Effect(name)
+        try:
+            await _establish(effect, body())
+        except BaseException:
+            await effect.dispose()
+            raise
+        if not self._fiber.accepts_effects:
+            await effect.dispose()
+            self._fiber.check_accepts_effects(f"effect {name!r}")
+        self._fiber.adopt(effect)
+        return effect
+
+    def on(
+        self, name: str, listener: Callable[..., Any], *, prepend: bool = False
+    ) -> Callable[[], None]:
+        """Listen to event ``name`` for as long as this fiber lives; returns a remover."""
+        self._fiber.check_accepts_effects(f"listener for {name!r}")
+        remove = self.runtime.events.add(name, listener, prepend=prepend)
+        return self._sync_effect(f"on:{name}", remove)
+
+    def provide(self, name: str, service: object) -> Callable[[], Awaitable[None]]:
+        """Provide ``service`` as ``name`` for as long as this fiber lives.
+
+        Withdrawal (on unload, or by awaiting the returned function) first
+        unloads every fiber that injects ``name``; they load again when a
+        provider returns.
+
+        Raises:
+            ServiceConflictError: another live fiber provides ``name``.
+            ValueError: ``name`` is not a valid service name.
+        """
+        self._fiber.check_accepts_effects(f"service {name!r}")
+        withdraw = self.runtime.services.provide(name, service, self._fiber)
+        effect = Effect(f"provide:{name}")
+        effect.push(withdraw)
+        self._fiber.adopt(effect, service=True)
+        return effect.dispose
+
+    def _sync_effect(self, label: str, disposer: Callable[[], None]) -> Callable[[], None]:
+        effect = Effect(label)
+        effect.push(disposer)
+        self._fiber.adopt(effect)
+        return effect.dispose_sync
+
+    # -- services --------------------------------------------------------------
+
+    def get(self, name: str) -> Any:
+        """The service ``name`` bound to this caller, or ``None`` when nobody provides it."""
+        return self.runtime.services.lookup(name, self)
+
+    def service(self, name: str, kind: type[T]) -> T:
+        """Typed read of an injected service (``ctx.<name>`` for code checked by mypy).
+
+        Raises:
+            ServiceError: as for ``ctx.<name>``.
+        """
+        value: T = self._read_injected(name)
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._read_injected(name)
+
+    def _read_injected(self, name: str) -> Any:
+        if name not in self._fiber.inject:
+            raise ServiceError(
+                f"plugin {self._fiber.name!r} reads service {name!r} without injecting it: "
+                f"add it to the plugin's inject list, or use ctx.get({name!r}) for an optional read"
+            )
+        value = self.runtime.services.lookup(name, self)
+        if value is None:
+            raise ServiceError(f"service {name!r} is not provided (plugin {self._fiber.name!r})")
+        return value
+
+    # -- events ----------------------------------------------------------------
+
+    def emit(self, name: str, *args: object) -> None:
+        """Notify listeners of ``name`` (see :meth:`EventBus.emit`)."""
+        self.runtime.events.emit(name, *args)
+
+    async def serial(self, name: str, *args: object) -> Any:
+        """First non-``None`` answer of ``name``'s listeners (see :meth:`EventBus.serial`)."""
+        return await self.runtime.events.serial(name, *args)
+
+    async def parallel(self, name: str, *args: object) -> None:
+        """Await all listeners of ``name`` together (see :meth:`EventBus.parallel`)."""
+        await self.runtime.events.parallel(name, *args)
+
+    async def waterfall(self, name: str, value: T, *args: object) -> T:
+        """Pass ``value`` through ``name``'s middleware (see :meth:`EventBus.waterfall`)."""
+        return await self.runtime.events.waterfall(name, value, *args)
+
+
+async def _establish(effect: Effect, produced: object) -> None:
+    """Push onto ``effect`` the disposers ``produced`` by an effect body."""
+    if inspect.isasyncgen(produced):
+        await _drain_async(effect, produced)
+    elif inspect.isgenerator(produced):
+        _drain(effect, produced)
+    else:
+        if inspect.isawaitable(produced):
+            produced = await produced
+        if produced is not None:
+            effect.push(_as_disposer(produced))
+
+
+def _drain(effect: Effect, generator: Generator[object, Any, object]) -> None:
+    for disposer in generator:
+        if disposer is not None:
+            effect.push(_as_disposer(disposer))
+
+
+async def _drain_async(effect: Effect, generator: AsyncGenerator[object, Any]) -> None:
+    async for disposer in generator:
+        if disposer is not None:
+            effect.push(_as_disposer(disposer))
+
+
+def _as_disposer(value: object) -> Disposer:
+    if not callable(value):
+        raise TypeError(f"an effect body must produce callables (disposers), got {value!r}")
+    return value

@@ -1,0 +1,146 @@
+"""The event bus and its four dispatch modes.
+
+An event's mode is part of its contract and is documented where the event is
+declared. Every mode snapshots the listener list when dispatch starts, so a
+listener added or removed during dispatch takes effect from the next dispatch.
+
+* :meth:`EventBus.emit` — notification. Listeners are synchronous and isolated:
+  one that raises is logged and the others still run. Nothing is returned.
+* :meth:`EventBus.serial` — decision. Listeners are awaited one after another;
+  the first result that is not ``None`` wins and stops the dispatch. Errors
+  propagate to the caller.
+* :meth:`EventBus.parallel` — fan-out work (for example durability flushes).
+  Listeners are awaited together; all of them run to completion, then the
+  failures, if any, are raised together as an :class:`ExceptionGroup`.
+* :meth:`EventBus.waterfall` — middleware. Each listener receives the value and
+  ``next``; it may pass a replaced value to ``next``, rewrite what ``next``
+  returned, short-circuit by returning without calling ``next``, or veto by
+  raising :class:`~tether.runtime.errors.Veto`, which reaches the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Listener = Callable[..., Any]
+Next = Callable[[T], Awaitable[T]]
+
+
+class _Registration:
+    __slots__ = ("fn", "name")
+
+    def __init__(self, name: str, fn: Listener) -> None:
+        self.name = name
+        self.fn = fn
+
+
+class EventBus:
+    """Named events with listeners; registration is normally done through ``ctx.on``."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[str, list[_Registration]] = {}
+
+    def add(self, name: str, fn: Listener, *, prepend: bool = False) -> Callable[[], None]:
+        """Register ``fn`` for ``name``; returns an idempotent remover.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
+        if not callable(fn):
+            raise TypeError(f"listener for {name!r} must be callable, got {fn!r}")
+        registration = _Registration(name, fn)
+        listeners = self._listeners.setdefault(name, [])
+        if prepend:
+            listeners.insert(0, registration)
+        else:
+            listeners.append(registration)
+
+        def remove() -> None:
+            current = self._listeners.get(name)
+            if current is not None and registration in current:
+                current.remove(registration)
+                if not current:
+                    del self._listeners[name]
+
+        return remove
+
+    def count(self, name: str) -> int:
+        """How many listeners ``name`` has now."""
+        return len(self._listeners.get(name, ()))
+
+    def _snapshot(self, name: str) -> tuple[Listener, ...]:
+        return tuple(r.fn for r in self._listeners.get(name, ()))
+
+    def emit(self, name: str, *args: object) -> None:
+        """Notify every listener; a raising or asynchronous listener is logged and skipped."""
+        for fn in self._snapshot(name):
+            try:
+                result = fn(*args)
+            except Exception:
+                log.exception("listener %r of %r raised; the other listeners still run", fn, name)
+                continue
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()
+                log.error(
+                    "listener %r of %r is asynchronous; %r is an emit (notification) event "
+                    "and its listeners must be synchronous",
+                    fn,
+                    name,
+                    name,
+                )
+
+    async def serial(self, name: str, *args: object) -> Any:
+        """Await listeners in order; return the first non-``None`` result, else ``None``."""
+        for fn in self._snapshot(name):
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            if result is not None:
+                return result
+        return None
+
+    async def parallel(self, name: str, *args: object) -> None:
+        """Await all listeners together; raise their failures together once all have ended."""
+        listeners = self._snapshot(name)
+        if not listeners:
+            return
+
+        async def call(fn: Listener) -> None:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                await result
+
+        outcomes = await asyncio.gather(*(call(fn) for fn in listeners), return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        errors = [f for f in failures if isinstance(f, Exception)]
+        if len(errors) != len(failures):
+            raise next(f for f in failures if not isinstance(f, Exception))
+        if errors:
+            raise ExceptionGroup(f"{len(errors)} listener(s) of {name!r} failed", errors)
+
+    async def waterfall(self, name: str, value: T, *args: object) -> T:
+        """Pass ``value`` through the listeners as middleware and return the final value."""
+        listeners = self._snapshot(name)
+
+        async def step(index: int, current: T) -> T:
+            if index == len(listeners):
+                return current
+
+            async def next_(replacement: T) -> T:
+                return await step(index + 1, replacement)
+
+            result = listeners[index](current, next_, *args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result  # type: ignore[no-any-return]
+
+        return await step(0, value)

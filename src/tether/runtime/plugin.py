@@ -1,0 +1,173 @@
+"""What a plugin is: a module, a class, or an object with ``apply``.
+
+A plugin carries metadata:
+
+* ``name`` — defaults to the module's last component or the class name;
+* ``inject`` — the service names it needs; the fiber stays pending until all
+  are provided, and unloads when one goes away;
+* ``Config`` — a pydantic model; the config given at mount is validated
+  against it, and its defaults fill what was omitted.
+
+Forms:
+
+* a **module** with ``apply(ctx, config)`` (sync or async) and optional
+  module-level ``name``, ``inject``, ``Config``;
+* an **object** with an ``apply`` attribute and the same optional attributes;
+* a **function** ``apply(ctx, config)`` (its attributes may carry the metadata);
+* a **class**, instantiated as ``cls(ctx, config)``; if the instance has an
+  async ``start()`` method it is awaited after construction.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from tether.runtime.errors import PluginConfigError, PluginDefinitionError
+
+if TYPE_CHECKING:
+    from tether.runtime.context import Context
+
+Apply = Callable[["Context", Any], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """A plugin normalized to one shape; built by :func:`plugin_spec`."""
+
+    target: object
+    name: str
+    inject: tuple[str, ...]
+    config_model: type[BaseModel] | None
+    apply: Apply
+    module: str | None
+    """The module the plugin's code lives in: what a reload re-imports."""
+    attr: str | None
+    """The attribute of ``module`` holding the plugin, ``None`` for a module plugin."""
+
+    def validate_config(self, raw: object) -> BaseModel | None:
+        """Validate ``raw`` (a mapping, a ``Config`` instance or ``None``) against ``Config``.
+
+        Raises:
+            PluginConfigError: the message names the plugin and each bad field.
+        """
+        if self.config_model is None:
+            if raw is None or raw == {}:
+                return None
+            raise PluginConfigError(f"plugin {self.name!r} takes no config, got {raw!r}")
+        if isinstance(raw, self.config_model):
+            return raw
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise PluginConfigError(
+                f"plugin {self.name!r}: config must be a mapping, got {type(raw).__name__}"
+            )
+        try:
+            return self.config_model.model_validate(raw)
+        except ValidationError as exc:
+            raise PluginConfigError(
+                f"plugin {self.name!r}: invalid config: {describe_validation_error(exc)}"
+            ) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Render pydantic errors as ``config.a.b: message`` phrases joined by ``; ``."""
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(p) for p in ("config", *error["loc"]))
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def plugin_spec(plugin: object) -> PluginSpec:
+    """Normalize ``plugin`` to a :class:`PluginSpec`.
+
+    Raises:
+        PluginDefinitionError: ``plugin`` is none of the accepted forms, or its
+            metadata has the wrong type.
+    """
+    if isinstance(plugin, PluginSpec):
+        return plugin
+    module: str | None
+    if isinstance(plugin, ModuleType):
+        module = plugin.__name__
+        attr = None
+        default_name = module.rsplit(".", 1)[-1]
+    else:
+        module_attr = getattr(plugin, "__module__", None)
+        module = module_attr if isinstance(module_attr, str) else None
+        if isinstance(plugin, type) or inspect.isfunction(plugin):
+            attr = _find_attr(module, plugin)
+            default_name = plugin.__name__
+        else:
+            attr = _find_attr(module, plugin)
+            default_name = type(plugin).__name__
+    name = getattr(plugin, "name", default_name)
+    if not isinstance(name, str) or not name:
+        raise PluginDefinitionError(f"plugin {plugin!r}: 'name' must be a non-empty string")
+    inject = _inject_of(plugin, name)
+    config_model = getattr(plugin, "Config", None)
+    if config_model is not None and not (
+        isinstance(config_model, type) and issubclass(config_model, BaseModel)
+    ):
+        raise PluginDefinitionError(f"plugin {name!r}: 'Config' must be a pydantic model class")
+    return PluginSpec(
+        target=plugin,
+        name=name,
+        inject=inject,
+        config_model=config_model,
+        apply=_apply_of(plugin, name),
+        module=module,
+        attr=attr,
+    )
+
+
+def _inject_of(plugin: object, name: str) -> tuple[str, ...]:
+    inject = getattr(plugin, "inject", ())
+    if isinstance(inject, str) or not all(isinstance(i, str) for i in inject):
+        raise PluginDefinitionError(f"plugin {name!r}: 'inject' must be a list of service names")
+    return tuple(inject)
+
+
+def _apply_of(plugin: object, name: str) -> Apply:
+    if isinstance(plugin, type):
+        cls = plugin
+
+        async def construct(ctx: Context, config: Any) -> None:
+            instance = cls(ctx, config)
+            start = getattr(instance, "start", None)
+            if start is not None:
+                result = start()
+                if inspect.isawaitable(result):
+                    await result
+
+        return construct
+    apply = plugin if inspect.isfunction(plugin) else getattr(plugin, "apply", None)
+    if not callable(apply):
+        raise PluginDefinitionError(
+            f"plugin {name!r} ({plugin!r}) is not a plugin: expected a module or object "
+            "with an apply(ctx, config) function, or a class"
+        )
+
+    async def call(ctx: Context, config: Any) -> None:
+        result = apply(ctx, config)
+        if inspect.isawaitable(result):
+            await result
+
+    return call
+
+
+def _find_attr(module: str | None, target: object) -> str | None:
+    if module is None or module not in sys.modules:
+        return None
+    for key, value in vars(sys.modules[module]).items():
+        if value is target:
+            return key
+    return None

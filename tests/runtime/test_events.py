@@ -1,0 +1,154 @@
+"""Events: emit isolation, serial, parallel, waterfall, dispatch snapshots."""
+
+import logging
+
+import pytest
+
+from tether.runtime import Context, Runtime, Veto
+
+
+async def test_emit_isolates_a_raising_listener(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    heard: list[str] = []
+
+    def broken(value: str) -> None:
+        raise RuntimeError("listener bug")
+
+    runtime.ctx.on("ping", lambda value: heard.append(f"first {value}"))
+    runtime.ctx.on("ping", broken)
+    runtime.ctx.on("ping", lambda value: heard.append(f"third {value}"))
+    with caplog.at_level(logging.ERROR):
+        runtime.ctx.emit("ping", "x")
+    assert heard == ["first x", "third x"]
+    assert "listener bug" in caplog.text
+
+
+async def test_emit_refuses_async_listeners_loudly(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def async_listener() -> None:
+        raise AssertionError("never awaited")
+
+    runtime.ctx.on("ping", async_listener)
+    with caplog.at_level(logging.ERROR):
+        runtime.ctx.emit("ping")
+    assert "must be synchronous" in caplog.text
+
+
+async def test_prepend_puts_a_listener_first(runtime: Runtime) -> None:
+    heard: list[str] = []
+    runtime.ctx.on("ping", lambda: heard.append("appended"))
+    runtime.ctx.on("ping", lambda: heard.append("prepended"), prepend=True)
+    runtime.ctx.emit("ping")
+    assert heard == ["prepended", "appended"]
+
+
+async def test_listener_list_is_snapshotted_at_dispatch_start(runtime: Runtime) -> None:
+    heard: list[str] = []
+
+    def adds_another() -> None:
+        heard.append("first")
+        runtime.ctx.on("ping", lambda: heard.append("late"))
+
+    runtime.ctx.on("ping", adds_another)
+    runtime.ctx.emit("ping")
+    assert heard == ["first"]
+    runtime.ctx.emit("ping")
+    assert heard == ["first", "first", "late"]
+
+
+async def test_listeners_unwind_with_their_fiber(runtime: Runtime) -> None:
+    async def listener_plugin(ctx: Context, config: None) -> None:
+        ctx.on("ping", lambda: None)
+
+    fiber = await runtime.ctx.plugin(listener_plugin)
+    assert runtime.events.count("ping") == 1
+    await fiber.dispose()
+    assert runtime.events.count("ping") == 0
+
+
+async def test_remover_is_idempotent(runtime: Runtime) -> None:
+    off = runtime.ctx.on("ping", lambda: None)
+    off()
+    off()
+    assert runtime.events.count("ping") == 0
+
+
+async def test_serial_returns_first_non_none_and_stops(runtime: Runtime) -> None:
+    called: list[str] = []
+
+    async def abstain() -> None:
+        called.append("abstain")
+
+    def answer() -> str:
+        called.append("answer")
+        return "yes"
+
+    def never() -> str:
+        called.append("never")
+        return "no"
+
+    for fn in (abstain, answer, never):
+        runtime.ctx.on("decide", fn)
+    assert await runtime.ctx.serial("decide") == "yes"
+    assert called == ["abstain", "answer"]
+
+
+async def test_parallel_runs_all_and_raises_failures_together(runtime: Runtime) -> None:
+    finished: list[str] = []
+
+    async def ok() -> None:
+        finished.append("ok")
+
+    async def fails() -> None:
+        raise OSError("disk full")
+
+    runtime.ctx.on("flush", fails)
+    runtime.ctx.on("flush", ok)
+    with pytest.raises(ExceptionGroup) as info:
+        await runtime.ctx.parallel("flush")
+    assert finished == ["ok"]
+    assert isinstance(info.value.exceptions[0], OSError)
+
+
+async def test_waterfall_listeners_replace_the_value(runtime: Runtime) -> None:
+    async def double(value: int, next_):  # type: ignore[no-untyped-def]
+        return await next_(value * 2)
+
+    async def add_one_after(value: int, next_):  # type: ignore[no-untyped-def]
+        return (await next_(value)) + 1
+
+    runtime.ctx.on("shape", add_one_after)
+    runtime.ctx.on("shape", double)
+    assert await runtime.ctx.waterfall("shape", 5) == 11
+
+
+async def test_waterfall_veto_reaches_the_caller_and_skips_the_rest(runtime: Runtime) -> None:
+    later: list[int] = []
+
+    def deny(value: int, next_):  # type: ignore[no-untyped-def]
+        raise Veto("not allowed")
+
+    async def record(value: int, next_):  # type: ignore[no-untyped-def]
+        later.append(value)
+        return await next_(value)
+
+    runtime.ctx.on("policy", deny)
+    runtime.ctx.on("policy", record)
+    with pytest.raises(Veto, match="not allowed"):
+        await runtime.ctx.waterfall("policy", 1)
+    assert later == []
+
+
+async def test_waterfall_short_circuit_without_next(runtime: Runtime) -> None:
+    async def cached(value: str, next_):  # type: ignore[no-untyped-def]
+        return "from cache"
+
+    async def expensive(value: str, next_):  # type: ignore[no-untyped-def]
+        raise AssertionError("not reached")
+
+    runtime.ctx.on("load", cached)
+    runtime.ctx.on("load", expensive)
+    assert await runtime.ctx.waterfall("load", "key") == "from cache"
+    assert await runtime.ctx.waterfall("unheard", "value") == "value"

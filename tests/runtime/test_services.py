@@ -1,0 +1,169 @@
+"""Services: inject, restart cascade, optional reads, caller binding."""
+
+import asyncio
+
+import pytest
+
+from tether.runtime import (
+    Context,
+    FiberState,
+    Runtime,
+    ServiceConflictError,
+    ServiceError,
+)
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+
+def provider_plugin(service: object, name: str = "counter"):  # type: ignore[no-untyped-def]
+    async def provider(ctx: Context, config: None) -> None:
+        ctx.provide(name, service)
+
+    return provider
+
+
+class Consumer:
+    name = "consumer"
+    inject = ("counter",)
+
+    def __init__(self) -> None:
+        self.applies = 0
+        self.unloads = 0
+
+    async def apply(self, ctx: Context, config: None) -> None:
+        self.applies += 1
+        ctx.counter.value += 1
+
+        def unload() -> None:
+            self.unloads += 1
+            # A dependent can still use the service while it unloads.
+            ctx.counter.value -= 1
+
+        await ctx.effect(lambda: unload)
+
+
+async def test_fiber_stays_pending_until_its_services_are_provided(runtime: Runtime) -> None:
+    consumer = Consumer()
+    fiber = await runtime.ctx.plugin(consumer)
+    assert fiber.state is FiberState.PENDING
+    counter = Counter()
+    await runtime.ctx.plugin(provider_plugin(counter))
+    await runtime.idle()
+    assert fiber.state is FiberState.ACTIVE
+    assert counter.value == 1
+
+
+async def test_service_restart_cascades_to_dependents(runtime: Runtime) -> None:
+    counter = Counter()
+    provider = await runtime.ctx.plugin(provider_plugin(counter))
+    consumer = Consumer()
+    fiber = await runtime.ctx.plugin(consumer)
+    assert fiber.state is FiberState.ACTIVE
+
+    await provider.dispose()
+    assert fiber.state is FiberState.PENDING
+    assert (consumer.applies, consumer.unloads, counter.value) == (1, 1, 0)
+
+    await runtime.ctx.plugin(provider_plugin(counter))
+    await runtime.idle()
+    assert fiber.state is FiberState.ACTIVE
+    assert (consumer.applies, counter.value) == (2, 1)
+
+
+async def test_reading_a_service_that_is_not_injected_raises(runtime: Runtime) -> None:
+    await runtime.ctx.plugin(provider_plugin(Counter()))
+    errors: list[Exception] = []
+
+    async def nosy(ctx: Context, config: None) -> None:
+        try:
+            _ = ctx.counter
+        except ServiceError as exc:
+            errors.append(exc)
+        assert ctx.get("counter") is not None
+        assert ctx.get("missing") is None
+
+    await runtime.ctx.plugin(nosy)
+    assert "without injecting it" in str(errors[0])
+
+
+async def test_two_providers_of_one_name_conflict(runtime: Runtime) -> None:
+    await runtime.ctx.plugin(provider_plugin(Counter()))
+
+    async def second(ctx: Context, config: None) -> None:
+        ctx.provide("counter", Counter())
+
+    with pytest.raises(Exception, match="already provided") as info:
+        await runtime.ctx.plugin(second)
+    assert isinstance(info.value.__cause__, ServiceConflictError)
+
+
+class Timers:
+    """A service that registers effects on behalf of whoever calls it."""
+
+    def __init__(self) -> None:
+        self.active: set[str] = set()
+
+    def for_caller(self, ctx: Context) -> "TimersView":
+        return TimersView(self, ctx)
+
+
+class TimersView:
+    def __init__(self, timers: Timers, caller: Context) -> None:
+        self._timers = timers
+        self._caller = caller
+
+    async def start(self, key: str) -> None:
+        def body():  # type: ignore[no-untyped-def]
+            self._timers.active.add(key)
+            yield lambda: self._timers.active.discard(key)
+
+        await self._caller.effect(body)
+
+
+async def test_registrations_made_through_a_service_are_owned_by_the_caller(
+    runtime: Runtime,
+) -> None:
+    timers = Timers()
+    provider = await runtime.ctx.plugin(provider_plugin(timers, "timers"))
+
+    class Caller:
+        name = "caller"
+        inject = ("timers",)
+
+        async def apply(self, ctx: Context, config: None) -> None:
+            await ctx.timers.start("tick")
+
+    caller = await runtime.ctx.plugin(Caller())
+    assert timers.active == {"tick"}
+    await caller.dispose()
+    assert timers.active == set()
+    assert provider.state is FiberState.ACTIVE
+
+
+async def test_withdrawal_waits_for_dependents_to_unload(runtime: Runtime) -> None:
+    counter = Counter()
+    provider = await runtime.ctx.plugin(provider_plugin(counter))
+    release = asyncio.Event()
+
+    class SlowConsumer:
+        name = "slow"
+        inject = ("counter",)
+
+        async def apply(self, ctx: Context, config: None) -> None:
+            async def dispose() -> None:
+                await release.wait()
+                ctx.counter.value = 42  # still reachable during its teardown
+
+            await ctx.effect(lambda: dispose)
+
+    await runtime.ctx.plugin(SlowConsumer())
+    disposal = asyncio.ensure_future(provider.dispose())
+    await asyncio.sleep(0)
+    assert runtime.services.provider_of("counter") is provider
+    release.set()
+    await disposal
+    assert counter.value == 42
+    assert runtime.services.provider_of("counter") is None
