@@ -86,7 +86,7 @@ async def test_failed_apply_raises_and_rolls_back_its_registrations(runtime: Run
         raise ValueError("cannot start")
 
     fiber = runtime.ctx.plugin(failing)
-    with pytest.raises(PluginStartError, match="failing.*cannot start"):
+    with pytest.raises(PluginStartError, match=r"failing.*cannot start"):
         await fiber
     assert fiber.state is FiberState.FAILED
     assert undone == ["effect"]

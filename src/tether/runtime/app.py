@@ -62,7 +62,7 @@ class Runtime:
         spec = plugin_spec(plugin)
         validated = spec.validate_config(config)
         parent.check_accepts_effects(f"plugin {spec.name!r}")
-        fiber = Fiber(self, parent, spec, validated, label=label)
+        fiber = Fiber(self, parent, spec, validated, raw_config=config, label=label)
         anchor = Effect(f"plugin:{spec.name}")
         anchor.push(fiber.dispose)
         parent.adopt(anchor)

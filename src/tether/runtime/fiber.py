@@ -57,6 +57,7 @@ class Fiber:
         spec: PluginSpec | None,
         config: Any,
         *,
+        raw_config: object = None,
         label: str | None = None,
     ) -> None:
         from tether.runtime.context import Context
@@ -65,6 +66,8 @@ class Fiber:
         self.parent = parent
         self.spec = spec
         self.config = config
+        self.raw_config = raw_config
+        """The config as given at mount, before validation: what a reload remounts with."""
         self.label = label
         self.state = FiberState.PENDING
         self.error: BaseException | None = None

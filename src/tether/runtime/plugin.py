@@ -77,11 +77,11 @@ class PluginSpec:
             ) from None
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """Render pydantic errors as ``config.a.b: message`` phrases joined by ``; ``."""
+def describe_validation_error(exc: ValidationError, root: str = "config") -> str:
+    """Render pydantic errors as ``<root>.a.b: message`` phrases joined by ``; ``."""
     parts = []
     for error in exc.errors():
-        location = ".".join(str(p) for p in ("config", *error["loc"]))
+        location = ".".join(str(p) for p in (root, *error["loc"]) if p != "")
         parts.append(f"{location}: {error['msg']}")
     return "; ".join(parts)
 
