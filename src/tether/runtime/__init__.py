@@ -18,9 +18,12 @@ from tether.runtime.errors import (
 from tether.runtime.events import EventBus
 from tether.runtime.fiber import Fiber, FiberState
 from tether.runtime.plugin import PluginSpec, plugin_spec
+from tether.runtime.signal import Cancelled, CancelSignal
 
 __all__ = [
     "CallerBound",
+    "CancelSignal",
+    "Cancelled",
     "CompositionError",
     "Context",
     "Disposer",

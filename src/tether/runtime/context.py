@@ -11,11 +11,10 @@ fiber, not by the provider's (see :class:`CallerBound`).
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from tether.runtime.effects import Disposer, Effect
+from tether.runtime.effects import Effect, EffectBody
 from tether.runtime.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -23,11 +22,6 @@ if TYPE_CHECKING:
     from tether.runtime.fiber import Fiber
 
 T = TypeVar("T")
-
-EffectBody = Callable[[], Any]
-"""A callable that performs a registration. It may return a disposer (or
-``None``), return an awaitable of one, or be a sync or async generator that
-yields disposers as it registers things."""
 
 
 @runtime_checkable
@@ -86,12 +80,7 @@ class Context:
         """
         name = label or str(getattr(body, "__qualname__", repr(body)))
         self._fiber.check_accepts_effects(f"effect {name!r}")
-        effect = Effect(name)
-        try:
-            await _establish(effect, body())
-        except BaseException:
-            await effect.dispose()
-            raise
+        effect = await Effect.establish(body, name)
         if not self._fiber.accepts_effects:
             await effect.dispose()
             self._fiber.check_accepts_effects(f"effect {name!r}")
@@ -178,34 +167,3 @@ class Context:
     async def waterfall(self, name: str, value: T, *args: object) -> T:
         """Pass ``value`` through ``name``'s middleware (see :meth:`EventBus.waterfall`)."""
         return await self.runtime.events.waterfall(name, value, *args)
-
-
-async def _establish(effect: Effect, produced: object) -> None:
-    """Push onto ``effect`` the disposers ``produced`` by an effect body."""
-    if inspect.isasyncgen(produced):
-        await _drain_async(effect, produced)
-    elif inspect.isgenerator(produced):
-        _drain(effect, produced)
-    else:
-        if inspect.isawaitable(produced):
-            produced = await produced
-        if produced is not None:
-            effect.push(_as_disposer(produced))
-
-
-def _drain(effect: Effect, generator: Generator[object, Any, object]) -> None:
-    for disposer in generator:
-        if disposer is not None:
-            effect.push(_as_disposer(disposer))
-
-
-async def _drain_async(effect: Effect, generator: AsyncGenerator[object, Any]) -> None:
-    async for disposer in generator:
-        if disposer is not None:
-            effect.push(_as_disposer(disposer))
-
-
-def _as_disposer(value: object) -> Disposer:
-    if not callable(value):
-        raise TypeError(f"an effect body must produce callables (disposers), got {value!r}")
-    return value

@@ -22,11 +22,17 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 Disposer = Callable[[], Awaitable[None] | None]
 """A callable that undoes one registration; it may be sync or async."""
+
+EffectBody = Callable[[], Any]
+"""A callable that performs a registration. It may return a disposer (or
+``None``), return an awaitable of one, or be a sync or async generator that
+yields disposers as it registers things."""
 
 
 class Effect:
@@ -40,6 +46,21 @@ class Effect:
         self._started = False
         self._task: asyncio.Task[None] | None = None
         self._detach: Callable[[Effect], None] | None = None
+
+    @classmethod
+    async def establish(cls, body: EffectBody, label: str) -> Effect:
+        """Run ``body`` and collect the disposers it produces into a new effect.
+
+        If ``body`` raises part way, the disposers it already produced run
+        (LIFO) and the error propagates.
+        """
+        effect = cls(label)
+        try:
+            await _collect(effect, body())
+        except BaseException:
+            await effect.dispose()
+            raise
+        return effect
 
     @property
     def disposed(self) -> bool:
@@ -117,3 +138,24 @@ def _completed() -> asyncio.Future[None]:
     future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     future.set_result(None)
     return future
+
+
+async def _collect(effect: Effect, produced: object) -> None:
+    if inspect.isasyncgen(produced):
+        async for disposer in produced:
+            _push_produced(effect, disposer)
+    elif inspect.isgenerator(produced):
+        for disposer in produced:
+            _push_produced(effect, disposer)
+    else:
+        if inspect.isawaitable(produced):
+            produced = await produced
+        _push_produced(effect, produced)
+
+
+def _push_produced(effect: Effect, disposer: object) -> None:
+    if disposer is None:
+        return
+    if not callable(disposer):
+        raise TypeError(f"an effect body must produce callables (disposers), got {disposer!r}")
+    effect.push(disposer)
