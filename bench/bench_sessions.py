@@ -1,0 +1,190 @@
+"""Session log and persistence benchmarks; prints its figures.
+
+Usage: python bench/bench_sessions.py [--events N]
+
+Figures (targets from the sessions contract):
+- in-memory append rate, one observer attached (target >= 100,000 events/s);
+- durable JSONL and SQLite throughput with the default batching (target >=
+  50,000 events/s), next to a bare loop that writes the same lines with one
+  fsync per batch (target: within 2x of it);
+- load + derive_messages of a 100,000-event session (target <= 1 s);
+- bytes on disk per 1,000 events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tether.llm.messages import TextBlock
+from tether.persist import jsonl, sqlite
+from tether.runtime import Runtime
+from tether.session import (
+    AssistantChunk,
+    AssistantMessageEvent,
+    Completed,
+    EventPayload,
+    StepEnd,
+    StepStart,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+    derive_messages,
+)
+from tether.session.log import Session, SessionHeader
+from tether.session.store import apply as store_plugin
+
+CHUNKS_PER_TURN = 40
+
+
+def payloads(count: int) -> Iterator[EventPayload]:
+    """A realistic mix: each turn is a prompt, streamed chunks, an answer."""
+    produced = 0
+    turn = 0
+    while True:
+        turn += 1
+        batch: list[EventPayload] = [
+            TurnStart(turn=turn),
+            StepStart(turn=turn, step=1),
+            UserMessageEvent(
+                id=f"u{turn}", source="user", content=(TextBlock(f"question {turn}"),)
+            ),
+        ]
+        batch += [AssistantChunk(kind="text", delta=f"word{i} ") for i in range(CHUNKS_PER_TURN)]
+        batch += [
+            AssistantMessageEvent(
+                content=(TextBlock("answer " * 10),), finish="stop", interrupted=False
+            ),
+            StepEnd(turn=turn, step=1),
+            TurnEnd(turn=turn, reason=Completed()),
+        ]
+        for payload in batch:
+            if produced == count:
+                return
+            produced += 1
+            yield payload
+
+
+def bench_memory(count: int) -> float:
+    items = list(payloads(count))
+    session = Session(SessionHeader(id="mem", created_at=time.time(), cwd="/"))
+    seen = 0
+
+    def observer(_session: Session, _event: object) -> None:
+        nonlocal seen
+        seen += 1
+
+    session.observe(observer)
+    start = time.perf_counter()
+    for payload in items:
+        session.append(payload)
+    elapsed = time.perf_counter() - start
+    assert seen == count
+    return count / elapsed
+
+
+async def bench_durable(
+    plugin: object, data_dir: Path, count: int
+) -> tuple[float, int, float, list[bytes]]:
+    """Append ``count`` events, yielding to the loop every 64.
+
+    Returns events/s, the number of batches written, the load + derive time,
+    and the events as JSON lines (for the bare-loop comparison).
+    """
+    items = list(payloads(count))
+    batches = 0
+    async with Runtime() as runtime:
+        await runtime.ctx.plugin(store_plugin)
+        await runtime.ctx.plugin(plugin, {"data_dir": str(data_dir)})
+
+        def on_written(_session: object, _durable: int) -> None:
+            nonlocal batches
+            batches += 1
+
+        runtime.ctx.on("session/written", on_written)
+        store = runtime.ctx.get("sessions")
+        session = store.prepare("bench", cwd="/")
+        store.enter(session)
+        start = time.perf_counter()
+        for index, payload in enumerate(items):
+            session.append(payload)
+            if index % 64 == 63:
+                await asyncio.sleep(0)
+        await store.flush(session)
+        elapsed = time.perf_counter() - start
+        store.detach(session)
+
+        persistence = runtime.ctx.get("persistence")
+        start = time.perf_counter()
+        loaded = await persistence.load("bench")
+        derive_messages(loaded)
+        load_seconds = time.perf_counter() - start
+        assert len(loaded.events) >= count  # the open last turn gets repaired
+        lines = [
+            json.dumps(event.to_record(), separators=(",", ":")).encode() + b"\n"
+            for event in session.events
+        ]
+    return count / elapsed, batches, load_seconds, lines
+
+
+def bench_bare(path: Path, lines: list[bytes], batches: int) -> float:
+    """Write ``lines`` in ``batches`` equal batches, one write + fsync each."""
+    size = max(1, len(lines) // max(1, batches))
+    start = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for offset in range(0, len(lines), size):
+            os.write(fd, b"".join(lines[offset : offset + size]))
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return len(lines) / (time.perf_counter() - start)
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    count = args.events
+
+    rates = [bench_memory(count) for _ in range(args.repeat)]
+    print(f"in-memory append: {statistics.median(rates):,.0f} events/s (target >= 100,000)")
+
+    for name, plugin in (("jsonl", jsonl), ("sqlite", sqlite)):
+        results = []
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                run = bench_durable(plugin, Path(tmp), count)
+                rate, batches, load_s, lines = asyncio.run(run)
+                size = disk_bytes(Path(tmp))
+                bare = bench_bare(Path(tmp) / "bare.jsonl", lines, batches)
+                results.append((rate, batches, load_s, size, bare))
+        rate, batches, load_s, size, bare = (
+            statistics.median(r[i] for r in results) for i in range(5)
+        )
+        print(
+            f"{name}: durable {rate:,.0f} events/s in {batches:.0f} batches "
+            f"(target >= 50,000); bare write+fsync loop of the same lines and batches "
+            f"{bare:,.0f} events/s, ratio {bare / rate:.2f}x (target <= 2x)"
+        )
+        print(
+            f"{name}: load + derive of {count:,} events {load_s * 1000:.0f} ms "
+            "(target <= 1000 ms); "
+            f"{size / count * 1000 / 1024:.1f} KiB on disk per 1,000 events"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Model-facing messages: the conversation as an LLM adapter sees it.
+
+These are plain values. Every class is a frozen, slotted dataclass that checks
+its fields on construction and raises `TypeError` for a field of the wrong type,
+so a message that exists is well-formed. Sequences of content blocks are stored
+as tuples whatever sequence the caller passed, so a message never shares mutable
+state with its creator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NoReturn
+
+__all__ = [
+    "AssistantBlock",
+    "AssistantMessage",
+    "ImageRef",
+    "Message",
+    "ReasoningBlock",
+    "SystemMessage",
+    "TextBlock",
+    "ToolCallBlock",
+    "ToolMessage",
+    "UserBlock",
+    "UserMessage",
+]
+
+
+_Expected = type | tuple[type, ...]
+
+
+def _reject(value: object, **expected: _Expected) -> NoReturn:
+    """Raise the `TypeError` for the first field of ``value`` that does not
+    have its expected type."""
+    owner = type(value).__name__
+    for name, kinds in expected.items():
+        field_value = getattr(value, name)
+        if not isinstance(field_value, kinds):
+            options = kinds if isinstance(kinds, tuple) else (kinds,)
+            names = " or ".join("None" if kind is type(None) else kind.__name__ for kind in options)
+            raise TypeError(f"{owner}.{name} must be {names}, got {field_value!r}")
+    raise AssertionError(f"{owner}: no field is wrong")
+
+
+# Each __post_init__ tests all fields in one expression and only looks for the
+# culprit when that fails: messages are built often, and a failure is rare.
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Plain text."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            _reject(self, text=str)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """An image the model should look at, by URL (``https:`` or ``data:``)."""
+
+    url: str
+    mime_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.url, str) and isinstance(self.mime_type, str | None)):
+            _reject(self, url=str, mime_type=(str, type(None)))
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningBlock:
+    """Reasoning the model emitted before answering.
+
+    ``signature`` is the provider's opaque token for replaying the reasoning in a
+    later request; providers that issue one reject a replay without it.
+    """
+
+    text: str
+    signature: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.text, str) and isinstance(self.signature, str | None)):
+            _reject(self, text=str, signature=(str, type(None)))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallBlock:
+    """A tool call the model requested.
+
+    ``arguments`` is the decoded JSON object of the call. The block does not copy
+    it: treat it as read-only. Blocks read back from a session log carry deeply
+    immutable arguments.
+    """
+
+    id: str
+    name: str
+    # Excluded from hashing because mappings are unhashable; `id` and `name`
+    # already make the hash consistent with equality.
+    arguments: Mapping[str, object] = field(hash=False)
+
+    def __post_init__(self) -> None:
+        if not (
+            isinstance(self.id, str)
+            and isinstance(self.name, str)
+            and isinstance(self.arguments, dict | MappingProxyType | Mapping)
+        ):
+            _reject(self, id=str, name=str, arguments=Mapping)
+
+
+UserBlock = TextBlock | ImageRef
+"""Content a user message may carry."""
+
+AssistantBlock = TextBlock | ReasoningBlock | ToolCallBlock
+"""Content an assistant message may carry."""
+
+_USER_BLOCKS = (TextBlock, ImageRef)
+_ASSISTANT_BLOCKS = (TextBlock, ReasoningBlock, ToolCallBlock)
+
+
+def _blocks(owner: str, content: object, allowed: tuple[type, ...]) -> tuple[object, ...]:
+    if type(content) is tuple:
+        blocks: tuple[object, ...] = content
+    # A str is iterable too; taking it as a sequence of blocks would only fail
+    # later with a confusing message about its characters.
+    elif isinstance(content, str | bytes) or not isinstance(content, Iterable):
+        raise TypeError(f"{owner}.content must be a sequence of blocks, got {content!r}")
+    else:
+        blocks = tuple(content)
+    for block in blocks:
+        if not isinstance(block, allowed):
+            names = " or ".join(kind.__name__ for kind in allowed)
+            raise TypeError(f"{owner}.content entries must be {names}, got {block!r}")
+    return blocks
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    """Instructions that frame the conversation."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            _reject(self, text=str)
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """What the user (or a program speaking for them) said."""
+
+    content: tuple[UserBlock, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", _blocks("UserMessage", self.content, _USER_BLOCKS))
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """What the model answered.
+
+    ``interrupted`` marks an answer cut short (a cancel or a crash): its content
+    is what had streamed by then, and its tool calls may be incomplete.
+    """
+
+    content: tuple[AssistantBlock, ...]
+    interrupted: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "content", _blocks("AssistantMessage", self.content, _ASSISTANT_BLOCKS)
+        )
+        if not isinstance(self.interrupted, bool):
+            _reject(self, interrupted=bool)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallBlock, ...]:
+        """The tool calls among the content, in order."""
+        return tuple(block for block in self.content if isinstance(block, ToolCallBlock))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMessage:
+    """The result of one tool call, answering the call with id ``call_id``."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+
+    def __post_init__(self) -> None:
+        if not (
+            isinstance(self.call_id, str)
+            and isinstance(self.name, str)
+            and isinstance(self.content, str)
+            and isinstance(self.is_error, bool)
+        ):
+            _reject(self, call_id=str, name=str, content=str, is_error=bool)
+
+
+Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+"""Any message of a conversation."""

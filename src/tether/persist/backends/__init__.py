@@ -1,0 +1,54 @@
+"""Durable storage for session logs: the :class:`LogBackend` seam and its two backends.
+
+:class:`JsonlBackend` (one JSON Lines file per session) is the embedded
+default; :class:`SqliteBackend` keeps every session in one SQLite database.
+Both are synchronous and know nothing of the runtime.
+"""
+
+from tether.persist.backends.base import (
+    LogBackend,
+    SessionSummary,
+    StoredLog,
+    TornTail,
+    newest_first,
+)
+from tether.persist.backends.errors import (
+    BackendClosedError,
+    CorruptLogError,
+    InvalidRecordError,
+    InvalidSessionIdError,
+    LogStoreError,
+    SessionNotFoundError,
+    StoreConflictError,
+    UnsupportedFormatError,
+)
+from tether.persist.backends.jsonl import JsonlBackend
+from tether.persist.backends.records import (
+    EventRecord,
+    HeaderRecord,
+    LineageRecord,
+    validate_session_id,
+)
+from tether.persist.backends.sqlite import SqliteBackend
+
+__all__ = [
+    "BackendClosedError",
+    "CorruptLogError",
+    "EventRecord",
+    "HeaderRecord",
+    "InvalidRecordError",
+    "InvalidSessionIdError",
+    "JsonlBackend",
+    "LineageRecord",
+    "LogBackend",
+    "LogStoreError",
+    "SessionNotFoundError",
+    "SessionSummary",
+    "SqliteBackend",
+    "StoreConflictError",
+    "StoredLog",
+    "TornTail",
+    "UnsupportedFormatError",
+    "newest_first",
+    "validate_session_id",
+]

@@ -1,0 +1,155 @@
+"""The seam between the session layer and durable storage of session logs.
+
+A session log is a header plus events whose seqs run from 0 without gaps. A
+:class:`LogBackend` stores them; it knows nothing of the runtime, is
+synchronous, and is safe to call from several threads (callers in async code
+run it in a worker thread).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tether.persist.backends.records import EventRecord, HeaderRecord
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """The incomplete last line a JSONL load cut from the end of a file.
+
+    ``line`` is its 1-based line number, ``offset`` the file size after the cut
+    and ``discarded_bytes`` how many bytes were removed.
+    """
+
+    line: int
+    offset: int
+    discarded_bytes: int
+
+
+@dataclass(frozen=True)
+class StoredLog:
+    """A session log as loaded: the caller owns the dicts and may keep them."""
+
+    header: HeaderRecord
+    events: list[EventRecord]
+    repaired_tail: TornTail | None = None
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One row of a session listing.
+
+    ``turn_count`` counts ``turn/start`` events, ``last_activity`` is the time of
+    the last event and ``title`` the text of the first ``user/message`` that has
+    text, shortened. A session that cannot be read has ``error`` set, ``cwd`` and
+    ``created_at`` as ``None`` where unknown, and a ``last_activity`` taken from
+    storage metadata where the backend has it.
+    """
+
+    id: str
+    cwd: str | None
+    created_at: float | None
+    turn_count: int
+    last_activity: float
+    title: str | None
+    error: str | None = None
+
+    @classmethod
+    def unreadable(cls, session_id: str, last_activity: float, error: str) -> SessionSummary:
+        """The row for a session that cannot be read, saying why."""
+        return cls(
+            id=session_id,
+            cwd=None,
+            created_at=None,
+            turn_count=0,
+            last_activity=last_activity,
+            title=None,
+            error=error,
+        )
+
+
+def newest_first(summaries: Iterable[SessionSummary]) -> builtins.list[SessionSummary]:
+    """Order a listing by ``last_activity``, newest first, ties by id."""
+    return sorted(summaries, key=lambda s: (-s.last_activity, s.id))
+
+
+class LogBackend(Protocol):
+    """Durable storage for session logs.
+
+    Session ids are checked with
+    :func:`~tether.persist.backends.records.validate_session_id`; every method
+    raises :class:`~tether.persist.backends.errors.InvalidSessionIdError` for
+    one that fails, and
+    :class:`~tether.persist.backends.errors.BackendClosedError` once the
+    backend is closed.
+    """
+
+    def exists(self, session_id: str) -> bool:
+        """Whether anything is stored for ``session_id``."""
+        ...
+
+    def next_seq(self, session_id: str) -> int:
+        """The seq the session's next event must carry: how many events are stored.
+
+        0 if the session is not stored. Cheap: it does not read the whole log.
+
+        Raises:
+            CorruptLogError: the part of the log it reads is damaged.
+            UnsupportedFormatError: the log was written by a newer format.
+        """
+        ...
+
+    def write(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        """Store one batch of events for the session ``header["id"]``; durable on return.
+
+        The first write of a session stores the header and the batch
+        atomically: both become visible together or not at all, so a session
+        never exists without events. Later writes append, and their header is
+        only used for its id. An empty batch for a stored session does nothing.
+
+        Raises:
+            ValueError: the session is not stored and ``events`` is empty.
+            InvalidRecordError: the header (first write) or an event does not
+                have the stored shape or is not JSON-serialisable.
+            StoreConflictError: the batch does not continue the stored log
+                (another writer created the session or appended first, or the
+                seqs skip or repeat). Nothing of the batch is stored.
+        """
+        ...
+
+    def load(self, session_id: str) -> StoredLog:
+        """Read a whole session log, validated.
+
+        A torn last line (a crash during an append) is cut off and reported in
+        :attr:`StoredLog.repaired_tail`; everything before it is kept.
+
+        Raises:
+            SessionNotFoundError: nothing is stored for ``session_id``.
+            CorruptLogError: the header or an event before the last line is
+                damaged; it names where.
+            UnsupportedFormatError: the log was written by a newer format.
+        """
+        ...
+
+    def list(self) -> builtins.list[SessionSummary]:
+        """Summarise every stored session, newest activity first.
+
+        A session that cannot be read is listed with its ``error`` set instead
+        of failing the listing. Listing never modifies storage.
+        """
+        ...
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session's header and events, durably.
+
+        Raises:
+            SessionNotFoundError: nothing is stored for ``session_id``.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the backend's resources; idempotent."""
+        ...

@@ -1,0 +1,320 @@
+"""Session logs in one SQLite database: the second backend.
+
+All sessions live in ``<root>/sessions.sqlite3`` (WAL journal,
+``synchronous=FULL``). Each ``write`` is one ``BEGIN IMMEDIATE`` transaction,
+so a batch, and the first batch together with its header, is stored whole or
+not at all, and writers in other processes are serialised by SQLite. The
+listing columns of ``sessions`` (turn count, last activity, title) are kept up
+to date in the same transaction, so listing reads one row per session.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from tether.persist.backends.base import SessionSummary, StoredLog, newest_first
+from tether.persist.backends.bulk import BadRecordError, check_events, decode_records
+from tether.persist.backends.errors import (
+    BackendClosedError,
+    CorruptLogError,
+    SessionNotFoundError,
+    UnsupportedFormatError,
+)
+from tether.persist.backends.records import (
+    EventRecord,
+    HeaderRecord,
+    check_continues,
+    encode_json,
+    parse_batch,
+    parse_header,
+    validate_session_id,
+)
+from tether.persist.backends.summary import Activity
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""The schema this module creates (kept in ``PRAGMA user_version``), and the newest it reads."""
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS sessions (
+        id TEXT PRIMARY KEY,
+        header TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        turn_count INTEGER NOT NULL,
+        last_activity REAL NOT NULL,
+        title TEXT
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS events (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        time REAL NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID
+    """,
+)
+
+
+class SqliteBackend:
+    """A :class:`~tether.persist.backends.base.LogBackend` keeping all sessions in one database.
+
+    One connection serves every thread; a lock lets one call use it at a time.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        """Open (creating if needed) ``<root>/sessions.sqlite3``.
+
+        Raises:
+            UnsupportedFormatError: the database was created by a newer schema.
+            sqlite3.Error: the file cannot be opened as a database.
+        """
+        root_path = Path(root)
+        root_path.mkdir(parents=True, exist_ok=True)
+        self._path = root_path / "sessions.sqlite3"
+        self._lock = threading.Lock()
+        self._closed = False
+        # isolation_level=None leaves transactions to the explicit BEGINs below.
+        conn = sqlite3.connect(
+            self._path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            (journal_mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            if journal_mode != "wal":
+                log.warning(
+                    "%s: WAL is unavailable, using journal mode %s", self._path, journal_mode
+                )
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self._path.parent)!r})"
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the session has a row."""
+        validate_session_id(session_id)
+        with self._connection() as conn:
+            return (
+                conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                is not None
+            )
+
+    def next_seq(self, session_id: str) -> int:
+        """The seq the session's next event must carry; 0 if it is not stored."""
+        validate_session_id(session_id)
+        with self._connection() as conn:
+            return _next_seq(conn, session_id)
+
+    def write(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        """Store a batch in one transaction; see :meth:`LogBackend.write` for the contract.
+
+        Raises:
+            ValueError: the session is not stored and ``events`` is empty.
+            InvalidRecordError: the header (first write) or an event is invalid.
+            StoreConflictError: the batch does not continue the stored log.
+        """
+        session_id = validate_session_id(header.get("id"))
+        batch = parse_batch(session_id, events)
+        rows = [
+            (session_id, event["seq"], event["type"], event["time"], encode_json(event["data"]))
+            for event in batch
+        ]
+        with self._transaction() as conn:
+            stored = conn.execute(
+                "SELECT turn_count, last_activity, title FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if stored is None:
+                if not batch:
+                    raise ValueError(
+                        f"session {session_id!r}: the first write needs at least one event"
+                    )
+                record = parse_header(header)
+                check_continues(session_id, batch, 0)
+                activity = Activity().extend(batch)
+                conn.execute(
+                    "INSERT INTO sessions"
+                    " (id, header, created_at, turn_count, last_activity, title)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        session_id,
+                        encode_json(record),
+                        record["created_at"],
+                        activity.turn_count,
+                        activity.last_activity,
+                        activity.title,
+                    ),
+                )
+            elif batch:
+                check_continues(session_id, batch, _next_seq(conn, session_id))
+                activity = Activity(*stored).extend(batch)
+                conn.execute(
+                    "UPDATE sessions SET turn_count = ?, last_activity = ?, title = ? WHERE id = ?",
+                    (activity.turn_count, activity.last_activity, activity.title, session_id),
+                )
+            conn.executemany(
+                "INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def load(self, session_id: str) -> StoredLog:
+        """Read and validate the whole log; see :meth:`LogBackend.load`.
+
+        ``repaired_tail`` is always ``None``: transactions leave nothing torn.
+
+        Raises:
+            SessionNotFoundError: the session has no row.
+            CorruptLogError: the stored header or an event is invalid, or seqs
+                have a gap; it names the session and seq.
+        """
+        validate_session_id(session_id)
+        with self._transaction(write=False) as conn:
+            stored = conn.execute(
+                "SELECT header FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if stored is None:
+                raise SessionNotFoundError(session_id)
+            rows = conn.execute(
+                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        header = _parse_stored_header(session_id, stored[0])
+
+        def assemble(datas: builtins.list[object]) -> builtins.list[EventRecord]:
+            events: builtins.list[object] = [
+                {"type": kind, "seq": seq, "time": time, "data": data}
+                for (seq, kind, time, _), data in zip(rows, datas, strict=True)
+            ]
+            return check_events(events, 0)
+
+        try:
+            events = decode_records([row[3] for row in rows], assemble)
+        except BadRecordError as exc:
+            raise CorruptLogError(session_id, exc.reason, seq=rows[exc.index][0]) from None
+        return StoredLog(header, events)
+
+    def list(self) -> builtins.list[SessionSummary]:
+        """Summarise every session from its row, newest activity first; see :meth:`LogBackend.list`.
+
+        A session whose stored header is invalid is listed with ``error`` set.
+        """
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT id, header, turn_count, last_activity, title FROM sessions"
+            ).fetchall()
+        summaries = []
+        for session_id, header_text, turn_count, last_activity, title in rows:
+            try:
+                header = _parse_stored_header(session_id, header_text)
+            except CorruptLogError as exc:
+                summaries.append(SessionSummary.unreadable(session_id, last_activity, str(exc)))
+                continue
+            summaries.append(
+                SessionSummary(
+                    id=session_id,
+                    cwd=header["cwd"],
+                    created_at=header["created_at"],
+                    turn_count=turn_count,
+                    last_activity=last_activity,
+                    title=title,
+                )
+            )
+        return newest_first(summaries)
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session's row and all its events in one transaction.
+
+        Raises:
+            SessionNotFoundError: the session has no row.
+        """
+        validate_session_id(session_id)
+        with self._transaction() as conn:
+            if conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
+                raise SessionNotFoundError(session_id)
+
+    def close(self) -> None:
+        """Close the connection; later calls raise :class:`BackendClosedError`."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                raise BackendClosedError(f"{self!r} is closed")
+            yield self._conn
+
+    @contextmanager
+    def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """Hold the connection for one transaction, committed on success.
+
+        A write transaction takes the database's write lock up front, so the
+        seq checked at its start still holds when it commits; a read one sees
+        one snapshot across its queries.
+        """
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if version > SCHEMA_VERSION:
+                raise UnsupportedFormatError(str(self._path), version, SCHEMA_VERSION)
+            if version < SCHEMA_VERSION:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+def _parse_stored_header(session_id: str, text: object) -> HeaderRecord:
+    try:
+        header = parse_header(json.loads(text) if isinstance(text, str | bytes) else text)
+    except ValueError as exc:
+        raise CorruptLogError(session_id, f"stored header: {exc}") from None
+    if header["id"] != session_id:
+        raise CorruptLogError(session_id, f"stored header names session {header['id']!r}")
+    return header
+
+
+def _next_seq(conn: sqlite3.Connection, session_id: str) -> int:
+    (next_seq,) = conn.execute(
+        "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(next_seq)

@@ -1,0 +1,61 @@
+"""What a session listing shows about each session, folded from its events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tether.persist.backends.records import EventRecord
+
+TITLE_LIMIT = 80
+"""The longest title, in characters, ellipsis included."""
+
+
+def title_of(data: Mapping[str, object]) -> str | None:
+    """The title a ``user/message`` event gives its session, or ``None`` if it has no text.
+
+    The text blocks of ``data["content"]`` are joined with runs of whitespace
+    collapsed to one space, and cut to :data:`TITLE_LIMIT` characters with an
+    ellipsis.
+    """
+    content = data.get("content")
+    if not isinstance(content, list):
+        return None
+    parts = [
+        block["text"]
+        for block in content
+        if isinstance(block, Mapping)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    ]
+    text = " ".join(" ".join(parts).split())
+    if not text:
+        return None
+    if len(text) > TITLE_LIMIT:
+        text = text[: TITLE_LIMIT - 1].rstrip() + "…"
+    return text
+
+
+@dataclass(frozen=True)
+class Activity:
+    """How far a session has got: its turns, its latest event and its title.
+
+    ``title`` comes from the first ``user/message`` that has text;
+    ``last_activity`` is ``None`` until the session has an event.
+    """
+
+    turn_count: int = 0
+    last_activity: float | None = None
+    title: str | None = None
+
+    def extend(self, events: Iterable[EventRecord]) -> Activity:
+        """Return the activity after ``events``, which follow those already counted."""
+        turns, last, title = self.turn_count, self.last_activity, self.title
+        for event in events:
+            kind = event["type"]
+            if kind == "turn/start":
+                turns += 1
+            elif kind == "user/message" and title is None:
+                title = title_of(event["data"])
+            last = event["time"]
+        return Activity(turns, last, title)

@@ -1,0 +1,22 @@
+"""Where tether keeps its data on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def data_dir(explicit: Path | None = None) -> Path:
+    """The data directory: ``explicit``, else ``$TETHER_HOME``, else the XDG data home.
+
+    The XDG default is ``$XDG_DATA_HOME/tether``, falling back to
+    ``~/.local/share/tether``. The directory is not created here.
+    """
+    if explicit is not None:
+        return explicit.expanduser()
+    home = os.environ.get("TETHER_HOME")
+    if home:
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "tether"

@@ -1,0 +1,149 @@
+"""The persistence service (``ctx.persistence``): durable session logs over a backend.
+
+A persistence plugin (``tether.persist.jsonl``, ``tether.persist.sqlite``)
+builds a backend and calls :func:`mount_persistence`, which wires three things
+into its fiber as one effect:
+
+* listeners: ``session/event`` marks a session dirty for the write-behind
+  writer, ``session/flush`` (parallel) is the durability barrier,
+  ``session/disposed`` lets the writer forget a session once it is written;
+* the writer task, drained and awaited on unload before the backend closes;
+* the ``persistence`` service: load, resume, list and delete stored sessions.
+
+It emits ``session/written (session, durable)`` (a notification) after each
+batch it writes: ``durable`` events of ``session`` are now on disk.
+
+Crash repair happens on load: a stored log whose last turn never closed gets
+its closing events (see :mod:`tether.session.repair`) appended **and written**
+before it is returned. A live session is never repaired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.persist.backends.base import LogBackend, SessionSummary
+from tether.persist.writer import WriteBehind
+from tether.session.errors import SessionError
+from tether.session.events import Event
+from tether.session.log import Session, SessionHeader
+from tether.session.repair import repair
+from tether.session.store import SessionConflictError, SessionStore
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+
+
+class PersistenceConfig(BaseModel):
+    """Configuration shared by the persistence plugins."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_dir: Path | None = None
+    """Where logs are stored; default ``$TETHER_HOME``, else ``~/.local/share/tether``."""
+    batch_window_ms: float = Field(default=2.0, ge=0, le=1000)
+    """How long the writer waits after an append to gather a batch (a flush skips it)."""
+
+
+class Persistence:
+    """Stored sessions: the read side of persistence, and resume."""
+
+    def __init__(self, backend: LogBackend, writer: WriteBehind, store: SessionStore) -> None:
+        self._backend = backend
+        self._writer = writer
+        self._store = store
+
+    async def load(self, session_id: str) -> Session:
+        """Read a stored session, repairing (durably) a last turn that never closed.
+
+        The returned session is a private copy: not entered in the store. A
+        session that is live in this process is returned as stored, unrepaired.
+
+        Raises:
+            SessionNotFoundError, CorruptLogError, UnsupportedFormatError: from
+                the backend.
+            SessionError: the stored events do not form a valid log (the
+                message names the session and the seq).
+        """
+        session = await self._read(session_id)
+        if self._store.get(session_id) is None:
+            await self._repair(session)
+        return session
+
+    async def prepare_resume(self, session_id: str) -> Session:
+        """Load a stored session (repaired) and prepare it privately in the store.
+
+        The caller enters it (``ctx.sessions.enter``) to make it live; appends
+        then continue the stored seq and turn numbering.
+
+        Raises:
+            SessionConflictError: the session is live.
+            Everything :meth:`load` raises.
+        """
+        if self._store.get(session_id) is not None:
+            raise SessionConflictError(f"session {session_id!r} is already live")
+        session = await self._read(session_id)
+        await self._repair(session)
+        return self._store.prepare_restored(session.header, session.events)
+
+    async def list(self) -> list[SessionSummary]:
+        """Summaries of every stored session, newest activity first."""
+        return await asyncio.to_thread(self._backend.list)
+
+    async def delete(self, session_id: str) -> None:
+        """Delete a stored session.
+
+        Raises:
+            SessionConflictError: the session is live (stop its agent first).
+            SessionNotFoundError: nothing is stored under this id.
+        """
+        if self._store.get(session_id) is not None:
+            raise SessionConflictError(f"session {session_id!r} is live; it cannot be deleted")
+        await asyncio.to_thread(self._backend.delete, session_id)
+
+    async def _read(self, session_id: str) -> Session:
+        stored = await asyncio.to_thread(self._backend.load, session_id)
+        try:
+            header = SessionHeader.from_record(stored.header)
+            events = [Event.from_record(record) for record in stored.events]
+            return Session.restore(header, events)
+        except SessionError as exc:
+            raise type(exc)(f"session {session_id!r}: {exc}") from exc
+
+    async def _repair(self, session: Session) -> None:
+        if repair(session):
+            await self._writer.flush(session)
+            self._writer.release(session)
+
+
+async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float) -> None:
+    """Wire ``backend`` into ``ctx``'s fiber as the durability listener and service."""
+    store = ctx.service("sessions", SessionStore)
+
+    async def body():  # type: ignore[no-untyped-def]
+        writer = WriteBehind(
+            backend,
+            window=window,
+            on_written=lambda session, durable: ctx.emit("session/written", session, durable),
+        )
+        task = asyncio.get_running_loop().create_task(writer.run(), name="session-writer")
+
+        async def stop() -> None:
+            await writer.close()
+            await task
+            await asyncio.to_thread(backend.close)
+
+        yield stop
+        # The listeners belong to this effect's chain, so they are removed
+        # before the writer drains: no event can slip in after the drain.
+        events = ctx.runtime.events
+        yield events.add("session/event", lambda session, event: writer.notice(session))
+        yield events.add("session/flush", writer.flush)
+        yield events.add("session/disposed", writer.release)
+        ctx.provide("persistence", Persistence(backend, writer, store))
+
+    await ctx.effect(body, label="persistence")

@@ -1,0 +1,168 @@
+"""Write-behind batching of session events, with a flush barrier.
+
+Appends never wait for the disk. Each append marks its session dirty and wakes
+the writer task; the writer waits one batch window (so a burst of appends
+becomes one batch), then, session by session, writes every event appended
+since the last write in one backend call run in a worker thread (one fsync or
+one transaction per batch).
+
+:meth:`WriteBehind.flush` is the durability barrier: it skips the window and
+returns once every event appended to the session before the call is durable.
+A failed write fails the flushes waiting on it; its events stay pending and
+are retried by the next append or flush of that session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tether.persist.backends.base import LogBackend
+from tether.session.events import Event
+from tether.session.log import Session
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False, slots=True)
+class _Track:
+    session: Session
+    durable: int | None = None
+    """How many of the session's events are stored; ``None`` until first asked of the backend."""
+    waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+    released: bool = False
+
+
+class WriteBehind:
+    """Batches and writes the events of many sessions to one backend.
+
+    Run :meth:`run` as a task owned by whoever owns the backend, and
+    :meth:`close` it (which drains every pending event) before closing the
+    backend.
+    """
+
+    def __init__(
+        self,
+        backend: LogBackend,
+        *,
+        window: float = 0.002,
+        on_written: Callable[[Session, int], None] | None = None,
+    ) -> None:
+        """``on_written(session, durable)`` is called after each successful batch."""
+        if window < 0:
+            raise ValueError(f"batch window must be >= 0 seconds, got {window}")
+        self._backend = backend
+        self._window = window
+        self._on_written = on_written
+        self._tracks: dict[Session, _Track] = {}
+        self._dirty: dict[_Track, None] = {}
+        self._wake = asyncio.Event()
+        self._urgent = asyncio.Event()
+        self._closing = False
+        self._stopped = False
+
+    def notice(self, session: Session) -> None:
+        """Record that ``session`` has new events (called on every append)."""
+        track = self._tracks.get(session)
+        if track is None:
+            track = self._tracks[session] = _Track(session)
+        if track not in self._dirty:
+            self._dirty[track] = None
+            self._wake.set()
+
+    def release(self, session: Session) -> None:
+        """Forget ``session`` once everything appended to it so far is written."""
+        track = self._tracks.get(session)
+        if track is None:
+            return
+        track.released = True
+        self._dirty[track] = None
+        self._wake.set()
+
+    async def flush(self, session: Session) -> None:
+        """Return once every event appended to ``session`` before the call is durable.
+
+        Raises:
+            RuntimeError: the writer is closed.
+            OSError, StoreConflictError, …: the backend failed to write them.
+        """
+        target = len(session.events)
+        track = self._tracks.get(session)
+        if track is None:
+            if target == 0:
+                return
+            self.notice(session)
+            track = self._tracks[session]
+        elif track.durable is not None and track.durable >= target:
+            return
+        if self._stopped:
+            raise RuntimeError("the session writer is closed")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        track.waiters.append((target, future))
+        self._dirty[track] = None
+        self._urgent.set()
+        self._wake.set()
+        await future
+
+    async def run(self) -> None:
+        """Write batches until :meth:`close` is called and nothing is pending."""
+        while True:
+            await self._wake.wait()
+            if not self._urgent.is_set() and not self._closing and self._window:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._urgent.wait(), self._window)
+            self._wake.clear()
+            self._urgent.clear()
+            batch = list(self._dirty)
+            self._dirty.clear()
+            for track in batch:
+                await self._write(track)
+            if self._closing and not self._dirty:
+                self._stopped = True
+                return
+
+    async def close(self) -> None:
+        """Ask :meth:`run` to drain every pending event and return."""
+        self._closing = True
+        self._wake.set()
+
+    async def _write(self, track: _Track) -> None:
+        session = track.session
+        end = len(session.events)
+        try:
+            if track.durable is None:
+                track.durable = await asyncio.to_thread(self._backend.next_seq, session.id)
+            start = track.durable
+            if end > start:
+                events = session.events[start:end]
+                await asyncio.to_thread(self._store, session, events)
+                track.durable = end
+                if self._on_written is not None:
+                    self._on_written(session, end)
+        except Exception as exc:
+            log.error("writing session %s failed: %s", session.id, exc)
+            waiters, track.waiters = track.waiters, []
+            for _target, future in waiters:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self._settle(track)
+
+    def _store(self, session: Session, events: Sequence[Event]) -> None:
+        self._backend.write(session.header.to_record(), [event.to_record() for event in events])
+
+    def _settle(self, track: _Track) -> None:
+        durable = track.durable or 0
+        remaining = []
+        for target, future in track.waiters:
+            if target <= durable:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                remaining.append((target, future))
+        track.waiters = remaining
+        if track.released and durable >= len(track.session.events) and not remaining:
+            self._tracks.pop(track.session, None)

@@ -1,0 +1,95 @@
+"""Sessions: durable, append-only event logs and what is derived from them.
+
+A `Session` is a header plus a list of immutable `Event` records. Code appends
+typed payloads (`TurnStart`, `UserMessageEvent`, …); the session checks them
+against its structural invariants, records them and tells its observers.
+`derive_messages` rebuilds the model-visible conversation from the log,
+`replay_inbox` rebuilds an agent's inbox, and `repair` closes a turn a crash
+left open.
+"""
+
+from tether.session.derive import derive_messages
+from tether.session.errors import (
+    EventFormatError,
+    EventTypeConflictError,
+    HeaderFormatError,
+    ReentrantAppendError,
+    SessionError,
+    SessionInvariantError,
+    UnknownEventTypeError,
+)
+from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
+from tether.session.inbox import InboxState, replay_inbox
+from tether.session.log import Lineage, Observer, Session, SessionEvents, SessionHeader
+from tether.session.repair import closing_payloads, repair
+from tether.session.structure import PendingToolCall
+from tether.session.vocabulary import (
+    BUILTIN_PAYLOADS,
+    Aborted,
+    AssistantChunk,
+    AssistantMessageEvent,
+    Blocked,
+    ChunkKind,
+    Completed,
+    Errored,
+    EventPayload,
+    InboxOp,
+    InboxQueue,
+    InboxSpliced,
+    Interrupted,
+    MaxTokens,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    UserMessageEvent,
+)
+
+__all__ = [
+    "BUILTIN_PAYLOADS",
+    "DEFAULT_REGISTRY",
+    "Aborted",
+    "AssistantChunk",
+    "AssistantMessageEvent",
+    "Blocked",
+    "ChunkKind",
+    "Completed",
+    "Errored",
+    "Event",
+    "EventFormatError",
+    "EventPayload",
+    "EventRegistry",
+    "EventTypeConflictError",
+    "HeaderFormatError",
+    "InboxOp",
+    "InboxQueue",
+    "InboxSpliced",
+    "InboxState",
+    "Interrupted",
+    "Lineage",
+    "MaxTokens",
+    "Observer",
+    "PendingToolCall",
+    "ReentrantAppendError",
+    "Session",
+    "SessionError",
+    "SessionEvents",
+    "SessionHeader",
+    "SessionInvariantError",
+    "StepEnd",
+    "StepStart",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TurnEnd",
+    "TurnEndReason",
+    "TurnStart",
+    "UnknownEventTypeError",
+    "UserMessageEvent",
+    "closing_payloads",
+    "derive_messages",
+    "repair",
+    "replay_inbox",
+]

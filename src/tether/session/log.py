@@ -1,0 +1,416 @@
+"""The in-memory session log: a header and an append-only list of events."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import cast, overload
+
+from tether.session.errors import (
+    EventFormatError,
+    HeaderFormatError,
+    ReentrantAppendError,
+    SessionInvariantError,
+)
+from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
+from tether.session.structure import PendingToolCall, Structure
+from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
+
+__all__ = ["Lineage", "Observer", "Session", "SessionEvents", "SessionHeader"]
+
+_log = logging.getLogger(__name__)
+
+_BUILTIN_CLASSES = frozenset(BUILTIN_PAYLOADS)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise HeaderFormatError(message)
+
+
+def _check_keys(what: str, record: object, expected: frozenset[str]) -> Mapping[str, object]:
+    if not isinstance(record, Mapping):
+        raise HeaderFormatError(f"{what} must be an object, got {record!r}")
+    if record.keys() != expected:
+        raise HeaderFormatError(
+            f"{what} has fields {sorted(map(str, record))}, expected {sorted(expected)}"
+        )
+    return record
+
+
+_LINEAGE_KEYS = frozenset({"parent", "seed_length"})
+_HEADER_KEYS = frozenset({"id", "created_at", "cwd", "lineage", "meta"})
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Where a forked session came from: its first ``seed_length`` events were
+    copied from session ``parent``.
+
+    Raises:
+        HeaderFormatError: a field has the wrong type.
+    """
+
+    parent: str
+    seed_length: int
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.parent, str) and self.parent != "",
+            f"lineage parent must be a non-empty str, got {self.parent!r}",
+        )
+        _require(
+            type(self.seed_length) is int and self.seed_length >= 0,
+            f"lineage seed_length must be an int >= 0, got {self.seed_length!r}",
+        )
+
+    def to_record(self) -> dict[str, object]:
+        """Return the lineage as a JSON-ready dict."""
+        return {"parent": self.parent, "seed_length": self.seed_length}
+
+    @classmethod
+    def from_record(cls, record: object) -> Lineage:
+        """Rebuild a lineage from a record written by `to_record`.
+
+        Raises:
+            HeaderFormatError: the record is malformed.
+        """
+        record = _check_keys("header lineage", record, _LINEAGE_KEYS)
+        # The constructor checks the field types.
+        return cls(cast(str, record["parent"]), cast(int, record["seed_length"]))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """What a session is, kept outside its event list.
+
+    ``meta`` holds free-form string labels (a title, the agent's name); it is
+    stored as a read-only copy.
+
+    Raises:
+        HeaderFormatError: a field has the wrong type.
+    """
+
+    id: str
+    created_at: float
+    cwd: str
+    lineage: Lineage | None = None
+    # Mappings are unhashable; the other fields make hashing consistent.
+    meta: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.id, str) and self.id != "",
+            f"header id must be a non-empty str, got {self.id!r}",
+        )
+        created_at = self.created_at
+        _require(
+            isinstance(created_at, int | float)
+            and not isinstance(created_at, bool)
+            and math.isfinite(created_at),
+            f"header created_at must be a finite number, got {created_at!r}",
+        )
+        _require(isinstance(self.cwd, str), f"header cwd must be a str, got {self.cwd!r}")
+        _require(
+            self.lineage is None or isinstance(self.lineage, Lineage),
+            f"header lineage must be a Lineage or None, got {self.lineage!r}",
+        )
+        meta = self.meta
+        _require(
+            isinstance(meta, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()),
+            f"header meta must map str to str, got {meta!r}",
+        )
+        object.__setattr__(self, "created_at", float(created_at))
+        object.__setattr__(self, "meta", MappingProxyType(dict(meta)))
+
+    def to_record(self) -> dict[str, object]:
+        """Return the header as a JSON-ready dict of fresh plain values."""
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "cwd": self.cwd,
+            "lineage": None if self.lineage is None else self.lineage.to_record(),
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, object]) -> SessionHeader:
+        """Rebuild a header from a record written by `to_record`.
+
+        Raises:
+            HeaderFormatError: the record is malformed; the message names the
+                field.
+        """
+        record = _check_keys("header record", record, _HEADER_KEYS)
+        lineage = record["lineage"]
+        # The constructor checks the field types.
+        return cls(
+            cast(str, record["id"]),
+            cast(float, record["created_at"]),
+            cast(str, record["cwd"]),
+            None if lineage is None else Lineage.from_record(lineage),
+            cast(Mapping[str, str], record["meta"]),
+        )
+
+
+Observer = Callable[["Session", Event], None]
+"""Called synchronously with the session and each event appended to it."""
+
+
+class SessionEvents(Sequence[Event]):
+    """A read-only, live view of a session's events, in seq order.
+
+    Slicing returns a tuple (a snapshot).
+    """
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: list[Event]) -> None:
+        self._events = events
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
+    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
+        if isinstance(index, slice):
+            return tuple(self._events[index])
+        return self._events[index]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def __repr__(self) -> str:
+        return f"<events of a session: {len(self._events)}>"
+
+
+class Session:
+    """An append-only log of events with a header.
+
+    `append` is the only way events enter a live session. It checks the
+    payload and the log's structural invariants (listed in
+    `tether.session.structure`) before anything changes, then records the
+    event, then tells the observers. Events are immutable and ``seq`` equals
+    an event's index.
+
+    A session is not thread-safe; use it from one thread (the event loop's).
+    """
+
+    __slots__ = (
+        "_clock",
+        "_dispatching",
+        "_events",
+        "_header",
+        "_observers",
+        "_registry",
+        "_structure",
+        "_view",
+    )
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        *,
+        registry: EventRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Create an empty session.
+
+        ``registry`` (default `DEFAULT_REGISTRY`) decides which payload types
+        may be appended; ``clock`` stamps each event's ``time``.
+
+        Raises:
+            TypeError: ``header`` is not a `SessionHeader`.
+        """
+        if not isinstance(header, SessionHeader):
+            raise TypeError(f"expected a SessionHeader, got {header!r}")
+        self._header = header
+        self._registry = DEFAULT_REGISTRY if registry is None else registry
+        self._clock = clock
+        self._events: list[Event] = []
+        self._view = SessionEvents(self._events)
+        self._structure = Structure()
+        self._observers: tuple[Observer, ...] = ()
+        self._dispatching = False
+
+    @classmethod
+    def restore(
+        cls,
+        header: SessionHeader,
+        events: Iterable[Event],
+        *,
+        registry: EventRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> Session:
+        """Rebuild a session from its stored events, without notifying anyone.
+
+        Each event is decoded through ``registry`` unless it already carries a
+        payload of the registered class; ignorable types without a registered
+        class stay opaque. The events must have seq 0, 1, 2, … and satisfy the
+        same invariants as `append`. A log whose last turn never closed is
+        restored as it is (see `tether.session.repair`).
+
+        Raises:
+            SessionInvariantError: an event has the wrong seq or breaks an
+                invariant; ``seq`` and the message name it.
+            EventFormatError: an event's data does not fit its type.
+            UnknownEventTypeError: an event's type is neither registered nor
+                ignorable.
+        """
+        session = cls(header, registry=registry, clock=clock)
+        registry = session._registry
+        structure = session._structure
+        stored = session._events
+        for expected, given in enumerate(events):
+            if given.seq != expected:
+                raise SessionInvariantError(
+                    f"expected seq {expected}: seqs are contiguous from 0", seq=given.seq
+                )
+            try:
+                event = registry.decode_event(given)
+            except EventFormatError as error:
+                raise type(error)(f"seq {given.seq}: {error}") from error
+            if event.payload is not None:
+                try:
+                    structure.advance(event.payload)
+                except SessionInvariantError as error:
+                    raise SessionInvariantError(str(error), seq=event.seq) from None
+            stored.append(event)
+        return session
+
+    # -- write side -----------------------------------------------------------------
+
+    def append(self, payload: EventPayload) -> Event:
+        """Append ``payload`` as the next event and return that event.
+
+        In order: the payload's class is checked against the registry and the
+        structural invariants are checked, with nothing changed if either
+        fails; the event is recorded with ``seq = len(events)`` and ``time``
+        from the clock; then each observer is called (see `observe`).
+
+        Raises:
+            TypeError: ``payload`` is not an `EventPayload`.
+            UnknownEventTypeError: the payload's class is not registered.
+            EventFormatError: a plugin payload's data is not JSON-shaped.
+            SessionInvariantError: the event would break an invariant.
+            ReentrantAppendError: called from an observer of this session.
+        """
+        if self._dispatching:
+            raise ReentrantAppendError(
+                f"session {self._header.id}: append called from an observer while seq "
+                f"{len(self._events) - 1} is being published; observers must not append "
+                "to the session they observe (schedule the append instead)"
+            )
+        if type(payload) not in _BUILTIN_CLASSES:
+            self._registry.check_payload(payload)
+        event = Event.from_payload(payload, seq=len(self._events), time=self._clock())
+        self._structure.advance(payload)
+        self._events.append(event)
+        if self._observers:
+            self._publish(event)
+        return event
+
+    def observe(self, observer: Observer) -> Callable[[], None]:
+        """Call ``observer(session, event)`` after each later append.
+
+        Observers run synchronously, in registration order, after the event is
+        recorded. Each runs over the observer list as it was when the
+        publication began: one added or removed meanwhile takes effect from the
+        next event. An observer that raises is logged and skipped; the append
+        stands and the other observers still run (a `BaseException` such as a
+        cancellation is not contained: it propagates from `append`, after the
+        event is recorded). Observers must not append to the session they
+        observe (that raises `ReentrantAppendError`).
+
+        Returns:
+            A callable that removes this registration; calling it again does
+            nothing.
+        """
+        self._observers = (*self._observers, observer)
+        removed = False
+
+        def remove() -> None:
+            nonlocal removed
+            if removed:
+                return
+            removed = True
+            observers = list(self._observers)
+            # By identity, so an observer equal to another is not mistaken
+            # for it.
+            index = next(i for i, each in enumerate(observers) if each is observer)
+            del observers[index]
+            self._observers = tuple(observers)
+
+        return remove
+
+    def _publish(self, event: Event) -> None:
+        observers = self._observers
+        self._dispatching = True
+        try:
+            for observer in observers:
+                try:
+                    observer(self, event)
+                except Exception:
+                    _log.exception(
+                        "session %s: observer %r failed on %s (seq %d); the event stands",
+                        self._header.id,
+                        observer,
+                        event.type,
+                        event.seq,
+                    )
+        finally:
+            self._dispatching = False
+
+    # -- read side --------------------------------------------------------------------
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session's header."""
+        return self._header
+
+    @property
+    def id(self) -> str:
+        """The session id (the header's)."""
+        return self._header.id
+
+    @property
+    def registry(self) -> EventRegistry:
+        """The registry this session checks and decodes payloads with."""
+        return self._registry
+
+    @property
+    def events(self) -> SessionEvents:
+        """A read-only live view of the events, in seq order."""
+        return self._view
+
+    @property
+    def open_turn(self) -> int | None:
+        """The number of the open turn, or ``None`` between turns."""
+        return self._structure.open_turn
+
+    @property
+    def open_step(self) -> int | None:
+        """The number of the open step within the open turn, or ``None``."""
+        return self._structure.open_step
+
+    @property
+    def last_turn(self) -> int:
+        """The highest turn number started so far (0 before the first)."""
+        return self._structure.last_turn
+
+    @property
+    def pending_tool_calls(self) -> tuple[PendingToolCall, ...]:
+        """Tool calls requested in the open step that have no result yet, in
+        request order; empty when no step is open."""
+        return self._structure.pending_tool_calls()
+
+    def __repr__(self) -> str:
+        return f"<Session {self._header.id!r}: {len(self._events)} events>"

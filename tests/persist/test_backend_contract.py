@@ -1,0 +1,346 @@
+"""The LogBackend contract, run against every backend."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.persist.conftest import BACKENDS
+from tests.persist.factory import (
+    BASE_TIME,
+    event,
+    events,
+    header,
+    turn_start,
+    user_message,
+)
+from tether.persist.backends import (
+    BackendClosedError,
+    InvalidRecordError,
+    InvalidSessionIdError,
+    JsonlBackend,
+    LogBackend,
+    SessionNotFoundError,
+    SqliteBackend,
+    StoreConflictError,
+)
+
+
+def stored_files(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob("*") if p.is_file())
+
+
+def assert_nothing_stored(backend: LogBackend, session_id: str) -> None:
+    assert not backend.exists(session_id)
+    assert backend.list() == []
+    assert backend.next_seq(session_id) == 0
+    with pytest.raises(SessionNotFoundError):
+        backend.load(session_id)
+
+
+def test_first_write_is_atomic_and_file_appears_only_with_events(
+    backend: LogBackend, store_root: Path
+) -> None:
+    with pytest.raises(ValueError, match="at least one event"):
+        backend.write(header("s1"), [])
+    assert_nothing_stored(backend, "s1")
+
+    rejected: list[list[dict[str, object]]] = [
+        [event(0), {"type": "x", "seq": 1, "time": 1.0}],  # second event lacks data
+        [event(0), event(1, data={"not json": object()})],
+        [event(0), event(1, data={"nan": float("nan")})],
+        [event(0), event(1, data={"surrogate": "\ud800"})],
+    ]
+    for batch in rejected:
+        with pytest.raises(InvalidRecordError):
+            backend.write(header("s1"), batch)
+        assert_nothing_stored(backend, "s1")
+    with pytest.raises(InvalidRecordError, match="cwd"):
+        backend.write(header("s1", cwd=None), events(0, 2))  # type: ignore[arg-type]
+    assert_nothing_stored(backend, "s1")
+    with pytest.raises(StoreConflictError):
+        backend.write(header("s1"), events(1, 2))
+    assert_nothing_stored(backend, "s1")
+    if isinstance(backend, JsonlBackend):
+        assert stored_files(store_root) == []
+
+    backend.write(header("s1"), events(0, 2))
+
+    assert backend.exists("s1")
+    assert backend.load("s1").events == events(0, 2)
+    if isinstance(backend, JsonlBackend):
+        assert stored_files(store_root) == ["s1.jsonl"]
+
+
+def test_append_continues_seq_and_rejects_gaps(open_backend: Callable[[], LogBackend]) -> None:
+    backend = open_backend()
+    backend.write(header("s1"), events(0, 3))
+    backend.write(header("s1"), events(3, 2))
+    backend.write(header("s1"), [])  # an empty batch for a stored session does nothing
+
+    for batch in (events(6, 1), events(3, 1), events(0, 5), [event(5), event(7)]):
+        with pytest.raises(StoreConflictError):
+            backend.write(header("s1"), batch)
+    assert backend.next_seq("s1") == 5
+
+    # A second writer on the same storage appends; the first must notice.
+    other = open_backend()
+    other.write(header("s1"), events(5, 2))
+    with pytest.raises(StoreConflictError):
+        backend.write(header("s1"), events(5, 1))
+    backend.write(header("s1"), events(7, 1))
+
+    # Creating a session another writer already created is a conflict too.
+    with pytest.raises(StoreConflictError):
+        other.write(header("s1"), events(0, 1))
+
+    assert backend.load("s1").events == events(0, 8)
+    assert open_backend().next_seq("s1") == 8
+
+
+def test_load_round_trips_header_and_events(open_backend: Callable[[], LogBackend]) -> None:
+    stored_header = header(
+        "child-1",
+        created_at=BASE_TIME + 0.123456789,
+        cwd="/home/ünïcode/project",
+        lineage={"parent": "parent.session_1", "seed_length": 3},
+        meta={"model": "gpt-x", "title": "línea\u2028separada"},
+    )
+    batch = [
+        turn_start(0),
+        user_message(1, "hello\nworld", "naïve \u2028 text with 🎉"),
+        event(
+            2,
+            "tool/call",
+            time=BASE_TIME + 2.000001,
+            data={"nested": {"list": [1, 2.5, None, True, "x"]}, "empty": {}, "quote": '"\\'},
+        ),
+        event(3, time=1700000003),  # an int time comes back as a float
+    ]
+    open_backend().write(stored_header, batch)
+
+    log = open_backend().load("child-1")
+
+    assert log.header == stored_header
+    assert log.events == [*batch[:3], event(3, time=1700000003.0)]
+    assert type(log.events[3]["time"]) is float
+    assert log.repaired_tail is None
+
+
+def test_list_reports_turns_title_and_activity_newest_first(backend: LogBackend) -> None:
+    long_text = "word " * 40
+    backend.write(
+        header("older", cwd="/a", created_at=BASE_TIME),
+        [
+            turn_start(0, time=BASE_TIME + 10),
+            user_message(1, "  fix   the\nbug ", time=BASE_TIME + 11),
+        ],
+    )
+    backend.write(
+        header("newest", cwd="/b", created_at=BASE_TIME + 1),
+        [turn_start(0), user_message(1), user_message(2, long_text), turn_start(3)],
+    )
+    backend.write(
+        header("newest"),
+        [event(4, time=BASE_TIME + 100), turn_start(5, time=BASE_TIME + 101)],
+    )
+    backend.write(header("untitled", created_at=BASE_TIME + 2), [event(0, time=BASE_TIME + 50)])
+
+    summaries = backend.list()
+
+    assert [s.id for s in summaries] == ["newest", "untitled", "older"]
+    newest, untitled, older = summaries
+    assert (newest.cwd, newest.created_at, newest.turn_count) == ("/b", BASE_TIME + 1, 3)
+    assert newest.last_activity == BASE_TIME + 101
+    # The first user message without text gives no title; the next one does.
+    assert newest.title is not None
+    assert len(newest.title) == 80
+    assert newest.title.endswith("…")
+    assert newest.title.startswith("word word")
+    assert (untitled.turn_count, untitled.title, untitled.last_activity) == (
+        0,
+        None,
+        BASE_TIME + 50,
+    )
+    assert (older.turn_count, older.title, older.last_activity) == (
+        1,
+        "fix the bug",
+        BASE_TIME + 11,
+    )
+    assert all(s.error is None for s in summaries)
+
+
+def test_list_reports_a_corrupt_session_instead_of_failing(backend: LogBackend) -> None:
+    backend.write(header("good"), events(0, 2))
+    backend.write(header("bad"), events(0, 2))
+    damage_header(backend, "bad")
+
+    summaries = {s.id: s for s in backend.list()}
+
+    assert summaries["good"].error is None
+    bad = summaries["bad"]
+    assert bad.error is not None
+    assert "bad" in bad.error
+    assert (bad.cwd, bad.created_at, bad.turn_count, bad.title) == (None, None, 0, None)
+
+
+def test_delete_removes_everything(backend: LogBackend, store_root: Path) -> None:
+    backend.write(header("s1"), events(0, 3))
+    backend.write(header("s2"), events(0, 1))
+
+    backend.delete("s1")
+
+    assert not backend.exists("s1")
+    assert backend.next_seq("s1") == 0
+    with pytest.raises(SessionNotFoundError):
+        backend.load("s1")
+    with pytest.raises(SessionNotFoundError):
+        backend.delete("s1")
+    assert [s.id for s in backend.list()] == ["s2"]
+    if isinstance(backend, JsonlBackend):
+        assert stored_files(store_root) == ["s2.jsonl"]
+    if isinstance(backend, SqliteBackend):
+        with sqlite3.connect(backend.path) as conn:
+            assert conn.execute("SELECT DISTINCT session_id FROM events").fetchall() == [("s2",)]
+    # The id is free again: a new session starts from seq 0.
+    backend.write(header("s1"), events(0, 1))
+    assert backend.load("s1").events == events(0, 1)
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    ["", ".hidden", "..", "../escape", "a/b", "a\\b", "with space", "é", "a" * 129, "x\n", 7],
+)
+def test_invalid_session_id_is_rejected(backend: LogBackend, session_id: str) -> None:
+    calls: list[Callable[[], object]] = [
+        lambda: backend.exists(session_id),
+        lambda: backend.next_seq(session_id),
+        lambda: backend.load(session_id),
+        lambda: backend.delete(session_id),
+        lambda: backend.write(header(session_id), events(0, 1)),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidSessionIdError):
+            call()
+    assert backend.list() == []
+
+
+def test_longest_and_punctuated_session_ids_are_accepted(backend: LogBackend) -> None:
+    for session_id in ("a" * 128, "A.b-c_9", "-leading-dash", "_"):
+        backend.write(header(session_id), events(0, 1))
+        assert backend.load(session_id).header["id"] == session_id
+
+
+def test_missing_session_raises_not_found(backend: LogBackend) -> None:
+    assert not backend.exists("absent")
+    assert backend.next_seq("absent") == 0
+    with pytest.raises(SessionNotFoundError, match="absent"):
+        backend.load("absent")
+    with pytest.raises(SessionNotFoundError, match="absent"):
+        backend.delete("absent")
+
+
+def test_closed_backend_refuses_every_call(backend: LogBackend) -> None:
+    backend.write(header("s1"), events(0, 1))
+    backend.close()
+    backend.close()
+
+    calls: list[Callable[[], object]] = [
+        lambda: backend.exists("s1"),
+        lambda: backend.next_seq("s1"),
+        lambda: backend.load("s1"),
+        backend.list,
+        lambda: backend.delete("s1"),
+        lambda: backend.write(header("s1"), events(1, 1)),
+    ]
+    for call in calls:
+        with pytest.raises(BackendClosedError):
+            call()
+
+
+def test_threads_racing_for_one_seq_store_it_once(backend: LogBackend) -> None:
+    backend.write(header("s1"), events(0, 1))
+    writers = 8
+    barrier = threading.Barrier(writers)
+    outcomes: list[str] = []
+
+    def append(worker: int) -> None:
+        barrier.wait()
+        try:
+            backend.write(header("s1"), [event(1, data={"worker": worker})])
+        except StoreConflictError:
+            outcomes.append("conflict")
+        else:
+            outcomes.append("stored")
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["conflict"] * (writers - 1) + ["stored"]
+    assert [e["seq"] for e in backend.load("s1").events] == [0, 1]
+
+
+def test_threads_writing_different_sessions_all_land(backend: LogBackend) -> None:
+    def write_session(n: int) -> None:
+        for start in range(0, 20, 5):
+            backend.write(header(f"s{n}"), events(start, 5))
+
+    threads = [threading.Thread(target=write_session, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    for n in range(6):
+        assert backend.load(f"s{n}").events == events(0, 20)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(sorted(BACKENDS)),
+    cuts=st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=6),
+)
+def test_any_split_into_batches_loads_as_one_log(kind: str, cuts: list[int]) -> None:
+    log = [user_message(0, "start")] + [
+        event(seq, data={"n": seq, "text": "é\u2028"}) for seq in range(1, sum(cuts))
+    ]
+    with tempfile.TemporaryDirectory() as root:
+        backend = BACKENDS[kind](Path(root))
+        try:
+            start = 0
+            for size in cuts:
+                backend.write(header("s1"), log[start : start + size])
+                start += size
+            assert backend.load("s1").events == log
+            [summary] = backend.list()
+            assert summary.title == "start"
+            assert summary.last_activity == log[-1]["time"]
+        finally:
+            backend.close()
+
+
+def damage_header(backend: LogBackend, session_id: str) -> None:
+    if isinstance(backend, JsonlBackend):
+        path = backend.path(session_id)
+        lines = path.read_bytes().split(b"\n")
+        lines[0] = b'{"tether_session":1,"header":{"id":"' + session_id.encode() + b'"}}'
+        path.write_bytes(b"\n".join(lines))
+    elif isinstance(backend, SqliteBackend):
+        with sqlite3.connect(backend.path) as conn:
+            conn.execute(
+                "UPDATE sessions SET header = ? WHERE id = ?",
+                (json.dumps({"id": session_id}), session_id),
+            )
+    else:
+        raise AssertionError(f"no way to damage {backend!r}")

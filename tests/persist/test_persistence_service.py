@@ -1,0 +1,211 @@
+"""Persistence plugins over the runtime: write-behind, flush barrier, resume, repair.
+
+One contract, run against both the JSONL and the SQLite plugin.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tether.llm.messages import TextBlock, ToolCallBlock
+from tether.persist import jsonl as jsonl_plugin
+from tether.persist import sqlite as sqlite_plugin
+from tether.persist.backends.errors import SessionNotFoundError
+from tether.persist.service import Persistence
+from tether.runtime import Fiber, Runtime
+from tether.session import (
+    AssistantMessageEvent,
+    Completed,
+    Interrupted,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
+from tether.session.log import Session
+from tether.session.store import SessionConflictError, SessionStore
+from tether.session.store import apply as store_plugin
+
+
+@dataclass
+class World:
+    runtime: Runtime
+    store: SessionStore
+    persistence: Persistence
+    fiber: Fiber
+    plugin: object
+    data_dir: Path
+
+    async def remount(self) -> None:
+        """Unload and mount the persistence plugin again (a fresh writer)."""
+        await self.fiber.dispose()
+        self.fiber = await self.runtime.ctx.plugin(self.plugin, {"data_dir": str(self.data_dir)})
+        self.persistence = self.runtime.ctx.get("persistence")
+
+
+@pytest.fixture(params=[jsonl_plugin, sqlite_plugin], ids=["jsonl", "sqlite"])
+async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
+    async with Runtime() as runtime:
+        await runtime.ctx.plugin(store_plugin)
+        fiber = await runtime.ctx.plugin(request.param, {"data_dir": str(tmp_path)})
+        yield World(
+            runtime,
+            runtime.ctx.get("sessions"),
+            runtime.ctx.get("persistence"),
+            fiber,
+            request.param,
+            tmp_path,
+        )
+
+
+def live(store: SessionStore, session_id: str | None = None) -> Session:
+    session = store.prepare(session_id, cwd="/work")
+    store.enter(session)
+    store.announce(session)
+    return session
+
+
+def prompt(session: Session, text: str) -> None:
+    turn = session.last_turn + 1
+    session.append(TurnStart(turn=turn))
+    session.append(StepStart(turn=turn, step=1))
+    session.append(UserMessageEvent(id=f"m{turn}", source="user", content=(TextBlock(text),)))
+
+
+def complete(session: Session, reply: str) -> None:
+    turn = session.open_turn
+    assert turn is not None
+    session.append(
+        AssistantMessageEvent(content=(TextBlock(reply),), finish="stop", interrupted=False)
+    )
+    session.append(StepEnd(turn=turn, step=1))
+    session.append(TurnEnd(turn=turn, reason=Completed()))
+
+
+async def test_flush_makes_everything_appended_before_it_durable(world: World) -> None:
+    session = live(world.store, "durable")
+    prompt(session, "hello")
+    complete(session, "hi")
+    await world.store.flush(session)
+    stored = await world.persistence.load("durable")
+    assert [e.to_record() for e in stored.events] == [e.to_record() for e in session.events]
+    assert stored.header == session.header
+
+
+async def test_write_behind_writes_without_a_flush(world: World) -> None:
+    written: asyncio.Queue[int] = asyncio.Queue()
+    world.runtime.ctx.on("session/written", lambda session, durable: written.put_nowait(durable))
+    session = live(world.store, "behind")
+    prompt(session, "hello")
+    # No flush: the writer picks the batch up after its window.
+    assert await asyncio.wait_for(written.get(), timeout=10) == len(session.events)
+    assert [s.id for s in await world.persistence.list()] == ["behind"]
+
+
+async def test_a_session_without_events_leaves_no_artifact(world: World) -> None:
+    session = live(world.store, "empty")
+    await world.store.flush(session)
+    assert await world.persistence.list() == []
+    with pytest.raises(SessionNotFoundError):
+        await world.persistence.load("empty")
+
+
+async def test_losing_transaction_leaves_nothing_behind(world: World) -> None:
+    winner = world.store.prepare("race", cwd="/winner")
+    loser = world.store.prepare("race", cwd="/loser")
+    prompt(loser, "the loser's private work")
+    world.store.enter(winner)
+    with pytest.raises(SessionConflictError):
+        world.store.enter(loser)
+    prompt(winner, "the winner's work")
+    await world.store.flush(winner)
+    stored = await world.persistence.load("race")
+    assert stored.header.cwd == "/winner"
+    assert len(stored.events) == len(winner.events)
+
+
+async def test_resume_continues_seq_and_turn_numbering(world: World) -> None:
+    session = live(world.store, "resumable")
+    prompt(session, "one")
+    complete(session, "first answer")
+    await world.store.flush(session)
+    world.store.detach(session)
+
+    resumed = await world.persistence.prepare_resume("resumable")
+    world.store.enter(resumed)
+    prompt(resumed, "two")
+    complete(resumed, "second answer")
+    await world.store.flush(resumed)
+    assert [e.seq for e in resumed.events] == list(range(len(resumed.events)))
+    assert resumed.last_turn == 2
+    await world.remount()
+    stored = await world.persistence.load("resumable")
+    assert len(stored.events) == len(resumed.events)
+
+
+async def test_resuming_a_live_session_is_rejected(world: World) -> None:
+    session = live(world.store, "busy")
+    prompt(session, "x")
+    await world.store.flush(session)
+    with pytest.raises(SessionConflictError, match="already live"):
+        await world.persistence.prepare_resume("busy")
+    with pytest.raises(SessionConflictError, match="cannot be deleted"):
+        await world.persistence.delete("busy")
+
+
+async def test_loading_an_open_turn_repairs_it_durably(world: World) -> None:
+    session = live(world.store, "crashed")
+    prompt(session, "run two tools")
+    calls = (
+        ToolCallBlock(id="c1", name="bash", arguments={"command": "sleep 100"}),
+        ToolCallBlock(id="c2", name="bash", arguments={"command": "true"}),
+    )
+    session.append(AssistantMessageEvent(content=calls, finish="tool-calls", interrupted=False))
+    session.append(ToolCallEvent(id="c1", name="bash", arguments={"command": "sleep 100"}))
+    await world.store.flush(session)
+    # The process "dies": the session is never closed, only forgotten.
+    world.store.detach(session)
+
+    repaired = await world.persistence.load("crashed")
+    tail = [e.type for e in repaired.events[len(session.events) :]]
+    assert tail == ["tool/result", "tool/result", "step/end", "turn/end"]
+    results = [e.data for e in repaired.events if e.type == "tool/result"]
+    assert "started" in str(results[0]["content"]) and results[0]["is_error"] is True
+    assert "never started" in str(results[1]["content"])
+    last = repaired.events[-1].payload
+    assert isinstance(last, TurnEnd) and isinstance(last.reason, Interrupted)
+    # The repair was written: a second load finds it on disk and adds nothing.
+    again = await world.persistence.load("crashed")
+    assert len(again.events) == len(repaired.events)
+
+
+async def test_a_live_session_is_never_repaired(world: World) -> None:
+    session = live(world.store, "running")
+    prompt(session, "still working")
+    await world.store.flush(session)
+    snapshot = await world.persistence.load("running")
+    assert snapshot.open_turn == 1
+    assert len(snapshot.events) == len(session.events)
+
+
+async def test_unloading_persistence_drains_pending_events(world: World) -> None:
+    session = live(world.store, "drained")
+    prompt(session, "written on unload")
+    await world.remount()
+    stored = await world.persistence.load("drained")
+    assert len(stored.events) == len(session.events)
+
+
+async def test_delete_removes_a_stored_session(world: World) -> None:
+    session = live(world.store, "doomed")
+    prompt(session, "bye")
+    complete(session, "ok")
+    await world.store.flush(session)
+    world.store.detach(session)
+    await world.persistence.delete("doomed")
+    assert await world.persistence.list() == []
