@@ -167,3 +167,37 @@ async def test_withdrawal_waits_for_dependents_to_unload(runtime: Runtime) -> No
     await disposal
     assert counter.value == 42
     assert runtime.services.provider_of("counter") is None
+
+
+async def test_a_scope_unwinds_only_when_its_owner_disposes_it(runtime: Runtime) -> None:
+    async def parent(ctx: Context, config: None) -> None:
+        pass
+
+    parent_fiber = await runtime.ctx.plugin(parent)
+    scope = runtime.scope(parent_fiber, "scope:x")
+    undone = asyncio.Event()
+    await scope.ctx.effect(lambda: undone.set)
+    assert scope.state is FiberState.ACTIVE
+    await scope.dispose()
+    assert undone.is_set()
+    assert parent_fiber.state is FiberState.ACTIVE
+
+
+async def test_scope_listeners_hear_only_what_the_filter_accepts(runtime: Runtime) -> None:
+    mine, theirs = object(), object()
+    scope = runtime.scope(
+        runtime.root, "scope:mine", event_filter=lambda name, args: args[0] is mine
+    )
+    heard: list[object] = []
+    scope.ctx.on("thing/changed", heard.append)
+
+    async def shape(value: int, next_, subject):  # type: ignore[no-untyped-def]
+        return await next_(value + 1)
+
+    scope.ctx.on("thing/shape", shape)
+    runtime.ctx.emit("thing/changed", theirs)
+    runtime.ctx.emit("thing/changed", mine)
+    assert heard == [mine]
+    assert await runtime.ctx.waterfall("thing/shape", 1, theirs) == 1
+    assert await runtime.ctx.waterfall("thing/shape", 1, mine) == 2
+    await scope.dispose()

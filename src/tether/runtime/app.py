@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from tether.runtime.effects import Effect
 from tether.runtime.events import EventBus
-from tether.runtime.fiber import Fiber, FiberState
+from tether.runtime.fiber import EventFilter, Fiber, FiberState
 from tether.runtime.plugin import plugin_spec
 from tether.runtime.services import ServiceRegistry
 
@@ -71,17 +71,45 @@ class Runtime:
         fiber.start()
         return fiber
 
+    def scope(
+        self,
+        parent: Fiber,
+        label: str,
+        *,
+        reads: tuple[str, ...] = (),
+        event_filter: EventFilter | None = None,
+    ) -> Fiber:
+        """Create an active fiber with no plugin, owned by the caller, not by ``parent``.
+
+        A scope groups registrations made on behalf of one thing (an agent) so
+        they unwind together when the caller disposes it; ``parent`` is only its
+        place in the tree. It may read the services named in ``reads`` and does
+        not react to them going away (its owner does). With ``event_filter``,
+        listeners registered through the scope hear only the dispatches the
+        filter accepts.
+        """
+        fiber = Fiber(self, parent, None, None, label=label, reads=reads, event_filter=event_filter)
+        fiber.state = FiberState.ACTIVE
+        self._fibers[fiber] = None
+        return fiber
+
     def forget(self, fiber: Fiber) -> None:
         self._fibers.pop(fiber, None)
 
     def fibers_waiting_for(self, name: str) -> list[Fiber]:
-        return [f for f in self._fibers if f.state is FiberState.PENDING and name in f.inject]
+        return [
+            f
+            for f in self._fibers
+            if f.spec is not None and f.state is FiberState.PENDING and name in f.inject
+        ]
 
     def fibers_injecting(self, name: str) -> list[Fiber]:
         return [
             f
             for f in self._fibers
-            if name in f.inject and f.state in (FiberState.LOADING, FiberState.ACTIVE)
+            if f.spec is not None
+            and name in f.inject
+            and f.state in (FiberState.LOADING, FiberState.ACTIVE)
         ]
 
     async def idle(self) -> None:

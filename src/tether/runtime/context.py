@@ -92,7 +92,9 @@ class Context:
     ) -> Callable[[], None]:
         """Listen to event ``name`` for as long as this fiber lives; returns a remover."""
         self._fiber.check_accepts_effects(f"listener for {name!r}")
-        remove = self.runtime.events.add(name, listener, prepend=prepend)
+        remove = self.runtime.events.add(
+            name, listener, prepend=prepend, accepts=self._fiber.event_filter
+        )
         return self._sync_effect(f"on:{name}", remove)
 
     def provide(self, name: str, service: object) -> Callable[[], Awaitable[None]]:

@@ -34,12 +34,19 @@ Listener = Callable[..., Any]
 Next = Callable[[T], Awaitable[T]]
 
 
-class _Registration:
-    __slots__ = ("fn", "name")
+Accepts = Callable[[str, tuple[object, ...]], bool]
+"""A registration's filter: does it hear this dispatch of ``name`` with these arguments?
 
-    def __init__(self, name: str, fn: Listener) -> None:
+For a waterfall the arguments are those after the value."""
+
+
+class _Registration:
+    __slots__ = ("accepts", "fn", "name")
+
+    def __init__(self, name: str, fn: Listener, accepts: Accepts | None) -> None:
         self.name = name
         self.fn = fn
+        self.accepts = accepts
 
 
 class EventBus:
@@ -48,15 +55,20 @@ class EventBus:
     def __init__(self) -> None:
         self._listeners: dict[str, list[_Registration]] = {}
 
-    def add(self, name: str, fn: Listener, *, prepend: bool = False) -> Callable[[], None]:
+    def add(
+        self, name: str, fn: Listener, *, prepend: bool = False, accepts: Accepts | None = None
+    ) -> Callable[[], None]:
         """Register ``fn`` for ``name``; returns an idempotent remover.
+
+        With ``accepts``, ``fn`` only hears the dispatches it accepts (used by
+        scopes, whose listeners hear only their own subject's events).
 
         Raises:
             TypeError: ``fn`` is not callable.
         """
         if not callable(fn):
             raise TypeError(f"listener for {name!r} must be callable, got {fn!r}")
-        registration = _Registration(name, fn)
+        registration = _Registration(name, fn, accepts)
         listeners = self._listeners.setdefault(name, [])
         if prepend:
             listeners.insert(0, registration)
@@ -76,12 +88,16 @@ class EventBus:
         """How many listeners ``name`` has now."""
         return len(self._listeners.get(name, ()))
 
-    def _snapshot(self, name: str) -> tuple[Listener, ...]:
-        return tuple(r.fn for r in self._listeners.get(name, ()))
+    def _snapshot(self, name: str, args: tuple[object, ...]) -> tuple[Listener, ...]:
+        return tuple(
+            r.fn
+            for r in self._listeners.get(name, ())
+            if r.accepts is None or r.accepts(name, args)
+        )
 
     def emit(self, name: str, *args: object) -> None:
         """Notify every listener; a raising or asynchronous listener is logged and skipped."""
-        for fn in self._snapshot(name):
+        for fn in self._snapshot(name, args):
             try:
                 result = fn(*args)
             except Exception:
@@ -100,7 +116,7 @@ class EventBus:
 
     async def serial(self, name: str, *args: object) -> Any:
         """Await listeners in order; return the first non-``None`` result, else ``None``."""
-        for fn in self._snapshot(name):
+        for fn in self._snapshot(name, args):
             result = fn(*args)
             if inspect.isawaitable(result):
                 result = await result
@@ -110,7 +126,7 @@ class EventBus:
 
     async def parallel(self, name: str, *args: object) -> None:
         """Await all listeners together; raise their failures together once all have ended."""
-        listeners = self._snapshot(name)
+        listeners = self._snapshot(name, args)
         if not listeners:
             return
 
@@ -129,7 +145,7 @@ class EventBus:
 
     async def waterfall(self, name: str, value: T, *args: object) -> T:
         """Pass ``value`` through the listeners as middleware and return the final value."""
-        listeners = self._snapshot(name)
+        listeners = self._snapshot(name, args)
 
         async def step(index: int, current: T) -> T:
             if index == len(listeners):

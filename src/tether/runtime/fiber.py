@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from tether.runtime.effects import Effect
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from tether.runtime.plugin import PluginSpec
 
 log = logging.getLogger(__name__)
+
+EventFilter = Callable[[str, tuple[object, ...]], bool]
+"""Decides whether a scope's listener hears one dispatch of an event (name, args)."""
 
 
 class FiberState(enum.StrEnum):
@@ -59,6 +62,8 @@ class Fiber:
         *,
         raw_config: object = None,
         label: str | None = None,
+        reads: tuple[str, ...] = (),
+        event_filter: EventFilter | None = None,
     ) -> None:
         from tether.runtime.context import Context
 
@@ -69,6 +74,9 @@ class Fiber:
         self.raw_config = raw_config
         """The config as given at mount, before validation: what a reload remounts with."""
         self.label = label
+        self.event_filter = event_filter
+        """For a scope: which dispatches its listeners hear (see ``Runtime.scope``)."""
+        self._reads = reads
         self.state = FiberState.PENDING
         self.error: BaseException | None = None
         self.ctx: Context = Context(self)
@@ -85,7 +93,12 @@ class Fiber:
 
     @property
     def inject(self) -> tuple[str, ...]:
-        return self.spec.inject if self.spec is not None else ()
+        """The services this fiber may read as ``ctx.<name>``.
+
+        For a plugin fiber these are its dependencies; a scope (no plugin) only
+        reads them, its owner having made sure they exist.
+        """
+        return self.spec.inject if self.spec is not None else self._reads
 
     def __repr__(self) -> str:
         label = f" {self.label!r}" if self.label else ""

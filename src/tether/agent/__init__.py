@@ -1,0 +1,36 @@
+"""The agent contract: the Agent, its messages, its handle, the registry."""
+
+from tether.agent.errors import (
+    AgentConflictError,
+    AgentCreateError,
+    AgentDisposedError,
+    AgentError,
+)
+from tether.agent.registry import AgentFactory, AgentRegistry, AgentsView, Setup
+from tether.agent.types import (
+    Agent,
+    AgentHandle,
+    AgentOptions,
+    AgentStatus,
+    CancelCause,
+    Target,
+    UserMessage,
+)
+
+__all__ = [
+    "Agent",
+    "AgentConflictError",
+    "AgentCreateError",
+    "AgentDisposedError",
+    "AgentError",
+    "AgentFactory",
+    "AgentHandle",
+    "AgentOptions",
+    "AgentRegistry",
+    "AgentStatus",
+    "AgentsView",
+    "CancelCause",
+    "Setup",
+    "Target",
+    "UserMessage",
+]

@@ -1,0 +1,143 @@
+"""The Agent contract: what every agent offers, whoever implements it.
+
+The agent loop (``tether.loop``) implements it; plugins, the ACP bridge and
+programs only ever see these types.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from tether.llm.messages import ImageRef, TextBlock
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+    from tether.session.log import Session
+
+
+class CancelCause(enum.StrEnum):
+    """Why work was cancelled; recorded in ``turn/end {aborted, cause}``."""
+
+    USER = "user"
+    """A person asked (Ctrl-C, ACP ``session/cancel``); the default."""
+    PARENT = "parent"
+    """The agent that spawned this one cancelled it."""
+    DISPOSED = "disposed"
+    """The agent is being torn down (only the teardown path uses it)."""
+
+
+class AgentStatus(enum.StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+
+
+class Target(enum.StrEnum):
+    """Where a delivered message goes."""
+
+    QUEUED = "queued"
+    """Its own next turn."""
+    STEERING = "steering"
+    """The next step boundary of the running turn (or a new turn when idle)."""
+
+
+def new_message_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """Input delivered to an agent: a prompt, a steer, a notice.
+
+    ``source`` says who sent it (``user``, ``plugin``, ``notice``, …); ``id``
+    is unique and is how the inbox log refers to it.
+    """
+
+    content: tuple[TextBlock | ImageRef, ...]
+    source: str = "user"
+    id: str = field(default_factory=new_message_id)
+
+    def __post_init__(self) -> None:
+        if not self.content:
+            raise ValueError("a user message needs at least one content block")
+
+    @classmethod
+    def text(cls, text: str, *, source: str = "user") -> UserMessage:
+        return cls((TextBlock(text),), source=source)
+
+    @property
+    def plain_text(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A live agent. ``id`` is its session id: one identity everywhere.
+
+    Observers (``ctx.agents.get``, ``list``, events) receive this bare object;
+    tearing an agent down needs its :class:`AgentHandle`.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def status(self) -> AgentStatus: ...
+
+    @property
+    def ctx(self) -> Context:
+        """The agent-scoped context: registrations unwind with the agent."""
+        ...
+
+    def send(self, message: UserMessage, target: Target, wakeup: bool) -> None:
+        """Deliver ``message`` to ``target``; wake the driver if ``wakeup``."""
+        ...
+
+    def followup(self, message: UserMessage) -> None:
+        """Queue ``message`` as its own next turn and wake the driver."""
+        ...
+
+    def steer(self, message: UserMessage) -> None:
+        """Deliver at the next step boundary of the running turn (or start a turn)."""
+        ...
+
+    def inject(self, message: UserMessage) -> None:
+        """Add model-facing context for the next request, without waking anything."""
+        ...
+
+    def cancel(self, cause: CancelCause | None = None) -> None:
+        """The single public stop primitive (cause ``user`` when omitted)."""
+        ...
+
+    async def when_idle(self) -> None:
+        """Resolve at true quiescence: no turn running, nothing queued that will start."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AgentHandle:
+    """An agent plus the capability to tear it down.
+
+    ``dispose()`` runs the agent's one memoized teardown; when it returns, the
+    closing ``turn/end`` is durable and the agent and its session are gone.
+    """
+
+    agent: Agent
+    dispose: Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    """What an agent is created with (beyond its session)."""
+
+    model: str = "offline"
+    system: str | None = None
+    tools: Sequence[str] | None = None
+    """Tool names the model may call; ``None`` means every registered tool."""
+    max_steps: int = 50

@@ -1,0 +1,121 @@
+"""Normalized stream chunks: what every model adapter yields, whatever its wire format.
+
+An adapter turns its provider's stream into these values so that the agent loop
+and the :class:`~tether.llm.assemble.Assembler` deal with one vocabulary:
+
+* :class:`TextDelta` and :class:`ReasoningDelta` carry text as it streams;
+* :class:`ToolCallDelta` carries one fragment of a tool call, keyed by the
+  call's ``index`` within the answer;
+* :class:`Usage` reports token counts (the last one of a stream wins);
+* :class:`Finish` ends the stream, and says why.
+
+A well-formed stream ends with exactly one :class:`Finish` and has nothing
+after it; :meth:`tether.llm.service.LlmService.stream` guarantees that shape to
+its callers whatever the adapter did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+__all__ = [
+    "FINISH_REASONS",
+    "Finish",
+    "FinishReason",
+    "ReasoningDelta",
+    "StreamChunk",
+    "TextDelta",
+    "ToolCallDelta",
+    "Usage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the answer's text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning.
+
+    ``signature`` is the provider's opaque replay token for the reasoning block
+    this delta belongs to; providers send it once, usually on the last delta.
+    """
+
+    text: str
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of the tool call at position ``index`` of the answer.
+
+    ``id`` and ``name`` arrive on the first fragment of an index (later ones
+    usually carry ``None``); ``args_delta`` is the next piece of the call's
+    arguments, a JSON text that is only complete once the stream has moved on.
+
+    Raises:
+        ValueError: ``index`` is negative.
+    """
+
+    index: int
+    id: str | None
+    name: str | None
+    args_delta: str
+
+    def __post_init__(self) -> None:
+        if self.index < 0:
+            raise ValueError(f"ToolCallDelta.index must be >= 0, got {self.index}")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one request, as the provider reported them.
+
+    ``reasoning_tokens`` and ``cached_tokens`` are ``None`` when the provider
+    does not report them (not zero: zero is a report).
+    """
+
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+FinishReason = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
+"""Why a stream ended: the model stopped, it called tools, it ran out of output
+tokens, the request failed, or the caller cancelled it."""
+
+FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The end of a stream.
+
+    ``error`` (a human-readable message) and ``error_code`` (the provider's
+    code, when it gives one, e.g. ``"rate_limit"``) describe an ``"error"``
+    finish; they are ``None`` otherwise.
+
+    Raises:
+        ValueError: ``reason`` is not one of :data:`FINISH_REASONS`.
+    """
+
+    reason: FinishReason
+    error: str | None = None
+    error_code: str | None = None
+
+    def __post_init__(self) -> None:
+        # The loop branches on the reason; a misspelt one must not pass as "stop".
+        if self.reason not in FINISH_REASONS:
+            raise ValueError(
+                f"Finish.reason must be one of {', '.join(FINISH_REASONS)}; got {self.reason!r}"
+            )
+
+
+StreamChunk = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
+"""Any chunk of a normalized model stream."""

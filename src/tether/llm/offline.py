@@ -1,0 +1,222 @@
+"""The built-in ``offline`` provider: a scripted model, **not an LLM**.
+
+It is the embedded default, so that tether runs end to end — prompts, tool
+calls, streaming, cancel — with no network and no API key. It understands
+nothing; it answers from the request's messages alone, deterministically:
+
+* the last message is a user prompt starting with ``"$ "``: it calls the
+  ``bash`` tool with the rest as the command;
+* a prompt starting with ``"& "``: the same, with ``"run_in_background": true``;
+* the last message is a tool result: it answers with a short summary of it
+  (its first lines, and the exit code when the output reports one);
+* anything else: a short reply that echoes the prompt and says how to
+  configure a real model.
+
+When the request offers no ``bash`` tool, a ``"$ "`` or ``"& "`` prompt gets a
+text reply saying so instead of a call.
+
+The answer streams in pieces of ``chunk_size`` characters (tool-call arguments
+too), yielding to the event loop and checking the cancel signal between
+pieces, with a :class:`Usage` (counted in words) and a :class:`Finish`
+(``"tool-calls"`` after a call, ``"stop"`` otherwise) at the end.
+
+Mount it under the ``llm`` service::
+
+    await ctx.plugin(tether.llm.offline, {"chunk_size": 8})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncGenerator, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta, Usage
+from tether.llm.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolMessage,
+    UserMessage,
+)
+from tether.llm.request import ModelRequest
+from tether.llm.service import LlmView
+from tether.runtime.signal import CancelSignal
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+
+__all__ = ["PROVIDER", "Config", "OfflineModel", "apply", "inject", "name"]
+
+PROVIDER = "offline"
+"""The provider name the adapter registers under (``--model offline``)."""
+
+BASH_TOOL = "bash"
+
+CONFIGURE_HINT = (
+    "To talk to a real model, configure one, e.g. "
+    "--model deepseek:deepseek-chat with DEEPSEEK_API_KEY set."
+)
+
+_FOREGROUND = "$ "
+_BACKGROUND = "& "
+_SUMMARY_LINES = 5
+_SUMMARY_CHARS = 300
+_ECHO_CHARS = 200
+_EXIT_CODE = re.compile(r"\bexit(?:ed with)?[ _]code\W{0,3}(-?\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineModel:
+    """The scripted model adapter; see the module docstring.
+
+    Raises:
+        ValueError: ``chunk_size`` is less than 1.
+    """
+
+    chunk_size: int = 8
+    name: str = PROVIDER
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ValueError(f"OfflineModel.chunk_size must be >= 1, got {self.chunk_size}")
+
+    async def stream(
+        self, request: ModelRequest, signal: CancelSignal
+    ) -> AsyncGenerator[StreamChunk, None]:
+        """Stream the scripted answer to ``request``; ends with ``Finish("aborted")`` on cancel."""
+        answer = _answer(request)
+        for chunk in self._chunks(answer):
+            # Give the loop a turn between pieces, as a network stream would,
+            # so that consumers and cancels interleave with it.
+            await asyncio.sleep(0)
+            if signal.cancelled:
+                yield Finish("aborted")
+                return
+            yield chunk
+        output = answer.text if isinstance(answer, TextBlock) else json.dumps(answer.arguments)
+        yield Usage(input_tokens=_words_in(request), output_tokens=len(output.split()))
+        yield Finish("tool-calls" if isinstance(answer, ToolCallBlock) else "stop")
+
+    def _chunks(self, answer: TextBlock | ToolCallBlock) -> Iterator[StreamChunk]:
+        if isinstance(answer, TextBlock):
+            for piece in _pieces(answer.text, self.chunk_size):
+                yield TextDelta(piece)
+            return
+        for position, piece in enumerate(_pieces(json.dumps(answer.arguments), self.chunk_size)):
+            if position == 0:
+                yield ToolCallDelta(0, answer.id, answer.name, piece)
+            else:
+                yield ToolCallDelta(0, None, None, piece)
+
+
+def _answer(request: ModelRequest) -> TextBlock | ToolCallBlock:
+    """The scripted answer to ``request``: a text, or the one tool call to make."""
+    last = request.messages[-1] if request.messages else None
+    if isinstance(last, ToolMessage):
+        return TextBlock(_summary(last))
+    prompt = _text_of(last) if isinstance(last, UserMessage) else ""
+    for prefix, background in ((_FOREGROUND, False), (_BACKGROUND, True)):
+        if prompt.startswith(prefix):
+            return _shell_call(request, prompt[len(prefix) :].strip(), background=background)
+    return TextBlock(_reply(prompt))
+
+
+def _shell_call(
+    request: ModelRequest, command: str, *, background: bool
+) -> TextBlock | ToolCallBlock:
+    if not command:
+        return TextBlock("Nothing to run: write a shell command after the prefix, e.g. `$ ls`.")
+    if request.tool(BASH_TOOL) is None:
+        return TextBlock(
+            f"I cannot run `{command}`: the {BASH_TOOL} tool is not available to this agent. "
+            "(This is the offline model: a script, not an LLM.)"
+        )
+    arguments: dict[str, object] = {"command": command}
+    if background:
+        arguments["run_in_background"] = True
+    # One answer per assistant message so far: unique within the conversation,
+    # and the same for the same conversation.
+    answered = sum(isinstance(message, AssistantMessage) for message in request.messages)
+    return ToolCallBlock(f"offline-call-{answered}", BASH_TOOL, arguments)
+
+
+def _summary(result: ToolMessage) -> str:
+    outcome = "failed" if result.is_error else "finished"
+    output = result.content.strip()
+    if not output:
+        return f"The {result.name} call {outcome} with no output."
+    lines = output.splitlines()
+    excerpt = "\n".join(lines[:_SUMMARY_LINES])
+    if len(excerpt) > _SUMMARY_CHARS:
+        excerpt = excerpt[:_SUMMARY_CHARS].rstrip() + " …"
+    elif len(lines) > _SUMMARY_LINES:
+        excerpt += f"\n… ({len(lines) - _SUMMARY_LINES} more lines)"
+    summary = f"The {result.name} call {outcome}:\n{excerpt}"
+    exit_code = _EXIT_CODE.search(output)
+    if exit_code is not None and exit_code.group(0) not in excerpt:
+        summary += f"\n(exit code {exit_code.group(1)})"
+    return summary
+
+
+def _reply(prompt: str) -> str:
+    if not prompt.strip():
+        opening = (
+            "This is the offline model, a script and not an LLM; there is no prompt to answer."
+        )
+    else:
+        echo = " ".join(prompt.split())
+        if len(echo) > _ECHO_CHARS:
+            echo = echo[:_ECHO_CHARS].rstrip() + " …"
+        opening = f'This is the offline model, a script and not an LLM. You said: "{echo}".'
+    return (
+        f"{opening}\n"
+        f'Start a prompt with "{_FOREGROUND}" to run a shell command, or with '
+        f'"{_BACKGROUND}" to run it in the background.\n'
+        f"{CONFIGURE_HINT}"
+    )
+
+
+def _text_of(message: Message | None) -> str:
+    if isinstance(message, SystemMessage):
+        return message.text
+    if isinstance(message, UserMessage | AssistantMessage):
+        return "\n".join(block.text for block in message.content if isinstance(block, TextBlock))
+    if isinstance(message, ToolMessage):
+        return message.content
+    return ""
+
+
+def _words_in(request: ModelRequest) -> int:
+    texts = [request.system or "", *(_text_of(message) for message in request.messages)]
+    return sum(len(text.split()) for text in texts)
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+name = "offline"
+inject = ("llm",)
+
+
+class Config(BaseModel):
+    """Configuration of the ``offline`` provider."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chunk_size: int = Field(default=8, ge=1, description="Characters per streamed piece.")
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    """Register the ``offline`` provider for as long as this plugin is loaded."""
+    llm = ctx.service("llm", LlmView)
+    await llm.register(PROVIDER, OfflineModel(chunk_size=config.chunk_size))

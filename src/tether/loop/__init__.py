@@ -1,0 +1,1 @@
+"""The agent loop: the turn driver, the agent factory, and the plugin."""

@@ -1,0 +1,197 @@
+"""Creating and resuming agents, and the one teardown each agent has.
+
+An agent's whole life is **one composite effect**. Its body, in order:
+
+1. open the agent's scope (a fiber for its scoped registrations);
+2. build the agent and run the ``setup`` callback (scoped tools, listeners);
+3. check that every owner is still alive — otherwise publish nothing;
+4. publish: enter the session, enter the agent, announce the session,
+   emit ``agent/created`` and ``agent/session-start``, start the driver.
+
+Its disposers run as one LIFO chain, so teardown is exactly the reverse:
+stop the driver (cancel with cause ``disposed``, await the driver's exit and
+the session flush) → detach the agent (``agent/disposed``) → detach the
+session (``session/disposed``) → unwind the scope. If the body fails part way,
+what it did is undone in the same order and nothing stays published.
+
+Three owners reach that one chain: the handle's ``dispose()``, the caller's
+fiber, and the agent loop's fiber (the factory provider). Effects are
+single-shot, so concurrent or repeated disposal runs it once, and every
+awaiter returns after it completes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from tether.agent.errors import AgentConflictError, AgentCreateError, AgentError
+from tether.agent.registry import AgentRegistry, AgentsView, Setup
+from tether.agent.types import Agent, AgentHandle, AgentOptions
+from tether.loop.agent import LoopAgent
+from tether.runtime import Effect, FiberInactiveError
+from tether.session.log import Session
+from tether.session.store import SessionConflictError, SessionStore
+
+if TYPE_CHECKING:
+    from tether.loop.turn import TurnRunner
+    from tether.runtime import Context, Fiber
+
+log = logging.getLogger(__name__)
+
+SCOPE_READS = ("agents", "sessions", "llm", "tools")
+"""Services an agent's scope may read as ``agent.ctx.<name>``."""
+
+
+class LoopFactory:
+    """The :class:`~tether.agent.registry.AgentFactory` of the agent loop."""
+
+    def __init__(self, ctx: Context, runner: TurnRunner, defaults: AgentOptions) -> None:
+        self._ctx = ctx
+        self._runner = runner
+        self._defaults = defaults
+
+    @property
+    def _store(self) -> SessionStore:
+        return self._ctx.service("sessions", SessionStore)
+
+    @property
+    def _registry(self) -> AgentRegistry:
+        return self._ctx.service("agents", AgentsView).registry
+
+    async def create(
+        self,
+        caller: Context,
+        *,
+        session_id: str | None,
+        cwd: str | None,
+        options: AgentOptions | None,
+        setup: Setup | None,
+    ) -> AgentHandle:
+        options = options or self._defaults
+        try:
+            session = self._store.prepare(session_id, cwd=cwd, meta={"model": options.model})
+        except SessionConflictError as exc:
+            raise AgentConflictError(str(exc)) from None
+        return await self._publish(caller, session, options, setup)
+
+    async def resume(
+        self,
+        caller: Context,
+        session_id: str,
+        *,
+        options: AgentOptions | None,
+        setup: Setup | None,
+    ) -> AgentHandle:
+        persistence = self._ctx.get("persistence")
+        if persistence is None:
+            raise AgentError("resuming a session needs a persistence plugin (tether.persist.jsonl)")
+        if self._registry.get(session_id) is not None:
+            raise AgentConflictError(f"agent {session_id!r} is already live")
+        try:
+            session = await persistence.prepare_resume(session_id)
+        except SessionConflictError as exc:
+            raise AgentConflictError(str(exc)) from None
+        model = session.header.meta.get("model")
+        if options is None:
+            options = self._defaults if model is None else _with_model(self._defaults, model)
+        return await self._publish(caller, session, options, setup)
+
+    async def _publish(
+        self, caller: Context, session: Session, options: AgentOptions, setup: Setup | None
+    ) -> AgentHandle:
+        store, registry, loop_fiber = self._store, self._registry, self._ctx.fiber
+        owners = _distinct(caller.fiber, loop_fiber)
+        built: list[LoopAgent] = []
+
+        async def lifecycle() -> AsyncIterator[Callable[[], Any]]:
+            scope = self._ctx.runtime.scope(
+                caller.fiber,
+                f"agent:{session.id}",
+                reads=SCOPE_READS,
+                event_filter=_only_about(session),
+            )
+            yield scope.dispose
+            agent = LoopAgent(session, scope, options, emit=self._ctx.emit, flush=store.flush)
+            built.append(agent)
+            if setup is not None:
+                result = setup(agent)
+                if inspect.isawaitable(result):
+                    await result
+            for owner in owners:
+                owner.check_accepts_effects(f"agent {session.id!r}")
+            store.enter(session)
+            yield lambda: store.detach(session)
+            registry.enter(agent)
+            yield lambda: registry.detach(agent)
+            store.announce(session)
+            self._ctx.emit("agent/created", agent)
+            self._ctx.emit("agent/session-start", agent)
+            agent.start(self._runner)
+            yield agent.stop
+
+        try:
+            effect = await Effect.establish(lifecycle, f"agent:{session.id}")
+        except (SessionConflictError, AgentConflictError) as exc:
+            raise AgentConflictError(str(exc)) from None
+        except FiberInactiveError as exc:
+            raise AgentCreateError(
+                f"agent {session.id!r} was not created: its owner is unloading ({exc})"
+            ) from None
+        except Exception as exc:
+            raise AgentCreateError(f"agent {session.id!r} was not created: {exc}") from exc
+        # No await between the owner check inside the body and this adoption:
+        # no owner can start unloading in between.
+        teardown = _Teardown(effect)
+        for owner in owners:
+            teardown.add_owner(owner)
+        return AgentHandle(built[0], teardown.dispose)
+
+
+class _Teardown:
+    """The one teardown of an agent, reachable from each of its owners."""
+
+    def __init__(self, effect: Effect) -> None:
+        self._effect = effect
+        self._anchors: list[Effect] = []
+
+    def add_owner(self, owner: Fiber) -> None:
+        anchor = Effect(f"owns {self._effect.label}")
+        anchor.push(self.dispose)
+        owner.adopt(anchor)
+        self._anchors.append(anchor)
+
+    async def dispose(self) -> None:
+        """Run the agent's teardown chain (once, however many owners ask)."""
+        await self._effect.dispose()
+        # The owners no longer need to dispose it; their anchors go.
+        for anchor in self._anchors:
+            anchor.discard()
+
+
+def _distinct(*fibers: Fiber) -> tuple[Fiber, ...]:
+    return tuple(dict.fromkeys(fibers))
+
+
+def _with_model(options: AgentOptions, model: str) -> AgentOptions:
+    from dataclasses import replace
+
+    return replace(options, model=model)
+
+
+def _only_about(session: Session) -> Callable[[str, tuple[object, ...]], bool]:
+    """The scope's event filter: events about another agent or session are not heard."""
+
+    def accepts(_name: str, args: tuple[object, ...]) -> bool:
+        if not args:
+            return True
+        subject = args[0]
+        if isinstance(subject, Agent):
+            return subject.session is session
+        if isinstance(subject, Session):
+            return subject is session
+        return True
+
+    return accepts

@@ -1,0 +1,72 @@
+"""The agent loop plugin: the factory behind ``ctx.agents``, and agents from config.
+
+Rows of its config's ``agents`` list are created when the plugin loads and
+are owned by the plugin's fiber (their handles are discarded): they live until
+the agent loop unloads. A row with a ``session_id`` resumes that session when
+it is stored, and creates it otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.agent.registry import AgentsView
+from tether.agent.types import AgentOptions
+from tether.loop.factory import LoopFactory
+from tether.loop.turn import TurnRunner
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+
+log = logging.getLogger(__name__)
+
+name = "agent_loop"
+inject = ("sessions", "llm", "tools", "agents")
+
+
+class AgentRow(BaseModel):
+    """An agent created from configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, description="a name for the agent, used in logs")
+    model: str | None = None
+    system: str | None = None
+    cwd: str | None = None
+    session_id: str | None = None
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "offline"
+    """The default model reference (``provider`` or ``provider:model``)."""
+    system: str | None = None
+    max_steps: int = Field(default=50, ge=1, le=10_000)
+    agents: list[AgentRow] = Field(default_factory=list)
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    defaults = AgentOptions(model=config.model, system=config.system, max_steps=config.max_steps)
+    factory = LoopFactory(ctx, TurnRunner(ctx), defaults)
+    agents = ctx.service("agents", AgentsView)
+    await agents.provide_factory(factory)
+    for row in config.agents:
+        options = AgentOptions(
+            model=row.model or config.model,
+            system=row.system if row.system is not None else config.system,
+            max_steps=config.max_steps,
+        )
+        persistence = ctx.get("persistence")
+        stored = False
+        if row.session_id is not None and persistence is not None:
+            stored = any(s.id == row.session_id for s in await persistence.list())
+        if stored:
+            assert row.session_id is not None
+            await agents.resume(row.session_id, options=options)
+        else:
+            await agents.create(row.session_id, cwd=row.cwd, options=options)
+        log.info("agent %r created from configuration", row.id)

@@ -1,0 +1,312 @@
+"""One turn of an agent: steps of model requests and the tools they call.
+
+A turn, as it lands in the session log::
+
+    turn/start
+      (claim one queued prompt + pending steering: agent/inbox/spliced)
+      step/start  user/message*  assistant/chunk*  assistant/message
+                  (tool/call  tool/result)*                        step/end
+      … more steps while tools owe the model a reply or steering arrived …
+    turn/end {completed | aborted{cause} | blocked | error{error} | max-tokens}
+
+The turn **always** closes, whatever happens: a cancel, a model error, a tool
+crash, an infrastructure failure. When it is cancelled, text already streamed
+is kept as an interrupted ``assistant/message``, tools already started are
+given the signal and awaited, and tool calls that never started get synthetic
+error results, so the log stays balanced.
+
+Extension points (events; listeners run in registration order):
+
+* ``agent/pre-step`` — **waterfall**; value: the step's input
+  ``tuple[UserMessage, ...]``; args: ``(agent, step)``. Rewrite the input, or
+  raise :class:`~tether.runtime.Veto` to reject it (the turn ends ``blocked``).
+* ``agent/request`` — **waterfall**; value: the :class:`ModelRequest`; args:
+  ``(agent,)``. Adjust the model configuration of one request.
+* ``agent/request-error`` — **waterfall**; value: a :class:`RequestError`
+  (``retry=False``); args: ``(agent,)``. Return it with ``retry=True`` to
+  retry the request (``delay`` seconds later, cancellable), else the turn ends
+  with ``error``.
+* ``agent/turn-stop`` — **serial**; args: ``(agent, turn, step)``, asked after
+  every step that would continue. The first listener that returns a
+  ``TurnEndReason`` ends the turn with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tether.agent.inbox import to_event
+from tether.agent.types import UserMessage
+from tether.llm.assemble import Assembled, Assembler
+from tether.llm.chunks import ReasoningDelta, TextDelta
+from tether.llm.messages import ToolCallBlock
+from tether.llm.request import ModelRequest, ToolSpec
+from tether.runtime import Veto
+from tether.session import (
+    Aborted,
+    AssistantChunk,
+    AssistantMessageEvent,
+    Blocked,
+    Completed,
+    Errored,
+    MaxTokens,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    derive_messages,
+)
+from tether.tools import ToolExec, ToolResult
+
+if TYPE_CHECKING:
+    from tether.llm.service import LlmService
+    from tether.loop.agent import LoopAgent
+    from tether.runtime import CancelSignal, Context
+    from tether.session.log import Session
+    from tether.tools import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+NOT_STARTED = "tool call cancelled before it started"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestError:
+    """A failed model request, passed through ``agent/request-error``."""
+
+    error: str
+    code: str | None
+    attempt: int
+    """1 for the first request of the step, 2 for the first retry, …"""
+    retry: bool = False
+    delay: float = 0.0
+
+
+class TurnRunner:
+    """Runs turns for the agents of one agent loop."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    @property
+    def _llm(self) -> LlmService:
+        from tether.llm.service import LlmService
+
+        return self._ctx.service("llm", LlmService)
+
+    @property
+    def _tools(self) -> ToolRegistry:
+        from tether.tools import ToolRegistry
+
+        return self._ctx.service("tools", ToolRegistry)
+
+    async def run_turn(self, agent: LoopAgent) -> None:
+        """Run one turn; it always ends with ``turn/end`` in the log."""
+        session = agent.session
+        signal = agent.begin_turn()
+        turn = session.last_turn + 1
+        session.append(TurnStart(turn=turn))
+        claimed = agent.inbox.claim_turn()
+        agent.take_steer_wake()
+        reason: TurnEndReason = Errored(error="the turn ended unexpectedly")
+        try:
+            reason = await self._steps(agent, turn, claimed, signal)
+        except Exception as exc:
+            log.exception("agent %s: turn %d failed", agent.id, turn)
+            reason = Errored(error=f"{type(exc).__name__}: {exc}")
+        except BaseException:
+            reason = Aborted(cause=str(signal.reason or "disposed"))
+            raise
+        finally:
+            _close_step(session, NOT_STARTED)
+            if isinstance(reason, Errored):
+                self._ctx.emit("agent/error", agent, reason.error)
+            session.append(TurnEnd(turn=turn, reason=reason))
+            agent.end_turn()
+
+    async def _steps(
+        self,
+        agent: LoopAgent,
+        turn: int,
+        claimed: tuple[UserMessage, ...],
+        signal: CancelSignal,
+    ) -> TurnEndReason:
+        session = agent.session
+        step_input = claimed
+        step = 0
+        while True:
+            step += 1
+            try:
+                step_input = await self._ctx.waterfall("agent/pre-step", step_input, agent, step)
+            except Veto as veto:
+                log.info("agent %s: step input rejected: %s", agent.id, veto.reason)
+                return Blocked()
+            if signal.cancelled:
+                return _aborted(signal)
+            if step > agent.options.max_steps:
+                return Errored(
+                    error=f"the turn reached its limit of {agent.options.max_steps} steps"
+                )
+            session.append(StepStart(turn=turn, step=step))
+            for message in step_input:
+                session.append(to_event(message))
+            assembled = await self._request(agent, signal)
+            if isinstance(assembled, Errored):
+                return assembled
+            calls = assembled.message.tool_calls
+            if signal.cancelled or assembled.finish.reason == "aborted":
+                _close_step(session, NOT_STARTED)
+                return _aborted(signal)
+            if calls:
+                await self._run_tools(agent, calls, assembled, signal)
+            session.append(StepEnd(turn=turn, step=step))
+            if signal.cancelled:
+                return _aborted(signal)
+            if assembled.finish.reason == "max-tokens":
+                return MaxTokens()
+            step_input = agent.inbox.claim_steering()
+            if not calls and not step_input:
+                return Completed()
+            stop = await self._ctx.serial("agent/turn-stop", agent, turn, step)
+            if stop is not None:
+                return stop  # type: ignore[no-any-return]
+
+    async def _request(self, agent: LoopAgent, signal: CancelSignal) -> Assembled | Errored:
+        """Ask the model; log the stream and the answer; return it (or the error)."""
+        session = agent.session
+        options = agent.options
+        specs = self._tools.specs(scope=agent.id, only=options.tools)
+        request = ModelRequest(
+            model=options.model,
+            messages=tuple(derive_messages(session)),
+            system=options.system,
+            tools=tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs),
+        )
+        request = await self._ctx.waterfall("agent/request", request, agent)
+        attempt = 0
+        while True:
+            attempt += 1
+            assembler = Assembler()
+            async with contextlib.aclosing(self._llm.stream(request, signal)) as stream:
+                async for chunk in stream:
+                    assembler.feed(chunk)
+                    if isinstance(chunk, TextDelta) and chunk.text:
+                        session.append(AssistantChunk(kind="text", delta=chunk.text))
+                    elif isinstance(chunk, ReasoningDelta) and chunk.text:
+                        session.append(AssistantChunk(kind="reasoning", delta=chunk.text))
+            assembled = assembler.result()
+            finish = assembled.finish
+            if finish.reason != "error" or signal.cancelled:
+                _log_answer(session, assembled)
+                return assembled
+            decision = await self._ctx.waterfall(
+                "agent/request-error",
+                RequestError(
+                    error=finish.error or "model error", code=finish.error_code, attempt=attempt
+                ),
+                agent,
+            )
+            if not decision.retry:
+                _log_answer(session, assembled)
+                return Errored(error=finish.error or "model error")
+            if decision.delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(signal.wait(), decision.delay)
+            if signal.cancelled:
+                _log_answer(session, assembled)
+                return assembled
+
+    async def _run_tools(
+        self,
+        agent: LoopAgent,
+        calls: tuple[ToolCallBlock, ...],
+        assembled: Assembled,
+        signal: CancelSignal,
+    ) -> None:
+        """Run the answer's tool calls; log their results in the model's order.
+
+        ``tool/call`` is logged as each batch starts (the tool registry runs
+        consecutive concurrency-safe calls together, others alone). A call
+        whose arguments could not be parsed is answered without running. Once
+        the turn is cancelled, no further call starts.
+        """
+        session = agent.session
+        invalid = assembled.invalid_calls
+        runnable = [call for call in calls if call.id not in invalid]
+
+        def started(batch: Sequence[ToolCallBlock]) -> None:
+            if signal.cancelled:
+                return  # the registry answers these without starting them
+            for call in batch:
+                session.append(ToolCallEvent(id=call.id, name=call.name, arguments=call.arguments))
+
+        results = await self._tools.execute_all(
+            runnable,
+            lambda call: ToolExec(
+                agent=agent, call_id=call.id, signal=signal, cwd=session.header.cwd
+            ),
+            only=agent.options.tools,
+            on_start=started,
+        )
+        by_id = {result.call_id: result for result in results}
+        for call in calls:
+            result = by_id.get(call.id)
+            if result is None:
+                reason = invalid[call.id].reason if call.id in invalid else "no result"
+                result = ToolResult(
+                    call_id=call.id,
+                    name=call.name,
+                    content=f"invalid arguments for tool {call.name!r}: {reason}",
+                    is_error=True,
+                )
+            session.append(
+                ToolResultEvent(
+                    id=call.id, name=call.name, content=result.content, is_error=result.is_error
+                )
+            )
+
+
+def _log_answer(session: Session, assembled: Assembled) -> None:
+    message = assembled.message
+    if not message.content:
+        return
+    usage = None
+    if assembled.usage is not None:
+        usage = {
+            "input_tokens": assembled.usage.input_tokens,
+            "output_tokens": assembled.usage.output_tokens,
+        }
+    session.append(
+        AssistantMessageEvent(
+            content=message.content,
+            finish=assembled.finish.reason,
+            interrupted=message.interrupted,
+            usage=usage,
+        )
+    )
+
+
+def _close_step(session: Session, why: str) -> None:
+    """Balance an open step: answer pending tool calls, then close it."""
+    step = session.open_step
+    turn = session.open_turn
+    if step is None or turn is None:
+        return
+    for pending in session.pending_tool_calls:
+        text = why if not pending.started else "tool call interrupted; its outcome is unknown"
+        session.append(
+            ToolResultEvent(id=pending.call.id, name=pending.call.name, content=text, is_error=True)
+        )
+    session.append(StepEnd(turn=turn, step=step))
+
+
+def _aborted(signal: CancelSignal) -> Aborted:
+    return Aborted(cause=str(signal.reason or "user"))

@@ -1,0 +1,283 @@
+"""What a tool is: a name, a description, an argument model and an async function.
+
+A tool's arguments are a pydantic model. Its JSON Schema is what the model
+sees, and validation against the model is what the arguments of a call go
+through before the tool runs, so a tool's function only ever receives a valid
+instance of its own argument model.
+
+Define a tool with the :func:`tool` decorator, which takes the name from the
+function, the description from its docstring and the argument model from the
+annotation of its first parameter::
+
+    class ReadArgs(BaseModel):
+        path: str = Field(description="File to read, relative to the session's cwd.")
+
+    @tool(concurrency_safe=True)
+    async def read(args: ReadArgs, exec: ToolExec) -> str:
+        \"\"\"Read a text file.\"\"\"
+        return Path(exec.cwd or ".", args.path).read_text()
+
+or build a :class:`Tool` directly when the parts come from elsewhere.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
+
+from tether.runtime.signal import CancelSignal
+
+if TYPE_CHECKING:
+    from tether.agent.types import Agent
+
+__all__ = [
+    "Tool",
+    "ToolExec",
+    "ToolFunction",
+    "ToolOutput",
+    "ToolResult",
+    "ToolSpec",
+    "tool",
+]
+
+A = TypeVar("A", bound=BaseModel)
+
+_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExec:
+    """The circumstances of one tool call, handed to the tool with its arguments.
+
+    ``agent`` is the agent whose model made the call, or ``None`` when a
+    program calls the tool directly. ``signal`` is cancelled when the call
+    should stop; tools are cooperative and decide themselves how to honour it
+    (see :class:`~tether.runtime.signal.CancelSignal`). ``cwd`` is the working
+    directory the call should act in: the agent session's cwd when there is an
+    agent (see :meth:`for_call`).
+    """
+
+    agent: Agent | None
+    call_id: str
+    signal: CancelSignal
+    cwd: str | None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.call_id, str):
+            raise TypeError(f"ToolExec.call_id must be str, got {self.call_id!r}")
+        if not isinstance(self.signal, CancelSignal):
+            raise TypeError(f"ToolExec.signal must be a CancelSignal, got {self.signal!r}")
+        if not isinstance(self.cwd, str | None):
+            raise TypeError(f"ToolExec.cwd must be str or None, got {self.cwd!r}")
+
+    @classmethod
+    def for_call(cls, call_id: str, signal: CancelSignal, agent: Agent | None = None) -> ToolExec:
+        """The exec of call ``call_id``, with ``cwd`` taken from ``agent``'s session."""
+        cwd = agent.session.header.cwd if agent is not None else None
+        return cls(agent=agent, call_id=call_id, signal=signal, cwd=cwd)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool returns: text for the model, flagged as an error or not.
+
+    A tool may return a plain ``str`` instead; it means ``ToolOutput(text)``.
+    Returning ``is_error=True`` is how a tool reports a failure it understood
+    (a missing file, a non-zero exit); raising is for the unexpected.
+    """
+
+    content: str
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, str):
+            raise TypeError(f"ToolOutput.content must be str, got {self.content!r}")
+        if not isinstance(self.is_error, bool):
+            raise TypeError(f"ToolOutput.is_error must be bool, got {self.is_error!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call, answering the call with id ``call_id``.
+
+    Every call yields exactly one result, whether the tool ran, failed, was
+    unknown, got invalid arguments, was denied or was cancelled; ``is_error``
+    tells the model which.
+    """
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+
+    def __post_init__(self) -> None:
+        for name, kind in (("call_id", str), ("name", str), ("content", str), ("is_error", bool)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise TypeError(f"ToolResult.{name} must be {kind.__name__}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model is told about it.
+
+    ``parameters`` is a JSON Schema object (``"type": "object"``) built from
+    plain dicts and lists: it can be handed to ``json.dumps`` as it is, and
+    each spec holds its own copy.
+    """
+
+    name: str
+    description: str
+    # Excluded from hashing because dicts are unhashable; the name already
+    # makes the hash consistent with equality.
+    parameters: Mapping[str, object] = field(hash=False)
+
+
+ToolFunction = Callable[[A, ToolExec], Awaitable[ToolOutput | str]]
+"""The body of a tool: ``async def run(args, exec) -> ToolOutput | str``."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tool(Generic[A]):
+    """A tool the model can call.
+
+    ``name`` matches ``^[a-zA-Z][a-zA-Z0-9_-]{0,63}$`` (what model providers
+    accept). ``args`` is the pydantic model of the arguments: its JSON Schema
+    is advertised to the model and a call's arguments are validated against it
+    before ``execute`` runs. Whether unknown argument names are rejected is the
+    model's choice (``model_config = ConfigDict(extra="forbid")``).
+
+    ``concurrency_safe`` tools may run in parallel with other safe tools of the
+    same batch of calls; every other tool runs alone.
+
+    Tools compare by identity: two tools with equal fields are still two
+    registrations.
+
+    Raises:
+        ValueError: ``name`` is not a valid tool name, or ``args`` does not
+            describe a JSON object.
+        TypeError: a field has the wrong type, or no JSON Schema can be built
+            for ``args``.
+    """
+
+    name: str
+    description: str
+    args: type[A]
+    execute: ToolFunction[A]
+    concurrency_safe: bool = False
+    _schema: dict[str, Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValueError(
+                f"invalid tool name {self.name!r}: use a letter followed by up to 63 "
+                "letters, digits, '_' or '-'"
+            )
+        if not isinstance(self.description, str):
+            raise TypeError(f"tool {self.name!r}: description must be str")
+        if not (isinstance(self.args, type) and issubclass(self.args, BaseModel)):
+            raise TypeError(f"tool {self.name!r}: args must be a pydantic model class")
+        if not callable(self.execute):
+            raise TypeError(f"tool {self.name!r}: execute must be an async function")
+        if not isinstance(self.concurrency_safe, bool):
+            raise TypeError(f"tool {self.name!r}: concurrency_safe must be bool")
+        object.__setattr__(self, "_schema", _object_schema(self.name, self.args))
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments; a fresh copy on every read."""
+        return copy.deepcopy(self._schema)
+
+    def spec(self) -> ToolSpec:
+        """How the model is told about this tool."""
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    args: type[A] | None = None,
+    concurrency_safe: bool = False,
+) -> Callable[[ToolFunction[A]], Tool[A]]:
+    """Decorate ``async def fn(args, exec)`` to make it a :class:`Tool`.
+
+    ``name`` defaults to the function's name, ``description`` to its cleaned
+    docstring, and ``args`` to the annotation of its first parameter (pass it
+    explicitly when the annotation cannot be resolved at decoration time, for
+    example a model defined inside a function of a module with postponed
+    annotations).
+
+    Raises:
+        TypeError: ``args`` is omitted and cannot be read from the annotation;
+            or as :class:`Tool` does.
+        ValueError: as :class:`Tool` does.
+    """
+
+    def decorate(fn: ToolFunction[A]) -> Tool[A]:
+        tool_name = name if name is not None else getattr(fn, "__name__", "")
+        return Tool(
+            name=tool_name,
+            description=description if description is not None else inspect.getdoc(fn) or "",
+            args=args if args is not None else _args_annotation(fn, tool_name),
+            execute=fn,
+            concurrency_safe=concurrency_safe,
+        )
+
+    return decorate
+
+
+def _args_annotation(fn: Callable[..., object], tool_name: str) -> type[Any]:
+    parameters = list(inspect.signature(fn).parameters)
+    if not parameters:
+        raise TypeError(f"tool {tool_name!r}: its function must take (args, exec)")
+    try:
+        hints = typing.get_type_hints(fn)
+    except NameError as exc:
+        raise TypeError(
+            f"tool {tool_name!r}: cannot resolve the annotation of {parameters[0]!r} ({exc}); "
+            "pass args= to @tool"
+        ) from None
+    annotation = hints.get(parameters[0])
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        raise TypeError(
+            f"tool {tool_name!r}: annotate {parameters[0]!r} with a pydantic model class, "
+            "or pass args= to @tool"
+        )
+    return annotation
+
+
+class _UntitledSchema(GenerateJsonSchema):
+    """Leaves out the titles pydantic derives from field names.
+
+    They repeat the property names in every tool definition the model reads;
+    titles an author set explicitly are kept.
+    """
+
+    def field_title_should_be_set(self, schema: object) -> bool:
+        return False
+
+
+def _object_schema(tool_name: str, args: type[BaseModel]) -> dict[str, Any]:
+    try:
+        schema = args.model_json_schema(schema_generator=_UntitledSchema)
+    except Exception as exc:
+        raise TypeError(
+            f"tool {tool_name!r}: cannot build a JSON Schema for {args.__name__}: {exc}"
+        ) from exc
+    if schema.get("type") != "object":
+        raise ValueError(
+            f"tool {tool_name!r}: the arguments of a tool must be a JSON object, "
+            f"but {args.__name__} describes {schema.get('type', 'something else')!r}"
+        )
+    # The class name says nothing the tool's own name and description do not.
+    schema.pop("title", None)
+    return schema

@@ -1,0 +1,336 @@
+"""The execution pipeline: one tool call in, exactly one result out.
+
+:func:`run_call` never raises for a problem with the call, the tool or a
+listener: each becomes an error result the model reads, so a bad call can
+never crash a turn. Only infrastructure failures propagate
+(``asyncio.CancelledError`` above all). The steps, in order:
+
+1. A call whose signal is already cancelled does not start.
+2. The tool is looked up among the tools the caller may use; an unknown name
+   is answered with the names that are available.
+3. The arguments are validated against the tool's model; the tool never sees
+   arguments that fail validation.
+4. ``tool/before-execute`` may rewrite or veto the invocation. Rewritten
+   arguments are validated again, and the signal is checked again (a listener
+   may have waited on a person).
+5. The tool runs with the signal; cancelling it while it runs is up to the
+   tool (tools are cooperative) and its result is whatever it returns.
+6. ``tool/after-execute`` may rewrite the result.
+
+Events declared here (both ``waterfall``: middleware, see
+:meth:`~tether.runtime.events.EventBus.waterfall`):
+
+* ``tool/before-execute`` — value: a :class:`ToolInvocation`; listeners are
+  ``(invocation, next) -> ToolInvocation``. Dispatched once per call of a
+  known tool with valid arguments, right before it runs. A listener may pass
+  on a replaced invocation (``dataclasses.replace`` with other ``args`` or
+  ``exec``), or raise :class:`~tether.runtime.Veto` to deny the call: the
+  tool does not run and the result is ``denied: <reason>``. Redirecting the
+  call to another tool (a changed ``tool_name``) is refused, because the
+  tool's concurrency class was fixed when the batch was planned.
+* ``tool/after-execute`` — value: the :class:`ToolResult` of a tool that ran;
+  listeners are ``(result, next, invocation) -> ToolResult`` and may rewrite
+  it (truncate, redact) but not re-address it (the ``call_id`` stays). A
+  :class:`~tether.runtime.Veto` withholds the result from the model. Not
+  dispatched for calls that did not run.
+
+A listener that raises anything but ``Veto``, or returns something other than
+its value type, is a bug in a plugin: it is logged with its traceback and the
+call gets an error result. After execution that result withholds the tool's
+output, since the failed listener may have been the one redacting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from tether.runtime.errors import Veto
+from tether.runtime.plugin import describe_validation_error
+from tether.runtime.signal import Cancelled, CancelSignal
+from tether.session.frozen import thaw
+from tether.tools.definition import Tool, ToolExec, ToolOutput, ToolResult
+
+if TYPE_CHECKING:
+    from tether.llm.messages import ToolCallBlock
+    from tether.runtime.context import Context
+
+__all__ = [
+    "AFTER_EXECUTE",
+    "BEFORE_EXECUTE",
+    "ScheduledCall",
+    "ToolInvocation",
+    "run_call",
+    "run_calls",
+]
+
+log = logging.getLogger(__name__)
+
+BEFORE_EXECUTE = "tool/before-execute"
+"""Waterfall over a :class:`ToolInvocation`, before a tool runs (see the module docs)."""
+
+AFTER_EXECUTE = "tool/after-execute"
+"""Waterfall over the :class:`ToolResult` of a tool that ran (see the module docs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInvocation:
+    """A validated call about to run: the value of ``tool/before-execute``.
+
+    ``args`` are the validated arguments as JSON data (defaults filled in,
+    keys as the schema names them), read-only. A listener that replaces them
+    has its replacement validated again before the tool runs.
+    """
+
+    tool_name: str
+    # Excluded from hashing because mappings are unhashable.
+    args: Mapping[str, object] = field(hash=False)
+    exec: ToolExec
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ScheduledCall:
+    """One call to run, with the tools its caller may use, by name."""
+
+    call: ToolCallBlock
+    exec: ToolExec
+    tools: Mapping[str, Tool[Any]]
+
+    @property
+    def tool(self) -> Tool[Any] | None:
+        """The tool the call names, if the caller may use it."""
+        return self.tools.get(self.call.name)
+
+    @property
+    def concurrency_safe(self) -> bool:
+        tool = self.tool
+        return tool is not None and tool.concurrency_safe
+
+
+class _Refusal(Exception):
+    """Ends a call before its tool runs; the message is the error result."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+async def run_call(ctx: Context, scheduled: ScheduledCall) -> ToolResult:
+    """Run one call through the pipeline and return its result.
+
+    ``ctx`` is the context the events are dispatched through.
+
+    Raises:
+        asyncio.CancelledError: the awaiting task was cancelled (the tool, if
+            it was running, was cancelled with it).
+    """
+    call = scheduled.call
+    try:
+        tool, args, invocation = await _prepare(ctx, scheduled)
+    except _Refusal as refusal:
+        return ToolResult(call.id, call.name, refusal.message, is_error=True)
+    output = await _invoke(tool, args, invocation.exec)
+    result = ToolResult(call.id, tool.name, output.content, output.is_error)
+    return await _after_execute(ctx, result, invocation)
+
+
+async def run_calls(
+    ctx: Context,
+    scheduled: Sequence[ScheduledCall],
+    on_start: Callable[[Sequence[ToolCallBlock]], None] | None = None,
+) -> list[ToolResult]:
+    """Run calls in batches and return their results in the order of ``scheduled``.
+
+    Consecutive concurrency-safe calls form one batch and run concurrently;
+    any other call is a batch of its own, so it never overlaps with another
+    call. Each batch finishes before the next starts; ``on_start`` hears each
+    batch's calls just before it starts. No task started here outlives the
+    call, whether it returns or raises.
+
+    Raises:
+        asyncio.CancelledError: as :func:`run_call`; the calls still running
+            are cancelled and awaited first.
+    """
+    results: list[ToolResult] = []
+    for batch in _batches(scheduled):
+        if on_start is not None:
+            on_start([item.call for item in batch])
+        if len(batch) == 1:
+            results.append(await run_call(ctx, batch[0]))
+        else:
+            results.extend(await _run_together(ctx, batch))
+    return results
+
+
+def _batches(scheduled: Sequence[ScheduledCall]) -> Iterator[list[ScheduledCall]]:
+    batch: list[ScheduledCall] = []
+    for item in scheduled:
+        if item.concurrency_safe:
+            batch.append(item)
+            continue
+        if batch:
+            yield batch
+            batch = []
+        yield [item]
+    if batch:
+        yield batch
+
+
+async def _run_together(ctx: Context, batch: Sequence[ScheduledCall]) -> list[ToolResult]:
+    tasks = [
+        asyncio.create_task(run_call(ctx, item), name=f"tool:{item.call.name}:{item.call.id}")
+        for item in batch
+    ]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        # When one task fails, gather returns at once and leaves the others
+        # running; cancel and await them so that none outlives the batch.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def _prepare(
+    ctx: Context, scheduled: ScheduledCall
+) -> tuple[Tool[Any], BaseModel, ToolInvocation]:
+    """Steps 1 to 4: everything before the tool runs.
+
+    Raises:
+        _Refusal: the call must not run.
+    """
+    call, exec = scheduled.call, scheduled.exec
+    _check_not_cancelled(call.name, exec.signal)
+    tool = scheduled.tool
+    if tool is None:
+        raise _Refusal(_unknown_tool(call.name, scheduled.tools))
+    args = _validate(tool, thaw(call.arguments))
+    invocation = ToolInvocation(tool.name, _as_json(tool, args), exec)
+    approved = await _before_execute(ctx, invocation)
+    if approved.args is not invocation.args:
+        args = _validate(
+            tool, thaw(approved.args), f" (as rewritten by a {BEFORE_EXECUTE} listener)"
+        )
+    _check_not_cancelled(call.name, approved.exec.signal)
+    return tool, args, approved
+
+
+def _check_not_cancelled(name: str, signal: CancelSignal) -> None:
+    if signal.cancelled:
+        reason = f" ({signal.reason})" if signal.reason is not None else ""
+        raise _Refusal(f"tool {name!r} was cancelled before it started{reason}")
+
+
+def _unknown_tool(name: str, tools: Mapping[str, Tool[Any]]) -> str:
+    if not tools:
+        return f"unknown tool {name!r}; no tools are available"
+    return f"unknown tool {name!r}; available: {', '.join(sorted(tools))}"
+
+
+def _validate(tool: Tool[Any], arguments: object, origin: str = "") -> BaseModel:
+    try:
+        args: BaseModel = tool.args.model_validate(arguments)
+    except ValidationError as exc:
+        details = describe_validation_error(exc, root="arguments")
+        raise _Refusal(f"invalid arguments for tool {tool.name!r}{origin}: {details}") from None
+    return args
+
+
+def _as_json(tool: Tool[Any], args: BaseModel) -> Mapping[str, object]:
+    try:
+        data = args.model_dump(mode="json", by_alias=True)
+    except Exception as exc:
+        log.exception("tool %r: its validated arguments do not serialize to JSON", tool.name)
+        raise _Refusal(
+            f"tool {tool.name!r} was not run: its arguments do not serialize: {_describe(exc)}"
+        ) from None
+    return MappingProxyType(data)
+
+
+async def _before_execute(ctx: Context, invocation: ToolInvocation) -> ToolInvocation:
+    name = invocation.tool_name
+    try:
+        approved: object = await ctx.waterfall(BEFORE_EXECUTE, invocation)
+    except Veto as veto:
+        raise _Refusal(f"denied: {veto.reason}") from None
+    except Exception as exc:
+        log.exception("a %s listener failed on tool %r", BEFORE_EXECUTE, name)
+        raise _Refusal(
+            f"tool {name!r} was not run: a {BEFORE_EXECUTE} listener failed: {_describe(exc)}"
+        ) from None
+    if not isinstance(approved, ToolInvocation):
+        log.error("a %s listener returned %r instead of a ToolInvocation", BEFORE_EXECUTE, approved)
+        raise _Refusal(
+            f"tool {name!r} was not run: a {BEFORE_EXECUTE} listener returned "
+            f"{type(approved).__name__} instead of a ToolInvocation"
+        )
+    if approved.tool_name != name:
+        log.error(
+            "a %s listener redirected tool %r to %r", BEFORE_EXECUTE, name, approved.tool_name
+        )
+        raise _Refusal(
+            f"tool {name!r} was not run: a {BEFORE_EXECUTE} listener redirected it "
+            f"to {approved.tool_name!r}, which is not supported"
+        )
+    return approved
+
+
+async def _invoke(tool: Tool[Any], args: BaseModel, exec: ToolExec) -> ToolOutput:
+    """Step 5: run the tool and turn whatever it did into an output."""
+    try:
+        output: object = await tool.execute(args, exec)
+    except Cancelled as cancelled:
+        return ToolOutput(f"tool {tool.name!r} was cancelled ({cancelled.reason})", is_error=True)
+    except Exception as exc:
+        log.warning("tool %r raised", tool.name, exc_info=True)
+        return ToolOutput(f"tool {tool.name!r} failed: {_describe(exc)}", is_error=True)
+    if isinstance(output, ToolOutput):
+        return output
+    if isinstance(output, str):
+        return ToolOutput(output)
+    log.error("tool %r returned %r; a tool must return ToolOutput or str", tool.name, output)
+    return ToolOutput(
+        f"tool {tool.name!r} failed: it returned {type(output).__name__}, not ToolOutput or str",
+        is_error=True,
+    )
+
+
+async def _after_execute(
+    ctx: Context, result: ToolResult, invocation: ToolInvocation
+) -> ToolResult:
+    try:
+        final: object = await ctx.waterfall(AFTER_EXECUTE, result, invocation)
+    except Veto as veto:
+        return _withheld(result, f"its result was withheld: {veto.reason}")
+    except Exception as exc:
+        log.exception("a %s listener failed on tool %r", AFTER_EXECUTE, result.name)
+        return _withheld(
+            result, f"a {AFTER_EXECUTE} listener failed ({_describe(exc)}); its result is withheld"
+        )
+    if not isinstance(final, ToolResult) or final.call_id != result.call_id:
+        log.error(
+            "a %s listener returned %r for call %r; it must return a ToolResult for that call",
+            AFTER_EXECUTE,
+            final,
+            result.call_id,
+        )
+        return _withheld(
+            result, f"a {AFTER_EXECUTE} listener returned an invalid result; its result is withheld"
+        )
+    return final
+
+
+def _withheld(result: ToolResult, why: str) -> ToolResult:
+    return ToolResult(result.call_id, result.name, f"tool {result.name!r} ran, but {why}", True)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,384 @@
+"""The execution pipeline: every problem with a call is an error result the model reads."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.llm.messages import ToolCallBlock
+from tether.runtime import CancelSignal, Runtime, Veto
+from tether.runtime.events import Next
+from tether.tools import (
+    AFTER_EXECUTE,
+    BEFORE_EXECUTE,
+    Tool,
+    ToolExec,
+    ToolInvocation,
+    ToolOutput,
+    ToolRegistry,
+    ToolResult,
+)
+
+from .support import EchoArgs, Hang, call, echo_tool, exec_for, fake_agent, tool_running
+
+
+class CountArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(ge=1)
+    unit: str = "items"
+
+
+class Recorder:
+    """A tool that records the arguments it was called with."""
+
+    def __init__(self) -> None:
+        self.calls: list[CountArgs] = []
+        self.tool = Tool("count", "Count.", CountArgs, self.run)
+
+    async def run(self, args: CountArgs, exec: ToolExec) -> str:
+        self.calls.append(args)
+        return f"{args.count} {args.unit}"
+
+
+@pytest.fixture
+async def recorder(registry: ToolRegistry) -> Recorder:
+    recorder = Recorder()
+    await registry.register(recorder.tool)
+    return recorder
+
+
+def error(call_id: str, name: str, content: str) -> ToolResult:
+    return ToolResult(call_id, name, content, is_error=True)
+
+
+async def test_valid_arguments_reach_the_tool_as_its_model(
+    registry: ToolRegistry, recorder: Recorder
+) -> None:
+    result = await registry.execute(call("count", count=3), exec_for())
+    assert result == ToolResult("c1", "count", "3 items", is_error=False)
+    assert recorder.calls == [CountArgs(count=3)]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "details"),
+    [
+        ({}, "arguments.count: Field required"),
+        ({"count": 0}, "arguments.count: Input should be greater than or equal to 1"),
+        (
+            {"count": "many", "extra": 1},
+            "arguments.count: Input should be a valid integer, unable to parse string as an "
+            "integer; arguments.extra: Extra inputs are not permitted",
+        ),
+    ],
+)
+async def test_arguments_are_validated_before_execution(
+    registry: ToolRegistry, recorder: Recorder, arguments: dict[str, object], details: str
+) -> None:
+    result = await registry.execute(ToolCallBlock("c1", "count", arguments), exec_for())
+    assert result == error("c1", "count", f"invalid arguments for tool 'count': {details}")
+    assert recorder.calls == []
+
+
+async def test_frozen_arguments_from_a_session_log_are_accepted_as_plain_data(
+    registry: ToolRegistry,
+) -> None:
+    class Args(BaseModel):
+        items: list[str]
+        options: dict[str, Any]
+
+    seen: list[Args] = []
+
+    async def run(args: Args, exec: ToolExec) -> str:
+        seen.append(args)
+        return "ok"
+
+    await registry.register(Tool("frozen", "d", Args, run))
+    arguments = MappingProxyType(
+        {"items": ("a", "b"), "options": MappingProxyType({"nested": ("x",)})}
+    )
+    result = await registry.execute(ToolCallBlock("c1", "frozen", arguments), exec_for())
+    assert not result.is_error
+    assert seen[0].items == ["a", "b"]
+    assert seen[0].options == {"nested": ["x"]}
+    assert type(seen[0].options["nested"]) is list
+
+
+async def test_an_unknown_tool_is_answered_with_the_available_names(
+    registry: ToolRegistry,
+) -> None:
+    await registry.register(echo_tool("read"))
+    await registry.register(echo_tool("bash"))
+    result = await registry.execute(call("wirte", "c9"), exec_for("c9"))
+    assert result == error("c9", "wirte", "unknown tool 'wirte'; available: bash, read")
+
+
+async def test_an_unknown_tool_with_no_tools_says_so(registry: ToolRegistry) -> None:
+    result = await registry.execute(call("read"), exec_for())
+    assert result == error("c1", "read", "unknown tool 'read'; no tools are available")
+
+
+async def test_a_tool_outside_the_offered_names_does_not_run(
+    registry: ToolRegistry, recorder: Recorder
+) -> None:
+    await registry.register(echo_tool("echo"))
+    result = await registry.execute(call("count", count=1), exec_for(), only=["echo"])
+    assert result == error("c1", "count", "unknown tool 'count'; available: echo")
+    assert recorder.calls == []
+
+
+async def test_the_agent_of_the_exec_selects_the_scope(registry: ToolRegistry) -> None:
+    await registry.register(echo_tool("echo", prefix="global:"))
+    await registry.register(echo_tool("echo", prefix="mine:"), scope="agent-a")
+    await registry.register(echo_tool("secret"), scope="agent-a")
+
+    mine = exec_for(agent=fake_agent("agent-a"))
+    theirs = exec_for(agent=fake_agent("agent-b"))
+    assert (await registry.execute(call("echo", text="x"), mine)).content == "mine:x"
+    assert (await registry.execute(call("echo", text="x"), theirs)).content == "global:x"
+    assert (await registry.execute(call("echo", text="x"), exec_for())).content == "global:x"
+    assert (await registry.execute(call("secret", text="x"), theirs)).is_error
+
+
+async def test_a_raising_tool_becomes_an_error_result(registry: ToolRegistry) -> None:
+    async def broken(args: EchoArgs, exec: ToolExec) -> str:
+        raise KeyError("missing")
+
+    await registry.register(tool_running("broken", broken))
+    result = await registry.execute(call("broken", text="x"), exec_for())
+    assert result == error("c1", "broken", "tool 'broken' failed: KeyError: 'missing'")
+
+
+async def test_a_tool_returning_a_wrong_type_becomes_an_error_result(
+    registry: ToolRegistry,
+) -> None:
+    async def sloppy(args: EchoArgs, exec: ToolExec) -> Any:
+        return 42
+
+    await registry.register(tool_running("sloppy", sloppy))
+    result = await registry.execute(call("sloppy", text="x"), exec_for())
+    assert result == error(
+        "c1", "sloppy", "tool 'sloppy' failed: it returned int, not ToolOutput or str"
+    )
+
+
+async def test_a_tool_reports_its_own_errors_through_its_output(registry: ToolRegistry) -> None:
+    async def picky(args: EchoArgs, exec: ToolExec) -> ToolOutput:
+        return ToolOutput(f"no such file: {args.text}", is_error=True)
+
+    await registry.register(tool_running("picky", picky))
+    result = await registry.execute(call("picky", text="a.txt"), exec_for())
+    assert result == error("c1", "picky", "no such file: a.txt")
+
+
+async def test_a_veto_before_execution_denies_with_the_reason(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    seen: list[ToolInvocation] = []
+
+    def deny(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
+        seen.append(invocation)
+        raise Veto("counting is not allowed here")
+
+    runtime.ctx.on(BEFORE_EXECUTE, deny)
+    exec = exec_for()
+    result = await registry.execute(call("count", count=2), exec)
+
+    assert result == error("c1", "count", "denied: counting is not allowed here")
+    assert recorder.calls == []
+    # Listeners see validated arguments as JSON data, defaults filled in.
+    assert seen == [ToolInvocation("count", {"count": 2, "unit": "items"}, exec)]
+
+
+async def test_before_execute_may_rewrite_arguments_which_are_validated_again(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    replacement: dict[str, object] = {"count": 5}
+
+    async def rewrite(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
+        return await next_(dataclasses.replace(invocation, args=replacement))
+
+    runtime.ctx.on(BEFORE_EXECUTE, rewrite)
+    assert (await registry.execute(call("count", count=1), exec_for())).content == "5 items"
+
+    replacement = {"count": -1}
+    result = await registry.execute(call("count", count=1), exec_for())
+    assert result == error(
+        "c1",
+        "count",
+        "invalid arguments for tool 'count' (as rewritten by a tool/before-execute listener): "
+        "arguments.count: Input should be greater than or equal to 1",
+    )
+    assert recorder.calls == [CountArgs(count=5)]
+
+
+async def test_before_execute_may_not_redirect_a_call(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    await registry.register(echo_tool("echo"))
+
+    def redirect(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
+        return dataclasses.replace(invocation, tool_name="echo")
+
+    runtime.ctx.on(BEFORE_EXECUTE, redirect)
+    result = await registry.execute(call("count", count=1), exec_for())
+    assert result.is_error and "redirected it to 'echo', which is not supported" in result.content
+    assert recorder.calls == []
+
+
+async def test_a_failing_before_execute_listener_stops_the_call_with_an_error_result(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    def broken(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
+        raise RuntimeError("policy store offline")
+
+    runtime.ctx.on(BEFORE_EXECUTE, broken)
+    result = await registry.execute(call("count", count=1), exec_for())
+    assert result == error(
+        "c1",
+        "count",
+        "tool 'count' was not run: a tool/before-execute listener failed: "
+        "RuntimeError: policy store offline",
+    )
+    assert recorder.calls == []
+
+
+async def test_after_execute_can_rewrite_the_result(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    seen: list[ToolInvocation] = []
+
+    async def shout(
+        result: ToolResult, next_: Next[ToolResult], invocation: ToolInvocation
+    ) -> ToolResult:
+        seen.append(invocation)
+        final = await next_(result)
+        return dataclasses.replace(final, content=final.content.upper())
+
+    runtime.ctx.on(AFTER_EXECUTE, shout)
+    result = await registry.execute(call("count", count=2, unit="apples"), exec_for())
+    assert result == ToolResult("c1", "count", "2 APPLES", is_error=False)
+    assert [i.args for i in seen] == [{"count": 2, "unit": "apples"}]
+
+
+async def test_after_execute_is_not_dispatched_for_calls_that_did_not_run(
+    runtime: Runtime, registry: ToolRegistry
+) -> None:
+    seen: list[ToolResult] = []
+
+    def record(result: ToolResult, next_: Next[ToolResult], invocation: object) -> object:
+        seen.append(result)
+        return next_(result)
+
+    runtime.ctx.on(AFTER_EXECUTE, record)
+    await registry.execute(call("missing"), exec_for())
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("listener", "why"),
+    [
+        ("veto", "its result was withheld: contains a secret"),
+        (
+            "raise",
+            "a tool/after-execute listener failed (RuntimeError: boom); its result is withheld",
+        ),
+        (
+            "readdress",
+            "a tool/after-execute listener returned an invalid result; its result is withheld",
+        ),
+    ],
+)
+async def test_a_result_is_withheld_when_after_execute_vetoes_or_fails(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder, listener: str, why: str
+) -> None:
+    def after(result: ToolResult, next_: Next[ToolResult], invocation: object) -> ToolResult:
+        if listener == "veto":
+            raise Veto("contains a secret")
+        if listener == "raise":
+            raise RuntimeError("boom")
+        return dataclasses.replace(result, call_id="other")
+
+    runtime.ctx.on(AFTER_EXECUTE, after)
+    result = await registry.execute(call("count", count=1), exec_for())
+    assert result == error("c1", "count", f"tool 'count' ran, but {why}")
+    assert len(recorder.calls) == 1
+
+
+async def test_a_cancelled_signal_skips_execution(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    before: list[ToolInvocation] = []
+    runtime.ctx.on(BEFORE_EXECUTE, lambda invocation, next_: before.append(invocation))
+    signal = CancelSignal()
+    signal.cancel("user")
+
+    result = await registry.execute(call("count", count=1), exec_for(signal=signal))
+
+    assert result == error("c1", "count", "tool 'count' was cancelled before it started (user)")
+    assert recorder.calls == [] and before == []
+
+
+async def test_a_cancel_while_listeners_decide_skips_execution(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    signal = CancelSignal()
+
+    async def ask_a_person(
+        invocation: ToolInvocation, next_: Next[ToolInvocation]
+    ) -> ToolInvocation:
+        signal.cancel("user")  # the person pressed Ctrl-C instead of answering
+        return await next_(invocation)
+
+    runtime.ctx.on(BEFORE_EXECUTE, ask_a_person)
+    result = await registry.execute(call("count", count=1), exec_for(signal=signal))
+    assert result == error("c1", "count", "tool 'count' was cancelled before it started (user)")
+    assert recorder.calls == []
+
+
+async def test_a_running_tool_gets_the_cancel_and_its_result_is_what_it_returns(
+    registry: ToolRegistry,
+) -> None:
+    started = asyncio.Event()
+
+    async def patient(args: EchoArgs, exec: ToolExec) -> str:
+        started.set()
+        reason = await exec.signal.wait()
+        return f"stopped early ({reason}), partial output: {args.text}"
+
+    await registry.register(tool_running("patient", patient))
+    signal = CancelSignal()
+    running = asyncio.create_task(
+        registry.execute(call("patient", text="abc"), exec_for(signal=signal))
+    )
+    await started.wait()
+    signal.cancel("user")
+    result = await running
+    assert result == ToolResult("c1", "patient", "stopped early (user), partial output: abc", False)
+
+
+async def test_a_tool_that_raises_cancelled_reports_the_cancel(registry: ToolRegistry) -> None:
+    async def strict(args: EchoArgs, exec: ToolExec) -> str:
+        exec.signal.cancel("parent")
+        exec.signal.raise_if_cancelled()
+        return "unreachable"
+
+    await registry.register(tool_running("strict", strict))
+    result = await registry.execute(call("strict", text="x"), exec_for())
+    assert result == error("c1", "strict", "tool 'strict' was cancelled (parent)")
+
+
+async def test_asyncio_cancellation_is_not_turned_into_a_result(registry: ToolRegistry) -> None:
+    hang = Hang()
+    await registry.register(hang.tool)
+    running = asyncio.create_task(registry.execute(call("hang", text="x"), exec_for("c1")))
+    await hang.wait_running("c1")
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert hang.cleaned == ["c1"]
