@@ -145,7 +145,13 @@ class LoopAgent:
     # -- the driver (used by the factory and the turn runner) ---------------------
 
     def start(self, runner: TurnRunner) -> None:
-        """Start the driver task; the factory's teardown awaits it in :meth:`stop`."""
+        """Start the driver task; the factory's teardown awaits it in :meth:`stop`.
+
+        Prompts a resumed inbox still holds were accepted before: they run.
+        """
+        if self._inbox.has(Target.QUEUED):
+            self._quiescent.clear()
+            self._wake.set()
         self._driver = asyncio.get_running_loop().create_task(
             self._drive(runner), name=f"agent:{self.id}"
         )
