@@ -1,11 +1,11 @@
-"""cancel(): the single stop, queue-aware, landing cleanly anywhere (points 4–6)."""
+"""cancel(): the single stop, queue-aware, landing cleanly anywhere (points 4-6)."""
 
 import asyncio
 
+from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends, types
+from tests.agent.world import World, calls, held, say
 from tether.agent import Agent, CancelCause, UserMessage
 from tether.runtime import Veto
-from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends, types
-from tests.agent.world import World, call, calls, held, say
 
 
 def test_cancel_is_the_only_public_stop() -> None:

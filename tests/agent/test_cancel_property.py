@@ -8,12 +8,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.agent.support import assert_balanced, on_disk
+from tests.agent.world import build_world
 from tether.agent import UserMessage
 from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta
 from tether.llm.request import ModelRequest
 from tether.runtime import CancelSignal
-from tests.agent.support import assert_balanced, on_disk
-from tests.agent.world import build_world
 
 
 def chatty(turn: int, with_tools: bool):  # type: ignore[no-untyped-def]

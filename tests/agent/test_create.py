@@ -1,15 +1,15 @@
-"""Creation as a transaction, resume, and agents from configuration (points 11–13)."""
+"""Creation as a transaction, resume, and agents from configuration (points 11-13)."""
 
 import asyncio
 from pathlib import Path
 
 import pytest
 
+from tests.agent.support import prompts, turn_ends
+from tests.agent.world import World, build_world, held, say
 from tether.agent import AgentConflictError, AgentCreateError, Target, UserMessage
 from tether.agent.inbox import Inbox
 from tether.runtime import Context
-from tests.agent.support import prompts, turn_ends
-from tests.agent.world import World, build_world, held, say
 
 
 async def test_failing_setup_rolls_back_everything(world: World) -> None:

@@ -1,10 +1,10 @@
-"""Delivery: followup, steer, inject, the inbox, status (points 1–3 of the agent contract)."""
+"""Delivery: followup, steer, inject, the inbox, status (points 1-3 of the agent contract)."""
 
 import asyncio
 
-from tether.agent import Agent, AgentStatus, Target, UserMessage
 from tests.agent.support import prompts, turn_ends, types
-from tests.agent.world import World, call, held, say
+from tests.agent.world import World, call, say
+from tether.agent import Agent, AgentStatus, Target, UserMessage
 
 
 async def test_agent_id_is_its_session_id(world: World) -> None:

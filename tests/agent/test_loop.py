@@ -1,8 +1,8 @@
 """The loop: steps, tools, model errors and their hooks (point 7)."""
 
-from tether.agent import Agent, UserMessage
 from tests.agent.support import assert_balanced, last_reason, turn_ends, types
 from tests.agent.world import World, calls, fails, say
+from tether.agent import Agent, UserMessage
 
 
 async def test_a_turn_runs_steps_until_no_tool_owes_a_reply(world: World) -> None:

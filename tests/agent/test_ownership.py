@@ -1,15 +1,15 @@
-"""Handles, owners and the one teardown (points 8–10)."""
+"""Handles, owners and the one teardown (points 8-10)."""
 
 import asyncio
 from pathlib import Path
 
 import pytest
 
+from tests.agent.support import on_disk
+from tests.agent.world import World, held, say
 from tether.agent import Agent, AgentHandle, UserMessage
 from tether.runtime import Context
 from tether.session import Session
-from tests.agent.support import on_disk
-from tests.agent.world import World, held, say
 
 
 async def test_observers_get_bare_agents_without_a_dispose_capability(world: World) -> None:
