@@ -149,3 +149,18 @@ async def test_the_step_limit_ends_a_runaway_turn(tmp_path) -> None:  # type: ig
         assert "limit of 2 steps" in last_reason(agent.session)["error"]
     finally:
         await world.runtime.dispose()
+
+
+async def test_incremental_history_equals_deriving_from_the_whole_log(world: World) -> None:
+    from tether.session import derive_messages
+
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    world.model.queue(
+        say("one"), calls(("c1", "echo", '{"text": "x"}')), say("two"), say("three")
+    )
+    for text in ("a", "b", "c"):
+        agent.followup(UserMessage.text(text))
+    await agent.when_idle()
+    assert list(agent.history.messages()) == derive_messages(agent.session)  # type: ignore[attr-defined]
+    # Every request carried exactly the history derived from the log so far.
+    assert [len(r.messages) for r in world.model.requests] == [1, 3, 5, 7]

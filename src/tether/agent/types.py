@@ -7,7 +7,8 @@ programs only ever see these types.
 from __future__ import annotations
 
 import enum
-import uuid
+import itertools
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -44,8 +45,16 @@ class Target(enum.StrEnum):
     """The next step boundary of the running turn (or a new turn when idle)."""
 
 
+_ID_PREFIX = secrets.token_hex(6)
+_id_counter = itertools.count(1)
+
+
 def new_message_id() -> str:
-    return uuid.uuid4().hex
+    """A message id unique in this process (a counter) and across processes (a random prefix).
+
+    Cheaper than a uuid4 per message, which reads the system's entropy each time.
+    """
+    return f"m{_ID_PREFIX}{next(_id_counter):x}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from tether.agent.errors import AgentDisposedError
 from tether.agent.inbox import Inbox
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
+from tether.loop.history import History
 from tether.runtime.signal import CancelSignal
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class LoopAgent:
         self._flush = flush
         self._status = AgentStatus.IDLE
         self._inbox = Inbox(session, self._notify_inbox)
+        self.history = History(session)
         self._wake = asyncio.Event()
         self._steer_wake = False
         self._turn_signal: CancelSignal | None = None

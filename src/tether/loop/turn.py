@@ -62,7 +62,6 @@ from tether.session import (
     TurnEnd,
     TurnEndReason,
     TurnStart,
-    derive_messages,
 )
 from tether.tools import ToolExec, ToolResult
 
@@ -186,7 +185,7 @@ class TurnRunner:
         specs = self._tools.specs(scope=agent.id, only=options.tools)
         request = ModelRequest(
             model=options.model,
-            messages=tuple(derive_messages(session)),
+            messages=agent.history.messages(),
             system=options.system,
             tools=tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs),
         )

@@ -114,8 +114,8 @@ def parse_composition(document: object, *, source: str = "<composition>") -> Com
     return Composition(tuple(rows), tuple(problems))
 
 
-def load_composition(path: Path) -> Composition:
-    """Read and parse a composition file.
+def read_document(path: Path) -> object:
+    """Read a composition file as a YAML document (not yet validated).
 
     Raises:
         CompositionError: the file cannot be read or is not valid YAML.
@@ -127,10 +127,56 @@ def load_composition(path: Path) -> Composition:
     except OSError as exc:
         raise CompositionError(f"cannot read composition {path}: {exc.strerror}") from None
     try:
-        document = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise CompositionError(f"{path}: invalid YAML: {exc}") from None
-    return parse_composition(document, source=str(path))
+
+
+def load_composition(path: Path) -> Composition:
+    """Read and parse a composition file.
+
+    Raises:
+        CompositionError: the file cannot be read or is not valid YAML.
+    """
+    return parse_composition(read_document(path), source=str(path))
+
+
+def overlay_rows(base: object, overlay: object, *, source: str) -> dict[str, object]:
+    """Patch the rows of ``base`` with those of ``overlay``, by id.
+
+    An overlay row whose id exists replaces the fields it names (``config``
+    is replaced whole, not merged; ``disabled: true`` turns the row off); an
+    overlay row with a new id is added after the base rows. Both documents
+    are raw YAML; the result is validated by :func:`parse_composition`.
+
+    Raises:
+        CompositionError: ``overlay`` does not have the shape of a composition
+            (the message names ``source``), or an overlay row has no id.
+    """
+    base_rows = _raw_rows(base, "base composition")
+    rows = {str(row.get("id")): dict(row) for row in base_rows}
+    order = list(rows)
+    for index, patch in enumerate(_raw_rows(overlay, source), start=1):
+        row_id = patch.get("id")
+        if not isinstance(row_id, str):
+            raise CompositionError(f"{source}: row #{index} has no id")
+        if row_id in rows:
+            rows[row_id].update(patch)
+        else:
+            rows[row_id] = dict(patch)
+            order.append(row_id)
+    return {"plugins": [rows[row_id] for row_id in order]}
+
+
+def _raw_rows(document: object, source: str) -> list[Mapping[str, object]]:
+    if document is None:
+        return []
+    if not isinstance(document, Mapping) or set(document) - {"plugins"}:
+        raise CompositionError(f"{source}: expected a mapping with one key, 'plugins'")
+    rows = document.get("plugins") or []
+    if not isinstance(rows, list) or not all(isinstance(row, Mapping) for row in rows):
+        raise CompositionError(f"{source}: 'plugins' must be a list of rows (mappings)")
+    return rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,142 @@
+"""tether as a library: the default composition booted in one object.
+
+::
+
+    async with Tether(data_dir=path) as tether:
+        handle = await tether.agents.create(cwd="/src")
+        handle.agent.followup(UserMessage.text("hello"))
+        await handle.agent.when_idle()
+
+The bundled composition (``tether/tether.yml``) is patched by the overlays
+given, in order (see :func:`tether.runtime.compose.overlay_rows`). A row that
+fails to mount is reported in :attr:`Tether.problems` and logged; the other
+rows keep running.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from importlib.resources import files
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from tether.runtime import Runtime
+from tether.runtime.compose import (
+    Composer,
+    RowProblem,
+    overlay_rows,
+    parse_composition,
+    read_document,
+)
+
+if TYPE_CHECKING:
+    from tether.agent import AgentsView
+    from tether.persist.service import Persistence
+    from tether.session.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+Overlay = Path | Mapping[str, Any]
+
+
+def bundled_document() -> object:
+    """The default composition shipped with tether, as a raw YAML document."""
+    import yaml
+
+    return yaml.safe_load(files("tether").joinpath("tether.yml").read_text(encoding="utf-8"))
+
+
+def compose_document(
+    overlays: Sequence[Overlay] = (),
+    *,
+    data_dir: Path | None = None,
+    model: str | None = None,
+) -> object:
+    """The bundled composition with ``overlays`` applied, then the direct settings.
+
+    ``data_dir`` and ``model`` are merged into the config of the
+    ``persistence`` and ``agent_loop`` rows (other keys of those configs stay).
+
+    Raises:
+        CompositionError: an overlay cannot be read or has the wrong shape.
+    """
+    document = bundled_document()
+    for overlay in overlays:
+        if isinstance(overlay, Path):
+            document = overlay_rows(document, read_document(overlay), source=str(overlay))
+        else:
+            document = overlay_rows(document, overlay, source="overlay")
+    settings: dict[str, dict[str, object]] = {
+        "persistence": {"data_dir": data_dir},
+        "agent_loop": {"model": model},
+    }
+    patches = []
+    for row in document["plugins"] if isinstance(document, Mapping) else []:
+        wanted = {k: v for k, v in settings.get(str(row.get("id")), {}).items() if v is not None}
+        if wanted:
+            config = dict(row.get("config") or {})
+            config.update({k: str(v) if isinstance(v, Path) else v for k, v in wanted.items()})
+            patches.append({"id": row["id"], "config": config})
+    if patches:
+        document = overlay_rows(document, {"plugins": patches}, source="settings")
+    return document
+
+
+class Tether:
+    """A running tether: a runtime with the default composition mounted."""
+
+    def __init__(
+        self,
+        *,
+        overlays: Sequence[Overlay] = (),
+        data_dir: Path | None = None,
+        model: str | None = None,
+    ) -> None:
+        self._document = compose_document(overlays, data_dir=data_dir, model=model)
+        self.runtime = Runtime()
+        self.composer = Composer(self.runtime.ctx)
+        self.problems: tuple[RowProblem, ...] = ()
+
+    async def start(self) -> Tether:
+        """Mount every row; returns once they have settled."""
+        report = await self.composer.apply(parse_composition(self._document, source="tether.yml"))
+        self.problems = report.problems
+        for problem in report.problems:
+            log.error("%s", problem)
+        return self
+
+    async def stop(self) -> None:
+        """Dispose everything; agents are torn down and their logs flushed."""
+        await self.runtime.dispose()
+
+    async def __aenter__(self) -> Tether:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def agents(self) -> AgentsView:
+        """``ctx.agents`` for the program: agents it creates are owned by the root."""
+        return self._require("agents")  # type: ignore[no-any-return]
+
+    @property
+    def sessions(self) -> SessionStore:
+        return self._require("sessions")  # type: ignore[no-any-return]
+
+    @property
+    def persistence(self) -> Persistence:
+        return self._require("persistence")  # type: ignore[no-any-return]
+
+    def _require(self, name: str) -> Any:
+        service = self.runtime.ctx.get(name)
+        if service is None:
+            raise LookupError(f"the {name!r} service is not running (see Tether.problems)")
+        return service

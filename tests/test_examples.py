@@ -1,0 +1,32 @@
+"""The example programs run offline and keep working."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def run_example(name: str, data_dir: Path) -> str:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_config_agents_example_needs_no_handle(tmp_path: Path) -> None:
+    out = run_example("config_agents.py", tmp_path)
+    assert 'greeter answered: This is the offline model' in out
+    assert (tmp_path / "sessions" / "greeter.jsonl").exists()
+
+
+def test_handles_example_creates_prompts_cancels_and_disposes(tmp_path: Path) -> None:
+    out = run_example("handles.py", tmp_path)
+    assert "first turn: {'kind': 'completed'}" in out
+    assert "cancelled before it ran; turns so far: 1" in out
+    assert "disposed; live agents: 0" in out
