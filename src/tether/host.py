@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from importlib.resources import files
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -40,12 +39,14 @@ log = logging.getLogger(__name__)
 
 Overlay = Path | Mapping[str, Any]
 
+BUNDLED_COMPOSITION = Path(__file__).with_name("tether.yml")
+
 
 def bundled_document() -> object:
     """The default composition shipped with tether, as a raw YAML document."""
     import yaml
 
-    return yaml.safe_load(files("tether").joinpath("tether.yml").read_text(encoding="utf-8"))
+    return yaml.safe_load(BUNDLED_COMPOSITION.read_text(encoding="utf-8"))
 
 
 def compose_document(

@@ -7,8 +7,10 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from tether import __version__
+from tether.cli.boot import UsageError, existing_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,8 +20,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="where sessions and the user overlay live (default: $TETHER_HOME, "
+        "else ~/.local/share/tether)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="a composition overlay that patches plugin rows by id (repeatable)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("demo", help="tour the plugin runtime on its embedded defaults")
+
+    run = commands.add_parser(
+        "run",
+        help="run one task headless, streaming the answer to stdout",
+        description="Run one task. The answer streams to stdout; tool activity and the "
+        "session id go to stderr. Ctrl-C cancels the turn; a second Ctrl-C exits at once.",
+    )
+    run.add_argument("task", help="what to do (quote it)")
+    run.add_argument("--model", metavar="M", help="model reference, e.g. offline")
+    run.add_argument("--resume", metavar="ID", help="continue a stored session")
+    run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
+
+    sessions = commands.add_parser("sessions", help="list, show, export or delete sessions")
+    session_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
+    session_commands.required = True
+    session_commands.add_parser("list", help="stored sessions, newest first")
+    show = session_commands.add_parser("show", help="a readable transcript")
+    show.add_argument("id")
+    export = session_commands.add_parser("export", help="the log as JSONL or Markdown")
+    export.add_argument("id")
+    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")
+    delete = session_commands.add_parser("delete", help="delete a stored session")
+    delete.add_argument("id")
+
+    config = commands.add_parser("config", help="inspect the composition")
+    config_commands = config.add_subparsers(dest="config_command", metavar="ACTION")
+    config_commands.required = True
+    config_show = config_commands.add_parser(
+        "show", help="the composed plugin rows with their effective config"
+    )
+    config_show.add_argument("--model", metavar="M", help="as for run")
+
+    commands.add_parser("demo", help="tour the plugin runtime")
     return parser
 
 
@@ -32,6 +80,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    try:
+        return dispatch(parser, args)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"tether: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command == "run":
+        from tether.cli.run import run
+
+        return asyncio.run(run(args))
+    if args.command == "sessions":
+        from tether.cli.sessions import sessions
+
+        return asyncio.run(sessions(args))
+    if args.command == "config":
+        from tether.cli.config_show import config_show
+
+        return config_show(args)
     if args.command == "demo":
         from tether.cli.demo import run_demo
 

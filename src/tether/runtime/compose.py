@@ -29,7 +29,6 @@ import importlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -210,6 +209,9 @@ def resolve_plugin(reference: str) -> ResolvedPlugin:
     """
     module_name, _, attr = reference.partition(":")
     if "." not in module_name and not attr:
+        # Imported here: reading package metadata is slow, and most rows name modules.
+        from importlib.metadata import entry_points
+
         found = entry_points(group=ENTRY_POINT_GROUP, name=module_name)
         if found:
             module_name, _, attr = next(iter(found)).value.partition(":")

@@ -1,0 +1,41 @@
+"""``tether config show``: the composed plugin tree, with each row's effective config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tether.cli.boot import data_dir_of, overlays_of
+from tether.runtime import RuntimeFault
+
+
+def config_show(args: argparse.Namespace) -> int:
+    import yaml
+
+    from tether.host import compose_document
+    from tether.runtime.compose import parse_composition, resolve_plugin
+    from tether.runtime.plugin import plugin_spec
+
+    document = compose_document(overlays_of(args), data_dir=data_dir_of(args), model=args.model)
+    composition = parse_composition(document, source="tether.yml")
+    rows = []
+    failed = False
+    for row in composition.rows:
+        entry: dict[str, object] = {"id": row.id, "plugin": row.plugin}
+        if row.disabled:
+            entry["disabled"] = True
+        try:
+            spec = plugin_spec(resolve_plugin(row.plugin).plugin)
+            config = spec.validate_config(row.config)
+            entry["config"] = config.model_dump(mode="json") if config is not None else {}
+            if spec.inject:
+                entry["inject"] = list(spec.inject)
+        except RuntimeFault as exc:
+            entry["error"] = str(exc)
+            failed = True
+        rows.append(entry)
+    for problem in composition.problems:
+        rows.append({"id": problem.row, "error": problem.message})
+        failed = True
+    sys.stdout.write(yaml.safe_dump({"plugins": rows}, sort_keys=False, allow_unicode=True))
+    return 1 if failed else 0

@@ -1,0 +1,81 @@
+"""Rendering a session log for people: a plain transcript, or Markdown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+
+from tether.session import Event, Session
+
+
+def _text(content: object) -> str:
+    if not isinstance(content, tuple | list):
+        return ""
+    parts = []
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def _calls(content: object) -> list[Mapping[str, object]]:
+    if not isinstance(content, tuple | list):
+        return []
+    return [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_call"]
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def transcript(session: Session, *, markdown: bool = False) -> Iterator[str]:
+    """Yield the lines of a readable transcript of ``session``."""
+    header = session.header
+    if markdown:
+        yield f"# Session {header.id}"
+        yield ""
+        yield f"- cwd: `{header.cwd}`"
+        yield ""
+    else:
+        yield f"session {header.id} (cwd {header.cwd})"
+    for event in session.events:
+        yield from _render(event, markdown)
+
+
+def _render(event: Event, markdown: bool) -> Iterator[str]:
+    data = event.data
+    kind = event.type
+    if kind == "turn/start":
+        yield ""
+        yield f"## Turn {data['turn']}" if markdown else f"── turn {data['turn']} ──"
+    elif kind == "user/message":
+        text = _text(data.get("content"))
+        yield f"**You:** {text}" if markdown else f"you: {text}"
+    elif kind == "assistant/message":
+        text = _text(data.get("content"))
+        marker = " [interrupted]" if data.get("interrupted") else ""
+        if text:
+            yield f"**Assistant{marker}:** {text}" if markdown else f"assistant{marker}: {text}"
+        for call in _calls(data.get("content")):
+            arguments = json.dumps(_plain(call.get("arguments")), ensure_ascii=False)
+            line = f"tool call {call.get('name')} {arguments}"
+            yield f"- `{line}`" if markdown else f"  → {line}"
+    elif kind == "tool/result":
+        status = "error" if data.get("is_error") else "result"
+        content = str(data.get("content", ""))
+        if markdown:
+            yield f"```text\n{content}\n```"
+        else:
+            yield f"  ← {data.get('name')} {status}:"
+            for line in content.splitlines() or [""]:
+                yield f"    {line}"
+    elif kind == "turn/end":
+        reason = _plain(data.get("reason"))
+        if isinstance(reason, dict) and reason.get("kind") != "completed":
+            detail = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "kind")
+            note = f"(turn ended: {reason.get('kind')}{': ' + detail if detail else ''})"
+            yield f"_{note}_" if markdown else note

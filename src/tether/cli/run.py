@@ -1,0 +1,126 @@
+"""``tether run``: one task, headless.
+
+The assistant's text streams to stdout as it arrives; tool activity and the
+session id go to stderr. Exit status: 0 when the turn completed, 130 when it
+was cancelled (Ctrl-C), 1 otherwise, each with a one-line reason on stderr.
+The first Ctrl-C cancels the turn cleanly (the log closes with
+``aborted {user}``); a second one exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from typing import TextIO
+
+from tether.agent import Agent, AgentError, UserMessage
+from tether.cli.boot import UsageError, start
+from tether.session import Event, Session
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CANCELLED = 130
+
+
+class StreamPrinter:
+    """Prints one agent's streamed text to ``out`` and its tool activity to ``err``."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self._out = out
+        self._err = err
+        self._line_open = False
+
+    def __call__(self, session: Session, event: Event) -> None:
+        data = event.data
+        if event.type == "assistant/chunk" and data.get("kind") == "text":
+            text = str(data.get("delta", ""))
+            self._out.write(text)
+            self._out.flush()
+            self._line_open = not text.endswith("\n")
+        elif event.type == "tool/call":
+            self.end_line()
+            arguments = data.get("arguments")
+            summary = (arguments.get("command") if isinstance(arguments, Mapping) else None) or ""
+            self._err.write(f"[tool] {data.get('name')} {summary}\n".rstrip() + "\n")
+            self._err.flush()
+        elif event.type == "tool/result":
+            status = "failed" if data.get("is_error") else "done"
+            lines = str(data.get("content", "")).count("\n") + 1
+            self._err.write(f"[tool] {data.get('name')} {status} ({lines} lines)\n")
+            self._err.flush()
+        elif event.type == "turn/end":
+            self.end_line()
+
+    def end_line(self) -> None:
+        if self._line_open:
+            self._out.write("\n")
+            self._out.flush()
+            self._line_open = False
+
+
+def outcome(agent: Agent) -> tuple[int, str | None]:
+    """The exit status and one-line reason of the agent's last turn."""
+    for event in reversed(agent.session.events):
+        if event.type == "turn/end":
+            reason = event.data["reason"]
+            assert isinstance(reason, Mapping)
+            kind = reason.get("kind")
+            if kind == "completed":
+                return EXIT_OK, None
+            if kind == "aborted":
+                return EXIT_CANCELLED, f"cancelled ({reason.get('cause')})"
+            if kind == "error":
+                return EXIT_FAILED, f"error: {reason.get('error')}"
+            return EXIT_FAILED, f"turn ended: {kind}"
+    return EXIT_CANCELLED, "cancelled before the turn started"
+
+
+async def run(args: argparse.Namespace) -> int:
+    task: str = args.task
+    if not task.strip():
+        raise UsageError("run: the task is empty")
+    tether = await start(args, model=args.model)
+    try:
+        agents = tether.agents
+        try:
+            if args.resume:
+                handle = await agents.resume(args.resume)
+            else:
+                handle = await agents.create(cwd=str(args.cwd or os.getcwd()))
+        except (AgentError, LookupError) as exc:
+            print(f"tether: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        agent = handle.agent
+        print(f"session {agent.id}", file=sys.stderr)
+        printer = StreamPrinter(sys.stdout, sys.stderr)
+        agent.ctx.on("session/event", printer)
+        interrupts = 0
+
+        def on_interrupt() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts > 1:
+                printer.end_line()
+                os._exit(EXIT_CANCELLED)
+            print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
+            agent.cancel()
+
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            agent.followup(UserMessage.text(task))
+            await agent.when_idle()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        printer.end_line()
+        status, reason = outcome(agent)
+        await handle.dispose()
+        if reason is not None:
+            print(f"tether: {reason}", file=sys.stderr)
+        return status
+    finally:
+        await tether.stop()

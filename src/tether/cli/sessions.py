@@ -1,0 +1,62 @@
+"""``tether sessions``: list, show, export and delete stored sessions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from tether.cli.boot import start
+from tether.cli.render import transcript
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
+async def sessions(args: argparse.Namespace) -> int:
+    from tether.persist.backends.errors import LogStoreError
+    from tether.session import SessionError
+
+    tether = await start(args)
+    try:
+        persistence = tether.persistence
+        try:
+            if args.sessions_command == "list":
+                summaries = await persistence.list()
+                if not summaries:
+                    print("no sessions", file=sys.stderr)
+                for s in summaries:
+                    title = s.title or ("(unreadable: " + s.error + ")" if s.error else "")
+                    print(
+                        f"{s.id}\t{s.cwd or '-'}\t{_when(s.created_at)}\t"
+                        f"{s.turn_count} turns\t{title}"
+                    )
+            elif args.sessions_command == "show":
+                session = await persistence.load(args.id)
+                for line in transcript(session):
+                    print(line)
+            elif args.sessions_command == "export":
+                session = await persistence.load(args.id)
+                if args.format == "md":
+                    for line in transcript(session, markdown=True):
+                        print(line)
+                else:
+                    print(json.dumps({"header": session.header.to_record()}, ensure_ascii=False))
+                    for event in session.events:
+                        print(json.dumps(event.to_record(), ensure_ascii=False))
+            elif args.sessions_command == "delete":
+                await persistence.delete(args.id)
+                print(f"deleted {args.id}", file=sys.stderr)
+        except (LogStoreError, SessionError, LookupError) as exc:
+            print(f"tether: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        return EXIT_OK
+    finally:
+        await tether.stop()

@@ -1,0 +1,134 @@
+"""The command line as a user runs it: a real subprocess per command."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+
+
+def env_for(home: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TETHER_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
+    }
+
+
+def tether(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env_for(home),
+        check=False,
+    )
+
+
+def session_id(stderr: str) -> str:
+    line = next(line for line in stderr.splitlines() if line.startswith("session "))
+    return line.split()[1]
+
+
+def test_run_streams_the_answer_and_exits_zero(tmp_path: Path) -> None:
+    result = tether(tmp_path, "run", "hello there")
+    assert result.returncode == 0, result.stderr
+    assert 'You said: "hello there"' in result.stdout
+    sid = session_id(result.stderr)
+    assert (tmp_path / "sessions" / f"{sid}.jsonl").exists()
+
+
+def test_run_resume_continues_the_session(tmp_path: Path) -> None:
+    first = tether(tmp_path, "run", "one")
+    sid = session_id(first.stderr)
+    second = tether(tmp_path, "run", "--resume", sid, "two")
+    assert second.returncode == 0, second.stderr
+    assert session_id(second.stderr) == sid
+    shown = tether(tmp_path, "sessions", "show", sid)
+    assert "── turn 1 ──" in shown.stdout and "── turn 2 ──" in shown.stdout
+    assert "you: two" in shown.stdout
+
+
+def test_run_with_a_failing_model_exits_nonzero_with_one_line(tmp_path: Path) -> None:
+    result = tether(tmp_path, "run", "--model", "nosuch", "hello")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("tether: error:")
+
+
+def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
+    missing_dir = tether(tmp_path, "run", "--cwd", str(tmp_path / "nope"), "x")
+    assert missing_dir.returncode == 2 and "not a directory" in missing_dir.stderr
+    missing_config = tether(tmp_path, "--config", str(tmp_path / "nope.yml"), "run", "x")
+    assert missing_config.returncode == 2 and "no such file" in missing_config.stderr
+    empty = tether(tmp_path, "run", "   ")
+    assert empty.returncode == 2 and "empty" in empty.stderr
+
+
+def test_sessions_list_export_and_delete(tmp_path: Path) -> None:
+    sid = session_id(tether(tmp_path, "run", "remember this").stderr)
+    listing = tether(tmp_path, "sessions", "list")
+    assert sid in listing.stdout and "remember this" in listing.stdout
+    exported = tether(tmp_path, "sessions", "export", sid).stdout.splitlines()
+    assert json.loads(exported[0])["header"]["id"] == sid
+    assert json.loads(exported[-1])["type"] == "turn/end"
+    markdown = tether(tmp_path, "sessions", "export", sid, "--format", "md").stdout
+    assert markdown.startswith(f"# Session {sid}") and "**You:** remember this" in markdown
+    assert tether(tmp_path, "sessions", "delete", sid).returncode == 0
+    gone = tether(tmp_path, "sessions", "show", sid)
+    assert gone.returncode == 1 and sid in gone.stderr
+
+
+def test_config_show_prints_rows_with_effective_config(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay.yml"
+    overlay.write_text("plugins:\n  - id: agent_loop\n    config: {max_steps: 7}\n")
+    result = tether(tmp_path, "--config", str(overlay), "config", "show")
+    assert result.returncode == 0, result.stderr
+    assert "max_steps: 7" in result.stdout
+    assert "batch_window_ms: 2.0" in result.stdout  # defaults filled in
+
+
+def test_config_show_names_a_bad_row(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay.yml"
+    overlay.write_text("plugins:\n  - id: agent_loop\n    config: {max_steps: zero}\n")
+    result = tether(tmp_path, "--config", str(overlay), "config", "show")
+    assert result.returncode == 1
+    assert "config.max_steps" in result.stdout
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_cancels_the_turn_cleanly_and_the_log_closes(tmp_path: Path) -> None:
+    overlay = tmp_path / "slow.yml"
+    overlay.write_text("plugins:\n  - id: slow\n    plugin: tests.cli.slow_model\n")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tether.cli.main",
+            "--config",
+            str(overlay),
+            "run",
+            "--model",
+            "slow",
+            "take your time",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(tmp_path),
+    )
+    assert process.stdout is not None and process.stderr is not None
+    sid = session_id(process.stderr.readline() or process.stderr.readline())
+    assert process.stdout.read(len("thinking")) == "thinking"
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=30)
+    assert process.returncode == 130
+    records = [json.loads(line) for line in (tmp_path / "sessions" / f"{sid}.jsonl").open()]
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["data"]["reason"] == {"kind": "aborted", "cause": "user"}
