@@ -132,3 +132,38 @@ def test_ctrl_c_cancels_the_turn_cleanly_and_the_log_closes(tmp_path: Path) -> N
     records = [json.loads(line) for line in (tmp_path / "sessions" / f"{sid}.jsonl").open()]
     assert records[-1]["type"] == "turn/end"
     assert records[-1]["data"]["reason"] == {"kind": "aborted", "cause": "user"}
+
+
+def test_chat_queues_prompts_handles_commands_and_resumes(tmp_path: Path) -> None:
+    script = "first question\n/steer a nudge\n/sessions\n/bogus\nsecond question\n/quit\n"
+    result = subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "chat"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env_for(tmp_path),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    # The steer reached the first turn; the second prompt, typed while it
+    # ran, was queued as its own turn.
+    assert 'You said: "a nudge"' in result.stdout
+    assert 'You said: "second question"' in result.stdout
+    assert "unknown command '/bogus'" in result.stderr
+    sid = session_id(result.stderr)
+    again = subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "chat", "--resume", sid],
+        input="third\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env_for(tmp_path),
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    shown = tether(tmp_path, "sessions", "show", sid).stdout
+    turns = shown.split("── turn ")[1:]
+    assert len(turns) == 3
+    assert "you: first question\nyou: a nudge" in turns[0]
+    assert "you: second question" in turns[1] and "you: third" in turns[2]

@@ -47,6 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="ID", help="continue a stored session")
     run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
 
+    chat = commands.add_parser(
+        "chat",
+        help="an interactive session in the terminal",
+        description="Chat with an agent. Lines are prompts (queued while a turn runs); "
+        "/steer TEXT, /cancel, /sessions, /quit. Ctrl-C cancels the running turn.",
+    )
+    chat.add_argument("--model", metavar="M", help="model reference, e.g. offline")
+    chat.add_argument("--resume", metavar="ID", help="continue a stored session")
+
     sessions = commands.add_parser("sessions", help="list, show, export or delete sessions")
     session_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
     session_commands.required = True
@@ -95,6 +104,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from tether.cli.run import run
 
         return asyncio.run(run(args))
+    if args.command == "chat":
+        from tether.cli.chat import chat
+
+        return asyncio.run(chat(args))
     if args.command == "sessions":
         from tether.cli.sessions import sessions
 
