@@ -22,6 +22,7 @@ from tether.llm.request import ModelRequest
 from tether.loop import plugin as loop_plugin
 from tether.persist import jsonl as jsonl_plugin
 from tether.runtime import CancelSignal, Context, Fiber, Runtime
+from tether.runtime.compose import Composer, PluginRow
 from tether.session.store import apply as store_plugin
 from tether.tools import Tool, ToolExec, ToolOutput
 from tether.tools import registry as tools_plugin
@@ -165,6 +166,7 @@ class World:
     executed: list[str]
     data_dir: Path
     loop: Fiber
+    composer: Composer
 
     @property
     def ctx(self) -> Context:
@@ -174,7 +176,14 @@ class World:
         return self.runtime.ctx.get(name)
 
 
-async def build_world(data_dir: Path, *, loop_config: dict[str, Any] | None = None) -> World:
+async def build_world(
+    data_dir: Path,
+    *,
+    loop_config: dict[str, Any] | None = None,
+    shell: dict[str, Any] | None = None,
+) -> World:
+    """Compose a world; with ``shell`` (tool_bash's config), the shell executor and
+    the bash tools are mounted as composition rows ``shell`` and ``tool_bash``."""
     runtime = Runtime()
     model = ScriptedModel()
     gates = Gates()
@@ -194,4 +203,13 @@ async def build_world(data_dir: Path, *, loop_config: dict[str, Any] | None = No
     fixtures.inject = ("llm", "tools")  # type: ignore[attr-defined]
     await ctx.plugin(fixtures)
     loop = await ctx.plugin(loop_plugin, {"model": "scripted", **(loop_config or {})})
-    return World(runtime, model, gates, executed, data_dir, loop)
+    composer = Composer(ctx)
+    if shell is not None:
+        report = await composer.apply(
+            [
+                PluginRow(id="shell", plugin="tether.shell.local"),
+                PluginRow(id="tool_bash", plugin="tether.plugins.tool_bash", config=shell),
+            ]
+        )
+        assert report.ok, report.problems
+    return World(runtime, model, gates, executed, data_dir, loop, composer)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from tether.runtime.effects import Effect, EffectBody
+from tether.runtime.effects import Disposer, Effect, EffectBody
 from tether.runtime.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -84,6 +84,22 @@ class Context:
         if not self._fiber.accepts_effects:
             await effect.dispose()
             self._fiber.check_accepts_effects(f"effect {name!r}")
+        self._fiber.adopt(effect)
+        return effect
+
+    def defer(self, disposer: Disposer, *, label: str | None = None) -> Effect:
+        """Register ``disposer`` (sync or async) to run when this fiber unloads.
+
+        The synchronous form of a one-disposer effect, for code that cannot
+        await (an ``emit`` listener, say).
+
+        Raises:
+            FiberInactiveError: the fiber is unloading, disposed or failed.
+        """
+        name = label or str(getattr(disposer, "__qualname__", repr(disposer)))
+        self._fiber.check_accepts_effects(f"effect {name!r}")
+        effect = Effect(name)
+        effect.push(disposer)
         self._fiber.adopt(effect)
         return effect
 

@@ -1,0 +1,1 @@
+"""Consumer plugins: tools and other parts built on the services."""

@@ -1,0 +1,286 @@
+"""The bash tools (``bash``, ``bash_output``, ``bash_kill``): the shell executor's Consumer.
+
+Ownership (see ``docs/background-tasks.md``): ``bash`` stamps the calling
+agent's id — its session id — as the owner of what it starts (``None`` when no
+agent calls). The executor stores that token on the task; this plugin holds no
+table of its own. ``bash_output`` and ``bash_kill`` refuse a task whose owner
+is set and differs from the caller's token (an empty string is a real owner;
+an unowned task is open to all). Because the token lives in the executor, a
+reload of this plugin leaves every task owned as before.
+
+Completion notices: when a background task finishes, its live owner (found by
+scanning ``ctx.get("agents")``) gets a one-line notice — injected into its next
+request, or, if it is idle and ``wake_idle_owner`` is on, delivered as a
+follow-up so the model reacts (at most ``max_consecutive_wakes`` in a row
+without input from elsewhere). The executor keeps a completion until it is
+acknowledged, so one that lands while this plugin reloads is delivered when it
+is back.
+
+When an agent is disposed, the tasks it owns are killed: this plugin adds that
+step to each agent's scope, which unwinds as the last step of its teardown.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.agent import Agent, AgentStatus, Target, UserMessage
+from tether.shell import (
+    BashTask,
+    ShellError,
+    ShellExecRequest,
+    ShellExecutor,
+    ShellResult,
+    TaskDone,
+    TaskStatus,
+)
+from tether.tools import Tool, ToolExec, ToolOutput, ToolRegistry
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+
+log = logging.getLogger(__name__)
+
+name = "tool_bash"
+inject = ("tools", "shell")
+
+NOTICE_SOURCE = "notice"
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    wake_idle_owner: bool = True
+    """Deliver a completion to an idle owner as a follow-up, so the model reacts."""
+    max_consecutive_wakes: int = Field(default=3, ge=0)
+    """How many notice-only turns in a row may be started before notices are only injected."""
+
+
+class BashArgs(BaseModel):
+    """Run a shell command with bash."""
+
+    command: str = Field(description="the command line, run with bash -c")
+    description: str | None = Field(default=None, description="what it does, in a few words")
+    timeout_ms: int | None = Field(default=None, gt=0, description="foreground time limit")
+    workdir: str | None = Field(
+        default=None, description="working directory; relative to the session's cwd"
+    )
+    run_in_background: bool = Field(
+        default=False, description="start it as a background task and return at once"
+    )
+
+
+class TaskArgs(BaseModel):
+    task_id: str = Field(description="the id of a background task, e.g. bash-1")
+
+
+def owner_token(exec: ToolExec) -> str | None:
+    """The caller's token: its agent's id (= session id), ``None`` without an agent."""
+    return exec.agent.id if exec.agent is not None else None
+
+
+def resolve_workdir(session_cwd: str | None, workdir: str) -> str:
+    """An absolute ``workdir`` wins; a relative one resolves against the session's cwd."""
+    base = session_cwd or os.getcwd()
+    return os.path.normpath(os.path.join(base, os.path.expanduser(workdir)))
+
+
+def render_result(result: ShellResult, timeout_ms: int) -> str:
+    """A foreground result as the model reads it: stdout, ``[stderr]``, then markers."""
+    parts = []
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stderr:
+        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    if not parts:
+        parts.append("(no output)")
+    for stream, spill in (("stdout", result.stdout_spill), ("stderr", result.stderr_spill)):
+        if spill is not None:
+            parts.append(f"[{stream} truncated; the whole stream is in {spill}]")
+    if result.timed_out:
+        parts.append(f"[timed out after {timeout_ms} ms]")
+    elif result.aborted:
+        parts.append("[cancelled]")
+    if result.signal is not None:
+        parts.append(f"[killed by signal: {result.signal}]")
+    elif result.exit_code is not None:
+        parts.append(f"[exit code: {result.exit_code}]")
+    return "\n".join(parts)
+
+
+def describe(task: BashTask) -> str:
+    """``status: …`` with the exit code or signal when there is one."""
+    detail = f"status: {task.status}"
+    if task.exit_code is not None:
+        detail += f", exit code {task.exit_code}"
+    if task.signal is not None:
+        detail += f", signal {task.signal}"
+    return detail
+
+
+class BashTools:
+    """The three tools over one executor view, and the notice delivery."""
+
+    def __init__(self, ctx: Context, shell: ShellExecutor, config: Config) -> None:
+        self._ctx = ctx
+        self._shell = shell
+        self._config = config
+        self._wakes: dict[str, int] = {}
+
+    # -- tools -----------------------------------------------------------------
+
+    async def bash(self, args: BashArgs, exec: ToolExec) -> ToolOutput:
+        cwd = exec.cwd if args.workdir is None else resolve_workdir(exec.cwd, args.workdir)
+        try:
+            spec = self._shell.resolve(
+                ShellExecRequest(
+                    command=args.command,
+                    cwd=cwd,
+                    timeout_ms=args.timeout_ms,
+                    owner=owner_token(exec),
+                )
+            )
+            if args.run_in_background:
+                task = await self._shell.start(spec)
+                return ToolOutput(f"started background task {task.id}")
+            result = await self._shell.run(spec, exec.signal)
+        except ShellError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        failed = result.timed_out or result.aborted or result.exit_code != 0
+        return ToolOutput(render_result(result, spec.timeout_ms), is_error=failed)
+
+    def _refusal(self, task_id: str, exec: ToolExec) -> str | None:
+        if self._shell.get(task_id) is None:
+            return f"no background task {task_id!r}"
+        owner = self._shell.owner_of(task_id)
+        if owner is not None and owner != owner_token(exec):
+            return f"task {task_id} belongs to another session"
+        return None
+
+    async def bash_output(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:
+        refusal = self._refusal(args.task_id, exec)
+        if refusal is not None:
+            return ToolOutput(refusal, is_error=True)
+        read = self._shell.read_output(args.task_id)
+        parts = [f"[{read.task.id} {describe(read.task)}]"]
+        if read.stdout:
+            parts.append(read.stdout.rstrip("\n"))
+        if read.stderr:
+            parts.append("[stderr]\n" + read.stderr.rstrip("\n"))
+        if not read.stdout and not read.stderr:
+            parts.append("(no new output)")
+        for stream, truncated, spill in (
+            ("stdout", read.stdout_truncated, read.stdout_spill),
+            ("stderr", read.stderr_truncated, read.stderr_spill),
+        ):
+            if truncated:
+                parts.append(f"[{stream} truncated; the whole stream is in {spill}]")
+        return ToolOutput("\n".join(parts))
+
+    async def bash_kill(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:
+        refusal = self._refusal(args.task_id, exec)
+        if refusal is not None:
+            return ToolOutput(refusal, is_error=True)
+        task = await self._shell.kill(args.task_id)
+        if task.status is TaskStatus.KILLED:
+            return ToolOutput(f"killed {task.id}")
+        return ToolOutput(f"{task.id} had already finished ({describe(task)})")
+
+    # -- completion notices ----------------------------------------------------
+
+    def deliver(self, done: TaskDone) -> None:
+        """Tell the task's live owner that it finished, then acknowledge it."""
+        owner = self._shell.owner_of(done.id)
+        agent = self._live_owner(owner)
+        if agent is not None:
+            notice = UserMessage.text(
+                f"background task {done.id} finished [{describe(done.task)}]. "
+                "Read its output with bash_output.",
+                source=NOTICE_SOURCE,
+            )
+            wakes = self._wakes.get(agent.id, 0)
+            idle = agent.status is AgentStatus.IDLE
+            if self._config.wake_idle_owner and idle and wakes < self._config.max_consecutive_wakes:
+                self._wakes[agent.id] = wakes + 1
+                agent.followup(notice)
+            else:
+                agent.inject(notice)
+        self._shell.acknowledge(done.id)
+
+    def _live_owner(self, owner: str | None) -> Agent | None:
+        if owner is None:
+            return None
+        # A read through ctx.get: the listener runs on the executor's behalf,
+        # and the agents registry may come and go independently of this plugin.
+        agents = self._ctx.get("agents")
+        if agents is None:
+            return None
+        return next((a for a in agents.list() if a.id == owner), None)
+
+    def on_inserted(self, agent: Agent, messages: tuple[UserMessage, ...], queue: Target) -> None:
+        """Input from anywhere but a notice resets the agent's wake budget."""
+        if any(m.source != NOTICE_SOURCE for m in messages):
+            self._wakes.pop(agent.id, None)
+
+    # -- agents ---------------------------------------------------------------
+
+    def kill_on_dispose(self, agent: Agent) -> None:
+        """Make the agent's teardown kill the background tasks it owns.
+
+        The step is an effect of the agent's scope, not of this plugin, so it
+        survives a reload of this plugin (a reload adds a second, harmless one).
+        """
+        shell = self._shell
+        agent_id = agent.id
+
+        async def kill_owned() -> None:
+            killed = await shell.kill_owned_by(agent_id)
+            if killed:
+                log.info("killed %d task(s) of agent %s", len(killed), agent_id)
+
+        agent.ctx.defer(kill_owned, label="kill owned bash tasks")
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    shell: ShellExecutor = ctx.shell
+    tools = ctx.service("tools", ToolRegistry)
+    bash = BashTools(ctx, shell, config)
+    definitions: list[Tool[Any]] = [
+        Tool(
+            name="bash",
+            description="Run a shell command with bash -c in the session's working directory. "
+            "Foreground by default (stdout, then [stderr], then an exit marker); with "
+            "run_in_background it returns a task id at once.",
+            args=BashArgs,
+            execute=bash.bash,
+        ),
+        Tool(
+            name="bash_output",
+            description="Read the output a background task wrote since the last read.",
+            args=TaskArgs,
+            execute=bash.bash_output,
+            concurrency_safe=True,
+        ),
+        Tool(
+            name="bash_kill",
+            description="Kill a background task and its child processes.",
+            args=TaskArgs,
+            execute=bash.bash_kill,
+        ),
+    ]
+    for definition in definitions:
+        await tools.register(definition)
+    ctx.on("agent/inbox/inserted", bash.on_inserted)
+
+    ctx.on("agent/created", bash.kill_on_dispose)
+    agents = ctx.get("agents")
+    for agent in agents.list() if agents is not None else []:
+        bash.kill_on_dispose(agent)
+    # Register before reading what is pending, so no completion falls between.
+    await shell.on_task_done(bash.deliver)
+    for done in shell.pending_completions():
+        bash.deliver(done)
