@@ -1,6 +1,5 @@
 """The bash tools over a real executor: rendering, ownership, notices, reload."""
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -8,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.agent.support import prompts
+from tests.agent.world import World, build_world, call, say
 from tether.agent import Agent, UserMessage
 from tether.llm.messages import ToolCallBlock
 from tether.runtime import CancelSignal
 from tether.shell import ShellExecRequest, TaskStatus
 from tether.tools import ToolExec
-from tests.agent.support import prompts
-from tests.agent.world import World, build_world, call, say
 
 
 @pytest.fixture
