@@ -94,8 +94,13 @@ class Tether:
         overlays: Sequence[Overlay] = (),
         data_dir: Path | None = None,
         model: str | None = None,
+        document: object = None,
     ) -> None:
-        self._document = compose_document(overlays, data_dir=data_dir, model=model)
+        """Compose from the bundled composition, ``overlays``, ``data_dir`` and
+        ``model`` — or use ``document`` (a raw composition) as it is."""
+        if document is None:
+            document = compose_document(overlays, data_dir=data_dir, model=model)
+        self._document = document
         self.runtime = Runtime()
         self.composer = Composer(self.runtime.ctx)
         self.problems: tuple[RowProblem, ...] = ()
@@ -122,6 +127,10 @@ class Tether:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    def has_row(self, row_id: str) -> bool:
+        """Whether the composition has a row with this id."""
+        return any(state.row.id == row_id for state in self.composer.rows())
 
     @property
     def agents(self) -> AgentsView:

@@ -155,9 +155,7 @@ async def test_incremental_history_equals_deriving_from_the_whole_log(world: Wor
     from tether.session import derive_messages
 
     agent = (await world.get("agents").create(cwd="/w")).agent
-    world.model.queue(
-        say("one"), calls(("c1", "echo", '{"text": "x"}')), say("two"), say("three")
-    )
+    world.model.queue(say("one"), calls(("c1", "echo", '{"text": "x"}')), say("two"), say("three"))
     for text in ("a", "b", "c"):
         agent.followup(UserMessage.text(text))
     await agent.when_idle()

@@ -56,10 +56,29 @@ def test_run_resume_continues_the_session(tmp_path: Path) -> None:
     assert "you: two" in shown.stdout
 
 
-def test_run_with_a_failing_model_exits_nonzero_with_one_line(tmp_path: Path) -> None:
-    result = tether(tmp_path, "run", "--model", "nosuch", "hello")
+def test_an_unusable_model_is_refused_before_any_turn(tmp_path: Path) -> None:
+    unknown = tether(tmp_path, "run", "--model", "nosuch:x", "hello")
+    assert unknown.returncode == 2
+    assert "unknown model provider 'nosuch'" in unknown.stderr
+    env_key = {"DEEPSEEK_API_KEY": "", "TETHER_API_KEY": ""}
+    no_key = subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "run", "--model", "deepseek:deepseek-chat", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env_for(tmp_path), **env_key},
+        check=False,
+    )
+    assert no_key.returncode == 2 and "DEEPSEEK_API_KEY" in no_key.stderr
+    assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
+
+
+def test_a_model_error_mid_turn_exits_nonzero_with_one_line(tmp_path: Path) -> None:
+    overlay = tmp_path / "broken.yml"
+    overlay.write_text("plugins:\n  - id: broken\n    plugin: tests.cli.broken_model\n")
+    result = tether(tmp_path, "--config", str(overlay), "run", "--model", "broken", "hello")
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith("tether: error:")
+    assert result.stderr.strip().splitlines()[-1] == "tether: error: the model is down"
 
 
 def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:

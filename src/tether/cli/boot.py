@@ -36,16 +36,107 @@ def overlays_of(args: argparse.Namespace) -> list[Overlay]:
     return overlays
 
 
-def build(args: argparse.Namespace, *, model: str | None = None) -> Tether:
+def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = None) -> object:
+    """The composition document the options describe.
+
+    With ``with_model``, the model is resolved first (``--model``, ``--base-url``,
+    then the environment; see ``docs/models.md``) and its adapter rows are
+    added; a choice that cannot work is a usage error before anything starts,
+    and the offline fallback's notice is printed on stderr.
+
+    Raises:
+        UsageError: a bad overlay path, or a model choice that cannot work.
+    """
+    from tether.host import compose_document
+
+    document = compose_document(overlays_of(args), data_dir=data_dir_of(args))
+    if not with_model:
+        return document
+    from tether.llm.adapters.settings import ModelSettingsError, resolve_model_settings
+
+    try:
+        settings = resolve_model_settings(
+            model=model,
+            base_url=getattr(args, "base_url", None),
+            # A provider tether does not know may come from a plugin of the
+            # composition: it is accepted here and checked once mounted.
+            extra_providers=[*configured_providers(document), *unknown_provider(model)],
+        )
+    except ModelSettingsError as exc:
+        raise UsageError(str(exc)) from None
+    if settings.notice:
+        print(f"tether: {settings.notice}", file=sys.stderr)
+    return settings.apply_to(document)  # type: ignore[arg-type]
+
+
+def unknown_provider(model: str | None) -> list[str]:
+    """The provider of ``model`` when it is none of the built-in ones."""
+    from tether.llm.adapters.providers import PRESETS
+    from tether.llm.request import parse_model_ref
+
+    if not model or not model.strip():
+        return []
+    try:
+        provider, _name = parse_model_ref(model.strip())
+    except ValueError:
+        return []
+    return [] if provider in PRESETS or provider == "offline" else [provider]
+
+
+def check_model_provider(tether: Tether) -> None:
+    """After boot: the agent loop's model must have a registered provider.
+
+    Raises:
+        UsageError: nobody registered it; the message lists who did.
+    """
+    from tether.llm.request import parse_model_ref
+
+    llm = tether.runtime.ctx.get("llm")
+    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
+    if llm is None or loop is None or loop.config is None:
+        return
+    model = str(loop.config.model)
+    provider = parse_model_ref(model)[0]
+    if provider not in llm.providers():
+        known = ", ".join(sorted(llm.providers())) or "none"
+        raise UsageError(
+            f"unknown model provider {provider!r} in {model!r}; registered providers: {known}"
+        )
+
+
+def configured_providers(document: object) -> list[str]:
+    """Providers the composition itself configures (``providers`` of the ``openai`` row)."""
+    rows = document.get("plugins") if isinstance(document, dict) else None
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and row.get("id") == "openai":
+            providers = (row.get("config") or {}).get("providers")
+            if isinstance(providers, dict):
+                return [str(name) for name in providers]
+    return []
+
+
+def build(args: argparse.Namespace, *, model: str | None = None, with_model: bool = True) -> Tether:
     from tether.host import Tether
 
-    return Tether(overlays=overlays_of(args), data_dir=data_dir_of(args), model=model)
+    return Tether(document=composed(args, with_model=with_model, model=model))
 
 
-async def start(args: argparse.Namespace, *, model: str | None = None) -> Tether:
-    """Compose and start tether; rows that failed are reported on stderr."""
-    tether = build(args, model=model)
+async def start(
+    args: argparse.Namespace, *, model: str | None = None, with_model: bool = True
+) -> Tether:
+    """Compose and start tether; rows that failed are reported on stderr.
+
+    Raises:
+        UsageError: as :func:`composed`.
+    """
+    tether = build(args, model=model, with_model=with_model)
     await tether.start()
+    if with_model:
+        try:
+            check_model_provider(tether)
+        except UsageError:
+            await tether.stop()
+            raise
     for problem in tether.problems:
         print(f"tether: {problem}", file=sys.stderr)
     return tether

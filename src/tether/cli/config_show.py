@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tether.cli.boot import data_dir_of, overlays_of
+from tether.cli.boot import composed
 from tether.runtime import RuntimeFault
 
 
 def config_show(args: argparse.Namespace) -> int:
     import yaml
 
-    from tether.host import compose_document
     from tether.runtime.compose import parse_composition, resolve_plugin
     from tether.runtime.plugin import plugin_spec
 
-    document = compose_document(overlays_of(args), data_dir=data_dir_of(args), model=args.model)
+    document = composed(args, with_model=True, model=args.model)
     composition = parse_composition(document, source="tether.yml")
     rows = []
     failed = False

@@ -24,7 +24,7 @@ async def sessions(args: argparse.Namespace) -> int:
     from tether.persist.backends.errors import LogStoreError
     from tether.session import SessionError
 
-    tether = await start(args)
+    tether = await start(args, with_model=False)
     try:
         persistence = tether.persistence
         try:

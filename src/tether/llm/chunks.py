@@ -97,9 +97,11 @@ FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
 class Finish:
     """The end of a stream.
 
-    ``error`` (a human-readable message) and ``error_code`` (the provider's
-    code, when it gives one, e.g. ``"rate_limit"``) describe an ``"error"``
-    finish; they are ``None`` otherwise.
+    ``error`` (a human-readable message) and ``error_code`` (a short code, such
+    as the normalized ``"rate-limit"`` of :mod:`tether.llm.adapters.errors`)
+    describe an ``"error"`` finish; they are ``None`` otherwise.
+    ``retry_after`` is the provider's hint, in seconds, of when a retry may
+    succeed (HTTP ``Retry-After``), or ``None`` when it gave none.
 
     Raises:
         ValueError: ``reason`` is not one of :data:`FINISH_REASONS`.
@@ -108,6 +110,7 @@ class Finish:
     reason: FinishReason
     error: str | None = None
     error_code: str | None = None
+    retry_after: float | None = None
 
     def __post_init__(self) -> None:
         # The loop branches on the reason; a misspelt one must not pass as "stop".

@@ -87,6 +87,8 @@ class RequestError:
     """1 for the first request of the step, 2 for the first retry, …"""
     retry: bool = False
     delay: float = 0.0
+    retry_after: float | None = None
+    """The provider's hint, in seconds, of when a retry may succeed (``Finish.retry_after``)."""
 
 
 class TurnRunner:
@@ -209,7 +211,10 @@ class TurnRunner:
             decision = await self._ctx.waterfall(
                 "agent/request-error",
                 RequestError(
-                    error=finish.error or "model error", code=finish.error_code, attempt=attempt
+                    error=finish.error or "model error",
+                    code=finish.error_code,
+                    attempt=attempt,
+                    retry_after=finish.retry_after,
                 ),
                 agent,
             )

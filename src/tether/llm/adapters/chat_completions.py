@@ -1,0 +1,306 @@
+"""The OpenAI Chat Completions wire format (streaming), both ways.
+
+* :func:`request_body` maps a :class:`~tether.llm.request.ModelRequest` to the
+  JSON body of ``POST {base_url}/chat/completions`` with ``stream: true`` and
+  ``stream_options.include_usage``.
+* :class:`StreamDecoder` maps the ``data:`` payloads of the answer to
+  normalized :mod:`~tether.llm.chunks`.
+
+Field names are the protocol's. Providers that speak it with extensions
+(DeepSeek, vLLM, llama.cpp server, Ollama) are covered by these rules:
+
+* reasoning arrives as ``delta.reasoning_content`` (DeepSeek, vLLM) or
+  ``delta.reasoning`` and becomes :class:`ReasoningDelta`;
+* tool-call fragments are keyed by ``index``; a server that omits it gets
+  one index per new call id; a call without an id gets a generated one;
+* with ``replay_reasoning``, an assistant message that called tools carries
+  its reasoning back as ``reasoning_content`` (DeepSeek rejects the next
+  request of a tool loop without it; messages without tool calls never carry
+  it, as DeepSeek ignores it there).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
+from tether.llm.adapters.errors import ErrorCode
+from tether.llm.adapters.http import dumps
+from tether.llm.chunks import (
+    FinishReason,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from tether.llm.messages import (
+    AssistantMessage,
+    ImageRef,
+    Message,
+    ReasoningBlock,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolMessage,
+    UserMessage,
+)
+from tether.llm.request import ModelRequest
+
+if TYPE_CHECKING:
+    from httpx_sse import ServerSentEvent
+
+__all__ = ["StreamDecoder", "message_to_wire", "request_body"]
+
+_FINISH: Mapping[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "length": "max-tokens",
+}
+
+# Finish reasons that report a failure rather than an answer.
+_FINISH_ERRORS: Mapping[str, tuple[ErrorCode, str]] = {
+    "content_filter": ("bad-request", "the provider's content filter stopped the answer"),
+    "insufficient_system_resource": (
+        "server",
+        "the provider stopped the answer: insufficient system resource",
+    ),
+}
+
+
+def request_body(
+    request: ModelRequest,
+    *,
+    model: str,
+    replay_reasoning: bool,
+    max_tokens_field: str = "max_tokens",
+) -> dict[str, object]:
+    """The Chat Completions request for ``request``, sent to ``model``."""
+    messages: list[dict[str, object]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        wire = message_to_wire(message, replay_reasoning=replay_reasoning)
+        if wire is not None:
+            messages.append(wire)
+    body: dict[str, object] = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in request.tools
+        ]
+    if request.max_tokens is not None:
+        body[max_tokens_field] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def message_to_wire(message: Message, *, replay_reasoning: bool) -> dict[str, object] | None:
+    """One message in the protocol's shape; ``None`` for an answer with nothing to send.
+
+    An assistant answer with neither text nor tool calls (one cancelled while
+    it was still reasoning) is left out: providers reject empty assistant
+    messages.
+    """
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": _user_content(message)}
+    if isinstance(message, AssistantMessage):
+        return _assistant(message, replay_reasoning)
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.text}
+    raise TypeError(f"not a message: {message!r}")
+
+
+def _user_content(message: UserMessage) -> str | list[dict[str, object]]:
+    if all(isinstance(block, TextBlock) for block in message.content):
+        # Plain text is what every compatible server accepts.
+        return "".join(block.text for block in message.content if isinstance(block, TextBlock))
+    parts: list[dict[str, object]] = []
+    for block in message.content:
+        if isinstance(block, ImageRef):
+            parts.append({"type": "image_url", "image_url": {"url": block.url}})
+        else:
+            parts.append({"type": "text", "text": block.text})
+    return parts
+
+
+def _assistant(message: AssistantMessage, replay_reasoning: bool) -> dict[str, object] | None:
+    text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
+    calls = message.tool_calls
+    if not text and not calls:
+        return None
+    wire: dict[str, object] = {"role": "assistant", "content": text or None}
+    if calls:
+        wire["tool_calls"] = [_call(call) for call in calls]
+        if replay_reasoning:
+            reasoning = "".join(
+                block.text for block in message.content if isinstance(block, ReasoningBlock)
+            )
+            if reasoning:
+                wire["reasoning_content"] = reasoning
+    return wire
+
+
+def _call(call: ToolCallBlock) -> dict[str, object]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": dumps(call.arguments)},
+    }
+
+
+class StreamDecoder:
+    """Folds the ``data:`` payloads of one answer into stream chunks.
+
+    Feed each payload to :meth:`feed`; call :meth:`end` when the stream is
+    over, for the :class:`Usage` and the :class:`Finish` (providers send the
+    usage after the finish reason, so both wait for the end).
+    """
+
+    __slots__ = ("_calls", "_finish_reason", "_last_index", "_usage", "done", "provider")
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.done = False
+        """True once ``[DONE]`` arrived."""
+        self._finish_reason: str | None = None
+        self._usage: Usage | None = None
+        # Tool calls seen so far: index -> the id they go by.
+        self._calls: dict[int, str] = {}
+        self._last_index = 0
+
+    def feed(self, event: ServerSentEvent) -> list[StreamChunk]:
+        """The chunks one event's ``data:`` payload carries.
+
+        Raises:
+            ProviderError: the payload reports an error, or is not JSON.
+        """
+        if event.data == "[DONE]":
+            self.done = True
+            return []
+        payload = event_data(self.provider, event.data)
+        if not isinstance(payload, dict):
+            return []
+        error = payload.get("error")
+        if error:
+            raise stream_error(self.provider, error)
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            self._usage = _usage(usage)
+        chunks: list[StreamChunk] = []
+        for choice in payload.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta, chunks)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self._finish_reason = reason
+        return chunks
+
+    def end(self) -> list[StreamChunk]:
+        """The closing chunks: the usage (if reported), then the finish.
+
+        Raises:
+            ProviderError: the stream ended before a finish reason
+                (``transport``), or with one that reports a failure.
+        """
+        return closing_chunks(
+            self.provider,
+            self._finish_reason,
+            finishes=_FINISH,
+            failures=_FINISH_ERRORS,
+            called_tools=bool(self._calls),
+            usage=self._usage,
+        )
+
+    def _delta(self, delta: dict[str, Any], chunks: list[StreamChunk]) -> None:
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            chunks.append(ReasoningDelta(reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            chunks.append(TextDelta(content))
+        for call in delta.get("tool_calls") or ():
+            if isinstance(call, dict):
+                chunks.append(self._call_delta(call))
+
+    def _call_delta(self, call: dict[str, Any]) -> ToolCallDelta:
+        raw_id = call.get("id")
+        call_id = raw_id if isinstance(raw_id, str) and raw_id else None
+        index = call.get("index")
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            index = self._index_for(call_id)
+        self._last_index = index
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
+        name = function.get("name")
+        arguments = function.get("arguments")
+        if index in self._calls:
+            call_id = None
+        else:
+            call_id = call_id or f"call_{os.urandom(12).hex()}"
+            self._calls[index] = call_id
+        if isinstance(arguments, dict):
+            # Some servers send the arguments decoded, in one piece.
+            arguments = dumps(arguments)
+        return ToolCallDelta(
+            index,
+            call_id,
+            name if isinstance(name, str) and name else None,
+            arguments if isinstance(arguments, str) else "",
+        )
+
+    def _index_for(self, call_id: str | None) -> int:
+        """The index of a fragment that has none: a new id is a new call."""
+        if call_id is None:
+            return self._last_index
+        for index, known in self._calls.items():
+            if known == call_id:
+                return index
+        return len(self._calls)
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    prompt = token_count(usage.get("prompt_tokens"))
+    completion = token_count(usage.get("completion_tokens"))
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
+    cached = _optional_count(
+        prompt_details.get("cached_tokens") if isinstance(prompt_details, dict) else None
+    )
+    if cached is None:
+        # DeepSeek reports cache hits beside the OpenAI details.
+        cached = _optional_count(usage.get("prompt_cache_hit_tokens"))
+    reasoning = _optional_count(
+        completion_details.get("reasoning_tokens") if isinstance(completion_details, dict) else None
+    )
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=completion,
+        reasoning_tokens=reasoning,
+        cached_tokens=cached,
+    )
+
+
+def _optional_count(value: object) -> int | None:
+    return None if value is None else token_count(value)

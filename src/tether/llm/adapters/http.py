@@ -1,0 +1,194 @@
+"""The HTTP side every adapter shares: one pooled client, and a POST that streams events.
+
+``httpx`` and ``httpx_sse`` are imported on first use, not when this module
+is, so a composition that mounts the adapter plugins without calling a model
+never pays for them.
+
+:meth:`HttpClient.events` is where transport failures become
+:class:`~tether.llm.adapters.errors.ProviderError`: an error status, a
+timeout, a refused or dropped connection, a response that is not an event
+stream. Cancellation is the caller's task being cancelled while it awaits the
+next event (that is how :meth:`tether.llm.service.LlmService.stream`
+interrupts an adapter): the response, and with it the connection, is closed
+before the cancel propagates, so a cancelled request never holds a pooled
+connection.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tether.llm.adapters.errors import (
+    ProviderError,
+    classify_status,
+    error_message,
+    parse_retry_after,
+)
+
+if TYPE_CHECKING:
+    import httpx
+    from httpx_sse import ServerSentEvent
+
+__all__ = ["HttpClient", "HttpOptions", "dumps"]
+
+_ERROR_BODY_BYTES = 64 * 1024
+
+
+def dumps(value: object) -> str:
+    """``value`` as compact JSON; read-only mappings (as a log holds) are written as objects."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_plain)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """Timeouts (seconds) and pool size of an adapter's client.
+
+    ``read_timeout`` bounds each wait for bytes, not the whole answer: a
+    stream that keeps sending never times out.
+    """
+
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0
+    write_timeout: float = 30.0
+    max_connections: int = 20
+
+
+class HttpClient:
+    """One lazily created ``httpx.AsyncClient``, owned by one adapter plugin.
+
+    Not created until the first request; :meth:`aclose` closes it (and every
+    pooled connection) if it was.
+    """
+
+    __slots__ = ("_client", "_options")
+
+    def __init__(self, options: HttpOptions) -> None:
+        self._options = options
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def options(self) -> HttpOptions:
+        return self._options
+
+    def _get(self) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx
+
+            options = self._options
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=options.connect_timeout,
+                    read=options.read_timeout,
+                    write=options.write_timeout,
+                    pool=options.connect_timeout,
+                ),
+                limits=httpx.Limits(
+                    max_connections=options.max_connections,
+                    max_keepalive_connections=options.max_connections,
+                ),
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client and its connections; the next request opens a new one."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def events(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: Mapping[str, object],
+        provider: str,
+    ) -> AsyncGenerator[ServerSentEvent, None]:
+        """POST ``body`` as JSON to ``url`` and yield the server-sent events of the answer.
+
+        Raises:
+            ProviderError: the provider answered with an error status (its
+                message, the code from :func:`classify_status`, its
+                ``Retry-After``), the answer is not an event stream, or the
+                transport failed (``timeout`` or ``transport``), before or
+                during the stream. The message may quote the provider; the
+                adapter scrubs its key from it (see :func:`.errors.redact`).
+        """
+        import httpx
+        from httpx_sse import EventSource, SSEError
+
+        client = self._get()
+        request_headers = {
+            **headers,
+            "accept": "text/event-stream",
+            "cache-control": "no-store",
+            "content-type": "application/json",
+        }
+        content = dumps(body).encode()
+        try:
+            async with client.stream(
+                "POST", url, headers=request_headers, content=content
+            ) as response:
+                if response.status_code >= 400:
+                    raise await _status_error(response, provider)
+                source = EventSource(response)
+                try:
+                    async for event in source.aiter_sse():
+                        yield event
+                except SSEError:
+                    raise await _not_a_stream(response, provider) from None
+        except httpx.TimeoutException as exc:
+            text = f"{provider}: timed out talking to {url}: {_detail(exc)}"
+            raise ProviderError("timeout", text) from None
+        except (httpx.TransportError, httpx.StreamError) as exc:
+            text = f"{provider}: connection to {url} failed: {_detail(exc)}"
+            raise ProviderError("transport", text) from None
+
+
+async def _status_error(response: httpx.Response, provider: str) -> ProviderError:
+    body = await _read_some(response)
+    message, error_type = error_message(body)
+    code = classify_status(response.status_code, message, error_type)
+    text = f"{provider}: HTTP {response.status_code} ({code}): {message}"
+    return ProviderError(code, text, parse_retry_after(response.headers))
+
+
+async def _not_a_stream(response: httpx.Response, provider: str) -> ProviderError:
+    content_type = response.headers.get("content-type", "")
+    body = await _read_some(response)
+    message, _ = error_message(body)
+    text = (
+        f"{provider}: expected a server-sent event stream, got content type "
+        f"{content_type or 'none'!r}: {message}"
+    )
+    return ProviderError("bad-request", text)
+
+
+def _detail(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+async def _read_some(response: httpx.Response) -> bytes:
+    """Up to 64 KiB of the body: enough for any error message, bounded for a hostile one."""
+    import httpx
+
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for part in response.aiter_bytes():
+            parts.append(part)
+            size += len(part)
+            if size >= _ERROR_BODY_BYTES:
+                break
+    except httpx.HTTPError:
+        # The status already says what failed; a body cut short only loses detail.
+        pass
+    return b"".join(parts)[:_ERROR_BODY_BYTES]

@@ -1,0 +1,131 @@
+"""The OpenAI-compatible adapter plugin: Chat Completions streaming over HTTP.
+
+It registers one provider per entry of its ``providers``, starting from the
+presets (see :mod:`~tether.llm.adapters.providers`):
+
+=====================  ===============================  ==========================
+provider               base URL                          key
+=====================  ===============================  ==========================
+``deepseek``           ``https://api.deepseek.com``      ``DEEPSEEK_API_KEY``
+``openai``             ``https://api.openai.com/v1``     ``OPENAI_API_KEY``
+``openai-compatible``  configured (``base_url``)         optional
+=====================  ===============================  ==========================
+
+(``TETHER_API_KEY`` is read for each after its own variable.) An entry whose
+name is not a preset adds a provider; it needs a ``base_url``::
+
+    - id: openai
+      plugin: tether.llm.adapters.openai
+      config:
+        providers:
+          openai-compatible: {base_url: "http://127.0.0.1:8000/v1"}
+          ollama: {base_url: "http://127.0.0.1:11434/v1"}
+
+Then ``--model ollama:qwen3`` talks to Ollama. All providers of the plugin
+share one HTTP client (created on the first request, closed when the plugin
+unloads); its timeouts are the plugin's ``connect_timeout`` and
+``read_timeout``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, field_validator
+
+from tether.llm.adapters.chat_completions import StreamDecoder, request_body
+from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
+from tether.llm.adapters.http import HttpClient
+from tether.llm.adapters.providers import OPENAI_PLUGIN, PRESETS
+from tether.llm.adapters.streaming import HttpAdapter
+from tether.llm.request import ModelRequest, check_provider_name
+from tether.llm.service import LlmView
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+
+__all__ = ["ChatCompletionsAdapter", "Config", "ProviderConfig", "apply", "inject", "name"]
+
+
+class ChatCompletionsAdapter(HttpAdapter):
+    """One OpenAI-compatible provider: ``POST {base_url}/chat/completions``, streamed."""
+
+    __slots__ = ()
+
+    path = "/chat/completions"
+
+    def body(self, request: ModelRequest, model: str) -> dict[str, object]:
+        preset = self.endpoint.preset
+        return request_body(
+            request,
+            model=model,
+            replay_reasoning=preset.replay_reasoning,
+            max_tokens_field=preset.max_tokens_field,
+        )
+
+    def headers(self) -> dict[str, str]:
+        secret = self.endpoint.secret
+        return {} if secret is None else {"authorization": f"Bearer {secret}"}
+
+    def decoder(self) -> StreamDecoder:
+        return StreamDecoder(self.name)
+
+
+name = "openai"
+inject = ("llm",)
+
+
+class ProviderConfig(EndpointConfig):
+    """One provider of the plugin; ``None`` keeps the preset's value."""
+
+    replay_reasoning: bool | None = Field(
+        default=None,
+        description="send reasoning_content back on assistant messages that called tools",
+    )
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+
+
+class Config(HttpConfig):
+    """Configuration of the OpenAI-compatible adapter plugin."""
+
+    providers: dict[str, ProviderConfig] = Field(
+        default_factory=dict,
+        description="per-provider settings over the presets; a new name adds a provider",
+    )
+    presets: bool = Field(default=True, description="register the built-in presets")
+
+    @field_validator("providers")
+    @classmethod
+    def _provider_names(cls, value: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
+        for provider in value:
+            check_provider_name(provider)
+        return value
+
+
+def endpoints(config: Config, env: Mapping[str, str]) -> list[Endpoint]:
+    """The endpoints ``config`` describes, keys looked up in ``env``."""
+    presets = {
+        provider: preset
+        for provider, preset in PRESETS.items()
+        if preset.plugin == OPENAI_PLUGIN and config.presets
+    }
+    for provider in config.providers:
+        if provider not in presets:
+            # A provider of its own is configured like ``openai-compatible``.
+            presets[provider] = replace(PRESETS["openai-compatible"], provider=provider)
+    return [
+        resolve_endpoint(preset, config.providers.get(provider), env)
+        for provider, preset in presets.items()
+    ]
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    """Register every configured provider on ``ctx.llm`` until this plugin unloads."""
+    llm = ctx.service("llm", LlmView)
+    http = HttpClient(config.http_options())
+    await ctx.effect(lambda: http.aclose, label="openai http client")
+    for endpoint in endpoints(config, os.environ):
+        await llm.register(endpoint.provider, ChatCompletionsAdapter(endpoint, http))

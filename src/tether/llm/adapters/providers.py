@@ -1,0 +1,115 @@
+"""The providers tether knows by name: where they live and where their keys come from.
+
+One table serves both the adapter plugins (their default configuration) and
+:func:`tether.llm.adapters.settings.resolve_model_settings` (which checks a
+model choice before anything starts), so the two never disagree.
+
+Keys are read from the provider's own variable first, then from
+``TETHER_API_KEY``; an empty variable counts as unset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ANTHROPIC_PLUGIN",
+    "GENERIC_KEY_ENV",
+    "OPENAI_PLUGIN",
+    "PRESETS",
+    "Preset",
+    "find_key",
+]
+
+OPENAI_PLUGIN = "tether.llm.adapters.openai"
+ANTHROPIC_PLUGIN = "tether.llm.adapters.anthropic"
+
+GENERIC_KEY_ENV = "TETHER_API_KEY"
+"""Read for every provider after the provider's own variable."""
+
+MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """What tether assumes about one named provider until configured otherwise.
+
+    ``base_url`` ends with the API version path when the provider uses one
+    (``https://api.openai.com/v1``); ``None`` means the user must give one.
+    ``key_env`` lists the provider's own key variables. ``replay_reasoning``
+    sends ``reasoning_content`` back on assistant messages that called tools
+    (DeepSeek rejects the follow-up request otherwise).
+    """
+
+    provider: str
+    plugin: str
+    row: str
+    base_url: str | None
+    key_env: tuple[str, ...]
+    key_required: bool
+    default_model: str | None
+    replay_reasoning: bool = False
+    max_tokens_field: MaxTokensField = "max_tokens"
+
+    @property
+    def key_variables(self) -> tuple[str, ...]:
+        """Every variable a key is read from, in order."""
+        return (*self.key_env, GENERIC_KEY_ENV)
+
+
+PRESETS: Mapping[str, Preset] = {
+    preset.provider: preset
+    for preset in (
+        Preset(
+            "deepseek",
+            OPENAI_PLUGIN,
+            "openai",
+            base_url="https://api.deepseek.com",
+            key_env=("DEEPSEEK_API_KEY",),
+            key_required=True,
+            default_model="deepseek-chat",
+            replay_reasoning=True,
+        ),
+        Preset(
+            "openai",
+            OPENAI_PLUGIN,
+            "openai",
+            base_url="https://api.openai.com/v1",
+            key_env=("OPENAI_API_KEY",),
+            key_required=True,
+            default_model="gpt-4.1",
+            max_tokens_field="max_completion_tokens",
+        ),
+        Preset(
+            "openai-compatible",
+            OPENAI_PLUGIN,
+            "openai",
+            base_url=None,
+            key_env=(),
+            key_required=False,
+            default_model=None,
+            replay_reasoning=True,
+        ),
+        Preset(
+            "anthropic",
+            ANTHROPIC_PLUGIN,
+            "anthropic",
+            base_url="https://api.anthropic.com/v1",
+            key_env=("ANTHROPIC_API_KEY",),
+            key_required=True,
+            default_model="claude-sonnet-4-5",
+        ),
+    )
+}
+"""The named providers, by provider name."""
+
+
+def find_key(variables: tuple[str, ...], env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first of ``variables`` set (non-blank) in ``env``, and its value, stripped."""
+    for variable in variables:
+        value = env.get(variable, "").strip()
+        if value:
+            return variable, value
+    return None

@@ -1,0 +1,271 @@
+"""Which model to use, decided once, before anything starts.
+
+:func:`resolve_model_settings` applies the precedence, first match wins:
+
+1. the model given (from configuration or the command line: ``--model``);
+2. ``TETHER_MODEL`` from the environment;
+3. ``deepseek:deepseek-chat`` when ``DEEPSEEK_API_KEY`` is set;
+4. the offline model (a script, not an LLM), with a one-line
+   :attr:`ModelSettings.notice` for the command to print on stderr.
+
+The base URL is the one given (``--base-url``), else ``TETHER_BASE_URL``,
+else the provider's default. It includes the API version path when the
+provider has one (``http://127.0.0.1:8000/v1``). The key comes from the
+provider's variable (``DEEPSEEK_API_KEY``, ``OPENAI_API_KEY``,
+``ANTHROPIC_API_KEY``), then ``TETHER_API_KEY``.
+
+Every problem — an unknown provider, a missing key, a model reference
+without a model where the provider has no default, a missing or malformed
+base URL — raises :class:`ModelSettingsError` with a message that says what
+to set. Messages never contain a key.
+
+The command then composes with :meth:`ModelSettings.apply_to` (or the
+simpler :meth:`ModelSettings.overlay`), which adds the adapter and retry
+rows and points the agent loop at the model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import SecretStr
+
+from tether.llm.adapters.endpoint import check_base_url, check_key
+from tether.llm.adapters.providers import (
+    ANTHROPIC_PLUGIN,
+    OPENAI_PLUGIN,
+    PRESETS,
+    Preset,
+    find_key,
+)
+from tether.llm.errors import LlmError
+from tether.llm.request import parse_model_ref
+
+__all__ = [
+    "AGENT_LOOP_ROW",
+    "BASE_URL_ENV",
+    "MODEL_ENV",
+    "OFFLINE_NOTICE",
+    "RETRY_PLUGIN",
+    "ModelSettings",
+    "ModelSettingsError",
+    "ModelSource",
+    "resolve_model_settings",
+]
+
+MODEL_ENV = "TETHER_MODEL"
+BASE_URL_ENV = "TETHER_BASE_URL"
+DEEPSEEK_KEY_ENV = "DEEPSEEK_API_KEY"
+DEEPSEEK_DEFAULT = "deepseek:deepseek-chat"
+OFFLINE = "offline"
+RETRY_PLUGIN = "tether.llm.retry"
+AGENT_LOOP_ROW = "agent_loop"
+
+OFFLINE_NOTICE = (
+    "tether: no model configured (--model, TETHER_MODEL or DEEPSEEK_API_KEY); "
+    "using the offline model, a script and not an LLM"
+)
+
+ModelSource = Literal["given", "TETHER_MODEL", "DEEPSEEK_API_KEY", "default"]
+"""Where the model choice came from, by the precedence above."""
+
+
+class ModelSettingsError(LlmError, ValueError):
+    """The model choice cannot work; the message says what to set."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """A checked model choice.
+
+    ``model`` is a full model reference (``"deepseek:deepseek-chat"``, or
+    ``"offline"``). ``base_url`` is set only when it overrides the provider's
+    default. ``api_key`` is masked in every ``repr``.
+    """
+
+    model: str
+    source: ModelSource
+    base_url: str | None = None
+    api_key: SecretStr | None = field(default=None, repr=False)
+    notice: str | None = None
+    """A line to print on stderr (the offline fallback), or ``None``."""
+
+    @property
+    def provider(self) -> str:
+        return parse_model_ref(self.model)[0]
+
+    def rows(self) -> list[dict[str, object]]:
+        """The composition rows the choice needs: both adapter plugins and the retry policy.
+
+        The row of the chosen provider's plugin carries its base URL and key
+        (as a ``SecretStr``), when they were resolved here.
+        """
+        openai: dict[str, object] = {}
+        anthropic: dict[str, object] = {}
+        overrides: dict[str, object] = {}
+        if self.base_url is not None:
+            overrides["base_url"] = self.base_url
+        if self.api_key is not None:
+            overrides["api_key"] = self.api_key
+        preset = PRESETS.get(self.provider)
+        if overrides and preset is not None:
+            if preset.plugin == OPENAI_PLUGIN:
+                openai["providers"] = {self.provider: overrides}
+            else:
+                anthropic.update(overrides)
+        return [
+            {"id": "openai", "plugin": OPENAI_PLUGIN, "config": openai},
+            {"id": "anthropic", "plugin": ANTHROPIC_PLUGIN, "config": anthropic},
+            {"id": "retry", "plugin": RETRY_PLUGIN},
+        ]
+
+    def overlay(self) -> dict[str, object]:
+        """:meth:`rows` as a composition overlay (``{"plugins": [...]}``).
+
+        An overlay replaces a row's config whole; to keep settings an earlier
+        document gave these rows, use :meth:`apply_to`.
+        """
+        return {"plugins": self.rows()}
+
+    def apply_to(self, document: Mapping[str, object]) -> dict[str, object]:
+        """``document`` (a raw composition) set up for this choice.
+
+        Rows of :meth:`rows` that ``document`` lacks are added; where it has
+        one, the settings are merged into its config (``providers`` entries
+        key by key). The ``agent_loop`` row's ``model`` is set. ``document``
+        is not changed.
+        """
+        raw = document.get("plugins")
+        rows = (
+            [dict(row) for row in raw if isinstance(row, Mapping)] if isinstance(raw, list) else []
+        )
+        by_id = {row.get("id"): row for row in rows}
+        for wanted in self.rows():
+            row = by_id.get(wanted["id"])
+            if row is None:
+                rows.append(wanted)
+                continue
+            config = dict(_mapping(row.get("config")))
+            for key, value in _mapping(wanted.get("config")).items():
+                if key == "providers":
+                    providers = dict(_mapping(config.get("providers")))
+                    for provider, extra in _mapping(value).items():
+                        providers[provider] = {
+                            **_mapping(providers.get(provider)),
+                            **_mapping(extra),
+                        }
+                    config["providers"] = providers
+                else:
+                    config[key] = value
+            row["config"] = config
+        loop = by_id.get(AGENT_LOOP_ROW)
+        if loop is not None:
+            loop["config"] = {**_mapping(loop.get("config")), "model": self.model}
+        return {**document, "plugins": rows}
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def resolve_model_settings(
+    model: str | None = None,
+    base_url: str | None = None,
+    env: Mapping[str, str] = os.environ,
+    *,
+    extra_providers: Collection[str] = (),
+) -> ModelSettings:
+    """Decide the model; see the module docstring for the precedence.
+
+    ``model`` and ``base_url`` are what the configuration or the command line
+    gave (``None`` or blank: not given). ``extra_providers`` names providers
+    configured in the composition beyond the built-in ones; they are accepted
+    as they are (their rows hold their settings).
+
+    Raises:
+        ModelSettingsError: the model reference is malformed, its provider is
+            unknown, its key is missing or malformed, it needs a base URL or a
+            model name that nothing gives, or ``base_url`` is malformed or
+            given for a provider that takes none.
+    """
+    given_url = _given(base_url)
+    ref, source = _choose(_given(model), env)
+    if ref is None:
+        if given_url is not None:
+            raise ModelSettingsError(
+                "a base URL was given but no model: pass --model PROVIDER:MODEL too"
+            )
+        return ModelSettings(OFFLINE, "default", notice=OFFLINE_NOTICE)
+    try:
+        provider, name = parse_model_ref(ref)
+    except ValueError as exc:
+        raise ModelSettingsError(str(exc)) from None
+    if provider == OFFLINE or provider in extra_providers:
+        if given_url is not None:
+            raise ModelSettingsError(
+                f"provider {provider!r} takes no --base-url here; configure it in its row"
+            )
+        return ModelSettings(ref, source)
+    preset = PRESETS.get(provider)
+    if preset is None:
+        known = sorted({*PRESETS, OFFLINE, *extra_providers})
+        raise ModelSettingsError(
+            f"unknown model provider {provider!r} in {ref!r}; known providers: {', '.join(known)}"
+        )
+    url = given_url or _given(env.get(BASE_URL_ENV))
+    if url is not None:
+        problem = check_base_url(url)
+        if problem is not None:
+            raise ModelSettingsError(problem)
+    elif preset.base_url is None:
+        raise ModelSettingsError(
+            f"model {ref!r} needs a base URL: pass --base-url or set {BASE_URL_ENV} "
+            "(up to the API version, e.g. http://127.0.0.1:8000/v1)"
+        )
+    model_name = name or preset.default_model
+    if model_name is None:
+        raise ModelSettingsError(
+            f"model {ref!r} names no model and {provider!r} has no default: use {provider}:MODEL"
+        )
+    return ModelSettings(
+        f"{provider}:{model_name}",
+        source,
+        base_url=url,
+        api_key=_key(preset, ref, env),
+    )
+
+
+def _choose(model: str | None, env: Mapping[str, str]) -> tuple[str | None, ModelSource]:
+    if model is not None:
+        return model, "given"
+    from_env = _given(env.get(MODEL_ENV))
+    if from_env is not None:
+        return from_env, "TETHER_MODEL"
+    if find_key((DEEPSEEK_KEY_ENV,), env) is not None:
+        return DEEPSEEK_DEFAULT, "DEEPSEEK_API_KEY"
+    return None, "default"
+
+
+def _key(preset: Preset, ref: str, env: Mapping[str, str]) -> SecretStr | None:
+    found = find_key(preset.key_variables, env)
+    if found is not None:
+        variable, key = found
+        problem = check_key(key, variable)
+        if problem is not None:
+            raise ModelSettingsError(problem)
+        return SecretStr(key)
+    if preset.key_required:
+        raise ModelSettingsError(
+            f"model {ref!r} needs an API key: set {' or '.join(preset.key_variables)}"
+        )
+    return None
+
+
+def _given(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None

@@ -1,0 +1,135 @@
+"""The model adapter over HTTP: one request, one streamed answer, every failure a finish.
+
+:class:`HttpAdapter` is what both adapters are; a subclass says where the
+request goes (:attr:`~HttpAdapter.path`), what it carries
+(:meth:`~HttpAdapter.body`, :meth:`~HttpAdapter.headers`) and how to read the
+answer (:meth:`~HttpAdapter.decoder`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator
+from typing import ClassVar
+
+from tether.llm.adapters.decoding import Decoder
+from tether.llm.adapters.endpoint import Endpoint
+from tether.llm.adapters.errors import ProviderError, redact
+from tether.llm.adapters.http import HttpClient
+from tether.llm.chunks import Finish, StreamChunk
+from tether.llm.request import ModelRequest
+from tether.runtime.signal import CancelSignal
+
+__all__ = ["DRAIN_SECONDS", "HttpAdapter", "failure"]
+
+DRAIN_SECONDS = 2.0
+"""How long the rest of a response may take once the answer is complete."""
+
+
+class HttpAdapter(ABC):
+    """A :class:`~tether.llm.service.ModelAdapter` for one provider's HTTP endpoint.
+
+    :meth:`stream` never raises for a provider failure: a missing key or base
+    URL, an error status, a timeout, a dropped connection, an error event or
+    a stream cut short ends it with ``Finish("error")`` carrying a normalized
+    code (:mod:`~tether.llm.adapters.errors`), the provider's message with the
+    key scrubbed, and the ``Retry-After`` hint. The key appears in no
+    ``repr``.
+    """
+
+    __slots__ = ("_endpoint", "_http")
+
+    path: ClassVar[str]
+    """Where requests go, below the base URL (``"/chat/completions"``)."""
+
+    def __init__(self, endpoint: Endpoint, http: HttpClient) -> None:
+        self._endpoint = endpoint
+        self._http = http
+
+    @property
+    def name(self) -> str:
+        return self._endpoint.provider
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self._endpoint
+
+    def __repr__(self) -> str:
+        base_url = self._endpoint.preset.base_url
+        return f"{type(self).__name__}(provider={self.name!r}, base_url={base_url!r})"
+
+    @abstractmethod
+    def body(self, request: ModelRequest, model: str) -> dict[str, object]:
+        """The JSON body that asks ``model`` for the answer to ``request``."""
+
+    @abstractmethod
+    def headers(self) -> dict[str, str]:
+        """The request headers, authentication included."""
+
+    @abstractmethod
+    def decoder(self) -> Decoder:
+        """A fresh decoder for one answer."""
+
+    async def stream(
+        self, request: ModelRequest, signal: CancelSignal
+    ) -> AsyncGenerator[StreamChunk, None]:
+        """Stream the answer to ``request``; see the class docstring for failures.
+
+        A cancelled ``signal`` seen between events ends the stream with
+        ``Finish("aborted")``; closing the generator early (which is how the
+        ``llm`` service interrupts a blocked adapter) closes the response and
+        its connection at once.
+        """
+        endpoint = self._endpoint
+        try:
+            if endpoint.problem is not None:
+                raise endpoint.problem
+            body = self.body(request, endpoint.model(request.model_name))
+            decoder = self.decoder()
+            events = self._http.events(
+                endpoint.url(self.path),
+                headers=self.headers(),
+                body=body,
+                provider=endpoint.provider,
+            )
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if signal.cancelled:
+                        yield Finish("aborted")
+                        return
+                    for chunk in decoder.feed(event):
+                        yield chunk
+                    if decoder.done:
+                        await _drain(events)
+                        break
+            for chunk in decoder.end():
+                yield chunk
+        except ProviderError as exc:
+            yield failure(exc, endpoint)
+
+
+async def _drain(events: AsyncGenerator[object, None]) -> None:
+    """Read what follows the end of an answer (the end of the body, normally at once).
+
+    A response read to its end hands its connection back to the pool; one
+    closed early closes the connection, and the next request pays for a new
+    one (a TLS handshake, with a real provider). A server that keeps the
+    stream open past the end gets :data:`DRAIN_SECONDS`; the answer is
+    complete either way.
+    """
+    with contextlib.suppress(ProviderError, TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in events:
+                pass
+
+
+def failure(exc: ProviderError, endpoint: Endpoint) -> Finish:
+    """The ``"error"`` finish reporting ``exc``, with ``endpoint``'s key scrubbed."""
+    return Finish(
+        "error",
+        error=redact(exc.message, endpoint.secret),
+        error_code=exc.code,
+        retry_after=exc.retry_after,
+    )

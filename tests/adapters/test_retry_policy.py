@@ -1,0 +1,104 @@
+"""The retry policy: which errors, how long to wait, and its ``llm/retry`` event."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tether.llm import retry as retry_plugin
+from tether.llm.retry import RetryEvent, RetryPolicy
+from tether.loop.turn import RequestError
+from tether.runtime import Runtime
+from tether.session.errors import EventFormatError
+from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
+
+
+def failed(code: str | None, attempt: int = 1, retry_after: float | None = None) -> RequestError:
+    return RequestError(error="boom", code=code, attempt=attempt, retry_after=retry_after)
+
+
+@pytest.mark.parametrize("code", ["rate-limit", "server", "timeout", "transport"])
+def test_transient_codes_are_retried(code: str) -> None:
+    decision = RetryPolicy(jitter=0).decide(failed(code))
+    assert decision.retry and decision.delay == 1.0
+
+
+@pytest.mark.parametrize("code", ["auth", "bad-request", "context-overflow", None, "mystery"])
+def test_other_codes_are_not_retried(code: str | None) -> None:
+    assert not RetryPolicy().decide(failed(code)).retry
+
+
+def test_backoff_doubles_up_to_its_ceiling() -> None:
+    policy = RetryPolicy(base_delay=0.5, max_delay=3.0, jitter=0, max_attempts=100)
+    delays = [policy.decide(failed("server", attempt)).delay for attempt in range(1, 7)]
+    assert delays == [0.5, 1.0, 2.0, 3.0, 3.0, 3.0]
+
+
+def test_jitter_only_shortens_the_delay_within_its_share() -> None:
+    policy = RetryPolicy(base_delay=4.0, jitter=0.5, rng=random.Random(7), max_attempts=100)
+    delays = [policy.decide(failed("server", 1)).delay for _ in range(200)]
+    assert all(2.0 <= delay <= 4.0 for delay in delays)
+    assert len(set(delays)) > 100
+
+
+def test_attempts_are_capped() -> None:
+    policy = RetryPolicy(max_attempts=3)
+    assert policy.decide(failed("server", 2)).retry
+    assert not policy.decide(failed("server", 3)).retry
+
+
+def test_retry_after_is_a_floor_on_the_delay() -> None:
+    policy = RetryPolicy(base_delay=1.0, jitter=0)
+    assert policy.decide(failed("rate-limit", retry_after=12.0)).delay == 12.0
+    assert policy.decide(failed("rate-limit", attempt=3, retry_after=0.5)).delay == 4.0
+
+
+def test_retry_after_beyond_the_limit_gives_up() -> None:
+    decision = RetryPolicy(max_retry_after=60).decide(failed("rate-limit", retry_after=3600))
+    assert not decision.retry
+
+
+def test_retry_event_round_trips_through_a_registry() -> None:
+    registry = EventRegistry()
+    registry.register(RetryEvent, ignorable=True)
+    payload = RetryEvent(attempt=2, code="server", error="busy", delay=1.5, retry_after=None)
+
+    event = Event.from_payload(payload, seq=0, time=1.0)
+    back = Event.from_record(event.to_record(), registry)
+
+    assert back.payload == payload
+
+
+def test_retry_event_rejects_bad_fields() -> None:
+    with pytest.raises(EventFormatError):
+        RetryEvent(attempt=0, code="server", error="x", delay=1.0)
+    with pytest.raises(EventFormatError):
+        RetryEvent(attempt=1, code="server", error="x", delay=-1.0)
+
+
+def test_stored_retry_events_load_as_opaque_without_the_plugin() -> None:
+    record = {
+        "type": "llm/retry",
+        "seq": 0,
+        "time": 1.0,
+        "data": {"attempt": 1, "code": "server", "error": "x", "delay": 0.0, "retry_after": None},
+    }
+    registry = EventRegistry()
+    registry.ignore("llm/retry")
+
+    event = Event.from_record(record, registry)
+
+    assert event.payload is None and event.type == "llm/retry"
+
+
+async def test_event_type_stays_registered_while_any_runtime_mounts_the_plugin() -> None:
+    async with Runtime() as first, Runtime() as second:
+        one = await first.ctx.plugin(retry_plugin)
+        await second.ctx.plugin(retry_plugin)
+        assert DEFAULT_REGISTRY.payload_class("llm/retry") is RetryEvent
+
+        await one.dispose()
+        assert DEFAULT_REGISTRY.payload_class("llm/retry") is RetryEvent
+    assert DEFAULT_REGISTRY.payload_class("llm/retry") is None
+    assert DEFAULT_REGISTRY.is_ignorable("llm/retry")
