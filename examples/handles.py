@@ -1,6 +1,6 @@
 """Managing an agent through its handle: create, prompt, cancel, dispose.
 
-    python examples/handles.py [DATA_DIR]
+python examples/handles.py [DATA_DIR]
 """
 
 import asyncio

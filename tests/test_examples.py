@@ -21,7 +21,7 @@ def run_example(name: str, data_dir: Path) -> str:
 
 def test_config_agents_example_needs_no_handle(tmp_path: Path) -> None:
     out = run_example("config_agents.py", tmp_path)
-    assert 'greeter answered: This is the offline model' in out
+    assert "greeter answered: This is the offline model" in out
     assert (tmp_path / "sessions" / "greeter.jsonl").exists()
 
 
@@ -30,3 +30,27 @@ def test_handles_example_creates_prompts_cancels_and_disposes(tmp_path: Path) ->
     assert "first turn: {'kind': 'completed'}" in out
     assert "cancelled before it ran; turns so far: 1" in out
     assert "disposed; live agents: 0" in out
+
+
+def test_a_custom_tool_plugin_loads_from_a_yaml_overlay(tmp_path: Path) -> None:
+    import os
+
+    folder = EXAMPLES / "word_count"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tether.cli.main",
+            "--config",
+            str(folder / "tether.yml"),
+            "run",
+            '/tool word_count {"text": "one two three"}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TETHER_HOME": str(tmp_path), "PYTHONPATH": str(folder)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "3 words, 13 characters" in result.stdout

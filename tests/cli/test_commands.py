@@ -186,3 +186,21 @@ def test_chat_queues_prompts_handles_commands_and_resumes(tmp_path: Path) -> Non
     assert len(turns) == 3
     assert "you: first question\nyou: a nudge" in turns[0]
     assert "you: second question" in turns[1] and "you: third" in turns[2]
+
+
+def test_an_overlay_can_disable_a_row(tmp_path: Path) -> None:
+    overlay = tmp_path / "no-bash.yml"
+    overlay.write_text("plugins:\n  - id: tool_bash\n    disabled: true\n")
+    shown = tether(tmp_path, "--config", str(overlay), "config", "show")
+    assert "id: tool_bash\n  plugin: tether.plugins.tool_bash\n  disabled: true" in shown.stdout
+    result = tether(tmp_path, "--config", str(overlay), "run", "$ echo hi")
+    assert result.returncode == 0, result.stderr
+    assert "the bash tool is not available" in result.stdout
+
+
+def test_the_user_overlay_in_tether_home_applies(tmp_path: Path) -> None:
+    (tmp_path / "tether.yml").write_text(
+        "plugins:\n  - id: agent_loop\n    config: {model: offline, max_steps: 3}\n"
+    )
+    shown = tether(tmp_path, "config", "show")
+    assert "max_steps: 3" in shown.stdout

@@ -190,3 +190,16 @@ async def test_chunk_size_must_be_positive(runtime: Runtime) -> None:
         runtime.ctx.plugin(tether.llm.offline, {"chunk_sise": 4})
     with pytest.raises(ValueError, match="chunk_size"):
         OfflineModel(chunk_size=0)
+
+
+async def test_slash_tool_prompt_calls_the_named_tool_with_json_arguments(llm: LlmView) -> None:
+    result = await answer(llm, request(user('/tool bash {"command": "ls", "timeout_ms": 5}')))
+    (call,) = result.message.tool_calls
+    assert (call.name, dict(call.arguments)) == ("bash", {"command": "ls", "timeout_ms": 5})
+
+
+async def test_slash_tool_prompt_explains_unknown_tools_and_bad_json(llm: LlmView) -> None:
+    unknown = await answer(llm, request(user("/tool nosuch {}")))
+    assert "no tool 'nosuch'" in unknown.text and "bash" in unknown.text
+    bad = await answer(llm, request(user("/tool bash {not json")))
+    assert "not JSON" in bad.text and not bad.message.tool_calls

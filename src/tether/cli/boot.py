@@ -131,6 +131,11 @@ async def start(
     """
     tether = build(args, model=model, with_model=with_model)
     await tether.start()
+    if getattr(args, "dev", False):
+        from tether.runtime.reload import watch
+
+        await watch(tether.composer)
+        print("tether: dev mode: plugin modules reload when their files change", file=sys.stderr)
     if with_model:
         try:
             check_model_provider(tether)

@@ -98,4 +98,7 @@ async def _handle(line: str, agent: Agent, tether: Tether) -> None:
     elif line.startswith("/"):
         print(f"unknown command {line.split(maxsplit=1)[0]!r}; {HELP}", file=sys.stderr)
     else:
+        running = agent.status is AgentStatus.RUNNING
         agent.followup(UserMessage.text(line))
+        if running:
+            print("(queued: it runs when the current turn ends)", file=sys.stderr)

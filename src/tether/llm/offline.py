@@ -7,6 +7,8 @@ nothing; it answers from the request's messages alone, deterministically:
 * the last message is a user prompt starting with ``"$ "``: it calls the
   ``bash`` tool with the rest as the command;
 * a prompt starting with ``"& "``: the same, with ``"run_in_background": true``;
+* a prompt ``"/tool NAME {json}"``: it calls tool ``NAME`` with those
+  arguments (so any tool, a plugin's included, can be exercised offline);
 * the last message is a tool result: it answers with a short summary of it
   (its first lines, and the exit code when the output reports one);
 * anything else: a short reply that echoes the prompt and says how to
@@ -67,6 +69,7 @@ CONFIGURE_HINT = (
 
 _FOREGROUND = "$ "
 _BACKGROUND = "& "
+_TOOL = "/tool "
 _SUMMARY_LINES = 5
 _SUMMARY_CHARS = 300
 _ECHO_CHARS = 200
@@ -123,10 +126,37 @@ def _answer(request: ModelRequest) -> TextBlock | ToolCallBlock:
     if isinstance(last, ToolMessage):
         return TextBlock(_summary(last))
     prompt = _text_of(last) if isinstance(last, UserMessage) else ""
+    if prompt.startswith(_TOOL):
+        return _tool_call(request, prompt[len(_TOOL) :].strip())
     for prefix, background in ((_FOREGROUND, False), (_BACKGROUND, True)):
         if prompt.startswith(prefix):
             return _shell_call(request, prompt[len(prefix) :].strip(), background=background)
     return TextBlock(_reply(prompt))
+
+
+def _tool_call(request: ModelRequest, spec: str) -> TextBlock | ToolCallBlock:
+    name, _, raw = spec.partition(" ")
+    if not name:
+        return TextBlock('Name a tool after /tool, e.g. `/tool bash {"command": "ls"}`.')
+    if request.tool(name) is None:
+        offered = ", ".join(sorted(tool.name for tool in request.tools)) or "none"
+        return TextBlock(f"There is no tool {name!r} here; the tools offered are: {offered}.")
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return TextBlock(
+            f"The arguments for {name!r} are not JSON ({exc.msg}); nothing was called."
+        )
+    if not isinstance(arguments, dict):
+        return TextBlock(f"The arguments for {name!r} must be a JSON object; nothing was called.")
+    return ToolCallBlock(_call_id(request), name, arguments)
+
+
+def _call_id(request: ModelRequest) -> str:
+    # One answer per assistant message so far: unique within the conversation,
+    # and the same for the same conversation.
+    answered = sum(isinstance(message, AssistantMessage) for message in request.messages)
+    return f"offline-call-{answered}"
 
 
 def _shell_call(
@@ -142,10 +172,7 @@ def _shell_call(
     arguments: dict[str, object] = {"command": command}
     if background:
         arguments["run_in_background"] = True
-    # One answer per assistant message so far: unique within the conversation,
-    # and the same for the same conversation.
-    answered = sum(isinstance(message, AssistantMessage) for message in request.messages)
-    return ToolCallBlock(f"offline-call-{answered}", BASH_TOOL, arguments)
+    return ToolCallBlock(_call_id(request), BASH_TOOL, arguments)
 
 
 def _summary(result: ToolMessage) -> str:
