@@ -109,6 +109,11 @@ def test_a_write_cuts_a_torn_tail_before_appending(store_root: Path) -> None:
         (b'{"type":"assistant/chunk","seq":7,"time":1.0,"data":{}}', "seq is 7, expected 2"),
         (b'{"type":"assistant/chunk","seq":2,"time":1.0}', "keys"),
         (b"[1, 2]", "JSON object"),
+        (b'{"type":"","seq":2,"time":1.0,"data":{}}', "type must be a non-empty string"),
+        (b'{"type":"assistant/chunk","seq":true,"time":1.0,"data":{}}', "seq must be a non"),
+        (b'{"type":"assistant/chunk","seq":2,"time":"now","data":{}}', "time must be a number"),
+        (b'{"type":"assistant/chunk","seq":2,"time":1.0,"data":[]}', "data must be a JSON"),
+        (b'{"type":"assistant/chunk","seq":2,"time":1.0,"data":{},"x":1}', "keys"),
     ],
 )
 def test_malformed_middle_line_is_reported_with_path_and_line(
@@ -289,3 +294,16 @@ def test_lines_longer_than_a_read_chunk_are_handled(store_root: Path) -> None:
     assert JsonlBackend(store_root).load("s1").events == [*big, turn_start(2)]
     [summary] = JsonlBackend(store_root).list()
     assert summary.turn_count == 1
+
+
+def test_events_in_another_writers_style_load_as_written(backend: JsonlBackend) -> None:
+    backend.write(header("s1"), events(0, 3))
+    path = backend.path("s1")
+    # Spaces, another key order and an integer time are all valid JSON events.
+    other_style = b'{"data": {"delta": "chunk 1"}, "time": 1700000001, "seq": 1, "type": "x/y"}'
+    replace_lines(path, 3, other_style)
+
+    loaded = backend.load("s1").events
+
+    assert loaded[1] == event(1, "x/y", time=1_700_000_001)
+    assert loaded[::2] == [event(0), event(2)]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import ClassVar, Self
 
 import pytest
@@ -270,6 +272,40 @@ def test_to_record_returns_fresh_plain_json() -> None:
             "kind must be 'text' or 'reasoning'",
         ),
         (
+            {"type": "assistant/chunk", "seq": 0, "time": 1.0, "data": {"kind": "text"}},
+            "assistant/chunk: missing field\\(s\\) delta",
+        ),
+        (
+            {
+                "type": "assistant/chunk",
+                "seq": 0,
+                "time": 1.0,
+                "data": {"kind": "text", "delta": 7},
+            },
+            "assistant/chunk: delta must be a str, got 7",
+        ),
+        (
+            {
+                "type": "assistant/chunk",
+                "seq": 0,
+                "time": 1.0,
+                "data": {"kind": "text", "delta": "", "x": 1},
+            },
+            "unexpected field\\(s\\) x",
+        ),
+        (
+            {"type": "turn/start", "seq": 0, "time": float("nan"), "data": {"turn": 1}},
+            "time must be a finite",
+        ),
+        (
+            {"type": "turn/start", "seq": 0, "time": float("inf"), "data": {"turn": 1}},
+            "time must be a finite",
+        ),
+        (
+            {"type": "turn/start", "seq": 0, "time": 1.0, "data": {"turn": 1}, "x": 2},
+            "expected \\['data', 'seq', 'time', 'type'\\]",
+        ),
+        (
             {
                 "type": "agent/inbox/spliced",
                 "seq": 0,
@@ -319,6 +355,62 @@ def test_payload_construction_rejects_bad_fields(build: object, fragment: str) -
     assert callable(build)
     with pytest.raises(EventFormatError, match=fragment):
         build()
+
+
+def test_loaded_chunk_is_immutable_and_owns_its_data() -> None:
+    record: dict[str, object] = {
+        "type": "assistant/chunk",
+        "seq": 4,
+        "time": 2.0,
+        "data": {"kind": "text", "delta": "hel"},
+    }
+    event = Event.from_record(record)
+    data = record["data"]
+    assert isinstance(data, dict)
+    data["delta"] = "changed"
+
+    assert event.data == {"kind": "text", "delta": "hel"}
+    assert event.payload == AssistantChunk("text", "hel")
+    assert event.to_record() == {**record, "data": {"kind": "text", "delta": "hel"}}
+    with pytest.raises(TypeError):
+        event.data["delta"] = "x"  # type: ignore[index]
+    for name in ("type", "seq", "time", "data", "payload"):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(event, name, None)
+
+
+@pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: type(p).__name__)
+def test_events_read_back_the_same_whichever_way_they_were_made(payload: EventPayload) -> None:
+    appended = Event.from_payload(payload, seq=3, time=7.0)
+    record = appended.to_record()
+    loaded = Event.from_record(json.loads(json.dumps(record)))
+    built = Event(record["type"], 3, 7, record["data"])  # type: ignore[arg-type]
+
+    for event in (appended, loaded, built, copy.copy(appended), copy.copy(loaded)):
+        assert event == appended
+        assert hash(event) == hash(appended)
+        assert event.to_record() == record
+        assert repr(event) == repr(appended)
+    assert loaded.payload == payload
+    assert copy.copy(loaded).payload == payload
+
+
+def test_from_record_errors_name_the_seq_of_a_well_placed_record() -> None:
+    chunk = {"type": "assistant/chunk", "seq": 9, "time": 1.0, "data": {"kind": "text"}}
+    with pytest.raises(EventFormatError, match=r"^seq 9: assistant/chunk: missing field"):
+        Event.from_record(chunk)
+    unknown = {"type": "x/y", "seq": 3, "time": 1.0, "data": {}}
+    with pytest.raises(UnknownEventTypeError, match=r"^seq 3: unknown event type 'x/y'"):
+        Event.from_record(unknown)
+
+
+def test_from_record_accepts_any_mapping_and_an_integer_time() -> None:
+    record = MappingProxyType(
+        {"type": "assistant/chunk", "seq": 0, "time": 3, "data": {"kind": "text", "delta": "a"}}
+    )
+    event = Event.from_record(record)
+    assert event.time == 3.0 and isinstance(event.time, float)
+    assert event.payload == AssistantChunk("text", "a")
 
 
 def test_unknown_type_rejected_unless_ignorable() -> None:

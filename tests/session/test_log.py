@@ -429,6 +429,27 @@ def test_restore_names_the_seq_that_breaks_an_invariant() -> None:
     assert raised.value.seq == 2
 
 
+def test_restore_places_loaded_chunks_by_the_same_invariants() -> None:
+    session = new_session()
+    open_step(session)
+    session.append(AssistantChunk("text", "hi"))
+    session.append(StepEnd(1, 1))
+    records = [event.to_record() for event in session.events]
+    loaded = [Event.from_record(record) for record in records]
+
+    restored = Session.restore(HEADER, loaded)
+
+    assert [event.payload for event in restored.events] == [
+        event.payload for event in session.events
+    ]
+    stray = Event.from_record({**records[2], "seq": 4})
+    with pytest.raises(
+        SessionInvariantError, match="seq 4: assistant/chunk: only allowed inside an open step"
+    ) as raised:
+        Session.restore(HEADER, [*loaded, stray])
+    assert raised.value.seq == 4
+
+
 def test_restore_decodes_events_built_without_a_payload() -> None:
     restored = Session.restore(HEADER, [Event("turn/start", 0, 1.0, {"turn": 1})])
     assert restored.events[0].payload == TurnStart(1)

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.persist.backends.base import LogBackend, SessionSummary
+from tether.persist.backends.base import LogBackend, SessionSummary, StoredLog
+from tether.persist.backends.bulk import collector_paused
 from tether.persist.writer import WriteBehind
 from tether.session.errors import SessionError
 from tether.session.events import Event
@@ -107,17 +108,24 @@ class Persistence:
 
     async def _read(self, session_id: str) -> Session:
         stored = await asyncio.to_thread(self._backend.load, session_id)
+        return await asyncio.to_thread(_decode, session_id, stored)
+
+    async def _repair(self, session: Session) -> None:
+        if repair(session):
+            await self._writer.flush(session)
+            self._writer.release(session)
+
+
+def _decode(session_id: str, stored: StoredLog) -> Session:
+    # Decoding allocates many small containers holding no cycles; pausing the
+    # collector meanwhile avoids full collections that walk them all.
+    with collector_paused():
         try:
             header = SessionHeader.from_record(stored.header)
             events = [Event.from_record(record) for record in stored.events]
             return Session.restore(header, events)
         except SessionError as exc:
             raise type(exc)(f"session {session_id!r}: {exc}") from exc
-
-    async def _repair(self, session: Session) -> None:
-        if repair(session):
-            await self._writer.flush(session)
-            self._writer.release(session)
 
 
 async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float) -> None:

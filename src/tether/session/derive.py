@@ -46,11 +46,13 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
     events = source.events if isinstance(source, Session) else source
     messages: list[Message] = []
     for event in events:
+        # By name first: most events are not visible, and a loaded chunk's
+        # payload is built only when read.
+        visible = _VISIBLE.get(event.type)
+        if visible is None:
+            continue
         payload = event.payload
         if payload is None:
-            visible = _VISIBLE.get(event.type)
-            if visible is None:
-                continue
             payload = visible.from_data(event.data)
         if isinstance(payload, UserMessageEvent):
             messages.append(UserMessage(payload.content))

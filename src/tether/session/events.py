@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass
 from types import MappingProxyType
+from typing import cast, get_args
 
 from tether.session.errors import (
     EventFormatError,
@@ -74,12 +75,35 @@ __all__ = [
     "UserMessageEvent",
 ]
 
-# Built-in payloads produce data that is already frozen (see vocabulary), so
-# storing it skips the deep copy. Exact classes only: a subclass may override
-# ``to_data``.
+# Built-in payloads build their data fresh and already frozen (see vocabulary),
+# and their ``to_data`` cannot fail: an event holding one builds its data only
+# when it is read, which keeps appends and loads cheap. Exact classes only: a
+# subclass may override ``to_data``.
 _FROZEN_DATA = frozenset(BUILTIN_PAYLOADS)
 
+
+@dataclass(frozen=True, slots=True)
+class _UnbuiltChunk:
+    """Stands in for the payload of a chunk loaded from a record, until read.
+
+    Streaming chunks are most of a log, and loading one reads none of them
+    back: restore checks only where they stand, derive_messages skips them.
+    So a loaded chunk keeps its delta (a str) as its data and one of these
+    (one per kind) as its payload; the real ones are built when first read.
+    Holding no container of its own, such an event also costs the garbage
+    collector a single object.
+    """
+
+    kind: ChunkKind
+
+
+_UNBUILT_CHUNKS = {kind: _UnbuiltChunk(kind) for kind in get_args(ChunkKind)}
+
 _RECORD_KEYS = frozenset({"type", "seq", "time", "data"})
+_INF = math.inf
+
+# Spelled out for annotations inside `Event`, where ``type`` names the field.
+_PayloadClass = type[EventPayload]
 
 
 def _position(type_name: object, seq: object, time: object) -> tuple[str, int, float]:
@@ -93,46 +117,118 @@ def _position(type_name: object, seq: object, time: object) -> tuple[str, int, f
     return type_name, seq, float(time)
 
 
-def _frozen_data(payload: EventPayload) -> FrozenMapping:
-    data = payload.to_data()
-    if type(payload) in _FROZEN_DATA:
-        return MappingProxyType(data)
-    return freeze_mapping(data, where=f"{payload.type}: data")
+def _record_fields(record: object) -> tuple[str, int, float, Mapping[str, object]]:
+    """Check an event record's fields and return them; ``time`` becomes a float.
+
+    Raises:
+        EventFormatError: the record is not an object with exactly the record
+            fields, or a field has the wrong type; the message names it.
+    """
+    # What backends hand back, a plain dict with a float time, passes one
+    # combined test (four fields, all present and well typed, are exactly the
+    # record fields); anything else takes the path that says what is wrong.
+    if type(record) is dict and len(record) == len(_RECORD_KEYS):
+        type_name = record.get("type")
+        seq = record.get("seq")
+        time = record.get("time")
+        data = record.get("data")
+        if (
+            type(type_name) is str
+            and type_name
+            and type(seq) is int
+            and seq >= 0
+            and type(time) is float
+            and -_INF < time < _INF
+            and type(data) is dict
+        ):
+            return type_name, seq, time, data
+    if not isinstance(record, Mapping):
+        raise EventFormatError(f"event record must be an object, got {record!r}")
+    if record.keys() != _RECORD_KEYS:
+        raise EventFormatError(
+            f"event record has fields {sorted(map(str, record))}, expected {sorted(_RECORD_KEYS)}"
+        )
+    type_name, seq, time = _position(record["type"], record["seq"], record["time"])
+    data = record["data"]
+    if not isinstance(data, Mapping):
+        raise EventFormatError(f"{type_name}: data must be an object, got {data!r}")
+    return type_name, seq, time, data
 
 
-@dataclass(frozen=True, slots=True)
 class Event:
     """One entry of a session log: ``{type, seq, time, data}``.
 
     ``seq`` is the entry's index in its log; ``time`` is seconds since the
-    epoch. ``data`` is held as a deeply immutable copy (read-only mappings and
-    tuples), so an event cannot change once made.
+    epoch. ``data`` is deeply immutable (read-only mappings and tuples over a
+    private copy of whatever it was made from), and so is the event itself:
+    assigning an attribute raises `dataclasses.FrozenInstanceError`.
 
     ``payload`` is the typed payload of events made by `Session.append`,
     `from_payload`, `from_record` or `EventRegistry.decode_event`. It is
     ``None`` for opaque events (an ignorable type without a registered class)
     and for events built directly with this constructor.
 
-    Equality considers ``type``, ``seq``, ``time`` and ``data``.
+    Equality considers ``type``, ``seq``, ``time`` and ``data``; hashing,
+    ``type``, ``seq`` and ``time``.
 
     Raises:
         EventFormatError: a field has the wrong type, or ``data`` is not
             JSON-shaped.
     """
 
+    __slots__ = ("_data", "_payload", "seq", "time", "type")
+    __match_args__ = ("type", "seq", "time", "data")
+
     type: str
     seq: int
     time: float
-    # Mappings are unhashable; type, seq and time make hashing consistent.
-    data: Mapping[str, object] = field(hash=False)
-    payload: EventPayload | None = field(
-        default=None, init=False, repr=False, compare=False, hash=False
-    )
+    # An event stores what it was made from; the other form is computed when
+    # first read. ``_data`` is frozen data, None (a built-in payload's, not
+    # built yet) or a loaded chunk's delta. ``_payload`` is a payload, None
+    # (opaque) or an `_UnbuiltChunk`.
+    _data: Mapping[str, object] | str | None
+    _payload: EventPayload | _UnbuiltChunk | None
 
-    def __post_init__(self) -> None:
-        _, _, time = _position(self.type, self.seq, self.time)
-        object.__setattr__(self, "time", time)
-        object.__setattr__(self, "data", freeze_mapping(self.data, where=f"{self.type}: data"))
+    def __new__(cls, type: str, seq: int, time: float, data: Mapping[str, object]) -> Event:
+        type_name, seq, time = _position(type, seq, time)
+        return _assemble(
+            type_name, seq, time, freeze_mapping(data, where=f"{type_name}: data"), None
+        )
+
+    @property
+    def data(self) -> Mapping[str, object]:
+        """The event's data: read-only mappings, tuples and JSON scalars."""
+        data = self._data
+        if data is None:
+            # Two threads may both get here; they build equal data.
+            data = MappingProxyType(self._payload_data())
+            _set_data(self, data)
+        elif type(data) is str:
+            # A loaded chunk's: built on every read, as storing it would
+            # cost what holding just the delta saves.
+            kind = cast(AssistantChunk | _UnbuiltChunk, self._payload).kind
+            return MappingProxyType({"kind": kind, "delta": data})
+        return cast(Mapping[str, object], data)
+
+    @property
+    def payload(self) -> EventPayload | None:
+        """The typed payload, or ``None`` for an opaque event."""
+        payload = self._payload
+        if type(payload) is _UnbuiltChunk:
+            payload = AssistantChunk(payload.kind, cast(str, self._data))
+            _set_payload(self, payload)
+        return cast(EventPayload | None, payload)
+
+    def _payload_data(self) -> Mapping[str, object]:
+        # Only events holding a built-in payload leave their data unset.
+        return cast(EventPayload, self._payload).to_data()
+
+    def _decodes_as(self, payload_cls: _PayloadClass) -> bool:
+        """Whether the payload is (or will be built) of exactly ``payload_cls``."""
+        payload = self._payload
+        if type(payload) is _UnbuiltChunk:
+            return payload_cls is AssistantChunk
+        return type(payload) is payload_cls
 
     @classmethod
     def from_payload(cls, payload: EventPayload, *, seq: int, time: float) -> Event:
@@ -143,35 +239,19 @@ class Event:
                 data is not JSON-shaped.
         """
         type_name, seq, time = _position(payload.type, seq, time)
-        return cls._assemble(type_name, seq, time, _frozen_data(payload), payload)
-
-    @classmethod
-    def _assemble(
-        cls,
-        type_name: str,
-        seq: int,
-        time: float,
-        data: FrozenMapping,
-        payload: EventPayload | None,
-    ) -> Event:
-        # For fields already checked and data already frozen: bypassing
-        # __init__ skips a second deep copy, and setting the slots through
-        # their descriptors skips the frozen-instance guard. Every field is
-        # still set exactly once, before the event is handed out.
-        event = object.__new__(cls)
-        _set_type(event, type_name)
-        _set_seq(event, seq)
-        _set_time(event, time)
-        _set_data(event, data)
-        _set_payload(event, payload)
-        return event
+        return _holding(type_name, seq, time, payload)
 
     def to_record(self) -> dict[str, object]:
         """Return the event as a JSON-ready dict ``{type, seq, time, data}``.
 
         Everything in it is a fresh plain dict, list or scalar.
         """
-        return {"type": self.type, "seq": self.seq, "time": self.time, "data": thaw(self.data)}
+        return {
+            "type": self.type,
+            "seq": self.seq,
+            "time": self.time,
+            "data": thaw(self._payload_data() if self._data is None else self.data),
+        }
 
     @classmethod
     def from_record(
@@ -185,31 +265,118 @@ class Event:
         the payload's ``to_data()``, which for records written by `to_record`
         equals the stored data.
 
+        The whole record is checked here, so a bad one fails now, not later
+        when its payload is read.
+
         Raises:
             EventFormatError: the record is malformed or its data does not fit
-                its type; the message names the field.
+                its type; the message names the field (and the seq, once the
+                record has a valid one).
             UnknownEventTypeError: the type is neither registered nor ignorable.
         """
-        if not isinstance(record, dict | Mapping):
-            raise EventFormatError(f"event record must be an object, got {record!r}")
-        if record.keys() != _RECORD_KEYS:
-            raise EventFormatError(
-                f"event record has fields {sorted(map(str, record))}, "
-                f"expected {sorted(_RECORD_KEYS)}"
+        type_name, seq, time, data = _record_fields(record)
+        try:
+            payload_cls = (DEFAULT_REGISTRY if registry is None else registry)._class_for_stored(
+                type_name
             )
-        type_name, seq, time = _position(record["type"], record["seq"], record["time"])
-        data = record["data"]
-        if not isinstance(data, dict | Mapping):
-            raise EventFormatError(f"{type_name}: data must be an object, got {data!r}")
-        payload = (DEFAULT_REGISTRY if registry is None else registry).decode(type_name, data)
-        if payload is None:
-            return cls(type_name, seq, time, data)
-        return cls._assemble(type_name, seq, time, _frozen_data(payload), payload)
+            if payload_cls is None:
+                return cls(type_name, seq, time, data)
+            if payload_cls is AssistantChunk:
+                # Exactly a known kind and a str delta: a valid chunk, kept
+                # unbuilt. Anything else is decoded, which says what is wrong.
+                kind, delta = data.get("kind"), data.get("delta")
+                if len(data) == 2 and type(kind) is str and type(delta) is str:
+                    unbuilt = _UNBUILT_CHUNKS.get(kind)
+                    if unbuilt is not None:
+                        return _assemble(type_name, seq, time, delta, unbuilt)
+            return _holding(type_name, seq, time, _decode(payload_cls, data))
+        except EventFormatError as error:
+            raise type(error)(f"seq {seq}: {error}") from error
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.type, self.seq, self.time, self.data) == (
+            other.type,
+            other.seq,
+            other.time,
+            other.data,
+        )
+
+    def __hash__(self) -> int:
+        # Mappings are unhashable; type, seq and time keep hashing consistent
+        # with equality.
+        return hash((self.type, self.seq, self.time))
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__qualname__}(type={self.type!r}, seq={self.seq!r}, "
+            f"time={self.time!r}, data={self.data!r})"
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Copies take the fields as they are; they were checked already.
+        return (_assemble, (self.type, self.seq, self.time, self._data, self._payload))
 
 
 _set_type, _set_seq, _set_time, _set_data, _set_payload = (
-    Event.__dict__[name].__set__ for name in ("type", "seq", "time", "data", "payload")
+    Event.__dict__[name].__set__ for name in ("type", "seq", "time", "_data", "_payload")
 )
+_new_event = object.__new__
+
+
+def _assemble(
+    type_name: str,
+    seq: int,
+    time: float,
+    data: Mapping[str, object] | str | None,
+    payload: EventPayload | _UnbuiltChunk | None,
+) -> Event:
+    """A new event from fields already checked, in the forms `Event` stores."""
+    # Making the object directly skips checking the fields (and copying the
+    # data) again, and setting the slots through their descriptors skips the
+    # frozen-instance guard. Every field is set before the event is handed
+    # out; afterwards only a computed form replaces ``_data`` or ``_payload``.
+    event = _new_event(Event)
+    _set_type(event, type_name)
+    _set_seq(event, seq)
+    _set_time(event, time)
+    _set_data(event, data)
+    _set_payload(event, payload)
+    return event
+
+
+def _holding(type_name: str, seq: int, time: float, payload: EventPayload) -> Event:
+    """A new event recording ``payload``, its other fields already checked."""
+    if type(payload) in _FROZEN_DATA:
+        return _assemble(type_name, seq, time, None, payload)
+    data = freeze_mapping(payload.to_data(), where=f"{type_name}: data")
+    return _assemble(type_name, seq, time, data, payload)
+
+
+def _decode(payload_cls: type[EventPayload], data: Mapping[str, object]) -> EventPayload:
+    """Decode stored ``data`` with ``payload_cls``.
+
+    Raises:
+        EventFormatError: the data does not fit the class.
+    """
+    if payload_cls in _FROZEN_DATA:
+        return payload_cls.from_data(data)
+    # Plugin classes get frozen data, so a payload that keeps a piece of
+    # it cannot be changed through the caller's record.
+    frozen = freeze_mapping(data, where=f"{payload_cls.type}: data")
+    try:
+        return payload_cls.from_data(frozen)
+    except EventFormatError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise EventFormatError(f"{payload_cls.type}: {error!r}") from error
 
 
 class EventRegistry:
@@ -312,6 +479,22 @@ class EventRegistry:
                 f"{payload.type!r} (the registry has {held})"
             )
 
+    def _class_for_stored(self, type_name: str) -> type[EventPayload] | None:
+        """The class that decodes stored events of ``type_name``.
+
+        Returns ``None`` for an ignorable type without a registered class.
+
+        Raises:
+            UnknownEventTypeError: the type is neither registered nor ignorable.
+        """
+        cls = self._classes.get(type_name)
+        if cls is None and type_name not in self._ignorable:
+            raise UnknownEventTypeError(
+                f"unknown event type {type_name!r}: register its payload class, "
+                "or declare it ignorable to load such events as opaque"
+            )
+        return cls
+
     def decode(self, type_name: str, data: Mapping[str, object]) -> EventPayload | None:
         """Decode stored ``data`` of ``type_name`` into its payload.
 
@@ -321,25 +504,8 @@ class EventRegistry:
             UnknownEventTypeError: the type is neither registered nor ignorable.
             EventFormatError: the data does not fit the registered class.
         """
-        cls = self._classes.get(type_name)
-        if cls is None:
-            if type_name in self._ignorable:
-                return None
-            raise UnknownEventTypeError(
-                f"unknown event type {type_name!r}: register its payload class, "
-                "or declare it ignorable to load such events as opaque"
-            )
-        if cls in _FROZEN_DATA:
-            return cls.from_data(data)
-        # Plugin classes get frozen data, so a payload that keeps a piece of
-        # it cannot be changed through the caller's record.
-        frozen = freeze_mapping(data, where=f"{type_name}: data")
-        try:
-            return cls.from_data(frozen)
-        except EventFormatError:
-            raise
-        except (KeyError, TypeError, ValueError) as error:
-            raise EventFormatError(f"{type_name}: {error!r}") from error
+        cls = self._class_for_stored(type_name)
+        return None if cls is None else _decode(cls, data)
 
     def decode_event(self, event: Event) -> Event:
         """Return ``event`` carrying the payload this registry decodes for it.
@@ -353,14 +519,16 @@ class EventRegistry:
             EventFormatError: the data does not fit the registered class.
         """
         cls = self._classes.get(event.type)
-        if cls is not None and type(event.payload) is cls:
+        if cls is not None and event._decodes_as(cls):
             return event
         payload = self.decode(event.type, event.data)
         if payload is None:
             if event.payload is None:
                 return event
-            return Event(event.type, event.seq, event.time, event.data)
-        return Event.from_payload(payload, seq=event.seq, time=event.time)
+            return _assemble(
+                event.type, event.seq, event.time, cast(FrozenMapping, event.data), None
+            )
+        return _holding(event.type, event.seq, event.time, payload)
 
 
 DEFAULT_REGISTRY = EventRegistry()

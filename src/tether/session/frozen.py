@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import cast
 
 from tether.session.errors import EventFormatError
 
@@ -105,11 +106,15 @@ def _freeze_object(value: Mapping[object, object]) -> FrozenMapping:
 def thaw(value: object) -> object:
     """Return a plain-JSON copy of frozen ``value``: dicts and lists.
 
-    The result shares nothing mutable with ``value`` and can be handed to
-    `json.dumps` or changed freely.
+    ``value`` may also be a plain dict whose values are frozen (what built-in
+    payloads' ``to_data`` returns). The result shares nothing mutable with
+    ``value`` and can be handed to `json.dumps` or changed freely.
     """
-    if isinstance(value, MappingProxyType):
-        return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(item) for item in value]
+    # Frozen data holds exact types only (see freeze_mapping), so identity
+    # checks suffice, and they keep serializing a long log cheap.
+    kind = type(value)
+    if kind is MappingProxyType or kind is dict:
+        return {key: thaw(item) for key, item in cast(Mapping[str, object], value).items()}
+    if kind is tuple:
+        return [thaw(item) for item in cast(tuple[object, ...], value)]
     return value

@@ -278,11 +278,10 @@ class Session:
                 event = registry.decode_event(given)
             except EventFormatError as error:
                 raise type(error)(f"seq {given.seq}: {error}") from error
-            if event.payload is not None:
-                try:
-                    structure.advance(event.payload)
-                except SessionInvariantError as error:
-                    raise SessionInvariantError(str(error), seq=event.seq) from None
+            try:
+                structure.advance(event)
+            except SessionInvariantError as error:
+                raise SessionInvariantError(str(error), seq=event.seq) from None
             stored.append(event)
         return session
 
@@ -312,7 +311,7 @@ class Session:
         if type(payload) not in _BUILTIN_CLASSES:
             self._registry.check_payload(payload)
         event = Event.from_payload(payload, seq=len(self._events), time=self._clock())
-        self._structure.advance(payload)
+        self._structure.advance(event)
         self._events.append(event)
         if self._observers:
             self._publish(event)

@@ -2,7 +2,7 @@
 
 `Structure` holds what the log's structure says about the present (which turn
 and step are open, which tool calls the open step still owes) and advances
-over one payload at a time. `Session.append` and `Session.restore` both go
+over one event at a time. `Session.append` and `Session.restore` both go
 through it, so a log can only be restored if it could have been appended.
 
 The invariants:
@@ -29,10 +29,10 @@ from typing import cast
 
 from tether.llm.messages import ToolCallBlock
 from tether.session.errors import SessionInvariantError
+from tether.session.events import Event
 from tether.session.vocabulary import (
     AssistantChunk,
     AssistantMessageEvent,
-    EventPayload,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -58,7 +58,7 @@ class PendingToolCall:
 
 
 class Structure:
-    """The structural state of a log, advanced one payload at a time."""
+    """The structural state of a log, advanced one event at a time."""
 
     __slots__ = (
         "_last_step",
@@ -86,19 +86,20 @@ class Structure:
         self._started = set()
         self._resulted = set()
 
-    def advance(self, payload: EventPayload) -> None:
-        """Account for ``payload`` appended next.
+    def advance(self, event: Event) -> None:
+        """Account for ``event`` appended next.
 
-        Payload types without structural meaning (the inbox, plugin types) are
-        accepted anywhere and change nothing.
+        Event types without structural meaning (the inbox, plugin types,
+        opaque events) are accepted anywhere and change nothing. Only the
+        rules that need its fields read the event's payload.
 
         Raises:
-            SessionInvariantError: ``payload`` would break an invariant; the
+            SessionInvariantError: ``event`` would break an invariant; the
                 state is then unchanged.
         """
-        rule = _RULES.get(type(payload))
+        rule = _RULES.get(event.type)
         if rule is not None:
-            rule(self, payload)
+            rule(self, event)
 
     def pending_tool_calls(self) -> tuple[PendingToolCall, ...]:
         """Tool calls requested in the open step without a result, in request
@@ -112,7 +113,8 @@ class Structure:
     # Each rule checks everything before it changes anything, which is what
     # lets a rejected append leave the session untouched.
 
-    def _turn_start(self, payload: TurnStart) -> None:
+    def _turn_start(self, event: Event) -> None:
+        payload = cast(TurnStart, event.payload)
         if self.open_turn is not None:
             raise SessionInvariantError(
                 f"turn/start {payload.turn}: turn {self.open_turn} is still open; turns never nest"
@@ -124,7 +126,8 @@ class Structure:
         self.open_turn = self.last_turn = payload.turn
         self._last_step = 0
 
-    def _turn_end(self, payload: TurnEnd) -> None:
+    def _turn_end(self, event: Event) -> None:
+        payload = cast(TurnEnd, event.payload)
         if self.open_turn is None:
             raise SessionInvariantError(f"turn/end {payload.turn}: no turn is open")
         if payload.turn != self.open_turn:
@@ -137,7 +140,8 @@ class Structure:
             )
         self.open_turn = None
 
-    def _step_start(self, payload: StepStart) -> None:
+    def _step_start(self, event: Event) -> None:
+        payload = cast(StepStart, event.payload)
         where = f"step/start {payload.turn}.{payload.step}"
         if self.open_turn is None:
             raise SessionInvariantError(f"{where}: no turn is open")
@@ -151,7 +155,8 @@ class Structure:
             raise SessionInvariantError(f"{where}: the next step is {self._last_step + 1}")
         self.open_step = self._last_step = payload.step
 
-    def _step_end(self, payload: StepEnd) -> None:
+    def _step_end(self, event: Event) -> None:
+        payload = cast(StepEnd, event.payload)
         where = f"step/end {payload.turn}.{payload.step}"
         if self.open_step is None:
             raise SessionInvariantError(f"{where}: no step is open")
@@ -162,12 +167,13 @@ class Structure:
         self.open_step = None
         self._forget_calls()
 
-    def _in_step(self, payload: EventPayload) -> None:
+    def _in_step(self, event: Event) -> None:
         if self.open_step is None:
-            raise SessionInvariantError(f"{payload.type}: only allowed inside an open step")
+            raise SessionInvariantError(f"{event.type}: only allowed inside an open step")
 
-    def _assistant_message(self, payload: AssistantMessageEvent) -> None:
-        self._in_step(payload)
+    def _assistant_message(self, event: Event) -> None:
+        self._in_step(event)
+        payload = cast(AssistantMessageEvent, event.payload)
         calls = payload.tool_calls
         for call in calls:
             if call.id in self._requested:
@@ -178,8 +184,9 @@ class Structure:
         for call in calls:
             self._requested[call.id] = call
 
-    def _check_requested(self, payload: ToolCallEvent | ToolResultEvent) -> None:
-        self._in_step(payload)
+    def _check_requested(self, event: Event) -> ToolCallEvent | ToolResultEvent:
+        self._in_step(event)
+        payload = cast(ToolCallEvent | ToolResultEvent, event.payload)
         call = self._requested.get(payload.id)
         if call is None:
             raise SessionInvariantError(
@@ -195,30 +202,30 @@ class Structure:
             raise SessionInvariantError(
                 f"{payload.type} {payload.id!r}: the call already has a result"
             )
+        return payload
 
-    def _tool_call(self, payload: ToolCallEvent) -> None:
-        self._check_requested(payload)
+    def _tool_call(self, event: Event) -> None:
+        payload = self._check_requested(event)
         if payload.id in self._started:
             raise SessionInvariantError(f"tool/call {payload.id!r}: the call already started")
         self._started.add(payload.id)
 
-    def _tool_result(self, payload: ToolResultEvent) -> None:
-        self._check_requested(payload)
+    def _tool_result(self, event: Event) -> None:
+        payload = self._check_requested(event)
         self._resulted.add(payload.id)
 
 
-_Rule = Callable[[Structure, EventPayload], None]
-
-# Dispatch on the exact class: payload classes are final in practice, and a
-# dict lookup keeps the append path cheap.
-_RULES: dict[type[EventPayload], _Rule] = {
-    TurnStart: cast(_Rule, Structure._turn_start),
-    TurnEnd: cast(_Rule, Structure._turn_end),
-    StepStart: cast(_Rule, Structure._step_start),
-    StepEnd: cast(_Rule, Structure._step_end),
-    UserMessageEvent: Structure._in_step,
-    AssistantChunk: Structure._in_step,
-    AssistantMessageEvent: cast(_Rule, Structure._assistant_message),
-    ToolCallEvent: cast(_Rule, Structure._tool_call),
-    ToolResultEvent: cast(_Rule, Structure._tool_result),
+# Dispatch on the type name: each built-in name has its built-in class in
+# every registry, and a dict lookup keeps the append path cheap. A restored
+# chunk stays unbuilt: its rule reads nothing but the name.
+_RULES: dict[str, Callable[[Structure, Event], None]] = {
+    TurnStart.type: Structure._turn_start,
+    TurnEnd.type: Structure._turn_end,
+    StepStart.type: Structure._step_start,
+    StepEnd.type: Structure._step_end,
+    UserMessageEvent.type: Structure._in_step,
+    AssistantChunk.type: Structure._in_step,
+    AssistantMessageEvent.type: Structure._assistant_message,
+    ToolCallEvent.type: Structure._tool_call,
+    ToolResultEvent.type: Structure._tool_result,
 }

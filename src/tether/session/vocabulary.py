@@ -139,6 +139,12 @@ def _array(type_name: str, name: str, value: object) -> tuple[object, ...] | lis
     return value
 
 
+# What stored objects arrive as: plain dicts from records, read-only mappings
+# from frozen data. The concrete types come first, so they match without the
+# slower check against the abstract class.
+_JSON_OBJECT = (dict, MappingProxyType, Mapping)
+
+
 @dataclass(frozen=True, slots=True)
 class _Shape:
     """The fields a stored object must (and may) have."""
@@ -154,7 +160,11 @@ class _Shape:
         The values are unchecked (hence ``Any``): the payload constructors
         that receive them check their types.
         """
-        if not isinstance(data, dict | MappingProxyType | Mapping):
+        # Stored data is nearly always a plain dict with exactly the required
+        # fields: one comparison settles that.
+        if type(data) is dict and data.keys() == self.required:
+            return data
+        if not isinstance(data, _JSON_OBJECT):
             raise EventFormatError(f"{self.owner}: expected an object, got {data!r}")
         keys = data.keys()
         if keys == self.required:
@@ -207,7 +217,7 @@ def _block_to_data(block: UserBlock | AssistantBlock) -> FrozenMapping:
 
 
 def _block_from_data(type_name: str, item: object) -> UserBlock | AssistantBlock:
-    tag = item.get("type") if isinstance(item, dict | MappingProxyType | Mapping) else None
+    tag = item.get("type") if isinstance(item, _JSON_OBJECT) else None
     shape = _BLOCK_SHAPES.get(tag) if isinstance(tag, str) else None
     if shape is None:
         raise EventFormatError(f"{type_name}: content entry is not a known block: {item!r}")

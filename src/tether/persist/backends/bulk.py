@@ -43,24 +43,49 @@ def decode_records(texts: Sequence[str], convert: Callable[[list[object]], T]) -
         BadRecordError: the first text that is not one JSON value, or the
             index ``convert`` reported.
     """
-    with _gc_paused():
+    return _decode_array("[" + ",".join(texts) + "]", len(texts), lambda: texts, convert)
+
+
+def decode_lines(text: str, convert: Callable[[list[object]], T]) -> T:
+    """:func:`decode_records` for the lines of ``text``, each ending in a newline.
+
+    The lines become one array in a single pass over ``text``; they are split
+    apart only to find a bad one.
+    """
+    return _decode_array(
+        "[" + text[:-1].replace("\n", ",") + "]",
+        text.count("\n"),
+        lambda: text.split("\n")[:-1],
+        convert,
+    )
+
+
+def _decode_array(
+    array: str,
+    count: int,
+    texts: Callable[[], Sequence[str]],
+    convert: Callable[[list[object]], T],
+) -> T:
+    """Decode ``array``, the ``count`` texts that ``texts()`` returns joined as
+    one JSON array, and return ``convert(values)``; see :func:`decode_records`."""
+    with collector_paused():
         # One json.loads over the texts joined as an array runs about twice as
         # fast as a call per text. A text that is not exactly one value makes
         # the array invalid or changes its length, or (if two such faults
         # cancel out) shifts values so that convert may reject one; each case
         # falls through to the decode per text, which names the first bad text.
         try:
-            values = json.loads("[" + ",".join(texts) + "]")
+            values = json.loads(array)
         except ValueError:
             pass
         else:
-            if len(values) == len(texts):
+            if len(values) == count:
                 try:
                     return convert(values)
                 except BadRecordError:
                     pass
         values = []
-        for index, text in enumerate(texts):
+        for index, text in enumerate(texts()):
             try:
                 values.append(json.loads(text))
             except json.JSONDecodeError as exc:
@@ -78,12 +103,26 @@ def check_events(values: list[object], first_seq: int | None) -> list[EventRecor
     Raises:
         BadRecordError: the first value that is not a valid event.
     """
-    index = 0
-    try:
-        for index, value in enumerate(values):
-            check_event(value, None if first_seq is None else first_seq + index)
-    except InvalidRecordError as exc:
-        raise BadRecordError(index, str(exc)) from None
+    for index, value in enumerate(values):
+        expected = None if first_seq is None else first_seq + index
+        # What check_event accepts, as one test without a call per value (a
+        # load checks every event): four keys, the four event fields all
+        # present and well typed. check_event judges whatever fails it.
+        if type(value) is dict and len(value) == 4:
+            kind, seq, time = value.get("type"), value.get("seq"), value.get("time")
+            if (
+                type(kind) is str
+                and kind
+                and type(seq) is int
+                and (seq >= 0 if expected is None else seq == expected)
+                and (type(time) is float or type(time) is int)
+                and type(value.get("data")) is dict
+            ):
+                continue
+        try:
+            check_event(value, expected)
+        except InvalidRecordError as exc:
+            raise BadRecordError(index, str(exc)) from None
     return cast(list[EventRecord], values)
 
 
@@ -113,13 +152,13 @@ _collector = _CollectorPause()
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector, restoring its previous state on exit.
 
-    Decoding allocates containers fast enough to trigger collection over and
-    over, each pass walking everything decoded so far, which can double the
-    time of a large load. Decoded JSON holds no reference cycles, so there is
-    nothing for the collector to find.
+    Reading and decoding a log allocates containers fast enough to trigger
+    collection over and over, each pass walking everything read so far, which
+    can double the time of a large load. Rows and decoded JSON hold no
+    reference cycles, so there is nothing for the collector to find.
 
     Loads run in worker threads, possibly several at once: pauses are counted,
     because two threads saving and restoring the state independently could

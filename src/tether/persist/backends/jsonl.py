@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tether.persist.backends.base import SessionSummary, StoredLog, TornTail, newest_first
-from tether.persist.backends.bulk import BadRecordError, check_events, decode_records
+from tether.persist.backends.bulk import BadRecordError, check_events, decode_lines
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -550,9 +550,7 @@ def _parse_lines(block: bytes, first_seq: int | None) -> builtins.list[EventReco
         index = block.count(b"\n", 0, exc.start)
         column = exc.start - block.rfind(b"\n", 0, exc.start)
         raise BadRecordError(index, f"invalid UTF-8 at byte {column} of the line") from None
-    lines = text.split("\n")
-    lines.pop()
-    return decode_records(lines, lambda values: check_events(values, first_seq))
+    return decode_lines(text, lambda values: check_events(values, first_seq))
 
 
 def _is_json(line: bytes) -> bool:

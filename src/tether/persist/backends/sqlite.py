@@ -21,7 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tether.persist.backends.base import SessionSummary, StoredLog, newest_first
-from tether.persist.backends.bulk import BadRecordError, check_events, decode_records
+from tether.persist.backends.bulk import (
+    BadRecordError,
+    check_events,
+    collector_paused,
+    decode_records,
+)
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -196,10 +201,11 @@ class SqliteBackend:
             ).fetchone()
             if stored is None:
                 raise SessionNotFoundError(session_id)
-            rows = conn.execute(
-                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
+            with collector_paused():
+                rows = conn.execute(
+                    "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
         header = _parse_stored_header(session_id, stored[0])
 
         def assemble(datas: builtins.list[object]) -> builtins.list[EventRecord]:
