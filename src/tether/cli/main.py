@@ -34,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a composition overlay that patches plugin rows by id (repeatable)",
     )
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="reload plugin modules when their source files change",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = commands.add_parser(
@@ -43,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         "session id go to stderr. Ctrl-C cancels the turn; a second Ctrl-C exits at once.",
     )
     run.add_argument("task", help="what to do (quote it)")
-    run.add_argument("--model", metavar="M", help="model reference, e.g. offline")
+    run.add_argument("--model", metavar="M", help="PROVIDER:MODEL, e.g. deepseek:deepseek-chat")
+    run.add_argument("--base-url", metavar="URL", help="the provider's URL, up to its API version")
     run.add_argument("--resume", metavar="ID", help="continue a stored session")
     run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
 
@@ -53,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Chat with an agent. Lines are prompts (queued while a turn runs); "
         "/steer TEXT, /cancel, /sessions, /quit. Ctrl-C cancels the running turn.",
     )
-    chat.add_argument("--model", metavar="M", help="model reference, e.g. offline")
+    chat.add_argument("--model", metavar="M", help="PROVIDER:MODEL, e.g. deepseek:deepseek-chat")
+    chat.add_argument("--base-url", metavar="URL", help="the provider's URL, up to its API version")
     chat.add_argument("--resume", metavar="ID", help="continue a stored session")
 
     sessions = commands.add_parser("sessions", help="list, show, export or delete sessions")
@@ -75,6 +82,27 @@ def build_parser() -> argparse.ArgumentParser:
         "show", help="the composed plugin rows with their effective config"
     )
     config_show.add_argument("--model", metavar="M", help="as for run")
+    config_show.add_argument("--base-url", metavar="URL", help="as for run")
+
+    acp = commands.add_parser(
+        "acp",
+        help="serve an editor over the Agent Client Protocol on stdio",
+        description="Serve one ACP client (an editor) on stdin/stdout until stdin closes. "
+        "stdout carries protocol frames only; logs go to stderr.",
+    )
+    acp.add_argument("--model", metavar="M", help="model reference, e.g. deepseek:deepseek-chat")
+    acp.add_argument(
+        "--base-url", metavar="URL", help="the provider's base URL (see docs/models.md)"
+    )
+    acp.add_argument(
+        "--mode",
+        choices=("ask", "auto"),
+        default="ask",
+        help="permission mode of new sessions: ask before every tool call, or not (default: ask)",
+    )
+    acp.add_argument(
+        "--images", action="store_true", help="accept images in prompts (for models that read them)"
+    )
 
     commands.add_parser("demo", help="tour the plugin runtime")
     return parser
@@ -116,6 +144,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from tether.cli.config_show import config_show
 
         return config_show(args)
+    if args.command == "acp":
+        from tether.acp.command import run_acp
+
+        run_acp(args)
     if args.command == "demo":
         from tether.cli.demo import run_demo
 

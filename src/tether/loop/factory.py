@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.agent.errors import AgentConflictError, AgentCreateError, AgentError
 from tether.agent.registry import AgentRegistry, AgentsView, Setup
-from tether.agent.types import Agent, AgentHandle, AgentOptions
+from tether.agent.types import AgentHandle, AgentOptions
 from tether.loop.agent import LoopAgent
 from tether.runtime import Effect, FiberInactiveError
 from tether.session.log import Session
@@ -188,10 +188,13 @@ def _only_about(session: Session) -> Callable[[str, tuple[object, ...]], bool]:
         if not args:
             return True
         subject = args[0]
-        if isinstance(subject, Agent):
-            return subject.session is session
         if isinstance(subject, Session):
             return subject is session
+        # An agent, by its session; an attribute read, as a protocol isinstance
+        # check on every dispatch would cost far more.
+        subject_session = getattr(subject, "session", None)
+        if isinstance(subject_session, Session):
+            return subject_session is session
         return True
 
     return accepts

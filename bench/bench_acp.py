@@ -1,0 +1,279 @@
+"""``tether acp`` benchmarks: a real subprocess driven by the SDK's client side; prints its figures.
+
+Usage: python bench/bench_acp.py [--spawns N] [--prompts N] [--cancels N] [--sessions N]
+
+The model is an OpenAI-compatible adapter talking to the project's fake
+server (``tests/adapters/fake_server.py``) on loopback, in this process.
+
+Targets (from the ACP issue): spawn → ``initialize`` answered <= 400 ms;
+per-prompt latency in one session <= 5 ms median, <= 15 ms p95;
+``session/cancel`` → ``cancelled`` <= 4 ms; stdin closed → process exit
+<= 150 ms with every session disposed and durable; RSS <= 90 MB with 50 idle
+sessions and <= 120 MB after 50 concurrent prompts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from acp.core import connect_to_agent  # noqa: E402
+from acp.helpers import text_block  # noqa: E402
+from acp.schema import AgentMessageChunk  # noqa: E402
+from tests.acp.harness import fake_model_overlay  # noqa: E402
+from tests.adapters.fake_server import FakeServer, stream, until_client_leaves  # noqa: E402
+from tests.adapters.support import delta, text_answer  # noqa: E402
+
+ANSWER = "A short answer from the fake model, in a few pieces."
+
+
+class Client:
+    """A minimal ACP client: counts updates, notes when a session streams."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+        self.streaming: dict[str, asyncio.Event] = {}
+
+    async def session_update(self, session_id: str, update: Any, **_meta: Any) -> None:
+        self.updates += 1
+        if isinstance(update, AgentMessageChunk):
+            self.streaming.setdefault(session_id, asyncio.Event()).set()
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the benchmark runs in auto mode")
+
+
+def overlay(server: FakeServer, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "bench.yml"
+    path.write_text(fake_model_overlay(server.url, "sk-bench"))
+    return path
+
+
+@asynccontextmanager
+async def spawned(
+    server: FakeServer, home: Path
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, Any, Client, float]]:
+    """A ``tether acp`` process, initialized; yields it with the spawn → initialize time."""
+    config = overlay(server, home)
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    start = time.perf_counter()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tether.cli.main",
+        "--config",
+        str(config),
+        "acp",
+        "--model",
+        "openai-compatible:bench",
+        "--mode",
+        "auto",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=str(ROOT),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    client = Client()
+    conn = connect_to_agent(client, process.stdin, process.stdout)
+    await conn.initialize(protocol_version=1)
+    ready = time.perf_counter() - start
+    try:
+        yield process, conn, client, ready
+    finally:
+        if process.returncode is None:
+            process.stdin.close()
+            await process.wait()
+        await conn.close()
+
+
+async def close_and_time(process: asyncio.subprocess.Process) -> float:
+    assert process.stdin is not None
+    start = time.perf_counter()
+    process.stdin.close()
+    await process.wait()
+    return time.perf_counter() - start
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def balanced(home: Path) -> bool:
+    """Every stored session ends with a ``turn/end`` (or has no turn)."""
+    for path in (home / "sessions").glob("*.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line]
+        types = [r.get("type") for r in records[1:]]
+        if types.count("turn/start") != types.count("turn/end"):
+            return False
+        if "turn/start" in types and types[-1] != "turn/end":
+            return False
+    return True
+
+
+def ms(seconds: list[float]) -> str:
+    ordered = sorted(seconds)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(len(ordered) * 0.95) - 1)]
+    return (
+        f"median {statistics.median(ordered) * 1000:.1f} ms, "
+        f"p95 {p95 * 1000:.1f} ms, min {ordered[0] * 1000:.1f} ms"
+    )
+
+
+async def spawn_to_initialize(server: FakeServer, spawns: int) -> tuple[list[float], list[float]]:
+    """Spawn → ``initialize`` answered, and spawn → first ``session/new`` answered."""
+    handshakes, sessions = [], []
+    for _ in range(spawns):
+        with tempfile.TemporaryDirectory() as home:
+            start = time.perf_counter()
+            async with spawned(server, Path(home)) as (_process, conn, _client, ready):
+                handshakes.append(ready)
+                await conn.new_session(cwd=home, mcp_servers=[])
+                sessions.append(time.perf_counter() - start)
+    return handshakes, sessions
+
+
+async def interpreter_costs(runs: int) -> tuple[list[float], list[float]]:
+    """A bare interpreter's start, and the SDK's own import, in fresh processes."""
+    code = "import time; t = time.perf_counter(); import acp; print(time.perf_counter() - t)"
+    bare, sdk = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        process = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+        await process.wait()
+        bare.append(time.perf_counter() - start)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await process.communicate()
+        sdk.append(float(out))
+    return bare, sdk
+
+
+async def prompt_latency(server: FakeServer, prompts: int, home: Path) -> list[float]:
+    async with spawned(server, home) as (_process, conn, _client, _ready):
+        sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+        for _ in range(20):
+            server.queue(stream(text_answer(ANSWER)))
+            await conn.prompt(session_id=sid, prompt=[text_block("warm up")])
+        latencies = []
+        for index in range(prompts):
+            server.queue(stream(text_answer(ANSWER)))
+            start = time.perf_counter()
+            await conn.prompt(session_id=sid, prompt=[text_block(f"prompt {index}")])
+            latencies.append(time.perf_counter() - start)
+        return latencies
+
+
+async def cancel_latency(server: FakeServer, cancels: int, home: Path) -> list[float]:
+    async with spawned(server, home) as (_process, conn, client, _ready):
+        sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+        latencies = []
+        for _ in range(cancels):
+            streaming = client.streaming[sid] = asyncio.Event()
+            server.queue(until_client_leaves([delta("thinking")]))
+            prompt = asyncio.ensure_future(
+                conn.prompt(session_id=sid, prompt=[text_block("think long")])
+            )
+            await streaming.wait()
+            start = time.perf_counter()
+            await conn.cancel(session_id=sid)
+            answer = await prompt
+            latencies.append(time.perf_counter() - start)
+            assert answer.stop_reason == "cancelled", answer
+        return latencies
+
+
+async def exit_latency(server: FakeServer, runs: int) -> tuple[list[float], bool]:
+    times, durable = [], True
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as directory:
+            home = Path(directory)
+            async with spawned(server, home) as (process, conn, client, _ready):
+                sids = [
+                    (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+                    for _ in range(5)
+                ]
+                for sid in sids[1:]:
+                    server.queue(stream(text_answer(ANSWER)))
+                    await conn.prompt(session_id=sid, prompt=[text_block("before")])
+                streaming = client.streaming[sids[0]] = asyncio.Event()
+                server.queue(until_client_leaves([delta("thinking")]))
+                prompt = asyncio.ensure_future(
+                    conn.prompt(session_id=sids[0], prompt=[text_block("in flight")])
+                )
+                await streaming.wait()
+                times.append(await close_and_time(process))
+                prompt.cancel()
+            durable = durable and process.returncode == 0 and balanced(home)
+    return times, durable
+
+
+async def memory(server: FakeServer, sessions: int, home: Path) -> tuple[float, float]:
+    async with spawned(server, home) as (process, conn, _client, _ready):
+        sids = [
+            (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
+            for _ in range(sessions)
+        ]
+        idle = rss_mb(process.pid)
+        for _ in sids:
+            server.queue(stream(text_answer(ANSWER)))
+        await asyncio.gather(
+            *(conn.prompt(session_id=sid, prompt=[text_block("all at once")]) for sid in sids)
+        )
+        return idle, rss_mb(process.pid)
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with FakeServer() as server:
+        with tempfile.TemporaryDirectory() as directory:
+            home = Path(directory)
+            handshakes, sessions = await spawn_to_initialize(server, args.spawns)
+            bare, sdk = await interpreter_costs(args.spawns)
+            print(f"spawn -> initialize answered: {ms(handshakes)}   (target <= 400 ms)")
+            print(f"    of which: bare interpreter start {ms(bare)}; the SDK's import {ms(sdk)}")
+            print(f"spawn -> first session/new answered (tether booted): {ms(sessions)}")
+            prompts = await prompt_latency(server, args.prompts, home / "prompts")
+            print(f"per-prompt latency, one session ({args.prompts} prompts): {ms(prompts)}")
+            print("    (targets: median <= 5 ms, p95 <= 15 ms)")
+            cancels = await cancel_latency(server, args.cancels, home / "cancels")
+            print(f"session/cancel -> cancelled: {ms(cancels)}   (target <= 4 ms)")
+            exits, durable = await exit_latency(server, args.exits)
+            print(
+                f"stdin closed -> process exit (5 sessions, one mid-prompt): {ms(exits)}; "
+                f"exit 0 with every session log balanced on disk: {'yes' if durable else 'NO'}"
+                "   (target <= 150 ms)"
+            )
+            idle, busy = await memory(server, args.sessions, home / "memory")
+            print(
+                f"RSS with {args.sessions} idle sessions: {idle:.0f} MB (target <= 90 MB); "
+                f"after {args.sessions} concurrent prompts: {busy:.0f} MB (target <= 120 MB)"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spawns", type=int, default=5)
+    parser.add_argument("--prompts", type=int, default=200)
+    parser.add_argument("--cancels", type=int, default=30)
+    parser.add_argument("--exits", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=50)
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,13 @@
+"""The ACP bridge: tether served to editors over the Agent Client Protocol.
+
+* :mod:`tether.acp.bridge` — the plugin: session records, ownership, teardown;
+* :mod:`tether.acp.server` — the SDK ``Agent`` implementation over the bridge;
+* :mod:`tether.acp.updates` — session events as ``session/update`` payloads;
+* :mod:`tether.acp.replay` — ``session/load``'s replay of a stored session;
+* :mod:`tether.acp.content` — prompt content blocks as a user message;
+* :mod:`tether.acp.permissions` — modes and ``session/request_permission``;
+* :mod:`tether.acp.transport`, :mod:`tether.acp.stdio` — frames on stdio;
+* :mod:`tether.acp.command` — ``tether acp``.
+
+Nothing is imported here, so ``tether acp`` loads only what its handshake needs.
+"""

@@ -1,0 +1,166 @@
+"""``tether acp``: serve one editor over the Agent Client Protocol on stdio.
+
+The process's stdio becomes the protocol (stdout carries frames only; logs go
+to stderr). ``initialize`` is answered straight away; tether — the default
+composition plus the ACP bridge plugin — boots right after, and session
+methods wait for it. The server runs until stdin reaches end of file (or
+SIGTERM/SIGINT, or the bridge plugin is torn down), then:
+
+1. the bridge's teardown disposes every session it opened — agents cancelled,
+   their logs flushed, nothing left registered — including sessions still
+   being created;
+2. requests being answered get their answers (a prompt: ``cancelled``);
+3. tether stops (every plugin unloads, persistence drains to disk);
+4. the connection closes and the process exits — 0, or 1 if tether could not
+   start — at once, without the interpreter's teardown (see :func:`exit_now`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, NoReturn
+
+from acp.agent.connection import AgentSideConnection
+
+from tether.acp.server import AcpServer
+from tether.acp.stdio import claim_stdio
+from tether.acp.transport import FrameTransport
+
+if TYPE_CHECKING:
+    from tether.acp.bridge import Bridge
+    from tether.host import Tether
+
+log = logging.getLogger(__name__)
+
+ANSWER_GRACE = 1.0
+"""Seconds the shutdown waits for requests in progress to be answered."""
+
+
+class Boot:
+    """Boots tether and mounts the bridge, once, on first demand (a :class:`BridgeSource`)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._task: asyncio.Task[tuple[Tether, Bridge]] | None = None
+        self._started = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._boot(), name="tether-boot")
+            self._started.set()
+
+    @property
+    def failed(self) -> bool:
+        """True when a boot was attempted and did not bring the bridge up."""
+        task = self._task
+        return task is not None and task.done() and self.ready() is None
+
+    def ready(self) -> Bridge | None:
+        task = self._task
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return task.result()[1]
+
+    async def get(self) -> Bridge:
+        self.start()
+        assert self._task is not None
+        return (await asyncio.shield(self._task))[1]
+
+    async def bridge_closed(self) -> None:
+        """Return when the bridge has been torn down (never, if it never comes up)."""
+        await self._started.wait()
+        assert self._task is not None
+        await asyncio.wait({self._task})
+        bridge = self.ready()
+        if bridge is None:
+            await asyncio.get_running_loop().create_future()
+        else:
+            await bridge.closed.wait()
+
+    async def shutdown(self) -> None:
+        """Close the bridge (its one teardown), then stop tether; waits for a boot in progress."""
+        task = self._task
+        if task is None:
+            return
+        await asyncio.wait({task})
+        if task.cancelled() or task.exception() is not None:
+            return
+        tether, bridge = task.result()
+        try:
+            await bridge.close()
+        finally:
+            await tether.stop()
+
+    async def _boot(self) -> tuple[Tether, Bridge]:
+        from tether.acp import bridge as bridge_plugin
+        from tether.cli.boot import start
+
+        args = self._args
+        try:
+            tether = await start(args, model=args.model)
+        except Exception as exc:
+            log.error("tether failed to start: %s", exc)
+            raise
+        try:
+            fiber = tether.runtime.ctx.plugin(bridge_plugin, {"mode": args.mode}, label="acp")
+            await fiber
+            bridge = tether.runtime.ctx.get("acp")
+            if not isinstance(bridge, bridge_plugin.Bridge):
+                raise RuntimeError("the ACP bridge plugin did not start (see the log above)")
+        except BaseException:
+            await tether.stop()
+            raise
+        return tether, bridge
+
+
+def run_acp(args: argparse.Namespace) -> NoReturn:
+    """``tether acp``: :func:`serve`, then :func:`exit_now` with its status."""
+    exit_now(asyncio.run(serve(args)))
+
+
+def exit_now(status: int) -> NoReturn:
+    """End the process without the interpreter's teardown.
+
+    Everything that must outlive the process is settled before this is
+    called: tether has stopped (every session log flushed to disk, the
+    persistence closed) and the connection is closed. What the interpreter's
+    teardown would add is freeing every object one by one, which takes longer
+    than all of the shutdown before it and delays the client seeing the exit.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Serve the client on stdio until it goes away; returns the exit status."""
+    streams = await claim_stdio()
+    transport = FrameTransport(streams.reader, streams.writer)
+    boot = Boot(args)
+    server = AcpServer(boot, transport, images=args.images)
+    connection = AgentSideConnection(server, transport, listening=False)
+    loop = asyncio.get_running_loop()
+    listening = loop.create_task(connection.listen(), name="acp-receive")
+    bridge_closed = loop.create_task(boot.bridge_closed(), name="acp-bridge-closed")
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, listening.cancel)
+    try:
+        await asyncio.wait({listening, bridge_closed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        try:
+            await boot.shutdown()
+            await server.settle(ANSWER_GRACE)
+        finally:
+            for task in (listening, bridge_closed):
+                task.cancel()
+            await asyncio.gather(listening, bridge_closed, return_exceptions=True)
+            await connection.close()
+    return 1 if boot.failed else 0

@@ -1,0 +1,60 @@
+"""Asking the person at the editor before a tool runs.
+
+A **policy** decides that a tool call needs approval; a **frontend** asks
+someone. They meet at one event:
+
+* ``permission/request`` — **serial**; args ``(agent, invocation)`` where
+  ``invocation`` is the :class:`~tether.tools.execute.ToolInvocation` about to
+  run. The first listener that returns a :class:`PermissionDecision` answers;
+  a listener returns ``None`` for agents it does not serve. When nobody
+  answers, the asking policy must **fail closed** (treat it as a rejection).
+
+The ACP bridge answers for its own sessions with ``session/request_permission``
+(options: allow once, allow always, reject once). A client that answers
+``cancelled``, fails, or goes away, and a turn cancelled while the question is
+open, all count as a rejection. "Allow always" is remembered for that tool in
+that session.
+
+The bridge also brings a policy of its own, the session **mode**: in ``ask``
+mode every tool call is put to the client first; in ``auto`` mode none is.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from acp.schema import PermissionOptionKind
+
+PERMISSION_REQUEST = "permission/request"
+"""Serial event ``(agent, invocation) -> PermissionDecision | None`` (see the module docs)."""
+
+
+class PermissionDecision(enum.StrEnum):
+    ALLOW = "allow"
+    REJECT = "reject"
+
+
+class Mode(enum.StrEnum):
+    """A session's permission mode (ACP ``session/set_mode``)."""
+
+    ASK = "ask"
+    """Ask the client before every tool call."""
+    AUTO = "auto"
+    """Run tool calls without asking."""
+
+
+MODE_DESCRIPTIONS = {
+    Mode.ASK: ("Ask", "Ask for permission before every tool call (shell commands included)."),
+    Mode.AUTO: ("Auto", "Run tool calls without asking."),
+}
+
+ALLOW_ONCE = "allow-once"
+ALLOW_ALWAYS = "allow-always"
+REJECT_ONCE = "reject-once"
+
+OPTIONS: tuple[tuple[str, str, PermissionOptionKind], ...] = (
+    (ALLOW_ONCE, "Allow", "allow_once"),
+    (ALLOW_ALWAYS, "Always allow this tool in this session", "allow_always"),
+    (REJECT_ONCE, "Reject", "reject_once"),
+)
+"""The options offered with every request: ``(option id, label, ACP kind)``."""

@@ -1,0 +1,386 @@
+"""The ACP server: the SDK's ``Agent`` interface over a :class:`~tether.acp.bridge.Bridge`.
+
+It checks what the client sends, turns bridge errors into specific JSON-RPC
+errors, and is the bridge's :class:`~tether.acp.bridge.ClientLink`: updates
+are written to the transport synchronously, in the order the session's
+events happened.
+
+Arguments are untrusted. The SDK merges a request's ``_meta`` keys into the
+handler's keyword arguments, where they would override the real parameters
+unvalidated; the transport drops ``_meta`` before the SDK sees a frame
+(:mod:`tether.acp.transport`), handlers swallow unknown names (``**_meta``),
+and the values they use are checked here again.
+
+The bridge comes from a :class:`BridgeSource`, which boots tether on demand:
+``initialize`` is answered at once and starts the boot, so a client's
+handshake never waits for the harness. Session methods wait for the boot.
+
+A prompt handler queues the prompt before its first suspension (when the
+bridge is up), and the SDK starts one handler task per incoming frame in
+arrival order, so a ``session/cancel`` sent after a ``session/prompt`` always
+finds the prompt queued. The turn runs in the agent's own task; the handler
+only awaits its outcome, so the SDK cancelling a handler never stops a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from acp.exceptions import RequestError
+from acp.interfaces import Client
+from acp.meta import PROTOCOL_VERSION
+from acp.schema import (
+    AgentCapabilities,
+    AuthenticateResponse,
+    CloseSessionResponse,
+    ForkSessionResponse,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    RequestPermissionResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SessionNotification,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    ToolCallUpdate,
+)
+from acp.utils import serialize_params
+
+from tether import __version__
+from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
+from tether.acp.transport import INVALID_REQUEST, FrameTransport
+
+if TYPE_CHECKING:
+    from tether.acp.bridge import Bridge
+    from tether.acp.updates import SessionUpdate
+
+log = logging.getLogger(__name__)
+
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+RESOURCE_NOT_FOUND = -32002
+
+
+class BridgeSource(Protocol):
+    """Where the server's bridge comes from."""
+
+    def start(self) -> None:
+        """Begin providing the bridge (idempotent)."""
+        ...
+
+    def ready(self) -> Bridge | None:
+        """The bridge, if it is up."""
+        ...
+
+    async def get(self) -> Bridge:
+        """The bridge, once it is up (starting it if needed).
+
+        Raises:
+            Exception: it could not be brought up.
+        """
+        ...
+
+
+class AcpServer:
+    """The ``Agent`` the SDK dispatches to; one per connection."""
+
+    def __init__(self, source: BridgeSource, transport: FrameTransport, *, images: bool) -> None:
+        self._source = source
+        self._transport = transport
+        self._images = images
+        self._client: Client | None = None
+        self._bound: Bridge | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    async def settle(self, grace: float) -> None:
+        """Wait (up to ``grace`` seconds) for the requests in progress to be answered."""
+        pending = {task for task in self._handlers if task is not asyncio.current_task()}
+        if pending:
+            await asyncio.wait(pending, timeout=grace)
+
+    # -- the client link -----------------------------------------------------------
+
+    def send_update(self, session_id: str, update: SessionUpdate) -> None:
+        notification = SessionNotification(session_id=session_id, update=update)
+        self._transport.write(
+            {"jsonrpc": "2.0", "method": "session/update", "params": serialize_params(notification)}
+        )
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> RequestPermissionResponse:
+        if self._client is None:
+            raise ConnectionError("no client is connected")
+        return await self._client.request_permission(
+            session_id=session_id, tool_call=tool_call, options=options
+        )
+
+    # -- the Agent interface ----------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: object = None,
+        client_info: object = None,
+        **_meta: object,
+    ) -> InitializeResponse:
+        if not isinstance(protocol_version, int) or isinstance(protocol_version, bool):
+            raise _invalid("protocolVersion must be an integer")
+        # The response is written before the boot task first runs.
+        self._source.start()
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=self._images, audio=False, embedded_context=True
+                ),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+            ),
+            auth_methods=[],
+            agent_info=Implementation(name="tether", title="tether", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **_meta: object) -> AuthenticateResponse:
+        # No method is offered, so none is required: there is nothing to do.
+        return AuthenticateResponse()
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: object = None,
+        mcp_servers: object = None,
+        **_meta: object,
+    ) -> NewSessionResponse:
+        directory = _absolute(cwd, existing=True)
+        if mcp_servers:
+            log.warning("MCP servers are not supported; ignoring the ones the client offered")
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            record = await bridge.create(directory)
+        return NewSessionResponse(session_id=record.id, modes=_modes(record.mode))
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: object = None,
+        additional_directories: object = None,
+        **_meta: object,
+    ) -> LoadSessionResponse:
+        directory = _absolute(cwd)
+        session_id = _text("sessionId", session_id)
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            record = await bridge.load(session_id, directory)
+        await self._drain()
+        return LoadSessionResponse(modes=_modes(record.mode))
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **_meta: object
+    ) -> ListSessionsResponse:
+        directory = None if cwd is None else _absolute(cwd)
+        bridge = await self._bridge()
+        with _errors():
+            stored = await bridge.stored_sessions(directory)
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(
+                    session_id=summary.id,
+                    cwd=summary.cwd or "",
+                    title=summary.title,
+                    updated_at=datetime.fromtimestamp(summary.last_activity, UTC).isoformat(),
+                )
+                for summary in stored
+            ]
+        )
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **_meta: object
+    ) -> SetSessionModeResponse:
+        session_id = _text("sessionId", session_id)
+        try:
+            mode = Mode(mode_id)
+        except ValueError:
+            known = ", ".join(repr(m.value) for m in Mode)
+            raise _invalid(f"unknown mode {mode_id!r}; the modes are {known}") from None
+        bridge = await self._bridge()
+        with _errors():
+            bridge.set_mode(session_id, mode)
+        return SetSessionModeResponse()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **_meta: object) -> PromptResponse:
+        # Imported here, not at the top: it loads the agent layer, which the
+        # handshake does not need (startup time).
+        from tether.acp.bridge import TurnFailed
+        from tether.acp.content import UnsupportedContentError, to_message
+
+        session_id = _text("sessionId", session_id)
+        if not isinstance(prompt, list):
+            raise _invalid("prompt must be an array of content blocks")
+        try:
+            message = to_message(prompt, images=self._images)
+        except UnsupportedContentError as exc:
+            raise _invalid(str(exc)) from None
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            answer = bridge.prompt(session_id, message)
+        outcome = await asyncio.shield(answer)
+        if isinstance(outcome, TurnFailed):
+            raise RequestError(
+                INTERNAL_ERROR, f"the turn failed: {outcome.error}", {"error": outcome.error}
+            )
+        await self._drain()
+        return PromptResponse(stop_reason=outcome)
+
+    async def cancel(self, session_id: str, **_meta: object) -> None:
+        bridge = self._source.ready()
+        if bridge is None or not isinstance(session_id, str):
+            log.warning("session/cancel for unknown session %r ignored", session_id)
+            return
+        from tether.acp.bridge import UnknownSessionError
+
+        try:
+            bridge.cancel(session_id)
+        except UnknownSessionError as exc:
+            log.warning("session/cancel ignored: %s", exc)
+
+    # -- what tether does not offer ------------------------------------------------------
+    # The SDK routes these by name; each answers "method not found".
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **_meta: object
+    ) -> SetSessionConfigOptionResponse | None:
+        raise RequestError.method_not_found("session/set_config_option")
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: object = None,
+        mcp_servers: object = None,
+        **_meta: object,
+    ) -> ForkSessionResponse:
+        raise RequestError.method_not_found("session/fork")
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: object = None,
+        mcp_servers: object = None,
+        **_meta: object,
+    ) -> ResumeSessionResponse:
+        raise RequestError.method_not_found("session/resume")
+
+    async def close_session(self, session_id: str, **_meta: object) -> CloseSessionResponse | None:
+        raise RequestError.method_not_found("session/close")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.debug("extension notification _%s ignored", method)
+
+    # -- internals --------------------------------------------------------------------
+
+    async def _bridge(self) -> Bridge:
+        """The bridge, bound to this server; returns without suspending once it is up."""
+        bridge = self._source.ready()
+        if bridge is None:
+            try:
+                bridge = await self._source.get()
+            except Exception as exc:
+                raise RequestError(INTERNAL_ERROR, f"tether failed to start: {exc}") from exc
+        if self._bound is not bridge:
+            bridge.bind(self)
+            self._bound = bridge
+        return bridge
+
+    def _track_handler(self) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
+
+    async def _drain(self) -> None:
+        try:
+            await self._transport.drain()
+        except ConnectionError:
+            log.debug("the client stopped reading; the answer is dropped")
+
+
+def _modes(current: Mode) -> SessionModeState:
+    return SessionModeState(
+        current_mode_id=current.value,
+        available_modes=[
+            SessionMode(id=mode.value, name=label, description=description)
+            for mode, (label, description) in MODE_DESCRIPTIONS.items()
+        ],
+    )
+
+
+def _invalid(message: str) -> RequestError:
+    return RequestError(INVALID_PARAMS, f"Invalid params: {message}")
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise _invalid(f"{name} must be a non-empty string")
+    return value
+
+
+def _absolute(cwd: object, *, existing: bool = False) -> str:
+    path = _text("cwd", cwd)
+    if not os.path.isabs(path):
+        raise _invalid(f"cwd must be an absolute path, got {path!r}")
+    if existing and not os.path.isdir(path):
+        raise _invalid(f"cwd {path!r} is not a directory")
+    return os.path.normpath(path)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Bridge and agent-layer errors as specific JSON-RPC errors."""
+    from tether.acp.bridge import (
+        BridgeClosedError,
+        CwdMismatchError,
+        PromptInFlightError,
+        UnknownSessionError,
+    )
+    from tether.agent import AgentConflictError, AgentError
+    from tether.persist.backends.errors import LogStoreError, SessionNotFoundError
+    from tether.session import SessionError
+
+    try:
+        yield
+    except (UnknownSessionError, CwdMismatchError, AgentConflictError) as exc:
+        raise _invalid(str(exc)) from None
+    except PromptInFlightError as exc:
+        raise RequestError(INVALID_REQUEST, f"Invalid request: {exc}") from None
+    except SessionNotFoundError as exc:
+        raise RequestError(RESOURCE_NOT_FOUND, str(exc)) from None
+    except (BridgeClosedError, AgentError, LogStoreError, SessionError) as exc:
+        raise RequestError(INTERNAL_ERROR, str(exc)) from None

@@ -1,0 +1,202 @@
+"""JSON-RPC frames over a byte stream pair: one JSON object per line.
+
+:class:`FrameTransport` is the SDK's ``Transport`` seam (``receive``, ``send``,
+``close``) for stdio, with two guarantees the SDK's own stdio transport does
+not give:
+
+* **Bad input is answered, never fatal.** A line that is not JSON gets a
+  ``-32700`` parse error; a frame that is not a JSON-RPC request,
+  notification or response gets ``-32600`` (with the frame's id when it has a
+  usable one). Either way the connection keeps serving.
+* **``_meta`` never reaches a handler.** It is dropped from the params of
+  every request and notification (the SDK would merge its keys into the
+  handler's arguments, where they could override real parameters).
+* **Frames leave in the order they are written.** :meth:`FrameTransport.write`
+  serializes a frame at once, synchronously, into one outgoing buffer, so
+  updates written from event listeners keep the order of the events that
+  caused them, and a response written afterwards follows them. The buffer
+  goes to the stream at the end of the event loop's current pass (one system
+  call for every frame written in it), or at once on :meth:`drain`.
+
+A broken output stream (the client went away) makes :meth:`send` raise
+``ConnectionError``; :meth:`write` drops frames from then on (logged once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+_ID_TYPES = (str, int, type(None))
+
+
+class FrameTransport:
+    """Newline-delimited JSON-RPC frames over ``reader`` and ``writer``."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._broken = False
+        self._outgoing: list[bytes] = []
+
+    # -- receiving ----------------------------------------------------------------
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next well-formed frame, or ``None`` at end of input.
+
+        Lines that are blank are skipped; malformed frames are answered with
+        an error frame and skipped.
+        """
+        while True:
+            line = await self._read_line()
+            if not line:
+                return None
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                frame = json.loads(line)
+            except ValueError as exc:
+                self.write(_error(None, PARSE_ERROR, f"Parse error: {exc}"))
+                continue
+            problem = _frame_problem(frame)
+            if problem is None:
+                return _without_meta(frame)
+            self.write(_error(_usable_id(frame), INVALID_REQUEST, f"Invalid request: {problem}"))
+
+    async def _read_line(self) -> bytes:
+        chunks: list[bytes] = []
+        try:
+            while True:
+                try:
+                    chunks.append(await self._reader.readuntil(b"\n"))
+                    return b"".join(chunks)
+                except asyncio.LimitOverrunError as exc:
+                    chunks.append(await self._reader.readexactly(exc.consumed))
+        except asyncio.IncompleteReadError as exc:
+            chunks.append(exc.partial)
+            return b"".join(chunks)
+        except ConnectionError:
+            return b""
+
+    # -- sending ------------------------------------------------------------------
+
+    def write(self, frame: dict[str, Any]) -> None:
+        """Queue ``frame`` after every frame written before it (dropped once broken)."""
+        if self._broken:
+            return
+        if not self._outgoing:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outgoing.append(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+
+    def _flush(self) -> None:
+        if not self._outgoing:
+            return
+        data = b"".join(self._outgoing)
+        self._outgoing.clear()
+        if self._broken:
+            return
+        if self._writer.is_closing():
+            self._broken = True
+            log.info("the client's input is closed; frames are dropped from now on")
+            return
+        try:
+            self._writer.write(data)
+        except (ConnectionError, RuntimeError) as exc:
+            self._broken = True
+            log.info("the client's input is closed (%s); frames are dropped from now on", exc)
+
+    async def drain(self) -> None:
+        """Hand every written frame to the stream; wait until it has taken them (backpressure).
+
+        Raises:
+            ConnectionError: the output stream is broken.
+        """
+        self._flush()
+        if self._broken:
+            raise ConnectionError("the ACP client's input is closed")
+        try:
+            await self._writer.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._broken = True
+            raise ConnectionError(f"the ACP client's input is closed: {exc}") from exc
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write ``message`` and wait for the stream to take it (the SDK's seam).
+
+        A response or notification to a client that went away is dropped;
+        a request fails, since its caller would wait for an answer.
+
+        Raises:
+            ConnectionError: the output stream is broken and ``message`` is a request.
+        """
+        self.write(message)
+        try:
+            await self.drain()
+        except ConnectionError:
+            if "method" in message and "id" in message:
+                raise
+            log.debug("dropped a frame for a client that went away")
+
+    async def close(self) -> None:
+        """Flush what was written and close the output stream."""
+        self._flush()
+        if self._writer.is_closing():
+            return
+        try:
+            if not self._broken:
+                await self._writer.drain()
+            self._writer.close()
+            await self._writer.wait_closed()
+        except (ConnectionError, RuntimeError) as exc:
+            log.debug("closing the output stream: %s", exc)
+
+
+def _frame_problem(frame: object) -> str | None:
+    """Why ``frame`` is not a JSON-RPC message, or ``None`` when it is one."""
+    if not isinstance(frame, dict):
+        return f"a frame must be a JSON object, got {type(frame).__name__}"
+    if "id" in frame and not isinstance(frame["id"], _ID_TYPES):
+        return "id must be a string, a number or null"
+    method = frame.get("method")
+    if method is not None:
+        if not isinstance(method, str):
+            return "method must be a string"
+        params = frame.get("params")
+        if params is not None and not isinstance(params, dict | list):
+            return "params must be an object or an array"
+        return None
+    if "id" in frame and ("result" in frame or "error" in frame):
+        return None
+    return "a frame needs a method (request, notification) or a result or error (response)"
+
+
+def _without_meta(frame: dict[str, Any]) -> dict[str, Any]:
+    """``frame`` without ``params._meta`` in a request or notification.
+
+    The SDK merges ``_meta`` keys into a handler's keyword arguments, where
+    they would override the real parameters; the server does not use them.
+    """
+    params = frame.get("params")
+    if "method" in frame and isinstance(params, dict) and "_meta" in params:
+        frame = {**frame, "params": {k: v for k, v in params.items() if k != "_meta"}}
+    return frame
+
+
+def _usable_id(frame: object) -> object:
+    if isinstance(frame, dict):
+        frame_id = frame.get("id")
+        if isinstance(frame_id, _ID_TYPES):
+            return frame_id
+    return None
+
+
+def _error(frame_id: object, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": frame_id, "error": {"code": code, "message": message}}

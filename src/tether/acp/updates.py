@@ -1,0 +1,184 @@
+"""Session events as ACP ``session/update`` payloads.
+
+One mapping serves both the live stream and the replay of ``session/load``,
+so a replayed session shows exactly what was streamed live:
+
+===================  ==========================================================
+event                update
+===================  ==========================================================
+``assistant/chunk``  ``agent_message_chunk`` (text) or ``agent_thought_chunk``
+                     (reasoning), one per streamed delta
+``user/message``     ``user_message_chunk``, one per content block — on replay;
+                     live only for input the client did not type itself
+                     (notices, plugins), since the client shows its own prompts
+``tool/call``        ``tool_call`` (status ``pending``; for ``bash`` the title is
+                     the command and the kind ``execute``)
+``tool/result``      ``tool_call_update`` with status ``completed`` or
+                     ``failed`` and the output as content
+===================  ==========================================================
+
+Live, the bridge adds ``tool_call_update`` with status ``in_progress`` when a
+call is cleared to run (after any permission request). Tool call ids are
+``<turn>:<call id>``, unique in the session even if a provider reuses call ids
+across turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    ImageContentBlock,
+    ResourceContentBlock,
+    TerminalToolCallContent,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    ToolKind,
+    UserMessageChunk,
+)
+
+from tether.llm.messages import ImageRef, TextBlock
+from tether.session import (
+    AssistantChunk,
+    Event,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnStart,
+    UserMessageEvent,
+)
+from tether.session.frozen import thaw
+
+ToolCallContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
+
+SessionUpdate = (
+    AgentMessageChunk | AgentThoughtChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
+)
+
+CLIENT_SOURCE = "user"
+"""The ``source`` of messages a person typed (the client already shows those)."""
+
+_KINDS: Mapping[str, ToolKind] = {"bash": "execute", "bash_kill": "execute", "bash_output": "read"}
+
+
+class UpdateMapper:
+    """Maps the events of one session, in order, to the updates that show them.
+
+    ``live`` leaves out the client's own prompts. ``turn`` is the session's
+    last turn when mapping starts part way through it (a live session
+    continuing after a replay).
+    """
+
+    __slots__ = ("_live", "_turn")
+
+    def __init__(self, *, live: bool, turn: int = 0) -> None:
+        self._live = live
+        self._turn = turn
+
+    def updates(self, event: Event) -> tuple[SessionUpdate, ...]:
+        """The updates that show ``event`` (none for bookkeeping events)."""
+        payload = event.payload
+        if isinstance(payload, AssistantChunk):
+            block = TextContentBlock(type="text", text=payload.delta)
+            if payload.kind == "text":
+                return (AgentMessageChunk(session_update="agent_message_chunk", content=block),)
+            return (AgentThoughtChunk(session_update="agent_thought_chunk", content=block),)
+        if isinstance(payload, ToolCallEvent):
+            return (self._tool_call(payload),)
+        if isinstance(payload, ToolResultEvent):
+            return (self._tool_result(payload),)
+        if isinstance(payload, UserMessageEvent):
+            if self._live and payload.source == CLIENT_SOURCE:
+                return ()
+            return tuple(
+                UserMessageChunk(
+                    session_update="user_message_chunk",
+                    content=_content_block(block),
+                    message_id=payload.id,
+                )
+                for block in payload.content
+            )
+        if isinstance(payload, TurnStart):
+            self._turn = payload.turn
+        return ()
+
+    def tool_call_id(self, call_id: str) -> str:
+        """The ACP id of call ``call_id`` of the current turn."""
+        return f"{self._turn}:{call_id}"
+
+    def started(self, call_id: str) -> ToolCallProgress:
+        """The update saying call ``call_id`` is cleared to run."""
+        return ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=self.tool_call_id(call_id),
+            status="in_progress",
+        )
+
+    def pending(self, call_id: str, tool: str, arguments: Mapping[str, object]) -> ToolCallUpdate:
+        """The tool call as shown in a permission request."""
+        return ToolCallUpdate(
+            tool_call_id=self.tool_call_id(call_id),
+            title=tool_title(tool, arguments),
+            kind=_KINDS.get(tool, "other"),
+            status="pending",
+            raw_input=thaw(arguments),
+        )
+
+    def _tool_call(self, call: ToolCallEvent) -> ToolCallStart:
+        return ToolCallStart(
+            session_update="tool_call",
+            tool_call_id=self.tool_call_id(call.id),
+            title=tool_title(call.name, call.arguments),
+            kind=_KINDS.get(call.name, "other"),
+            status="pending",
+            raw_input=thaw(call.arguments),
+        )
+
+    def _tool_result(self, result: ToolResultEvent) -> ToolCallProgress:
+        content: list[ToolCallContent] | None = None
+        if result.content:
+            content = [
+                ContentToolCallContent(
+                    type="content", content=TextContentBlock(type="text", text=result.content)
+                )
+            ]
+        return ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=self.tool_call_id(result.id),
+            status="failed" if result.is_error else "completed",
+            content=content,
+        )
+
+
+def tool_title(tool: str, arguments: Mapping[str, object]) -> str:
+    """What a client shows for a call.
+
+    The command for ``bash``; the tool and the task for a call about a
+    background task (``bash_output bash-1``); else the tool's name.
+    """
+    command = arguments.get("command")
+    if tool == "bash" and isinstance(command, str) and command:
+        return command
+    task = arguments.get("task_id")
+    if isinstance(task, str) and task:
+        return f"{tool} {task}"
+    return tool
+
+
+def _content_block(
+    block: TextBlock | ImageRef,
+) -> TextContentBlock | ImageContentBlock | ResourceContentBlock:
+    if isinstance(block, TextBlock):
+        return TextContentBlock(type="text", text=block.text)
+    header, comma, data = block.url.partition(",")
+    if block.url.startswith("data:") and comma and header.endswith(";base64"):
+        mime = header[len("data:") : -len(";base64")] or block.mime_type or "image/png"
+        return ImageContentBlock(type="image", data=data, mime_type=mime)
+    return ResourceContentBlock(
+        type="resource_link", name="image", uri=block.url, mime_type=block.mime_type
+    )

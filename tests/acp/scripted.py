@@ -1,0 +1,134 @@
+"""A test plugin for ``tether acp``: a scripted model, a ``bash`` tool, and a busy trigger.
+
+The ``scripted`` model answers from the conversation's last message:
+
+* a tool result: ``done: <first line of the output>``;
+* ``hold``: streams ``holding``, then waits for the cancel;
+* ``bash <command>``: calls the ``bash`` tool with ``<command>``;
+* ``fail``: the request fails with ``the model is unavailable``;
+* ``think <text>``: reasons ``pondering <text>``, then answers ``echo: <text>``;
+* ``long``: stops at its output token limit;
+* anything else: ``echo: <text>``, streamed in three pieces.
+
+A prompt containing ``forbidden`` is vetoed by the pre-step hook (the turn
+ends ``blocked``).
+
+The ``bash`` tool (registered unless another plugin brings one) runs the
+command with ``/bin/sh`` in the session's cwd, in a process group of its own
+inside the server's session, and kills the group when the call is cancelled.
+
+An agent whose cwd's name starts with ``busy`` gets the plugin prompt
+``hold`` as soon as it is published, so prompts sent to it wait in its inbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal as signals
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from tether.agent import Agent, UserMessage
+from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
+from tether.llm.messages import TextBlock, ToolMessage
+from tether.llm.messages import UserMessage as ModelUserMessage
+from tether.llm.request import ModelRequest
+from tether.runtime import CancelSignal, Context, Veto
+from tether.tools import Tool, ToolExec, ToolOutput
+
+name = "scripted"
+inject = ("llm", "tools")
+
+
+class ScriptedModel:
+    name = "scripted"
+
+    async def stream(
+        self, request: ModelRequest, signal: CancelSignal
+    ) -> AsyncIterator[StreamChunk]:
+        last = request.messages[-1]
+        if isinstance(last, ToolMessage):
+            first = last.content.splitlines()[0] if last.content else ""
+            yield TextDelta(f"done: {first}")
+            yield Finish("stop")
+            return
+        text = ""
+        if isinstance(last, ModelUserMessage):
+            text = "\n".join(b.text for b in last.content if isinstance(b, TextBlock))
+        if text == "hold":
+            yield TextDelta("holding")
+            await signal.wait()
+            yield Finish("aborted")
+        elif text.startswith("bash "):
+            arguments = json.dumps({"command": text[len("bash ") :]})
+            yield ToolCallDelta(index=0, id="call-1", name="bash", args_delta=arguments)
+            yield Finish("tool-calls")
+        elif text == "fail":
+            yield Finish("error", error="the model is unavailable", error_code="bad-request")
+        elif text == "long":
+            yield TextDelta("and so on, and so on")
+            yield Finish("max-tokens")
+        else:
+            if text.startswith("think "):
+                text = text[len("think ") :]
+                yield ReasoningDelta(f"pondering {text}")
+            answer = f"echo: {text}"
+            third = max(1, len(answer) // 3)
+            for start in range(0, len(answer), third):
+                yield TextDelta(answer[start : start + third])
+            yield Finish("stop")
+
+
+class BashArgs(BaseModel):
+    command: str
+
+
+async def bash(args: BashArgs, exec: ToolExec) -> ToolOutput:
+    process = await asyncio.create_subprocess_shell(
+        args.command,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        cwd=exec.cwd,
+        process_group=0,
+    )
+    output = asyncio.ensure_future(process.communicate())
+    stopped = asyncio.ensure_future(exec.signal.wait())
+    try:
+        await asyncio.wait({output, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not output.done():
+            os.killpg(process.pid, signals.SIGKILL)
+        stdout, _ = await output
+    text = stdout.decode(errors="replace")
+    if exec.signal.cancelled:
+        return ToolOutput(f"{text}killed", is_error=True)
+    return ToolOutput(f"{text}exit code {process.returncode}", is_error=process.returncode != 0)
+
+
+def busy(agent: Agent) -> None:
+    if os.path.basename(agent.session.header.cwd).startswith("busy"):
+        agent.followup(UserMessage.text("hold", source="plugin"))
+
+
+async def no_forbidden(
+    value: tuple[UserMessage, ...], next_: Any, agent: Agent, step: int
+) -> tuple[UserMessage, ...]:
+    if any("forbidden" in message.plain_text for message in value):
+        raise Veto("forbidden words")
+    return await next_(value)  # type: ignore[no-any-return]
+
+
+async def apply(ctx: Context, config: None) -> None:
+    await ctx.llm.register("scripted", ScriptedModel())
+    if ctx.tools.get("bash") is None:
+        await ctx.tools.register(
+            Tool(name="bash", description="Run a command.", args=BashArgs, execute=bash)
+        )
+    ctx.on("agent/created", busy)
+    ctx.on("agent/pre-step", no_forbidden)

@@ -1,0 +1,79 @@
+"""``session/load`` replays a stored session exactly as it was streamed; ``session/list``."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp.exceptions import RequestError
+from acp.schema import ToolCallProgress, UserMessageChunk
+
+from tests.acp.harness import serving
+
+
+def dumped(updates: list[Any]) -> list[dict[str, Any]]:
+    return [u.model_dump(mode="json", by_alias=True, exclude_none=True) for u in updates]
+
+
+async def test_load_replays_what_was_streamed_live(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    async with serving(tmp_path, "--mode", "auto") as server:
+        sid = await server.new_session(project)
+        assert await server.prompt(sid, "hello") == "end_turn"
+        assert await server.prompt(sid, "think deep") == "end_turn"
+        assert await server.prompt(sid, "bash echo x") == "end_turn"
+        held = server.start_prompt(sid, "hold")
+        await server.client.wait_for(server.client.saw_text(sid, "holding"))
+        await server.conn.cancel(session_id=sid)
+        assert await held == "cancelled"
+        live = server.client.of(sid)
+    async with serving(tmp_path) as server:
+        response = await server.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+        assert response.modes is not None and response.modes.current_mode_id == "ask"
+        replayed = server.client.of(sid)
+        said = [u.content.text for u in replayed if isinstance(u, UserMessageChunk)]
+        assert said == ["hello", "think deep", "bash echo x", "hold"]
+        live_shown = [
+            u for u in live if not (isinstance(u, ToolCallProgress) and u.status == "in_progress")
+        ]
+        assert dumped([u for u in replayed if not isinstance(u, UserMessageChunk)]) == dumped(
+            live_shown
+        )
+        # The loaded session goes on where it stopped.
+        assert await server.prompt(sid, "and now?") == "end_turn"
+        assert server.client.text(sid).endswith("echo: and now?")
+
+
+async def test_load_refuses_another_cwd_and_unknown_sessions(tmp_path: Path) -> None:
+    async with serving(tmp_path) as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, "remember me") == "end_turn"
+        with pytest.raises(RequestError) as open_elsewhere:
+            await server.conn.load_session(cwd="/elsewhere", session_id=sid, mcp_servers=[])
+        assert open_elsewhere.value.code == -32602 and "/elsewhere" in str(open_elsewhere.value)
+        with pytest.raises(RequestError) as unknown:
+            await server.conn.load_session(cwd=str(server.home), session_id="nope", mcp_servers=[])
+        assert unknown.value.code == -32002 and "'nope'" in str(unknown.value)
+        await server.close_stdin()
+    async with serving(tmp_path) as server:
+        with pytest.raises(RequestError) as stored_elsewhere:
+            await server.conn.load_session(cwd="/elsewhere", session_id=sid, mcp_servers=[])
+        assert stored_elsewhere.value.code == -32602
+        await server.close_stdin()
+        # The refused load published nothing.
+        assert [line for line in server.ledger() if line.startswith("created")] == [
+            f"created {sid}"
+        ]
+
+
+async def test_list_shows_stored_sessions_with_cwd_and_title(tmp_path: Path) -> None:
+    async with serving(tmp_path) as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, "a title for this") == "end_turn"
+        await server.close_stdin()
+    async with serving(tmp_path) as server:
+        listed = await server.conn.list_sessions(cwd=str(server.home))
+        assert [(s.session_id, s.cwd, s.title) for s in listed.sessions] == [
+            (sid, str(server.home), "a title for this")
+        ]
+        assert (await server.conn.list_sessions(cwd="/elsewhere")).sessions == []

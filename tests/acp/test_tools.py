@@ -1,0 +1,88 @@
+"""Tool calls as ``tool_call`` / ``tool_call_update``, and permissions asked of the client."""
+
+from pathlib import Path
+
+from acp.schema import ToolCallProgress, ToolCallStart
+
+from tests.acp.harness import serving
+
+
+def tool_updates(updates: list[object]) -> list[tuple[str, str, str | None]]:
+    """``(kind of update, status, title or output)`` of every tool update, in order."""
+    shown: list[tuple[str, str, str | None]] = []
+    for update in updates:
+        if isinstance(update, ToolCallStart):
+            shown.append(("tool_call", str(update.status), update.title))
+        elif isinstance(update, ToolCallProgress):
+            output = update.content[0].content.text if update.content else None  # type: ignore[union-attr]
+            shown.append(("tool_call_update", str(update.status), output))
+    return shown
+
+
+async def test_a_bash_call_streams_its_start_progress_and_output(tmp_path: Path) -> None:
+    async with serving(tmp_path, "--mode", "auto") as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, "bash echo hi") == "end_turn"
+        assert tool_updates(server.client.of(sid)) == [
+            ("tool_call", "pending", "echo hi"),
+            ("tool_call_update", "in_progress", None),
+            ("tool_call_update", "completed", "hi\nexit code 0"),
+        ]
+        start = next(u for u in server.client.of(sid) if isinstance(u, ToolCallStart))
+        assert start.kind == "execute" and start.raw_input == {"command": "echo hi"}
+        assert server.client.text(sid) == "done: hi"
+        assert await server.prompt(sid, "bash exit 3") == "end_turn"
+        assert tool_updates(server.client.of(sid))[-1] == (
+            "tool_call_update",
+            "failed",
+            "exit code 3",
+        )
+        assert server.client.permission_requests == []
+
+
+async def test_ask_mode_asks_before_every_call_and_remembers_allow_always(tmp_path: Path) -> None:
+    async with serving(tmp_path) as server:
+        sid = await server.new_session()
+        client = server.client
+        assert await server.prompt(sid, "bash echo once") == "end_turn"
+        ((asked_sid, call, options),) = client.permission_requests
+        assert asked_sid == sid and call.title == "echo once" and call.kind == "execute"
+        assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once"]
+        assert tool_updates(client.of(sid))[-1][1] == "completed"
+
+        client.answer = "allow-always"
+        assert await server.prompt(sid, "bash echo twice") == "end_turn"
+        client.answer = "reject-once"
+        assert await server.prompt(sid, "bash echo thrice") == "end_turn"
+        assert len(client.permission_requests) == 2  # allowed always: not asked again
+        assert tool_updates(client.of(sid))[-1] == (
+            "tool_call_update",
+            "completed",
+            "thrice\nexit code 0",
+        )
+
+
+async def test_rejections_and_failures_fail_closed(tmp_path: Path) -> None:
+    async with serving(tmp_path) as server:
+        sid = await server.new_session()
+        client = server.client
+        for answer in ("reject-once", "cancelled", "error"):
+            client.answer = answer
+            assert await server.prompt(sid, f"bash echo {answer}") == "end_turn"
+            status, output = tool_updates(client.of(sid))[-1][1:]
+            assert status == "failed", answer
+            assert output is not None and "denied" in output, answer
+        assert len(client.permission_requests) == 3
+        # Nothing ran: no output of any command reached the model.
+        assert "exit code" not in server.client.text(sid)
+
+
+async def test_set_mode_switches_between_ask_and_auto(tmp_path: Path) -> None:
+    async with serving(tmp_path) as server:
+        sid = await server.new_session()
+        await server.conn.set_session_mode(session_id=sid, mode_id="auto")
+        assert await server.prompt(sid, "bash echo free") == "end_turn"
+        assert server.client.permission_requests == []
+        await server.conn.set_session_mode(session_id=sid, mode_id="ask")
+        assert await server.prompt(sid, "bash echo asked") == "end_turn"
+        assert len(server.client.permission_requests) == 1
