@@ -153,10 +153,9 @@ def _tool_call(request: ModelRequest, spec: str) -> TextBlock | ToolCallBlock:
 
 
 def _call_id(request: ModelRequest) -> str:
-    # One answer per assistant message so far: unique within the conversation,
-    # and the same for the same conversation.
-    answered = sum(isinstance(message, AssistantMessage) for message in request.messages)
-    return f"offline-call-{answered}"
+    # The conversation only grows, so its length is unique within it, and the
+    # same for the same conversation.
+    return f"offline-call-{len(request.messages)}"
 
 
 def _shell_call(
@@ -222,8 +221,14 @@ def _text_of(message: Message | None) -> str:
 
 
 def _words_in(request: ModelRequest) -> int:
-    texts = [request.system or "", *(_text_of(message) for message in request.messages)]
-    return sum(len(text.split()) for text in texts)
+    """Input "tokens": the words of the system prompt and of the message answered.
+
+    A real model reads the whole history; this script reads only its last
+    message, and counting what it did not read would make every request cost
+    as much as the conversation is long.
+    """
+    last = request.messages[-1] if request.messages else None
+    return len((request.system or "").split()) + len(_text_of(last).split())
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:
