@@ -249,7 +249,10 @@ async def main(args: argparse.Namespace) -> None:
             handshakes, sessions = await spawn_to_initialize(server, args.spawns)
             bare, sdk = await interpreter_costs(args.spawns)
             print(f"spawn -> initialize answered: {ms(handshakes)}   (target <= 400 ms)")
-            print(f"    of which: bare interpreter start {ms(bare)}; the SDK's import {ms(sdk)}")
+            print(
+                f"    for scale: a bare interpreter starts in {ms(bare)}; the SDK's import, "
+                f"which happens after initialize is answered, takes {ms(sdk)}"
+            )
             print(f"spawn -> first session/new answered (tether booted): {ms(sessions)}")
             prompts = await prompt_latency(server, args.prompts, home / "prompts")
             print(f"per-prompt latency, one session ({args.prompts} prompts): {ms(prompts)}")

@@ -25,9 +25,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from acp.agent.connection import AgentSideConnection
-
-from tether.acp.server import AcpServer
+from tether.acp.handshake import early_initialize
 from tether.acp.stdio import claim_stdio
 from tether.acp.transport import FrameTransport
 
@@ -143,6 +141,22 @@ async def serve(args: argparse.Namespace) -> int:
     streams = await claim_stdio()
     transport = FrameTransport(streams.reader, streams.writer)
     boot = Boot(args)
+    first = await transport.receive()
+    if first is None:
+        return 0
+    answer = early_initialize(first, images=args.images)
+    if answer is None:
+        transport.unread(first)
+    else:
+        transport.write(answer)
+        # Out before the imports below block the loop for most of a second.
+        await transport.drain()
+        boot.start()
+    # Imported only now: the SDK's import is most of the start-up.
+    from acp.agent.connection import AgentSideConnection
+
+    from tether.acp.server import AcpServer
+
     server = AcpServer(boot, transport, images=args.images)
     connection = AgentSideConnection(server, transport, listening=False)
     loop = asyncio.get_running_loop()

@@ -34,25 +34,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from acp.exceptions import RequestError
 from acp.interfaces import Client
-from acp.meta import PROTOCOL_VERSION
 from acp.schema import (
-    AgentCapabilities,
     AuthenticateResponse,
     CloseSessionResponse,
     ForkSessionResponse,
-    Implementation,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
-    PromptCapabilities,
     PromptResponse,
     RequestPermissionResponse,
     ResumeSessionResponse,
-    SessionCapabilities,
     SessionInfo,
-    SessionListCapabilities,
     SessionMode,
     SessionModeState,
     SessionNotification,
@@ -62,7 +56,7 @@ from acp.schema import (
 )
 from acp.utils import serialize_params
 
-from tether import __version__
+from tether.acp.handshake import initialize_result
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.acp.transport import INVALID_REQUEST, FrameTransport
 
@@ -147,18 +141,7 @@ class AcpServer:
             raise _invalid("protocolVersion must be an integer")
         # The response is written before the boot task first runs.
         self._source.start()
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(
-                    image=self._images, audio=False, embedded_context=True
-                ),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
-            ),
-            auth_methods=[],
-            agent_info=Implementation(name="tether", title="tether", version=__version__),
-        )
+        return InitializeResponse.model_validate(initialize_result(images=self._images))
 
     async def authenticate(self, method_id: str, **_meta: object) -> AuthenticateResponse:
         # No method is offered, so none is required: there is nothing to do.

@@ -45,6 +45,7 @@ class FrameTransport:
         self._writer = writer
         self._broken = False
         self._outgoing: list[bytes] = []
+        self._returned: list[dict[str, Any]] = []
 
     # -- receiving ----------------------------------------------------------------
 
@@ -52,8 +53,11 @@ class FrameTransport:
         """The next well-formed frame, or ``None`` at end of input.
 
         Lines that are blank are skipped; malformed frames are answered with
-        an error frame and skipped.
+        an error frame and skipped. A frame given back with :meth:`unread`
+        comes first.
         """
+        if self._returned:
+            return self._returned.pop()
         while True:
             line = await self._read_line()
             if not line:
@@ -70,6 +74,10 @@ class FrameTransport:
             if problem is None:
                 return _without_meta(frame)
             self.write(_error(_usable_id(frame), INVALID_REQUEST, f"Invalid request: {problem}"))
+
+    def unread(self, frame: dict[str, Any]) -> None:
+        """Give ``frame`` back: the next :meth:`receive` returns it."""
+        self._returned.append(frame)
 
     async def _read_line(self) -> bytes:
         chunks: list[bytes] = []
