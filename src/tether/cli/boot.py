@@ -65,7 +65,7 @@ def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = 
     except ModelSettingsError as exc:
         raise UsageError(str(exc)) from None
     if settings.notice:
-        print(f"tether: {settings.notice}", file=sys.stderr)
+        print(settings.notice, file=sys.stderr)
     return settings.apply_to(document)  # type: ignore[arg-type]
 
 
