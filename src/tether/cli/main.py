@@ -13,6 +13,14 @@ from tether import __version__
 from tether.cli.boot import UsageError, existing_dir
 
 
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--base-url``: the model choice (see docs/models.md)."""
+    parser.add_argument("--model", metavar="M", help="PROVIDER:MODEL, e.g. deepseek:deepseek-chat")
+    parser.add_argument(
+        "--base-url", metavar="URL", help="the provider's URL, up to its API version"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tether",
@@ -48,8 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "session id go to stderr. Ctrl-C cancels the turn; a second Ctrl-C exits at once.",
     )
     run.add_argument("task", help="what to do (quote it)")
-    run.add_argument("--model", metavar="M", help="PROVIDER:MODEL, e.g. deepseek:deepseek-chat")
-    run.add_argument("--base-url", metavar="URL", help="the provider's URL, up to its API version")
+    add_model_options(run)
     run.add_argument("--resume", metavar="ID", help="continue a stored session")
     run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
 
@@ -59,8 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Chat with an agent. Lines are prompts (queued while a turn runs); "
         "/steer TEXT, /cancel, /sessions, /quit. Ctrl-C cancels the running turn.",
     )
-    chat.add_argument("--model", metavar="M", help="PROVIDER:MODEL, e.g. deepseek:deepseek-chat")
-    chat.add_argument("--base-url", metavar="URL", help="the provider's URL, up to its API version")
+    add_model_options(chat)
     chat.add_argument("--resume", metavar="ID", help="continue a stored session")
 
     sessions = commands.add_parser("sessions", help="list, show, export or delete sessions")
@@ -81,8 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_show = config_commands.add_parser(
         "show", help="the composed plugin rows with their effective config"
     )
-    config_show.add_argument("--model", metavar="M", help="as for run")
-    config_show.add_argument("--base-url", metavar="URL", help="as for run")
+    add_model_options(config_show)
 
     acp = commands.add_parser(
         "acp",
@@ -90,10 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve one ACP client (an editor) on stdin/stdout until stdin closes. "
         "stdout carries protocol frames only; logs go to stderr.",
     )
-    acp.add_argument("--model", metavar="M", help="model reference, e.g. deepseek:deepseek-chat")
-    acp.add_argument(
-        "--base-url", metavar="URL", help="the provider's base URL (see docs/models.md)"
-    )
+    add_model_options(acp)
     acp.add_argument(
         "--mode",
         choices=("ask", "auto"),
