@@ -43,10 +43,12 @@ BUNDLED_COMPOSITION = Path(__file__).with_name("tether.yml")
 
 
 def bundled_document() -> object:
-    """The default composition shipped with tether, as a raw YAML document."""
-    import yaml
+    """The default composition shipped with tether, as a raw document.
 
-    return yaml.safe_load(BUNDLED_COMPOSITION.read_text(encoding="utf-8"))
+    ``tether.yml`` is written in the JSON subset of YAML, so it loads
+    without the YAML parser (see :func:`~tether.runtime.compose.parse_document`).
+    """
+    return read_document(BUNDLED_COMPOSITION)
 
 
 def compose_document(

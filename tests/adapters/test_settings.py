@@ -189,3 +189,13 @@ def test_apply_to_merges_into_existing_rows_and_sets_the_loop_model() -> None:
     assert rows["agent_loop"]["config"] == {"model": "openai-compatible:m"}
     assert {"anthropic", "retry"} <= set(rows)
     assert document["plugins"][2]["config"] == {"model": "offline"}  # type: ignore[index]
+
+
+def test_the_offline_model_adds_no_adapter_rows() -> None:
+    settings = resolve_model_settings(env={})
+    assert settings.model == "offline" and settings.rows() == []
+    document = {"plugins": [{"id": "agent_loop", "plugin": "tether.loop.plugin"}]}
+    patched = settings.apply_to(document)
+    assert patched["plugins"] == [  # type: ignore[index]
+        {"id": "agent_loop", "plugin": "tether.loop.plugin", "config": {"model": "offline"}}
+    ]

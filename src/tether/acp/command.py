@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
-import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from tether.acp.handshake import early_initialize
 from tether.acp.stdio import claim_stdio
 from tether.acp.transport import FrameTransport
+from tether.cli.process_exit import exit_now
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
@@ -119,21 +118,6 @@ class Boot:
 def run_acp(args: argparse.Namespace) -> NoReturn:
     """``tether acp``: :func:`serve`, then :func:`exit_now` with its status."""
     exit_now(asyncio.run(serve(args)))
-
-
-def exit_now(status: int) -> NoReturn:
-    """End the process without the interpreter's teardown.
-
-    Everything that must outlive the process is settled before this is
-    called: tether has stopped (every session log flushed to disk, the
-    persistence closed) and the connection is closed. What the interpreter's
-    teardown would add is freeing every object one by one, which takes longer
-    than all of the shutdown before it and delays the client seeing the exit.
-    """
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
 
 
 async def serve(args: argparse.Namespace) -> int:

@@ -101,8 +101,12 @@ class ModelSettings:
         """The composition rows the choice needs: both adapter plugins and the retry policy.
 
         The row of the chosen provider's plugin carries its base URL and key
-        (as a ``SecretStr``), when they were resolved here.
+        (as a ``SecretStr``), when they were resolved here. The offline model
+        needs none of them, so none are added for it (nothing network-related
+        is imported); a composition that still wants them lists them itself.
         """
+        if self.provider == OFFLINE:
+            return []
         openai: dict[str, object] = {}
         anthropic: dict[str, object] = {}
         overrides: dict[str, object] = {}
