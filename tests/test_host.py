@@ -60,3 +60,27 @@ async def test_a_bad_row_is_reported_and_the_rest_runs(tmp_path: Path) -> None:
     async with Tether(data_dir=tmp_path, overlays=[overlay]) as tether:
         assert [p.row for p in tether.problems] == ["'broken'"]
         assert tether.agents.list() == []
+
+
+async def test_stopping_tether_mid_tool_leaves_the_closing_turn_end_on_disk(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import json
+
+    async with Tether(data_dir=tmp_path) as tether:
+        agent = (await tether.agents.create(cwd=str(tmp_path))).agent
+        started = asyncio.Event()
+        tether.runtime.ctx.on(
+            "session/event",
+            lambda session, event: started.set() if event.type == "tool/call" else None,
+        )
+        agent.followup(UserMessage.text("$ sleep 30"))
+        await started.wait()
+        in_memory = agent.session
+    # Stopped without disposing the handle: the composition's own teardown.
+    lines = (tmp_path / "sessions" / f"{in_memory.id}.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines[1:]]
+    assert len(records) == len(in_memory.events)
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["data"]["reason"] == {"kind": "aborted", "cause": "disposed"}

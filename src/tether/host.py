@@ -116,7 +116,14 @@ class Tether:
         return self
 
     async def stop(self) -> None:
-        """Dispose everything; agents are torn down and their logs flushed."""
+        """Dispose everything; agents are torn down and their logs flushed.
+
+        Rows go in reverse composition order (see :meth:`Composer.dispose`):
+        the agent loop stops its agents, writing their closing ``turn/end``,
+        before persistence unloads; whatever else the program mounted goes
+        after that.
+        """
+        await self.composer.dispose()
         await self.runtime.dispose()
 
     async def __aenter__(self) -> Tether:

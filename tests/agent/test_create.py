@@ -165,3 +165,17 @@ async def test_config_agents_are_owned_by_the_agent_loop(tmp_path: Path) -> None
         assert (tmp_path / "sessions" / "helper-session.jsonl").exists()
     finally:
         await world.runtime.dispose()
+
+
+async def test_creating_over_a_stored_session_id_is_refused(world: World) -> None:
+    handle = await world.get("agents").create("kept", cwd="/w")
+    world.model.queue(say("stored"))
+    handle.agent.followup(UserMessage.text("remember"))
+    await handle.agent.when_idle()
+    await handle.dispose()
+    before = (world.data_dir / "sessions" / "kept.jsonl").read_bytes()
+    with pytest.raises(AgentConflictError, match="already stored: resume it"):
+        await world.get("agents").create("kept", cwd="/w")
+    assert (world.data_dir / "sessions" / "kept.jsonl").read_bytes() == before
+    resumed = await world.get("agents").resume("kept")
+    assert resumed.agent.session.last_turn == 1

@@ -158,7 +158,7 @@ async def test_resuming_a_live_session_is_rejected(world: World) -> None:
         await world.persistence.delete("busy")
 
 
-async def test_loading_an_open_turn_repairs_it_durably(world: World) -> None:
+async def test_resuming_an_open_turn_repairs_it_durably(world: World) -> None:
     session = live(world.store, "crashed")
     prompt(session, "run two tools")
     calls = (
@@ -171,7 +171,8 @@ async def test_loading_an_open_turn_repairs_it_durably(world: World) -> None:
     # The process "dies": the session is never closed, only forgotten.
     world.store.detach(session)
 
-    repaired = await world.persistence.load("crashed")
+    before = [e.to_record() for e in (await world.persistence.load("crashed")).events]
+    repaired = await world.persistence.prepare_resume("crashed")
     tail = [e.type for e in repaired.events[len(session.events) :]]
     assert tail == ["tool/result", "tool/result", "step/end", "turn/end"]
     results = [e.data for e in repaired.events if e.type == "tool/result"]
@@ -179,9 +180,25 @@ async def test_loading_an_open_turn_repairs_it_durably(world: World) -> None:
     assert "never started" in str(results[1]["content"])
     last = repaired.events[-1].payload
     assert isinstance(last, TurnEnd) and isinstance(last.reason, Interrupted)
-    # The repair was written: a second load finds it on disk and adds nothing.
+    # A plain load repaired in memory only; resuming wrote the repair, so a
+    # second load finds it on disk and adds nothing.
+    assert before[: len(session.events)] == [e.to_record() for e in session.events]
     again = await world.persistence.load("crashed")
     assert len(again.events) == len(repaired.events)
+
+
+async def test_a_plain_load_repairs_in_memory_and_writes_nothing(world: World) -> None:
+    session = live(world.store, "elsewhere")
+    prompt(session, "still running in another process")
+    await world.store.flush(session)
+    world.store.detach(session)  # from here on, as if another process owned it
+    path = world.data_dir / "sessions" / "elsewhere.jsonl"
+    stored = path.read_bytes() if path.exists() else None
+    loaded = await world.persistence.load("elsewhere")
+    assert loaded.open_turn is None and loaded.events[-1].type == "turn/end"
+    assert (path.read_bytes() if path.exists() else None) == stored
+    summary = next(s for s in await world.persistence.list() if s.id == "elsewhere")
+    assert summary.turn_count == 1
 
 
 async def test_a_live_session_is_never_repaired(world: World) -> None:

@@ -71,6 +71,13 @@ class LoopFactory:
         setup: Setup | None,
     ) -> AgentHandle:
         options = options or self._defaults
+        persistence = self._ctx.get("persistence")
+        if session_id is not None and persistence is not None:
+            if await persistence.exists(session_id):
+                raise AgentConflictError(
+                    f"session {session_id!r} is already stored: resume it instead of "
+                    "creating a new session over it"
+                )
         try:
             session = self._store.prepare(session_id, cwd=cwd, meta={"model": options.model})
         except SessionConflictError as exc:

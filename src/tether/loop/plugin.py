@@ -63,7 +63,7 @@ async def apply(ctx: Context, config: Config) -> None:
         persistence = ctx.get("persistence")
         stored = False
         if row.session_id is not None and persistence is not None:
-            stored = any(s.id == row.session_id for s in await persistence.list())
+            stored = await persistence.exists(row.session_id)
         if stored:
             assert row.session_id is not None
             await agents.resume(row.session_id, options=options)

@@ -13,9 +13,10 @@ into its fiber as one effect:
 It emits ``session/written (session, durable)`` (a notification) after each
 batch it writes: ``durable`` events of ``session`` are now on disk.
 
-Crash repair happens on load: a stored log whose last turn never closed gets
-its closing events (see :mod:`tether.session.repair`) appended **and written**
-before it is returned. A live session is never repaired.
+Crash repair: a stored log whose last turn never closed gets its closing
+events (see :mod:`tether.session.repair`). Resuming writes them before the
+session is used; a plain load adds them in memory only, since the session may
+be live in another process. A session live in this process is never repaired.
 """
 
 from __future__ import annotations
@@ -59,10 +60,15 @@ class Persistence:
         self._store = store
 
     async def load(self, session_id: str) -> Session:
-        """Read a stored session, repairing (durably) a last turn that never closed.
+        """Read a stored session for reading; a last turn that never closed is
+        closed **in memory only**.
 
-        The returned session is a private copy: not entered in the store. A
-        session that is live in this process is returned as stored, unrepaired.
+        The returned session is a private copy: not entered in the store.
+        Nothing is written: the session may be live in another process (a
+        ``tether sessions show`` next to a running ``tether chat``), whose log
+        a written repair would break. A session live in this process is
+        returned as stored, unrepaired. :meth:`prepare_resume` is where a
+        repair becomes durable.
 
         Raises:
             SessionNotFoundError, CorruptLogError, UnsupportedFormatError: from
@@ -72,11 +78,11 @@ class Persistence:
         """
         session = await self._read(session_id)
         if self._store.get(session_id) is None:
-            await self._repair(session)
+            repair(session)
         return session
 
     async def prepare_resume(self, session_id: str) -> Session:
-        """Load a stored session (repaired) and prepare it privately in the store.
+        """Load a stored session, repair it durably, and prepare it privately in the store.
 
         The caller enters it (``ctx.sessions.enter``) to make it live; appends
         then continue the stored seq and turn numbering.
@@ -90,6 +96,10 @@ class Persistence:
         session = await self._read(session_id)
         await self._repair(session)
         return self._store.prepare_restored(session.header, session.events)
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether anything is stored under ``session_id``."""
+        return await asyncio.to_thread(self._backend.exists, session_id)
 
     async def list(self) -> list[SessionSummary]:
         """Summaries of every stored session, newest activity first."""

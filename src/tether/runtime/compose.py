@@ -347,9 +347,18 @@ class Composer:
             )
 
     async def dispose(self) -> None:
-        """Dispose every row's fiber."""
+        """Dispose every row's fiber, one row at a time, last row first.
+
+        Rows mount concurrently, but teardown goes in reverse composition
+        order, like a stack: rows listed later (consumers, such as the agent
+        loop) finish their teardown — and the durable writes it makes — while
+        the rows listed before them (infrastructure, such as persistence) are
+        still running. Sibling rows that share no ``inject`` relation would
+        otherwise be unloaded concurrently.
+        """
         async with self._lock:
-            await asyncio.gather(*(self._unmount(rid) for rid in self._rows))
+            for row_id in reversed(list(self._rows)):
+                await self._unmount(row_id)
             self._rows.clear()
 
     def _mount(self, state: RowState) -> RowProblem | None:
