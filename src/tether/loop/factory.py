@@ -72,12 +72,16 @@ class LoopFactory:
     ) -> AgentHandle:
         options = options or self._defaults
         persistence = self._ctx.get("persistence")
-        if session_id is not None and persistence is not None:
-            if await persistence.exists(session_id):
-                raise AgentConflictError(
-                    f"session {session_id!r} is already stored: resume it instead of "
-                    "creating a new session over it"
-                )
+        stored = (
+            session_id is not None
+            and persistence is not None
+            and await persistence.exists(session_id)
+        )
+        if stored:
+            raise AgentConflictError(
+                f"session {session_id!r} is already stored: resume it instead of "
+                "creating a new session over it"
+            )
         try:
             session = self._store.prepare(session_id, cwd=cwd, meta={"model": options.model})
         except SessionConflictError as exc:
