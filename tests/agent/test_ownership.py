@@ -38,10 +38,16 @@ async def test_unloading_the_creating_plugin_disposes_its_agents(world: World) -
 
 async def test_unloading_the_agent_loop_disposes_every_agent_it_made(world: World) -> None:
     agents = [(await world.get("agents").create(cwd="/w")).agent for _ in range(3)]
+    reached, release = asyncio.Event(), asyncio.Event()
+    world.model.queue(held("busy", reached, release))
+    agents[0].followup(UserMessage.text("in flight"))
+    await reached.wait()
     await world.loop.dispose()
     assert world.get("agents").list() == []
     assert world.get("sessions").list() == []
-    assert all(a.session.events == () or True for a in agents)
+    records = on_disk(world.data_dir, agents[0])
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["data"]["reason"] == {"kind": "aborted", "cause": "disposed"}
 
 
 async def test_concurrent_and_repeated_dispose_run_the_teardown_once(world: World) -> None:
@@ -139,3 +145,26 @@ async def test_an_idle_agent_disposes_without_writing_anything(world: World) -> 
     world.model.queue(say("ok"))
     await handle.dispose()
     assert not (world.data_dir / "sessions" / f"{handle.agent.id}.jsonl").exists()
+
+
+async def test_a_failed_closing_flush_is_reported_and_when_idle_still_resolves(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.agent import AgentError
+    from tether.persist.backends.jsonl import JsonlBackend
+
+    handle = await world.get("agents").create(cwd="/w")
+    reached, release = asyncio.Event(), asyncio.Event()
+    world.model.queue(held("x", reached, release))
+    handle.agent.followup(UserMessage.text("go"))
+    await reached.wait()
+
+    def disk_full(self: JsonlBackend, header: object, events: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(JsonlBackend, "write", disk_full)
+    with pytest.raises(AgentError, match="closing events could not be written"):
+        await handle.dispose()
+    await asyncio.wait_for(handle.agent.when_idle(), timeout=5)
+    assert world.get("agents").get(handle.agent.id) is None
+    assert world.get("sessions").get(handle.agent.id) is None

@@ -62,6 +62,8 @@ class LoopAgent:
         self._driver: asyncio.Task[None] | None = None
         self._closed = False
         self._stopping = False
+        self.stop_error: Exception | None = None
+        """Why the closing flush failed, if it did (the teardown reports it)."""
 
     # -- identity ---------------------------------------------------------------
 
@@ -171,8 +173,13 @@ class LoopAgent:
             await asyncio.wait({self._driver})
             if not self._driver.cancelled() and self._driver.exception() is not None:
                 log.error("agent %s: driver failed", self.id, exc_info=self._driver.exception())
-        await self._flush(self._session)
-        self._quiescent.set()
+        try:
+            await self._flush(self._session)
+        except Exception as exc:
+            self.stop_error = exc
+            raise
+        finally:
+            self._quiescent.set()
 
     def begin_turn(self) -> CancelSignal:
         """Mark a turn running; returns the signal that cancels it."""

@@ -155,7 +155,7 @@ class LoopFactory:
             raise AgentCreateError(f"agent {session.id!r} was not created: {exc}") from exc
         # No await between the owner check inside the body and this adoption:
         # no owner can start unloading in between.
-        teardown = _Teardown(effect)
+        teardown = _Teardown(effect, built[0])
         for owner in owners:
             teardown.add_owner(owner)
         return AgentHandle(built[0], teardown.dispose)
@@ -164,8 +164,9 @@ class LoopFactory:
 class _Teardown:
     """The one teardown of an agent, reachable from each of its owners."""
 
-    def __init__(self, effect: Effect) -> None:
+    def __init__(self, effect: Effect, agent: LoopAgent) -> None:
         self._effect = effect
+        self._agent = agent
         self._anchors: list[Effect] = []
 
     def add_owner(self, owner: Fiber) -> None:
@@ -175,11 +176,21 @@ class _Teardown:
         self._anchors.append(anchor)
 
     async def dispose(self) -> None:
-        """Run the agent's teardown chain (once, however many owners ask)."""
+        """Run the agent's teardown chain (once, however many owners ask).
+
+        Raises:
+            AgentError: the closing events could not be written (the rest of
+                the teardown still ran: the agent and its session are gone).
+        """
         await self._effect.dispose()
         # The owners no longer need to dispose it; their anchors go.
         for anchor in self._anchors:
             anchor.discard()
+        error = self._agent.stop_error
+        if error is not None:
+            raise AgentError(
+                f"agent {self._agent.id!r}: its closing events could not be written: {error}"
+            ) from error
 
 
 def _distinct(*fibers: Fiber) -> tuple[Fiber, ...]:

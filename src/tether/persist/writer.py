@@ -125,8 +125,14 @@ class WriteBehind:
                 return
 
     async def close(self) -> None:
-        """Ask :meth:`run` to drain every pending event and return."""
+        """Ask :meth:`run` to drain every pending event and return.
+
+        Sessions whose last write failed get one more attempt in the drain.
+        """
         self._closing = True
+        for track in self._tracks.values():
+            if track.durable is None or track.durable < len(track.session.events):
+                self._dirty[track] = None
         self._wake.set()
 
     async def _write(self, track: _Track) -> None:
