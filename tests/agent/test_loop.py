@@ -1,6 +1,6 @@
 """The loop: steps, tools, model errors and their hooks (point 7)."""
 
-from tests.agent.support import assert_balanced, last_reason, turn_ends, types
+from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends, types
 from tests.agent.world import World, calls, fails, say
 from tether.agent import Agent, UserMessage
 
@@ -162,3 +162,23 @@ async def test_incremental_history_equals_deriving_from_the_whole_log(world: Wor
     assert list(agent.history.messages()) == derive_messages(agent.session)  # type: ignore[attr-defined]
     # Every request carried exactly the history derived from the log so far.
     assert [len(r.messages) for r in world.model.requests] == [1, 3, 5, 7]
+
+
+async def test_steering_left_when_a_turn_stops_early_is_not_lost(world: World) -> None:
+    from tether.agent import Target
+    from tether.session import Blocked
+
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    reached, _release = world.gates.get("g")
+    world.ctx.on("agent/turn-stop", lambda a, turn, step: Blocked())
+    world.model.queue(calls(("c1", "wait", '{"key": "g"}')), say("answering the steer"))
+    agent.followup(UserMessage.text("go"))
+    await reached.wait()
+    agent.steer(UserMessage.text("late steer"))
+    world.gates.get("g")[1].set()
+    await agent.when_idle()
+    # The first turn stopped before another step, so the steer was never
+    # claimed by it; it stayed pending and, being a steer, started a turn.
+    assert [r["kind"] for r in turn_ends(agent.session)] == ["blocked", "completed"]
+    assert prompts(agent.session) == ["go", "late steer"]
+    assert not agent.inbox.has(Target.STEERING)  # type: ignore[attr-defined]

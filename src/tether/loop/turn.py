@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.agent.inbox import to_event
-from tether.agent.types import UserMessage
+from tether.agent.types import Target, UserMessage
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import ReasoningDelta, TextDelta
 from tether.llm.messages import ToolCallBlock
@@ -145,6 +145,15 @@ class TurnRunner:
         step = 0
         while True:
             step += 1
+            if step > agent.options.max_steps:
+                # Steering still pending stays queued for the next turn.
+                return Errored(
+                    error=f"the turn reached its limit of {agent.options.max_steps} steps"
+                )
+            if step > 1:
+                # Claimed only now that the step will run: what is claimed is
+                # always logged as this step's input.
+                step_input = agent.inbox.claim_steering()
             try:
                 step_input = await self._ctx.waterfall("agent/pre-step", step_input, agent, step)
             except Veto as veto:
@@ -152,10 +161,6 @@ class TurnRunner:
                 return Blocked()
             if signal.cancelled:
                 return _aborted(signal)
-            if step > agent.options.max_steps:
-                return Errored(
-                    error=f"the turn reached its limit of {agent.options.max_steps} steps"
-                )
             session.append(StepStart(turn=turn, step=step))
             for message in step_input:
                 session.append(to_event(message))
@@ -173,8 +178,7 @@ class TurnRunner:
                 return _aborted(signal)
             if assembled.finish.reason == "max-tokens":
                 return MaxTokens()
-            step_input = agent.inbox.claim_steering()
-            if not calls and not step_input:
+            if not calls and not agent.inbox.has(Target.STEERING):
                 return Completed()
             stop = await self._ctx.serial("agent/turn-stop", agent, turn, step)
             if stop is not None:
