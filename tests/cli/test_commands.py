@@ -204,3 +204,15 @@ def test_the_user_overlay_in_tether_home_applies(tmp_path: Path) -> None:
     )
     shown = tether(tmp_path, "config", "show")
     assert "max_steps: 3" in shown.stdout
+
+
+def test_resuming_a_bad_or_corrupt_session_is_one_clear_line(tmp_path: Path) -> None:
+    invalid = tether(tmp_path, "run", "--resume", "../escape", "hi")
+    assert invalid.returncode == 1 and "Traceback" not in invalid.stderr
+    assert invalid.stderr.strip().splitlines()[-1].startswith("tether: ")
+    sessions = tmp_path / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    (sessions / "broken.jsonl").write_text('{"tether_session":1,"header":{}}\nnot json\n{}\n')
+    corrupt = tether(tmp_path, "run", "--resume", "broken", "hi")
+    assert corrupt.returncode == 1 and "Traceback" not in corrupt.stderr
+    assert "broken" in corrupt.stderr

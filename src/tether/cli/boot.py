@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tether.persist.location import data_dir as default_data_dir
 
 if TYPE_CHECKING:
+    from tether.agent import AgentHandle
     from tether.host import Overlay, Tether
 
 
@@ -156,3 +157,22 @@ def existing_dir(value: str) -> Path:
 
 def cwd_default() -> str:
     return os.getcwd()
+
+
+async def open_agent(tether: Tether, *, resume: str | None, cwd: str) -> AgentHandle | None:
+    """Resume the stored session ``resume``, or create an agent in ``cwd``.
+
+    A reason it cannot (unknown, invalid or corrupt session id, a live one, no
+    agent loop) is printed on stderr as one line, and ``None`` is returned.
+    """
+    from tether.agent import AgentError
+    from tether.persist.backends.errors import LogStoreError
+    from tether.session import SessionError
+
+    try:
+        if resume:
+            return await tether.agents.resume(resume)
+        return await tether.agents.create(cwd=cwd)
+    except (AgentError, LookupError, LogStoreError, SessionError) as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return None

@@ -15,8 +15,8 @@ import os
 import signal
 import sys
 
-from tether.agent import Agent, AgentError, AgentStatus, UserMessage
-from tether.cli.boot import start
+from tether.agent import Agent, AgentStatus, UserMessage
+from tether.cli.boot import open_agent, start
 from tether.cli.run import StreamPrinter
 from tether.host import Tether
 
@@ -33,13 +33,8 @@ async def _stdin_lines() -> asyncio.StreamReader:
 async def chat(args: argparse.Namespace) -> int:
     tether = await start(args, model=args.model)
     try:
-        try:
-            if args.resume:
-                handle = await tether.agents.resume(args.resume)
-            else:
-                handle = await tether.agents.create(cwd=os.getcwd())
-        except (AgentError, LookupError) as exc:
-            print(f"tether: {exc}", file=sys.stderr)
+        handle = await open_agent(tether, resume=args.resume, cwd=os.getcwd())
+        if handle is None:
             return 1
         agent = handle.agent
         print(f"session {agent.id} — {HELP}", file=sys.stderr)

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
-from tether.agent import Agent, AgentError, UserMessage
-from tether.cli.boot import UsageError, start
+from tether.agent import Agent, UserMessage
+from tether.cli.boot import UsageError, open_agent, start
 from tether.session import Event, Session
 
 EXIT_OK = 0
@@ -85,14 +85,8 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("run: the task is empty")
     tether = await start(args, model=args.model)
     try:
-        agents = tether.agents
-        try:
-            if args.resume:
-                handle = await agents.resume(args.resume)
-            else:
-                handle = await agents.create(cwd=str(args.cwd or os.getcwd()))
-        except (AgentError, LookupError) as exc:
-            print(f"tether: {exc}", file=sys.stderr)
+        handle = await open_agent(tether, resume=args.resume, cwd=str(args.cwd or os.getcwd()))
+        if handle is None:
             return EXIT_FAILED
         agent = handle.agent
         print(f"session {agent.id}", file=sys.stderr)
