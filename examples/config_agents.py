@@ -20,7 +20,7 @@ OVERLAY = {
     "plugins": [
         {
             "id": "agent_loop",
-            "config": {"model": "offline", "agents": [{"id": "greeter", "session_id": "greeter"}]},
+            "config": {"model": "offline", "agents": [{"name": "greeter", "session_id": "greeter"}]},
         }
     ]
 }

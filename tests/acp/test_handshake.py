@@ -30,3 +30,36 @@ def test_only_a_well_formed_initialize_is_answered_early() -> None:
         {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/"}},
     ):
         assert early_initialize(frame, images=False) is None
+
+
+async def test_a_frame_over_the_limit_is_refused_and_serving_continues() -> None:
+    import asyncio
+    import json
+
+    from tether.acp.transport import FrameTransport
+
+    reader = asyncio.StreamReader(limit=16)
+    written: list[bytes] = []
+
+    class Sink:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+        def is_closing(self) -> bool:
+            return False
+
+        async def drain(self) -> None:
+            return None
+
+    transport = FrameTransport(reader, Sink(), max_frame_bytes=64)  # type: ignore[arg-type]
+    big = json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"pad": "y" * 500}})
+    small = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ok"})
+    reader.feed_data(f"{big}\n{small}\n".encode())
+    reader.feed_eof()
+    frame = await transport.receive()
+    assert frame == {"jsonrpc": "2.0", "id": 1, "method": "ok"}
+    await transport.drain()
+    errors = [json.loads(line) for line in b"".join(written).splitlines()]
+    assert errors[0]["error"]["code"] == -32600
+    assert "longer than 64 bytes" in errors[0]["error"]["message"]
+    assert await transport.receive() is None

@@ -151,7 +151,7 @@ async def test_resuming_a_live_session_is_rejected(world: World) -> None:
 
 async def test_config_agents_are_owned_by_the_agent_loop(tmp_path: Path) -> None:
     world = await build_world(
-        tmp_path, loop_config={"agents": [{"id": "helper", "session_id": "helper-session"}]}
+        tmp_path, loop_config={"agents": [{"name": "helper", "session_id": "helper-session"}]}
     )
     try:
         agent = world.get("agents").get("helper-session")

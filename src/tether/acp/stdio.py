@@ -18,8 +18,9 @@ import threading
 from dataclasses import dataclass
 from typing import IO
 
-STREAM_LIMIT = 50 * 1024 * 1024
-"""The longest frame accepted (images in prompts make frames large)."""
+STREAM_LIMIT = 1024 * 1024
+"""The stream reader's buffer limit; longer frames are read in pieces (the
+frame limit itself is the transport's, see ``MAX_FRAME_BYTES``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,13 +36,23 @@ INVALID_REQUEST = -32600
 
 _ID_TYPES = (str, int, type(None))
 
+MAX_FRAME_BYTES = 50 * 1024 * 1024
+"""The longest frame accepted (images in prompts make frames large)."""
+
 
 class FrameTransport:
     """Newline-delimited JSON-RPC frames over ``reader`` and ``writer``."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+    ) -> None:
         self._reader = reader
         self._writer = writer
+        self._max_frame_bytes = max_frame_bytes
         self._broken = False
         self._outgoing: list[bytes] = []
         self._returned: list[dict[str, Any]] = []
@@ -60,6 +70,15 @@ class FrameTransport:
             return self._returned.pop()
         while True:
             line = await self._read_line()
+            if line is None:
+                self.write(
+                    _error(
+                        None,
+                        INVALID_REQUEST,
+                        f"Invalid request: frame longer than {self._max_frame_bytes} bytes",
+                    )
+                )
+                continue
             if not line:
                 return None
             line = line.strip()
@@ -79,16 +98,32 @@ class FrameTransport:
         """Give ``frame`` back: the next :meth:`receive` returns it."""
         self._returned.append(frame)
 
-    async def _read_line(self) -> bytes:
+    async def _read_line(self) -> bytes | None:
+        """The next line (``b""`` at end of input), or ``None`` for one that was too long.
+
+        A line longer than the frame limit is read to its end and dropped
+        without being kept in memory.
+        """
         chunks: list[bytes] = []
+        size = 0
         try:
             while True:
                 try:
-                    chunks.append(await self._reader.readuntil(b"\n"))
-                    return b"".join(chunks)
+                    piece = await self._reader.readuntil(b"\n")
+                    complete = True
                 except asyncio.LimitOverrunError as exc:
-                    chunks.append(await self._reader.readexactly(exc.consumed))
+                    piece = await self._reader.readexactly(exc.consumed)
+                    complete = False
+                size += len(piece)
+                if size <= self._max_frame_bytes:
+                    chunks.append(piece)
+                else:
+                    chunks.clear()
+                if complete:
+                    return b"".join(chunks) if size <= self._max_frame_bytes else None
         except asyncio.IncompleteReadError as exc:
+            if size + len(exc.partial) > self._max_frame_bytes:
+                return None
             chunks.append(exc.partial)
             return b"".join(chunks)
         except ConnectionError:

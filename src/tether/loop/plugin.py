@@ -1,6 +1,7 @@
 """The agent loop plugin: the factory behind ``ctx.agents``, and agents from config.
 
-Rows of its config's ``agents`` list are created when the plugin loads and
+Rows of its config's ``agents`` list (``name``, ``model``, ``system``, ``cwd``,
+``session_id``; the agent's id is its session id) are created when the plugin loads and
 are owned by the plugin's fiber (their handles are discarded): they live until
 the agent loop unloads. A row with a ``session_id`` resumes that session when
 it is stored, and creates it otherwise.
@@ -32,7 +33,7 @@ class AgentRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, description="a name for the agent, used in logs")
+    name: str = Field(min_length=1, description="what to call the agent in logs")
     model: str | None = None
     system: str | None = None
     cwd: str | None = None
@@ -69,4 +70,4 @@ async def apply(ctx: Context, config: Config) -> None:
             await agents.resume(row.session_id, options=options)
         else:
             await agents.create(row.session_id, cwd=row.cwd, options=options)
-        log.info("agent %r created from configuration", row.id)
+        log.info("agent %r created from configuration", row.name)

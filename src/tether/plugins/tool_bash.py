@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.agent import Agent, AgentStatus, Target, UserMessage
+from tether.agent import Agent, AgentDisposedError, AgentStatus, Target, UserMessage
 from tether.shell import (
     BashTask,
     ShellError,
@@ -194,22 +194,28 @@ class BashTools:
 
     def deliver(self, done: TaskDone) -> None:
         """Tell the task's live owner that it finished, then acknowledge it."""
-        owner = self._shell.owner_of(done.id)
-        agent = self._live_owner(owner)
-        if agent is not None:
-            notice = UserMessage.text(
-                f"background task {done.id} finished [{describe(done.task)}]. "
-                "Read its output with bash_output.",
-                source=NOTICE_SOURCE,
-            )
-            wakes = self._wakes.get(agent.id, 0)
-            idle = agent.status is AgentStatus.IDLE
-            if self._config.wake_idle_owner and idle and wakes < self._config.max_consecutive_wakes:
-                self._wakes[agent.id] = wakes + 1
-                agent.followup(notice)
-            else:
-                agent.inject(notice)
-        self._shell.acknowledge(done.id)
+        try:
+            agent = self._live_owner(self._shell.owner_of(done.id))
+            if agent is not None:
+                self._notify(agent, done)
+        except AgentDisposedError:
+            pass  # the owner is being torn down; its teardown kills its tasks
+        finally:
+            self._shell.acknowledge(done.id)
+
+    def _notify(self, agent: Agent, done: TaskDone) -> None:
+        notice = UserMessage.text(
+            f"background task {done.id} finished [{describe(done.task)}]. "
+            "Read its output with bash_output.",
+            source=NOTICE_SOURCE,
+        )
+        wakes = self._wakes.get(agent.id, 0)
+        idle = agent.status is AgentStatus.IDLE
+        if self._config.wake_idle_owner and idle and wakes < self._config.max_consecutive_wakes:
+            self._wakes[agent.id] = wakes + 1
+            agent.followup(notice)
+        else:
+            agent.inject(notice)
 
     def _live_owner(self, owner: str | None) -> Agent | None:
         if owner is None:
