@@ -55,6 +55,7 @@ from tether.session import (
     Completed,
     Errored,
     MaxTokens,
+    PendingToolCall,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -63,6 +64,7 @@ from tether.session import (
     TurnEndReason,
     TurnStart,
 )
+from tether.session.repair import step_closing_payloads
 from tether.tools import ToolExec, ToolResult
 
 if TYPE_CHECKING:
@@ -304,16 +306,15 @@ def _log_answer(session: Session, assembled: Assembled) -> None:
 
 def _close_step(session: Session, why: str) -> None:
     """Balance an open step: answer pending tool calls, then close it."""
-    step = session.open_step
-    turn = session.open_turn
-    if step is None or turn is None:
-        return
-    for pending in session.pending_tool_calls:
+
+    def result_for(pending: PendingToolCall) -> ToolResultEvent:
         text = why if not pending.started else "tool call interrupted; its outcome is unknown"
-        session.append(
-            ToolResultEvent(id=pending.call.id, name=pending.call.name, content=text, is_error=True)
+        return ToolResultEvent(
+            id=pending.call.id, name=pending.call.name, content=text, is_error=True
         )
-    session.append(StepEnd(turn=turn, step=step))
+
+    for payload in step_closing_payloads(session, result_for):
+        session.append(payload)
 
 
 def _aborted(signal: CancelSignal) -> Aborted:

@@ -8,6 +8,8 @@ the log is balanced again and the next model request can be derived from it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tether.session.events import Event
 from tether.session.log import Session
 from tether.session.structure import PendingToolCall
@@ -19,7 +21,7 @@ from tether.session.vocabulary import (
     TurnEnd,
 )
 
-__all__ = ["closing_payloads", "repair"]
+__all__ = ["closing_payloads", "repair", "step_closing_payloads"]
 
 
 def _interrupted_result(pending: PendingToolCall) -> ToolResultEvent:
@@ -54,11 +56,24 @@ def closing_payloads(session: Session) -> list[EventPayload]:
     turn = session.open_turn
     if turn is None:
         return []
-    closing: list[EventPayload] = [_interrupted_result(p) for p in session.pending_tool_calls]
-    step = session.open_step
-    if step is not None:
-        closing.append(StepEnd(turn, step))
-    closing.append(TurnEnd(turn, Interrupted()))
+    return [*step_closing_payloads(session, _interrupted_result), TurnEnd(turn, Interrupted())]
+
+
+def step_closing_payloads(
+    session: Session, result_for: Callable[[PendingToolCall], ToolResultEvent]
+) -> list[EventPayload]:
+    """The payloads that close ``session``'s open step, if one is open.
+
+    Each requested tool call without a result gets ``result_for(pending)``
+    (an error result whose text says whether the call had started), then
+    ``step/end``. Used by crash repair and by the loop when a turn stops with
+    a step still open. The session is not changed.
+    """
+    turn, step = session.open_turn, session.open_step
+    if turn is None or step is None:
+        return []
+    closing: list[EventPayload] = [result_for(p) for p in session.pending_tool_calls]
+    closing.append(StepEnd(turn, step))
     return closing
 
 
