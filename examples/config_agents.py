@@ -20,7 +20,10 @@ OVERLAY = {
     "plugins": [
         {
             "id": "agent_loop",
-            "config": {"model": "offline", "agents": [{"name": "greeter", "session_id": "greeter"}]},
+            "config": {
+                "model": "offline",
+                "agents": [{"name": "greeter", "session_id": "greeter"}],
+            },
         }
     ]
 }
