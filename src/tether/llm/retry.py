@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.session.errors import EventFormatError
-from tether.session.events import DEFAULT_REGISTRY, EventPayload, EventRegistry
+from tether.session.events import DEFAULT_REGISTRY, EventRegistry
+from tether.session.vocabulary import EventPayload
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent

@@ -4,8 +4,8 @@ A session log stores `Event` records ``{type, seq, time, data}``. The
 `EventRegistry` maps each type name to its payload class, so records can be
 decoded into typed payloads and plugins can add types of their own.
 
-The payload classes are defined in `tether.session.vocabulary` and re-exported
-here, so this module names the whole durable event vocabulary.
+The payload classes are defined in `tether.session.vocabulary`; the package
+root, `tether.session`, exports both.
 """
 
 from __future__ import annotations
@@ -24,56 +24,12 @@ from tether.session.errors import (
 from tether.session.frozen import FrozenMapping, freeze_mapping, thaw
 from tether.session.vocabulary import (
     BUILTIN_PAYLOADS,
-    Aborted,
     AssistantChunk,
-    AssistantMessageEvent,
-    Blocked,
     ChunkKind,
-    Completed,
-    Errored,
     EventPayload,
-    InboxOp,
-    InboxQueue,
-    InboxSpliced,
-    Interrupted,
-    MaxTokens,
-    StepEnd,
-    StepStart,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    TurnEndReason,
-    TurnStart,
-    UserMessageEvent,
 )
 
-__all__ = [
-    "BUILTIN_PAYLOADS",
-    "DEFAULT_REGISTRY",
-    "Aborted",
-    "AssistantChunk",
-    "AssistantMessageEvent",
-    "Blocked",
-    "ChunkKind",
-    "Completed",
-    "Errored",
-    "Event",
-    "EventPayload",
-    "EventRegistry",
-    "InboxOp",
-    "InboxQueue",
-    "InboxSpliced",
-    "Interrupted",
-    "MaxTokens",
-    "StepEnd",
-    "StepStart",
-    "ToolCallEvent",
-    "ToolResultEvent",
-    "TurnEnd",
-    "TurnEndReason",
-    "TurnStart",
-    "UserMessageEvent",
-]
+__all__ = ["DEFAULT_REGISTRY", "Event", "EventRegistry"]
 
 # Built-in payloads build their data fresh and already frozen (see vocabulary),
 # and their ``to_data`` cannot fail: an event holding one builds its data only
