@@ -30,8 +30,8 @@ def child_env(home: str) -> dict[str, str]:
     return env
 
 
-def one_run(task: str, home: str) -> tuple[float, float]:
-    """Seconds from spawn to exit, and the child's peak RSS in MB."""
+def one_run(task: str, home: str) -> float:
+    """Seconds from spawn to exit."""
     start = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "tether.cli.main", "run", task],
@@ -42,7 +42,7 @@ def one_run(task: str, home: str) -> tuple[float, float]:
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"tether run failed: {result.stderr.decode()}")
-    return elapsed, 0.0
+    return elapsed
 
 
 async def against_fake_server(runs: int) -> list[float]:
@@ -84,8 +84,7 @@ def measure(task: str, runs: int) -> tuple[list[float], float]:
     with tempfile.TemporaryDirectory() as home:
         one_run(task, home)  # warm-up: writes the bytecode cache
         for _ in range(runs):
-            elapsed, _ = one_run(task, home)
-            times.append(elapsed)
+            times.append(one_run(task, home))
     # ru_maxrss of RUSAGE_CHILDREN is the largest RSS of any child so far, in KiB.
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return times, peak

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,9 +153,6 @@ def existing_dir(value: str) -> Path:
         raise argparse.ArgumentTypeError(f"{value}: not a directory")
     return path.resolve()
 
-
-def cwd_default() -> str:
-    return os.getcwd()
 
 
 async def open_agent(tether: Tether, *, resume: str | None, cwd: str) -> AgentHandle | None:
