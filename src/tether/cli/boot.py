@@ -154,7 +154,6 @@ def existing_dir(value: str) -> Path:
     return path.resolve()
 
 
-
 async def open_agent(tether: Tether, *, resume: str | None, cwd: str) -> AgentHandle | None:
     """Resume the stored session ``resume``, or create an agent in ``cwd``.
 
