@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NoReturn
 from tether.acp.handshake import early_initialize
 from tether.acp.stdio import claim_stdio
 from tether.acp.transport import FrameTransport
-from tether.cli.process_exit import exit_now
+from tether.cli.process import exit_now
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tether.cli.process import end_startup
 from tether.persist.location import data_dir as default_data_dir
 
 if TYPE_CHECKING:
@@ -126,11 +127,14 @@ async def start(
 ) -> Tether:
     """Compose and start tether; rows that failed are reported on stderr.
 
+    Start-up ends here: a garbage collector the command paused resumes.
+
     Raises:
         UsageError: as :func:`composed`.
     """
     tether = build(args, model=model, with_model=with_model)
     await tether.start()
+    end_startup()
     if getattr(args, "dev", False):
         from tether.runtime.reload import watch
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -12,7 +11,7 @@ from typing import NoReturn
 
 from tether import __version__
 from tether.cli.boot import UsageError, existing_dir
-from tether.cli.process_exit import exit_now
+from tether.cli.process import begin_startup, exit_now
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -132,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import asyncio
+
     if args.command == "run":
         from tether.cli.run import run
 
@@ -164,9 +165,11 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def entry() -> NoReturn:
     """The ``tether`` console script: :func:`main`, then a prompt exit.
 
+    The garbage collector is paused for start-up (see :mod:`tether.cli.process`).
     Every command has stopped tether (logs flushed, processes killed) when
     :func:`main` returns, so the interpreter's slow teardown is skipped.
     """
+    begin_startup()
     exit_now(main())
 
 

@@ -1,0 +1,60 @@
+"""The ``tether`` process: how its start-up runs and how it ends.
+
+Start-up creates the objects that live as long as the process — modules,
+classes, plugin fibers, config schemas — hundreds of thousands of them. The
+cyclic garbage collector would scan that growing heap again and again while
+it is built, and find nothing to free: it is paused for start-up
+(:func:`begin_startup`) and resumed once tether has booted
+(:func:`end_startup`), with everything start-up made moved out of its sight
+(``gc.freeze``), so later collections only scan what the work itself
+allocates.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import sys
+from typing import NoReturn
+
+_startup = {"gc_paused": False}
+
+
+def begin_startup() -> None:
+    """Pause the cyclic garbage collector until :func:`end_startup`.
+
+    Only the ``tether`` command calls it, first thing; a program that embeds
+    tether keeps its own collector settings.
+    """
+    if gc.isenabled():
+        gc.disable()
+        _startup["gc_paused"] = True
+
+
+def end_startup() -> None:
+    """Resume the garbage collector paused by :func:`begin_startup` (if it was).
+
+    What start-up allocated is frozen first: it lives as long as the process,
+    so collections need not scan it again.
+    """
+    if _startup["gc_paused"]:
+        _startup["gc_paused"] = False
+        gc.freeze()
+        gc.enable()
+
+
+def exit_now(status: int) -> NoReturn:
+    """End the process without the interpreter's teardown.
+
+    Call it only when everything that must outlive the process is settled:
+    tether has stopped (every session log flushed to disk, persistence
+    closed, background processes killed) and the output is flushed here. What
+    the interpreter's teardown would add is freeing every object one by one,
+    which takes longer than all of tether's own shutdown and delays whoever
+    waits for the exit.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
