@@ -45,6 +45,35 @@ def test_run_streams_the_answer_and_exits_zero(tmp_path: Path) -> None:
     assert (tmp_path / "sessions" / f"{sid}.jsonl").exists()
 
 
+STARTUP_PROBE = """
+import gc, sys
+from tether.cli.process import begin_startup
+begin_startup()
+from tether.cli.main import main
+status = main(sys.argv[1:])
+print(status, "pydantic" in sys.modules, gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+def test_an_offline_run_starts_without_pydantic_and_resumes_the_collector(
+    tmp_path: Path,
+) -> None:
+    # pydantic is most of a second of start-up on a slow machine: the default
+    # composition's configs and the bash tool's arguments are Checked
+    # dataclasses, so an offline run, tool call included, never imports it.
+    result = subprocess.run(
+        [sys.executable, "-c", STARTUP_PROBE, "run", "$ echo probe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env_for(tmp_path),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "probe" in result.stdout
+    assert result.stdout.splitlines()[-1] == "0 False True True"
+
+
 def test_run_resume_continues_the_session(tmp_path: Path) -> None:
     first = tether(tmp_path, "run", "one")
     sid = session_id(first.stderr)

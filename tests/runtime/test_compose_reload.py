@@ -88,7 +88,7 @@ async def test_bad_rows_fail_alone_naming_row_and_field(
     composer = Composer(runtime.ctx)
     report = await composer.apply(composition)
     messages = {p.row: p.message for p in report.problems}
-    assert "plugin: Field required" in messages["'no-plugin'"]
+    assert "plugin: required" in messages["'no-plugin'"]
     assert "config.tag" in messages["'bad-config'"]
     assert "cannot import plugin 'no_such_module_anywhere'" in messages["'missing'"]
     assert composer.row("good").status == "active"

@@ -2,6 +2,7 @@
 
 import asyncio
 import types
+from dataclasses import dataclass, field
 
 import pytest
 from pydantic import BaseModel
@@ -14,6 +15,7 @@ from tether.runtime import (
     PluginStartError,
     Runtime,
 )
+from tether.runtime.checked import Checked, meta
 
 
 class PortConfig(BaseModel):
@@ -61,6 +63,48 @@ async def test_config_is_validated_and_defaults_fill_gaps(runtime: Runtime) -> N
     assert received == [PortConfig(port=9000, host="127.0.0.1")]
     with pytest.raises(PluginConfigError, match=r"plugin 'server'.*config\.port"):
         runtime.ctx.plugin(Server(), {"port": "not a number"})
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedPortConfig(Checked):
+    port: int = field(default=8080, metadata=meta(ge=1, le=65535))
+    host: str = "127.0.0.1"
+
+
+async def test_a_checked_config_is_validated_and_defaults_fill_gaps(runtime: Runtime) -> None:
+    received: list[CheckedPortConfig] = []
+
+    class Server:
+        name = "server"
+        Config = CheckedPortConfig
+
+        def apply(self, ctx: Context, config: CheckedPortConfig) -> None:
+            received.append(config)
+
+    await runtime.ctx.plugin(Server())
+    await runtime.ctx.plugin(Server(), {"port": 9000})
+    assert received == [CheckedPortConfig(), CheckedPortConfig(port=9000)]
+    for raw, message in (
+        ({"port": 0}, "config.port: must be at least 1, got 0"),
+        ({"port": "80"}, "config.port: must be an integer, got '80'"),
+        ({"hots": "x"}, "config.hots: unknown field (the fields are: port, host)"),
+    ):
+        with pytest.raises(PluginConfigError) as caught:
+            runtime.ctx.plugin(Server(), raw)
+        assert str(caught.value) == f"plugin 'server': invalid config: {message}"
+    with pytest.raises(PluginConfigError, match="config must be a mapping, got list"):
+        runtime.ctx.plugin(Server(), [1])
+
+
+async def test_config_must_be_a_schema_class(runtime: Runtime) -> None:
+    class Loose:
+        Config = dict
+
+        def apply(self, ctx: Context, config: object) -> None:
+            pass
+
+    with pytest.raises(PluginDefinitionError, match="Checked dataclass or a pydantic model"):
+        runtime.ctx.plugin(Loose())
 
 
 async def test_a_plugin_without_config_schema_rejects_config(runtime: Runtime) -> None:

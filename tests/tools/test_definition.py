@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, Field, RootModel
 
 from tether.runtime import CancelSignal
+from tether.runtime.checked import Checked, meta
 from tether.tools import Tool, ToolExec, ToolOutput, ToolResult, ToolSpec, tool
 
 from .support import echo_tool, fake_agent
@@ -69,6 +70,30 @@ def test_the_schema_is_a_json_schema_object_without_derived_titles() -> None:
     assert json.loads(json.dumps(schema)) == schema
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class MoveArgs(Checked):
+    direction: Literal["up", "down"] = dataclasses.field(metadata=meta("where to go"))
+    steps: int = dataclasses.field(default=1, metadata=meta(ge=1))
+
+
+def test_a_checked_model_gives_its_schema_and_works_with_the_decorator() -> None:
+    @tool()
+    async def move(args: MoveArgs, exec: ToolExec) -> str:
+        """Move the cursor."""
+        return args.direction
+
+    assert move.args is MoveArgs
+    assert move.parameters == {
+        "type": "object",
+        "properties": {
+            "direction": {"enum": ["up", "down"], "description": "where to go"},
+            "steps": {"type": "integer", "minimum": 1, "default": 1},
+        },
+        "required": ["direction"],
+        "additionalProperties": False,
+    }
+
+
 def test_arguments_that_are_not_a_json_object_are_rejected() -> None:
     async def total(args: RootModel[list[int]], exec: ToolExec) -> str:
         return str(sum(args.root))
@@ -78,7 +103,7 @@ def test_arguments_that_are_not_a_json_object_are_rejected() -> None:
 
 
 def test_a_tool_checks_the_types_of_its_parts() -> None:
-    with pytest.raises(TypeError, match="pydantic model class"):
+    with pytest.raises(TypeError, match="a pydantic model or a Checked dataclass"):
         Tool("t", "d", dict, draw)  # type: ignore[arg-type, type-var]
     with pytest.raises(TypeError, match="description must be str"):
         Tool("t", None, DrawArgs, draw)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.llm.messages import ToolCallBlock
 from tether.runtime import CancelSignal, Runtime, Veto
+from tether.runtime.checked import Checked, meta
 from tether.runtime.events import Next
 from tether.tools import (
     AFTER_EXECUTE,
@@ -382,3 +383,40 @@ async def test_asyncio_cancellation_is_not_turned_into_a_result(registry: ToolRe
     with pytest.raises(asyncio.CancelledError):
         await running
     assert hang.cleaned == ["c1"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckedCountArgs(Checked):
+    count: int = dataclasses.field(metadata=meta("how many", ge=1))
+    unit: str = "items"
+
+
+async def test_checked_arguments_are_validated_and_reach_listeners_as_json(
+    runtime: Runtime, registry: ToolRegistry
+) -> None:
+    seen: list[CheckedCountArgs] = []
+    invocations: list[ToolInvocation] = []
+
+    async def run(args: CheckedCountArgs, exec: ToolExec) -> str:
+        seen.append(args)
+        return f"{args.count} {args.unit}"
+
+    async def before(invocation: ToolInvocation, next: Next[ToolInvocation]) -> ToolInvocation:
+        invocations.append(invocation)
+        return await next(invocation)
+
+    runtime.ctx.on(BEFORE_EXECUTE, before)
+    await registry.register(Tool("count", "Count.", CheckedCountArgs, run))
+    result = await registry.execute(call("count", count=2), exec_for())
+    assert result == ToolResult("c1", "count", "2 items", is_error=False)
+    assert seen == [CheckedCountArgs(2)]
+    assert dict(invocations[0].args) == {"count": 2, "unit": "items"}
+    for arguments, details in (
+        ({}, "arguments.count: required"),
+        ({"count": 0}, "arguments.count: must be at least 1, got 0"),
+        ({"count": 1, "colour": 1}, "arguments.colour: unknown field (the fields are: count,"),
+    ):
+        result = await registry.execute(ToolCallBlock("c2", "count", arguments), exec_for("c2"))
+        assert result.is_error
+        assert result.content.startswith(f"invalid arguments for tool 'count': {details}")
+    assert len(seen) == 1

@@ -12,6 +12,7 @@ from tether.runtime import RuntimeFault
 def config_show(args: argparse.Namespace) -> int:
     import yaml
 
+    from tether.runtime.checked import as_data
     from tether.runtime.compose import parse_composition, resolve_plugin
     from tether.runtime.plugin import plugin_spec
 
@@ -26,7 +27,7 @@ def config_show(args: argparse.Namespace) -> int:
         try:
             spec = plugin_spec(resolve_plugin(row.plugin).plugin)
             config = spec.validate_config(row.config)
-            entry["config"] = config.model_dump(mode="json") if config is not None else {}
+            entry["config"] = as_data(config) if config is not None else {}
             if spec.inject:
                 entry["inject"] = list(spec.inject)
         except RuntimeFault as exc:

@@ -33,10 +33,8 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncGenerator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta, Usage
 from tether.llm.messages import (
@@ -50,6 +48,7 @@ from tether.llm.messages import (
 )
 from tether.llm.request import ModelRequest
 from tether.llm.service import LlmView
+from tether.runtime.checked import Checked, meta
 from tether.runtime.signal import CancelSignal
 
 if TYPE_CHECKING:
@@ -240,12 +239,12 @@ name = "offline"
 inject = ("llm",)
 
 
-class Config(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
     """Configuration of the ``offline`` provider."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    chunk_size: int = Field(default=8, ge=1, description="Characters per streamed piece.")
+    chunk_size: int = field(default=8, metadata=meta(ge=1))
+    """Characters per streamed piece."""
 
 
 async def apply(ctx: Context, config: Config) -> None:

@@ -10,14 +10,14 @@ it is stored, and creates it otherwise.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from tether.agent.registry import AgentsView
 from tether.agent.types import AgentOptions
 from tether.loop.factory import LoopFactory
 from tether.loop.turn import TurnRunner
+from tether.runtime.checked import Checked, FieldError, meta
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -28,26 +28,30 @@ name = "agent_loop"
 inject = ("sessions", "llm", "tools", "agents")
 
 
-class AgentRow(BaseModel):
+@dataclass(frozen=True, slots=True)
+class AgentRow(Checked):
     """An agent created from configuration."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, description="what to call the agent in logs")
+    name: str
+    """What to call the agent in logs."""
     model: str | None = None
     system: str | None = None
     cwd: str | None = None
     session_id: str | None = None
 
+    def __post_init__(self) -> None:
+        super(AgentRow, self).__post_init__()
+        if not self.name:
+            raise FieldError(("name",), "must not be empty")
 
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
     model: str = "offline"
     """The default model reference (``provider`` or ``provider:model``)."""
     system: str | None = None
-    max_steps: int = Field(default=50, ge=1, le=10_000)
-    agents: list[AgentRow] = Field(default_factory=list)
+    max_steps: int = field(default=50, metadata=meta(ge=1, le=10_000))
+    agents: tuple[AgentRow, ...] = ()
 
 
 async def apply(ctx: Context, config: Config) -> None:

@@ -22,14 +22,14 @@ be live in another process. A session live in this process is never repaired.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from tether.persist.backends.base import LogBackend, SessionSummary, StoredLog
 from tether.persist.backends.bulk import collector_paused
 from tether.persist.writer import WriteBehind
+from tether.runtime.checked import Checked, meta
 from tether.session.errors import SessionError
 from tether.session.events import Event
 from tether.session.log import Session, SessionHeader
@@ -40,14 +40,13 @@ if TYPE_CHECKING:
     from tether.runtime import Context
 
 
-class PersistenceConfig(BaseModel):
+@dataclass(frozen=True, slots=True)
+class PersistenceConfig(Checked):
     """Configuration shared by the persistence plugins."""
-
-    model_config = ConfigDict(extra="forbid")
 
     data_dir: Path | None = None
     """Where logs are stored; default ``$TETHER_HOME``, else ``~/.local/share/tether``."""
-    batch_window_ms: float = Field(default=2.0, ge=0, le=1000)
+    batch_window_ms: float = field(default=2.0, metadata=meta(ge=0, le=1000))
     """How long the writer waits after an append to gather a batch (a flush skips it)."""
 
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from tether.agent import Agent, AgentDisposedError, AgentStatus, Target, UserMessage
+from tether.runtime.checked import Checked, meta
 from tether.shell import (
     BashTask,
     ShellError,
@@ -51,31 +51,32 @@ inject = ("tools", "shell")
 NOTICE_SOURCE = "notice"
 
 
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
     wake_idle_owner: bool = True
     """Deliver a completion to an idle owner as a follow-up, so the model reacts."""
-    max_consecutive_wakes: int = Field(default=3, ge=0)
+    max_consecutive_wakes: int = field(default=3, metadata=meta(ge=0))
     """How many notice-only turns in a row may be started before notices are only injected."""
 
 
-class BashArgs(BaseModel):
+@dataclass(frozen=True, slots=True)
+class BashArgs(Checked):
     """Run a shell command with bash."""
 
-    command: str = Field(description="the command line, run with bash -c")
-    description: str | None = Field(default=None, description="what it does, in a few words")
-    timeout_ms: int | None = Field(default=None, gt=0, description="foreground time limit")
-    workdir: str | None = Field(
-        default=None, description="working directory; relative to the session's cwd"
+    command: str = field(metadata=meta("the command line, run with bash -c"))
+    description: str | None = field(default=None, metadata=meta("what it does, in a few words"))
+    timeout_ms: int | None = field(default=None, metadata=meta("foreground time limit", gt=0))
+    workdir: str | None = field(
+        default=None, metadata=meta("working directory; relative to the session's cwd")
     )
-    run_in_background: bool = Field(
-        default=False, description="start it as a background task and return at once"
+    run_in_background: bool = field(
+        default=False, metadata=meta("start it as a background task and return at once")
     )
 
 
-class TaskArgs(BaseModel):
-    task_id: str = Field(description="the id of a background task, e.g. bash-1")
+@dataclass(frozen=True, slots=True)
+class TaskArgs(Checked):
+    task_id: str = field(metadata=meta("the id of a background task, e.g. bash-1"))
 
 
 def owner_token(exec: ToolExec) -> str | None:

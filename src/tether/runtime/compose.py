@@ -27,17 +27,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from tether.runtime.checked import Checked, FieldError, build
 from tether.runtime.errors import CompositionError, RuntimeFault
 from tether.runtime.fiber import Fiber, FiberState
-from tether.runtime.plugin import describe_validation_error
 
 if TYPE_CHECKING:
     from tether.runtime.context import Context
@@ -47,15 +46,29 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "tether.plugins"
 
 
-class PluginRow(BaseModel):
+ROW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A row id: a letter or digit, then letters, digits, ``_``, ``.`` or ``-``; 64 at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginRow(Checked):
     """One row of a composition: which plugin, with what config, under which id."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
-    plugin: str = Field(min_length=1)
-    config: dict[str, Any] = Field(default_factory=dict)
+    id: str
+    plugin: str
+    config: Mapping[str, object] = field(default_factory=dict)
     disabled: bool = False
+
+    def __post_init__(self) -> None:
+        super(PluginRow, self).__post_init__()
+        if not ROW_ID.fullmatch(self.id):
+            raise FieldError(
+                ("id",),
+                f"must be a letter or digit followed by up to 63 letters, digits, "
+                f"'_', '.' or '-', got {self.id!r}",
+            )
+        if not self.plugin:
+            raise FieldError(("plugin",), "must not be empty")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +113,11 @@ def parse_composition(document: object, *, source: str = "<composition>") -> Com
         if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
             label = repr(raw["id"])
         try:
-            row = PluginRow.model_validate(raw)
-        except ValidationError as exc:
-            detail = describe_validation_error(exc, root="")
-            problems.append(RowProblem(label, f"{source}: {detail}"))
+            if not isinstance(raw, Mapping):
+                raise FieldError((), f"a row must be a mapping, got {raw!r}")
+            row = build(PluginRow, raw)
+        except FieldError as exc:
+            problems.append(RowProblem(label, f"{source}: {exc.located(root='')}"))
             continue
         if row.id in seen:
             problems.append(RowProblem(label, f"{source}: duplicate id (an earlier row has it)"))

@@ -5,8 +5,10 @@ A plugin carries metadata:
 * ``name`` — defaults to the module's last component or the class name;
 * ``inject`` — the service names it needs; the fiber stays pending until all
   are provided, and unloads when one goes away;
-* ``Config`` — a pydantic model; the config given at mount is validated
-  against it, and its defaults fill what was omitted.
+* ``Config`` — a :class:`~tether.runtime.checked.Checked` dataclass or a
+  pydantic model; the config given at mount is validated against it, and its
+  defaults fill what was omitted. pydantic is imported only when a plugin
+  with a pydantic ``Config`` mounts.
 
 Forms:
 
@@ -27,11 +29,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
+from tether.runtime.checked import Checked, FieldError, build, is_pydantic_model
 from tether.runtime.errors import PluginConfigError, PluginDefinitionError
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from tether.runtime.context import Context
 
 Apply = Callable[["Context", Any], Awaitable[None]]
@@ -44,24 +47,28 @@ class PluginSpec:
     target: object
     name: str
     inject: tuple[str, ...]
-    config_model: type[BaseModel] | None
+    config_model: type | None
+    """A :class:`Checked` dataclass or a pydantic model class."""
     apply: Apply
     module: str | None
     """The module the plugin's code lives in: what a reload re-imports."""
     attr: str | None
     """The attribute of ``module`` holding the plugin, ``None`` for a module plugin."""
 
-    def validate_config(self, raw: object) -> BaseModel | None:
+    def validate_config(self, raw: object) -> object:
         """Validate ``raw`` (a mapping, a ``Config`` instance or ``None``) against ``Config``.
 
+        Returns the ``Config`` instance, or ``None`` for a plugin without one.
+
         Raises:
-            PluginConfigError: the message names the plugin and each bad field.
+            PluginConfigError: the message names the plugin and the bad field.
         """
-        if self.config_model is None:
+        model = self.config_model
+        if model is None:
             if raw is None or raw == {}:
                 return None
             raise PluginConfigError(f"plugin {self.name!r} takes no config, got {raw!r}")
-        if isinstance(raw, self.config_model):
+        if isinstance(raw, model):
             return raw
         if raw is None:
             raw = {}
@@ -69,8 +76,17 @@ class PluginSpec:
             raise PluginConfigError(
                 f"plugin {self.name!r}: config must be a mapping, got {type(raw).__name__}"
             )
+        if issubclass(model, Checked):
+            try:
+                return build(model, raw)
+            except FieldError as exc:
+                raise PluginConfigError(
+                    f"plugin {self.name!r}: invalid config: {exc.located()}"
+                ) from None
+        from pydantic import ValidationError
+
         try:
-            return self.config_model.model_validate(raw)
+            return model.model_validate(raw)  # type: ignore[attr-defined]
         except ValidationError as exc:
             raise PluginConfigError(
                 f"plugin {self.name!r}: invalid config: {describe_validation_error(exc)}"
@@ -115,9 +131,12 @@ def plugin_spec(plugin: object) -> PluginSpec:
     inject = _inject_of(plugin, name)
     config_model = getattr(plugin, "Config", None)
     if config_model is not None and not (
-        isinstance(config_model, type) and issubclass(config_model, BaseModel)
+        (isinstance(config_model, type) and issubclass(config_model, Checked))
+        or is_pydantic_model(config_model)
     ):
-        raise PluginDefinitionError(f"plugin {name!r}: 'Config' must be a pydantic model class")
+        raise PluginDefinitionError(
+            f"plugin {name!r}: 'Config' must be a Checked dataclass or a pydantic model class"
+        )
     return PluginSpec(
         target=plugin,
         name=name,

@@ -30,10 +30,10 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
+from tether.runtime.checked import Checked, FieldError, meta
 from tether.shell.definition import (
     BashTask,
     OutputRead,
@@ -60,37 +60,35 @@ log = logging.getLogger(__name__)
 name = "shell"
 
 
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    default_timeout_ms: int = Field(default=120_000, ge=1)
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
+    default_timeout_ms: int = field(default=120_000, metadata=meta(ge=1))
     """The timeout of a foreground run whose request names none."""
-    max_timeout_ms: int = Field(default=600_000, ge=1)
+    max_timeout_ms: int = field(default=600_000, metadata=meta(ge=1))
     """Longer requested timeouts are cut to this."""
-    default_output_bytes: int = Field(default=1 << 20, ge=1)
+    default_output_bytes: int = field(default=1 << 20, metadata=meta(ge=1))
     """Bytes of each stream kept in memory when the request names no cap."""
-    max_output_bytes: int = Field(default=64 << 20, ge=1)
+    max_output_bytes: int = field(default=64 << 20, metadata=meta(ge=1))
     """Larger requested caps are cut to this."""
     cwd: str | None = None
     """The default working directory (absolute); the process's when unset."""
-    max_background_per_owner: int = Field(default=10, ge=1)
+    max_background_per_owner: int = field(default=10, metadata=meta(ge=1))
     """Background tasks one owner may run at once (unowned tasks count as one owner)."""
-    kill_grace_ms: int = Field(default=2_000, ge=0)
+    kill_grace_ms: int = field(default=2_000, metadata=meta(ge=0))
     """Time between SIGTERM and SIGKILL when a process group is stopped."""
     spill_dir: str | None = None
     """Where the private spill directory is created; the system's temp dir when unset."""
     bash: str = "bash"
     """The bash executable: a path, or a name looked up on PATH when the plugin loads."""
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Config:
+    def __post_init__(self) -> None:
+        super(Config, self).__post_init__()
         if self.default_timeout_ms > self.max_timeout_ms:
-            raise ValueError("default_timeout_ms must not exceed max_timeout_ms")
+            raise FieldError(("default_timeout_ms",), "must not exceed max_timeout_ms")
         if self.default_output_bytes > self.max_output_bytes:
-            raise ValueError("default_output_bytes must not exceed max_output_bytes")
+            raise FieldError(("default_output_bytes",), "must not exceed max_output_bytes")
         if self.cwd is not None and not os.path.isabs(self.cwd):
-            raise ValueError(f"cwd must be an absolute path, got {self.cwd!r}")
-        return self
+            raise FieldError(("cwd",), f"must be an absolute path, got {self.cwd!r}")
 
 
 class _Task:

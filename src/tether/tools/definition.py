@@ -1,8 +1,10 @@
 """What a tool is: a name, a description, an argument model and an async function.
 
-A tool's arguments are a pydantic model. Its JSON Schema is what the model
-sees, and validation against the model is what the arguments of a call go
-through before the tool runs, so a tool's function only ever receives a valid
+A tool's arguments are a pydantic model or a
+:class:`~tether.runtime.checked.Checked` dataclass (see
+:mod:`tether.tools.arguments`). Its JSON Schema is what the model sees, and
+validation against the model is what the arguments of a call go through
+before the tool runs, so a tool's function only ever receives a valid
 instance of its own argument model.
 
 Define a tool with the :func:`tool` decorator, which takes the name from the
@@ -29,10 +31,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel
-from pydantic.json_schema import GenerateJsonSchema
-
 from tether.runtime.signal import CancelSignal
+from tether.tools.arguments import arguments_schema, is_arguments_model
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent
@@ -47,7 +47,7 @@ __all__ = [
     "tool",
 ]
 
-A = TypeVar("A", bound=BaseModel)
+A = TypeVar("A")
 
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
@@ -149,7 +149,8 @@ class Tool(Generic[A]):
     """A tool the model can call.
 
     ``name`` matches ``^[a-zA-Z][a-zA-Z0-9_-]{0,63}$`` (what model providers
-    accept). ``args`` is the pydantic model of the arguments: its JSON Schema
+    accept). ``args`` is the model of the arguments (a pydantic model or a
+    ``Checked`` dataclass): its JSON Schema
     is advertised to the model and a call's arguments are validated against it
     before ``execute`` runs. Whether unknown argument names are rejected is the
     model's choice (``model_config = ConfigDict(extra="forbid")``).
@@ -182,8 +183,10 @@ class Tool(Generic[A]):
             )
         if not isinstance(self.description, str):
             raise TypeError(f"tool {self.name!r}: description must be str")
-        if not (isinstance(self.args, type) and issubclass(self.args, BaseModel)):
-            raise TypeError(f"tool {self.name!r}: args must be a pydantic model class")
+        if not is_arguments_model(self.args):
+            raise TypeError(
+                f"tool {self.name!r}: args must be a pydantic model or a Checked dataclass"
+            )
         if not callable(self.execute):
             raise TypeError(f"tool {self.name!r}: execute must be an async function")
         if not isinstance(self.concurrency_safe, bool):
@@ -247,23 +250,12 @@ def _args_annotation(fn: Callable[..., object], tool_name: str) -> type[Any]:
             "pass args= to @tool"
         ) from None
     annotation = hints.get(parameters[0])
-    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+    if not isinstance(annotation, type) or not is_arguments_model(annotation):
         raise TypeError(
-            f"tool {tool_name!r}: annotate {parameters[0]!r} with a pydantic model class, "
-            "or pass args= to @tool"
+            f"tool {tool_name!r}: annotate {parameters[0]!r} with a pydantic model or a "
+            "Checked dataclass, or pass args= to @tool"
         )
     return annotation
-
-
-class _UntitledSchema(GenerateJsonSchema):
-    """Leaves out the titles pydantic derives from field names.
-
-    They repeat the property names in every tool definition the model reads;
-    titles an author set explicitly are kept.
-    """
-
-    def field_title_should_be_set(self, schema: object) -> bool:
-        return False
 
 
 def _copy_json(value: Any) -> Any:
@@ -279,9 +271,9 @@ def _copy_json(value: Any) -> Any:
     return value
 
 
-def _object_schema(tool_name: str, args: type[BaseModel]) -> dict[str, Any]:
+def _object_schema(tool_name: str, args: type[Any]) -> dict[str, Any]:
     try:
-        schema = args.model_json_schema(schema_generator=_UntitledSchema)
+        schema = arguments_schema(args)
     except Exception as exc:
         raise TypeError(
             f"tool {tool_name!r}: cannot build a JSON Schema for {args.__name__}: {exc}"
@@ -291,6 +283,4 @@ def _object_schema(tool_name: str, args: type[BaseModel]) -> dict[str, Any]:
             f"tool {tool_name!r}: the arguments of a tool must be a JSON object, "
             f"but {args.__name__} describes {schema.get('type', 'something else')!r}"
         )
-    # The class name says nothing the tool's own name and description do not.
-    schema.pop("title", None)
     return schema

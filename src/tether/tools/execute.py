@@ -49,12 +49,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
 from tether.runtime.errors import Veto
-from tether.runtime.plugin import describe_validation_error
 from tether.runtime.signal import Cancelled, CancelSignal
 from tether.session.frozen import thaw
+from tether.tools.arguments import ArgumentsError, arguments_data, parse
 from tether.tools.definition import Tool, ToolExec, ToolOutput, ToolResult
 
 if TYPE_CHECKING:
@@ -200,7 +198,7 @@ async def _run_together(ctx: Context, batch: Sequence[ScheduledCall]) -> list[To
 
 async def _prepare(
     ctx: Context, scheduled: ScheduledCall
-) -> tuple[Tool[Any], BaseModel, ToolInvocation]:
+) -> tuple[Tool[Any], object, ToolInvocation]:
     """Steps 1 to 4: everything before the tool runs.
 
     Raises:
@@ -234,18 +232,16 @@ def _unknown_tool(name: str, tools: Mapping[str, Tool[Any]]) -> str:
     return f"unknown tool {name!r}; available: {', '.join(sorted(tools))}"
 
 
-def _validate(tool: Tool[Any], arguments: object, origin: str = "") -> BaseModel:
+def _validate(tool: Tool[Any], arguments: object, origin: str = "") -> object:
     try:
-        args: BaseModel = tool.args.model_validate(arguments)
-    except ValidationError as exc:
-        details = describe_validation_error(exc, root="arguments")
-        raise _Refusal(f"invalid arguments for tool {tool.name!r}{origin}: {details}") from None
-    return args
+        return parse(tool.args, arguments)
+    except ArgumentsError as exc:
+        raise _Refusal(f"invalid arguments for tool {tool.name!r}{origin}: {exc}") from None
 
 
-def _as_json(tool: Tool[Any], args: BaseModel) -> Mapping[str, object]:
+def _as_json(tool: Tool[Any], args: object) -> Mapping[str, object]:
     try:
-        data = args.model_dump(mode="json", by_alias=True)
+        data = arguments_data(args)
     except Exception as exc:
         log.exception("tool %r: its validated arguments do not serialize to JSON", tool.name)
         raise _Refusal(
@@ -282,7 +278,7 @@ async def _before_execute(ctx: Context, invocation: ToolInvocation) -> ToolInvoc
     return approved
 
 
-async def _invoke(tool: Tool[Any], args: BaseModel, exec: ToolExec) -> ToolOutput:
+async def _invoke(tool: Tool[Any], args: object, exec: ToolExec) -> ToolOutput:
     """Step 5: run the tool and turn whatever it did into an output."""
     try:
         output: object = await tool.execute(args, exec)

@@ -23,14 +23,18 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from tether.llm.adapters.errors import ProviderError
 from tether.llm.adapters.http import HttpOptions
-from tether.llm.adapters.providers import GENERIC_KEY_ENV, Preset, find_key
+from tether.llm.adapters.providers import (
+    GENERIC_KEY_ENV,
+    Preset,
+    check_base_url,
+    check_key,
+    find_key,
+)
 
 __all__ = [
     "Endpoint",
     "EndpointConfig",
     "HttpConfig",
-    "check_base_url",
-    "check_key",
     "resolve_endpoint",
 ]
 
@@ -116,23 +120,6 @@ class Endpoint:
                 f"'{self.provider}:MODEL'",
             )
         return model
-
-
-def check_key(key: str, where: str) -> str | None:
-    """Why ``key`` cannot be sent in a header, or ``None`` if it can.
-
-    The reason names ``where`` the key came from, never the key.
-    """
-    if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
-        return f"the API key from {where} contains spaces, control or non-ASCII characters"
-    return None
-
-
-def check_base_url(url: str) -> str | None:
-    """Why ``url`` is not a usable base URL, or ``None`` if it is."""
-    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
-        return f"base URL {url!r} must start with http:// or https://"
-    return None
 
 
 def resolve_endpoint(

@@ -113,3 +113,20 @@ def find_key(variables: tuple[str, ...], env: Mapping[str, str]) -> tuple[str, s
         if value:
             return variable, value
     return None
+
+
+def check_key(key: str, where: str) -> str | None:
+    """Why ``key`` cannot be sent in a header, or ``None`` if it can.
+
+    The reason names ``where`` the key came from, never the key.
+    """
+    if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
+        return f"the API key from {where} contains spaces, control or non-ASCII characters"
+    return None
+
+
+def check_base_url(url: str) -> str | None:
+    """Why ``url`` is not a usable base URL, or ``None`` if it is."""
+    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+        return f"base URL {url!r} must start with http:// or https://"
+    return None

@@ -29,20 +29,22 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import SecretStr
-
-from tether.llm.adapters.endpoint import check_base_url, check_key
 from tether.llm.adapters.providers import (
     ANTHROPIC_PLUGIN,
     OPENAI_PLUGIN,
     PRESETS,
     Preset,
+    check_base_url,
+    check_key,
     find_key,
 )
 from tether.llm.errors import LlmError
 from tether.llm.request import parse_model_ref
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
 
 __all__ = [
     "AGENT_LOOP_ROW",
@@ -260,6 +262,8 @@ def _key(preset: Preset, ref: str, env: Mapping[str, str]) -> SecretStr | None:
         problem = check_key(key, variable)
         if problem is not None:
             raise ModelSettingsError(problem)
+        from pydantic import SecretStr  # the adapters, which take it, import pydantic anyway
+
         return SecretStr(key)
     if preset.key_required:
         raise ModelSettingsError(

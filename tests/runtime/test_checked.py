@@ -1,0 +1,167 @@
+"""Checked dataclasses: every supported form converts or fails with a located message."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from tether.runtime.checked import Checked, FieldError, as_data, build, json_schema, meta
+
+
+class Mode(enum.Enum):
+    ASK = "ask"
+    AUTO = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class Member(Checked):
+    name: str = field(metadata=meta("who it is"))
+    weight: float = field(default=1.0, metadata=meta(ge=0, le=10))
+
+
+@dataclass(frozen=True, slots=True)
+class Everything(Checked):
+    count: int = field(metadata=meta("how many", ge=1))
+    ratio: float = field(default=0.5, metadata=meta(gt=0, le=1))
+    flag: bool = False
+    label: str | None = None
+    where: Path | None = None
+    mode: Mode = Mode.ASK
+    kind: Literal["a", "b"] = "a"
+    members: tuple[Member, ...] = ()
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Window(Checked):
+    low: int = 0
+    high: int = 10
+
+    def __post_init__(self) -> None:
+        super(Window, self).__post_init__()
+        if self.low > self.high:
+            raise FieldError(("low",), "must not exceed high")
+
+
+def located(raw: Mapping[str, object]) -> str:
+    with pytest.raises(FieldError) as caught:
+        build(Everything, raw)
+    return caught.value.located()
+
+
+def test_build_converts_each_form_and_fills_defaults() -> None:
+    value = build(
+        Everything,
+        {
+            "count": 3,
+            "ratio": 1,
+            "label": "x",
+            "where": "/tmp/data",
+            "mode": "auto",
+            "kind": "b",
+            "members": [{"name": "m"}, {"name": "n", "weight": 2}],
+            "extra": {"k": [1]},
+        },
+    )
+    assert value.ratio == 1.0 and isinstance(value.ratio, float)
+    assert value.where == Path("/tmp/data")
+    assert value.mode is Mode.AUTO
+    assert value.members == (Member("m"), Member("n", 2.0))
+    assert value.extra == {"k": [1]}
+    assert value.flag is False and value.label == "x" and value.kind == "b"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({}, "config.count: required"),
+        ({"count": 1, "colour": "red"}, "config.colour: unknown field (the fields are: count,"),
+        ({"count": "3"}, "config.count: must be an integer, got '3'"),
+        ({"count": True}, "config.count: must be an integer, got True"),
+        ({"count": 0}, "config.count: must be at least 1, got 0"),
+        ({"count": 1, "ratio": 0}, "config.ratio: must be greater than 0, got 0.0"),
+        ({"count": 1, "ratio": 2}, "config.ratio: must be at most 1, got 2.0"),
+        ({"count": 1, "flag": "yes"}, "config.flag: must be true or false, got 'yes'"),
+        ({"count": 1, "label": 5}, "config.label: must be a string, got 5"),
+        ({"count": 1, "where": 5}, "config.where: must be a path (a string), got 5"),
+        ({"count": 1, "mode": "never"}, "config.mode: must be one of 'ask', 'auto', got 'never'"),
+        ({"count": 1, "kind": "c"}, "config.kind: must be one of 'a', 'b', got 'c'"),
+        ({"count": 1, "members": {"name": "m"}}, "config.members: must be a list"),
+        ({"count": 1, "members": [{"name": "m"}, {}]}, "config.members.1.name: required"),
+        ({"count": 1, "members": ["m"]}, "config.members.0: must be a mapping, got 'm'"),
+        (
+            {"count": 1, "members": [{"name": "m", "weight": 11}]},
+            "config.members.0.weight: must be at most 10, got 11.0",
+        ),
+        ({"count": 1, "extra": {1: "x"}}, "config.extra: keys must be strings, got 1"),
+        ({"count": 1, "extra": []}, "config.extra: must be a mapping, got []"),
+    ],
+)
+def test_bad_input_is_refused_at_its_location(raw: Mapping[str, object], message: str) -> None:
+    assert located(raw).startswith(message)
+
+
+def test_construction_checks_as_build_does() -> None:
+    with pytest.raises(FieldError, match="must be at least 1"):
+        Everything(count=0)
+    with pytest.raises(FieldError, match="must not exceed high"):
+        Window(low=5, high=1)
+    assert Window(low=1, high=5).high == 5
+
+
+def test_as_data_round_trips_through_build() -> None:
+    value = build(
+        Everything,
+        {"count": 2, "where": "/x", "mode": "auto", "members": [{"name": "m"}], "extra": {"a": 1}},
+    )
+    data = as_data(value)
+    assert data == {
+        "count": 2,
+        "ratio": 0.5,
+        "flag": False,
+        "label": None,
+        "where": "/x",
+        "mode": "auto",
+        "kind": "a",
+        "members": [{"name": "m", "weight": 1.0}],
+        "extra": {"a": 1},
+    }
+    assert isinstance(data, dict)
+    assert build(Everything, data) == value
+
+
+def test_json_schema_describes_fields_bounds_and_defaults() -> None:
+    schema = json_schema(Everything)
+    assert schema["type"] == "object"
+    assert schema["required"] == ["count"]
+    assert schema["additionalProperties"] is False
+    props = schema["properties"]
+    assert props["count"] == {"type": "integer", "minimum": 1, "description": "how many"}
+    assert props["ratio"] == {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 1,
+        "default": 0.5,
+    }
+    assert props["label"] == {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}
+    assert props["mode"] == {"enum": ["ask", "auto"], "default": "ask"}
+    assert props["kind"] == {"enum": ["a", "b"], "default": "a"}
+    assert props["members"]["items"]["required"] == ["name"]
+    assert props["members"]["items"]["properties"]["name"]["description"] == "who it is"
+    assert props["extra"] == {"type": "object"}
+
+
+def test_an_unsupported_annotation_is_a_definition_error() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Odd(Checked):
+        values: list[int]
+
+    with pytest.raises(TypeError, match="unsupported annotation"):
+        Odd(values=[1])
+    with pytest.raises(TypeError, match="no JSON Schema"):
+        json_schema(Odd)
