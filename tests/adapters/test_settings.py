@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import SecretStr
 
 from tether.llm.adapters.settings import (
     OFFLINE_NOTICE,
@@ -11,6 +10,7 @@ from tether.llm.adapters.settings import (
     ModelSettingsError,
     resolve_model_settings,
 )
+from tether.runtime.checked import Secret
 
 DEEPSEEK = {"DEEPSEEK_API_KEY": "sk-deep"}
 
@@ -21,7 +21,7 @@ def test_given_model_wins_over_environment_and_deepseek_key() -> None:
     settings = resolve_model_settings("openai:gpt-4.1", env=env)
 
     assert (settings.model, settings.source) == ("openai:gpt-4.1", "given")
-    assert settings.api_key == SecretStr("sk-oa")
+    assert settings.api_key == Secret("sk-oa")
     assert settings.notice is None
 
 
@@ -37,7 +37,7 @@ def test_deepseek_key_alone_chooses_deepseek_chat() -> None:
     settings = resolve_model_settings(env=DEEPSEEK)
 
     assert (settings.model, settings.source) == ("deepseek:deepseek-chat", "DEEPSEEK_API_KEY")
-    assert settings.api_key == SecretStr("sk-deep")
+    assert settings.api_key == Secret("sk-deep")
 
 
 def test_nothing_configured_falls_back_to_offline_with_a_one_line_notice() -> None:
@@ -70,9 +70,9 @@ def test_missing_key_is_a_clear_error_naming_the_variables(model: str, variables
 
 def test_tether_api_key_serves_any_provider_after_its_own_variable() -> None:
     env = {"TETHER_API_KEY": "sk-generic"}
-    assert resolve_model_settings("openai:gpt-4.1", env=env).api_key == SecretStr("sk-generic")
+    assert resolve_model_settings("openai:gpt-4.1", env=env).api_key == Secret("sk-generic")
     env["OPENAI_API_KEY"] = "sk-own"
-    assert resolve_model_settings("openai:gpt-4.1", env=env).api_key == SecretStr("sk-own")
+    assert resolve_model_settings("openai:gpt-4.1", env=env).api_key == Secret("sk-own")
 
 
 def test_unknown_provider_is_a_clear_error_listing_the_known_ones() -> None:
@@ -148,7 +148,7 @@ def test_rows_carry_base_url_and_key_to_the_chosen_providers_plugin() -> None:
         "providers": {
             "openai-compatible": {
                 "base_url": "http://127.0.0.1:8000/v1",
-                "api_key": SecretStr("k"),
+                "api_key": Secret("k"),
             }
         }
     }

@@ -10,7 +10,7 @@ from typing import Literal
 
 import pytest
 
-from tether.runtime.checked import Checked, FieldError, as_data, build, json_schema, meta
+from tether.runtime.checked import Checked, FieldError, Secret, as_data, build, json_schema, meta
 
 
 class Mode(enum.Enum):
@@ -165,3 +165,31 @@ def test_an_unsupported_annotation_is_a_definition_error() -> None:
         Odd(values=[1])
     with pytest.raises(TypeError, match="no JSON Schema"):
         json_schema(Odd)
+
+
+@dataclass(frozen=True)
+class Account(Checked):
+    key: Secret | None = None
+    teams: Mapping[str, Member] = field(default_factory=dict)
+
+
+def test_a_secret_never_shows_and_nested_mappings_are_checked_per_key() -> None:
+    account = build(Account, {"key": "sk-hidden", "teams": {"core": {"name": "ada"}}})
+    assert isinstance(account.key, Secret)
+    assert account.key.get_secret_value() == "sk-hidden"
+    assert account.key == Secret("sk-hidden")
+    assert "sk-hidden" not in repr(account) and "sk-hidden" not in str(account.key)
+    assert as_data(account) == {
+        "key": "**********",
+        "teams": {"core": {"name": "ada", "weight": 1.0}},
+    }
+    assert account.teams == {"core": Member("ada")}
+    with pytest.raises(FieldError) as caught:
+        build(Account, {"teams": {"core": {"weight": 1}}})
+    assert caught.value.located() == "config.teams.core.name: required"
+    with pytest.raises(FieldError) as caught:
+        build(Account, {"key": 12345})
+    assert caught.value.located() == "config.key: must be a string, got int"
+    schema = json_schema(Account)["properties"]
+    assert schema["key"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert schema["teams"]["additionalProperties"]["required"] == ["name"]

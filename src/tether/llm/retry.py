@@ -37,8 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from tether.runtime.checked import Checked, meta
 from tether.session.errors import EventFormatError
 from tether.session.events import DEFAULT_REGISTRY, EventRegistry
 from tether.session.vocabulary import EventPayload
@@ -148,20 +147,20 @@ name = "retry"
 inject: tuple[str, ...] = ()
 
 
-class Config(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
     """Configuration of the retry policy."""
 
-    # Built at mount, not at import (see tether.llm.adapters.endpoint.HttpConfig).
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    max_attempts: int = Field(default=5, ge=1, description="requests per step, the first included")
-    base_delay: float = Field(default=1.0, ge=0, description="seconds before the first retry")
-    max_delay: float = Field(default=30.0, ge=0, description="the backoff's ceiling, in seconds")
-    jitter: float = Field(default=0.5, ge=0, le=1, description="share of the delay randomized")
-    max_retry_after: float = Field(
-        default=120.0, ge=0, description="a longer Retry-After gives up instead of waiting"
+    max_attempts: int = field(
+        default=5, metadata=meta("requests per step, the first included", ge=1)
     )
-    retry_on: list[str] = Field(default_factory=lambda: list(RETRYABLE))
+    base_delay: float = field(default=1.0, metadata=meta("seconds before the first retry", ge=0))
+    max_delay: float = field(default=30.0, metadata=meta("the backoff's ceiling, in seconds", ge=0))
+    jitter: float = field(default=0.5, metadata=meta("share of the delay randomized", ge=0, le=1))
+    max_retry_after: float = field(
+        default=120.0, metadata=meta("a longer Retry-After gives up instead of waiting", ge=0)
+    )
+    retry_on: tuple[str, ...] = tuple(sorted(RETRYABLE))
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(

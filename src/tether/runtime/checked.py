@@ -19,10 +19,11 @@ A schema declares its fields with annotations, defaults and :func:`meta`::
         data_dir: Path | None = None
 
 Supported annotations: ``bool``, ``int`` (not a bool), ``float`` (an int is
-accepted and converted), ``str``, ``Path`` (from a string), an ``Enum`` (a
-member or a member's value), ``Literal[...]``, ``X | None``,
-``tuple[X, ...]`` (from a list or tuple), ``Mapping[str, object]`` (a
-mapping with string keys, copied) and a nested ``Checked`` (from a mapping).
+accepted and converted), ``str``, :class:`Secret` (from a string), ``Path``
+(from a string), an ``Enum`` (a member or a member's value),
+``Literal[...]``, ``X | None``, ``tuple[X, ...]`` (from a list or tuple),
+``Mapping[str, X]`` (a mapping with string keys, copied; ``X`` may be
+``object``, which takes any value) and a nested ``Checked`` (from a mapping).
 A subclass that checks more (a relation between fields) overrides
 ``__post_init__``, calls ``super().__post_init__()`` first, and raises
 :class:`FieldError`.
@@ -47,6 +48,7 @@ from typing import Any, ClassVar, Literal, TypeVar, Union
 __all__ = [
     "Checked",
     "FieldError",
+    "Secret",
     "as_data",
     "build",
     "is_pydantic_model",
@@ -72,6 +74,37 @@ class FieldError(ValueError):
         if not parts:
             return self.message
         return f"{_dotted(parts)}: {self.message}"
+
+
+class Secret:
+    """A string that stays out of every ``repr``, ``str`` and dump: an API key.
+
+    Read it with :meth:`get_secret_value`, only where it is sent.
+    """
+
+    __slots__ = ("_value",)
+
+    MASK = "**********"
+
+    def __init__(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"a Secret holds a string, got {type(value).__name__}")
+        self._value = value
+
+    def get_secret_value(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({self.MASK!r})"
+
+    def __str__(self) -> str:
+        return self.MASK
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
 
 
 def meta(
@@ -133,6 +166,8 @@ def as_data(value: object) -> object:
         return dump(mode="json")
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, Secret):
+        return Secret.MASK
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple | list):
@@ -207,7 +242,9 @@ def _convert(annotation: Any, value: object, path: Location) -> object:
     if origin is tuple:
         return _convert_tuple(typing.get_args(annotation), value, path)
     if origin is Mapping:
-        return _convert_mapping(value, path)
+        return _convert_mapping(typing.get_args(annotation), value, path)
+    if annotation is object:
+        return value
     if annotation is type(None):
         if value is not None:
             raise FieldError(path, f"must be null, got {value!r}")
@@ -228,6 +265,12 @@ def _convert(annotation: Any, value: object, path: Location) -> object:
         if not isinstance(value, str):
             raise FieldError(path, f"must be a string, got {value!r}")
         return value
+    if annotation is Secret:
+        if isinstance(value, Secret):
+            return value
+        if not isinstance(value, str):
+            raise FieldError(path, f"must be a string, got {type(value).__name__}")
+        return Secret(value)
     if annotation is Path:
         if not isinstance(value, str | Path):
             raise FieldError(path, f"must be a path (a string), got {value!r}")
@@ -263,13 +306,15 @@ def _convert_tuple(items: tuple[Any, ...], value: object, path: Location) -> obj
     return tuple(_convert(items[0], item, (*path, index)) for index, item in enumerate(value))
 
 
-def _convert_mapping(value: object, path: Location) -> object:
+def _convert_mapping(types_: tuple[Any, ...], value: object, path: Location) -> object:
+    if len(types_) != 2 or types_[0] is not str:
+        raise TypeError(f"field {_dotted(path)}: use Mapping[str, X]")
     if not isinstance(value, Mapping):
         raise FieldError(path, f"must be a mapping, got {value!r}")
     for key in value:
         if not isinstance(key, str):
             raise FieldError(path, f"keys must be strings, got {key!r}")
-    return dict(value)
+    return {key: _convert(types_[1], item, (*path, key)) for key, item in value.items()}
 
 
 def _convert_enum(annotation: type[enum.Enum], value: object, path: Location) -> object:
@@ -316,7 +361,10 @@ def _annotation_schema(annotation: Any) -> dict[str, Any]:
     if origin is tuple:
         return {"type": "array", "items": _annotation_schema(typing.get_args(annotation)[0])}
     if origin is Mapping:
-        return {"type": "object"}
+        values = typing.get_args(annotation)[1]
+        if values is object:
+            return {"type": "object"}
+        return {"type": "object", "additionalProperties": _annotation_schema(values)}
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return {"enum": [member.value for member in annotation]}
     if isinstance(annotation, type) and issubclass(annotation, Checked):
@@ -333,6 +381,7 @@ _JSON_TYPES: tuple[tuple[object, str], ...] = (
     (int, "integer"),
     (float, "number"),
     (str, "string"),
+    (Secret, "string"),
     (Path, "string"),
 )
 

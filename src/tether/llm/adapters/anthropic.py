@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from pydantic import Field, field_validator
 
 from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
 from tether.llm.adapters.http import HttpClient
@@ -28,6 +27,7 @@ from tether.llm.adapters.providers import PRESETS
 from tether.llm.adapters.streaming import HttpAdapter
 from tether.llm.request import ModelRequest, check_provider_name
 from tether.llm.service import LlmView
+from tether.runtime.checked import FieldError, meta
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -79,22 +79,25 @@ name = "anthropic"
 inject = ("llm",)
 
 
+@dataclass(frozen=True)
 class Config(HttpConfig, EndpointConfig):
     """Configuration of the Anthropic adapter plugin (``None`` keeps the preset's value)."""
 
-    provider: str = Field(default="anthropic", description="the provider name to register")
-    max_tokens: int = Field(
-        default=8192, ge=1, description="output token limit when a request sets none"
+    provider: str = field(default="anthropic", metadata=meta("the provider name to register"))
+    max_tokens: int = field(
+        default=8192, metadata=meta("output token limit when a request sets none", ge=1)
     )
-    thinking_budget: int | None = Field(
-        default=None, ge=1024, description="enable extended thinking with this token budget"
+    thinking_budget: int | None = field(
+        default=None, metadata=meta("enable extended thinking with this token budget", ge=1024)
     )
     anthropic_version: str = ANTHROPIC_VERSION
 
-    @field_validator("provider")
-    @classmethod
-    def _provider_name(cls, value: str) -> str:
-        return check_provider_name(value)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        try:
+            check_provider_name(self.provider)
+        except ValueError as exc:
+            raise FieldError(("provider",), str(exc)) from None
 
 
 def endpoint(config: Config, env: Mapping[str, str]) -> Endpoint:

@@ -19,8 +19,6 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
-
 from tether.llm.adapters.errors import ProviderError
 from tether.llm.adapters.http import HttpOptions
 from tether.llm.adapters.providers import (
@@ -30,6 +28,7 @@ from tether.llm.adapters.providers import (
     check_key,
     find_key,
 )
+from tether.runtime.checked import Checked, Secret, meta
 
 __all__ = [
     "Endpoint",
@@ -39,18 +38,19 @@ __all__ = [
 ]
 
 
-class HttpConfig(BaseModel):
+# The adapters' configs are combined by inheritance (the Anthropic plugin's is
+# both an HttpConfig and an EndpointConfig), which slotted classes cannot be.
+
+
+@dataclass(frozen=True)
+class HttpConfig(Checked):
     """Timeouts (seconds) and pool size of an adapter plugin's HTTP client."""
 
-    # The schema is built when a plugin mounts and validates its config, not
-    # when the module is imported: it keeps the adapters' import cheap.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    connect_timeout: float = Field(default=10.0, gt=0, description="seconds to connect")
-    read_timeout: float = Field(
-        default=120.0, gt=0, description="seconds to wait for the next bytes of an answer"
+    connect_timeout: float = field(default=10.0, metadata=meta("seconds to connect", gt=0))
+    read_timeout: float = field(
+        default=120.0, metadata=meta("seconds to wait for the next bytes of an answer", gt=0)
     )
-    max_connections: int = Field(default=20, ge=1, description="pooled connections")
+    max_connections: int = field(default=20, metadata=meta("pooled connections", ge=1))
 
     def http_options(self) -> HttpOptions:
         return HttpOptions(
@@ -60,21 +60,20 @@ class HttpConfig(BaseModel):
         )
 
 
-class EndpointConfig(BaseModel):
+@dataclass(frozen=True)
+class EndpointConfig(Checked):
     """Settings of one provider; a field left ``None`` keeps the preset's value.
 
     Prefer ``api_key_env`` (the variables a key is read from) to ``api_key``:
     a key written in a composition file is a key on disk.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    base_url: str | None = Field(
-        default=None, description="the API root, up to and including its version path"
+    base_url: str | None = field(
+        default=None, metadata=meta("the API root, up to and including its version path")
     )
-    api_key: SecretStr | None = None
-    api_key_env: list[str] | None = Field(
-        default=None, description=f"variables to read the key from ({GENERIC_KEY_ENV} follows)"
+    api_key: Secret | None = None
+    api_key_env: tuple[str, ...] | None = field(
+        default=None, metadata=meta(f"variables to read the key from ({GENERIC_KEY_ENV} follows)")
     )
     key_required: bool | None = None
     default_model: str | None = None
@@ -89,7 +88,7 @@ class Endpoint:
     """
 
     preset: Preset
-    api_key: SecretStr | None = field(default=None, repr=False)
+    api_key: Secret | None = field(default=None, repr=False)
     problem: ProviderError | None = None
 
     @property
@@ -129,7 +128,7 @@ def resolve_endpoint(
     overrides: dict[str, object] = {}
     if config is not None:
         # Any field of the config that a preset has too (subclasses add some).
-        for name in type(config).model_fields.keys() & _PRESET_FIELDS:
+        for name in {spec.name for spec in dataclasses.fields(config)} & _PRESET_FIELDS:
             value = getattr(config, name)
             if value is not None:
                 overrides[name] = value
@@ -164,7 +163,7 @@ def resolve_endpoint(
     key_problem = check_key(key, where)
     if key_problem is not None:
         return Endpoint(preset, problem=ProviderError("auth", f"{provider}: {key_problem}"))
-    return Endpoint(preset, api_key=SecretStr(key))
+    return Endpoint(preset, api_key=Secret(key))
 
 
 _PRESET_FIELDS = frozenset(f.name for f in dataclasses.fields(Preset))

@@ -63,28 +63,35 @@ class HttpOptions:
 
 
 class HttpClient:
-    """One lazily created ``httpx.AsyncClient``, owned by one adapter plugin.
+    """The pooled ``httpx.AsyncClient`` of one adapter plugin, created on first use.
 
-    Not created until the first request; :meth:`aclose` closes it (and every
-    pooled connection) if it was.
+    There are two, one per scheme, each created by the first request that
+    needs it. An ``https`` client verifies certificates against the CA
+    bundle, which takes tens of milliseconds to load. An ``http`` client
+    (a local server: vLLM, Ollama, llama.cpp) never negotiates TLS, so it is
+    created without loading that bundle; it is given ``http://`` URLs only,
+    and no client follows redirects. :meth:`aclose` closes both (and every
+    pooled connection).
     """
 
-    __slots__ = ("_client", "_options")
+    __slots__ = ("_clients", "_options")
 
     def __init__(self, options: HttpOptions) -> None:
         self._options = options
-        self._client: httpx.AsyncClient | None = None
+        self._clients: dict[bool, httpx.AsyncClient] = {}
 
     @property
     def options(self) -> HttpOptions:
         return self._options
 
-    def _get(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def _get(self, url: str) -> httpx.AsyncClient:
+        secure = not url.startswith("http://")
+        client = self._clients.get(secure)
+        if client is None:
             import httpx
 
             options = self._options
-            self._client = httpx.AsyncClient(
+            client = httpx.AsyncClient(
                 timeout=httpx.Timeout(
                     connect=options.connect_timeout,
                     read=options.read_timeout,
@@ -95,13 +102,18 @@ class HttpClient:
                     max_connections=options.max_connections,
                     max_keepalive_connections=options.max_connections,
                 ),
+                # Plain HTTP has no certificate to verify: skip loading the CA bundle.
+                verify=secure,
+                follow_redirects=False,
             )
-        return self._client
+            self._clients[secure] = client
+        return client
 
     async def aclose(self) -> None:
-        """Close the client and its connections; the next request opens a new one."""
-        client, self._client = self._client, None
-        if client is not None:
+        """Close the clients and their connections; the next request opens new ones."""
+        clients = list(self._clients.values())
+        self._clients.clear()
+        for client in clients:
             await client.aclose()
 
     async def events(
@@ -125,7 +137,7 @@ class HttpClient:
         import httpx
         from httpx_sse import EventSource, SSEError
 
-        client = self._get()
+        client = self._get(url)
         request_headers = {
             **headers,
             "accept": "text/event-stream",

@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
-
-from pydantic import Field, field_validator
 
 from tether.llm.adapters.chat_completions import StreamDecoder, request_body
 from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
@@ -43,6 +41,7 @@ from tether.llm.adapters.providers import OPENAI_PLUGIN, PRESETS
 from tether.llm.adapters.streaming import HttpAdapter
 from tether.llm.request import ModelRequest, check_provider_name
 from tether.llm.service import LlmView
+from tether.runtime.checked import FieldError, meta
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -78,31 +77,34 @@ name = "openai"
 inject = ("llm",)
 
 
+@dataclass(frozen=True)
 class ProviderConfig(EndpointConfig):
     """One provider of the plugin; ``None`` keeps the preset's value."""
 
-    replay_reasoning: bool | None = Field(
+    replay_reasoning: bool | None = field(
         default=None,
-        description="send reasoning_content back on assistant messages that called tools",
+        metadata=meta("send reasoning_content back on assistant messages that called tools"),
     )
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
 
 
+@dataclass(frozen=True)
 class Config(HttpConfig):
     """Configuration of the OpenAI-compatible adapter plugin."""
 
-    providers: dict[str, ProviderConfig] = Field(
+    providers: Mapping[str, ProviderConfig] = field(
         default_factory=dict,
-        description="per-provider settings over the presets; a new name adds a provider",
+        metadata=meta("per-provider settings over the presets; a new name adds a provider"),
     )
-    presets: bool = Field(default=True, description="register the built-in presets")
+    presets: bool = field(default=True, metadata=meta("register the built-in presets"))
 
-    @field_validator("providers")
-    @classmethod
-    def _provider_names(cls, value: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
-        for provider in value:
-            check_provider_name(provider)
-        return value
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for provider in self.providers:
+            try:
+                check_provider_name(provider)
+            except ValueError as exc:
+                raise FieldError(("providers", provider), str(exc)) from None
 
 
 def endpoints(config: Config, env: Mapping[str, str]) -> list[Endpoint]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from tether.llm.adapters.providers import (
     ANTHROPIC_PLUGIN,
@@ -42,9 +42,7 @@ from tether.llm.adapters.providers import (
 )
 from tether.llm.errors import LlmError
 from tether.llm.request import parse_model_ref
-
-if TYPE_CHECKING:
-    from pydantic import SecretStr
+from tether.runtime.checked import Secret
 
 __all__ = [
     "AGENT_LOOP_ROW",
@@ -91,7 +89,7 @@ class ModelSettings:
     model: str
     source: ModelSource
     base_url: str | None = None
-    api_key: SecretStr | None = field(default=None, repr=False)
+    api_key: Secret | None = field(default=None, repr=False)
     notice: str | None = None
     """A line to print on stderr (the offline fallback), or ``None``."""
 
@@ -103,9 +101,10 @@ class ModelSettings:
         """The composition rows the choice needs: both adapter plugins and the retry policy.
 
         The row of the chosen provider's plugin carries its base URL and key
-        (as a ``SecretStr``), when they were resolved here. The offline model
-        needs none of them, so none are added for it (nothing network-related
-        is imported); a composition that still wants them lists them itself.
+        (as a :class:`~tether.runtime.checked.Secret`), when they were resolved
+        here. The offline model needs none of them, so none are added for it
+        (nothing network-related is imported); a composition that still wants
+        them lists them itself.
         """
         if self.provider == OFFLINE:
             return []
@@ -255,16 +254,14 @@ def _choose(model: str | None, env: Mapping[str, str]) -> tuple[str | None, Mode
     return None, "default"
 
 
-def _key(preset: Preset, ref: str, env: Mapping[str, str]) -> SecretStr | None:
+def _key(preset: Preset, ref: str, env: Mapping[str, str]) -> Secret | None:
     found = find_key(preset.key_variables, env)
     if found is not None:
         variable, key = found
         problem = check_key(key, variable)
         if problem is not None:
             raise ModelSettingsError(problem)
-        from pydantic import SecretStr  # the adapters, which take it, import pydantic anyway
-
-        return SecretStr(key)
+        return Secret(key)
     if preset.key_required:
         raise ModelSettingsError(
             f"model {ref!r} needs an API key: set {' or '.join(preset.key_variables)}"
