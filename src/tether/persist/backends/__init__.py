@@ -2,8 +2,11 @@
 
 :class:`JsonlBackend` (one JSON Lines file per session) is the embedded
 default; :class:`SqliteBackend` keeps every session in one SQLite database.
-Both are synchronous and know nothing of the runtime.
+Both are synchronous and know nothing of the runtime. The SQLite backend
+(and ``sqlite3``) is imported when it is first named, not with this package.
 """
+
+from typing import TYPE_CHECKING
 
 from tether.persist.backends.base import (
     LogBackend,
@@ -29,7 +32,9 @@ from tether.persist.backends.records import (
     LineageRecord,
     validate_session_id,
 )
-from tether.persist.backends.sqlite import SqliteBackend
+
+if TYPE_CHECKING:
+    from tether.persist.backends.sqlite import SqliteBackend
 
 __all__ = [
     "BackendClosedError",
@@ -52,3 +57,11 @@ __all__ = [
     "newest_first",
     "validate_session_id",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "SqliteBackend":
+        from tether.persist.backends.sqlite import SqliteBackend
+
+        return SqliteBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
