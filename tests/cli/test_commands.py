@@ -21,15 +21,24 @@ def env_for(home: Path) -> dict[str, str]:
     }
 
 
-def tether(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def python(
+    home: Path, *argv: str, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", *args],
+        [sys.executable, *argv],
+        input=input,
         capture_output=True,
         text=True,
         timeout=timeout,
         env=env_for(home),
         check=False,
     )
+
+
+def tether(
+    home: Path, *args: str, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return python(home, "-m", "tether.cli.main", *args, input=input, timeout=timeout)
 
 
 def session_id(stderr: str) -> str:
@@ -58,17 +67,10 @@ print(status, "pydantic" in sys.modules, gc.isenabled(), gc.get_freeze_count() >
 def test_an_offline_run_starts_without_pydantic_and_resumes_the_collector(
     tmp_path: Path,
 ) -> None:
-    # pydantic is most of a second of start-up on a slow machine: the default
+    # Importing pydantic is a third of an offline run's start-up: the default
     # composition's configs and the bash tool's arguments are Checked
     # dataclasses, so an offline run, tool call included, never imports it.
-    result = subprocess.run(
-        [sys.executable, "-c", STARTUP_PROBE, "run", "$ echo probe"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env_for(tmp_path),
-        check=False,
-    )
+    result = python(tmp_path, "-c", STARTUP_PROBE, "run", "$ echo probe")
     assert result.returncode == 0, result.stderr
     assert "probe" in result.stdout
     assert result.stdout.splitlines()[-1] == "0 False True True"
@@ -184,15 +186,7 @@ def test_ctrl_c_cancels_the_turn_cleanly_and_the_log_closes(tmp_path: Path) -> N
 
 def test_chat_queues_prompts_handles_commands_and_resumes(tmp_path: Path) -> None:
     script = "first question\n/steer a nudge\n/sessions\n/bogus\nsecond question\n/quit\n"
-    result = subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "chat"],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env_for(tmp_path),
-        check=False,
-    )
+    result = tether(tmp_path, "chat", input=script)
     assert result.returncode == 0, result.stderr
     # The steer reached the first turn; the second prompt, typed while it
     # ran, was queued as its own turn.
