@@ -8,6 +8,8 @@ The ``scripted`` model answers from the conversation's last message:
 * ``fail``: the request fails with ``the model is unavailable``;
 * ``think <text>``: reasons ``pondering <text>``, then answers ``echo: <text>``;
 * ``long``: stops at its output token limit;
+* ``decline``: starts an answer, then the provider refuses (a ``refusal`` finish);
+* ``forever``: calls ``bash true`` at every step, never answering;
 * anything else: ``echo: <text>``, streamed in three pieces.
 
 A prompt containing ``forbidden`` is vetoed by the pre-step hook (the turn
@@ -51,6 +53,10 @@ class ScriptedModel:
         self, request: ModelRequest, signal: CancelSignal
     ) -> AsyncIterator[StreamChunk]:
         last = request.messages[-1]
+        if _prompt_of(request) == "forever":
+            yield ToolCallDelta(index=0, id="call-f", name="bash", args_delta='{"command": "true"}')
+            yield Finish("tool-calls")
+            return
         if isinstance(last, ToolMessage):
             first = last.content.splitlines()[0] if last.content else ""
             yield TextDelta(f"done: {first}")
@@ -72,6 +78,9 @@ class ScriptedModel:
         elif text == "long":
             yield TextDelta("and so on, and so on")
             yield Finish("max-tokens")
+        elif text == "decline":
+            yield TextDelta("I can")
+            yield Finish("refusal")
         else:
             if text.startswith("think "):
                 text = text[len("think ") :]
@@ -81,6 +90,14 @@ class ScriptedModel:
             for start in range(0, len(answer), third):
                 yield TextDelta(answer[start : start + third])
             yield Finish("stop")
+
+
+def _prompt_of(request: ModelRequest) -> str:
+    """The text of the conversation's last user message."""
+    for message in reversed(request.messages):
+        if isinstance(message, ModelUserMessage):
+            return "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
+    return ""
 
 
 class BashArgs(BaseModel):

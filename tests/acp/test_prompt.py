@@ -7,7 +7,7 @@ from acp.exceptions import RequestError
 from acp.helpers import text_block
 from acp.schema import AgentThoughtChunk, ImageContentBlock, ResourceContentBlock
 
-from tests.acp.harness import serving
+from tests.acp.harness import SCRIPTED, serving
 
 
 async def test_initialize_negotiates_the_version_and_states_capabilities(tmp_path: Path) -> None:
@@ -41,12 +41,23 @@ async def test_stop_reasons_follow_the_turn_end(tmp_path: Path) -> None:
         sid = await server.new_session()
         assert await server.prompt(sid, "long") == "max_tokens"
         assert await server.prompt(sid, "say something forbidden") == "refusal"
+        # The provider refusing is a refusal too; what streamed before stays.
+        assert await server.prompt(sid, "decline") == "refusal"
+        assert server.client.text(sid).endswith("I can")
         with pytest.raises(RequestError) as failed:
             await server.prompt(sid, "fail")
         assert failed.value.code == -32603
         assert "the model is unavailable" in str(failed.value)
         # The session goes on after a failed turn.
         assert await server.prompt(sid, "still there?") == "end_turn"
+
+
+async def test_a_turn_at_its_step_limit_answers_max_turn_requests(tmp_path: Path) -> None:
+    overlay = SCRIPTED + "  - id: agent_loop\n    config: {{max_steps: 3}}\n"
+    async with serving(tmp_path, overlay=overlay) as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, "forever") == "max_turn_requests"
+        assert await server.prompt(sid, "hello") == "end_turn"
 
 
 async def test_a_second_prompt_in_flight_is_rejected(tmp_path: Path) -> None:

@@ -226,7 +226,7 @@ async def test_openai_preset_sends_max_completion_tokens(
     ("finish_reason", "expected"),
     [
         ("length", Finish("max-tokens")),
-        ("content_filter", Finish("error", error="x", error_code="bad-request")),
+        ("content_filter", Finish("refusal")),
     ],
 )
 async def test_finish_reasons_map_to_normalized_finishes(

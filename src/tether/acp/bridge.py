@@ -80,6 +80,7 @@ from tether.agent import (
     CancelCause,
     UserMessage,
 )
+from tether.loop.turn import step_limit_reached
 from tether.runtime import Veto
 from tether.session import (
     Aborted,
@@ -304,6 +305,8 @@ def _outcome(reason: TurnEndReason) -> Outcome:
         return "max_tokens"
     if isinstance(reason, Blocked):
         return "refusal"
+    if step_limit_reached(reason):
+        return "max_turn_requests"
     if isinstance(reason, Errored):
         return TurnFailed(reason.error)
     return TurnFailed(f"the turn ended: {reason.kind}")

@@ -75,6 +75,8 @@ def outcome(agent: Agent) -> tuple[int, str | None]:
                 return EXIT_CANCELLED, f"cancelled ({reason.get('cause')})"
             if kind == "error":
                 return EXIT_FAILED, f"error: {reason.get('error')}"
+            if kind == "blocked":
+                return EXIT_FAILED, "refused: a hook or the provider would not let the turn go on"
             return EXIT_FAILED, f"turn ended: {kind}"
     return EXIT_CANCELLED, "cancelled before the turn started"
 

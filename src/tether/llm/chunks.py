@@ -86,9 +86,10 @@ class Usage:
     cached_tokens: int | None = None
 
 
-FinishReason = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
+FinishReason = Literal["stop", "tool-calls", "max-tokens", "refusal", "error", "aborted"]
 """Why a stream ended: the model stopped, it called tools, it ran out of output
-tokens, the request failed, or the caller cancelled it."""
+tokens, the provider refused to answer (the model declined, or a content
+filter stopped the answer), the request failed, or the caller cancelled it."""
 
 FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
 

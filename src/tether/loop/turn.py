@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -77,6 +78,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_STARTED = "tool call cancelled before it started"
+
+_STEP_LIMIT = "the turn reached its limit of {} steps"
+_STEP_LIMIT_PATTERN = re.compile(re.escape(_STEP_LIMIT).replace(r"\{\}", r"\d+"))
+
+
+def step_limit_reached(reason: TurnEndReason) -> bool:
+    """Whether a turn ended because it reached the agent's ``max_steps``.
+
+    That turn ends ``error`` (the stored reasons are a fixed set, see
+    ``docs/sessions.md``) with a message of its own, which this recognizes.
+    """
+    return isinstance(reason, Errored) and bool(_STEP_LIMIT_PATTERN.fullmatch(reason.error))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +162,7 @@ class TurnRunner:
             step += 1
             if step > agent.options.max_steps:
                 # Steering still pending stays queued for the next turn.
-                return Errored(
-                    error=f"the turn reached its limit of {agent.options.max_steps} steps"
-                )
+                return Errored(error=_STEP_LIMIT.format(agent.options.max_steps))
             if step > 1:
                 # Claimed only now that the step will run: what is claimed is
                 # always logged as this step's input.
@@ -180,6 +191,8 @@ class TurnRunner:
                 return _aborted(signal)
             if assembled.finish.reason == "max-tokens":
                 return MaxTokens()
+            if assembled.finish.reason == "refusal":
+                return Blocked()
             if not calls and not agent.inbox.has(Target.STEERING):
                 return Completed()
             stop = await self._ctx.serial("agent/turn-stop", agent, turn, step)

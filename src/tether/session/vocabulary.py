@@ -295,7 +295,9 @@ class Aborted:
 
 @dataclass(frozen=True, slots=True)
 class Blocked:
-    """A hook refused to let the turn go on."""
+    """The turn was refused: a hook would not let it go on, or the provider
+    would not answer (the model declined, or its content filter stopped the
+    answer)."""
 
     kind: ClassVar[str] = "blocked"
 

@@ -59,11 +59,11 @@ _FINISH: Mapping[str, FinishReason] = {
     "tool_calls": "tool-calls",
     "function_call": "tool-calls",
     "length": "max-tokens",
+    "content_filter": "refusal",
 }
 
 # Finish reasons that report a failure rather than an answer.
 _FINISH_ERRORS: Mapping[str, tuple[ErrorCode, str]] = {
-    "content_filter": ("bad-request", "the provider's content filter stopped the answer"),
     "insufficient_system_resource": (
         "server",
         "the provider stopped the answer: insufficient system resource",

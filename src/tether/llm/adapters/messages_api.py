@@ -64,11 +64,10 @@ _FINISH: Mapping[str, FinishReason] = {
     "tool_use": "tool-calls",
     "max_tokens": "max-tokens",
     "model_context_window_exceeded": "max-tokens",
+    "refusal": "refusal",
 }
 
-_FINISH_ERRORS: Mapping[str, tuple[ErrorCode, str]] = {
-    "refusal": ("bad-request", "the model declined to answer (stop reason 'refusal')"),
-}
+_FINISH_ERRORS: Mapping[str, tuple[ErrorCode, str]] = {}
 
 
 def request_body(
