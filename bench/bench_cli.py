@@ -3,8 +3,9 @@
 Usage: python bench/bench_cli.py [--runs N]
 
 Targets (from the command-line contract): spawn -> answer printed <= 300 ms,
-peak RSS <= 90 MB, for the offline model; the same against a local
-OpenAI-compatible server is measured by ``bench/bench_adapters.py``.
+peak RSS <= 90 MB, for the offline model and for the OpenAI-compatible
+adapter against a local fake server (which runs in this process, so its work
+is counted too).
 """
 
 from __future__ import annotations
@@ -57,12 +58,13 @@ def one_run(task: str, home: str) -> tuple[float, float]:
     return answered - start, exited - start
 
 
-async def against_fake_server(runs: int) -> list[float]:
-    """``tether run`` with the OpenAI-compatible adapter against a local fake server."""
+async def against_fake_server(runs: int) -> tuple[list[float], list[float]]:
+    """``tether run`` with the OpenAI-compatible adapter against a local fake server:
+    seconds to the answer printed, and to exit, per run."""
     from tests.adapters.fake_server import FakeServer, stream
     from tests.adapters.support import text_answer
 
-    times = []
+    answered, exited = [], []
     with tempfile.TemporaryDirectory() as home:
         async with FakeServer() as server:
             argv = [
@@ -83,12 +85,18 @@ async def against_fake_server(runs: int) -> list[float]:
                 process = await asyncio.create_subprocess_exec(
                     *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
                 )
-                out, err = await process.communicate()
+                assert process.stdout is not None and process.stderr is not None
+                out, answer_at = b"", start
+                while chunk := await process.stdout.read(65536):
+                    out, answer_at = out + chunk, time.perf_counter()
+                err = await process.stderr.read()
+                await process.wait()
                 if process.returncode != 0 or b"fake model" not in out:
                     raise SystemExit(f"tether run against the fake server failed: {err.decode()}")
                 if index:  # the first run warms the bytecode cache
-                    times.append(time.perf_counter() - start)
-    return times
+                    answered.append(answer_at - start)
+                    exited.append(time.perf_counter() - start)
+    return answered, exited
 
 
 def measure(task: str, runs: int) -> tuple[list[float], list[float], float]:
@@ -125,12 +133,13 @@ def main() -> None:
             f"(target <= 300 ms); spawn -> exit median {ms(statistics.median(exited))}; "
             f"peak RSS so far {peak:.0f} MB (target <= 90 MB)"
         )
-    times = asyncio.run(against_fake_server(args.runs))
+    answered, exited = asyncio.run(against_fake_server(args.runs))
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(
-        f"tether run against a local OpenAI-compatible server: spawn -> exit median "
-        f"{statistics.median(times) * 1000:.0f} ms, min {min(times) * 1000:.0f} ms; "
-        f"peak RSS so far {peak:.0f} MB"
+        f"tether run against a local OpenAI-compatible server over {args.runs} runs: "
+        f"spawn -> answer printed median {ms(statistics.median(answered))}, "
+        f"p90 {ms(percentile(answered, 0.9))} (target <= 300 ms); spawn -> exit median "
+        f"{ms(statistics.median(exited))}; peak RSS so far {peak:.0f} MB (target <= 90 MB)"
     )
 
 
