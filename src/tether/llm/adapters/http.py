@@ -109,10 +109,10 @@ class HttpClient:
         url: str,
         *,
         headers: Mapping[str, str],
-        body: Mapping[str, object],
+        content: bytes,
         provider: str,
     ) -> AsyncGenerator[ServerSentEvent, None]:
-        """POST ``body`` as JSON to ``url`` and yield the server-sent events of the answer.
+        """POST ``content`` (a JSON body) to ``url``; yield the server-sent events of the answer.
 
         Raises:
             ProviderError: the provider answered with an error status (its
@@ -132,7 +132,6 @@ class HttpClient:
             "cache-control": "no-store",
             "content-type": "application/json",
         }
-        content = dumps(body).encode()
         try:
             async with client.stream(
                 "POST", url, headers=request_headers, content=content
