@@ -625,12 +625,14 @@ def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:
 
     cache = FragmentCache(encode)  # type: ignore[arg-type]
     conversation = [UserMessage((TextBlock("hi"),)), AssistantMessage((TextBlock("hello"),))]
-    first = [cache.get(message) for message in conversation]
+    first = cache.fragments(conversation)
     conversation.append(UserMessage((TextBlock("hi"),)))  # equal to the first, not the same
-    second = [cache.get(message) for message in conversation]
+    conversation.append(conversation[1])  # the same message twice
+    second = cache.fragments(conversation)
 
-    assert second == [*first, "3"]
-    assert encoded == conversation
+    assert first == ["1", "2"]
+    assert second == ["1", "2", "3", "2"]
+    assert encoded == conversation[:3]
 
     del conversation
     encoded.clear()

@@ -105,25 +105,21 @@ class RequestEncoder:
     def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
         self._max_tokens_field = max_tokens_field
 
-        def encode(message: Message) -> str | None:
+        def encode(message: Message) -> str:
             wire = message_to_wire(message, replay_reasoning=replay_reasoning)
-            return None if wire is None else dumps(wire)
+            return "" if wire is None else dumps(wire)
 
         self._fragments = FragmentCache(encode)
 
     def encode(self, request: ModelRequest, *, model: str) -> bytes:
         """The JSON body asking ``model`` for the answer to ``request``."""
-        parts: list[str] = []
+        parts = self._fragments.fragments(request.messages)
         if request.system:
-            parts.append(dumps(_system(request.system)))
-        fragment_of = self._fragments.get
-        for message in request.messages:
-            fragment = fragment_of(message)
-            if fragment is not None:
-                parts.append(fragment)
+            parts.insert(0, dumps(_system(request.system)))
         # The settings always hold the model, so the object is never empty.
         settings = dumps({"model": model, **_settings(request, self._max_tokens_field)})
-        return f'{settings[:-1]},"messages":[{",".join(parts)}]}}'.encode()
+        messages = ",".join(filter(None, parts))  # "" is a message that is not sent
+        return f'{settings[:-1]},"messages":[{messages}]}}'.encode()
 
 
 def _system(text: str) -> dict[str, object]:

@@ -12,7 +12,8 @@ new. Messages are immutable, so an encoding never goes stale.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from tether.llm.messages import Message
 
@@ -22,33 +23,45 @@ __all__ = ["FragmentCache"]
 class FragmentCache:
     """``encode(message)``, memoized per message object while that object lives.
 
-    ``encode`` returns the message's JSON text, or ``None`` for a message
-    that is not sent; both are remembered.
+    ``encode`` returns the message's JSON text, or ``""`` for a message that
+    is not sent. An entry is keyed by the message's ``id()`` and removed by a
+    weak reference's callback as the message is freed, before its id can be
+    reused: an id in the cache always names the message it was computed for,
+    so a lookup needs no further check (and runs at C speed).
     """
 
-    __slots__ = ("_encode", "_entries")
+    __slots__ = ("_encode", "_refs", "_texts")
 
-    def __init__(self, encode: Callable[[Message], str | None]) -> None:
+    def __init__(self, encode: Callable[[Message], str]) -> None:
         self._encode = encode
-        self._entries: dict[int, tuple[weakref.ref[Message], str | None]] = {}
+        self._texts: dict[int, str] = {}
+        self._refs: dict[int, weakref.ref[Message]] = {}
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._texts)
 
-    def get(self, message: Message) -> str | None:
-        """The encoding of ``message``, computed on its first request only."""
+    def fragments(self, messages: Sequence[Message]) -> list[str]:
+        """The encoding of each of ``messages``, in order; only new messages are encoded."""
+        found = list(map(self._texts.get, map(id, messages)))
+        if None not in found:
+            return cast(list[str], found)
+        return [
+            self._add(message) if text is None else text
+            for text, message in zip(found, messages, strict=True)
+        ]
+
+    def _add(self, message: Message) -> str:
         key = id(message)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is message:
-            return entry[1]
-        fragment = self._encode(message)
-        entries = self._entries
+        known = self._texts.get(key)
+        if known is not None:  # the same message twice in one request
+            return known
+        text = self._encode(message)
+        texts, refs = self._texts, self._refs
 
         def forget(ref: weakref.ref[Message]) -> None:
-            # Called as the message is freed, before its id can be reused.
-            current = entries.get(key)
-            if current is not None and current[0] is ref:
-                del entries[key]
+            if refs.get(key) is ref:
+                del refs[key], texts[key]
 
-        entries[key] = (weakref.ref(message, forget), fragment)
-        return fragment
+        refs[key] = weakref.ref(message, forget)
+        texts[key] = text
+        return text
