@@ -69,11 +69,13 @@ class HttpClient:
     pooled connection) if it was.
     """
 
-    __slots__ = ("_client", "_options")
+    __slots__ = ("_client", "_options", "_urls")
 
     def __init__(self, options: HttpOptions) -> None:
         self._options = options
         self._client: httpx.AsyncClient | None = None
+        # Parsed once: httpx parses a URL given as a string on every request.
+        self._urls: dict[str, httpx.URL] = {}
 
     @property
     def options(self) -> HttpOptions:
@@ -126,6 +128,9 @@ class HttpClient:
         from httpx_sse import EventSource, SSEError
 
         client = self._get()
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = self._urls[url] = httpx.URL(url)
         request_headers = {
             **headers,
             "accept": "text/event-stream",
@@ -134,7 +139,7 @@ class HttpClient:
         }
         try:
             async with client.stream(
-                "POST", url, headers=request_headers, content=content
+                "POST", parsed, headers=request_headers, content=content
             ) as response:
                 if response.status_code >= 400:
                     raise await _status_error(response, provider)
