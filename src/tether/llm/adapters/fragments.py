@@ -43,12 +43,12 @@ class FragmentCache:
     def fragments(self, messages: Sequence[Message]) -> list[str]:
         """The encoding of each of ``messages``, in order; only new messages are encoded."""
         found = list(map(self._texts.get, map(id, messages)))
-        if None not in found:
-            return cast(list[str], found)
-        return [
-            self._add(message) if text is None else text
-            for text, message in zip(found, messages, strict=True)
-        ]
+        if None in found:
+            # New messages come last: start at the first one.
+            for index in range(found.index(None), len(found)):
+                if found[index] is None:
+                    found[index] = self._add(messages[index])
+        return cast(list[str], found)
 
     def _add(self, message: Message) -> str:
         key = id(message)
