@@ -5,6 +5,12 @@ Each request takes the next script from a queue. A script answers through a
 event, and it may wait on asyncio events between writes (to hold a stream
 open), wait until the client goes away, or drop the connection mid-stream.
 
+What a script writes is buffered and sent in one piece when it flushes, ends
+or drops the answer, or at the latest when the event loop next gets control
+(whenever the script waits), as a server that writes a whole answer at once
+would: the client still reads a chunked event stream, in as few reads as the
+network allows.
+
 The server records every request (method, path, headers, JSON body) and
 counts connections opened and closed, with an awaitable for "every
 connection the client opened has been closed", so tests prove cleanup by
@@ -73,10 +79,15 @@ class Reply:
             await self.start()
         await self._connection.send(h11.Data(data=data))
 
+    async def flush(self) -> None:
+        """Hand everything written so far to the network now."""
+        await self._connection.flush()
+
     async def end(self) -> None:
         """End the response body cleanly."""
         self.ended = True
         await self._connection.send(h11.EndOfMessage())
+        await self._connection.flush()
 
     async def respond(
         self, status: int, body: bytes | str | object, headers: Iterable[tuple[str, str]] = ()
@@ -95,7 +106,7 @@ class Reply:
         await self.end()
 
     def drop(self) -> None:
-        """Abort the connection at once, mid-response."""
+        """Abort the connection at once, mid-response (after what was written so far)."""
         self._connection.drop()
 
 
@@ -112,17 +123,31 @@ class _Connection:
         self.h11 = h11.Connection(h11.SERVER)
         self.client_gone = asyncio.Event()
         self.dropped = False
+        self._pending = bytearray()
 
     async def send(self, event: h11.Event) -> None:
+        """Buffer ``event``; it is written with the next flush (see the module docs)."""
         if self.client_gone.is_set() or self.dropped:
             return
         data = self.h11.send(event)
         if data:
-            self.writer.write(data)
+            if not self._pending:
+                asyncio.get_running_loop().call_soon(self._write_pending)
+            self._pending += data
+
+    async def flush(self) -> None:
+        self._write_pending()
+        if not (self.client_gone.is_set() or self.dropped):
             with contextlib.suppress(ConnectionError):
                 await self.writer.drain()
 
+    def _write_pending(self) -> None:
+        if self._pending and not (self.client_gone.is_set() or self.dropped):
+            self.writer.write(bytes(self._pending))
+        self._pending.clear()
+
     def drop(self) -> None:
+        self._write_pending()
         self.dropped = True
         self.writer.transport.abort()
 
@@ -290,6 +315,9 @@ def stream(
                 await reply.event(item[1], event=item[0])
             else:
                 await reply.event(item)
+        if reached is not None or hold is not None:
+            # Out before anyone learns the events were sent.
+            await reply.flush()
         if reached is not None:
             reached.set()
         if hold is not None:

@@ -579,3 +579,62 @@ async def test_request_body_writes_arguments_read_back_from_a_log(
 
     arguments = server.requests[0].json["messages"][0]["tool_calls"][0]["function"]["arguments"]
     assert json.loads(arguments) == {"city": "Paris", "days": [1, 2]}
+
+
+@pytest.mark.parametrize("replay_reasoning", [True, False])
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_encoded_body_decodes_to_the_request_body(replay_reasoning: bool, field: str) -> None:
+    from tether.llm.adapters.chat_completions import RequestEncoder, request_body
+    from tether.llm.messages import ImageRef
+    from tether.llm.request import ModelRequest
+
+    history = (
+        *_TOOL_ROUND,
+        AssistantMessage((ReasoningBlock("cut short"),), interrupted=True),
+        UserMessage((TextBlock("look: "), ImageRef("data:image/png;base64,AAAA", "image/png"))),
+        UserMessage((TextBlock('naïve ☃ "quoted"\n'),)),
+    )
+    encoder = RequestEncoder(replay_reasoning=replay_reasoning, max_tokens_field=field)
+    for request in (
+        ModelRequest(model="p:m", messages=history),
+        ModelRequest(
+            model="p:m",
+            messages=history,
+            system="Be brief.",
+            tools=(WEATHER,),
+            max_tokens=64,
+            temperature=0.5,
+        ),
+    ):
+        expected = request_body(
+            request, model="m", replay_reasoning=replay_reasoning, max_tokens_field=field
+        )
+        assert json.loads(encoder.encode(request, model="m")) == expected
+
+
+def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:
+    import gc
+
+    from tether.llm.adapters.fragments import FragmentCache
+
+    encoded: list[object] = []
+
+    def encode(message: object) -> str:
+        encoded.append(message)
+        return json.dumps(len(encoded))
+
+    cache = FragmentCache(encode)  # type: ignore[arg-type]
+    conversation = [UserMessage((TextBlock("hi"),)), AssistantMessage((TextBlock("hello"),))]
+    first = cache.fragments(conversation)
+    conversation.append(UserMessage((TextBlock("hi"),)))  # equal to the first, not the same
+    conversation.append(conversation[1])  # the same message twice
+    second = cache.fragments(conversation)
+
+    assert first == ["1", "2"]
+    assert second == ["1", "2", "3", "2"]
+    assert encoded == conversation[:3]
+
+    del conversation
+    encoded.clear()
+    gc.collect()
+    assert len(cache) == 0

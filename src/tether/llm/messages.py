@@ -4,7 +4,8 @@ These are plain values. Every class is a frozen, slotted dataclass that checks
 its fields on construction and raises `TypeError` for a field of the wrong type,
 so a message that exists is well-formed. Sequences of content blocks are stored
 as tuples whatever sequence the caller passed, so a message never shares mutable
-state with its creator.
+state with its creator. Messages can be weakly referenced, so an adapter can
+remember how it encoded one for as long as the message lives.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def _blocks(owner: str, content: object, allowed: tuple[type, ...]) -> tuple[obj
     return blocks
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class SystemMessage:
     """Instructions that frame the conversation."""
 
@@ -149,7 +150,7 @@ class SystemMessage:
             _reject(self, text=str)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class UserMessage:
     """What the user (or a program speaking for them) said."""
 
@@ -159,7 +160,7 @@ class UserMessage:
         object.__setattr__(self, "content", _blocks("UserMessage", self.content, _USER_BLOCKS))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class AssistantMessage:
     """What the model answered.
 
@@ -183,7 +184,7 @@ class AssistantMessage:
         return tuple(block for block in self.content if isinstance(block, ToolCallBlock))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ToolMessage:
     """The result of one tool call, answering the call with id ``call_id``."""
 

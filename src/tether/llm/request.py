@@ -136,6 +136,11 @@ def _entries(name: str, value: object, allowed: tuple[type, ...]) -> tuple[objec
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise TypeError(f"ModelRequest.{name} must be a sequence, got {value!r}")
     entries = tuple(value)
+    # Every request carries the whole conversation: entries of exactly the
+    # allowed classes are recognized at C speed; only others (subclasses, or
+    # the wrong types) are checked one by one.
+    if frozenset(allowed).issuperset(map(type, entries)):
+        return entries
     for entry in entries:
         if not isinstance(entry, allowed):
             kinds = " or ".join(kind.__name__ for kind in allowed)

@@ -112,8 +112,10 @@ class WriteBehind:
         while True:
             await self._wake.wait()
             if not self._urgent.is_set() and not self._closing and self._window:
+                # asyncio.timeout, not wait_for: no task to create and cancel per batch.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._urgent.wait(), self._window)
+                    async with asyncio.timeout(self._window):
+                        await self._urgent.wait()
             self._wake.clear()
             self._urgent.clear()
             batch = list(self._dirty)

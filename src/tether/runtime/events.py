@@ -103,7 +103,7 @@ class EventBus:
             except Exception:
                 log.exception("listener %r of %r raised; the other listeners still run", fn, name)
                 continue
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
                     result.close()
                 log.error(

@@ -2,7 +2,8 @@
 
 * :func:`request_body` maps a :class:`~tether.llm.request.ModelRequest` to the
   JSON body of ``POST {base_url}/chat/completions`` with ``stream: true`` and
-  ``stream_options.include_usage``.
+  ``stream_options.include_usage``; :class:`RequestEncoder` writes the same
+  body as bytes, encoding each message of a conversation only once.
 * :class:`StreamDecoder` maps the ``data:`` payloads of the answer to
   normalized :mod:`~tether.llm.chunks`.
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
 from tether.llm.adapters.errors import ErrorCode
+from tether.llm.adapters.fragments import FragmentCache
 from tether.llm.adapters.http import dumps
 from tether.llm.chunks import (
     FinishReason,
@@ -52,7 +54,7 @@ from tether.llm.request import ModelRequest
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
 
-__all__ = ["StreamDecoder", "message_to_wire", "request_body"]
+__all__ = ["RequestEncoder", "StreamDecoder", "message_to_wire", "request_body"]
 
 _FINISH: Mapping[str, FinishReason] = {
     "stop": "stop",
@@ -81,19 +83,54 @@ def request_body(
     """The Chat Completions request for ``request``, sent to ``model``."""
     messages: list[dict[str, object]] = []
     if request.system:
-        messages.append({"role": "system", "content": request.system})
+        messages.append(_system(request.system))
     for message in request.messages:
         wire = message_to_wire(message, replay_reasoning=replay_reasoning)
         if wire is not None:
             messages.append(wire)
-    body: dict[str, object] = {
-        "model": model,
-        "messages": messages,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    return {"model": model, "messages": messages, **_settings(request, max_tokens_field)}
+
+
+class RequestEncoder:
+    """:func:`request_body` as the bytes sent, each message encoded once.
+
+    The messages of a conversation are the same objects from one request to
+    the next, so their JSON is kept (see :class:`FragmentCache`) and a request
+    encodes only the messages it adds. The bytes decode to exactly what
+    :func:`request_body` returns.
+    """
+
+    __slots__ = ("_fragments", "_max_tokens_field")
+
+    def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
+        self._max_tokens_field = max_tokens_field
+
+        def encode(message: Message) -> str:
+            wire = message_to_wire(message, replay_reasoning=replay_reasoning)
+            return "" if wire is None else dumps(wire)
+
+        self._fragments = FragmentCache(encode)
+
+    def encode(self, request: ModelRequest, *, model: str) -> bytes:
+        """The JSON body asking ``model`` for the answer to ``request``."""
+        parts = self._fragments.fragments(request.messages)
+        if request.system:
+            parts.insert(0, dumps(_system(request.system)))
+        # The settings always hold the model, so the object is never empty.
+        settings = dumps({"model": model, **_settings(request, self._max_tokens_field)})
+        messages = ",".join(filter(None, parts))  # "" is a message that is not sent
+        return f'{settings[:-1]},"messages":[{messages}]}}'.encode()
+
+
+def _system(text: str) -> dict[str, object]:
+    return {"role": "system", "content": text}
+
+
+def _settings(request: ModelRequest, max_tokens_field: str) -> dict[str, object]:
+    """Everything in the body but the model and the messages."""
+    settings: dict[str, object] = {"stream": True, "stream_options": {"include_usage": True}}
     if request.tools:
-        body["tools"] = [
+        settings["tools"] = [
             {
                 "type": "function",
                 "function": {
@@ -105,10 +142,10 @@ def request_body(
             for tool in request.tools
         ]
     if request.max_tokens is not None:
-        body[max_tokens_field] = request.max_tokens
+        settings[max_tokens_field] = request.max_tokens
     if request.temperature is not None:
-        body["temperature"] = request.temperature
-    return body
+        settings["temperature"] = request.temperature
+    return settings
 
 
 def message_to_wire(message: Message, *, replay_reasoning: bool) -> dict[str, object] | None:

@@ -74,11 +74,13 @@ class HttpClient:
     pooled connection).
     """
 
-    __slots__ = ("_clients", "_options")
+    __slots__ = ("_clients", "_options", "_urls")
 
     def __init__(self, options: HttpOptions) -> None:
         self._options = options
         self._clients: dict[bool, httpx.AsyncClient] = {}
+        # Parsed once: httpx parses a URL given as a string on every request.
+        self._urls: dict[str, httpx.URL] = {}
 
     @property
     def options(self) -> HttpOptions:
@@ -121,10 +123,10 @@ class HttpClient:
         url: str,
         *,
         headers: Mapping[str, str],
-        body: Mapping[str, object],
+        content: bytes,
         provider: str,
     ) -> AsyncGenerator[ServerSentEvent, None]:
-        """POST ``body`` as JSON to ``url`` and yield the server-sent events of the answer.
+        """POST ``content`` (a JSON body) to ``url``; yield the server-sent events of the answer.
 
         Raises:
             ProviderError: the provider answered with an error status (its
@@ -138,16 +140,18 @@ class HttpClient:
         from httpx_sse import EventSource, SSEError
 
         client = self._get(url)
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = self._urls[url] = httpx.URL(url)
         request_headers = {
             **headers,
             "accept": "text/event-stream",
             "cache-control": "no-store",
             "content-type": "application/json",
         }
-        content = dumps(body).encode()
         try:
             async with client.stream(
-                "POST", url, headers=request_headers, content=content
+                "POST", parsed, headers=request_headers, content=content
             ) as response:
                 if response.status_code >= 400:
                     raise await _status_error(response, provider)

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from tether.llm.adapters.chat_completions import StreamDecoder, request_body
+from tether.llm.adapters.chat_completions import RequestEncoder, StreamDecoder, request_body
 from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
 from tether.llm.adapters.http import HttpClient
 from tether.llm.adapters.providers import OPENAI_PLUGIN, PRESETS
@@ -52,9 +52,16 @@ __all__ = ["ChatCompletionsAdapter", "Config", "ProviderConfig", "apply", "injec
 class ChatCompletionsAdapter(HttpAdapter):
     """One OpenAI-compatible provider: ``POST {base_url}/chat/completions``, streamed."""
 
-    __slots__ = ()
+    __slots__ = ("_encoder",)
 
     path = "/chat/completions"
+
+    def __init__(self, endpoint: Endpoint, http: HttpClient) -> None:
+        super().__init__(endpoint, http)
+        preset = endpoint.preset
+        self._encoder = RequestEncoder(
+            replay_reasoning=preset.replay_reasoning, max_tokens_field=preset.max_tokens_field
+        )
 
     def body(self, request: ModelRequest, model: str) -> dict[str, object]:
         preset = self.endpoint.preset
@@ -64,6 +71,9 @@ class ChatCompletionsAdapter(HttpAdapter):
             replay_reasoning=preset.replay_reasoning,
             max_tokens_field=preset.max_tokens_field,
         )
+
+    def encode(self, request: ModelRequest, model: str) -> bytes:
+        return self._encoder.encode(request, model=model)
 
     def headers(self) -> dict[str, str]:
         secret = self.endpoint.secret
