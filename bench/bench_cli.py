@@ -24,6 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def tether_command() -> list[str]:
+    """The installed ``tether`` script beside this interpreter, as users run it;
+    ``python -m tether.cli.main`` (which also imports ``runpy``) without one."""
+    script = Path(sys.executable).with_name("tether")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tether.cli.main"]
+
+
 def child_env(home: str) -> dict[str, str]:
     env = {**os.environ, "TETHER_HOME": home}
     # Measure an installed tether: its bytecode cached, as after any first run.
@@ -40,7 +47,7 @@ def one_run(task: str, home: str) -> tuple[float, float]:
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         process = subprocess.Popen(
-            [sys.executable, "-m", "tether.cli.main", "run", task],
+            [*tether_command(), "run", task],
             env=child_env(home),
             stdout=subprocess.PIPE,
             stderr=err,
@@ -68,9 +75,7 @@ async def against_fake_server(runs: int) -> tuple[list[float], list[float]]:
     with tempfile.TemporaryDirectory() as home:
         async with FakeServer() as server:
             argv = [
-                sys.executable,
-                "-m",
-                "tether.cli.main",
+                *tether_command(),
                 "run",
                 "--model",
                 "openai-compatible:fake",
@@ -99,6 +104,16 @@ async def against_fake_server(runs: int) -> tuple[list[float], list[float]]:
     return answered, exited
 
 
+def baseline(runs: int) -> float:
+    """Median seconds to spawn ``python -c "import asyncio"``: how fast the machine is now."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import asyncio"], check=True, env=child_env(""))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def measure(task: str, runs: int) -> tuple[list[float], list[float], float]:
     answered, exited = [], []
     with tempfile.TemporaryDirectory() as home:
@@ -125,6 +140,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
+    print(
+        f"reference: python -c 'import asyncio', spawn -> exit median {ms(baseline(args.runs))} "
+        "(the machine's speed right now; runs vary with it)"
+    )
     for task in ("hello", "$ uname -a"):
         answered, exited, peak = measure(task, args.runs)
         print(
