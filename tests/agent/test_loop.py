@@ -1,8 +1,13 @@
 """The loop: steps, tools, model errors and their hooks (point 7)."""
 
+from collections.abc import AsyncIterator
+
 from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends, types
 from tests.agent.world import World, calls, fails, say
 from tether.agent import Agent, UserMessage
+from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta
+from tether.llm.request import ModelRequest
+from tether.runtime import CancelSignal
 
 
 async def test_a_turn_runs_steps_until_no_tool_owes_a_reply(world: World) -> None:
@@ -182,3 +187,24 @@ async def test_steering_left_when_a_turn_stops_early_is_not_lost(world: World) -
     assert [r["kind"] for r in turn_ends(agent.session)] == ["blocked", "completed"]
     assert prompts(agent.session) == ["go", "late steer"]
     assert not agent.inbox.has(Target.STEERING)  # type: ignore[attr-defined]
+
+
+async def test_a_provider_refusal_blocks_the_turn_and_its_tool_calls_never_run(
+    world: World,
+) -> None:
+    async def refused(request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamChunk]:
+        yield TextDelta("let me")
+        yield ToolCallDelta(index=0, id="c1", name="echo", args_delta='{"text": "ran"}')
+        yield Finish("refusal")
+
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    world.model.queue(refused, say("fine now"))
+    agent.followup(UserMessage.text("one"))
+    agent.followup(UserMessage.text("two"))
+    await agent.when_idle()
+    assert world.executed == []
+    results = [e.data for e in agent.session.events if e.type == "tool/result"]
+    assert len(results) == 1 and results[0]["is_error"]
+    assert "refused" in str(results[0]["content"])
+    assert turn_ends(agent.session) == [{"kind": "blocked"}, {"kind": "completed"}]
+    assert_balanced(agent.session)

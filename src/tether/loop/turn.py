@@ -78,6 +78,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_STARTED = "tool call cancelled before it started"
+REFUSED = "tool call not run: the provider refused the answer that made it"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
 _STEP_LIMIT_PATTERN = re.compile(re.escape(_STEP_LIMIT).replace(r"\{\}", r"\d+"))
@@ -184,6 +185,10 @@ class TurnRunner:
             if signal.cancelled or assembled.finish.reason == "aborted":
                 _close_step(session, NOT_STARTED)
                 return _aborted(signal)
+            if assembled.finish.reason == "refusal":
+                # What the provider refused is not acted on: its tool calls never run.
+                _close_step(session, REFUSED)
+                return Blocked()
             if calls:
                 await self._run_tools(agent, calls, assembled, signal)
             session.append(StepEnd(turn=turn, step=step))
@@ -191,8 +196,6 @@ class TurnRunner:
                 return _aborted(signal)
             if assembled.finish.reason == "max-tokens":
                 return MaxTokens()
-            if assembled.finish.reason == "refusal":
-                return Blocked()
             if not calls and not agent.inbox.has(Target.STEERING):
                 return Completed()
             stop = await self._ctx.serial("agent/turn-stop", agent, turn, step)
