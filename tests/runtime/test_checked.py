@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import gc
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +13,16 @@ from typing import Literal
 
 import pytest
 
-from tether.runtime.checked import Checked, FieldError, Secret, as_data, build, json_schema, meta
+from tether.runtime.checked import (
+    Checked,
+    FieldError,
+    Secret,
+    as_data,
+    build,
+    check_schema,
+    json_schema,
+    meta,
+)
 
 
 class Mode(enum.Enum):
@@ -81,17 +93,21 @@ def test_build_converts_each_form_and_fills_defaults() -> None:
     [
         ({}, "config.count: required"),
         ({"count": 1, "colour": "red"}, "config.colour: unknown field (the fields are: count,"),
-        ({"count": "3"}, "config.count: must be an integer, got '3'"),
+        ({"count": "3 apples"}, "config.count: must be an integer, got '3 apples'"),
+        ({"count": 2.5}, "config.count: must be an integer, got 2.5"),
         ({"count": True}, "config.count: must be an integer, got True"),
+        ({"count": 1, "ratio": float("nan")}, "config.ratio: must be a finite number, got nan"),
+        ({"count": 1, "ratio": 10**400}, "config.ratio: must be a finite number, got 1000"),
         ({"count": 0}, "config.count: must be at least 1, got 0"),
         ({"count": 1, "ratio": 0}, "config.ratio: must be greater than 0, got 0.0"),
         ({"count": 1, "ratio": 2}, "config.ratio: must be at most 1, got 2.0"),
         ({"count": 1, "flag": "yes"}, "config.flag: must be true or false, got 'yes'"),
+        ({"count": 1, "flag": 1}, "config.flag: must be true or false, got 1"),
         ({"count": 1, "label": 5}, "config.label: must be a string, got 5"),
         ({"count": 1, "where": 5}, "config.where: must be a path (a string), got 5"),
         ({"count": 1, "mode": "never"}, "config.mode: must be one of 'ask', 'auto', got 'never'"),
         ({"count": 1, "kind": "c"}, "config.kind: must be one of 'a', 'b', got 'c'"),
-        ({"count": 1, "members": {"name": "m"}}, "config.members: must be a list"),
+        ({"count": 1, "members": {"name": "m"}}, "config.members: must be a list, got a mapping"),
         ({"count": 1, "members": [{"name": "m"}, {}]}, "config.members.1.name: required"),
         ({"count": 1, "members": ["m"]}, "config.members.0: must be a mapping, got 'm'"),
         (
@@ -99,7 +115,7 @@ def test_build_converts_each_form_and_fills_defaults() -> None:
             "config.members.0.weight: must be at most 10, got 11.0",
         ),
         ({"count": 1, "extra": {1: "x"}}, "config.extra: keys must be strings, got 1"),
-        ({"count": 1, "extra": []}, "config.extra: must be a mapping, got []"),
+        ({"count": 1, "extra": []}, "config.extra: must be a mapping, got a list"),
     ],
 )
 def test_bad_input_is_refused_at_its_location(raw: Mapping[str, object], message: str) -> None:
@@ -189,7 +205,69 @@ def test_a_secret_never_shows_and_nested_mappings_are_checked_per_key() -> None:
     assert caught.value.located() == "config.teams.core.name: required"
     with pytest.raises(FieldError) as caught:
         build(Account, {"key": 12345})
-    assert caught.value.located() == "config.key: must be a string, got int"
+    assert caught.value.located() == "config.key: must be a string, got a value of type int"
     schema = json_schema(Account)["properties"]
     assert schema["key"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
     assert schema["teams"]["additionalProperties"]["required"] == ["name"]
+
+
+def test_what_models_send_for_numbers_and_booleans_is_accepted() -> None:
+    value = build(Everything, {"count": "7", "ratio": "0.25", "flag": "True"})
+    assert (value.count, value.ratio, value.flag) == (7, 0.25, True)
+    assert build(Everything, {"count": 3.0}).count == 3
+
+
+def test_literal_and_enum_values_match_by_type_too() -> None:
+    @dataclass(frozen=True)
+    class Numbered(Checked):
+        one: Literal[1] = 1
+
+    with pytest.raises(FieldError, match="must be one of 1, got True"):
+        Numbered(one=True)  # type: ignore[arg-type]
+    with pytest.raises(FieldError, match="must be one of 'ask', 'auto'"):
+        build(Everything, {"count": 1, "mode": 1})
+
+
+def test_a_long_string_in_the_wrong_place_is_never_quoted() -> None:
+    key = "sk-live-0123456789abcdefghijklmnop"
+    for raw in (
+        {"count": key},
+        {"count": 1, "members": key},
+        {"count": 1, "extra": key},
+        {"count": 1, "mode": key},
+    ):
+        message = located(raw)
+        assert key not in message
+        assert "a string of 34 characters" in message
+
+
+def test_mappings_are_read_only_and_hints_do_not_keep_classes_alive() -> None:
+    value = build(Everything, {"count": 1, "extra": {"a": 1}})
+    with pytest.raises(TypeError):
+        value.extra["a"] = 2  # type: ignore[index]
+    assert value.extra == {"a": 1}
+
+    @dataclass(frozen=True)
+    class Passing(Checked):
+        n: int = 0
+
+    Passing()
+    reference = weakref.ref(Passing)
+    del Passing
+    gc.collect()
+    assert reference() is None
+
+
+def test_check_schema_refuses_what_construction_could_not_handle() -> None:
+    @dataclass(frozen=True)
+    class Listy(Checked):
+        values: list[int] = dataclasses.field(default_factory=list)
+
+    class Undecorated(Checked):
+        n: int = 0
+
+    check_schema(Everything)
+    with pytest.raises(TypeError, match=r"Listy\.values: no JSON Schema"):
+        check_schema(Listy)
+    with pytest.raises(TypeError, match="not a dataclass"):
+        check_schema(Undecorated)

@@ -86,7 +86,7 @@ async def test_a_checked_config_is_validated_and_defaults_fill_gaps(runtime: Run
     assert received == [CheckedPortConfig(), CheckedPortConfig(port=9000)]
     for raw, message in (
         ({"port": 0}, "config.port: must be at least 1, got 0"),
-        ({"port": "80"}, "config.port: must be an integer, got '80'"),
+        ({"port": "eighty"}, "config.port: must be an integer, got 'eighty'"),
         ({"hots": "x"}, "config.hots: unknown field (the fields are: port, host)"),
     ):
         with pytest.raises(PluginConfigError) as caught:
@@ -105,6 +105,21 @@ async def test_config_must_be_a_schema_class(runtime: Runtime) -> None:
 
     with pytest.raises(PluginDefinitionError, match="Checked dataclass or a pydantic model"):
         runtime.ctx.plugin(Loose())
+
+    @dataclass(frozen=True)
+    class Unsupported(Checked):
+        tags: list[str] = field(default_factory=list)
+
+    class Odd:
+        name = "odd"
+        Config = Unsupported
+
+        def apply(self, ctx: Context, config: object) -> None:
+            pass
+
+    # Refused when the plugin is defined, before any config reaches it.
+    with pytest.raises(PluginDefinitionError, match=r"plugin 'odd': bad 'Config'.*tags"):
+        runtime.ctx.plugin(Odd())
 
 
 async def test_a_plugin_without_config_schema_rejects_config(runtime: Runtime) -> None:

@@ -127,14 +127,16 @@ async def start(
 ) -> Tether:
     """Compose and start tether; rows that failed are reported on stderr.
 
-    Start-up ends here: a garbage collector the command paused resumes.
+    Start-up ends here, booted or not: a garbage collector the command paused resumes.
 
     Raises:
         UsageError: as :func:`composed`.
     """
-    tether = build(args, model=model, with_model=with_model)
-    await tether.start()
-    end_startup()
+    try:
+        tether = build(args, model=model, with_model=with_model)
+        await tether.start()
+    finally:
+        end_startup()
     if getattr(args, "dev", False):
         from tether.runtime.reload import watch
 

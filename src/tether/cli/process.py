@@ -3,11 +3,12 @@
 Start-up creates the objects that live as long as the process — modules,
 classes, plugin fibers, config schemas — hundreds of thousands of them. The
 cyclic garbage collector would scan that growing heap again and again while
-it is built, and find nothing to free: it is paused for start-up
-(:func:`begin_startup`) and resumed once tether has booted
-(:func:`end_startup`), with everything start-up made moved out of its sight
-(``gc.freeze``), so later collections only scan what the work itself
-allocates.
+it is built, and find next to nothing to free (a few hundred objects): it is
+paused for start-up (:func:`begin_startup`) and resumed once tether has
+booted, or failed to (:func:`end_startup`), with everything start-up made
+moved out of its sight (``gc.freeze``), so later collections only scan what
+the work itself allocates. The little garbage start-up left stays: collecting
+it first would delay the first answer by about 10 ms.
 """
 
 from __future__ import annotations

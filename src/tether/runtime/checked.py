@@ -7,8 +7,8 @@ dataclass form exists for what every command starts (sessions, persistence,
 the shell, the bash tools, the agent loop): importing pydantic and building
 its validators takes longer than the rest of a command's start-up, while a
 dataclass that checks itself costs next to nothing to define. Anything that
-needs more than the forms below (secrets, custom validators, unions of
-models) uses pydantic, which is imported when it is first used.
+needs more than the forms below (custom validators, unions of models,
+aliases) uses pydantic, which is imported when it is first used.
 
 A schema declares its fields with annotations, defaults and :func:`meta`::
 
@@ -18,15 +18,31 @@ A schema declares its fields with annotations, defaults and :func:`meta`::
         mode: Mode = Mode.ASK
         data_dir: Path | None = None
 
-Supported annotations: ``bool``, ``int`` (not a bool), ``float`` (an int is
-accepted and converted), ``str``, :class:`Secret` (from a string), ``Path``
-(from a string), an ``Enum`` (a member or a member's value),
-``Literal[...]``, ``X | None``, ``tuple[X, ...]`` (from a list or tuple),
-``Mapping[str, X]`` (a mapping with string keys, copied; ``X`` may be
-``object``, which takes any value) and a nested ``Checked`` (from a mapping).
-A subclass that checks more (a relation between fields) overrides
-``__post_init__``, calls ``super().__post_init__()`` first, and raises
-:class:`FieldError`.
+Supported annotations, and what each accepts:
+
+* ``bool``: a bool, or the string ``"true"`` or ``"false"`` (any case);
+* ``int``: an int (not a bool), a float without a fractional part, or a
+  string of digits;
+* ``float``: an int, a float or a numeric string, finite;
+* ``str``; :class:`Secret` and ``Path``, from a string;
+* an ``Enum`` (a member or a member's value) and ``Literal[...]``, matched
+  with the value's type too (``True`` is not ``1``);
+* ``X | None``; ``tuple[X, ...]`` (from a list or tuple);
+* ``Mapping[str, X]`` (a mapping with string keys, kept read-only; ``X`` may
+  be ``object``, which takes any value);
+* a nested ``Checked`` (from a mapping).
+
+Models send ``"5"`` for 5 and ``"true"`` for true often enough that refusing
+them would cost a turn for nothing, hence the strings. A subclass that
+checks more (a relation between fields) overrides ``__post_init__``, calls
+``super(ThatClass, self).__post_init__()`` first (a slotted dataclass is a
+new class, so the argument-less ``super()`` fails there), and raises
+:class:`FieldError`. :func:`check_schema` tells whether a class is a usable
+schema; plugins and tools are checked when they are defined.
+
+Error messages name the field and what it must be. They quote a bad value
+only when it is a number or a short string: a long string in the wrong
+place may well be an API key.
 
 Construction checks and converts every field (``__post_init__``), so an
 instance that exists is valid. :func:`build` makes one from raw input,
@@ -38,12 +54,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
+import re
 import sys
 import types
 import typing
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, Union
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = [
     "Checked",
@@ -51,6 +74,8 @@ __all__ = [
     "Secret",
     "as_data",
     "build",
+    "check_schema",
+    "describe_validation_error",
     "is_pydantic_model",
     "json_schema",
     "meta",
@@ -127,7 +152,8 @@ class Checked:
 
     __slots__ = ()
 
-    _hints: ClassVar[dict[type, dict[str, Any]]] = {}
+    # Weak: a class that a reload replaces is not kept alive by its hints.
+    _hints: ClassVar[weakref.WeakKeyDictionary[type, dict[str, Any]]] = weakref.WeakKeyDictionary()
 
     def __post_init__(self) -> None:
         hints = _hints_of(type(self))
@@ -204,6 +230,36 @@ def json_schema(schema: type[Checked]) -> dict[str, Any]:
     return result
 
 
+def check_schema(schema: object) -> None:
+    """Check that ``schema`` is a ``Checked`` dataclass whose every annotation is supported.
+
+    Raises:
+        TypeError: it is not; the message says why.
+    """
+    if not (isinstance(schema, type) and issubclass(schema, Checked)):
+        raise TypeError(f"{schema!r} is not a Checked class")
+    if not dataclasses.is_dataclass(schema):
+        raise TypeError(f"{schema.__name__} derives from Checked but is not a dataclass")
+    try:
+        hints = _hints_of(schema)
+    except NameError as exc:
+        raise TypeError(f"{schema.__name__}: cannot resolve an annotation ({exc})") from None
+    for spec in _fields(schema):
+        try:
+            _annotation_schema(hints[spec.name])
+        except TypeError as exc:
+            raise TypeError(f"{schema.__name__}.{spec.name}: {exc}") from None
+
+
+def describe_validation_error(exc: ValidationError, root: str = "config") -> str:
+    """Render pydantic errors as ``<root>.a.b: message`` phrases joined by ``; ``."""
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(p) for p in (root, *error["loc"]) if p != "")
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
+
+
 def is_pydantic_model(cls: object) -> bool:
     """Whether ``cls`` is a pydantic model class, found without importing pydantic.
 
@@ -236,8 +292,8 @@ def _convert(annotation: Any, value: object, path: Location) -> object:
         return _convert_union(typing.get_args(annotation), value, path)
     if origin is Literal:
         choices = typing.get_args(annotation)
-        if value not in choices:
-            raise FieldError(path, f"must be one of {_listed(choices)}, got {value!r}")
+        if not any(_same(choice, value) for choice in choices):
+            raise FieldError(path, f"must be one of {_listed(choices)}, got {_shown(value)}")
         return value
     if origin is tuple:
         return _convert_tuple(typing.get_args(annotation), value, path)
@@ -247,39 +303,68 @@ def _convert(annotation: Any, value: object, path: Location) -> object:
         return value
     if annotation is type(None):
         if value is not None:
-            raise FieldError(path, f"must be null, got {value!r}")
+            raise FieldError(path, f"must be null, got {_shown(value)}")
         return value
     if annotation is bool:
-        if not isinstance(value, bool):
-            raise FieldError(path, f"must be true or false, got {value!r}")
-        return value
+        return _convert_bool(value, path)
     if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise FieldError(path, f"must be an integer, got {value!r}")
-        return value
+        return _convert_int(value, path)
     if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise FieldError(path, f"must be a number, got {value!r}")
-        return float(value)
+        return _convert_float(value, path)
     if annotation is str:
         if not isinstance(value, str):
-            raise FieldError(path, f"must be a string, got {value!r}")
+            raise FieldError(path, f"must be a string, got {_shown(value)}")
         return value
     if annotation is Secret:
         if isinstance(value, Secret):
             return value
         if not isinstance(value, str):
-            raise FieldError(path, f"must be a string, got {type(value).__name__}")
+            raise FieldError(path, f"must be a string, got {_kind(value)}")
         return Secret(value)
     if annotation is Path:
         if not isinstance(value, str | Path):
-            raise FieldError(path, f"must be a path (a string), got {value!r}")
+            raise FieldError(path, f"must be a path (a string), got {_shown(value)}")
         return Path(value)
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return _convert_enum(annotation, value, path)
     if isinstance(annotation, type) and issubclass(annotation, Checked):
         return _convert_nested(annotation, value, path)
     raise TypeError(f"field {_dotted(path)}: unsupported annotation {annotation!r}")
+
+
+_DIGITS = re.compile(r"[+-]?[0-9]+")
+
+
+def _convert_bool(value: object, path: Location) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise FieldError(path, f"must be true or false, got {_shown(value)}")
+
+
+def _convert_int(value: object, path: Location) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        return int(value.strip())
+    raise FieldError(path, f"must be an integer, got {_shown(value)}")
+
+
+def _convert_float(value: object, path: Location) -> float:
+    number: float | None = None
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            number = float(value.strip())
+    except (ValueError, OverflowError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise FieldError(path, f"must be a finite number, got {_shown(value)}")
+    return number
 
 
 def _convert_union(members: tuple[Any, ...], value: object, path: Location) -> object:
@@ -302,7 +387,7 @@ def _convert_tuple(items: tuple[Any, ...], value: object, path: Location) -> obj
     if len(items) != 2 or items[1] is not Ellipsis:
         raise TypeError(f"field {_dotted(path)}: use tuple[X, ...]")
     if not isinstance(value, list | tuple):
-        raise FieldError(path, f"must be a list, got {value!r}")
+        raise FieldError(path, f"must be a list, got {_shown(value)}")
     return tuple(_convert(items[0], item, (*path, index)) for index, item in enumerate(value))
 
 
@@ -310,28 +395,29 @@ def _convert_mapping(types_: tuple[Any, ...], value: object, path: Location) -> 
     if len(types_) != 2 or types_[0] is not str:
         raise TypeError(f"field {_dotted(path)}: use Mapping[str, X]")
     if not isinstance(value, Mapping):
-        raise FieldError(path, f"must be a mapping, got {value!r}")
+        raise FieldError(path, f"must be a mapping, got {_shown(value)}")
     for key in value:
         if not isinstance(key, str):
-            raise FieldError(path, f"keys must be strings, got {key!r}")
-    return {key: _convert(types_[1], item, (*path, key)) for key, item in value.items()}
+            raise FieldError(path, f"keys must be strings, got {_shown(key)}")
+    converted = {key: _convert(types_[1], item, (*path, key)) for key, item in value.items()}
+    return MappingProxyType(converted)
 
 
 def _convert_enum(annotation: type[enum.Enum], value: object, path: Location) -> object:
     if isinstance(value, annotation):
         return value
     for member in annotation:
-        if member.value == value:
+        if _same(member.value, value):
             return member
     choices = [member.value for member in annotation]
-    raise FieldError(path, f"must be one of {_listed(choices)}, got {value!r}")
+    raise FieldError(path, f"must be one of {_listed(choices)}, got {_shown(value)}")
 
 
 def _convert_nested(annotation: type[Checked], value: object, path: Location) -> object:
     if isinstance(value, annotation):
         return value
     if not isinstance(value, Mapping):
-        raise FieldError(path, f"must be a mapping, got {value!r}")
+        raise FieldError(path, f"must be a mapping, got {_shown(value)}")
     try:
         return build(annotation, value)
     except FieldError as exc:
@@ -384,6 +470,33 @@ _JSON_TYPES: tuple[tuple[object, str], ...] = (
     (Secret, "string"),
     (Path, "string"),
 )
+
+
+def _same(choice: object, value: object) -> bool:
+    return type(choice) is type(value) and choice == value
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message may show it: numbers and short strings only."""
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    if isinstance(value, str) and len(value) <= _SHOWN_CHARACTERS:
+        return repr(value)
+    return _kind(value)
+
+
+_SHOWN_CHARACTERS = 16
+"""Longer strings are not quoted in errors: API keys are longer."""
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a value of type {type(value).__name__}"
 
 
 def _dotted(path: Location) -> str:

@@ -29,12 +29,17 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from tether.runtime.checked import Checked, FieldError, build, is_pydantic_model
+from tether.runtime.checked import (
+    Checked,
+    FieldError,
+    build,
+    check_schema,
+    describe_validation_error,
+    is_pydantic_model,
+)
 from tether.runtime.errors import PluginConfigError, PluginDefinitionError
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
-
     from tether.runtime.context import Context
 
 Apply = Callable[["Context", Any], Awaitable[None]]
@@ -83,6 +88,8 @@ class PluginSpec:
                 raise PluginConfigError(
                     f"plugin {self.name!r}: invalid config: {exc.located()}"
                 ) from None
+            except (TypeError, ValueError) as exc:  # a check of the schema's own __post_init__
+                raise PluginConfigError(f"plugin {self.name!r}: invalid config: {exc}") from None
         from pydantic import ValidationError
 
         try:
@@ -91,15 +98,6 @@ class PluginSpec:
             raise PluginConfigError(
                 f"plugin {self.name!r}: invalid config: {describe_validation_error(exc)}"
             ) from None
-
-
-def describe_validation_error(exc: ValidationError, root: str = "config") -> str:
-    """Render pydantic errors as ``<root>.a.b: message`` phrases joined by ``; ``."""
-    parts = []
-    for error in exc.errors():
-        location = ".".join(str(p) for p in (root, *error["loc"]) if p != "")
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)
 
 
 def plugin_spec(plugin: object) -> PluginSpec:
@@ -130,10 +128,12 @@ def plugin_spec(plugin: object) -> PluginSpec:
         raise PluginDefinitionError(f"plugin {plugin!r}: 'name' must be a non-empty string")
     inject = _inject_of(plugin, name)
     config_model = getattr(plugin, "Config", None)
-    if config_model is not None and not (
-        (isinstance(config_model, type) and issubclass(config_model, Checked))
-        or is_pydantic_model(config_model)
-    ):
+    if isinstance(config_model, type) and issubclass(config_model, Checked):
+        try:
+            check_schema(config_model)
+        except TypeError as exc:
+            raise PluginDefinitionError(f"plugin {name!r}: bad 'Config': {exc}") from None
+    elif config_model is not None and not is_pydantic_model(config_model):
         raise PluginDefinitionError(
             f"plugin {name!r}: 'Config' must be a Checked dataclass or a pydantic model class"
         )

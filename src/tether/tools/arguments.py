@@ -18,6 +18,8 @@ from tether.runtime.checked import (
     FieldError,
     as_data,
     build,
+    check_schema,
+    describe_validation_error,
     is_pydantic_model,
     json_schema,
 )
@@ -45,6 +47,7 @@ def arguments_schema(model: type[Any]) -> dict[str, Any]:
         TypeError: ``model`` has a field no JSON Schema can describe.
     """
     if issubclass(model, Checked):
+        check_schema(model)
         return json_schema(model)
     return _pydantic_schema(model)
 
@@ -62,9 +65,9 @@ def parse(model: type[Any], arguments: object) -> object:
             return build(model, arguments)
         except FieldError as exc:
             raise ArgumentsError(exc.located("arguments")) from None
+        except (TypeError, ValueError) as exc:  # a check of the tool's own __post_init__
+            raise ArgumentsError(f"arguments: {exc}") from None
     from pydantic import ValidationError
-
-    from tether.runtime.plugin import describe_validation_error
 
     try:
         return model.model_validate(arguments)

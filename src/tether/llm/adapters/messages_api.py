@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
-from tether.llm.adapters.errors import ErrorCode
 from tether.llm.adapters.http import dumps
 from tether.llm.chunks import (
     FinishReason,
@@ -66,8 +65,6 @@ _FINISH: Mapping[str, FinishReason] = {
     "model_context_window_exceeded": "max-tokens",
     "refusal": "refusal",
 }
-
-_FINISH_ERRORS: Mapping[str, tuple[ErrorCode, str]] = {}
 
 
 def request_body(
@@ -233,7 +230,7 @@ class StreamDecoder:
             self.provider,
             self._stop_reason,
             finishes=_FINISH,
-            failures=_FINISH_ERRORS,
+            failures={},
             called_tools=bool(self._tool_blocks),
             usage=usage if self._usage_seen else None,
         )

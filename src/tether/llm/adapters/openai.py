@@ -22,9 +22,9 @@ name is not a preset adds a provider; it needs a ``base_url``::
           ollama: {base_url: "http://127.0.0.1:11434/v1"}
 
 Then ``--model ollama:qwen3`` talks to Ollama. All providers of the plugin
-share one HTTP client (created on the first request, closed when the plugin
-unloads); its timeouts are the plugin's ``connect_timeout`` and
-``read_timeout``.
+share its HTTP clients (one per scheme, see :class:`~.http.HttpClient`;
+created on first use, closed when the plugin unloads); their timeouts are
+the plugin's ``connect_timeout`` and ``read_timeout``.
 """
 
 from __future__ import annotations
