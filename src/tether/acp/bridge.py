@@ -181,6 +181,8 @@ class ClientLink(Protocol):
 
 @dataclass(eq=False, slots=True)
 class PendingPrompt:
+    """A ``session/prompt`` waiting for its turn to end; ``future`` gets the outcome."""
+
     message_id: str
     future: asyncio.Future[Outcome]
     turn: int | None = None

@@ -25,6 +25,8 @@ frame limit itself is the transport's, see ``MAX_FRAME_BYTES``)."""
 
 @dataclass(frozen=True, slots=True)
 class ProtocolStreams:
+    """The protocol's own input and output, as asyncio streams."""
+
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
 

@@ -47,6 +47,8 @@ class AgentRow(Checked):
 
 @dataclass(frozen=True, slots=True)
 class Config(Checked):
+    """Configuration of the agent loop: the defaults of its agents, and agents to create."""
+
     model: str = "offline"
     """The default model reference (``provider`` or ``provider:model``)."""
     system: str | None = None

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False, slots=True)
 class _Track:
+    """What the writer knows of one session: how much of it is stored, and who waits."""
+
     session: Session
     durable: int | None = None
     """How many of the session's events are stored; ``None`` until first asked of the backend."""

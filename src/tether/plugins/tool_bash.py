@@ -53,6 +53,8 @@ NOTICE_SOURCE = "notice"
 
 @dataclass(frozen=True, slots=True)
 class Config(Checked):
+    """Configuration of the bash tools: how completions reach an idle owner."""
+
     wake_idle_owner: bool = True
     """Deliver a completion to an idle owner as a follow-up, so the model reacts."""
     max_consecutive_wakes: int = field(default=3, metadata=meta(ge=0))
@@ -76,6 +78,8 @@ class BashArgs(Checked):
 
 @dataclass(frozen=True, slots=True)
 class TaskArgs(Checked):
+    """Name a background task."""
+
     task_id: str = field(metadata=meta("the id of a background task, e.g. bash-1"))
 
 

@@ -57,6 +57,8 @@ def reimport(module_name: str) -> ModuleType:
 
 @dataclass(frozen=True, slots=True)
 class _Mount:
+    """How a fiber was mounted, to mount its plugin again from reloaded code."""
+
     parent: Fiber
     attr: str | None
     raw_config: object

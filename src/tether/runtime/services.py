@@ -35,6 +35,8 @@ _RESERVED = (
 
 @dataclass(eq=False, slots=True)
 class _Entry:
+    """A provided service: the object, the fiber that provides it, and whether it is going."""
+
     service: object
     provider: Fiber
     withdrawing: bool = False

@@ -62,6 +62,8 @@ name = "shell"
 
 @dataclass(frozen=True, slots=True)
 class Config(Checked):
+    """Configuration of the local shell executor."""
+
     default_timeout_ms: int = field(default=120_000, metadata=meta(ge=1))
     """The timeout of a foreground run whose request names none."""
     max_timeout_ms: int = field(default=600_000, metadata=meta(ge=1))

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Registration:
+    """One registered tool, the scope it is visible in, and the plugin that registered it."""
+
     tool: Tool[Any]
     scope: str | None
     owner: str
