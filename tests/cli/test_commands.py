@@ -22,7 +22,11 @@ def env_for(home: Path) -> dict[str, str]:
 
 
 def python(
-    home: Path, *argv: str, input: str | None = None, timeout: float = 60
+    home: Path,
+    *argv: str,
+    input: str | None = None,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *argv],
@@ -30,15 +34,19 @@ def python(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env_for(home),
+        env={**env_for(home), **(env or {})},
         check=False,
     )
 
 
 def tether(
-    home: Path, *args: str, input: str | None = None, timeout: float = 60
+    home: Path,
+    *args: str,
+    input: str | None = None,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    return python(home, "-m", "tether.cli.main", *args, input=input, timeout=timeout)
+    return python(home, "-m", "tether.cli.main", *args, input=input, timeout=timeout, env=env)
 
 
 def session_id(stderr: str) -> str:
@@ -142,6 +150,16 @@ def test_config_show_prints_rows_with_effective_config(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "max_steps: 7" in result.stdout
     assert "batch_window_ms: 2.0" in result.stdout  # defaults filled in
+
+
+def test_config_show_masks_an_api_key(tmp_path: Path) -> None:
+    key = "sk-config-show-0123456789abcdef"
+    result = tether(
+        tmp_path, "config", "show", "--model", "openai:gpt-4.1", env={"OPENAI_API_KEY": key}
+    )
+    assert result.returncode == 0, result.stderr
+    assert key not in result.stdout + result.stderr
+    assert "api_key: '**********'" in result.stdout
 
 
 def test_config_show_names_a_bad_row(tmp_path: Path) -> None:
