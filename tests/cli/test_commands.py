@@ -100,14 +100,7 @@ def test_an_unusable_model_is_refused_before_any_turn(tmp_path: Path) -> None:
     assert unknown.returncode == 2
     assert "unknown model provider 'nosuch'" in unknown.stderr
     env_key = {"DEEPSEEK_API_KEY": "", "TETHER_API_KEY": ""}
-    no_key = subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "run", "--model", "deepseek:deepseek-chat", "x"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**env_for(tmp_path), **env_key},
-        check=False,
-    )
+    no_key = tether(tmp_path, "run", "--model", "deepseek:deepseek-chat", "x", env=env_key)
     assert no_key.returncode == 2 and "DEEPSEEK_API_KEY" in no_key.stderr
     assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
 
@@ -212,15 +205,7 @@ def test_chat_queues_prompts_handles_commands_and_resumes(tmp_path: Path) -> Non
     assert 'You said: "second question"' in result.stdout
     assert "unknown command '/bogus'" in result.stderr
     sid = session_id(result.stderr)
-    again = subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "chat", "--resume", sid],
-        input="third\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env_for(tmp_path),
-        check=False,
-    )
+    again = tether(tmp_path, "chat", "--resume", sid, input="third\n")
     assert again.returncode == 0, again.stderr
     shown = tether(tmp_path, "sessions", "show", sid).stdout
     turns = shown.split("── turn ")[1:]
