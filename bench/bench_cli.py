@@ -114,6 +114,30 @@ def baseline(runs: int) -> float:
     return statistics.median(times)
 
 
+HTTP_IMPORTS = """
+import asyncio, time
+start = time.perf_counter()
+import anyio._backends._asyncio, httpcore, httpx, httpx_sse
+print(time.perf_counter() - start)
+"""
+
+
+def http_imports(runs: int) -> float:
+    """Median seconds a fresh interpreter takes to import what a first request to a
+    model imports (httpx, httpx-sse, httpcore, anyio's asyncio backend)."""
+    times = []
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", HTTP_IMPORTS],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=child_env(""),
+        ).stdout
+        times.append(float(out))
+    return statistics.median(times)
+
+
 def measure(task: str, runs: int) -> tuple[list[float], list[float], float]:
     answered, exited = [], []
     with tempfile.TemporaryDirectory() as home:
@@ -159,6 +183,10 @@ def main() -> None:
         f"spawn -> answer printed median {ms(statistics.median(answered))}, "
         f"p90 {ms(percentile(answered, 0.9))} (target <= 300 ms); spawn -> exit median "
         f"{ms(statistics.median(exited))}; peak RSS so far {peak:.0f} MB (target <= 90 MB)"
+    )
+    print(
+        f"    for scale: importing httpx, httpx-sse, httpcore and anyio, which the first "
+        f"request does, takes median {ms(http_imports(args.runs))}"
     )
 
 
