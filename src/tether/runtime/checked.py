@@ -233,11 +233,15 @@ def json_schema(schema: type[Checked]) -> dict[str, Any]:
 def check_schema(schema: object) -> None:
     """Check that ``schema`` is a ``Checked`` dataclass whose every annotation is supported.
 
+    A class that passed is remembered: mounting a plugin again checks nothing twice.
+
     Raises:
         TypeError: it is not; the message says why.
     """
     if not (isinstance(schema, type) and issubclass(schema, Checked)):
         raise TypeError(f"{schema!r} is not a Checked class")
+    if schema in _CHECKED:
+        return
     if not dataclasses.is_dataclass(schema):
         raise TypeError(f"{schema.__name__} derives from Checked but is not a dataclass")
     try:
@@ -249,6 +253,11 @@ def check_schema(schema: object) -> None:
             _annotation_schema(hints[spec.name])
         except TypeError as exc:
             raise TypeError(f"{schema.__name__}.{spec.name}: {exc}") from None
+    _CHECKED.add(schema)
+
+
+_CHECKED: weakref.WeakSet[type] = weakref.WeakSet()
+"""The classes :func:`check_schema` has passed (weakly: a reload replaces them)."""
 
 
 def describe_validation_error(exc: ValidationError, root: str = "config") -> str:
