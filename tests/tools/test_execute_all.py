@@ -228,18 +228,42 @@ async def test_an_infrastructure_failure_in_one_call_cancels_and_awaits_the_othe
 ) -> None:
     hang = Hang(safe=True)
 
+    class InfrastructureFailure(BaseException):
+        """Not an ``Exception``: no tool problem, so it must propagate."""
+
     async def crash(args: EchoArgs, exec: ToolExec) -> str:
         await hang.wait_running("c0")
-        raise asyncio.CancelledError  # not a tool problem: it must propagate
+        raise InfrastructureFailure
 
     await registry.register(hang.tool)
     await registry.register(tool_running("crash", crash, safe=True))
 
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(InfrastructureFailure):
         await registry.execute_all(
             [call("hang", "c0", text=""), call("crash", "c1", text="")], by_call
         )
     assert hang.cleaned == ["c0"]
+
+
+async def test_a_stray_cancelled_error_from_a_tool_is_its_error_result(
+    registry: ToolRegistry,
+) -> None:
+    async def stray(args: EchoArgs, exec: ToolExec) -> str:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        return future.result()  # raises CancelledError; nobody cancelled the tool
+
+    await registry.register(tool_running("stray", stray, safe=True))
+
+    async def fine(args: EchoArgs, exec: ToolExec) -> str:
+        return "ok"
+
+    await registry.register(tool_running("fine", fine, safe=True))
+    results = await registry.execute_all(
+        [call("stray", "c0", text=""), call("fine", "c1", text="")], by_call
+    )
+    assert [(r.call_id, r.is_error) for r in results] == [("c0", True), ("c1", False)]
+    assert "raised CancelledError without being cancelled" in results[0].content
 
 
 async def test_an_empty_answer_runs_nothing(registry: ToolRegistry) -> None:

@@ -8,9 +8,14 @@ contract, on which the agent teardown order depends:
 * Each disposer runs at most once; disposing an effect twice (or from two
   owners at once) runs the chain once and every caller returns after it.
 * A disposer that raises is logged and the chain goes on: teardown never stops
-  half way.
+  half way. That holds for every exception, ``BaseException`` included: a
+  stray ``asyncio.CancelledError`` (a disposer that called ``.result()`` on a
+  cancelled future) is logged like any failure. A real cancellation of the
+  chain's own task, ``KeyboardInterrupt`` or ``SystemExit`` still let the rest
+  of the chain run, and are raised again once it has.
 * The chain runs in a task the effect owns, so an awaiting caller that is
-  cancelled does not abandon the teardown midway.
+  cancelled does not abandon the teardown midway; a later awaiter gets the
+  same outcome.
 
 Sibling effects of one fiber are disposed concurrently by the fiber; that is
 the fiber's business (see :mod:`tether.runtime.fiber`).
@@ -23,6 +28,8 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from tether.runtime.signal import cancelling_current_task
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +111,7 @@ class Effect:
             disposer = self._disposers.pop()
             try:
                 result = disposer()
-            except Exception:
+            except (Exception, asyncio.CancelledError):
                 log.exception("effect %r: a disposer raised; teardown continues", self.label)
                 continue
             if inspect.isawaitable(result):
@@ -124,6 +131,7 @@ class Effect:
             self._detach(self)
 
     async def _unwind(self) -> None:
+        deferred: BaseException | None = None
         while self._disposers:
             disposer = self._disposers.pop()
             try:
@@ -132,6 +140,25 @@ class Effect:
                     await result
             except Exception:
                 log.exception("effect %r: a disposer raised; teardown continues", self.label)
+            except asyncio.CancelledError as exc:
+                if cancelling_current_task():
+                    deferred = deferred or exc
+                    log.warning(
+                        "effect %r: cancelled; the rest of the chain still runs", self.label
+                    )
+                else:
+                    log.exception(
+                        "effect %r: a disposer raised CancelledError without being cancelled; "
+                        "teardown continues",
+                        self.label,
+                    )
+            except BaseException as exc:
+                deferred = deferred or exc
+                log.exception(
+                    "effect %r: a disposer raised; the rest of the chain runs first", self.label
+                )
+        if deferred is not None:
+            raise deferred
 
 
 def _completed() -> asyncio.Future[None]:

@@ -5,7 +5,9 @@ declared. Every mode snapshots the listener list when dispatch starts, so a
 listener added or removed during dispatch takes effect from the next dispatch.
 
 * :meth:`EventBus.emit` — notification. Listeners are synchronous and isolated:
-  one that raises is logged and the others still run. Nothing is returned.
+  one that raises (any ``Exception``, or a ``CancelledError`` a synchronous
+  listener can only raise by mistake, e.g. ``.result()`` of a cancelled
+  future) is logged and the others still run. Nothing is returned.
 * :meth:`EventBus.serial` — decision. Listeners are awaited one after another;
   the first result that is not ``None`` wins and stops the dispatch. Errors
   propagate to the caller.
@@ -100,7 +102,7 @@ class EventBus:
         for fn in self._snapshot(name, args):
             try:
                 result = fn(*args)
-            except Exception:
+            except (Exception, asyncio.CancelledError):
                 log.exception("listener %r of %r raised; the other listeners still run", fn, name)
                 continue
             if result is not None and inspect.isawaitable(result):

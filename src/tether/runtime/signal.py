@@ -17,6 +17,18 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 
+def cancelling_current_task() -> bool:
+    """Whether the running task has been asked to cancel.
+
+    It tells a real cancellation from a stray ``asyncio.CancelledError``: a
+    tool, hook or listener that raises one of its own (``.result()`` of a
+    cancelled future, a re-raised error of another task) while nobody
+    cancelled the task running it.
+    """
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class Cancelled(Exception):
     """Raised by :meth:`CancelSignal.raise_if_cancelled`; carries the signal's reason."""
 

@@ -3,7 +3,9 @@
 :func:`run_call` never raises for a problem with the call, the tool or a
 listener: each becomes an error result the model reads, so a bad call can
 never crash a turn. Only infrastructure failures propagate
-(``asyncio.CancelledError`` above all). The steps, in order:
+(a real cancellation of the awaiting task above all; a tool that raises a
+``CancelledError`` of its own while nobody cancelled it has failed, and its
+call gets an error result). The steps, in order:
 
 1. A call whose signal is already cancelled does not start.
 2. The tool is looked up among the tools the caller may use; an unknown name
@@ -50,7 +52,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from tether.runtime.errors import Veto
-from tether.runtime.signal import Cancelled, CancelSignal
+from tether.runtime.signal import Cancelled, CancelSignal, cancelling_current_task
 from tether.session.frozen import thaw
 from tether.tools.arguments import ArgumentsError, arguments_data, parse
 from tether.tools.definition import Tool, ToolExec, ToolOutput, ToolResult
@@ -284,6 +286,16 @@ async def _invoke(tool: Tool[Any], args: object, exec: ToolExec) -> ToolOutput:
         output: object = await tool.execute(args, exec)
     except Cancelled as cancelled:
         return ToolOutput(f"tool {tool.name!r} was cancelled ({cancelled.reason})", is_error=True)
+    except asyncio.CancelledError:
+        if cancelling_current_task():
+            raise
+        log.warning(
+            "tool %r raised CancelledError without being cancelled", tool.name, exc_info=True
+        )
+        return ToolOutput(
+            f"tool {tool.name!r} failed: it raised CancelledError without being cancelled",
+            is_error=True,
+        )
     except Exception as exc:
         log.warning("tool %r raised", tool.name, exc_info=True)
         return ToolOutput(f"tool {tool.name!r} failed: {_describe(exc)}", is_error=True)

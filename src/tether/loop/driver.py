@@ -1,0 +1,232 @@
+"""``AgentDriver``: the loop's side of an agent — its inbox, its driver task, its stop.
+
+One driver task per agent runs turns one after another. Input arrives through
+:meth:`AgentDriver.send`; :meth:`AgentDriver.cancel` is what the public
+``cancel()`` reaches. The turn itself is run by :mod:`tether.loop.turn`.
+
+Nobody outside the agent loop holds a driver: the registry, events, hooks and
+tools see its :class:`~tether.loop.agent.LoopAgent` (``driver.agent``), which
+offers the :class:`~tether.agent.Agent` protocol and nothing else. Stopping,
+starting and the turn bookkeeping below are the loop's own verbs.
+
+Events (``emit``; the first argument is always the public agent):
+
+* ``agent/status (agent, status)`` — on every change of ``status``;
+* ``agent/cancel-requested (agent, cause)`` — once per *effective* cancel,
+  before the inbox is cleared and the turn aborted;
+* ``agent/error (agent, error)`` — a turn ended with an error;
+* ``agent/inbox/inserted|claimed|discarded (agent, messages, queue)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from tether.agent.errors import AgentDisposedError
+from tether.agent.inbox import Inbox
+from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
+from tether.loop.agent import LoopAgent
+from tether.loop.history import History
+from tether.runtime.signal import CancelSignal
+
+if TYPE_CHECKING:
+    from tether.loop.turn import TurnRunner
+    from tether.runtime import Context, Fiber
+    from tether.session.log import Session
+
+log = logging.getLogger(__name__)
+
+
+class AgentDriver:
+    """The state and the driver task of one agent of the agent loop."""
+
+    def __init__(
+        self,
+        session: Session,
+        scope: Fiber,
+        options: AgentOptions,
+        *,
+        emit: Callable[..., None],
+        flush: Callable[[Session], Awaitable[None]],
+    ) -> None:
+        self._session = session
+        self._scope = scope
+        self.options = options
+        self._emit = emit
+        self._flush = flush
+        self._status = AgentStatus.IDLE
+        self.agent = LoopAgent(self)
+        """The public face of this agent: what the registry, events, hooks and tools get."""
+        self._inbox = Inbox(session, self._notify_inbox)
+        self.history = History(session)
+        self._wake = asyncio.Event()
+        self._steer_wake = False
+        self._turn_signal: CancelSignal | None = None
+        self._cancelling = False
+        self._quiescent = asyncio.Event()
+        self._quiescent.set()
+        self._driver: asyncio.Task[None] | None = None
+        self._closed = False
+        self._stopping = False
+        self.stop_error: Exception | None = None
+        """Why the closing flush failed, if it did (the teardown reports it)."""
+
+    # -- what the public agent reads ---------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._session.id
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def status(self) -> AgentStatus:
+        return self._status
+
+    @property
+    def ctx(self) -> Context:
+        return self._scope.ctx
+
+    @property
+    def inbox(self) -> Inbox:
+        return self._inbox
+
+    def __repr__(self) -> str:
+        return f"<AgentDriver {self.id} {self._status}>"
+
+    # -- delivery ---------------------------------------------------------------
+
+    def send(self, message: UserMessage, target: Target, wakeup: bool) -> None:
+        """Deliver ``message`` to ``target`` (logged first); wake the driver if ``wakeup``.
+
+        Raises:
+            AgentDisposedError: the agent is being or has been disposed.
+        """
+        if self._closed:
+            raise AgentDisposedError(f"agent {self.id!r} is disposed")
+        self._inbox.insert(message, target)
+        if wakeup:
+            if target is Target.STEERING:
+                self._steer_wake = True
+            self._quiescent.clear()
+            self._wake.set()
+
+    # -- stopping ---------------------------------------------------------------
+
+    def cancel(self, cause: CancelCause) -> None:
+        """Stop everything this agent has accepted so far.
+
+        An effective call (a turn is running, or input is pending) emits
+        ``agent/cancel-requested``, then clears both FIFOs (durably, as
+        cancelled splices), then aborts the running turn. Cancelling an idle
+        agent with an empty inbox does nothing. A cancel requested while one
+        is being carried out (a listener of ``agent/cancel-requested`` that
+        cancels again) is absorbed into it: one event per effective cancel.
+        Input sent after the call is independent of it: the cancelled turn
+        never claims it.
+        """
+        if self._cancelling:
+            return
+        signal = self._turn_signal
+        running = signal is not None and not signal.cancelled
+        if not running and not self._inbox:
+            return
+        self._cancelling = True
+        try:
+            self._emit("agent/cancel-requested", self.agent, cause)
+            self._inbox.cancel_all()
+            self._steer_wake = False
+            if running:
+                assert signal is not None
+                signal.cancel(cause)
+        finally:
+            self._cancelling = False
+
+    async def when_idle(self) -> None:
+        """Resolve at true quiescence: no turn running and nothing queued that will start.
+
+        A turn that starts while this waits is waited for too.
+        """
+        await self._quiescent.wait()
+
+    # -- the driver (used by the factory and the turn runner) ---------------------
+
+    def start(self, runner: TurnRunner) -> None:
+        """Start the driver task; the factory's teardown awaits it in :meth:`stop`.
+
+        Prompts a resumed inbox still holds were accepted before: they run.
+        """
+        if self._inbox.has(Target.QUEUED):
+            self._quiescent.clear()
+            self._wake.set()
+        self._driver = asyncio.get_running_loop().create_task(
+            self._drive(runner), name=f"agent:{self.id}"
+        )
+
+    async def stop(self) -> None:
+        """Teardown's first step: cancel (cause ``disposed``), await the driver, flush.
+
+        When it returns, no turn runs and the closing ``turn/end`` is durable.
+        """
+        self._closed = True
+        self.cancel(CancelCause.DISPOSED)
+        self._stopping = True
+        self._wake.set()
+        if self._driver is not None:
+            await asyncio.wait({self._driver})
+            if not self._driver.cancelled() and self._driver.exception() is not None:
+                log.error("agent %s: driver failed", self.id, exc_info=self._driver.exception())
+        try:
+            await self._flush(self._session)
+        except Exception as exc:
+            self.stop_error = exc
+            raise
+        finally:
+            self._quiescent.set()
+
+    def begin_turn(self) -> CancelSignal:
+        """Mark a turn running; returns the signal that cancels it."""
+        self._turn_signal = CancelSignal()
+        self._set_status(AgentStatus.RUNNING)
+        return self._turn_signal
+
+    def end_turn(self) -> None:
+        self._turn_signal = None
+        self._set_status(AgentStatus.IDLE)
+
+    def take_steer_wake(self) -> bool:
+        woken, self._steer_wake = self._steer_wake, False
+        return woken
+
+    def _startable(self) -> bool:
+        return self._inbox.has(Target.QUEUED) or (
+            self._steer_wake and self._inbox.has(Target.STEERING)
+        )
+
+    async def _drive(self, runner: TurnRunner) -> None:
+        try:
+            while not self._stopping:
+                if not self._startable():
+                    self._steer_wake = False
+                    self._wake.clear()
+                    self._quiescent.set()
+                    await self._wake.wait()
+                    continue
+                self._quiescent.clear()
+                await runner.run_turn(self)
+        finally:
+            # Whatever ends the driver, nobody waits forever on a turn that cannot come.
+            self._quiescent.set()
+
+    def _set_status(self, status: AgentStatus) -> None:
+        if status is not self._status:
+            self._status = status
+            self._emit("agent/status", self.agent, status)
+
+    def _notify_inbox(self, event: str, messages: tuple[UserMessage, ...], queue: Target) -> None:
+        self._emit(event, self.agent, messages, queue)
