@@ -16,7 +16,7 @@ from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpda
 
 from tether.acp import bridge as bridge_plugin
 from tether.acp.bridge import Bridge, BridgeClosedError
-from tether.agent import UserMessage
+from tether.agent import AgentsView, UserMessage
 from tether.host import Tether
 from tether.runtime import Fiber
 
@@ -117,3 +117,32 @@ async def test_a_load_still_opening_when_the_bridge_closes_disposes_itself(
     assert created == ([], [])
     with pytest.raises(BridgeClosedError):
         await bridge.create("/")
+
+
+async def test_close_returns_only_after_every_opening_session_was_disposed(
+    mounted: Mounted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bridge, tether = mounted.bridge, mounted.tether
+    reached, release = asyncio.Event(), asyncio.Event()
+    create = AgentsView.create
+
+    async def gated(self: AgentsView, *args: Any, **kwargs: Any) -> Any:
+        handle = await create(self, *args, **kwargs)
+        reached.set()
+        await release.wait()
+        return handle
+
+    monkeypatch.setattr(AgentsView, "create", gated)
+    opening = asyncio.ensure_future(bridge.create("/"))
+    await reached.wait()
+    assert [a.id for a in tether.agents.list()] != []  # created, not yet published
+    closing = asyncio.ensure_future(bridge.close())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not closing.done(), "close returned while a session/new was still opening"
+    release.set()
+    await closing
+    # The moment close returns, the opening session is gone too.
+    assert (tether.agents.list(), tether.sessions.list()) == ([], [])
+    with pytest.raises(BridgeClosedError, match="was opening"):
+        await opening

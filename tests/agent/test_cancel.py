@@ -6,14 +6,16 @@ from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends
 from tests.agent.world import World, calls, held, say
 from tether.agent import Agent, CancelCause, UserMessage
 from tether.runtime import Veto
+from tether.session import replay_inbox
 
 
 def test_cancel_is_the_only_public_stop() -> None:
     from tether.loop.agent import LoopAgent
 
     public = {name for name in dir(LoopAgent) if not name.startswith("_")}
+    assert public == {name for name in dir(Agent) if not name.startswith("_")}
     assert "cancel" in public
-    assert not public & {"abort", "stop_turn", "interrupt", "halt"}
+    assert not public & {"abort", "stop", "stop_turn", "interrupt", "halt", "dispose", "start"}
 
 
 async def test_cancel_emits_cancel_requested_before_clearing_and_aborting(world: World) -> None:
@@ -27,9 +29,8 @@ async def test_cancel_emits_cancel_requested_before_clearing_and_aborting(world:
 
     def on_cancel(a: Agent, cause: CancelCause) -> None:
         # Still queued, turn still running: the notice comes first.
-        observed.append((cause, len(a.inbox.pending(Target.QUEUED)), a.status))  # type: ignore[attr-defined]
-
-    from tether.agent import Target
+        queued = replay_inbox(a.session.events).queued
+        observed.append((cause, len(queued), a.status))
 
     agent.ctx.on("agent/cancel-requested", on_cancel)
     agent.cancel()

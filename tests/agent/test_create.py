@@ -10,6 +10,7 @@ from tests.agent.world import World, build_world, held, say
 from tether.agent import AgentConflictError, AgentCreateError, Target, UserMessage
 from tether.agent.inbox import Inbox
 from tether.runtime import Context
+from tether.session import replay_inbox
 
 
 async def test_failing_setup_rolls_back_everything(world: World) -> None:
@@ -114,7 +115,8 @@ async def test_resume_rebuilds_the_inbox_and_continues_turn_numbers(world: World
     await handle.dispose()
 
     resumed = await agents.resume("resumable")
-    assert not resumed.agent.inbox  # type: ignore[attr-defined]
+    rebuilt = replay_inbox(resumed.agent.session.events)
+    assert not rebuilt.queued and not rebuilt.steering
     world.model.queue(say("third answer"))
     resumed.agent.followup(UserMessage.text("four"))
     await resumed.agent.when_idle()

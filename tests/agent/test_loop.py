@@ -164,14 +164,17 @@ async def test_incremental_history_equals_deriving_from_the_whole_log(world: Wor
     for text in ("a", "b", "c"):
         agent.followup(UserMessage.text(text))
     await agent.when_idle()
-    assert list(agent.history.messages()) == derive_messages(agent.session)  # type: ignore[attr-defined]
-    # Every request carried exactly the history derived from the log so far.
+    whole = derive_messages(agent.session)
+    # Every request carried exactly the history derived from the log so far:
+    # the whole log's messages, up to the answer that request received.
     assert [len(r.messages) for r in world.model.requests] == [1, 3, 5, 7]
+    for request in world.model.requests:
+        assert list(request.messages) == whole[: len(request.messages)]
+    assert len(whole) == 8
 
 
 async def test_steering_left_when_a_turn_stops_early_is_not_lost(world: World) -> None:
-    from tether.agent import Target
-    from tether.session import Blocked
+    from tether.session import Blocked, replay_inbox
 
     agent = (await world.get("agents").create(cwd="/w")).agent
     reached, _release = world.gates.get("g")
@@ -186,7 +189,7 @@ async def test_steering_left_when_a_turn_stops_early_is_not_lost(world: World) -
     # claimed by it; it stayed pending and, being a steer, started a turn.
     assert [r["kind"] for r in turn_ends(agent.session)] == ["blocked", "completed"]
     assert prompts(agent.session) == ["go", "late steer"]
-    assert not agent.inbox.has(Target.STEERING)  # type: ignore[attr-defined]
+    assert not replay_inbox(agent.session.events).steering
 
 
 async def test_a_provider_refusal_blocks_the_turn_and_its_tool_calls_never_run(

@@ -31,6 +31,32 @@ class CancelCause(enum.StrEnum):
     """The agent is being torn down (only the teardown path uses it)."""
 
 
+PUBLIC_CANCEL_CAUSES = frozenset({CancelCause.USER, CancelCause.PARENT})
+"""The causes a caller of ``Agent.cancel`` may give; ``disposed`` is the teardown's own."""
+
+
+def public_cancel_cause(cause: object) -> CancelCause:
+    """Check the cause given to a public ``cancel(cause)``; ``None`` means ``user``.
+
+    Raises:
+        TypeError: ``cause`` is not a :class:`CancelCause`.
+        ValueError: ``cause`` is ``disposed``, which only the teardown may give.
+    """
+    if cause is None:
+        return CancelCause.USER
+    if not isinstance(cause, CancelCause):
+        raise TypeError(
+            "cancel() takes CancelCause.USER or CancelCause.PARENT, got "
+            f"{type(cause).__name__} {cause!r}"
+        )
+    if cause not in PUBLIC_CANCEL_CAUSES:
+        raise ValueError(
+            "cancel() takes CancelCause.USER or CancelCause.PARENT; "
+            f"{cause.value!r} is reserved to the agent's teardown"
+        )
+    return cause
+
+
 class AgentStatus(enum.StrEnum):
     IDLE = "idle"
     RUNNING = "running"
@@ -121,7 +147,12 @@ class Agent(Protocol):
         ...
 
     def cancel(self, cause: CancelCause | None = None) -> None:
-        """The single public stop primitive (cause ``user`` when omitted)."""
+        """The single public stop primitive (cause ``user`` when omitted).
+
+        Raises:
+            TypeError, ValueError: ``cause`` is not ``USER`` or ``PARENT``
+                (see :func:`public_cancel_cause`).
+        """
         ...
 
     async def when_idle(self) -> None:

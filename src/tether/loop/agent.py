@@ -1,96 +1,53 @@
-"""``LoopAgent``: the agent the loop drives — its inbox, its driver task, its stop.
+"""``LoopAgent``: what everyone but the agent loop holds of an agent.
 
-One driver task per agent runs turns one after another. Input arrives through
-:meth:`LoopAgent.send` (and its presets); :meth:`LoopAgent.cancel` is the
-single public stop. The turn itself is run by :mod:`tether.loop.turn`.
-
-Events (``emit``; the first argument is always the agent):
-
-* ``agent/status (agent, status)`` — on every change of ``status``;
-* ``agent/cancel-requested (agent, cause)`` — on every *effective* cancel,
-  before the inbox is cleared and the turn aborted;
-* ``agent/error (agent, error)`` — a turn ended with an error;
-* ``agent/inbox/inserted|claimed|discarded (agent, messages, queue)``.
+The registry (``ctx.agents.get``/``list``), every event, hook and tool, and an
+:class:`~tether.agent.AgentHandle` carry this object. It offers the
+:class:`~tether.agent.Agent` protocol and nothing else: input, ``cancel()``,
+``when_idle()``, and reads. Tearing the agent down takes the handle's
+``dispose()``; the loop's own verbs (starting and stopping the driver, turn
+bookkeeping) live on :class:`~tether.loop.driver.AgentDriver`, which no
+observer can reach through a public name.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from tether.agent.errors import AgentDisposedError
-from tether.agent.inbox import Inbox
-from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
-from tether.loop.history import History
-from tether.runtime.signal import CancelSignal
+from tether.agent.types import AgentStatus, CancelCause, Target, UserMessage, public_cancel_cause
 
 if TYPE_CHECKING:
-    from tether.loop.turn import TurnRunner
-    from tether.runtime import Context, Fiber
+    from tether.loop.driver import AgentDriver
+    from tether.runtime import Context
     from tether.session.log import Session
-
-log = logging.getLogger(__name__)
 
 
 class LoopAgent:
     """An agent driven by the agent loop (implements :class:`tether.agent.Agent`)."""
 
-    def __init__(
-        self,
-        session: Session,
-        scope: Fiber,
-        options: AgentOptions,
-        *,
-        emit: Callable[..., None],
-        flush: Callable[[Session], Awaitable[None]],
-    ) -> None:
-        self._session = session
-        self._scope = scope
-        self.options = options
-        self._emit = emit
-        self._flush = flush
-        self._status = AgentStatus.IDLE
-        self._inbox = Inbox(session, self._notify_inbox)
-        self.history = History(session)
-        self._wake = asyncio.Event()
-        self._steer_wake = False
-        self._turn_signal: CancelSignal | None = None
-        self._quiescent = asyncio.Event()
-        self._quiescent.set()
-        self._driver: asyncio.Task[None] | None = None
-        self._closed = False
-        self._stopping = False
-        self.stop_error: Exception | None = None
-        """Why the closing flush failed, if it did (the teardown reports it)."""
+    __slots__ = ("_driver",)
 
-    # -- identity ---------------------------------------------------------------
+    def __init__(self, driver: AgentDriver) -> None:
+        self._driver = driver
 
     @property
     def id(self) -> str:
-        return self._session.id
+        """The agent's id, which is its session's id."""
+        return self._driver.id
 
     @property
     def session(self) -> Session:
-        return self._session
+        """The agent's session log (read it; the agent appends to it)."""
+        return self._driver.session
 
     @property
     def status(self) -> AgentStatus:
-        return self._status
+        """``idle`` or ``running``; every change emits ``agent/status``."""
+        return self._driver.status
 
     @property
     def ctx(self) -> Context:
-        return self._scope.ctx
-
-    @property
-    def inbox(self) -> Inbox:
-        return self._inbox
-
-    def __repr__(self) -> str:
-        return f"<LoopAgent {self.id} {self._status}>"
-
-    # -- delivery ---------------------------------------------------------------
+        """The agent-scoped context: registrations unwind with the agent."""
+        return self._driver.ctx
 
     def send(self, message: UserMessage, target: Target, wakeup: bool) -> None:
         """Deliver ``message`` to ``target`` (logged first); wake the driver if ``wakeup``.
@@ -98,123 +55,38 @@ class LoopAgent:
         Raises:
             AgentDisposedError: the agent is being or has been disposed.
         """
-        if self._closed:
-            raise AgentDisposedError(f"agent {self.id!r} is disposed")
-        self._inbox.insert(message, target)
-        if wakeup:
-            if target is Target.STEERING:
-                self._steer_wake = True
-            self._quiescent.clear()
-            self._wake.set()
+        self._driver.send(message, target, wakeup)
 
     def followup(self, message: UserMessage) -> None:
-        self.send(message, Target.QUEUED, True)
+        """Queue ``message`` as its own next turn and wake the driver."""
+        self._driver.send(message, Target.QUEUED, True)
 
     def steer(self, message: UserMessage) -> None:
-        self.send(message, Target.STEERING, True)
+        """Deliver at the next step boundary of the running turn (or start a turn)."""
+        self._driver.send(message, Target.STEERING, True)
 
     def inject(self, message: UserMessage) -> None:
-        self.send(message, Target.STEERING, False)
-
-    # -- stopping ---------------------------------------------------------------
+        """Add model-facing context for the next request, without waking anything."""
+        self._driver.send(message, Target.STEERING, False)
 
     def cancel(self, cause: CancelCause | None = None) -> None:
-        """Stop everything this agent has accepted so far.
+        """The single public stop: end everything accepted so far.
 
-        An effective call (a turn is running, or input is pending) emits
-        ``agent/cancel-requested``, then clears both FIFOs (durably, as
-        cancelled splices), then aborts the running turn. Cancelling an idle
-        agent with an empty inbox does nothing. Input sent after the call is
-        independent of it and runs normally.
+        ``cause`` is :attr:`CancelCause.USER` (the default) or
+        :attr:`CancelCause.PARENT`. An effective call emits
+        ``agent/cancel-requested``, clears both FIFOs durably and aborts the
+        running turn, which closes ``aborted {cause}``. Input accepted after
+        the call runs normally, as its own turn.
+
+        Raises:
+            TypeError: ``cause`` is not a :class:`CancelCause`.
+            ValueError: ``cause`` is ``disposed`` (the teardown's own cause).
         """
-        cause = cause or CancelCause.USER
-        signal = self._turn_signal
-        running = signal is not None and not signal.cancelled
-        if not running and not self._inbox:
-            return
-        self._emit("agent/cancel-requested", self, cause)
-        self._inbox.cancel_all()
-        self._steer_wake = False
-        if running:
-            assert signal is not None
-            signal.cancel(cause)
+        self._driver.cancel(public_cancel_cause(cause))
 
     async def when_idle(self) -> None:
-        """Resolve at true quiescence: no turn running and nothing queued that will start.
+        """Resolve at true quiescence: no turn running, nothing queued that will start."""
+        await self._driver.when_idle()
 
-        A turn that starts while this waits is waited for too.
-        """
-        await self._quiescent.wait()
-
-    # -- the driver (used by the factory and the turn runner) ---------------------
-
-    def start(self, runner: TurnRunner) -> None:
-        """Start the driver task; the factory's teardown awaits it in :meth:`stop`.
-
-        Prompts a resumed inbox still holds were accepted before: they run.
-        """
-        if self._inbox.has(Target.QUEUED):
-            self._quiescent.clear()
-            self._wake.set()
-        self._driver = asyncio.get_running_loop().create_task(
-            self._drive(runner), name=f"agent:{self.id}"
-        )
-
-    async def stop(self) -> None:
-        """Teardown's first step: cancel (cause ``disposed``), await the driver, flush.
-
-        When it returns, no turn runs and the closing ``turn/end`` is durable.
-        """
-        self._closed = True
-        self.cancel(CancelCause.DISPOSED)
-        self._stopping = True
-        self._wake.set()
-        if self._driver is not None:
-            await asyncio.wait({self._driver})
-            if not self._driver.cancelled() and self._driver.exception() is not None:
-                log.error("agent %s: driver failed", self.id, exc_info=self._driver.exception())
-        try:
-            await self._flush(self._session)
-        except Exception as exc:
-            self.stop_error = exc
-            raise
-        finally:
-            self._quiescent.set()
-
-    def begin_turn(self) -> CancelSignal:
-        """Mark a turn running; returns the signal that cancels it."""
-        self._turn_signal = CancelSignal()
-        self._set_status(AgentStatus.RUNNING)
-        return self._turn_signal
-
-    def end_turn(self) -> None:
-        self._turn_signal = None
-        self._set_status(AgentStatus.IDLE)
-
-    def take_steer_wake(self) -> bool:
-        woken, self._steer_wake = self._steer_wake, False
-        return woken
-
-    def _startable(self) -> bool:
-        return self._inbox.has(Target.QUEUED) or (
-            self._steer_wake and self._inbox.has(Target.STEERING)
-        )
-
-    async def _drive(self, runner: TurnRunner) -> None:
-        while not self._stopping:
-            if not self._startable():
-                self._steer_wake = False
-                self._wake.clear()
-                self._quiescent.set()
-                await self._wake.wait()
-                continue
-            self._quiescent.clear()
-            await runner.run_turn(self)
-
-    def _set_status(self, status: AgentStatus) -> None:
-        if status is not self._status:
-            self._status = status
-            self._emit("agent/status", self, status)
-
-    def _notify_inbox(self, event: str, messages: tuple[UserMessage, ...], queue: Target) -> None:
-        self._emit(event, self, messages, queue)
+    def __repr__(self) -> str:
+        return f"<LoopAgent {self.id} {self.status}>"

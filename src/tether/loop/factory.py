@@ -22,6 +22,7 @@ awaiter returns after it completes.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tether.agent.errors import AgentConflictError, AgentCreateError, AgentError
 from tether.agent.registry import AgentRegistry, AgentsView, Setup
 from tether.agent.types import AgentHandle, AgentOptions
-from tether.loop.agent import LoopAgent
+from tether.loop.driver import AgentDriver
 from tether.runtime import Effect, FiberInactiveError
 from tether.session.log import Session
 from tether.session.store import SessionConflictError, SessionStore
@@ -115,7 +116,7 @@ class LoopFactory:
     ) -> AgentHandle:
         store, registry, loop_fiber = self._store, self._registry, self._ctx.fiber
         owners = _distinct(caller.fiber, loop_fiber)
-        built: list[LoopAgent] = []
+        built: list[AgentDriver] = []
 
         async def lifecycle() -> AsyncIterator[Callable[[], Any]]:
             scope = self._ctx.runtime.scope(
@@ -125,8 +126,9 @@ class LoopFactory:
                 event_filter=_only_about(session),
             )
             yield scope.dispose
-            agent = LoopAgent(session, scope, options, emit=self._ctx.emit, flush=store.flush)
-            built.append(agent)
+            driver = AgentDriver(session, scope, options, emit=self._ctx.emit, flush=store.flush)
+            built.append(driver)
+            agent = driver.agent
             if setup is not None:
                 result = setup(agent)
                 if inspect.isawaitable(result):
@@ -140,8 +142,8 @@ class LoopFactory:
             store.announce(session)
             self._ctx.emit("agent/created", agent)
             self._ctx.emit("agent/session-start", agent)
-            agent.start(self._runner)
-            yield agent.stop
+            driver.start(self._runner)
+            yield driver.stop
 
         try:
             effect = await Effect.establish(lifecycle, f"agent:{session.id}")
@@ -158,16 +160,23 @@ class LoopFactory:
         teardown = _Teardown(effect, built[0])
         for owner in owners:
             teardown.add_owner(owner)
-        return AgentHandle(built[0], teardown.dispose)
+        return AgentHandle(built[0].agent, teardown.dispose)
 
 
 class _Teardown:
-    """The one teardown of an agent, reachable from each of its owners."""
+    """The one teardown of an agent, reachable from each of its owners.
 
-    def __init__(self, effect: Effect, agent: LoopAgent) -> None:
+    It runs once, in a task of its own: every caller of :meth:`dispose` (the
+    handle, a second or third call, an owner fiber unloading) awaits that one
+    run and returns only after the whole chain has finished. A caller that is
+    itself cancelled while waiting leaves the teardown running to its end.
+    """
+
+    def __init__(self, effect: Effect, driver: AgentDriver) -> None:
         self._effect = effect
-        self._agent = agent
+        self._driver = driver
         self._anchors: list[Effect] = []
+        self._run: asyncio.Task[None] | None = None
 
     def add_owner(self, owner: Fiber) -> None:
         anchor = Effect(f"owns {self._effect.label}")
@@ -182,15 +191,22 @@ class _Teardown:
             AgentError: the closing events could not be written (the rest of
                 the teardown still ran: the agent and its session are gone).
         """
+        if self._run is None:
+            self._run = asyncio.get_running_loop().create_task(
+                self._unwind(), name=f"teardown:{self._driver.id}"
+            )
+        await asyncio.shield(self._run)
+        error = self._driver.stop_error
+        if error is not None:
+            raise AgentError(
+                f"agent {self._driver.id!r}: its closing events could not be written: {error}"
+            ) from error
+
+    async def _unwind(self) -> None:
         await self._effect.dispose()
         # The owners no longer need to dispose it; their anchors go.
         for anchor in self._anchors:
             anchor.discard()
-        error = self._agent.stop_error
-        if error is not None:
-            raise AgentError(
-                f"agent {self._agent.id!r}: its closing events could not be written: {error}"
-            ) from error
 
 
 def _distinct(*fibers: Fiber) -> tuple[Fiber, ...]:

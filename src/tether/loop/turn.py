@@ -42,12 +42,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.agent.inbox import to_event
-from tether.agent.types import Target, UserMessage
+from tether.agent.types import CancelCause, Target, UserMessage
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import ReasoningDelta, TextDelta
 from tether.llm.messages import ToolCallBlock
 from tether.llm.request import ModelRequest, ToolSpec
 from tether.runtime import Veto
+from tether.runtime.signal import cancelling_current_task
 from tether.session import (
     Aborted,
     AssistantChunk,
@@ -70,7 +71,7 @@ from tether.tools import ToolExec, ToolResult
 
 if TYPE_CHECKING:
     from tether.llm.service import LlmService
-    from tether.loop.agent import LoopAgent
+    from tether.loop.driver import AgentDriver
     from tether.runtime import CancelSignal, Context
     from tether.session.log import Session
     from tether.tools import ToolRegistry
@@ -79,6 +80,7 @@ log = logging.getLogger(__name__)
 
 NOT_STARTED = "tool call cancelled before it started"
 REFUSED = "tool call not run: the provider refused the answer that made it"
+STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
 _STEP_LIMIT_PATTERN = re.compile(re.escape(_STEP_LIMIT).replace(r"\{\}", r"\d+"))
@@ -125,60 +127,88 @@ class TurnRunner:
 
         return self._ctx.service("tools", ToolRegistry)
 
-    async def run_turn(self, agent: LoopAgent) -> None:
-        """Run one turn; it always ends with ``turn/end`` in the log."""
-        session = agent.session
-        signal = agent.begin_turn()
+    async def run_turn(self, driver: AgentDriver) -> None:
+        """Run one turn; it always ends with ``turn/end`` in the log.
+
+        Once the turn's signal is cancelled it claims no more input, and it
+        closes ``aborted {cause}`` whatever else would have ended it (the step
+        limit, a ``agent/turn-stop`` listener, a model error). A
+        ``CancelledError`` that is not a cancellation of the driver task (a
+        tool or hook raised one of its own) ends the turn ``error`` and the
+        driver lives on; a real cancellation closes the turn and propagates.
+        """
+        session = driver.session
+        signal = driver.begin_turn()
         turn = session.last_turn + 1
         session.append(TurnStart(turn=turn))
-        claimed = agent.inbox.claim_turn()
-        agent.take_steer_wake()
+        claimed = driver.inbox.claim_turn()
+        driver.take_steer_wake()
         reason: TurnEndReason = Errored(error="the turn ended unexpectedly")
         try:
-            reason = await self._steps(agent, turn, claimed, signal)
+            reason = await self._steps(driver, turn, claimed, signal)
+        except asyncio.CancelledError:
+            if not cancelling_current_task():
+                log.error(
+                    "agent %s: turn %d: a tool or hook raised CancelledError without the turn "
+                    "being cancelled",
+                    driver.id,
+                    turn,
+                    exc_info=True,
+                )
+                reason = Errored(error=STRAY_CANCEL)
+            else:
+                reason = Aborted(cause=str(signal.reason or CancelCause.DISPOSED))
+                raise
         except Exception as exc:
-            log.exception("agent %s: turn %d failed", agent.id, turn)
+            log.exception("agent %s: turn %d failed", driver.id, turn)
             reason = Errored(error=f"{type(exc).__name__}: {exc}")
         except BaseException:
-            reason = Aborted(cause=str(signal.reason or "disposed"))
+            reason = Aborted(cause=str(signal.reason or CancelCause.DISPOSED))
             raise
         finally:
+            if signal.cancelled and not isinstance(reason, Aborted):
+                reason = _aborted(signal)
             _close_step(session, NOT_STARTED)
             if isinstance(reason, Errored):
-                self._ctx.emit("agent/error", agent, reason.error)
+                self._ctx.emit("agent/error", driver.agent, reason.error)
             session.append(TurnEnd(turn=turn, reason=reason))
-            agent.end_turn()
+            driver.end_turn()
 
     async def _steps(
         self,
-        agent: LoopAgent,
+        driver: AgentDriver,
         turn: int,
         claimed: tuple[UserMessage, ...],
         signal: CancelSignal,
     ) -> TurnEndReason:
-        session = agent.session
+        session = driver.session
+        agent = driver.agent
         step_input = claimed
         step = 0
         while True:
+            # Checked before anything is claimed: input accepted after a cancel
+            # belongs to a later turn, never to this one.
+            if signal.cancelled:
+                return _aborted(signal)
             step += 1
-            if step > agent.options.max_steps:
+            if step > driver.options.max_steps:
                 # Steering still pending stays queued for the next turn.
-                return Errored(error=_STEP_LIMIT.format(agent.options.max_steps))
+                return Errored(error=_STEP_LIMIT.format(driver.options.max_steps))
             if step > 1:
                 # Claimed only now that the step will run: what is claimed is
                 # always logged as this step's input.
-                step_input = agent.inbox.claim_steering()
+                step_input = driver.inbox.claim_steering()
             try:
                 step_input = await self._ctx.waterfall("agent/pre-step", step_input, agent, step)
             except Veto as veto:
-                log.info("agent %s: step input rejected: %s", agent.id, veto.reason)
+                log.info("agent %s: step input rejected: %s", driver.id, veto.reason)
                 return Blocked()
             if signal.cancelled:
                 return _aborted(signal)
             session.append(StepStart(turn=turn, step=step))
             for message in step_input:
                 session.append(to_event(message))
-            assembled = await self._request(agent, signal)
+            assembled = await self._request(driver, signal)
             if isinstance(assembled, Errored):
                 return assembled
             calls = assembled.message.tool_calls
@@ -190,26 +220,27 @@ class TurnRunner:
                 _close_step(session, REFUSED)
                 return Blocked()
             if calls:
-                await self._run_tools(agent, calls, assembled, signal)
+                await self._run_tools(driver, calls, assembled, signal)
             session.append(StepEnd(turn=turn, step=step))
             if signal.cancelled:
                 return _aborted(signal)
             if assembled.finish.reason == "max-tokens":
                 return MaxTokens()
-            if not calls and not agent.inbox.has(Target.STEERING):
+            if not calls and not driver.inbox.has(Target.STEERING):
                 return Completed()
             stop = await self._ctx.serial("agent/turn-stop", agent, turn, step)
             if stop is not None:
                 return stop  # type: ignore[no-any-return]
 
-    async def _request(self, agent: LoopAgent, signal: CancelSignal) -> Assembled | Errored:
+    async def _request(self, driver: AgentDriver, signal: CancelSignal) -> Assembled | Errored:
         """Ask the model; log the stream and the answer; return it (or the error)."""
-        session = agent.session
-        options = agent.options
-        specs = self._tools.specs(scope=agent.id, only=options.tools)
+        session = driver.session
+        agent = driver.agent
+        options = driver.options
+        specs = self._tools.specs(scope=driver.id, only=options.tools)
         request = ModelRequest(
             model=options.model,
-            messages=agent.history.messages(),
+            messages=driver.history.messages(),
             system=options.system,
             tools=tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs),
         )
@@ -252,7 +283,7 @@ class TurnRunner:
 
     async def _run_tools(
         self,
-        agent: LoopAgent,
+        driver: AgentDriver,
         calls: tuple[ToolCallBlock, ...],
         assembled: Assembled,
         signal: CancelSignal,
@@ -264,7 +295,8 @@ class TurnRunner:
         whose arguments could not be parsed is answered without running. Once
         the turn is cancelled, no further call starts.
         """
-        session = agent.session
+        session = driver.session
+        agent = driver.agent
         invalid = assembled.invalid_calls
         runnable = [call for call in calls if call.id not in invalid]
 
@@ -279,7 +311,7 @@ class TurnRunner:
             lambda call: ToolExec(
                 agent=agent, call_id=call.id, signal=signal, cwd=session.header.cwd
             ),
-            only=agent.options.tools,
+            only=driver.options.tools,
             on_start=started,
         )
         by_id = {result.call_id: result for result in results}
@@ -334,4 +366,4 @@ def _close_step(session: Session, why: str) -> None:
 
 
 def _aborted(signal: CancelSignal) -> Aborted:
-    return Aborted(cause=str(signal.reason or "user"))
+    return Aborted(cause=str(signal.reason or CancelCause.USER))
