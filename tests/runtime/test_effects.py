@@ -161,3 +161,43 @@ async def test_a_raising_disposer_does_not_stop_the_chain(runtime: Runtime) -> N
     await ctx.effect(body)
     await ctx.fiber.dispose()
     assert ran == ["last"]
+
+
+async def test_a_stray_cancelled_error_in_a_disposer_does_not_skip_the_rest() -> None:
+    from tether.runtime import Effect
+
+    log: list[str] = []
+
+    async def stray() -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future  # CancelledError, though nobody cancelled the chain
+
+    effect = Effect("probe")
+    effect.push(lambda: log.append("last"))
+    effect.push(stray)
+    effect.push(lambda: log.append("first"))
+    await effect.dispose()
+    assert log == ["first", "last"]
+
+
+async def test_a_base_exception_in_a_disposer_is_raised_after_the_whole_chain_ran() -> None:
+    from tether.runtime import Effect
+
+    class Fatal(BaseException):
+        pass
+
+    log: list[str] = []
+
+    def fatal() -> None:
+        raise Fatal
+
+    effect = Effect("probe")
+    effect.push(lambda: log.append("last"))
+    effect.push(fatal)
+    with pytest.raises(Fatal):
+        await effect.dispose()
+    assert log == ["last"]
+    with pytest.raises(Fatal):  # a later awaiter gets the same outcome
+        await effect.dispose()
+    assert log == ["last"]  # and nothing ran twice

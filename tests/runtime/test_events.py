@@ -152,3 +152,19 @@ async def test_waterfall_short_circuit_without_next(runtime: Runtime) -> None:
     runtime.ctx.on("load", expensive)
     assert await runtime.ctx.waterfall("load", "key") == "from cache"
     assert await runtime.ctx.waterfall("unheard", "value") == "value"
+
+
+async def test_emit_isolates_a_listener_that_raises_cancelled_error(runtime: Runtime) -> None:
+    import asyncio
+
+    heard: list[str] = []
+
+    def stray(value: str) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        future.result()
+
+    runtime.ctx.on("ping", stray)
+    runtime.ctx.on("ping", heard.append)
+    runtime.ctx.emit("ping", "x")
+    assert heard == ["x"]
