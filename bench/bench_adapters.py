@@ -29,7 +29,7 @@ from tether.llm.adapters import openai as openai_plugin
 from tether.llm.chunks import Finish, TextDelta
 from tether.llm.messages import TextBlock, UserMessage
 from tether.llm.request import ModelRequest
-from tether.llm.service import LlmView
+from tether.llm.service import LLM, LlmView
 from tether.runtime import CancelSignal, Runtime
 
 MODEL = "openai-compatible:bench"
@@ -205,7 +205,7 @@ async def main(args: argparse.Namespace) -> None:
             openai_plugin,
             {"providers": {"openai-compatible": {"base_url": f"{server.url}/v1"}}},
         )
-        llm: LlmView = runtime.ctx.get("llm")
+        llm: LlmView = runtime.ctx.get(LLM)
         server.queue(burst(answer(3)))
         await through_adapter(llm)  # warm up: client, connection, imports
 

@@ -29,6 +29,7 @@ from tether.llm.messages import TextBlock
 from tether.persist import jsonl, sqlite
 from tether.persist.backends.jsonl import JsonlBackend
 from tether.persist.backends.sqlite import SqliteBackend
+from tether.persist.service import PERSISTENCE, SESSION_WRITTEN
 from tether.runtime import Runtime
 from tether.session import (
     AssistantChunk,
@@ -43,6 +44,7 @@ from tether.session import (
     derive_messages,
 )
 from tether.session.log import Session, SessionHeader
+from tether.session.store import SESSIONS
 from tether.session.store import apply as store_plugin
 
 CHUNKS_PER_TURN = 40
@@ -111,8 +113,8 @@ async def bench_durable(plugin: object, data_dir: Path, count: int) -> tuple[flo
             nonlocal batches
             batches += 1
 
-        runtime.ctx.on("session/written", on_written)
-        store = runtime.ctx.get("sessions")
+        runtime.ctx.on(SESSION_WRITTEN, on_written)
+        store = runtime.ctx.get(SESSIONS)
         session = store.prepare("bench", cwd="/")
         store.enter(session)
         start = time.perf_counter()
@@ -124,7 +126,7 @@ async def bench_durable(plugin: object, data_dir: Path, count: int) -> tuple[flo
         elapsed = time.perf_counter() - start
         store.detach(session)
 
-        persistence = runtime.ctx.get("persistence")
+        persistence = runtime.ctx.get(PERSISTENCE)
         start = time.perf_counter()
         loaded = await persistence.load("bench")
         derive_messages(loaded)

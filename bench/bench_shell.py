@@ -20,6 +20,7 @@ import time
 from tether.runtime import Runtime
 from tether.shell import LocalShell, ShellExecRequest
 from tether.shell import local as shell_plugin
+from tether.shell.definition import SHELL
 
 
 async def bare_true() -> None:
@@ -79,7 +80,7 @@ async def main(rounds: int, megabytes: int, count: int) -> None:
         async with Runtime() as runtime:
             config = {"spill_dir": spill, "max_output_bytes": 256 << 20}
             await runtime.ctx.plugin(shell_plugin, config)
-            shell = runtime.ctx.get("shell")
+            shell = runtime.ctx.get(SHELL)
 
             bare, executor = await round_trip(shell, rounds)
             print(

@@ -68,11 +68,13 @@ async def test_stopping_tether_mid_tool_leaves_the_closing_turn_end_on_disk(
     import asyncio
     import json
 
+    from tether.session.store import SESSION_EVENT
+
     async with Tether(data_dir=tmp_path) as tether:
         agent = (await tether.agents.create(cwd=str(tmp_path))).agent
         started = asyncio.Event()
         tether.runtime.ctx.on(
-            "session/event",
+            SESSION_EVENT,
             lambda session, event: started.set() if event.type == "tool/call" else None,
         )
         agent.followup(UserMessage.text("$ sleep 30"))

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from tether.runtime import Runtime
 from tether.runtime.compose import (
@@ -29,6 +29,7 @@ from tether.runtime.compose import (
     parse_composition,
     read_document,
 )
+from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
     from tether.agent import AgentsView
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Overlay = Path | Mapping[str, Any]
+S = TypeVar("S")
+
+Overlay = Path | Mapping[str, object]
 
 BUNDLED_COMPOSITION = Path(__file__).with_name("tether.yml")
 
@@ -143,19 +146,39 @@ class Tether:
 
     @property
     def agents(self) -> AgentsView:
-        """``ctx.agents`` for the program: agents it creates are owned by the root."""
-        return self._require("agents")  # type: ignore[no-any-return]
+        """``ctx.agents`` for the program: agents it creates are owned by the root.
+
+        Raises:
+            LookupError: the agents registry is not running (see :attr:`problems`).
+        """
+        from tether.agent.registry import AGENTS
+
+        return self._require(AGENTS)
 
     @property
     def sessions(self) -> SessionStore:
-        return self._require("sessions")  # type: ignore[no-any-return]
+        """The session store: the sessions live in this process.
+
+        Raises:
+            LookupError: the store is not running (see :attr:`problems`).
+        """
+        from tether.session.store import SESSIONS
+
+        return self._require(SESSIONS)
 
     @property
     def persistence(self) -> Persistence:
-        return self._require("persistence")  # type: ignore[no-any-return]
+        """Stored sessions: load, list, delete (and resume, through :attr:`agents`).
 
-    def _require(self, name: str) -> Any:
-        service = self.runtime.ctx.get(name)
+        Raises:
+            LookupError: no persistence plugin is running (see :attr:`problems`).
+        """
+        from tether.persist.service import PERSISTENCE
+
+        return self._require(PERSISTENCE)
+
+    def _require(self, key: ServiceKey[S]) -> S:
+        service = self.runtime.ctx.get(key)
         if service is None:
-            raise LookupError(f"the {name!r} service is not running (see Tether.problems)")
+            raise LookupError(f"the {key.name!r} service is not running (see Tether.problems)")
         return service

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from tether.acp.bridge import CLOSED
+from tether.agent.events import AGENT_CREATED, AGENT_DISPOSED
 from tether.runtime import Context
 
 name = "ledger"
@@ -29,6 +31,6 @@ def apply(ctx: Context, config: Config) -> None:
         sessions = ",".join(session.id for session in ctx.sessions.list())
         write(f"closed agents={agents} sessions={sessions}")
 
-    ctx.on("agent/created", lambda agent: write(f"created {agent.id}"))
-    ctx.on("agent/disposed", lambda agent: write(f"disposed {agent.id}"))
-    ctx.on("acp/closed", closed)
+    ctx.on(AGENT_CREATED, lambda agent: write(f"created {agent.id}"))
+    ctx.on(AGENT_DISPOSED, lambda agent: write(f"disposed {agent.id}"))
+    ctx.on(CLOSED, closed)

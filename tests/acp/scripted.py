@@ -35,10 +35,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from tether.agent import Agent, UserMessage
+from tether.agent.events import AGENT_CREATED
 from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from tether.llm.messages import TextBlock, ToolMessage
 from tether.llm.messages import UserMessage as ModelUserMessage
 from tether.llm.request import ModelRequest
+from tether.loop.hooks import PRE_STEP
 from tether.runtime import CancelSignal, Context, Veto
 from tether.tools import Tool, ToolExec, ToolOutput
 
@@ -147,5 +149,5 @@ async def apply(ctx: Context, config: None) -> None:
         await ctx.tools.register(
             Tool(name="bash", description="Run a command.", args=BashArgs, execute=bash)
         )
-    ctx.on("agent/created", busy)
-    ctx.on("agent/pre-step", no_forbidden)
+    ctx.on(AGENT_CREATED, busy)
+    ctx.on(PRE_STEP, no_forbidden)

@@ -15,10 +15,11 @@ import pytest
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
 from tether.acp import bridge as bridge_plugin
-from tether.acp.bridge import Bridge, BridgeClosedError
+from tether.acp.bridge import ACP, CLOSED, Bridge, BridgeClosedError
 from tether.agent import AgentsView, UserMessage
 from tether.host import Tether
 from tether.runtime import Fiber
+from tether.session.store import SESSION_EVENT
 
 OVERLAY = {
     "plugins": [
@@ -53,7 +54,7 @@ class Mounted:
 async def mounted(tmp_path: Path) -> AsyncIterator[Mounted]:
     async with Tether(overlays=[OVERLAY], data_dir=tmp_path) as tether:
         fiber = await tether.runtime.ctx.plugin(bridge_plugin, {"mode": "auto"})
-        bridge = tether.runtime.ctx.get("acp")
+        bridge = tether.runtime.ctx.get(ACP)
         assert isinstance(bridge, Bridge)
         link = Link()
         bridge.bind(link)
@@ -68,13 +69,13 @@ async def test_unloading_the_bridge_disposes_its_sessions_and_answers_prompts(
     second = await bridge.create("/")
     streaming = asyncio.Event()
     tether.runtime.ctx.on(
-        "session/event",
+        SESSION_EVENT,
         lambda session, event: (
             streaming.set() if session.id == first.id and event.type == "assistant/chunk" else None
         ),
     )
     closed: list[object] = []
-    tether.runtime.ctx.on("acp/closed", closed.append)
+    tether.runtime.ctx.on(CLOSED, closed.append)
     answer = bridge.prompt(first.id, UserMessage.text("hold"))
     await streaming.wait()
     await mounted.fiber.dispose()

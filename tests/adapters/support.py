@@ -13,7 +13,7 @@ from tether.llm.adapters import openai as openai_plugin
 from tether.llm.chunks import StreamChunk
 from tether.llm.messages import Message, TextBlock, UserMessage
 from tether.llm.request import ModelRequest, ToolSpec
-from tether.llm.service import LlmView
+from tether.llm.service import LLM, LlmView
 from tether.runtime import CancelSignal, Fiber, Runtime
 
 KEY = "sk-test-5e3c7a1f0b9d4c28"
@@ -73,7 +73,7 @@ async def mount_openai(
         entry["api_key"] = key
     providers = {provider: entry, **config.pop("providers", {})}
     fiber = await runtime.ctx.plugin(openai_plugin, {"providers": providers, **config})
-    return runtime.ctx.get("llm"), fiber
+    return runtime.ctx.get(LLM), fiber
 
 
 async def mount_anthropic(
@@ -83,7 +83,7 @@ async def mount_anthropic(
     fiber = await runtime.ctx.plugin(
         anthropic_plugin, {"base_url": f"{_root(server)}/v1", "api_key": KEY, **config}
     )
-    return runtime.ctx.get("llm"), fiber
+    return runtime.ctx.get(LLM), fiber
 
 
 # -- Chat Completions payloads --------------------------------------------------------------

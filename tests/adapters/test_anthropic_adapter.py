@@ -31,6 +31,7 @@ from tether.llm.messages import (
     ToolMessage,
     UserMessage,
 )
+from tether.llm.service import LLM
 from tether.runtime import CancelSignal, Runtime
 
 MODEL = "anthropic:claude-test"
@@ -306,7 +307,7 @@ async def test_missing_key_is_an_auth_error(
     await runtime.ctx.plugin(llm_plugin)
     await runtime.ctx.plugin(anthropic_plugin)
 
-    finish = (await collect(runtime.ctx.get("llm"), ask(model="anthropic")))[-1]
+    finish = (await collect(runtime.ctx.get(LLM), ask(model="anthropic")))[-1]
 
     assert isinstance(finish, Finish) and finish.error_code == "auth"
     assert finish.error is not None and "ANTHROPIC_API_KEY" in finish.error

@@ -30,6 +30,7 @@ from tether.host import Tether
 from tether.llm.adapters.settings import resolve_model_settings
 from tether.session.events import Event
 from tether.session.log import Session
+from tether.session.store import SESSION_EVENT, SESSIONS
 
 NO_WAIT = {"base_delay": 0.0, "jitter": 0.0}
 
@@ -123,7 +124,7 @@ async def test_session_file_never_contains_the_key(world: AdapterWorld, server: 
 
     agent.followup(UserMessage.text("hello"))
     await agent.when_idle()
-    await world.runtime.ctx.get("sessions").flush(agent.session)
+    await world.runtime.ctx.get(SESSIONS).flush(agent.session)
 
     on_disk = world.session_file(agent).read_text()
     assert "Incorrect API key provided: [redacted]" in on_disk
@@ -152,7 +153,7 @@ async def test_rate_limited_request_is_retried_and_the_retry_is_logged(
         (2, "server", None),
     ]
     assert "Rate limit reached" in logged[0]["error"]
-    await world.runtime.ctx.get("sessions").flush(session)
+    await world.runtime.ctx.get(SESSIONS).flush(session)
     stored = [json.loads(line) for line in world.session_file(agent).read_text().splitlines()]
     assert [record.get("type") for record in stored].count("llm/retry") == 2
 
@@ -198,7 +199,7 @@ async def test_cancel_while_waiting_to_retry_aborts_the_turn_at_once(
         agent = await world.agent()
         retry_logged = asyncio.Event()
         world.runtime.ctx.on(
-            "session/event",
+            SESSION_EVENT,
             lambda session, event: retry_logged.set() if event.type == "llm/retry" else None,
         )
 
@@ -222,7 +223,7 @@ async def test_cancel_mid_stream_keeps_the_text_and_closes_the_connection(
     agent = await world.agent()
     streaming = asyncio.Event()
     world.runtime.ctx.on(
-        "session/event",
+        SESSION_EVENT,
         lambda session, event: streaming.set() if event.type == "assistant/chunk" else None,
     )
 

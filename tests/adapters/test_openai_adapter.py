@@ -32,6 +32,7 @@ from tether.llm.messages import (
     ToolMessage,
     UserMessage,
 )
+from tether.llm.service import LLM
 from tether.runtime import CancelSignal, Runtime
 
 
@@ -454,7 +455,7 @@ async def test_openai_compatible_without_base_url_says_how_to_set_one(runtime: R
     await runtime.ctx.plugin(llm_plugin)
     await runtime.ctx.plugin(openai_plugin)
 
-    finish = (await collect(runtime.ctx.get("llm"), ask()))[-1]
+    finish = (await collect(runtime.ctx.get(LLM), ask()))[-1]
 
     assert isinstance(finish, Finish) and finish.error_code == "bad-request"
     assert finish.error is not None and "TETHER_BASE_URL" in finish.error

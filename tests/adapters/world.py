@@ -17,6 +17,7 @@ from tests.adapters.fake_server import FakeServer
 from tests.adapters.support import KEY
 from tether.agent import Agent
 from tether.agent import registry as agents_plugin
+from tether.agent.registry import AGENTS
 from tether.llm import retry as retry_plugin
 from tether.llm import service as llm_plugin
 from tether.llm.adapters import anthropic as anthropic_plugin
@@ -41,7 +42,7 @@ class AdapterWorld:
     forecasts: list[str] = field(default_factory=list)
 
     async def agent(self) -> Agent:
-        handle = await self.runtime.ctx.get("agents").create(cwd=str(self.data_dir))
+        handle = await self.runtime.ctx.get(AGENTS).create(cwd=str(self.data_dir))
         agent: Agent = handle.agent
         return agent
 

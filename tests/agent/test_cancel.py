@@ -5,6 +5,8 @@ import asyncio
 from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends, types
 from tests.agent.world import World, calls, held, say
 from tether.agent import Agent, CancelCause, UserMessage
+from tether.agent.events import CANCEL_REQUESTED
+from tether.loop.hooks import PRE_STEP
 from tether.runtime import Veto
 from tether.session import replay_inbox
 
@@ -32,7 +34,7 @@ async def test_cancel_emits_cancel_requested_before_clearing_and_aborting(world:
         queued = replay_inbox(a.session.events).queued
         observed.append((cause, len(queued), a.status))
 
-    agent.ctx.on("agent/cancel-requested", on_cancel)
+    agent.ctx.on(CANCEL_REQUESTED, on_cancel)
     agent.cancel()
     await agent.when_idle()
     assert observed == [(CancelCause.USER, 1, "running")]
@@ -67,7 +69,7 @@ async def test_cancelling_an_idle_empty_agent_emits_nothing_and_strands_nothing(
 ) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
     heard: list[object] = []
-    agent.ctx.on("agent/cancel-requested", lambda a, cause: heard.append(cause))
+    agent.ctx.on(CANCEL_REQUESTED, lambda a, cause: heard.append(cause))
     agent.cancel()
     assert heard == [] and len(agent.session.events) == 0
     world.model.queue(say("still works"))
@@ -153,7 +155,7 @@ async def test_cancel_during_pre_step_leaves_a_turn_without_steps(world: World) 
         await release.wait()
         return await next_(messages)
 
-    world.ctx.on("agent/pre-step", slow_policy)
+    world.ctx.on(PRE_STEP, slow_policy)
     agent.followup(UserMessage.text("go"))
     await entered.wait()
     agent.cancel()
@@ -169,7 +171,7 @@ async def test_pre_step_veto_ends_the_turn_blocked(world: World) -> None:
     def deny(messages, next_, a, step):  # type: ignore[no-untyped-def]
         raise Veto("not today")
 
-    world.ctx.on("agent/pre-step", deny)
+    world.ctx.on(PRE_STEP, deny)
     agent.followup(UserMessage.text("go"))
     await agent.when_idle()
     assert last_reason(agent.session) == {"kind": "blocked"}

@@ -12,8 +12,12 @@ import pytest
 from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends
 from tests.agent.world import World, build_world, calls, fails, say
 from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
+from tether.agent.events import AGENT_CREATED, AGENT_DISPOSED, AGENT_STATUS, CANCEL_REQUESTED
+from tether.loop.hooks import PRE_STEP, REQUEST_ERROR, TURN_STOP
 from tether.runtime import Context
 from tether.session import Blocked, Session
+from tether.session.store import SESSION_DISPOSED
+from tether.tools.execute import BEFORE_EXECUTE
 
 AGENT_PROTOCOL = {name for name in dir(Agent) if not name.startswith("_")}
 
@@ -47,7 +51,7 @@ async def test_input_sent_after_cancel_during_a_turn_stop_hook_runs_as_its_own_t
 ) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
     hook = HeldHook()
-    world.ctx.on("agent/turn-stop", hook.turn_stop)
+    world.ctx.on(TURN_STOP, hook.turn_stop)
     world.model.queue(calls(("c1", "echo", '{"text": "x"}')), say("late answer"))
     agent.followup(UserMessage.text("A"))
     await hook.entered.wait()
@@ -65,7 +69,7 @@ async def test_a_cancelled_turn_closes_aborted_whatever_a_turn_stop_hook_says(
 ) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
     hook = HeldHook(result=Blocked())
-    world.ctx.on("agent/turn-stop", hook.turn_stop)
+    world.ctx.on(TURN_STOP, hook.turn_stop)
     world.model.queue(calls(("c1", "echo", '{"text": "x"}')))
     agent.followup(UserMessage.text("go"))
     await hook.entered.wait()
@@ -80,7 +84,7 @@ async def test_a_cancelled_turn_closes_aborted_even_at_its_step_limit(tmp_path: 
     try:
         agent = (await world.get("agents").create(cwd="/w")).agent
         hook = HeldHook()
-        world.ctx.on("agent/turn-stop", hook.turn_stop)
+        world.ctx.on(TURN_STOP, hook.turn_stop)
         world.model.queue(calls(("c1", "echo", '{"text": "x"}')))
         agent.followup(UserMessage.text("go"))
         await hook.entered.wait()
@@ -101,7 +105,7 @@ async def test_a_turn_cancelled_during_a_request_error_hook_closes_aborted(world
         await release.wait()
         return await next_(error)
 
-    world.ctx.on("agent/request-error", give_up_slowly)
+    world.ctx.on(REQUEST_ERROR, give_up_slowly)
     world.model.queue(fails("529 overloaded"))
     agent.followup(UserMessage.text("go"))
     await entered.wait()
@@ -118,21 +122,21 @@ def _public(obj: object) -> set[str]:
 
 async def test_observers_receive_only_the_agent_protocol(world: World) -> None:
     seen: dict[str, object] = {}
-    world.ctx.on("agent/created", lambda a: seen.setdefault("agent/created", a))
-    world.ctx.on("agent/status", lambda a, status: seen.setdefault("agent/status", a))
+    world.ctx.on(AGENT_CREATED, lambda a: seen.setdefault("agent/created", a))
+    world.ctx.on(AGENT_STATUS, lambda a, status: seen.setdefault("agent/status", a))
 
     async def pre_step(messages, next_, a, step):  # type: ignore[no-untyped-def]
         seen.setdefault("agent/pre-step", a)
         return await next_(messages)
 
-    world.ctx.on("agent/pre-step", pre_step)
-    world.ctx.on("agent/turn-stop", lambda a, turn, step: seen.setdefault("agent/turn-stop", a))
+    world.ctx.on(PRE_STEP, pre_step)
+    world.ctx.on(TURN_STOP, lambda a, turn, step: seen.setdefault("agent/turn-stop", a))
 
     async def capture_tool_agent(invocation, next_):  # type: ignore[no-untyped-def]
         seen.setdefault("tool exec", invocation.exec.agent)
         return await next_(invocation)
 
-    world.ctx.on("tool/before-execute", capture_tool_agent)
+    world.ctx.on(BEFORE_EXECUTE, capture_tool_agent)
     handle = await world.get("agents").create(cwd="/w")
     world.model.queue(calls(("c1", "echo", '{"text": "x"}')), say("ok"))
     handle.agent.followup(UserMessage.text("go"))
@@ -172,7 +176,7 @@ async def test_a_stray_cancelled_error_from_a_pre_step_hook_fails_the_turn_not_t
             future.result()
         return await next_(messages)
 
-    world.ctx.on("agent/pre-step", stray)
+    world.ctx.on(PRE_STEP, stray)
     world.model.queue(say("the next prompt runs"))
     agent.followup(UserMessage.text("one"))
     await asyncio.wait_for(agent.when_idle(), timeout=5)
@@ -213,9 +217,9 @@ async def test_teardown_listeners_raising_base_exceptions_cannot_skip_later_step
 ) -> None:
     handle = await world.get("agents").create(cwd="/w")
     later: list[str] = []
-    world.ctx.on("agent/disposed", lambda a: _cancelled_result())
-    world.ctx.on("session/disposed", lambda s: later.append("session/disposed"))
-    world.ctx.on("session/disposed", lambda s: _cancelled_result())
+    world.ctx.on(AGENT_DISPOSED, lambda a: _cancelled_result())
+    world.ctx.on(SESSION_DISPOSED, lambda s: later.append("session/disposed"))
+    world.ctx.on(SESSION_DISPOSED, lambda s: _cancelled_result())
     await handle.agent.ctx.effect(lambda: _cancelled_result)
     await handle.agent.ctx.effect(lambda: lambda: later.append("scope"))
     await handle.dispose()
@@ -300,7 +304,7 @@ async def test_a_cancel_from_a_cancel_requested_listener_is_absorbed(world: Worl
         heard.append(cause)
         a.cancel()  # as a group cancel does: it reaches this agent again
 
-    agent.ctx.on("agent/cancel-requested", group_cancel)
+    agent.ctx.on(CANCEL_REQUESTED, group_cancel)
     agent.followup(UserMessage.text("queued"))
     agent.cancel(CancelCause.PARENT)
     assert heard == [CancelCause.PARENT]
@@ -321,7 +325,7 @@ async def test_cancel_accepts_only_the_user_or_parent_cause(
 ) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
     heard: list[object] = []
-    agent.ctx.on("agent/cancel-requested", lambda a, c: heard.append(c))
+    agent.ctx.on(CANCEL_REQUESTED, lambda a, c: heard.append(c))
     agent.followup(UserMessage.text("queued"))
     world.model.queue(say("ran"))
     with pytest.raises(error, match=r"CancelCause\.USER or CancelCause\.PARENT"):
@@ -336,7 +340,7 @@ async def test_input_after_the_last_cancel_is_never_claimed_by_the_cancelled_tur
 ) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
     hook = HeldHook()
-    world.ctx.on("agent/turn-stop", hook.turn_stop)
+    world.ctx.on(TURN_STOP, hook.turn_stop)
     world.model.queue(calls(("c1", "echo", '{"text": "x"}')), say("late ran"))
     agent.followup(UserMessage.text("A"))
     await hook.entered.wait()

@@ -8,15 +8,17 @@ import pytest
 from tests.agent.support import prompts, turn_ends
 from tests.agent.world import World, build_world, held, say
 from tether.agent import AgentConflictError, AgentCreateError, Target, UserMessage
+from tether.agent.events import AGENT_CREATED
 from tether.agent.inbox import Inbox
 from tether.runtime import Context
 from tether.session import replay_inbox
+from tether.session.store import SESSION_CREATED
 
 
 async def test_failing_setup_rolls_back_everything(world: World) -> None:
     heard: list[str] = []
-    world.ctx.on("agent/created", lambda a: heard.append("created"))
-    world.ctx.on("session/created", lambda s: heard.append("session"))
+    world.ctx.on(AGENT_CREATED, lambda a: heard.append("created"))
+    world.ctx.on(SESSION_CREATED, lambda s: heard.append("session"))
     scoped_undone = asyncio.Event()
 
     async def setup(agent):  # type: ignore[no-untyped-def]

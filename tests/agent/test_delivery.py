@@ -5,6 +5,7 @@ import asyncio
 from tests.agent.support import prompts, turn_ends, types
 from tests.agent.world import World, call, say
 from tether.agent import Agent, AgentStatus, Target, UserMessage
+from tether.agent.events import AGENT_STATUS, INBOX_INSERTED
 
 
 async def test_agent_id_is_its_session_id(world: World) -> None:
@@ -28,7 +29,7 @@ async def test_each_followup_is_its_own_turn_and_prompts_never_merge(world: Worl
 
 async def test_status_changes_emit_agent_status(world: World) -> None:
     seen: list[tuple[Agent, AgentStatus]] = []
-    world.ctx.on("agent/status", lambda agent, status: seen.append((agent, status)))
+    world.ctx.on(AGENT_STATUS, lambda agent, status: seen.append((agent, status)))
     agent = (await world.get("agents").create(cwd="/w")).agent
     world.model.queue(say("ok"))
     agent.followup(UserMessage.text("go"))
@@ -83,7 +84,7 @@ async def test_inbox_changes_are_logged_before_they_take_effect(world: World) ->
         inserted.append(len(a.session.events))
         assert a.session.events[-1].type == "agent/inbox/spliced"
 
-    agent.ctx.on("agent/inbox/inserted", on_inserted)
+    agent.ctx.on(INBOX_INSERTED, on_inserted)
     world.model.queue(say("ok"))
     agent.followup(UserMessage.text("hello"))
     await agent.when_idle()
@@ -102,7 +103,7 @@ async def test_scoped_listeners_hear_only_their_own_agent(world: World) -> None:
     first = (await agents.create(cwd="/w")).agent
     second = (await agents.create(cwd="/w")).agent
     heard: list[Agent] = []
-    first.ctx.on("agent/status", lambda agent, status: heard.append(agent))
+    first.ctx.on(AGENT_STATUS, lambda agent, status: heard.append(agent))
     world.model.queue(say("a"), say("b"))
     second.followup(UserMessage.text("to second"))
     await second.when_idle()

@@ -33,8 +33,10 @@ from pydantic import BaseModel
 from tests.agent.support import assert_balanced, on_disk
 from tests.agent.world import Script, build_world
 from tether.agent import Agent, CancelCause, UserMessage
+from tether.agent.events import CANCEL_REQUESTED
 from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta
 from tether.llm.request import ModelRequest
+from tether.loop.hooks import PRE_STEP, REQUEST_ERROR, TURN_STOP
 from tether.runtime import CancelSignal
 from tether.session import Blocked, TurnEndReason, replay_inbox
 from tether.tools import Tool, ToolExec, ToolOutput
@@ -151,10 +153,10 @@ def _hooks(agent: Agent, rng: random.Random, observed: Observed) -> None:
         turn = a.session.open_turn
         observed.cancels.append((len(a.session.events), cause, turn))
 
-    ctx.on("agent/pre-step", pre_step)
-    ctx.on("agent/turn-stop", turn_stop)
-    ctx.on("agent/request-error", request_error)
-    ctx.on("agent/cancel-requested", on_cancel)
+    ctx.on(PRE_STEP, pre_step)
+    ctx.on(TURN_STOP, turn_stop)
+    ctx.on(REQUEST_ERROR, request_error)
+    ctx.on(CANCEL_REQUESTED, on_cancel)
 
 
 WAIT = st.one_of(

@@ -5,8 +5,10 @@ from collections.abc import AsyncIterator
 from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends, types
 from tests.agent.world import World, calls, fails, say
 from tether.agent import Agent, UserMessage
+from tether.agent.events import AGENT_ERROR
 from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta
 from tether.llm.request import ModelRequest
+from tether.loop.hooks import REQUEST, REQUEST_ERROR, TURN_STOP
 from tether.runtime import CancelSignal
 
 
@@ -81,7 +83,7 @@ async def test_unknown_tools_and_bad_arguments_become_error_results(world: World
 async def test_model_error_ends_the_turn_and_the_next_prompt_works(world: World) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
     errors: list[str] = []
-    agent.ctx.on("agent/error", lambda a, error: errors.append(error))
+    agent.ctx.on(AGENT_ERROR, lambda a, error: errors.append(error))
     world.model.queue(fails("upstream exploded"), say("fine now"))
     agent.followup(UserMessage.text("one"))
     agent.followup(UserMessage.text("two"))
@@ -105,7 +107,7 @@ async def test_request_error_waterfall_may_retry(world: World) -> None:
 
         return replace(decision, retry=error.attempt < 2)
 
-    world.ctx.on("agent/request-error", retry_once)
+    world.ctx.on(REQUEST_ERROR, retry_once)
     world.model.queue(fails("flaky"), say("second try worked"))
     agent.followup(UserMessage.text("go"))
     await agent.when_idle()
@@ -122,7 +124,7 @@ async def test_request_waterfall_adjusts_the_model_request(world: World) -> None
 
         return await next_(replace(request, system="be brief"))
 
-    world.ctx.on("agent/request", add_system)
+    world.ctx.on(REQUEST, add_system)
     world.model.queue(say("ok"))
     agent.followup(UserMessage.text("go"))
     await agent.when_idle()
@@ -133,7 +135,7 @@ async def test_turn_stop_hook_ends_a_turn_early(world: World) -> None:
     from tether.session import Blocked
 
     agent = (await world.get("agents").create(cwd="/w")).agent
-    world.ctx.on("agent/turn-stop", lambda a, turn, step: Blocked())
+    world.ctx.on(TURN_STOP, lambda a, turn, step: Blocked())
     world.model.queue(calls(("c1", "echo", '{"text": "x"}')))
     agent.followup(UserMessage.text("go"))
     await agent.when_idle()
@@ -178,7 +180,7 @@ async def test_steering_left_when_a_turn_stops_early_is_not_lost(world: World) -
 
     agent = (await world.get("agents").create(cwd="/w")).agent
     reached, _release = world.gates.get("g")
-    world.ctx.on("agent/turn-stop", lambda a, turn, step: Blocked())
+    world.ctx.on(TURN_STOP, lambda a, turn, step: Blocked())
     world.model.queue(calls(("c1", "wait", '{"key": "g"}')), say("answering the steer"))
     agent.followup(UserMessage.text("go"))
     await reached.wait()

@@ -8,8 +8,10 @@ import pytest
 from tests.agent.support import on_disk
 from tests.agent.world import World, held, say
 from tether.agent import Agent, AgentHandle, UserMessage
+from tether.agent.events import AGENT_DISPOSED
 from tether.runtime import Context
 from tether.session import Session
+from tether.session.store import SESSION_DISPOSED
 
 
 async def test_observers_get_bare_agents_without_a_dispose_capability(world: World) -> None:
@@ -53,7 +55,7 @@ async def test_unloading_the_agent_loop_disposes_every_agent_it_made(world: Worl
 async def test_concurrent_and_repeated_dispose_run_the_teardown_once(world: World) -> None:
     handle = await world.get("agents").create(cwd="/w")
     disposed: list[Agent] = []
-    world.ctx.on("agent/disposed", disposed.append)
+    world.ctx.on(AGENT_DISPOSED, disposed.append)
     await asyncio.gather(handle.dispose(), handle.dispose(), world.loop.dispose())
     await handle.dispose()
     assert disposed == [handle.agent]
@@ -82,8 +84,8 @@ async def _teardown_order(world: World, dispose_via_unload: bool) -> list[str]:
     def on_session_disposed(s: Session) -> None:
         order.append("session/disposed")
 
-    world.ctx.on("agent/disposed", on_agent_disposed)
-    world.ctx.on("session/disposed", on_session_disposed)
+    world.ctx.on(AGENT_DISPOSED, on_agent_disposed)
+    world.ctx.on(SESSION_DISPOSED, on_session_disposed)
     await agent.ctx.effect(lambda: lambda: order.append("scope unwound"))
     if dispose_via_unload:
         await fiber.dispose()
@@ -109,8 +111,8 @@ async def test_a_raising_teardown_listener_cannot_skip_later_steps(world: World)
     def broken(agent: Agent) -> None:
         raise RuntimeError("listener bug")
 
-    world.ctx.on("agent/disposed", broken)
-    world.ctx.on("session/disposed", lambda s: later.append("session/disposed"))
+    world.ctx.on(AGENT_DISPOSED, broken)
+    world.ctx.on(SESSION_DISPOSED, lambda s: later.append("session/disposed"))
     await handle.agent.ctx.effect(lambda: lambda: later.append("scope"))
     await handle.dispose()
     assert later == ["session/disposed", "scope"]

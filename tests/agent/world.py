@@ -21,7 +21,7 @@ from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta
 from tether.llm.request import ModelRequest
 from tether.loop import plugin as loop_plugin
 from tether.persist import jsonl as jsonl_plugin
-from tether.runtime import CancelSignal, Context, Fiber, Runtime
+from tether.runtime import CancelSignal, Context, Fiber, Runtime, ServiceKey
 from tether.runtime.compose import Composer, PluginRow
 from tether.session.store import apply as store_plugin
 from tether.tools import Tool, ToolExec, ToolOutput
@@ -173,7 +173,8 @@ class World:
         return self.runtime.ctx
 
     def get(self, name: str) -> Any:
-        return self.runtime.ctx.get(name)
+        """The service ``name`` as the root sees it (tests read services by their names)."""
+        return self.runtime.ctx.get(ServiceKey(name))
 
 
 async def build_world(

@@ -25,6 +25,7 @@ from tether.llm import (
 )
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.offline import OfflineModel
+from tether.llm.service import LLM
 from tether.runtime import CancelSignal, PluginConfigError, Runtime
 
 from .fakes import collect
@@ -46,7 +47,7 @@ def request(
 async def llm(runtime: Runtime) -> LlmView:
     await runtime.ctx.plugin(tether.llm.service)
     await runtime.ctx.plugin(tether.llm.offline, {"chunk_size": 8})
-    view = runtime.ctx.get("llm")
+    view = runtime.ctx.get(LLM)
     assert isinstance(view, LlmView)
     return view
 

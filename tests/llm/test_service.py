@@ -17,6 +17,7 @@ from tether.llm import (
     Usage,
 )
 from tether.llm.assemble import MISSING_FINISH
+from tether.llm.service import LLM
 from tether.runtime import CancelSignal, FiberState, PluginStartError, Runtime
 
 from .fakes import AdapterPlugin, ScriptedAdapter, collect, prompt
@@ -24,7 +25,7 @@ from .fakes import AdapterPlugin, ScriptedAdapter, collect, prompt
 
 async def mount_llm(runtime: Runtime) -> LlmView:
     await runtime.ctx.plugin(tether.llm.service)
-    llm = runtime.ctx.get("llm")
+    llm = runtime.ctx.get(LLM)
     assert isinstance(llm, LlmView)
     return llm
 
@@ -59,7 +60,7 @@ async def test_unknown_provider_error_lists_the_registered_providers(runtime: Ru
 
 async def test_registration_is_owned_by_the_registering_plugins_fiber(runtime: Runtime) -> None:
     service_fiber = await runtime.ctx.plugin(tether.llm.service)
-    llm = runtime.ctx.get("llm")
+    llm = runtime.ctx.get(LLM)
     adapter_fiber = await runtime.ctx.plugin(AdapterPlugin("alpha", ScriptedAdapter()))
     assert llm.providers() == ["alpha"]
 
@@ -81,7 +82,7 @@ async def test_registrations_come_back_with_the_service(runtime: Runtime) -> Non
     await runtime.ctx.plugin(tether.llm.service)
     await runtime.idle()
     assert adapter_fiber.state is FiberState.ACTIVE  # type: ignore[comparison-overlap]
-    assert runtime.ctx.get("llm").providers() == ["alpha"]
+    assert runtime.ctx.get(LLM).providers() == ["alpha"]
 
 
 async def test_registering_a_provider_twice_is_a_clear_error(runtime: Runtime) -> None:

@@ -23,6 +23,7 @@ from tether.session import (
     TurnStart,
     UserMessageEvent,
 )
+from tether.session.store import SESSIONS
 from tether.session.store import apply as store_plugin
 
 CHUNKS_PER_TURN = 40
@@ -33,7 +34,7 @@ async def main(kind: str, data_dir: str, session_id: str) -> None:
     async with Runtime() as runtime:
         await runtime.ctx.plugin(store_plugin)
         await runtime.ctx.plugin(plugin, {"data_dir": data_dir, "batch_window_ms": 1})
-        store = runtime.ctx.get("sessions")
+        store = runtime.ctx.get(SESSIONS)
         session = store.prepare(session_id, cwd="/crash")
         store.enter(session)
         turn = 0

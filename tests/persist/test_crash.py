@@ -10,6 +10,7 @@ import pytest
 
 from tether.llm.messages import TextBlock
 from tether.persist import jsonl, sqlite
+from tether.persist.service import PERSISTENCE
 from tether.runtime import Runtime
 from tether.session import (
     AssistantChunk,
@@ -19,6 +20,7 @@ from tether.session import (
     TurnStart,
     UserMessageEvent,
 )
+from tether.session.store import SESSIONS
 from tether.session.store import apply as store_plugin
 
 WRITER = Path(__file__).with_name("crash_writer.py")
@@ -57,8 +59,8 @@ async def test_sigkill_mid_stream_keeps_flushed_events_and_repairs(
     async with Runtime() as runtime:
         await runtime.ctx.plugin(store_plugin)
         await runtime.ctx.plugin(plugin, {"data_dir": str(tmp_path)})
-        persistence = runtime.ctx.get("persistence")
-        store = runtime.ctx.get("sessions")
+        persistence = runtime.ctx.get(PERSISTENCE)
+        store = runtime.ctx.get(SESSIONS)
 
         session = await persistence.prepare_resume("crashy")
         events = list(session.events)

@@ -14,7 +14,7 @@ from tether.llm.messages import TextBlock, ToolCallBlock
 from tether.persist import jsonl as jsonl_plugin
 from tether.persist import sqlite as sqlite_plugin
 from tether.persist.backends.errors import SessionNotFoundError
-from tether.persist.service import Persistence
+from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence
 from tether.runtime import Fiber, Runtime
 from tether.session import (
     AssistantMessageEvent,
@@ -28,7 +28,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.log import Session
-from tether.session.store import SessionConflictError, SessionStore
+from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 from tether.session.store import apply as store_plugin
 
 
@@ -45,7 +45,7 @@ class World:
         """Unload and mount the persistence plugin again (a fresh writer)."""
         await self.fiber.dispose()
         self.fiber = await self.runtime.ctx.plugin(self.plugin, {"data_dir": str(self.data_dir)})
-        self.persistence = self.runtime.ctx.get("persistence")
+        self.persistence = self.runtime.ctx.get(PERSISTENCE)
 
 
 @pytest.fixture(params=[jsonl_plugin, sqlite_plugin], ids=["jsonl", "sqlite"])
@@ -55,8 +55,8 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         fiber = await runtime.ctx.plugin(request.param, {"data_dir": str(tmp_path)})
         yield World(
             runtime,
-            runtime.ctx.get("sessions"),
-            runtime.ctx.get("persistence"),
+            runtime.ctx.get(SESSIONS),
+            runtime.ctx.get(PERSISTENCE),
             fiber,
             request.param,
             tmp_path,
@@ -99,7 +99,7 @@ async def test_flush_makes_everything_appended_before_it_durable(world: World) -
 
 async def test_write_behind_writes_without_a_flush(world: World) -> None:
     written: asyncio.Queue[int] = asyncio.Queue()
-    world.runtime.ctx.on("session/written", lambda session, durable: written.put_nowait(durable))
+    world.runtime.ctx.on(SESSION_WRITTEN, lambda session, durable: written.put_nowait(durable))
     session = live(world.store, "behind")
     prompt(session, "hello")
     # No flush: the writer picks the batch up after its window.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.runtime import CompositionError, FiberState, ReloadError, Runtime
+from tether.runtime import CompositionError, FiberState, ReloadError, Runtime, ServiceKey
 from tether.runtime.compose import Composer, PluginRow, load_composition, parse_composition
 from tether.runtime.reload import watch
 
@@ -27,7 +27,9 @@ class Store:
             self.changed.set()
 
 def apply(ctx, config):
-    ctx.provide("store", Store())
+    from tether.runtime import ServiceKey
+
+    ctx.provide(ServiceKey("store"), Store())
 """
 
 WORKER = """
@@ -167,7 +169,7 @@ def test_composition_file_errors_name_the_file(tmp_path: Path) -> None:
 async def _store(composer: Composer):  # type: ignore[no-untyped-def]
     state = composer.row("store")
     assert state.fiber is not None
-    return composer.ctx.get("store")
+    return composer.ctx.get(ServiceKey("store"))
 
 
 async def test_reload_keeps_service_state_and_loses_module_state(

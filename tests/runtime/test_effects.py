@@ -5,6 +5,10 @@ import asyncio
 import pytest
 
 from tether.runtime import Context, FiberInactiveError, FiberState, Runtime
+from tether.runtime.keys import Notice, ServiceKey
+
+X = Notice("x")
+THING = ServiceKey("thing")
 
 
 async def mount(runtime: Runtime, apply: object) -> Context:
@@ -105,9 +109,9 @@ async def test_registering_on_an_inactive_fiber_raises(runtime: Runtime) -> None
     with pytest.raises(FiberInactiveError, match="probe"):
         await ctx.effect(lambda: None)
     with pytest.raises(FiberInactiveError):
-        ctx.on("x", lambda: None)
+        ctx.on(X, lambda: None)
     with pytest.raises(FiberInactiveError):
-        ctx.provide("thing", object())
+        ctx.provide(THING, object())
     with pytest.raises(FiberInactiveError):
         ctx.plugin(lambda: None)
 

@@ -5,6 +5,15 @@ import logging
 import pytest
 
 from tether.runtime import Context, Runtime, Veto
+from tether.runtime.keys import Notice, Parallel, Serial, Waterfall
+
+DECIDE = Serial("decide")
+FLUSH = Parallel("flush")
+LOAD = Waterfall("load")
+PING = Notice("ping")
+POLICY = Waterfall("policy")
+SHAPE = Waterfall("shape")
+UNHEARD = Waterfall("unheard")
 
 
 async def test_emit_isolates_a_raising_listener(
@@ -15,11 +24,11 @@ async def test_emit_isolates_a_raising_listener(
     def broken(value: str) -> None:
         raise RuntimeError("listener bug")
 
-    runtime.ctx.on("ping", lambda value: heard.append(f"first {value}"))
-    runtime.ctx.on("ping", broken)
-    runtime.ctx.on("ping", lambda value: heard.append(f"third {value}"))
+    runtime.ctx.on(PING, lambda value: heard.append(f"first {value}"))
+    runtime.ctx.on(PING, broken)
+    runtime.ctx.on(PING, lambda value: heard.append(f"third {value}"))
     with caplog.at_level(logging.ERROR):
-        runtime.ctx.emit("ping", "x")
+        runtime.ctx.emit(PING, "x")
     assert heard == ["first x", "third x"]
     assert "listener bug" in caplog.text
 
@@ -30,17 +39,17 @@ async def test_emit_refuses_async_listeners_loudly(
     async def async_listener() -> None:
         raise AssertionError("never awaited")
 
-    runtime.ctx.on("ping", async_listener)
+    runtime.ctx.on(PING, async_listener)
     with caplog.at_level(logging.ERROR):
-        runtime.ctx.emit("ping")
+        runtime.ctx.emit(PING)
     assert "must be synchronous" in caplog.text
 
 
 async def test_prepend_puts_a_listener_first(runtime: Runtime) -> None:
     heard: list[str] = []
-    runtime.ctx.on("ping", lambda: heard.append("appended"))
-    runtime.ctx.on("ping", lambda: heard.append("prepended"), prepend=True)
-    runtime.ctx.emit("ping")
+    runtime.ctx.on(PING, lambda: heard.append("appended"))
+    runtime.ctx.on(PING, lambda: heard.append("prepended"), prepend=True)
+    runtime.ctx.emit(PING)
     assert heard == ["prepended", "appended"]
 
 
@@ -49,18 +58,18 @@ async def test_listener_list_is_snapshotted_at_dispatch_start(runtime: Runtime) 
 
     def adds_another() -> None:
         heard.append("first")
-        runtime.ctx.on("ping", lambda: heard.append("late"))
+        runtime.ctx.on(PING, lambda: heard.append("late"))
 
-    runtime.ctx.on("ping", adds_another)
-    runtime.ctx.emit("ping")
+    runtime.ctx.on(PING, adds_another)
+    runtime.ctx.emit(PING)
     assert heard == ["first"]
-    runtime.ctx.emit("ping")
+    runtime.ctx.emit(PING)
     assert heard == ["first", "first", "late"]
 
 
 async def test_listeners_unwind_with_their_fiber(runtime: Runtime) -> None:
     async def listener_plugin(ctx: Context, config: None) -> None:
-        ctx.on("ping", lambda: None)
+        ctx.on(PING, lambda: None)
 
     fiber = await runtime.ctx.plugin(listener_plugin)
     assert runtime.events.count("ping") == 1
@@ -69,7 +78,7 @@ async def test_listeners_unwind_with_their_fiber(runtime: Runtime) -> None:
 
 
 async def test_remover_is_idempotent(runtime: Runtime) -> None:
-    off = runtime.ctx.on("ping", lambda: None)
+    off = runtime.ctx.on(PING, lambda: None)
     off()
     off()
     assert runtime.events.count("ping") == 0
@@ -90,8 +99,8 @@ async def test_serial_returns_first_non_none_and_stops(runtime: Runtime) -> None
         return "no"
 
     for fn in (abstain, answer, never):
-        runtime.ctx.on("decide", fn)
-    assert await runtime.ctx.serial("decide") == "yes"
+        runtime.ctx.on(DECIDE, fn)
+    assert await runtime.ctx.serial(DECIDE) == "yes"
     assert called == ["abstain", "answer"]
 
 
@@ -104,10 +113,10 @@ async def test_parallel_runs_all_and_raises_failures_together(runtime: Runtime) 
     async def fails() -> None:
         raise OSError("disk full")
 
-    runtime.ctx.on("flush", fails)
-    runtime.ctx.on("flush", ok)
+    runtime.ctx.on(FLUSH, fails)
+    runtime.ctx.on(FLUSH, ok)
     with pytest.raises(ExceptionGroup) as info:
-        await runtime.ctx.parallel("flush")
+        await runtime.ctx.parallel(FLUSH)
     assert finished == ["ok"]
     assert isinstance(info.value.exceptions[0], OSError)
 
@@ -119,9 +128,9 @@ async def test_waterfall_listeners_replace_the_value(runtime: Runtime) -> None:
     async def add_one_after(value: int, next_):  # type: ignore[no-untyped-def]
         return (await next_(value)) + 1
 
-    runtime.ctx.on("shape", add_one_after)
-    runtime.ctx.on("shape", double)
-    assert await runtime.ctx.waterfall("shape", 5) == 11
+    runtime.ctx.on(SHAPE, add_one_after)
+    runtime.ctx.on(SHAPE, double)
+    assert await runtime.ctx.waterfall(SHAPE, 5) == 11
 
 
 async def test_waterfall_veto_reaches_the_caller_and_skips_the_rest(runtime: Runtime) -> None:
@@ -134,10 +143,10 @@ async def test_waterfall_veto_reaches_the_caller_and_skips_the_rest(runtime: Run
         later.append(value)
         return await next_(value)
 
-    runtime.ctx.on("policy", deny)
-    runtime.ctx.on("policy", record)
+    runtime.ctx.on(POLICY, deny)
+    runtime.ctx.on(POLICY, record)
     with pytest.raises(Veto, match="not allowed"):
-        await runtime.ctx.waterfall("policy", 1)
+        await runtime.ctx.waterfall(POLICY, 1)
     assert later == []
 
 
@@ -148,10 +157,10 @@ async def test_waterfall_short_circuit_without_next(runtime: Runtime) -> None:
     async def expensive(value: str, next_):  # type: ignore[no-untyped-def]
         raise AssertionError("not reached")
 
-    runtime.ctx.on("load", cached)
-    runtime.ctx.on("load", expensive)
-    assert await runtime.ctx.waterfall("load", "key") == "from cache"
-    assert await runtime.ctx.waterfall("unheard", "value") == "value"
+    runtime.ctx.on(LOAD, cached)
+    runtime.ctx.on(LOAD, expensive)
+    assert await runtime.ctx.waterfall(LOAD, "key") == "from cache"
+    assert await runtime.ctx.waterfall(UNHEARD, "value") == "value"
 
 
 async def test_emit_isolates_a_listener_that_raises_cancelled_error(runtime: Runtime) -> None:
@@ -164,7 +173,7 @@ async def test_emit_isolates_a_listener_that_raises_cancelled_error(runtime: Run
         future.cancel()
         future.result()
 
-    runtime.ctx.on("ping", stray)
-    runtime.ctx.on("ping", heard.append)
-    runtime.ctx.emit("ping", "x")
+    runtime.ctx.on(PING, stray)
+    runtime.ctx.on(PING, heard.append)
+    runtime.ctx.emit(PING, "x")
     assert heard == ["x"]

@@ -16,6 +16,10 @@ from tether.runtime import (
     Runtime,
 )
 from tether.runtime.checked import Checked, meta
+from tether.runtime.keys import Notice, ServiceKey
+
+SOMETHING = Notice("something")
+HALF_BUILT = ServiceKey("half_built")
 
 
 class PortConfig(BaseModel):
@@ -140,8 +144,8 @@ async def test_failed_apply_raises_and_rolls_back_its_registrations(runtime: Run
 
     async def failing(ctx: Context, config: None) -> None:
         await ctx.effect(lambda: lambda: undone.append("effect"))
-        ctx.on("something", lambda: None)
-        ctx.provide("half_built", object())
+        ctx.on(SOMETHING, lambda: None)
+        ctx.provide(HALF_BUILT, object())
         raise ValueError("cannot start")
 
     fiber = runtime.ctx.plugin(failing)

@@ -11,6 +11,12 @@ from tether.runtime import (
     ServiceConflictError,
     ServiceError,
 )
+from tether.runtime.keys import Notice, ServiceKey, Waterfall
+
+THING_CHANGED = Notice("thing/changed")
+THING_SHAPE = Waterfall("thing/shape")
+COUNTER = ServiceKey("counter")
+MISSING = ServiceKey("missing")
 
 
 class Counter:
@@ -20,7 +26,7 @@ class Counter:
 
 def provider_plugin(service: object, name: str = "counter"):  # type: ignore[no-untyped-def]
     async def provider(ctx: Context, config: None) -> None:
-        ctx.provide(name, service)
+        ctx.provide(ServiceKey(name), service)
 
     return provider
 
@@ -82,8 +88,8 @@ async def test_reading_a_service_that_is_not_injected_raises(runtime: Runtime) -
             _ = ctx.counter
         except ServiceError as exc:
             errors.append(exc)
-        assert ctx.get("counter") is not None
-        assert ctx.get("missing") is None
+        assert ctx.get(COUNTER) is not None
+        assert ctx.get(MISSING) is None
 
     await runtime.ctx.plugin(nosy)
     assert "without injecting it" in str(errors[0])
@@ -93,7 +99,7 @@ async def test_two_providers_of_one_name_conflict(runtime: Runtime) -> None:
     await runtime.ctx.plugin(provider_plugin(Counter()))
 
     async def second(ctx: Context, config: None) -> None:
-        ctx.provide("counter", Counter())
+        ctx.provide(COUNTER, Counter())
 
     with pytest.raises(Exception, match="already provided") as info:
         await runtime.ctx.plugin(second)
@@ -189,15 +195,15 @@ async def test_scope_listeners_hear_only_what_the_filter_accepts(runtime: Runtim
         runtime.root, "scope:mine", event_filter=lambda name, args: args[0] is mine
     )
     heard: list[object] = []
-    scope.ctx.on("thing/changed", heard.append)
+    scope.ctx.on(THING_CHANGED, heard.append)
 
     async def shape(value: int, next_, subject):  # type: ignore[no-untyped-def]
         return await next_(value + 1)
 
-    scope.ctx.on("thing/shape", shape)
-    runtime.ctx.emit("thing/changed", theirs)
-    runtime.ctx.emit("thing/changed", mine)
+    scope.ctx.on(THING_SHAPE, shape)
+    runtime.ctx.emit(THING_CHANGED, theirs)
+    runtime.ctx.emit(THING_CHANGED, mine)
     assert heard == [mine]
-    assert await runtime.ctx.waterfall("thing/shape", 1, theirs) == 1
-    assert await runtime.ctx.waterfall("thing/shape", 1, mine) == 2
+    assert await runtime.ctx.waterfall(THING_SHAPE, 1, theirs) == 1
+    assert await runtime.ctx.waterfall(THING_SHAPE, 1, mine) == 2
     await scope.dispose()

@@ -6,6 +6,7 @@ import pytest
 from tether.runtime import Fiber, Runtime
 from tether.shell import LocalShell
 from tether.shell import local as shell_plugin
+from tether.shell.definition import SHELL
 
 GRACE_MS = 200
 
@@ -31,6 +32,6 @@ async def shell_fiber(runtime: Runtime, spill_parent: Path, tmp_path: Path) -> F
 
 @pytest.fixture
 def shell(runtime: Runtime, shell_fiber: Fiber) -> LocalShell:
-    service = runtime.ctx.get("shell")
+    service = runtime.ctx.get(SHELL)
     assert isinstance(service, LocalShell)
     return service

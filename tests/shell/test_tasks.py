@@ -10,6 +10,7 @@ from tests.shell.support import Gate, Latch, alive, gone, live_members, spec, te
 from tether.runtime import Runtime
 from tether.shell import LocalShell, TaskLimitError, TaskNotFoundError, TaskStatus
 from tether.shell import local as shell_plugin
+from tether.shell.definition import SHELL
 
 
 async def test_task_ids_count_up_per_executor(shell: LocalShell) -> None:
@@ -18,7 +19,7 @@ async def test_task_ids_count_up_per_executor(shell: LocalShell) -> None:
     assert (first.id, second.id) == ("bash-1", "bash-2")
     async with Runtime() as other_runtime:
         await other_runtime.ctx.plugin(shell_plugin)
-        other = other_runtime.ctx.get("shell")
+        other = other_runtime.ctx.get(SHELL)
         assert (await other.start(spec(other, "true"))).id == "bash-1"
 
 
@@ -169,7 +170,7 @@ async def test_an_owner_may_run_only_so_many_tasks_at_once(
     runtime: Runtime, spill_parent: Path
 ) -> None:
     await runtime.ctx.plugin(shell_plugin, {"max_background_per_owner": 2, "kill_grace_ms": 100})
-    shell = runtime.ctx.get("shell")
+    shell = runtime.ctx.get(SHELL)
     first = await shell.start(spec(shell, "sleep 30", owner="a"))
     await shell.start(spec(shell, "sleep 30", owner="a"))
     with pytest.raises(TaskLimitError, match="owner 'a' already run 2 background tasks"):
@@ -185,7 +186,7 @@ async def test_an_owner_may_run_only_so_many_tasks_at_once(
 
 async def test_concurrent_starts_cannot_exceed_the_limit(runtime: Runtime) -> None:
     await runtime.ctx.plugin(shell_plugin, {"max_background_per_owner": 2, "kill_grace_ms": 100})
-    shell = runtime.ctx.get("shell")
+    shell = runtime.ctx.get(SHELL)
     outcomes = await asyncio.gather(
         *(shell.start(spec(shell, "sleep 30", owner="a")) for _ in range(5)),
         return_exceptions=True,

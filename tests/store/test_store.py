@@ -5,10 +5,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.runtime import Runtime
+from tether.runtime import Notice, Runtime
 from tether.session import TurnStart
 from tether.session.log import Session
-from tether.session.store import SessionConflictError, SessionStore
+from tether.session.store import (
+    SESSION_CREATED,
+    SESSION_DISPOSED,
+    SESSION_EVENT,
+    SESSIONS,
+    SessionConflictError,
+    SessionStore,
+)
 from tether.session.store import apply as store_plugin
 
 
@@ -16,19 +23,19 @@ from tether.session.store import apply as store_plugin
 async def store() -> AsyncIterator[SessionStore]:
     async with Runtime() as runtime:
         await runtime.ctx.plugin(store_plugin)
-        sessions = runtime.ctx.get("sessions")
+        sessions = runtime.ctx.get(SESSIONS)
         assert isinstance(sessions, SessionStore)
         yield sessions
 
 
-def heard(store: SessionStore, event: str) -> list[object]:
+def heard(store: SessionStore, event: Notice[...]) -> list[object]:
     seen: list[object] = []
     store._ctx.runtime.ctx.on(event, lambda *args: seen.append(args))
     return seen
 
 
 async def test_prepare_is_private_until_enter(store: SessionStore) -> None:
-    events = heard(store, "session/event")
+    events = heard(store, SESSION_EVENT)
     session = store.prepare("s1", cwd="/tmp")
     session.append(TurnStart(turn=1))
     assert store.get("s1") is None and events == []
@@ -41,8 +48,8 @@ async def test_prepare_is_private_until_enter(store: SessionStore) -> None:
 async def test_enter_rejects_a_duplicate_live_id_and_the_loser_publishes_nothing(
     store: SessionStore,
 ) -> None:
-    created = heard(store, "session/created")
-    appended = heard(store, "session/event")
+    created = heard(store, SESSION_CREATED)
+    appended = heard(store, SESSION_EVENT)
     first, second = store.prepare("dup", cwd="/a"), store.prepare("dup", cwd="/b")
     store.enter(first)
     with pytest.raises(SessionConflictError, match="'dup' is already live"):
@@ -74,7 +81,7 @@ async def test_concurrent_transactions_for_one_id_exactly_one_wins(store: Sessio
 
 
 async def test_detach_emits_disposed_only_for_announced_sessions(store: SessionStore) -> None:
-    disposed = heard(store, "session/disposed")
+    disposed = heard(store, SESSION_DISPOSED)
     quiet = store.prepare("quiet")
     store.enter(quiet)
     store.detach(quiet)
@@ -105,12 +112,12 @@ async def test_detach_during_created_dispatch_is_deferred(store: SessionStore) -
         store.detach(session)
         order.append(f"first listener; live={store.get(session.id) is session}")
 
-    store._ctx.runtime.ctx.on("session/created", on_created)
+    store._ctx.runtime.ctx.on(SESSION_CREATED, on_created)
     store._ctx.runtime.ctx.on(
-        "session/created",
+        SESSION_CREATED,
         lambda s: order.append(f"second listener; live={store.get(s.id) is s}"),
     )
-    store._ctx.runtime.ctx.on("session/disposed", lambda s: order.append("disposed"))
+    store._ctx.runtime.ctx.on(SESSION_DISPOSED, lambda s: order.append("disposed"))
     session = store.prepare("deferred")
     store.enter(session)
     store.announce(session)
@@ -121,12 +128,12 @@ async def test_detach_during_created_dispatch_is_deferred(store: SessionStore) -
 async def test_appends_publish_session_event_and_observer_errors_are_contained(
     store: SessionStore,
 ) -> None:
-    seen = heard(store, "session/event")
+    seen = heard(store, SESSION_EVENT)
 
     def broken(session: Session, event: object) -> None:
         raise RuntimeError("listener bug")
 
-    store._ctx.runtime.ctx.on("session/event", broken)
+    store._ctx.runtime.ctx.on(SESSION_EVENT, broken)
     session = store.prepare()
     store.enter(session)
     event = session.append(TurnStart(turn=1))

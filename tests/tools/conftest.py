@@ -5,6 +5,7 @@ import pytest
 from tether.runtime import Runtime
 from tether.tools import ToolRegistry
 from tether.tools import registry as tools_plugin
+from tether.tools.registry import TOOLS
 
 
 @pytest.fixture
@@ -16,6 +17,6 @@ async def runtime() -> AsyncIterator[Runtime]:
 
 @pytest.fixture
 def registry(runtime: Runtime) -> ToolRegistry:
-    tools = runtime.ctx.get("tools")
+    tools = runtime.ctx.get(TOOLS)
     assert isinstance(tools, ToolRegistry)
     return tools

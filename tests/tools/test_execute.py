@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.llm.messages import ToolCallBlock
 from tether.runtime import CancelSignal, Runtime, Veto
 from tether.runtime.checked import Checked, meta
-from tether.runtime.events import Next
+from tether.runtime.keys import Next
 from tether.tools import (
     AFTER_EXECUTE,
     BEFORE_EXECUTE,

@@ -12,6 +12,7 @@ from tether.llm.messages import ToolCallBlock
 from tether.runtime import CancelSignal, Runtime
 from tether.tools import Tool, ToolExec, ToolRegistry, ToolResult
 from tether.tools import registry as tools_plugin
+from tether.tools.registry import TOOLS
 
 from .support import EchoArgs, Hang, call, echo_tool, exec_for, tool_running
 
@@ -135,7 +136,7 @@ async def test_any_mix_of_calls_is_answered_in_order_with_unsafe_calls_alone(
 ) -> None:
     async with Runtime() as runtime:
         await runtime.ctx.plugin(tools_plugin)
-        registry = runtime.ctx.get("tools")
+        registry = runtime.ctx.get(TOOLS)
         probe = Probe(kinds)
         for tool in probe.tools:
             await registry.register(tool)

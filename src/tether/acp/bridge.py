@@ -80,8 +80,12 @@ from tether.agent import (
     CancelCause,
     UserMessage,
 )
+from tether.agent.events import AGENT_DISPOSED
+from tether.agent.registry import AGENTS
 from tether.loop.turn import step_limit_reached
+from tether.persist.service import PERSISTENCE
 from tether.runtime import Veto
+from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
     Aborted,
     Blocked,
@@ -94,6 +98,7 @@ from tether.session import (
     TurnEnd,
     TurnEndReason,
 )
+from tether.session.store import SESSION_EVENT
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
 
 if TYPE_CHECKING:
@@ -105,8 +110,11 @@ log = logging.getLogger(__name__)
 name = "acp"
 inject = ("agents", "sessions")
 
-CLOSED = "acp/closed"
+CLOSED = Notice["Bridge"]("acp/closed")
 """Emit ``(bridge)`` once the bridge's teardown has completed."""
+
+ACP = ServiceKey["Bridge"]("acp")
+"""``ctx.acp``: the bridge (bound to one client connection at a time)."""
 
 
 class Config(BaseModel):
@@ -390,7 +398,7 @@ class Bridge:
 
     async def stored_sessions(self, cwd: str | None = None) -> list[SessionSummary]:
         """Readable stored sessions (newest activity first), those of ``cwd`` only if given."""
-        persistence = self._ctx.get("persistence")
+        persistence = self._ctx.get(PERSISTENCE)
         if persistence is None:
             return []
         summaries: list[SessionSummary] = await persistence.list()
@@ -559,7 +567,7 @@ class Bridge:
         """``tool/before-execute``: apply the session's mode, then report the call running."""
         agent = invocation.exec.agent
         record = self._record_of(agent)
-        if record is None:
+        if record is None or agent is None:
             return await next_(invocation)
         if record.mode is Mode.ASK:
             decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
@@ -621,7 +629,7 @@ class Bridge:
 
     @property
     def _agents(self) -> AgentsView:
-        return self._ctx.service("agents", AgentsView)
+        return self._ctx.service(AGENTS)
 
     def _check_open(self) -> ClientLink:
         if self._closing:
@@ -670,12 +678,12 @@ async def apply(ctx: Context, config: Config) -> None:
     events = ctx.runtime.events
 
     def lifecycle() -> Iterator[Callable[[], object]]:
-        yield events.add("session/event", bridge.on_session_event)
-        yield events.add(BEFORE_EXECUTE, bridge.before_execute)
-        yield events.add(PERMISSION_REQUEST, bridge.answer_permission)
-        yield events.add("agent/disposed", bridge.forget)
+        yield events.add(SESSION_EVENT.name, bridge.on_session_event)
+        yield events.add(BEFORE_EXECUTE.name, bridge.before_execute)
+        yield events.add(PERMISSION_REQUEST.name, bridge.answer_permission)
+        yield events.add(AGENT_DISPOSED.name, bridge.forget)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close
 
     await ctx.effect(lifecycle, label="acp bridge")
-    ctx.provide("acp", bridge)
+    ctx.provide(ACP, bridge)

@@ -106,8 +106,8 @@ class Boot:
         try:
             fiber = tether.runtime.ctx.plugin(bridge_plugin, {"mode": args.mode}, label="acp")
             await fiber
-            bridge = tether.runtime.ctx.get("acp")
-            if not isinstance(bridge, bridge_plugin.Bridge):
+            bridge = tether.runtime.ctx.get(bridge_plugin.ACP)
+            if bridge is None:
                 raise RuntimeError("the ACP bridge plugin did not start (see the log above)")
         except BaseException:
             await tether.stop()

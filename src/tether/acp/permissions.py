@@ -25,13 +25,18 @@ import enum
 
 from acp.schema import PermissionOptionKind
 
-PERMISSION_REQUEST = "permission/request"
-"""Serial event ``(agent, invocation) -> PermissionDecision | None`` (see the module docs)."""
+from tether.agent.types import Agent
+from tether.runtime.keys import Serial
+from tether.tools.execute import ToolInvocation
 
 
 class PermissionDecision(enum.StrEnum):
     ALLOW = "allow"
     REJECT = "reject"
+
+
+PERMISSION_REQUEST = Serial[PermissionDecision, Agent, ToolInvocation]("permission/request")
+"""Serial event ``(agent, invocation) -> PermissionDecision | None`` (see the module docs)."""
 
 
 class Mode(enum.StrEnum):

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from tether.agent.events import INBOX_CLAIMED, INBOX_DISCARDED, INBOX_INSERTED, InboxNotice
 from tether.agent.types import Target, UserMessage
 from tether.session import InboxOp, InboxSpliced, UserMessageEvent, replay_inbox
 from tether.session.log import Session
 
-Notify = Callable[[str, tuple[UserMessage, ...], Target], None]
+Notify = Callable[[InboxNotice, tuple[UserMessage, ...], Target], None]
 
 
 def to_event(message: UserMessage) -> UserMessageEvent:
@@ -56,7 +57,7 @@ class Inbox:
             InboxSpliced(queue=target.value, op="insert", messages=(to_event(message),))
         )
         self._fifos[target].append(message)
-        self._notify("agent/inbox/inserted", (message,), target)
+        self._notify(INBOX_INSERTED, (message,), target)
 
     def claim_turn(self) -> tuple[UserMessage, ...]:
         """Take the input of a new turn: one queued prompt, then all pending steering."""
@@ -84,6 +85,6 @@ class Inbox:
         )
         for _ in range(count):
             fifo.popleft()
-        event = "agent/inbox/claimed" if op == "claim" else "agent/inbox/discarded"
+        event = INBOX_CLAIMED if op == "claim" else INBOX_DISCARDED
         self._notify(event, taken, target)
         return taken

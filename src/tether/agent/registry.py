@@ -17,7 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tether.agent.errors import AgentConflictError, AgentError
+from tether.agent.events import AGENT_DISPOSED
 from tether.agent.types import Agent, AgentHandle, AgentOptions
+from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -90,7 +92,7 @@ class AgentRegistry:
         """
         if self._live.get(agent.id) is agent:
             del self._live[agent.id]
-            self._ctx.emit("agent/disposed", agent)
+            self._ctx.emit(AGENT_DISPOSED, agent)
 
     def provide_factory(self, factory: AgentFactory) -> Callable[[], None]:
         """Install ``factory``; returns the function that removes it.
@@ -179,9 +181,12 @@ class AgentsView:
         )
 
 
+AGENTS = ServiceKey["AgentsView"]("agents")
+"""``ctx.agents``: the caller's :class:`AgentsView` of the registry."""
+
 name = "agents"
 
 
 def apply(ctx: Context, config: None) -> None:
     """Provide ``ctx.agents``."""
-    ctx.provide("agents", AgentRegistry(ctx))
+    ctx.provide(AGENTS, AgentRegistry(ctx))

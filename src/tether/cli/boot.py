@@ -91,8 +91,9 @@ def check_model_provider(tether: Tether) -> None:
         UsageError: nobody registered it; the message lists who did.
     """
     from tether.llm.request import parse_model_ref
+    from tether.llm.service import LLM
 
-    llm = tether.runtime.ctx.get("llm")
+    llm = tether.runtime.ctx.get(LLM)
     loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
     if llm is None or loop is None or loop.config is None:
         return

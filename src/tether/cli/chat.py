@@ -16,9 +16,11 @@ import signal
 import sys
 
 from tether.agent import Agent, AgentStatus, UserMessage
+from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import open_agent, start
 from tether.cli.run import StreamPrinter
 from tether.host import Tether
+from tether.session.store import SESSION_EVENT
 
 HELP = "commands: /steer TEXT, /cancel, /sessions, /quit  (Ctrl-C cancels the running turn)"
 
@@ -39,7 +41,7 @@ async def chat(args: argparse.Namespace) -> int:
         agent = handle.agent
         print(f"session {agent.id} — {HELP}", file=sys.stderr)
         printer = StreamPrinter(sys.stdout, sys.stderr)
-        agent.ctx.on("session/event", printer)
+        agent.ctx.on(SESSION_EVENT, printer)
 
         def on_status(_agent: object, status: AgentStatus) -> None:
             if status is AgentStatus.IDLE:
@@ -47,7 +49,7 @@ async def chat(args: argparse.Namespace) -> int:
                 sys.stderr.write("you> ")
                 sys.stderr.flush()
 
-        agent.ctx.on("agent/status", on_status)
+        agent.ctx.on(AGENT_STATUS, on_status)
 
         def on_interrupt() -> None:
             if agent.status is AgentStatus.RUNNING:

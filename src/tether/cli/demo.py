@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from tether.runtime import Context, Runtime
 from tether.runtime.compose import Composer, parse_composition
+from tether.runtime.keys import ServiceKey
 
 COMPOSITION = {
     "plugins": [
@@ -22,6 +23,10 @@ COMPOSITION = {
 }
 
 
+GREETINGS = ServiceKey["Greetings"]("greetings")
+"""The demo's service."""
+
+
 class Greetings:
     """Provides the ``greetings`` service: it counts how often it was asked."""
 
@@ -29,7 +34,7 @@ class Greetings:
 
     def __init__(self, ctx: Context, config: None) -> None:
         self.count = 0
-        ctx.provide("greetings", self)
+        ctx.provide(GREETINGS, self)
 
     def greet(self, who: str) -> str:
         self.count += 1
@@ -47,7 +52,7 @@ class Greeter:
         self._ctx = ctx
 
     async def start(self) -> None:
-        Greeter.say(f"greeter loaded: {self._ctx.greetings.greet('tether')}")
+        Greeter.say(f"greeter loaded: {self._ctx.service(GREETINGS).greet('tether')}")
         await self._ctx.effect(lambda: lambda: Greeter.say("greeter unloaded"))
 
 

@@ -20,6 +20,7 @@ from typing import TextIO
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_agent, start
 from tether.session import Event, Session
+from tether.session.store import SESSION_EVENT
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -93,7 +94,7 @@ async def run(args: argparse.Namespace) -> int:
         agent = handle.agent
         print(f"session {agent.id}", file=sys.stderr)
         printer = StreamPrinter(sys.stdout, sys.stderr)
-        agent.ctx.on("session/event", printer)
+        agent.ctx.on(SESSION_EVENT, printer)
         interrupts = 0
 
         def on_interrupt() -> None:

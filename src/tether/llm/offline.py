@@ -47,7 +47,7 @@ from tether.llm.messages import (
     UserMessage,
 )
 from tether.llm.request import ModelRequest
-from tether.llm.service import LlmView
+from tether.llm.service import LLM
 from tether.runtime.checked import Checked, meta
 from tether.runtime.signal import CancelSignal
 
@@ -249,5 +249,5 @@ class Config(Checked):
 
 async def apply(ctx: Context, config: Config) -> None:
     """Register the ``offline`` provider for as long as this plugin is loaded."""
-    llm = ctx.service("llm", LlmView)
+    llm = ctx.service(LLM)
     await llm.register(PROVIDER, OfflineModel(chunk_size=config.chunk_size))

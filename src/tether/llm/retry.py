@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar, Self
 
+from tether.loop.hooks import REQUEST_ERROR, RequestError
 from tether.runtime.checked import Checked, meta
 from tether.session.errors import EventFormatError
 from tether.session.events import DEFAULT_REGISTRY, EventRegistry
@@ -44,7 +45,6 @@ from tether.session.vocabulary import EventPayload
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent
-    from tether.loop.turn import RequestError
     from tether.runtime import Context
 
 __all__ = ["RETRYABLE", "Config", "RetryEvent", "RetryPolicy", "apply", "inject", "name"]
@@ -221,7 +221,7 @@ async def apply(ctx: Context, config: Config) -> None:
             _record(agent, decision, policy)
         return decision
 
-    ctx.on("agent/request-error", on_request_error)
+    ctx.on(REQUEST_ERROR, on_request_error)
 
 
 def _record(agent: Agent, decision: RequestError, policy: RetryPolicy) -> None:

@@ -39,6 +39,7 @@ from tether.llm.chunks import (
 )
 from tether.llm.errors import ProviderConflictError, UnknownProviderError
 from tether.llm.request import ModelRequest, check_provider_name
+from tether.runtime.keys import ServiceKey
 from tether.runtime.signal import CancelSignal
 
 if TYPE_CHECKING:
@@ -69,6 +70,10 @@ class ModelAdapter(Protocol):
     def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamChunk]:
         """Stream the answer to ``request``."""
         ...
+
+
+LLM = ServiceKey["LlmView"]("llm")
+"""``ctx.llm``: the caller's :class:`LlmView` of the adapters."""
 
 
 class LlmService:
@@ -271,4 +276,4 @@ name = "llm"
 
 async def apply(ctx: Context, config: None) -> None:
     """Provide ``ctx.llm``, with no providers registered."""
-    ctx.provide("llm", LlmService())
+    ctx.provide(LLM, LlmService())

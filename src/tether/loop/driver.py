@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tether.agent.errors import AgentDisposedError
+from tether.agent.events import AGENT_STATUS, CANCEL_REQUESTED, InboxNotice
 from tether.agent.inbox import Inbox
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
 from tether.loop.agent import LoopAgent
@@ -49,13 +50,13 @@ class AgentDriver:
         scope: Fiber,
         options: AgentOptions,
         *,
-        emit: Callable[..., None],
+        events: Context,
         flush: Callable[[Session], Awaitable[None]],
     ) -> None:
         self._session = session
         self._scope = scope
         self.options = options
-        self._emit = emit
+        self._events = events
         self._flush = flush
         self._status = AgentStatus.IDLE
         self.agent = LoopAgent(self)
@@ -138,7 +139,7 @@ class AgentDriver:
             return
         self._cancelling = True
         try:
-            self._emit("agent/cancel-requested", self.agent, cause)
+            self._events.emit(CANCEL_REQUESTED, self.agent, cause)
             self._inbox.cancel_all()
             self._steer_wake = False
             if running:
@@ -226,7 +227,9 @@ class AgentDriver:
     def _set_status(self, status: AgentStatus) -> None:
         if status is not self._status:
             self._status = status
-            self._emit("agent/status", self.agent, status)
+            self._events.emit(AGENT_STATUS, self.agent, status)
 
-    def _notify_inbox(self, event: str, messages: tuple[UserMessage, ...], queue: Target) -> None:
-        self._emit(event, self.agent, messages, queue)
+    def _notify_inbox(
+        self, event: InboxNotice, messages: tuple[UserMessage, ...], queue: Target
+    ) -> None:
+        self._events.emit(event, self.agent, messages, queue)

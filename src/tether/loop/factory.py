@@ -29,12 +29,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.agent.errors import AgentConflictError, AgentCreateError, AgentError
-from tether.agent.registry import AgentRegistry, AgentsView, Setup
+from tether.agent.events import AGENT_CREATED, AGENT_SESSION_START
+from tether.agent.registry import AGENTS, AgentRegistry, Setup
 from tether.agent.types import AgentHandle, AgentOptions
 from tether.loop.driver import AgentDriver
+from tether.persist.service import PERSISTENCE
 from tether.runtime import Effect, FiberInactiveError
 from tether.session.log import Session
-from tether.session.store import SessionConflictError, SessionStore
+from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 
 if TYPE_CHECKING:
     from tether.loop.turn import TurnRunner
@@ -56,11 +58,11 @@ class LoopFactory:
 
     @property
     def _store(self) -> SessionStore:
-        return self._ctx.service("sessions", SessionStore)
+        return self._ctx.service(SESSIONS)
 
     @property
     def _registry(self) -> AgentRegistry:
-        return self._ctx.service("agents", AgentsView).registry
+        return self._ctx.service(AGENTS).registry
 
     async def create(
         self,
@@ -72,7 +74,7 @@ class LoopFactory:
         setup: Setup | None,
     ) -> AgentHandle:
         options = options or self._defaults
-        persistence = self._ctx.get("persistence")
+        persistence = self._ctx.get(PERSISTENCE)
         stored = (
             session_id is not None
             and persistence is not None
@@ -97,7 +99,7 @@ class LoopFactory:
         options: AgentOptions | None,
         setup: Setup | None,
     ) -> AgentHandle:
-        persistence = self._ctx.get("persistence")
+        persistence = self._ctx.get(PERSISTENCE)
         if persistence is None:
             raise AgentError("resuming a session needs a persistence plugin (tether.persist.jsonl)")
         if self._registry.get(session_id) is not None:
@@ -126,7 +128,7 @@ class LoopFactory:
                 event_filter=_only_about(session),
             )
             yield scope.dispose
-            driver = AgentDriver(session, scope, options, emit=self._ctx.emit, flush=store.flush)
+            driver = AgentDriver(session, scope, options, events=self._ctx, flush=store.flush)
             built.append(driver)
             agent = driver.agent
             if setup is not None:
@@ -140,8 +142,8 @@ class LoopFactory:
             registry.enter(agent)
             yield lambda: registry.detach(agent)
             store.announce(session)
-            self._ctx.emit("agent/created", agent)
-            self._ctx.emit("agent/session-start", agent)
+            self._ctx.emit(AGENT_CREATED, agent)
+            self._ctx.emit(AGENT_SESSION_START, agent)
             driver.start(self._runner)
             yield driver.stop
 

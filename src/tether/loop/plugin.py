@@ -13,10 +13,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tether.agent.registry import AgentsView
+from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
 from tether.loop.factory import LoopFactory
 from tether.loop.turn import TurnRunner
+from tether.persist.service import PERSISTENCE
 from tether.runtime.checked import Checked, FieldError, meta
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class Config(Checked):
 async def apply(ctx: Context, config: Config) -> None:
     defaults = AgentOptions(model=config.model, system=config.system, max_steps=config.max_steps)
     factory = LoopFactory(ctx, TurnRunner(ctx), defaults)
-    agents = ctx.service("agents", AgentsView)
+    agents = ctx.service(AGENTS)
     await agents.provide_factory(factory)
     for row in config.agents:
         options = AgentOptions(
@@ -67,7 +68,7 @@ async def apply(ctx: Context, config: Config) -> None:
             system=row.system if row.system is not None else config.system,
             max_steps=config.max_steps,
         )
-        persistence = ctx.get("persistence")
+        persistence = ctx.get(PERSISTENCE)
         stored = False
         if row.session_id is not None and persistence is not None:
             stored = await persistence.exists(row.session_id)

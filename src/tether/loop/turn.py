@@ -15,18 +15,19 @@ is kept as an interrupted ``assistant/message``, tools already started are
 given the signal and awaited, and tool calls that never started get synthetic
 error results, so the log stays balanced.
 
-Extension points (events; listeners run in registration order):
+Extension points (typed keys in :mod:`tether.loop.hooks`; listeners run in
+registration order):
 
-* ``agent/pre-step`` — **waterfall**; value: the step's input
+* ``PRE_STEP`` (``agent/pre-step``) — **waterfall**; value: the step's input
   ``tuple[UserMessage, ...]``; args: ``(agent, step)``. Rewrite the input, or
   raise :class:`~tether.runtime.Veto` to reject it (the turn ends ``blocked``).
-* ``agent/request`` — **waterfall**; value: the :class:`ModelRequest`; args:
+* ``REQUEST`` (``agent/request``) — **waterfall**; value: the :class:`ModelRequest`; args:
   ``(agent,)``. Adjust the model configuration of one request.
-* ``agent/request-error`` — **waterfall**; value: a :class:`RequestError`
+* ``REQUEST_ERROR`` (``agent/request-error``) — **waterfall**; value: a :class:`RequestError`
   (``retry=False``); args: ``(agent,)``. Return it with ``retry=True`` to
   retry the request (``delay`` seconds later, cancellable), else the turn ends
   with ``error``.
-* ``agent/turn-stop`` — **serial**; args: ``(agent, turn, step)``, asked after
+* ``TURN_STOP`` (``agent/turn-stop``) — **serial**; args: ``(agent, turn, step)``, asked after
   every step that would continue. The first listener that returns a
   ``TurnEndReason`` ends the turn with it.
 """
@@ -38,15 +39,17 @@ import contextlib
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tether.agent.events import AGENT_ERROR
 from tether.agent.inbox import to_event
 from tether.agent.types import CancelCause, Target, UserMessage
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import ReasoningDelta, TextDelta
 from tether.llm.messages import ToolCallBlock
 from tether.llm.request import ModelRequest, ToolSpec
+from tether.llm.service import LLM
+from tether.loop.hooks import PRE_STEP, REQUEST, REQUEST_ERROR, TURN_STOP, RequestError
 from tether.runtime import Veto
 from tether.runtime.signal import cancelling_current_task
 from tether.session import (
@@ -68,9 +71,10 @@ from tether.session import (
 )
 from tether.session.repair import step_closing_payloads
 from tether.tools import ToolExec, ToolResult
+from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
-    from tether.llm.service import LlmService
+    from tether.llm.service import LlmView
     from tether.loop.driver import AgentDriver
     from tether.runtime import CancelSignal, Context
     from tether.session.log import Session
@@ -95,20 +99,6 @@ def step_limit_reached(reason: TurnEndReason) -> bool:
     return isinstance(reason, Errored) and bool(_STEP_LIMIT_PATTERN.fullmatch(reason.error))
 
 
-@dataclass(frozen=True, slots=True)
-class RequestError:
-    """A failed model request, passed through ``agent/request-error``."""
-
-    error: str
-    code: str | None
-    attempt: int
-    """1 for the first request of the step, 2 for the first retry, …"""
-    retry: bool = False
-    delay: float = 0.0
-    retry_after: float | None = None
-    """The provider's hint, in seconds, of when a retry may succeed (``Finish.retry_after``)."""
-
-
 class TurnRunner:
     """Runs turns for the agents of one agent loop."""
 
@@ -116,16 +106,12 @@ class TurnRunner:
         self._ctx = ctx
 
     @property
-    def _llm(self) -> LlmService:
-        from tether.llm.service import LlmService
-
-        return self._ctx.service("llm", LlmService)
+    def _llm(self) -> LlmView:
+        return self._ctx.service(LLM)
 
     @property
     def _tools(self) -> ToolRegistry:
-        from tether.tools import ToolRegistry
-
-        return self._ctx.service("tools", ToolRegistry)
+        return self._ctx.service(TOOLS)
 
     async def run_turn(self, driver: AgentDriver) -> None:
         """Run one turn; it always ends with ``turn/end`` in the log.
@@ -170,7 +156,7 @@ class TurnRunner:
                 reason = _aborted(signal)
             _close_step(session, NOT_STARTED)
             if isinstance(reason, Errored):
-                self._ctx.emit("agent/error", driver.agent, reason.error)
+                self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
             session.append(TurnEnd(turn=turn, reason=reason))
             driver.end_turn()
 
@@ -199,7 +185,7 @@ class TurnRunner:
                 # always logged as this step's input.
                 step_input = driver.inbox.claim_steering()
             try:
-                step_input = await self._ctx.waterfall("agent/pre-step", step_input, agent, step)
+                step_input = await self._ctx.waterfall(PRE_STEP, step_input, agent, step)
             except Veto as veto:
                 log.info("agent %s: step input rejected: %s", driver.id, veto.reason)
                 return Blocked()
@@ -228,9 +214,9 @@ class TurnRunner:
                 return MaxTokens()
             if not calls and not driver.inbox.has(Target.STEERING):
                 return Completed()
-            stop = await self._ctx.serial("agent/turn-stop", agent, turn, step)
+            stop = await self._ctx.serial(TURN_STOP, agent, turn, step)
             if stop is not None:
-                return stop  # type: ignore[no-any-return]
+                return stop
 
     async def _request(self, driver: AgentDriver, signal: CancelSignal) -> Assembled | Errored:
         """Ask the model; log the stream and the answer; return it (or the error)."""
@@ -244,7 +230,7 @@ class TurnRunner:
             system=options.system,
             tools=tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs),
         )
-        request = await self._ctx.waterfall("agent/request", request, agent)
+        request = await self._ctx.waterfall(REQUEST, request, agent)
         attempt = 0
         while True:
             attempt += 1
@@ -262,7 +248,7 @@ class TurnRunner:
                 _log_answer(session, assembled)
                 return assembled
             decision = await self._ctx.waterfall(
-                "agent/request-error",
+                REQUEST_ERROR,
                 RequestError(
                     error=finish.error or "model error",
                     code=finish.error_code,

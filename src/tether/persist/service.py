@@ -30,14 +30,22 @@ from tether.persist.backends.base import LogBackend, SessionSummary, StoredLog
 from tether.persist.backends.bulk import collector_paused
 from tether.persist.writer import WriteBehind
 from tether.runtime.checked import Checked, meta
+from tether.runtime.keys import Notice, ServiceKey
 from tether.session.errors import SessionError
 from tether.session.events import Event
 from tether.session.log import Session, SessionHeader
 from tether.session.repair import repair
-from tether.session.store import SessionConflictError, SessionStore
+from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 
 if TYPE_CHECKING:
     from tether.runtime import Context
+
+
+SESSION_WRITTEN = Notice[Session, int]("session/written")
+"""``(session, durable)``: a batch was written; ``durable`` events of ``session`` are on disk."""
+
+PERSISTENCE = ServiceKey["Persistence"]("persistence")
+"""``ctx.persistence``: load, resume, list and delete stored sessions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +147,13 @@ def _decode(session_id: str, stored: StoredLog) -> Session:
 
 async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float) -> None:
     """Wire ``backend`` into ``ctx``'s fiber as the durability listener and service."""
-    store = ctx.service("sessions", SessionStore)
+    store = ctx.service(SESSIONS)
 
     async def body():  # type: ignore[no-untyped-def]
         writer = WriteBehind(
             backend,
             window=window,
-            on_written=lambda session, durable: ctx.emit("session/written", session, durable),
+            on_written=lambda session, durable: ctx.emit(SESSION_WRITTEN, session, durable),
         )
         task = asyncio.get_running_loop().create_task(writer.run(), name="session-writer")
 
@@ -161,6 +169,6 @@ async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float)
         yield events.add("session/event", lambda session, event: writer.notice(session))
         yield events.add("session/flush", writer.flush)
         yield events.add("session/disposed", writer.release)
-        ctx.provide("persistence", Persistence(backend, writer, store))
+        ctx.provide(PERSISTENCE, Persistence(backend, writer, store))
 
     await ctx.effect(body, label="persistence")

@@ -9,7 +9,7 @@ an unowned task is open to all). Because the token lives in the executor, a
 reload of this plugin leaves every task owned as before.
 
 Completion notices: when a background task finishes, its live owner (found by
-scanning ``ctx.get("agents")``) gets a one-line notice — injected into its next
+scanning ``ctx.get(AGENTS)``) gets a one-line notice — injected into its next
 request, or, if it is idle and ``wake_idle_owner`` is on, delivered as a
 follow-up so the model reacts (at most ``max_consecutive_wakes`` in a row
 without input from elsewhere). The executor keeps a completion until it is
@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.agent import Agent, AgentDisposedError, AgentStatus, Target, UserMessage
+from tether.agent.events import AGENT_CREATED, INBOX_INSERTED
+from tether.agent.registry import AGENTS
 from tether.runtime.checked import Checked, meta
 from tether.shell import (
     BashTask,
@@ -38,7 +40,9 @@ from tether.shell import (
     TaskDone,
     TaskStatus,
 )
-from tether.tools import Tool, ToolExec, ToolOutput, ToolRegistry
+from tether.shell.definition import SHELL
+from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -227,7 +231,7 @@ class BashTools:
             return None
         # A read through ctx.get: the listener runs on the executor's behalf,
         # and the agents registry may come and go independently of this plugin.
-        agents = self._ctx.get("agents")
+        agents = self._ctx.get(AGENTS)
         if agents is None:
             return None
         return next((a for a in agents.list() if a.id == owner), None)
@@ -257,8 +261,8 @@ class BashTools:
 
 
 async def apply(ctx: Context, config: Config) -> None:
-    shell: ShellExecutor = ctx.shell
-    tools = ctx.service("tools", ToolRegistry)
+    shell = ctx.service(SHELL)
+    tools = ctx.service(TOOLS)
     bash = BashTools(ctx, shell, config)
     definitions: list[Tool[Any]] = [
         Tool(
@@ -285,10 +289,10 @@ async def apply(ctx: Context, config: Config) -> None:
     ]
     for definition in definitions:
         await tools.register(definition)
-    ctx.on("agent/inbox/inserted", bash.on_inserted)
+    ctx.on(INBOX_INSERTED, bash.on_inserted)
 
-    ctx.on("agent/created", bash.kill_on_dispose)
-    agents = ctx.get("agents")
+    ctx.on(AGENT_CREATED, bash.kill_on_dispose)
+    agents = ctx.get(AGENTS)
     for agent in agents.list() if agents is not None else []:
         bash.kill_on_dispose(agent)
     # Register before reading what is pending, so no completion falls between.

@@ -17,6 +17,7 @@ from tether.runtime.errors import (
 )
 from tether.runtime.events import EventBus
 from tether.runtime.fiber import Fiber, FiberState
+from tether.runtime.keys import EventKey, Next, Notice, Parallel, Serial, ServiceKey, Waterfall
 from tether.runtime.plugin import PluginSpec, plugin_spec
 from tether.runtime.signal import Cancelled, CancelSignal
 
@@ -29,9 +30,13 @@ __all__ = [
     "Disposer",
     "Effect",
     "EventBus",
+    "EventKey",
     "Fiber",
     "FiberInactiveError",
     "FiberState",
+    "Next",
+    "Notice",
+    "Parallel",
     "PluginConfigError",
     "PluginDefinitionError",
     "PluginSpec",
@@ -39,8 +44,11 @@ __all__ = [
     "ReloadError",
     "Runtime",
     "RuntimeFault",
+    "Serial",
     "ServiceConflictError",
     "ServiceError",
+    "ServiceKey",
     "Veto",
+    "Waterfall",
     "plugin_spec",
 ]

@@ -3,32 +3,41 @@
 Everything registered through a context — effects, listeners, services, child
 plugins — is owned by the context's fiber and unwinds when that fiber unloads.
 
-``ctx.<name>`` reads a service the plugin injects. A service object that
-defines ``for_caller(ctx)`` is handed out as the view that method returns, so
-whatever the service registers on the caller's behalf is owned by the caller's
-fiber, not by the provider's (see :class:`CallerBound`).
+Events and services are named by typed keys (:mod:`tether.runtime.keys`):
+``ctx.on(KEY, listener)``, ``ctx.emit(KEY, ...)``, ``ctx.service(KEY)`` and
+``ctx.get(KEY)`` are checked against the key's signature by mypy.
+
+``ctx.service(KEY)`` (or, untyped, ``ctx.<name>``) reads a service the plugin
+injects. A service object that defines ``for_caller(ctx)`` is handed out as
+the view that method returns, so whatever the service registers on the
+caller's behalf is owned by the caller's fiber, not by the provider's (see
+:class:`CallerBound`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, TypeVarTuple, cast, overload
 
 from tether.runtime.effects import Disposer, Effect, EffectBody
 from tether.runtime.errors import ServiceError
+from tether.runtime.keys import EventKey, Next, Notice, Parallel, Serial, ServiceKey, Waterfall
 
 if TYPE_CHECKING:
     from tether.runtime.app import Runtime
     from tether.runtime.fiber import Fiber
 
 T = TypeVar("T")
+R = TypeVar("R")
+S = TypeVar("S")
+S_co = TypeVar("S_co", covariant=True)
+Args = TypeVarTuple("Args")
 
 
-@runtime_checkable
-class CallerBound(Protocol):
+class CallerBound(Protocol[S_co]):
     """A service that gives each caller its own view, bound to the caller's context."""
 
-    def for_caller(self, ctx: Context) -> object: ...
+    def for_caller(self, ctx: Context) -> S_co: ...
 
 
 class Context:
@@ -103,18 +112,64 @@ class Context:
         self._fiber.adopt(effect)
         return effect
 
+    @overload
     def on(
-        self, name: str, listener: Callable[..., Any], *, prepend: bool = False
+        self,
+        key: Notice[*Args],
+        listener: Callable[[*Args], None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        key: Serial[R, *Args],
+        listener: Callable[[*Args], R | Awaitable[R | None] | None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        key: Parallel[*Args],
+        listener: Callable[[*Args], Awaitable[None] | None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        key: Waterfall[T, *Args],
+        listener: Callable[[T, Next[T], *Args], T | Awaitable[T]],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    def on(
+        self, key: EventKey, listener: Callable[..., object], *, prepend: bool = False
     ) -> Callable[[], None]:
-        """Listen to event ``name`` for as long as this fiber lives; returns a remover."""
+        """Listen to the event ``key`` for as long as this fiber lives; returns a remover.
+
+        Raises:
+            TypeError: ``key`` is not an event key, or ``listener`` is not callable.
+        """
+        name = _event_name(key)
         self._fiber.check_accepts_effects(f"listener for {name!r}")
         remove = self.runtime.events.add(
             name, listener, prepend=prepend, accepts=self._fiber.event_filter
         )
         return self._sync_effect(f"on:{name}", remove)
 
-    def provide(self, name: str, service: object) -> Callable[[], Awaitable[None]]:
-        """Provide ``service`` as ``name`` for as long as this fiber lives.
+    def provide(
+        self, key: ServiceKey[S], service: S | CallerBound[S]
+    ) -> Callable[[], Awaitable[None]]:
+        """Provide ``service`` as ``key`` for as long as this fiber lives.
+
+        ``service`` is what readers get, or a :class:`CallerBound` object whose
+        ``for_caller`` view they get.
 
         Withdrawal (on unload, or by awaiting the returned function) first
         unloads every fiber that injects ``name``; they load again when a
@@ -124,6 +179,7 @@ class Context:
             ServiceConflictError: another live fiber provides ``name``.
             ValueError: ``name`` is not a valid service name.
         """
+        name = key.name
         self._fiber.check_accepts_effects(f"service {name!r}")
         withdraw = self.runtime.services.provide(name, service, self._fiber)
         effect = Effect(f"provide:{name}")
@@ -139,29 +195,29 @@ class Context:
 
     # -- services --------------------------------------------------------------
 
-    def get(self, name: str) -> Any:
-        """The service ``name`` bound to this caller, or ``None`` when nobody provides it."""
-        return self.runtime.services.lookup(name, self)
+    def get(self, key: ServiceKey[S]) -> S | None:
+        """The service ``key`` bound to this caller, or ``None`` when nobody provides it."""
+        return cast("S | None", self.runtime.services.lookup(key.name, self))
 
-    def service(self, name: str, kind: type[T]) -> T:
-        """Typed read of an injected service (``ctx.<name>`` for code checked by mypy).
+    def service(self, key: ServiceKey[S]) -> S:
+        """Read the injected service ``key``.
 
         Raises:
-            ServiceError: as for ``ctx.<name>``.
+            ServiceError: the plugin does not inject it, or nobody provides it.
         """
-        value: T = self._read_injected(name)
-        return value
+        return cast("S", self._read_injected(key.name))
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
+        """``ctx.<name>``: the untyped read of an injected service (see :meth:`service`)."""
         if name.startswith("_"):
             raise AttributeError(name)
         return self._read_injected(name)
 
-    def _read_injected(self, name: str) -> Any:
+    def _read_injected(self, name: str) -> object:
         if name not in self._fiber.inject:
             raise ServiceError(
                 f"plugin {self._fiber.name!r} reads service {name!r} without injecting it: "
-                f"add it to the plugin's inject list, or use ctx.get({name!r}) for an optional read"
+                f"add it to the plugin's inject list, or use ctx.get(...) for an optional read"
             )
         value = self.runtime.services.lookup(name, self)
         if value is None:
@@ -170,18 +226,26 @@ class Context:
 
     # -- events ----------------------------------------------------------------
 
-    def emit(self, name: str, *args: object) -> None:
-        """Notify listeners of ``name`` (see :meth:`EventBus.emit`)."""
-        self.runtime.events.emit(name, *args)
+    def emit(self, key: Notice[*Args], *args: *Args) -> None:
+        """Notify the listeners of ``key`` (see :meth:`EventBus.emit`)."""
+        self.runtime.events.emit(_event_name(key), *args)
 
-    async def serial(self, name: str, *args: object) -> Any:
-        """First non-``None`` answer of ``name``'s listeners (see :meth:`EventBus.serial`)."""
-        return await self.runtime.events.serial(name, *args)
+    async def serial(self, key: Serial[R, *Args], *args: *Args) -> R | None:
+        """The first non-``None`` answer of ``key``'s listeners (see :meth:`EventBus.serial`)."""
+        return cast("R | None", await self.runtime.events.serial(_event_name(key), *args))
 
-    async def parallel(self, name: str, *args: object) -> None:
-        """Await all listeners of ``name`` together (see :meth:`EventBus.parallel`)."""
-        await self.runtime.events.parallel(name, *args)
+    async def parallel(self, key: Parallel[*Args], *args: *Args) -> None:
+        """Await all listeners of ``key`` together (see :meth:`EventBus.parallel`)."""
+        await self.runtime.events.parallel(_event_name(key), *args)
 
-    async def waterfall(self, name: str, value: T, *args: object) -> T:
-        """Pass ``value`` through ``name``'s middleware (see :meth:`EventBus.waterfall`)."""
-        return await self.runtime.events.waterfall(name, value, *args)
+    async def waterfall(self, key: Waterfall[T, *Args], value: T, *args: *Args) -> T:
+        """Pass ``value`` through ``key``'s middleware (see :meth:`EventBus.waterfall`)."""
+        return await self.runtime.events.waterfall(_event_name(key), value, *args)
+
+
+def _event_name(key: object) -> str:
+    if not isinstance(key, EventKey):
+        raise TypeError(
+            f"events are named by keys (tether.runtime.keys), got {type(key).__name__} {key!r}"
+        )
+    return key.name

@@ -25,15 +25,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar, cast
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Listener = Callable[..., Any]
-Next = Callable[[T], Awaitable[T]]
+Listener = Callable[..., object]
 
 
 Accepts = Callable[[str, tuple[object, ...]], bool]
@@ -116,7 +115,7 @@ class EventBus:
                     name,
                 )
 
-    async def serial(self, name: str, *args: object) -> Any:
+    async def serial(self, name: str, *args: object) -> object:
         """Await listeners in order; return the first non-``None`` result, else ``None``."""
         for fn in self._snapshot(name, args):
             result = fn(*args)
@@ -159,6 +158,6 @@ class EventBus:
             result = listeners[index](current, next_, *args)
             if inspect.isawaitable(result):
                 result = await result
-            return result  # type: ignore[no-any-return]
+            return cast(T, result)
 
         return await step(0, value)

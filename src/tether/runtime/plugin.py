@@ -38,6 +38,7 @@ from tether.runtime.checked import (
     is_pydantic_model,
 )
 from tether.runtime.errors import PluginConfigError, PluginDefinitionError
+from tether.runtime.keys import ServiceKey, service_name
 
 if TYPE_CHECKING:
     from tether.runtime.context import Context
@@ -149,10 +150,13 @@ def plugin_spec(plugin: object) -> PluginSpec:
 
 
 def _inject_of(plugin: object, name: str) -> tuple[str, ...]:
+    """The names a plugin injects; ``inject`` lists names or :class:`ServiceKey` objects."""
     inject = getattr(plugin, "inject", ())
-    if isinstance(inject, str) or not all(isinstance(i, str) for i in inject):
-        raise PluginDefinitionError(f"plugin {name!r}: 'inject' must be a list of service names")
-    return tuple(inject)
+    if isinstance(inject, str) or not all(isinstance(i, str | ServiceKey) for i in inject):
+        raise PluginDefinitionError(
+            f"plugin {name!r}: 'inject' must be a list of service names or service keys"
+        )
+    return tuple(service_name(i) for i in inject)
 
 
 def _apply_of(plugin: object, name: str) -> Apply:

@@ -11,7 +11,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tether.runtime.errors import ServiceConflictError
 
@@ -61,7 +61,7 @@ class ServiceRegistry:
         entry = self._entries.get(name)
         return entry.provider if entry is not None else None
 
-    def lookup(self, name: str, caller: Context) -> Any:
+    def lookup(self, name: str, caller: Context) -> object:
         """The service ``name`` as seen by ``caller`` (its caller-bound view), or ``None``."""
         entry = self._entries.get(name)
         if entry is None:

@@ -31,12 +31,29 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from tether.runtime.keys import Notice, Parallel, ServiceKey
 from tether.session.errors import SessionError
 from tether.session.events import Event
 from tether.session.log import Lineage, Session, SessionHeader
 
 if TYPE_CHECKING:
     from tether.runtime import Context
+
+
+SESSION_CREATED = Notice[Session]("session/created")
+"""``(session)``: a session was announced (after ``enter``)."""
+
+SESSION_DISPOSED = Notice[Session]("session/disposed")
+"""``(session)``: an announced session detached."""
+
+SESSION_EVENT = Notice[Session, Event]("session/event")
+"""``(session, event)``: an event was appended (persistence listens)."""
+
+SESSION_FLUSH = Parallel[Session]("session/flush")
+"""``(session)``: the durability barrier; listeners return once it is on disk."""
+
+SESSIONS = ServiceKey["SessionStore"]("sessions")
+"""``ctx.sessions``: the :class:`SessionStore`."""
 
 
 class SessionConflictError(SessionError):
@@ -122,7 +139,7 @@ class SessionStore:
             raise SessionConflictError(f"session {session.id!r} is already live")
         self._live[session.id] = session
         emit = self._ctx.emit
-        self._unobserve[session] = session.observe(lambda s, event: emit("session/event", s, event))
+        self._unobserve[session] = session.observe(lambda s, event: emit(SESSION_EVENT, s, event))
 
     def announce(self, session: Session) -> None:
         """Emit ``session/created`` for an entered session; later calls do nothing.
@@ -140,7 +157,7 @@ class SessionStore:
         self._announced.add(session)
         self._announcing.add(session)
         try:
-            self._ctx.emit("session/created", session)
+            self._ctx.emit(SESSION_CREATED, session)
         finally:
             self._announcing.discard(session)
             if session in self._deferred_detach:
@@ -164,7 +181,7 @@ class SessionStore:
             del self._live[session.id]
         if session in self._announced:
             self._announced.discard(session)
-            self._ctx.emit("session/disposed", session)
+            self._ctx.emit(SESSION_DISPOSED, session)
 
     # -- reads -----------------------------------------------------------------
 
@@ -188,7 +205,7 @@ class SessionStore:
         Raises:
             ExceptionGroup: a durability listener failed to write.
         """
-        await self._ctx.parallel("session/flush", session)
+        await self._ctx.parallel(SESSION_FLUSH, session)
 
     def _check_not_live(self, session_id: str) -> None:
         if session_id in self._live:
@@ -207,4 +224,4 @@ async def apply(ctx: Context, config: None) -> None:
             store.detach(session)
 
     await ctx.effect(lambda: detach_all, label="detach live sessions")
-    ctx.provide("sessions", store)
+    ctx.provide(SESSIONS, store)

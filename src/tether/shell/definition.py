@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from tether.runtime.keys import ServiceKey
+
 if TYPE_CHECKING:
     from tether.runtime.signal import CancelSignal
 
@@ -328,3 +330,7 @@ class ShellExecutor(Protocol):
     def acknowledge(self, task_id: str) -> bool:
         """Mark the task's completion as delivered; True if it was pending."""
         ...
+
+
+SHELL = ServiceKey[ShellExecutor]("shell")
+"""``ctx.shell``: the shell executor (a :class:`ShellExecutor`)."""

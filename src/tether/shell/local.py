@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from tether.runtime.checked import Checked, FieldError, meta
 from tether.shell.definition import (
+    SHELL,
     BashTask,
     OutputRead,
     ShellError,
@@ -519,4 +520,4 @@ async def apply(ctx: Context, config: Config) -> None:
         raise ShellError(f"bash executable {config.bash!r} not found (set the plugin's 'bash')")
     shell = LocalShell(ctx, config, bash)
     await ctx.effect(lambda: shell.shutdown, label="stop shell commands")
-    ctx.provide("shell", shell)
+    ctx.provide(SHELL, shell)

@@ -52,6 +52,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from tether.runtime.errors import Veto
+from tether.runtime.keys import Waterfall
 from tether.runtime.signal import Cancelled, CancelSignal, cancelling_current_task
 from tether.session.frozen import thaw
 from tether.tools.arguments import ArgumentsError, arguments_data, parse
@@ -71,12 +72,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-BEFORE_EXECUTE = "tool/before-execute"
-"""Waterfall over a :class:`ToolInvocation`, before a tool runs (see the module docs)."""
-
-AFTER_EXECUTE = "tool/after-execute"
-"""Waterfall over the :class:`ToolResult` of a tool that ran (see the module docs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +106,13 @@ class ScheduledCall:
     def concurrency_safe(self) -> bool:
         tool = self.tool
         return tool is not None and tool.concurrency_safe
+
+
+BEFORE_EXECUTE = Waterfall[ToolInvocation]("tool/before-execute")
+"""Waterfall over a :class:`ToolInvocation`, before a tool runs (see the module docs)."""
+
+AFTER_EXECUTE = Waterfall[ToolResult, ToolInvocation]("tool/after-execute")
+"""Waterfall over the :class:`ToolResult` of a tool that ran (see the module docs)."""
 
 
 class _Refusal(Exception):
@@ -216,7 +218,7 @@ async def _prepare(
     approved = await _before_execute(ctx, invocation)
     if approved.args is not invocation.args:
         args = _validate(
-            tool, thaw(approved.args), f" (as rewritten by a {BEFORE_EXECUTE} listener)"
+            tool, thaw(approved.args), f" (as rewritten by a {BEFORE_EXECUTE.name} listener)"
         )
     _check_not_cancelled(call.name, approved.exec.signal)
     return tool, args, approved
@@ -255,26 +257,30 @@ def _as_json(tool: Tool[Any], args: object) -> Mapping[str, object]:
 async def _before_execute(ctx: Context, invocation: ToolInvocation) -> ToolInvocation:
     name = invocation.tool_name
     try:
-        approved: object = await ctx.waterfall(BEFORE_EXECUTE, invocation)
+        outcome = await ctx.waterfall(BEFORE_EXECUTE, invocation)
+        # A listener may break its contract and return anything: checked below.
+        approved: object = outcome
     except Veto as veto:
         raise _Refusal(f"denied: {veto.reason}") from None
     except Exception as exc:
-        log.exception("a %s listener failed on tool %r", BEFORE_EXECUTE, name)
+        log.exception("a %s listener failed on tool %r", BEFORE_EXECUTE.name, name)
         raise _Refusal(
-            f"tool {name!r} was not run: a {BEFORE_EXECUTE} listener failed: {_describe(exc)}"
+            f"tool {name!r} was not run: a {BEFORE_EXECUTE.name} listener failed: {_describe(exc)}"
         ) from None
     if not isinstance(approved, ToolInvocation):
-        log.error("a %s listener returned %r instead of a ToolInvocation", BEFORE_EXECUTE, approved)
+        log.error(
+            "a %s listener returned %r instead of a ToolInvocation", BEFORE_EXECUTE.name, approved
+        )
         raise _Refusal(
-            f"tool {name!r} was not run: a {BEFORE_EXECUTE} listener returned "
+            f"tool {name!r} was not run: a {BEFORE_EXECUTE.name} listener returned "
             f"{type(approved).__name__} instead of a ToolInvocation"
         )
     if approved.tool_name != name:
         log.error(
-            "a %s listener redirected tool %r to %r", BEFORE_EXECUTE, name, approved.tool_name
+            "a %s listener redirected tool %r to %r", BEFORE_EXECUTE.name, name, approved.tool_name
         )
         raise _Refusal(
-            f"tool {name!r} was not run: a {BEFORE_EXECUTE} listener redirected it "
+            f"tool {name!r} was not run: a {BEFORE_EXECUTE.name} listener redirected it "
             f"to {approved.tool_name!r}, which is not supported"
         )
     return approved
@@ -314,13 +320,15 @@ async def _after_execute(
     ctx: Context, result: ToolResult, invocation: ToolInvocation
 ) -> ToolResult:
     try:
-        final: object = await ctx.waterfall(AFTER_EXECUTE, result, invocation)
+        outcome = await ctx.waterfall(AFTER_EXECUTE, result, invocation)
+        final: object = outcome
     except Veto as veto:
         return _withheld(result, f"its result was withheld: {veto.reason}")
     except Exception as exc:
-        log.exception("a %s listener failed on tool %r", AFTER_EXECUTE, result.name)
+        log.exception("a %s listener failed on tool %r", AFTER_EXECUTE.name, result.name)
         return _withheld(
-            result, f"a {AFTER_EXECUTE} listener failed ({_describe(exc)}); its result is withheld"
+            result,
+            f"a {AFTER_EXECUTE.name} listener failed ({_describe(exc)}); its result is withheld",
         )
     if not isinstance(final, ToolResult) or final.call_id != result.call_id:
         log.error(
@@ -330,7 +338,8 @@ async def _after_execute(
             result.call_id,
         )
         return _withheld(
-            result, f"a {AFTER_EXECUTE} listener returned an invalid result; its result is withheld"
+            result,
+            f"a {AFTER_EXECUTE.name} listener returned an invalid result; its result is withheld",
         )
     return final
 

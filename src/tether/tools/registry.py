@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.runtime.keys import ServiceKey
 from tether.tools.definition import Tool, ToolExec, ToolResult, ToolSpec
 from tether.tools.errors import ToolConflictError
 from tether.tools.execute import ScheduledCall, run_call, run_calls
@@ -84,6 +85,10 @@ class _Catalog:
         if scope is not None:
             tools.update({name: r.tool for (s, name), r in self._entries.items() if s == scope})
         return dict(sorted(tools.items()))
+
+
+TOOLS = ServiceKey["ToolRegistry"]("tools")
+"""``ctx.tools``: the caller's view of the tool registry."""
 
 
 class ToolRegistry:
@@ -224,4 +229,4 @@ name = "tools"
 
 def apply(ctx: Context, config: None) -> None:
     """Provide ``ctx.tools``."""
-    ctx.provide("tools", ToolRegistry(ctx))
+    ctx.provide(TOOLS, ToolRegistry(ctx))

@@ -26,7 +26,7 @@ from tether.llm.adapters.messages_api import ANTHROPIC_VERSION, StreamDecoder, r
 from tether.llm.adapters.providers import PRESETS
 from tether.llm.adapters.streaming import HttpAdapter
 from tether.llm.request import ModelRequest, check_provider_name
-from tether.llm.service import LlmView
+from tether.llm.service import LLM
 from tether.runtime.checked import FieldError, meta
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def endpoint(config: Config, env: Mapping[str, str]) -> Endpoint:
 
 async def apply(ctx: Context, config: Config) -> None:
     """Register the provider on ``ctx.llm`` until this plugin unloads."""
-    llm = ctx.service("llm", LlmView)
+    llm = ctx.service(LLM)
     http = HttpClient(config.http_options())
     await ctx.effect(lambda: http.aclose, label="anthropic http client")
     resolved = endpoint(config, os.environ)

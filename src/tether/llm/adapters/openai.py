@@ -40,7 +40,7 @@ from tether.llm.adapters.http import HttpClient
 from tether.llm.adapters.providers import OPENAI_PLUGIN, PRESETS
 from tether.llm.adapters.streaming import HttpAdapter
 from tether.llm.request import ModelRequest, check_provider_name
-from tether.llm.service import LlmView
+from tether.llm.service import LLM
 from tether.runtime.checked import FieldError, meta
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def endpoints(config: Config, env: Mapping[str, str]) -> list[Endpoint]:
 
 async def apply(ctx: Context, config: Config) -> None:
     """Register every configured provider on ``ctx.llm`` until this plugin unloads."""
-    llm = ctx.service("llm", LlmView)
+    llm = ctx.service(LLM)
     http = HttpClient(config.http_options())
     await ctx.effect(lambda: http.aclose, label="openai http client")
     for endpoint in endpoints(config, os.environ):

@@ -1,0 +1,45 @@
+"""The agent loop's extension points, as typed keys (see the table in :mod:`tether.loop.turn`).
+
+Listeners run in registration order; each key's docstring gives its mode and
+arguments. The first argument after the value is always the public
+:class:`~tether.agent.Agent`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tether.agent.types import Agent, UserMessage
+from tether.llm.request import ModelRequest
+from tether.runtime.keys import Serial, Waterfall
+from tether.session import TurnEndReason
+
+
+@dataclass(frozen=True, slots=True)
+class RequestError:
+    """A failed model request, passed through ``agent/request-error``."""
+
+    error: str
+    code: str | None
+    attempt: int
+    """1 for the first request of the step, 2 for the first retry, …"""
+    retry: bool = False
+    delay: float = 0.0
+    retry_after: float | None = None
+    """The provider's hint, in seconds, of when a retry may succeed (``Finish.retry_after``)."""
+
+
+PRE_STEP = Waterfall[tuple[UserMessage, ...], Agent, int]("agent/pre-step")
+"""Waterfall over a step's input; args ``(agent, step)``. Rewrite the input, or
+raise :class:`~tether.runtime.Veto` to reject it (the turn ends ``blocked``)."""
+
+REQUEST = Waterfall[ModelRequest, Agent]("agent/request")
+"""Waterfall over one :class:`ModelRequest`; args ``(agent,)``."""
+
+REQUEST_ERROR = Waterfall[RequestError, Agent]("agent/request-error")
+"""Waterfall over a :class:`RequestError` (``retry=False``); args ``(agent,)``.
+Return it with ``retry=True`` to retry ``delay`` seconds later (cancellable)."""
+
+TURN_STOP = Serial[TurnEndReason, Agent, int, int]("agent/turn-stop")
+"""Serial; args ``(agent, turn, step)``, asked after every step that would
+continue. The first listener that returns a reason ends the turn with it."""
