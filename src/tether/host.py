@@ -107,8 +107,11 @@ class Tether:
             document = compose_document(overlays, data_dir=data_dir, model=model)
         self._document = document
         self.runtime = Runtime()
+        """The plugin runtime: ``runtime.ctx`` is the root context (the program's own)."""
         self.composer = Composer(self.runtime.ctx)
+        """The composition's rows: ``row(id)``, ``rows()``, ``reload(id)``."""
         self.problems: tuple[RowProblem, ...] = ()
+        """Rows that failed to mount at :meth:`start` (each also logged); the rest run."""
 
     async def start(self) -> Tether:
         """Mount every row; returns once they have settled."""

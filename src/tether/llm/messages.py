@@ -183,6 +183,11 @@ class AssistantMessage:
         """The tool calls among the content, in order."""
         return tuple(block for block in self.content if isinstance(block, ToolCallBlock))
 
+    @property
+    def text(self) -> str:
+        """The answer's text blocks, joined (reasoning and tool calls left out)."""
+        return "".join(block.text for block in self.content if isinstance(block, TextBlock))
+
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class ToolMessage:

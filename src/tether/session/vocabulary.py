@@ -529,6 +529,11 @@ class AssistantMessageEvent(EventPayload):
         if self.usage is not None:
             object.__setattr__(self, "usage", self._frozen_usage(self.usage))
 
+    @property
+    def text(self) -> str:
+        """The answer's text blocks, joined (reasoning and tool calls left out)."""
+        return "".join(block.text for block in self.content if isinstance(block, TextBlock))
+
     def _freeze_tool_calls(self, content: tuple[AssistantBlock, ...]) -> tuple[AssistantBlock, ...]:
         seen: set[str] = set()
         blocks: list[AssistantBlock] = []
