@@ -185,19 +185,23 @@ def _batches(scheduled: Sequence[ScheduledCall]) -> Iterator[list[ScheduledCall]
 
 
 async def _run_together(ctx: Context, batch: Sequence[ScheduledCall]) -> list[ToolResult]:
-    tasks = [
-        asyncio.create_task(run_call(ctx, item), name=f"tool:{item.call.name}:{item.call.id}")
-        for item in batch
-    ]
+    """Run ``batch`` concurrently in a task group: no call outlives it.
+
+    When one call fails (only an infrastructure failure can: see
+    :func:`run_call`), the group cancels and awaits the others, then the
+    failure propagates — unwrapped when it is the only one.
+    """
     try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        # When one task fails, gather returns at once and leaves the others
-        # running; cancel and await them so that none outlives the batch.
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(run_call(ctx, item), name=f"tool:{item.call.name}:{item.call.id}")
+                for item in batch
+            ]
+    except BaseExceptionGroup as failed:
+        if len(failed.exceptions) == 1:
+            raise failed.exceptions[0] from None
         raise
+    return [task.result() for task in tasks]
 
 
 async def _prepare(
