@@ -18,7 +18,7 @@ async def test_observers_get_bare_agents_without_a_dispose_capability(world: Wor
     handle = await world.get("agents").create(cwd="/w")
     assert isinstance(handle, AgentHandle)
     for seen in (world.get("agents").get(handle.agent.id), *world.get("agents").list()):
-        assert isinstance(seen, Agent)
+        assert seen is handle.agent
         assert not hasattr(seen, "dispose")
 
 

@@ -11,15 +11,10 @@ from tether.shell import (
     LocalShell,
     ShellExecRequest,
     ShellExecSpec,
-    ShellExecutor,
     ShellRequestError,
     ShellResult,
 )
 from tether.shell import local as shell_plugin
-
-
-def test_the_local_provider_implements_the_definition(shell: LocalShell) -> None:
-    assert isinstance(shell, ShellExecutor)
 
 
 def test_resolve_fills_every_default(shell: LocalShell, tmp_path: Path) -> None:

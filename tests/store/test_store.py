@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.runtime import Notice, Runtime
+from tether.runtime import Context, Notice, Runtime
 from tether.session import TurnStart
 from tether.session.log import Session
 from tether.session.store import (
@@ -20,22 +20,28 @@ from tether.session.store import apply as store_plugin
 
 
 @pytest.fixture
-async def store() -> AsyncIterator[SessionStore]:
+async def root() -> AsyncIterator[Context]:
+    """The root context of a runtime with the session store mounted."""
     async with Runtime() as runtime:
         await runtime.ctx.plugin(store_plugin)
-        sessions = runtime.ctx.get(SESSIONS)
-        assert isinstance(sessions, SessionStore)
-        yield sessions
+        yield runtime.ctx
 
 
-def heard(store: SessionStore, event: Notice[...]) -> list[object]:
+@pytest.fixture
+def store(root: Context) -> SessionStore:
+    sessions = root.get(SESSIONS)
+    assert sessions is not None
+    return sessions
+
+
+def heard(root: Context, event: Notice[...]) -> list[object]:
     seen: list[object] = []
-    store._ctx.runtime.ctx.on(event, lambda *args: seen.append(args))
+    root.on(event, lambda *args: seen.append(args))
     return seen
 
 
-async def test_prepare_is_private_until_enter(store: SessionStore) -> None:
-    events = heard(store, SESSION_EVENT)
+async def test_prepare_is_private_until_enter(root: Context, store: SessionStore) -> None:
+    events = heard(root, SESSION_EVENT)
     session = store.prepare("s1", cwd="/tmp")
     session.append(TurnStart(turn=1))
     assert store.get("s1") is None and events == []
@@ -46,10 +52,11 @@ async def test_prepare_is_private_until_enter(store: SessionStore) -> None:
 
 
 async def test_enter_rejects_a_duplicate_live_id_and_the_loser_publishes_nothing(
+    root: Context,
     store: SessionStore,
 ) -> None:
-    created = heard(store, SESSION_CREATED)
-    appended = heard(store, SESSION_EVENT)
+    created = heard(root, SESSION_CREATED)
+    appended = heard(root, SESSION_EVENT)
     first, second = store.prepare("dup", cwd="/a"), store.prepare("dup", cwd="/b")
     store.enter(first)
     with pytest.raises(SessionConflictError, match="'dup' is already live"):
@@ -80,8 +87,10 @@ async def test_concurrent_transactions_for_one_id_exactly_one_wins(store: Sessio
     assert store.list() == winners
 
 
-async def test_detach_emits_disposed_only_for_announced_sessions(store: SessionStore) -> None:
-    disposed = heard(store, SESSION_DISPOSED)
+async def test_detach_emits_disposed_only_for_announced_sessions(
+    root: Context, store: SessionStore
+) -> None:
+    disposed = heard(root, SESSION_DISPOSED)
     quiet = store.prepare("quiet")
     store.enter(quiet)
     store.detach(quiet)
@@ -105,19 +114,21 @@ async def test_a_stale_detach_never_removes_a_newer_session(store: SessionStore)
     assert store.get("same") is new
 
 
-async def test_detach_during_created_dispatch_is_deferred(store: SessionStore) -> None:
+async def test_detach_during_created_dispatch_is_deferred(
+    root: Context, store: SessionStore
+) -> None:
     order: list[str] = []
 
     def on_created(session: Session) -> None:
         store.detach(session)
         order.append(f"first listener; live={store.get(session.id) is session}")
 
-    store._ctx.runtime.ctx.on(SESSION_CREATED, on_created)
-    store._ctx.runtime.ctx.on(
+    root.on(SESSION_CREATED, on_created)
+    root.on(
         SESSION_CREATED,
         lambda s: order.append(f"second listener; live={store.get(s.id) is s}"),
     )
-    store._ctx.runtime.ctx.on(SESSION_DISPOSED, lambda s: order.append("disposed"))
+    root.on(SESSION_DISPOSED, lambda s: order.append("disposed"))
     session = store.prepare("deferred")
     store.enter(session)
     store.announce(session)
@@ -126,14 +137,15 @@ async def test_detach_during_created_dispatch_is_deferred(store: SessionStore) -
 
 
 async def test_appends_publish_session_event_and_observer_errors_are_contained(
+    root: Context,
     store: SessionStore,
 ) -> None:
-    seen = heard(store, SESSION_EVENT)
+    seen = heard(root, SESSION_EVENT)
 
     def broken(session: Session, event: object) -> None:
         raise RuntimeError("listener bug")
 
-    store._ctx.runtime.ctx.on(SESSION_EVENT, broken)
+    root.on(SESSION_EVENT, broken)
     session = store.prepare()
     store.enter(session)
     event = session.append(TurnStart(turn=1))

@@ -11,7 +11,7 @@ import itertools
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 from tether.llm.messages import ImageRef, TextBlock
 
@@ -108,7 +108,6 @@ class UserMessage:
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
 
-@runtime_checkable
 class Agent(Protocol):
     """A live agent. ``id`` is its session id: one identity everywhere.
 

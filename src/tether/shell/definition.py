@@ -26,7 +26,7 @@ import enum
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 from tether.runtime.keys import ServiceKey
 
@@ -209,7 +209,6 @@ executor's bookkeeping and must not block."""
 # -- the definition ------------------------------------------------------------
 
 
-@runtime_checkable
 class ShellExecutor(Protocol):
     """The ``shell`` service: run commands, and own background tasks.
 
