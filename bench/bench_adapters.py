@@ -24,16 +24,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.adapters.fake_server import FakeServer, Recorded, Reply, stream
 
+from tether.content import TextBlock, UserRoleMessage
 from tether.llm import service as llm_plugin
 from tether.llm.adapters import openai as openai_plugin
 from tether.llm.chunks import Finish, TextDelta
-from tether.llm.messages import TextBlock, UserMessage
 from tether.llm.request import ModelRequest
 from tether.llm.service import LLM, LlmView
 from tether.runtime import CancelSignal, Runtime
 
 MODEL = "openai-compatible:bench"
-REQUEST = ModelRequest(model=MODEL, messages=(UserMessage((TextBlock("hi"),)),))
+REQUEST = ModelRequest(model=MODEL, messages=(UserRoleMessage((TextBlock("hi"),)),))
 
 # The baseline is what every running tether imports anyway: the runtime, the
 # seam, sessions, the agent loop and the offline model.

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tether.llm.messages import TextBlock
+from tether.content import TextBlock
 from tether.persist import jsonl, sqlite
 from tether.persist.backends.jsonl import JsonlBackend
 from tether.persist.backends.sqlite import SqliteBackend

@@ -36,9 +36,8 @@ from pydantic import BaseModel
 
 from tether.agent import Agent, UserMessage
 from tether.agent.events import AGENT_CREATED
+from tether.content import TextBlock, ToolMessage, UserRoleMessage
 from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
-from tether.llm.messages import TextBlock, ToolMessage
-from tether.llm.messages import UserMessage as ModelUserMessage
 from tether.llm.request import ModelRequest
 from tether.loop.hooks import PRE_STEP
 from tether.runtime import CancelSignal, Context, Veto
@@ -65,7 +64,7 @@ class ScriptedModel:
             yield Finish("stop")
             return
         text = ""
-        if isinstance(last, ModelUserMessage):
+        if isinstance(last, UserRoleMessage):
             text = "\n".join(b.text for b in last.content if isinstance(b, TextBlock))
         if text == "hold":
             yield TextDelta("holding")
@@ -97,7 +96,7 @@ class ScriptedModel:
 def _prompt_of(request: ModelRequest) -> str:
     """The text of the conversation's last user message."""
     for message in reversed(request.messages):
-        if isinstance(message, ModelUserMessage):
+        if isinstance(message, UserRoleMessage):
             return "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
     return ""
 

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from tests.adapters.fake_server import FakeServer
+from tether.content import Message, TextBlock, UserRoleMessage
 from tether.llm import service as llm_plugin
 from tether.llm.adapters import anthropic as anthropic_plugin
 from tether.llm.adapters import openai as openai_plugin
 from tether.llm.chunks import StreamChunk
-from tether.llm.messages import Message, TextBlock, UserMessage
 from tether.llm.request import ModelRequest, ToolSpec
 from tether.llm.service import LLM, LlmView
 from tether.runtime import CancelSignal, Fiber, Runtime
@@ -37,7 +37,7 @@ def ask(
 ) -> ModelRequest:
     return ModelRequest(
         model=model,
-        messages=(*messages, UserMessage((TextBlock(text),))) if text else tuple(messages),
+        messages=(*messages, UserRoleMessage((TextBlock(text),))) if text else tuple(messages),
         tools=tuple(tools),
         system=system,
         max_tokens=max_tokens,

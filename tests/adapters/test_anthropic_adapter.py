@@ -20,17 +20,17 @@ from tests.adapters.support import (
     message_start,
     mount_anthropic,
 )
-from tether.llm.assemble import assemble
-from tether.llm.chunks import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
-from tether.llm.messages import (
+from tether.content import (
     AssistantMessage,
     ImageRef,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolMessage,
-    UserMessage,
+    UserRoleMessage,
 )
+from tether.llm.assemble import assemble
+from tether.llm.chunks import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 from tether.llm.service import LLM
 from tether.runtime import CancelSignal, Runtime
 
@@ -153,7 +153,7 @@ async def test_history_maps_tool_results_thinking_and_images(
     llm, _ = await mount_anthropic(runtime, server)
     server.queue(stream(anthropic_text("ok")))
     history = (
-        UserMessage((TextBlock("what is this?"), ImageRef("data:image/png;base64,AAAA"))),
+        UserRoleMessage((TextBlock("what is this?"), ImageRef("data:image/png;base64,AAAA"))),
         AssistantMessage(
             (
                 ReasoningBlock("signed", "sig-9"),

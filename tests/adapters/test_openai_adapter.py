@@ -22,16 +22,16 @@ from tests.adapters.support import (
     text_answer,
     usage,
 )
-from tether.llm.assemble import assemble
-from tether.llm.chunks import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
-from tether.llm.messages import (
+from tether.content import (
     AssistantMessage,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolMessage,
-    UserMessage,
+    UserRoleMessage,
 )
+from tether.llm.assemble import assemble
+from tether.llm.chunks import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 from tether.llm.service import LLM
 from tether.runtime import CancelSignal, Runtime
 
@@ -163,7 +163,7 @@ async def test_reasoning_content_streams_as_reasoning_deltas(
 
 
 _TOOL_ROUND = (
-    UserMessage((TextBlock("weather in Paris?"),)),
+    UserRoleMessage((TextBlock("weather in Paris?"),)),
     AssistantMessage(
         (
             ReasoningBlock("I should call the tool."),
@@ -585,15 +585,15 @@ async def test_request_body_writes_arguments_read_back_from_a_log(
 @pytest.mark.parametrize("replay_reasoning", [True, False])
 @pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
 def test_encoded_body_decodes_to_the_request_body(replay_reasoning: bool, field: str) -> None:
+    from tether.content import ImageRef
     from tether.llm.adapters.chat_completions import RequestEncoder, request_body
-    from tether.llm.messages import ImageRef
     from tether.llm.request import ModelRequest
 
     history = (
         *_TOOL_ROUND,
         AssistantMessage((ReasoningBlock("cut short"),), interrupted=True),
-        UserMessage((TextBlock("look: "), ImageRef("data:image/png;base64,AAAA", "image/png"))),
-        UserMessage((TextBlock('naïve ☃ "quoted"\n'),)),
+        UserRoleMessage((TextBlock("look: "), ImageRef("data:image/png;base64,AAAA", "image/png"))),
+        UserRoleMessage((TextBlock('naïve ☃ "quoted"\n'),)),
     )
     encoder = RequestEncoder(replay_reasoning=replay_reasoning, max_tokens_field=field)
     for request in (
@@ -625,9 +625,9 @@ def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:
         return json.dumps(len(encoded))
 
     cache = FragmentCache(encode)  # type: ignore[arg-type]
-    conversation = [UserMessage((TextBlock("hi"),)), AssistantMessage((TextBlock("hello"),))]
+    conversation = [UserRoleMessage((TextBlock("hi"),)), AssistantMessage((TextBlock("hello"),))]
     first = cache.fragments(conversation)
-    conversation.append(UserMessage((TextBlock("hi"),)))  # equal to the first, not the same
+    conversation.append(UserRoleMessage((TextBlock("hi"),)))  # equal to the first, not the same
     conversation.append(conversation[1])  # the same message twice
     second = cache.fragments(conversation)
 

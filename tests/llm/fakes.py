@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 
-from tether.llm import ModelAdapter, ModelRequest, StreamChunk, TextBlock, UserMessage
+from tether.llm import ModelAdapter, ModelRequest, StreamChunk, TextBlock, UserRoleMessage
 from tether.runtime import CancelSignal, Context
 
 
@@ -68,7 +68,7 @@ class AdapterPlugin:
 
 
 def prompt(text: str, model: str = "scripted:test", **kwargs: object) -> ModelRequest:
-    return ModelRequest(model, (UserMessage((TextBlock(text),)),), **kwargs)  # type: ignore[arg-type]
+    return ModelRequest(model, (UserRoleMessage((TextBlock(text),)),), **kwargs)  # type: ignore[arg-type]
 
 
 async def collect(stream: AsyncIterable[StreamChunk]) -> list[StreamChunk]:

@@ -20,7 +20,7 @@ from tether.llm import (
     ToolMessage,
     ToolSpec,
     Usage,
-    UserMessage,
+    UserRoleMessage,
     assemble,
 )
 from tether.llm.assemble import Assembled, Assembler
@@ -33,12 +33,12 @@ from .fakes import collect
 BASH = ToolSpec("bash", "Run a shell command.", {"type": "object"})
 
 
-def user(text: str) -> UserMessage:
-    return UserMessage((TextBlock(text),))
+def user(text: str) -> UserRoleMessage:
+    return UserRoleMessage((TextBlock(text),))
 
 
 def request(
-    *messages: UserMessage | AssistantMessage | ToolMessage, tools: bool = True
+    *messages: UserRoleMessage | AssistantMessage | ToolMessage, tools: bool = True
 ) -> ModelRequest:
     return ModelRequest("offline", messages, tools=(BASH,) if tools else ())
 

@@ -10,7 +10,7 @@ from tether.llm import (
     TextBlock,
     ToolCallDelta,
     ToolSpec,
-    UserMessage,
+    UserRoleMessage,
     parse_model_ref,
 )
 
@@ -50,11 +50,11 @@ def test_bad_model_references_are_a_clear_value_error(ref: str, fragment: str) -
 
 
 def test_a_request_exposes_its_provider_and_model_and_stores_tuples() -> None:
-    messages = [UserMessage((TextBlock("hi"),))]
+    messages = [UserRoleMessage((TextBlock("hi"),))]
     request = ModelRequest("deepseek:deepseek-chat", messages, tools=[BASH])  # type: ignore[arg-type]
     assert request.provider == "deepseek"
     assert request.model_name == "deepseek-chat"
-    assert request.messages == (UserMessage((TextBlock("hi"),)),)
+    assert request.messages == (UserRoleMessage((TextBlock("hi"),)),)
     assert request.tools == (BASH,)
     assert request.tool("bash") is BASH
     assert request.tool("read") is None

@@ -10,7 +10,7 @@ kills it with SIGKILL somewhere in the middle.
 import asyncio
 import sys
 
-from tether.llm.messages import TextBlock
+from tether.content import TextBlock
 from tether.persist import jsonl, sqlite
 from tether.runtime import Runtime
 from tether.session import (

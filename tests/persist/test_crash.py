@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.llm.messages import TextBlock
+from tether.content import TextBlock
 from tether.persist import jsonl, sqlite
 from tether.persist.service import PERSISTENCE
 from tether.runtime import Runtime

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.llm.messages import TextBlock, ToolCallBlock
+from tether.content import TextBlock, ToolCallBlock
 from tether.persist import jsonl as jsonl_plugin
 from tether.persist import sqlite as sqlite_plugin
 from tether.persist.backends.errors import SessionNotFoundError

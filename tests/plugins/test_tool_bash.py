@@ -10,7 +10,7 @@ import pytest
 from tests.agent.support import prompts
 from tests.agent.world import World, build_world, call, say
 from tether.agent import Agent, UserMessage
-from tether.llm.messages import ToolCallBlock
+from tether.content import ToolCallBlock
 from tether.runtime import CancelSignal
 from tether.shell import ShellExecRequest, TaskStatus
 from tether.tools import ToolExec

@@ -10,7 +10,7 @@ from tether.llm import (
     TextBlock,
     ToolCallBlock,
     ToolMessage,
-    UserMessage,
+    UserRoleMessage,
 )
 from tether.session import (
     Aborted,
@@ -33,7 +33,7 @@ def test_derive_messages_from_log_alone() -> None:
     session = new_session()
     complete_turn(session, prompt="list files")
     expected = [
-        UserMessage((TextBlock("list files"),)),
+        UserRoleMessage((TextBlock("list files"),)),
         AssistantMessage((TextBlock("ok"), ToolCallBlock("c1", "bash", {"command": "ls"}))),
         ToolMessage("c1", "bash", "done", is_error=False),
         AssistantMessage((TextBlock("all done"),)),
@@ -82,7 +82,7 @@ def test_derive_skips_events_that_are_not_model_visible() -> None:
     session.append(StepEnd(turn, step))
     session.append(StepStart(turn, step + 1))
     assert derive_messages(session) == [
-        UserMessage((TextBlock("queued prompt"),)),
+        UserRoleMessage((TextBlock("queued prompt"),)),
         AssistantMessage((TextBlock("hi"), block)),
         ToolMessage("c1", "bash", "out", is_error=False),
     ]

@@ -1,4 +1,4 @@
-"""Model-facing message values (tether.llm.messages)."""
+"""Model-facing message values (tether.content)."""
 
 from __future__ import annotations
 
@@ -14,21 +14,21 @@ from tether.llm import (
     TextBlock,
     ToolCallBlock,
     ToolMessage,
-    UserMessage,
+    UserRoleMessage,
 )
 
 
 def test_messages_are_frozen_values() -> None:
-    message = UserMessage((TextBlock("hi"),))
+    message = UserRoleMessage((TextBlock("hi"),))
     with pytest.raises(dataclasses.FrozenInstanceError):
         message.content = ()  # type: ignore[misc]
-    assert message == UserMessage((TextBlock("hi"),))
-    assert hash(message) == hash(UserMessage((TextBlock("hi"),)))
+    assert message == UserRoleMessage((TextBlock("hi"),))
+    assert hash(message) == hash(UserRoleMessage((TextBlock("hi"),)))
 
 
 def test_content_sequences_are_stored_as_tuples() -> None:
     blocks = [TextBlock("a"), ImageRef("https://example.com/a.png", "image/png")]
-    message = UserMessage(blocks)  # type: ignore[arg-type]
+    message = UserRoleMessage(blocks)  # type: ignore[arg-type]
     blocks.clear()
     assert message.content == (TextBlock("a"), ImageRef("https://example.com/a.png", "image/png"))
 
@@ -54,8 +54,11 @@ def test_tool_call_blocks_hash_despite_their_arguments_mapping() -> None:
         (lambda: ReasoningBlock("t", 1), "ReasoningBlock.signature must be str or None"),
         (lambda: ToolCallBlock("c", "n", ["x"]), "ToolCallBlock.arguments must be Mapping"),
         (lambda: SystemMessage(None), "SystemMessage.text must be str"),
-        (lambda: UserMessage("hello"), "UserMessage.content must be a sequence of blocks"),
-        (lambda: UserMessage((ReasoningBlock("x"),)), "UserMessage.content entries must be"),
+        (lambda: UserRoleMessage("hello"), "UserRoleMessage.content must be a sequence of blocks"),
+        (
+            lambda: UserRoleMessage((ReasoningBlock("x"),)),
+            "UserRoleMessage.content entries must be",
+        ),
         (lambda: AssistantMessage((ImageRef("u"),)), "AssistantMessage.content entries must be"),
         (lambda: AssistantMessage((), interrupted=1), "AssistantMessage.interrupted must be bool"),
         (lambda: ToolMessage("c", "n", "out", "no"), "ToolMessage.is_error must be bool"),

@@ -12,7 +12,7 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from tether.agent.types import Agent
-from tether.llm.messages import ToolCallBlock
+from tether.content import ToolCallBlock
 from tether.runtime import CancelSignal, Context, Fiber, Runtime
 from tether.tools import Tool, ToolExec, ToolOutput
 

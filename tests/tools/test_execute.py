@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.llm.messages import ToolCallBlock
+from tether.content import ToolCallBlock
 from tether.runtime import CancelSignal, Runtime, Veto
 from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import Next

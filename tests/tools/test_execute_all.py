@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.llm.messages import ToolCallBlock
+from tether.content import ToolCallBlock
 from tether.runtime import CancelSignal, Runtime
 from tether.tools import Tool, ToolExec, ToolRegistry, ToolResult
 from tether.tools import registry as tools_plugin

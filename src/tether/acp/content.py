@@ -30,7 +30,7 @@ from acp.schema import (
 
 from tether.acp.updates import CLIENT_SOURCE
 from tether.agent import UserMessage
-from tether.llm.messages import ImageRef, TextBlock
+from tether.content import ImageRef, TextBlock
 
 
 class UnsupportedContentError(ValueError):

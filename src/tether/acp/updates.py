@@ -43,7 +43,8 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from tether.llm.messages import ImageRef, TextBlock
+from tether.content import ImageRef, TextBlock
+from tether.frozen import thaw
 from tether.session import (
     AssistantChunk,
     Event,
@@ -52,7 +53,6 @@ from tether.session import (
     TurnStart,
     UserMessageEvent,
 )
-from tether.session.frozen import thaw
 
 ToolCallContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from tether.llm.messages import ImageRef, TextBlock
+from tether.content import ImageRef, TextBlock
 
 if TYPE_CHECKING:
     from tether.runtime import Context

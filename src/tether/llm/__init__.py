@@ -4,6 +4,19 @@
 ``tether.llm.offline`` is the built-in scripted provider (not an LLM).
 """
 
+from tether.content import (
+    AssistantBlock,
+    AssistantMessage,
+    ImageRef,
+    Message,
+    ReasoningBlock,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolMessage,
+    UserBlock,
+    UserRoleMessage,
+)
 from tether.llm.assemble import Assembled, Assembler, InvalidToolCall, assemble
 from tether.llm.chunks import (
     FINISH_REASONS,
@@ -16,19 +29,6 @@ from tether.llm.chunks import (
     Usage,
 )
 from tether.llm.errors import LlmError, ProviderConflictError, UnknownProviderError
-from tether.llm.messages import (
-    AssistantBlock,
-    AssistantMessage,
-    ImageRef,
-    Message,
-    ReasoningBlock,
-    SystemMessage,
-    TextBlock,
-    ToolCallBlock,
-    ToolMessage,
-    UserBlock,
-    UserMessage,
-)
 from tether.llm.request import ModelRequest, ToolSpec, check_provider_name, parse_model_ref
 from tether.llm.service import LlmService, LlmView, ModelAdapter
 
@@ -62,7 +62,7 @@ __all__ = [
     "UnknownProviderError",
     "Usage",
     "UserBlock",
-    "UserMessage",
+    "UserRoleMessage",
     "assemble",
     "check_provider_name",
     "parse_model_ref",

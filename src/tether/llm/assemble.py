@@ -1,7 +1,7 @@
 """Folding a chunk stream into the assistant message it describes.
 
 :class:`Assembler` is fed :mod:`~tether.llm.chunks` one at a time and builds the
-:class:`~tether.llm.messages.AssistantMessage`:
+:class:`~tether.content.AssistantMessage`:
 
 * consecutive text deltas fold into one :class:`TextBlock`, and consecutive
   reasoning deltas into one :class:`ReasoningBlock` (its signature is the last
@@ -23,6 +23,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from tether.content import (
+    AssistantBlock,
+    AssistantMessage,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+)
 from tether.llm.chunks import (
     Finish,
     ReasoningDelta,
@@ -30,13 +37,6 @@ from tether.llm.chunks import (
     TextDelta,
     ToolCallDelta,
     Usage,
-)
-from tether.llm.messages import (
-    AssistantBlock,
-    AssistantMessage,
-    ReasoningBlock,
-    TextBlock,
-    ToolCallBlock,
 )
 
 __all__ = ["Assembled", "Assembler", "InvalidToolCall", "assemble"]

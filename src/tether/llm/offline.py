@@ -36,16 +36,16 @@ from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta, Usage
-from tether.llm.messages import (
+from tether.content import (
     AssistantMessage,
     Message,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
     ToolMessage,
-    UserMessage,
+    UserRoleMessage,
 )
+from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta, Usage
 from tether.llm.request import ModelRequest
 from tether.llm.service import LLM
 from tether.runtime.checked import Checked, meta
@@ -124,7 +124,7 @@ def _answer(request: ModelRequest) -> TextBlock | ToolCallBlock:
     last = request.messages[-1] if request.messages else None
     if isinstance(last, ToolMessage):
         return TextBlock(_summary(last))
-    prompt = _text_of(last) if isinstance(last, UserMessage) else ""
+    prompt = _text_of(last) if isinstance(last, UserRoleMessage) else ""
     if prompt.startswith(_TOOL):
         return _tool_call(request, prompt[len(_TOOL) :].strip())
     for prefix, background in ((_FOREGROUND, False), (_BACKGROUND, True)):
@@ -212,7 +212,7 @@ def _reply(prompt: str) -> str:
 def _text_of(message: Message | None) -> str:
     if isinstance(message, SystemMessage):
         return message.text
-    if isinstance(message, UserMessage | AssistantMessage):
+    if isinstance(message, UserRoleMessage | AssistantMessage):
         return "\n".join(block.text for block in message.content if isinstance(block, TextBlock))
     if isinstance(message, ToolMessage):
         return message.content

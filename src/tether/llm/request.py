@@ -12,12 +12,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tether.llm.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from tether.content import AssistantMessage, Message, SystemMessage, ToolMessage, UserRoleMessage
 
 __all__ = ["ModelRequest", "ToolSpec", "check_provider_name", "parse_model_ref"]
 
 _PROVIDER = re.compile(r"[a-z][a-z0-9_-]*")
-_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+_MESSAGE_TYPES = (SystemMessage, UserRoleMessage, AssistantMessage, ToolMessage)
 
 
 def check_provider_name(name: str) -> str:

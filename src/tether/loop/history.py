@@ -8,7 +8,7 @@ since the last request, which keeps a long conversation's per-turn cost flat.
 
 from __future__ import annotations
 
-from tether.llm.messages import Message
+from tether.content import Message
 from tether.session import derive_messages
 from tether.session.log import Session
 

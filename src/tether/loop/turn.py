@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING
 from tether.agent.events import AGENT_ERROR
 from tether.agent.inbox import to_event
 from tether.agent.types import CancelCause, Target, UserMessage
+from tether.content import ToolCallBlock
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import ReasoningDelta, TextDelta
-from tether.llm.messages import ToolCallBlock
 from tether.llm.request import ModelRequest, ToolSpec
 from tether.llm.service import LLM
 from tether.loop.hooks import PRE_STEP, REQUEST, REQUEST_ERROR, TURN_STOP, RequestError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tether.llm.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from tether.content import AssistantMessage, Message, ToolMessage, UserRoleMessage
 from tether.session.events import Event
 from tether.session.log import Session
 from tether.session.vocabulary import (
@@ -26,7 +26,7 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
 
     Model-visible means logged: this reads nothing but the events.
 
-    - ``user/message`` becomes a `UserMessage`.
+    - ``user/message`` becomes a `UserRoleMessage`.
     - ``assistant/message`` becomes an `AssistantMessage`; an interrupted one is
       kept, with ``interrupted=True`` and the content that had streamed.
     - ``tool/result`` becomes a `ToolMessage`.
@@ -55,7 +55,7 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
         if payload is None:
             payload = visible.from_data(event.data)
         if isinstance(payload, UserMessageEvent):
-            messages.append(UserMessage(payload.content))
+            messages.append(UserRoleMessage(payload.content))
         elif isinstance(payload, AssistantMessageEvent):
             messages.append(AssistantMessage(payload.content, payload.interrupted))
         elif isinstance(payload, ToolResultEvent):

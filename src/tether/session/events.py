@@ -16,17 +16,18 @@ from dataclasses import FrozenInstanceError, dataclass
 from types import MappingProxyType
 from typing import cast, get_args
 
+from tether.frozen import FrozenMapping, thaw
 from tether.session.errors import (
     EventFormatError,
     EventTypeConflictError,
     UnknownEventTypeError,
 )
-from tether.session.frozen import FrozenMapping, freeze_mapping, thaw
 from tether.session.vocabulary import (
     BUILTIN_PAYLOADS,
     AssistantChunk,
     ChunkKind,
     EventPayload,
+    freeze_data,
 )
 
 __all__ = ["DEFAULT_REGISTRY", "Event", "EventRegistry"]
@@ -147,9 +148,7 @@ class Event:
 
     def __new__(cls, type: str, seq: int, time: float, data: Mapping[str, object]) -> Event:
         type_name, seq, time = _position(type, seq, time)
-        return _assemble(
-            type_name, seq, time, freeze_mapping(data, where=f"{type_name}: data"), None
-        )
+        return _assemble(type_name, seq, time, freeze_data(data, where=f"{type_name}: data"), None)
 
     @property
     def data(self) -> Mapping[str, object]:
@@ -312,7 +311,7 @@ def _holding(type_name: str, seq: int, time: float, payload: EventPayload) -> Ev
     """A new event recording ``payload``, its other fields already checked."""
     if type(payload) in _FROZEN_DATA:
         return _assemble(type_name, seq, time, None, payload)
-    data = freeze_mapping(payload.to_data(), where=f"{type_name}: data")
+    data = freeze_data(payload.to_data(), where=f"{type_name}: data")
     return _assemble(type_name, seq, time, data, payload)
 
 
@@ -326,7 +325,7 @@ def _decode(payload_cls: type[EventPayload], data: Mapping[str, object]) -> Even
         return payload_cls.from_data(data)
     # Plugin classes get frozen data, so a payload that keeps a piece of
     # it cannot be changed through the caller's record.
-    frozen = freeze_mapping(data, where=f"{payload_cls.type}: data")
+    frozen = freeze_data(data, where=f"{payload_cls.type}: data")
     try:
         return payload_cls.from_data(frozen)
     except EventFormatError:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from tether.llm.messages import ToolCallBlock
+from tether.content import ToolCallBlock
 from tether.session.errors import SessionInvariantError
 from tether.session.events import Event
 from tether.session.vocabulary import (

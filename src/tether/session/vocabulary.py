@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Self, TypeVar, cast, get_args
 
-from tether.llm.messages import (
+from tether.content import (
     AssistantBlock,
     ImageRef,
     ReasoningBlock,
@@ -25,8 +25,8 @@ from tether.llm.messages import (
     ToolCallBlock,
     UserBlock,
 )
+from tether.frozen import FrozenMapping, NotJsonError, freeze_mapping
 from tether.session.errors import EventFormatError
-from tether.session.frozen import FrozenMapping, freeze_mapping
 
 __all__ = [
     "BUILTIN_PAYLOADS",
@@ -92,6 +92,18 @@ class EventPayload:
 
 
 # -- field checks -------------------------------------------------------------
+
+
+def freeze_data(value: object, *, where: str) -> FrozenMapping:
+    """:func:`~tether.frozen.freeze_mapping` for event data.
+
+    Raises:
+        EventFormatError: ``value`` is not JSON-shaped (the message names the path).
+    """
+    try:
+        return freeze_mapping(value, where=where)
+    except NotJsonError as exc:
+        raise EventFormatError(str(exc)) from None
 
 
 def _bad(type_name: str, name: str, expected: str, value: object) -> EventFormatError:
@@ -547,7 +559,7 @@ class AssistantMessageEvent(EventPayload):
                 raise EventFormatError(f"{self.type}: duplicate tool call id {block.id!r}")
             seen.add(block.id)
             where = f"{self.type}: arguments of tool call {block.id!r}"
-            arguments = freeze_mapping(block.arguments, where=where)
+            arguments = freeze_data(block.arguments, where=where)
             blocks.append(ToolCallBlock(block.id, block.name, arguments))
         return tuple(blocks)
 
@@ -608,7 +620,7 @@ class ToolCallEvent(EventPayload):
         _check_id(self.type, "id", self.id)
         _check_id(self.type, "name", self.name)
         where = f"{self.type}: arguments"
-        object.__setattr__(self, "arguments", freeze_mapping(self.arguments, where=where))
+        object.__setattr__(self, "arguments", freeze_data(self.arguments, where=where))
 
     def to_data(self) -> dict[str, object]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}

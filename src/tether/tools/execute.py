@@ -51,15 +51,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from tether.frozen import thaw
 from tether.runtime.errors import Veto
 from tether.runtime.keys import Waterfall
 from tether.runtime.signal import Cancelled, CancelSignal, cancelling_current_task
-from tether.session.frozen import thaw
 from tether.tools.arguments import ArgumentsError, arguments_data, parse
 from tether.tools.definition import Tool, ToolExec, ToolOutput, ToolResult
 
 if TYPE_CHECKING:
-    from tether.llm.messages import ToolCallBlock
+    from tether.content import ToolCallBlock
     from tether.runtime.context import Context
 
 __all__ = [

@@ -30,7 +30,7 @@ from tether.tools.errors import ToolConflictError
 from tether.tools.execute import ScheduledCall, run_call, run_calls
 
 if TYPE_CHECKING:
-    from tether.llm.messages import ToolCallBlock
+    from tether.content import ToolCallBlock
     from tether.runtime import Context
 
 

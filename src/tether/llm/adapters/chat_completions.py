@@ -26,6 +26,17 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tether.content import (
+    AssistantMessage,
+    ImageRef,
+    Message,
+    ReasoningBlock,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolMessage,
+    UserRoleMessage,
+)
 from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
 from tether.llm.adapters.errors import ErrorCode
 from tether.llm.adapters.fragments import FragmentCache
@@ -37,17 +48,6 @@ from tether.llm.chunks import (
     TextDelta,
     ToolCallDelta,
     Usage,
-)
-from tether.llm.messages import (
-    AssistantMessage,
-    ImageRef,
-    Message,
-    ReasoningBlock,
-    SystemMessage,
-    TextBlock,
-    ToolCallBlock,
-    ToolMessage,
-    UserMessage,
 )
 from tether.llm.request import ModelRequest
 
@@ -155,7 +155,7 @@ def message_to_wire(message: Message, *, replay_reasoning: bool) -> dict[str, ob
     it was still reasoning) is left out: providers reject empty assistant
     messages.
     """
-    if isinstance(message, UserMessage):
+    if isinstance(message, UserRoleMessage):
         return {"role": "user", "content": _user_content(message)}
     if isinstance(message, AssistantMessage):
         return _assistant(message, replay_reasoning)
@@ -166,7 +166,7 @@ def message_to_wire(message: Message, *, replay_reasoning: bool) -> dict[str, ob
     raise TypeError(f"not a message: {message!r}")
 
 
-def _user_content(message: UserMessage) -> str | list[dict[str, object]]:
+def _user_content(message: UserRoleMessage) -> str | list[dict[str, object]]:
     if all(isinstance(block, TextBlock) for block in message.content):
         # Plain text is what every compatible server accepts.
         return "".join(block.text for block in message.content if isinstance(block, TextBlock))

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from tether.llm.messages import Message
+from tether.content import Message
 
 __all__ = ["FragmentCache"]
 

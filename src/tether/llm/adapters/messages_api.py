@@ -26,6 +26,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tether.content import (
+    AssistantMessage,
+    ImageRef,
+    ReasoningBlock,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolMessage,
+    UserRoleMessage,
+)
 from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
 from tether.llm.adapters.http import dumps
 from tether.llm.chunks import (
@@ -35,16 +45,6 @@ from tether.llm.chunks import (
     TextDelta,
     ToolCallDelta,
     Usage,
-)
-from tether.llm.messages import (
-    AssistantMessage,
-    ImageRef,
-    ReasoningBlock,
-    SystemMessage,
-    TextBlock,
-    ToolCallBlock,
-    ToolMessage,
-    UserMessage,
 )
 from tether.llm.request import ModelRequest
 
@@ -113,7 +113,7 @@ def request_body(
 
 
 def _wire(
-    message: UserMessage | AssistantMessage | ToolMessage,
+    message: UserRoleMessage | AssistantMessage | ToolMessage,
 ) -> tuple[str, list[dict[str, object]]]:
     if isinstance(message, ToolMessage):
         return "user", [
@@ -124,7 +124,7 @@ def _wire(
                 "is_error": message.is_error,
             }
         ]
-    if isinstance(message, UserMessage):
+    if isinstance(message, UserRoleMessage):
         return "user", [_user_block(block) for block in message.content if _has_content(block)]
     blocks: list[dict[str, object]] = []
     for block in message.content:

@@ -14,14 +14,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import cast
 
-from tether.session.errors import EventFormatError
-
-__all__ = ["FrozenMapping", "freeze_mapping", "thaw"]
+__all__ = ["FrozenMapping", "NotJsonError", "freeze_mapping", "thaw"]
 
 FrozenMapping = MappingProxyType[str, object]
 """A read-only JSON object whose values are themselves frozen."""
 
 _SCALARS = frozenset({str, int, bool, type(None)})
+
+
+class NotJsonError(ValueError):
+    """A value that is not JSON-shaped data; the message names the path to it."""
 
 
 class _NotJson(Exception):
@@ -42,20 +44,20 @@ def freeze_mapping(value: object, *, where: str = "data") -> FrozenMapping:
     type.
 
     Raises:
-        EventFormatError: ``value`` is not a mapping or holds anything else;
-            the message names the path below ``where``.
+        NotJsonError: ``value`` is not a mapping or holds anything else; the
+            message names the path below ``where``.
     """
     if not isinstance(value, Mapping):
-        raise EventFormatError(f"{where}: expected an object, got {type(value).__name__}")
+        raise NotJsonError(f"{where}: expected an object, got {type(value).__name__}")
     try:
         return _freeze_object(value)
     except _NotJson as error:
         raise _format_error(error, where) from None
 
 
-def _format_error(error: _NotJson, where: str) -> EventFormatError:
+def _format_error(error: _NotJson, where: str) -> NotJsonError:
     path = where + "".join(reversed(error.path))
-    return EventFormatError(f"{path}: {error.reason}")
+    return NotJsonError(f"{path}: {error.reason}")
 
 
 def _freeze(value: object) -> object:

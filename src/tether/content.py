@@ -26,7 +26,7 @@ __all__ = [
     "ToolCallBlock",
     "ToolMessage",
     "UserBlock",
-    "UserMessage",
+    "UserRoleMessage",
 ]
 
 
@@ -151,13 +151,13 @@ class SystemMessage:
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
-class UserMessage:
+class UserRoleMessage:
     """What the user (or a program speaking for them) said."""
 
     content: tuple[UserBlock, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content", _blocks("UserMessage", self.content, _USER_BLOCKS))
+        object.__setattr__(self, "content", _blocks("UserRoleMessage", self.content, _USER_BLOCKS))
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -208,5 +208,5 @@ class ToolMessage:
             _reject(self, call_id=str, name=str, content=str, is_error=bool)
 
 
-Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+Message = SystemMessage | UserRoleMessage | AssistantMessage | ToolMessage
 """Any message of a conversation."""
