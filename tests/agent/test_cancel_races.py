@@ -11,12 +11,18 @@ import pytest
 
 from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends
 from tests.agent.world import World, build_world, calls, fails, say
-from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
-from tether.agent.events import AGENT_CREATED, AGENT_DISPOSED, AGENT_STATUS, CANCEL_REQUESTED
+from tether.agent import Agent, AgentHandle, AgentStatus, CancelCause, UserMessage
+from tether.agent.events import (
+    AGENT_CREATED,
+    AGENT_DISPOSED,
+    AGENT_ERROR,
+    AGENT_STATUS,
+    CANCEL_REQUESTED,
+)
 from tether.loop.hooks import PRE_STEP, REQUEST_ERROR, TURN_STOP
 from tether.runtime import Context
 from tether.session import Blocked, Session
-from tether.session.store import SESSION_DISPOSED
+from tether.session.store import SESSION_DISPOSED, SESSION_FLUSH
 from tether.tools.execute import BEFORE_EXECUTE
 
 AGENT_PROTOCOL = {name for name in dir(Agent) if not name.startswith("_")}
@@ -355,3 +361,152 @@ async def test_input_after_the_last_cancel_is_never_claimed_by_the_cancelled_tur
     )
     assert _user_messages_after(agent.session, at_cancel)[:2] == ["context", "late"]
     assert all(e.type != "user/message" for e in agent.session.events[at_cancel:first_end])
+
+
+@pytest.mark.parametrize("at", ["turn/start", "turn/end", "agent/inbox/spliced"])
+async def test_a_session_observer_raising_cancelled_error_cannot_stop_the_driver(
+    world: World, at: str
+) -> None:
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    fired: list[str] = []
+
+    def observer(session: Session, event: object) -> None:
+        if getattr(event, "type", None) == at and not fired:
+            fired.append(at)
+            _cancelled_result()
+
+    agent.session.observe(observer)
+    world.model.queue(say("one"), say("two"))
+    agent.followup(UserMessage.text("one"))
+    await asyncio.wait_for(agent.when_idle(), timeout=5)
+    agent.followup(UserMessage.text("two"))
+    await asyncio.wait_for(agent.when_idle(), timeout=5)
+    assert fired == [at]
+    assert prompts(agent.session) == ["one", "two"]
+    assert [r["kind"] for r in turn_ends(agent.session)] == ["completed", "completed"]
+    assert_balanced(agent.session)
+
+
+async def test_a_cancel_from_an_agent_error_listener_does_not_rewrite_the_closed_turn(
+    world: World,
+) -> None:
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    ends_when_heard: list[str] = []
+
+    def supervise(a: Agent, error: str) -> None:
+        ends_when_heard.append(a.session.events[-1].type)
+        a.cancel(CancelCause.PARENT)
+
+    agent.ctx.on(AGENT_ERROR, supervise)
+    world.model.queue(fails("boom"))
+    agent.followup(UserMessage.text("go"))
+    await agent.when_idle()
+    assert ends_when_heard == ["turn/end"]  # agent/error comes after the turn closed
+    assert last_reason(agent.session) == {"kind": "error", "error": "boom"}
+
+
+async def test_input_sent_after_a_cancel_from_a_status_listener_runs_as_its_own_turn(
+    world: World,
+) -> None:
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    done: list[bool] = []
+
+    def on_status(a: Agent, status: AgentStatus) -> None:
+        if status is AgentStatus.RUNNING and not done:
+            done.append(True)
+            a.cancel()
+            a.followup(UserMessage.text("late"))
+
+    agent.ctx.on(AGENT_STATUS, on_status)
+    world.model.queue(say("late ran"))
+    agent.followup(UserMessage.text("first"))
+    await agent.when_idle()
+    assert prompts(agent.session) == ["late"]
+    assert [r["kind"] for r in turn_ends(agent.session)] == ["aborted", "completed"]
+
+
+class Fatal(BaseException):
+    """A failure no layer may contain."""
+
+
+async def test_dispose_stops_the_driver_even_when_clearing_the_inbox_raises(
+    world: World,
+) -> None:
+    handle = await world.get("agents").create(cwd="/w")
+    agent = handle.agent
+    reached, _release = world.gates.get("g")
+    world.model.queue(calls(("c1", "wait", '{"key": "g"}')))
+    agent.followup(UserMessage.text("go"))
+    await reached.wait()
+    agent.followup(UserMessage.text("queued"))
+
+    def observer(session: Session, event: object) -> None:
+        data = getattr(event, "data", {})
+        if getattr(event, "type", None) == "agent/inbox/spliced" and data.get("op") == "cancel":
+            raise Fatal  # not an Exception: observers do not contain it, it escapes the append
+
+    agent.session.observe(observer)
+    with pytest.raises(Fatal):
+        await handle.dispose()
+    with pytest.raises(Fatal):  # a later awaiter: the same outcome, nothing run twice
+        await handle.dispose()
+    drivers = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}"]
+    assert all(task.done() for task in drivers)
+    assert agent.status is AgentStatus.IDLE
+    assert last_reason(agent.session) == {"kind": "aborted", "cause": "disposed"}
+    assert world.get("agents").get(agent.id) is None
+
+
+async def test_a_closing_flush_that_raises_cancelled_error_is_reported_by_dispose(
+    world: World,
+) -> None:
+    from tether.agent import AgentError
+
+    handle = await world.get("agents").create(cwd="/w")
+
+    async def bad_flush(session: Session) -> None:
+        await asyncio.sleep(0)
+        _cancelled_result()
+
+    world.ctx.on(SESSION_FLUSH, bad_flush)
+    with pytest.raises(AgentError, match="closing events could not be written"):
+        await handle.dispose()
+    assert world.get("sessions").get(handle.agent.id) is None
+
+
+async def test_a_stray_cancelled_error_from_a_before_execute_listener_fails_only_that_call(
+    world: World,
+) -> None:
+    agent = (await world.get("agents").create(cwd="/w")).agent
+
+    async def before(invocation, next_):  # type: ignore[no-untyped-def]
+        if invocation.tool_name == "echo":
+            _cancelled_result()
+        return await next_(invocation)
+
+    world.ctx.on(BEFORE_EXECUTE, before)
+    world.model.queue(calls(("c1", "echo", '{"text": "x"}')), say("carried on"))
+    agent.followup(UserMessage.text("go"))
+    await asyncio.wait_for(agent.when_idle(), timeout=5)
+    result = next(e.data for e in agent.session.events if e.type == "tool/result")
+    assert result["is_error"] is True
+    assert last_reason(agent.session) == {"kind": "completed"}
+
+
+async def test_an_agent_whose_driver_was_cancelled_refuses_input_instead_of_hanging(
+    world: World,
+) -> None:
+    from tether.agent import AgentDisposedError
+
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    reached, _release = world.gates.get("g")
+    world.model.queue(calls(("c1", "wait", '{"key": "g"}')))
+    agent.followup(UserMessage.text("go"))
+    await reached.wait()
+    [driver] = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}"]
+    driver.cancel()
+    await asyncio.wait({driver})
+    assert last_reason(agent.session) == {"kind": "aborted", "cause": "disposed"}
+    with pytest.raises(AgentDisposedError):
+        agent.followup(UserMessage.text("next"))
+    await asyncio.wait_for(agent.when_idle(), timeout=5)

@@ -123,6 +123,10 @@ class Observed:
     """(message id, how it was sent, effective cancels before it)."""
     cancels: list[tuple[int, CancelCause, int | None]] = field(default_factory=list)
     """(log length when requested, cause, the turn it hit if one was running)."""
+    blocked: set[int] = field(default_factory=set)
+    """Turns a turn-stop listener ended ``blocked``."""
+    gave_up: set[int] = field(default_factory=set)
+    """Turns whose failed request the request-error listener did not retry."""
 
 
 def _hooks(agent: Agent, rng: random.Random, observed: Observed) -> None:
@@ -140,13 +144,18 @@ def _hooks(agent: Agent, rng: random.Random, observed: Observed) -> None:
     async def turn_stop(a: Agent, turn: int, step: int) -> TurnEndReason | None:
         REACHED.mark("turn-stop")
         await _yield(stop_pace[(turn + step) % 64])
-        return Blocked() if stop_says[(turn + step) % 64] else None
+        if stop_says[(turn + step) % 64]:
+            observed.blocked.add(turn)
+            return Blocked()
+        return None
 
     async def request_error(error, next_, a):  # type: ignore[no-untyped-def]
         REACHED.mark("request-error")
         await _yield(1)
         decided = await next_(error)
         retry = not give_up[(a.session.last_turn + error.attempt) % 64]
+        if not retry:
+            observed.gave_up.add(a.session.last_turn)
         return replace(decided, retry=retry, delay=0.0)
 
     def on_cancel(a: Agent, cause: CancelCause) -> None:
@@ -236,6 +245,16 @@ def _check(agent: Agent, observed: Observed, *, disposed: bool) -> None:
         for event in session.events
         if event.type == "turn/end"
     }
+    steps: dict[int, int] = {}
+    calling: dict[int, bool] = {}  # did the turn's last answer call tools?
+    current = 0
+    for event in session.events:
+        if event.type == "step/start":
+            current = int(event.data["turn"])  # type: ignore[call-overload]
+            steps[current] = steps.get(current, 0) + 1
+        elif event.type == "assistant/message":
+            content = event.data["content"]
+            calling[current] = any(b["type"] == "tool_call" for b in content)  # type: ignore[attr-defined, index]
     hit: dict[int, str] = {}
     for _seq, cause, turn in observed.cancels:
         if turn is not None:
@@ -246,9 +265,17 @@ def _check(agent: Agent, observed: Observed, *, disposed: bool) -> None:
             assert reason == {"kind": "aborted", "cause": hit[turn]}, (turn, reason)
         elif disposed and turn == last_turn and reason["kind"] == "aborted":
             assert reason == {"kind": "aborted", "cause": "disposed"}
+        elif turn in observed.blocked:
+            assert reason == {"kind": "blocked"}, (turn, reason)
+        elif turn in observed.gave_up:
+            assert reason == {"kind": "error", "error": "529 overloaded"}, (turn, reason)
+        elif reason["kind"] == "error":
+            assert reason["error"] == "the turn reached its limit of 3 steps", (turn, reason)
+            assert steps[turn] == 3, (turn, steps[turn])
         else:
-            # A hook's verdict, the step limit or a model error; never a cancel.
-            assert reason["kind"] in {"completed", "blocked", "error"}, (turn, reason)
+            assert reason == {"kind": "completed"}, (turn, reason)
+            # A turn whose last answer called tools was owed another step.
+            assert not calling.get(turn, False), (turn, "completed with tools owed a reply")
 
 
 @settings(

@@ -31,7 +31,7 @@ from tether.agent.inbox import Inbox
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
 from tether.loop.agent import LoopAgent
 from tether.loop.history import History
-from tether.runtime.signal import CancelSignal
+from tether.runtime.signal import CancelSignal, cancelling_current_task
 
 if TYPE_CHECKING:
     from tether.loop.turn import TurnRunner
@@ -140,12 +140,13 @@ class AgentDriver:
         self._cancelling = True
         try:
             self._events.emit(CANCEL_REQUESTED, self.agent, cause)
-            self._inbox.cancel_all()
             self._steer_wake = False
+            self._inbox.cancel_all()
+        finally:
+            # Whatever clearing the inbox raised, the running turn is stopped.
             if running:
                 assert signal is not None
                 signal.cancel(cause)
-        finally:
             self._cancelling = False
 
     async def when_idle(self) -> None:
@@ -175,15 +176,23 @@ class AgentDriver:
         When it returns, no turn runs and the closing ``turn/end`` is durable.
         """
         self._closed = True
-        self.cancel(CancelCause.DISPOSED)
         self._stopping = True
-        self._wake.set()
+        try:
+            self.cancel(CancelCause.DISPOSED)
+        finally:
+            # Whatever the cancel raised, the driver is woken to see it must stop.
+            self._wake.set()
         if self._driver is not None:
             await asyncio.wait({self._driver})
             if not self._driver.cancelled() and self._driver.exception() is not None:
                 log.error("agent %s: driver failed", self.id, exc_info=self._driver.exception())
         try:
             await self._flush(self._session)
+        except asyncio.CancelledError as exc:
+            if cancelling_current_task():
+                raise
+            self.stop_error = RuntimeError("the closing flush raised CancelledError")
+            raise self.stop_error from exc
         except Exception as exc:
             self.stop_error = exc
             raise
@@ -221,7 +230,10 @@ class AgentDriver:
                 self._quiescent.clear()
                 await runner.run_turn(self)
         finally:
-            # Whatever ends the driver, nobody waits forever on a turn that cannot come.
+            # Whatever ends the driver, no turn can run any more: input is
+            # refused from now on, and nobody waits forever on a turn that
+            # cannot come.
+            self._closed = True
             self._quiescent.set()
 
     def _set_status(self, status: AgentStatus) -> None:

@@ -205,10 +205,12 @@ class _Teardown:
             ) from error
 
     async def _unwind(self) -> None:
-        await self._effect.dispose()
-        # The owners no longer need to dispose it; their anchors go.
-        for anchor in self._anchors:
-            anchor.discard()
+        try:
+            await self._effect.dispose()
+        finally:
+            # The owners no longer need to dispose it; their anchors go.
+            for anchor in self._anchors:
+                anchor.discard()
 
 
 def _distinct(*fibers: Fiber) -> tuple[Fiber, ...]:

@@ -126,11 +126,13 @@ class TurnRunner:
         session = driver.session
         signal = driver.begin_turn()
         turn = session.last_turn + 1
-        session.append(TurnStart(turn=turn))
-        claimed = driver.inbox.claim_turn()
-        driver.take_steer_wake()
         reason: TurnEndReason = Errored(error="the turn ended unexpectedly")
         try:
+            session.append(TurnStart(turn=turn))
+            # A listener of the status change may have cancelled already: then
+            # what is queued now was sent after that cancel, and is not ours.
+            claimed = () if signal.cancelled else driver.inbox.claim_turn()
+            driver.take_steer_wake()
             reason = await self._steps(driver, turn, claimed, signal)
         except asyncio.CancelledError:
             if not cancelling_current_task():
@@ -154,11 +156,15 @@ class TurnRunner:
         finally:
             if signal.cancelled and not isinstance(reason, Aborted):
                 reason = _aborted(signal)
-            _close_step(session, NOT_STARTED)
+            try:
+                if session.open_turn == turn:
+                    _close_step(session, NOT_STARTED)
+                    session.append(TurnEnd(turn=turn, reason=reason))
+            finally:
+                driver.end_turn()
             if isinstance(reason, Errored):
+                # After turn/end: a listener that cancels acts on what comes next.
                 self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
-            session.append(TurnEnd(turn=turn, reason=reason))
-            driver.end_turn()
 
     async def _steps(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -324,10 +325,12 @@ class Session:
         recorded. Each runs over the observer list as it was when the
         publication began: one added or removed meanwhile takes effect from the
         next event. An observer that raises is logged and skipped; the append
-        stands and the other observers still run (a `BaseException` such as a
-        cancellation is not contained: it propagates from `append`, after the
-        event is recorded). Observers must not append to the session they
-        observe (that raises `ReentrantAppendError`).
+        stands and the other observers still run. That includes an
+        ``asyncio.CancelledError``, which a synchronous observer can only raise
+        by mistake (``.result()`` of a cancelled future); ``KeyboardInterrupt``
+        and ``SystemExit`` are not contained: they propagate from `append`,
+        after the event is recorded. Observers must not append to the session
+        they observe (that raises `ReentrantAppendError`).
 
         Returns:
             A callable that removes this registration; calling it again does
@@ -357,7 +360,7 @@ class Session:
             for observer in observers:
                 try:
                     observer(self, event)
-                except Exception:
+                except (Exception, asyncio.CancelledError):
                     _log.exception(
                         "session %s: observer %r failed on %s (seq %d); the event stands",
                         self._header.id,

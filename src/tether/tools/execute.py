@@ -266,7 +266,9 @@ async def _before_execute(ctx: Context, invocation: ToolInvocation) -> ToolInvoc
         approved: object = outcome
     except Veto as veto:
         raise _Refusal(f"denied: {veto.reason}") from None
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        if isinstance(exc, asyncio.CancelledError) and cancelling_current_task():
+            raise
         log.exception("a %s listener failed on tool %r", BEFORE_EXECUTE.name, name)
         raise _Refusal(
             f"tool {name!r} was not run: a {BEFORE_EXECUTE.name} listener failed: {_describe(exc)}"
@@ -328,7 +330,9 @@ async def _after_execute(
         final: object = outcome
     except Veto as veto:
         return _withheld(result, f"its result was withheld: {veto.reason}")
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        if isinstance(exc, asyncio.CancelledError) and cancelling_current_task():
+            raise
         log.exception("a %s listener failed on tool %r", AFTER_EXECUTE.name, result.name)
         return _withheld(
             result,
