@@ -155,6 +155,15 @@ class AcpProcess:
         assert self.process.stdin is not None
         self.process.stdin.write(data)
 
+    async def frame_answer(self, frame: bytes | dict[str, Any], frame_id: object) -> dict[str, Any]:
+        """Write ``frame`` raw; return the server's answer frame to ``frame_id`` that follows it."""
+        data = frame if isinstance(frame, bytes) else json.dumps(frame).encode()
+        seen = len(self.frames)
+        self.write_raw(data + b"\n")
+        return await self.frame(
+            lambda f: f in self.frames[seen:] and f.get("id") == frame_id and "method" not in f
+        )
+
     async def frame(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """The first frame from the server that matches ``predicate`` (waiting for it).
 

@@ -139,10 +139,13 @@ async def serve(args: argparse.Namespace) -> int:
     # Imported only now: the SDK's import is most of the start-up.
     from acp.agent.connection import AgentSideConnection
 
+    from tether.acp.gate import RpcGate
     from tether.acp.server import AcpServer
 
     server = AcpServer(boot, transport, images=args.images)
-    connection = AgentSideConnection(server, transport, listening=False)
+    connection = AgentSideConnection(
+        server, RpcGate(transport, server.cancel_turn), listening=False
+    )
     loop = asyncio.get_running_loop()
     listening = loop.create_task(connection.listen(), name="acp-receive")
     bridge_closed = loop.create_task(boot.bridge_closed(), name="acp-bridge-closed")
