@@ -102,6 +102,7 @@ class FrameTransport:
                 continue
             problem = _frame_problem(frame)
             if problem is None:
+                assert isinstance(frame, dict)
                 return _without_meta(frame)
             message = f"Invalid request: {problem}"
             self.write(error_frame(_usable_id(frame), INVALID_REQUEST, message))
