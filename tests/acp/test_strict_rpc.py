@@ -77,7 +77,7 @@ async def test_misdirected_frames_are_logged_once_without_a_traceback(tmp_path: 
         await server.close_stdin()
         stderr = server.stderr()
         assert "Traceback" not in stderr
-        assert stderr.count("session/prompt request came without an id") == 1
+        assert stderr.count("session/prompt was sent as a notification") == 1
         assert stderr.count("unknown notification 'what/ever'") == 1
         assert stderr.count("without a string sessionId") == 1
         assert "lost" not in server.client.text(sid)

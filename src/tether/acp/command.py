@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import warnings
 from typing import TYPE_CHECKING, NoReturn
 
 from tether.acp.handshake import early_initialize
@@ -136,6 +137,9 @@ async def serve(args: argparse.Namespace) -> int:
         # Out before the imports below block the loop for most of a second.
         await transport.drain()
         boot.start()
+    # Methods the SDK calls unstable are answered "method not found" by the
+    # server; the SDK's warning about each would only clutter the log.
+    warnings.filterwarnings("ignore", message="The method .* is part of the unstable protocol")
     # Imported only now: the SDK's import is most of the start-up.
     from acp.agent.connection import AgentSideConnection
 

@@ -130,7 +130,7 @@ class RpcGate:
         if method in REQUEST_METHODS:
             self._warn_once(
                 method,
-                "a %s request came without an id, so it cannot be answered; ignored",
+                "%s was sent as a notification (without an id), so it cannot be answered; ignored",
                 method,
             )
             return False
