@@ -31,8 +31,10 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tether.persist.location import data_dir
 from tether.runtime.checked import Checked, FieldError, meta
 from tether.shell.definition import (
     BashTask,
@@ -48,6 +50,8 @@ from tether.shell.definition import (
     TaskNotFoundError,
     TaskStatus,
 )
+from tether.shell.guard import OrphanGuard
+from tether.shell.orphans import state_path
 from tether.shell.process import OutputStream, ShellProcess, SpillDir, child_environment
 
 if TYPE_CHECKING:
@@ -82,6 +86,9 @@ class Config(Checked):
     """Where the private spill directory is created; the system's temp dir when unset."""
     bash: str = "bash"
     """The bash executable: a path, or a name looked up on PATH when the plugin loads."""
+    state_dir: str | None = None
+    """Where the per-host record of running process groups is kept (see
+    :mod:`tether.shell.orphans`); ``<data dir>/run`` when unset."""
 
     def __post_init__(self) -> None:
         super(Config, self).__post_init__()
@@ -142,9 +149,10 @@ class _Listener:
 class _Core:
     """The executor's state, shared by every caller-bound view."""
 
-    def __init__(self, config: Config, bash: str) -> None:
+    def __init__(self, config: Config, bash: str, guard: OrphanGuard) -> None:
         self.config = config
         self.bash = bash
+        self.guard = guard
         self.grace = config.kill_grace_ms / 1000
         self.spill = SpillDir(config.spill_dir)
         self.tasks: dict[str, _Task] = {}
@@ -168,9 +176,9 @@ class LocalShell:
 
     __slots__ = ("_core", "_ctx")
 
-    def __init__(self, ctx: Context, config: Config, bash: str) -> None:
+    def __init__(self, ctx: Context, config: Config, bash: str, guard: OrphanGuard) -> None:
         self._ctx = ctx
-        self._core = _Core(config, bash)
+        self._core = _Core(config, bash, guard)
 
     def for_caller(self, ctx: Context) -> LocalShell:
         """This executor as seen by ``ctx``: listeners it registers belong to ``ctx``'s fiber."""
@@ -382,6 +390,7 @@ class LocalShell:
             stop()
         await asyncio.gather(*(process.wait() for process, _ in live))
         core.spill.remove()
+        await core.guard.close()
 
     # -- internals -----------------------------------------------------------------
 
@@ -415,9 +424,11 @@ class LocalShell:
         except OSError as exc:
             raise ShellError(f"could not start bash in {spec.cwd!r}: {exc}") from exc
         core.live[process] = stop
+        core.guard.track(process.pid, label)
 
         def forget() -> None:
             core.live.pop(process, None)
+            core.guard.untrack(process.pid)
 
         process.add_end_callback(forget)
         return process
@@ -517,6 +528,9 @@ async def apply(ctx: Context, config: Config) -> None:
     bash = shutil.which(config.bash)
     if bash is None:
         raise ShellError(f"bash executable {config.bash!r} not found (set the plugin's 'bash')")
-    shell = LocalShell(ctx, config, bash)
+    state_dir = Path(config.state_dir) if config.state_dir is not None else data_dir() / "run"
+    guard = OrphanGuard(state_path(state_dir))
+    guard.sweep()
+    shell = LocalShell(ctx, config, bash, guard)
     await ctx.effect(lambda: shell.shutdown, label="stop shell commands")
     ctx.provide("shell", shell)

@@ -29,6 +29,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections import deque
@@ -65,6 +66,52 @@ def child_environment(
     env.update(TERMINAL_ENV)
     env.update(extra)
     return env
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
+    """libc's ``prctl`` (Linux), ready to call; ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    function: Callable[[int, int, int, int, int], int] = prctl
+    return function
+
+
+_prctl = _load_prctl()
+
+
+def die_with_parent(parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when ``parent`` (this process's
+    spawning thread) dies; ``None`` where the platform has no parent-death signal.
+
+    It runs in the child between fork and exec. If the parent died before the
+    signal was armed (the child has already been re-parented), the child
+    exits at once instead of running unwatched. The signal is cleared by a
+    fork, so it reaches the group's leader (bash, or the one command bash
+    execs in its place); the rest of the group is the watchdog's
+    (:mod:`tether.shell.orphans`).
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(125)
+
+    return arm
 
 
 def signal_name(number: int) -> str:
@@ -405,6 +452,8 @@ class ShellProcess:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                # Safe with threads: it takes no lock, it only makes two system calls.
+                preexec_fn=die_with_parent(os.getpid()),  # noqa: PLW1509
             )
         except BaseException:
             for fd in (out_read, err_read):

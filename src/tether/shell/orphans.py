@@ -1,0 +1,259 @@
+"""No orphans: the per-host record of running process groups, its sweep, and its watchdog.
+
+Every command tether runs leads a process group of its own. While it runs,
+its group is recorded in a small state file shared by every tether on the
+host (``<data dir>/run/groups-<hostname>.json``, replaced atomically under a
+lock), together with the owner — the tether process that started it, named
+by pid *and* start time so that a reused pid never passes for it.
+
+Two things act on the record when a tether dies without stopping its
+commands (SIGKILL, a crash, the OOM killer):
+
+* **The watchdog** (:func:`watch`), a small process every tether with a
+  running command has: it holds the read end of a pipe only that tether can
+  write to, so the owner's death — however it happens — is an end of file
+  there. It then kills every group recorded for that owner, at once.
+* **The sweep** (:meth:`GroupLedger.sweep`), run when a shell executor
+  starts: it kills the recorded groups of every owner that is no longer
+  alive (a watchdog that was itself killed, a host that lost power).
+
+Before a group is killed it is checked to be the one recorded: if a process
+has the group's id as its pid, it must have the recorded start time (else
+the pid was reused, and nothing is killed); only members started no earlier
+than the recorded leader are counted. The known limit: a process that leaves
+the group (``setsid``, a double fork into a new session) is not in the
+record and is out of reach — see ``docs/shell.md``.
+
+This module uses only the standard library: the watchdog runs it as a script
+(``python -I -S orphans.py watch ...``), which starts in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+FORMAT_VERSION = 1
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat`` field 22),
+    or ``None`` when there is no such live process."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    fields = data.rpartition(b")")[2].split()
+    return [field.decode() for field in fields] if len(fields) > 19 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """A process, named so that a reused pid is not mistaken for it."""
+
+    pid: int
+    start: int
+
+    @classmethod
+    def current(cls) -> Owner:
+        """This process (start time 0 where ``/proc`` is not available)."""
+        pid = os.getpid()
+        return cls(pid, start_time(pid) or 0)
+
+    def alive(self) -> bool:
+        return start_time(self.pid) == self.start
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """One running command's process group, and who started it."""
+
+    pgid: int
+    leader_start: int
+    """The start time of the group's leader (pid ``pgid``)."""
+    owner_pid: int
+    owner_start: int
+    label: str
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.owner_pid, self.owner_start)
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What a sweep did about one recorded group."""
+
+    record: GroupRecord
+    killed: tuple[int, ...]
+    """The pids that were sent SIGKILL (empty: nothing of the group was left)."""
+    reused: bool
+    """The group's id now belongs to another process: it was left alone."""
+
+
+def state_path(directory: Path) -> Path:
+    """This host's state file in ``directory`` (one per host: a data directory may be shared)."""
+    host = socket.gethostname() or "localhost"
+    return directory / f"groups-{host}.json"
+
+
+class GroupLedger:
+    """The state file at ``path``, as seen by the process ``owner`` (default: this one).
+
+    Every method takes the file's lock for its whole read-modify-write, so
+    any number of tethers on the host can share it. A file that cannot be
+    parsed is treated as empty (and replaced on the next write).
+
+    Raises (every method):
+        OSError: the file or its directory cannot be read or written.
+    """
+
+    def __init__(self, path: Path, owner: Owner | None = None) -> None:
+        self.path = path
+        self.owner = owner if owner is not None else Owner.current()
+
+    def add(self, pgid: int, label: str) -> GroupRecord | None:
+        """Record the group led by ``pgid`` (just started by the owner); ``None`` if the
+        leader is already gone."""
+        leader = start_time(pgid)
+        if leader is None:
+            return None
+        record = GroupRecord(pgid, leader, self.owner.pid, self.owner.start, label)
+        with self._locked() as records:
+            records[:] = [r for r in records if r.pgid != pgid]
+            records.append(record)
+        return record
+
+    def remove(self, pgid: int) -> None:
+        """Forget the owner's group ``pgid`` (it has ended)."""
+        with self._locked() as records:
+            records[:] = [r for r in records if not (r.pgid == pgid and r.owner == self.owner)]
+
+    def records(self) -> list[GroupRecord]:
+        with self._locked() as records:
+            return list(records)
+
+    def sweep(self) -> list[Swept]:
+        """Kill the recorded groups of every owner that is no longer alive; forget them."""
+        return self._reap(lambda record: not record.owner.alive())
+
+    def reap(self, owner: Owner) -> list[Swept]:
+        """Kill every recorded group of ``owner`` (which has just died); forget them."""
+        return self._reap(lambda record: record.owner == owner)
+
+    def _reap(self, chosen: Callable[[GroupRecord], bool]) -> list[Swept]:
+        with self._locked() as records:
+            doomed = [record for record in records if chosen(record)]
+            records[:] = [record for record in records if not chosen(record)]
+            return [_kill_group(record) for record in doomed]
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[list[GroupRecord]]:
+        """The records, under the lock; changes to the list are written back atomically."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            records = _read(self.path)
+            before = list(records)
+            yield records
+            if records != before:
+                _write(self.path, records)
+        finally:
+            os.close(lock)
+
+
+def _read(path: Path) -> list[GroupRecord]:
+    try:
+        data = json.loads(path.read_bytes())
+        return [GroupRecord(**entry) for entry in data["groups"]]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
+
+
+def _write(path: Path, records: list[GroupRecord]) -> None:
+    payload = {"version": FORMAT_VERSION, "groups": [asdict(record) for record in records]}
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(payload, out)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def members(record: GroupRecord) -> list[int]:
+    """The live processes of ``record``'s group started no earlier than its leader."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(entry)
+        if fields is None or fields[0] in ("Z", "X"):
+            continue
+        if int(fields[2]) == record.pgid and int(fields[19]) >= record.leader_start:
+            found.append(int(entry))
+    return found
+
+
+def _kill_group(record: GroupRecord) -> Swept:
+    leader = start_time(record.pgid)
+    if leader is not None and leader != record.leader_start:
+        return Swept(record, (), reused=True)
+    alive = members(record)
+    if alive:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(record.pgid, signal.SIGKILL)
+    return Swept(record, tuple(alive), reused=False)
+
+
+def watch(path: Path, owner: Owner) -> None:
+    """Wait for end of file on stdin (the owner has gone), then kill the owner's groups."""
+    with contextlib.suppress(OSError):
+        while os.read(0, 4096):
+            pass
+    GroupLedger(path, owner).reap(owner)
+
+
+def watchdog_command(path: Path, owner: Owner) -> list[str]:
+    """The command line of the watchdog of ``owner`` over the state file ``path``."""
+    script = os.path.abspath(__file__)
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        script,
+        "watch",
+        str(path),
+        str(owner.pid),
+        str(owner.start),
+    ]
+
+
+if __name__ == "__main__":
+    _, command, state, pid, start = sys.argv
+    if command != "watch":
+        raise SystemExit(f"unknown command {command!r}")
+    watch(Path(state), Owner(int(pid), int(start)))
