@@ -221,8 +221,10 @@ async def serving(
     initialize: bool = True,
     overlay: str = SCRIPTED,
     model: str = "scripted",
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[AcpProcess]:
-    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected."""
+    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected;
+    ``env`` adds to its environment."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     ledger = tmp_path / "ledger.txt"
@@ -243,7 +245,7 @@ async def serving(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
-            env=env_for(home),
+            env={**env_for(home), **(env or {})},
             cwd=str(ROOT),
             start_new_session=True,
             limit=16 * 1024 * 1024,

@@ -26,10 +26,9 @@ from tether.shell.definition import (
     TaskStatus,
 )
 from tether.shell.local import LocalShell
-from tether.shell.process import SCRUBBED_NAME_PARTS, TERMINAL_ENV
+from tether.shell.process import TERMINAL_ENV
 
 __all__ = [
-    "SCRUBBED_NAME_PARTS",
     "TERMINAL_ENV",
     "BashTask",
     "LocalShell",

@@ -37,10 +37,9 @@ from collections.abc import Callable, Mapping
 from signal import SIGKILL, SIGTERM, Signals
 from types import MappingProxyType
 
-log = logging.getLogger(__name__)
+from tether.fence import is_internal, is_secret
 
-SCRUBBED_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-"""An inherited variable whose name contains one of these (in any case) is not passed on."""
+log = logging.getLogger(__name__)
 
 TERMINAL_ENV: Mapping[str, str] = MappingProxyType(
     {"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat"}
@@ -52,7 +51,8 @@ def child_environment(
     extra: Mapping[str, str], inherited: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a command: ``inherited`` (default ``os.environ``) without the
-    variables whose names look secret, then :data:`TERMINAL_ENV`, then ``extra``.
+    variables whose names look secret and without tether's own ``TETHER_*`` settings
+    (see :mod:`tether.fence`), then :data:`TERMINAL_ENV`, then ``extra``.
 
     ``extra`` is what the caller asked for explicitly, so it is neither
     scrubbed nor overridden.
@@ -61,7 +61,7 @@ def child_environment(
     env = {
         name: value
         for name, value in source.items()
-        if not any(part in name.upper() for part in SCRUBBED_NAME_PARTS)
+        if not is_secret(name) and not is_internal(name)
     }
     env.update(TERMINAL_ENV)
     env.update(extra)
