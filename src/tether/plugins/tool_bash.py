@@ -5,8 +5,10 @@ agent's id — its session id — as the owner of what it starts (``None`` when 
 agent calls). The executor stores that token on the task; this plugin holds no
 table of its own. ``bash_output`` and ``bash_kill`` refuse a task whose owner
 is set and differs from the caller's token (an empty string is a real owner;
-an unowned task is open to all). Because the token lives in the executor, a
-reload of this plugin leaves every task owned as before.
+an unowned task is open to all), with the very answer they give for an id
+that does not exist: ``no background task bash-N in this session``. Because
+the token lives in the executor, a reload of this plugin leaves every task
+owned as before.
 
 Completion notices: when a background task finishes, its live owner (found by
 scanning ``ctx.get("agents")``) gets a one-line notice — injected into its next
@@ -159,11 +161,18 @@ class BashTools:
         return ToolOutput(render_result(result, spec.timeout_ms), is_error=failed)
 
     def _refusal(self, task_id: str, exec: ToolExec) -> str | None:
+        """Why the caller may not touch ``task_id``, or ``None`` if it may.
+
+        A task of another session is refused with exactly the answer for an
+        id that does not exist, so ids cannot be probed for other sessions'
+        tasks.
+        """
+        missing = f"no background task {task_id} in this session"
         if self._shell.get(task_id) is None:
-            return f"no background task {task_id!r}"
+            return missing
         owner = self._shell.owner_of(task_id)
         if owner is not None and owner != owner_token(exec):
-            return f"task {task_id} belongs to another session"
+            return missing
         return None
 
     async def bash_output(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:

@@ -265,10 +265,13 @@ class LocalShell:
         self._check_open()
         limit = core.config.max_background_per_owner
         if core.running_by_owner[spec.owner] >= limit:
-            who = "unowned tasks" if spec.owner is None else f"owner {spec.owner!r}"
+            running = (
+                f"{limit} unowned background tasks are already running"
+                if spec.owner is None
+                else f"owner {spec.owner!r} already runs {limit} background tasks"
+            )
             raise TaskLimitError(
-                f"{who} already run {limit} background tasks, the most allowed at once: "
-                "kill one or wait for one to finish"
+                f"{running}, the most allowed at once: kill one or wait for one to finish"
             )
         task_id = f"bash-{next(core.task_ids)}"
         task: _Task | None = None
