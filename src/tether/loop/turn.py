@@ -29,6 +29,9 @@ Extension points (events; listeners run in registration order):
 * ``agent/turn-stop`` — **serial**; args: ``(agent, turn, step)``, asked after
   every step that would continue. The first listener that returns a
   ``TurnEndReason`` ends the turn with it.
+* ``agent/turn-closing`` — **emit**; args: ``(agent, turn, reason)``, once per
+  turn, right before ``turn/end``: the last moment to log into the turn (the
+  stop receipt of :mod:`tether.plugins.tool_bash` does).
 """
 
 from __future__ import annotations
@@ -146,6 +149,7 @@ class TurnRunner:
             _close_step(session, NOT_STARTED)
             if isinstance(reason, Errored):
                 self._ctx.emit("agent/error", agent, reason.error)
+            self._ctx.emit("agent/turn-closing", agent, turn, reason)
             session.append(TurnEnd(turn=turn, reason=reason))
             agent.end_turn()
 

@@ -20,6 +20,10 @@ is back.
 
 When an agent is disposed, the tasks it owns are killed: this plugin adds that
 step to each agent's scope, which unwinds as the last step of its teardown.
+
+A cancelled turn closes with a stop receipt (``tool/stopped``, see
+:mod:`tether.plugins.stop_receipt`): every command the cancel stopped, with
+its process group, the signals sent, its exit status and its time to exit.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.agent import Agent, AgentDisposedError, AgentStatus, Target, UserMessage
+from tether.plugins.stop_receipt import StopReceipts
 from tether.runtime.checked import Checked, meta
 from tether.shell import (
     BashTask,
@@ -137,6 +142,7 @@ class BashTools:
         self._shell = shell
         self._config = config
         self._wakes: dict[str, int] = {}
+        self.receipts = StopReceipts(shell)
 
     # -- tools -----------------------------------------------------------------
 
@@ -157,6 +163,8 @@ class BashTools:
             result = await self._shell.run(spec, exec.signal)
         except ShellError as exc:
             return ToolOutput(str(exc), is_error=True)
+        if result.aborted and result.stop is not None and exec.agent is not None:
+            self.receipts.call_stopped(exec.agent, exec.call_id, result.stop)
         failed = result.timed_out or result.aborted or result.exit_code != 0
         return ToolOutput(render_result(result, spec.timeout_ms), is_error=failed)
 
@@ -297,6 +305,9 @@ async def apply(ctx: Context, config: Config) -> None:
     ctx.on("agent/inbox/inserted", bash.on_inserted)
 
     ctx.on("agent/created", bash.kill_on_dispose)
+    ctx.on("agent/cancel-requested", bash.receipts.on_cancel_requested)
+    ctx.on("agent/turn-closing", bash.receipts.on_turn_closing)
+    ctx.on("agent/disposed", bash.receipts.forget)
     agents = ctx.get("agents")
     for agent in agents.list() if agents is not None else []:
         bash.kill_on_dispose(agent)

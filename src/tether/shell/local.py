@@ -134,6 +134,7 @@ class _Task:
             signal=self.process.signal if ended else None,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            stop=self.process.stop_report() if self.killed else None,
         )
 
 
@@ -255,6 +256,7 @@ class LocalShell:
             stderr_truncated=process.stderr.truncated,
             stdout_spill=process.stdout.spill_path,
             stderr_spill=process.stderr.spill_path,
+            stop=process.stop_report() if reason is not None else None,
         )
 
     # -- background --------------------------------------------------------------
@@ -335,10 +337,19 @@ class LocalShell:
         await task.process.wait()
         return task.snapshot()
 
+    def stop_owned_by(self, owner: str) -> builtins.list[BashTask]:
+        """See :meth:`ShellExecutor.stop_owned_by`."""
+        return [task.snapshot() for task in self._stop_owned(owner)]
+
     async def kill_owned_by(self, owner: str) -> builtins.list[BashTask]:
         """See :meth:`ShellExecutor.kill_owned_by`."""
+        tasks = self._stop_owned(owner)
+        await asyncio.gather(*(task.process.wait() for task in tasks))
+        return [task.snapshot() for task in tasks]
+
+    def _stop_owned(self, owner: str) -> builtins.list[_Task]:
         if not isinstance(owner, str):
-            raise TypeError(f"kill_owned_by() takes an owner token (str), got {owner!r}")
+            raise TypeError(f"an owner token is a str, got {owner!r}")
         tasks = [
             task
             for task in self._core.tasks.values()
@@ -346,8 +357,7 @@ class LocalShell:
         ]
         for task in tasks:
             self._stop_task(task)
-        await asyncio.gather(*(task.process.wait() for task in tasks))
-        return [task.snapshot() for task in tasks]
+        return tasks
 
     # -- completions ---------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from signal import SIGKILL, SIGTERM, Signals
 from types import MappingProxyType
 
 from tether.fence import is_internal, is_secret
+from tether.shell.definition import StopReport
 
 log = logging.getLogger(__name__)
 
@@ -422,6 +423,9 @@ class ShellProcess:
         self._drain: asyncio.TimerHandle | None = None
         self._ended: asyncio.Future[None] = self._loop.create_future()
         self._end_callbacks: list[Callable[[], None]] = []
+        self._stop_requested_at: float | None = None
+        self._ended_at: float | None = None
+        self._signals_sent: list[str] = []
 
     @classmethod
     def spawn(
@@ -492,6 +496,20 @@ class ShellProcess:
         code = self._returncode
         return signal_name(-code) if code is not None and code < 0 else None
 
+    def stop_report(self) -> StopReport | None:
+        """The receipt of the stop :meth:`terminate` began; ``None`` if it was never stopped."""
+        requested = self._stop_requested_at
+        if requested is None:
+            return None
+        ended = self._ended_at
+        return StopReport(
+            pgid=self._pgid,
+            signals=tuple(self._signals_sent),
+            exit_code=self.exit_code,
+            exit_signal=self.signal,
+            seconds=None if ended is None else ended - requested,
+        )
+
     def add_end_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` when the process ends, before anyone awaiting :meth:`wait` resumes.
 
@@ -515,6 +533,7 @@ class ShellProcess:
         if self._ended.done() or self._stopping:
             return False
         was_running = self._returncode is None
+        self._stop_requested_at = self._loop.time()
         self._stop_group()
         self._advance()
         return was_running
@@ -598,6 +617,8 @@ class ShellProcess:
             return False
         except PermissionError:
             log.warning("not allowed to send %s to process group %d", sig.name, self._pgid)
+        else:
+            self._signals_sent.append(sig.name)
         return True
 
     def _advance(self) -> None:
@@ -639,6 +660,7 @@ class ShellProcess:
         for handle in (self._deadline, self._probe, self._drain):
             self._cancel(handle)
         self._deadline = self._probe = self._drain = None
+        self._ended_at = self._loop.time()
         self._ended.set_result(None)
         callbacks, self._end_callbacks = self._end_callbacks, []
         for callback in callbacks:
