@@ -81,8 +81,9 @@ def fence() -> None:
     In a process started with secrets in its environment it re-executes the
     command and does not return; in the re-executed one it takes the
     variables from the handover pipe and returns. Where re-executing is not
-    possible (no ``sys.orig_argv``, the pipe cannot be made) it returns with
-    nothing changed.
+    possible (no ``sys.orig_argv``, the pipe cannot be made, the secrets do
+    not fit in it, the exec fails — said on stderr) it returns with nothing
+    changed.
     """
     handover = os.environ.pop(HANDOVER_ENV, None)
     if handover is not None:
@@ -109,7 +110,11 @@ def fence() -> None:
     env[HANDOVER_ENV] = str(read_end)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError as exc:
+        os.close(read_end)
+        print(f"tether: cannot fence the secrets (re-executing failed: {exc})", file=sys.stderr)
 
 
 def _pipe_capacity(fd: int) -> int:
