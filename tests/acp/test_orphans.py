@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.acp.harness import LEDGER, AcpProcess, serving
@@ -48,21 +49,23 @@ async def test_sigkill_of_tether_acp_leaves_no_process_behind(tmp_path: Path) ->
     async with serving(tmp_path, overlay=REAL_BASH) as server:
         sleepers = await start_sleepers(server, tmp_path)
         assert all(alive(pid) for pid in sleepers)
-        recorded = json.loads(state_file(server).read_text())["groups"]
-        assert {record["owner_pid"] for record in recorded} == {server.process.pid}
-        assert len(recorded) == 2
+        # The watchdog knows the groups at once; the state file a moment later.
+        assert await _until(state_file(server), lambda groups: len(groups) == 2)
+        recorded = _recorded(state_file(server))
+        assert {record["owner_pid"] for record in recorded} == {server.process.pid}  # type: ignore[index]
         server.process.kill()
         await server.process.wait()
         for pid in sleepers:
             assert await ended(pid, within=WITHIN)
         # The watchdog forgot what it killed.
-        assert await _until_empty(state_file(server))
+        assert await _until(state_file(server), lambda groups: not groups)
 
 
 async def test_a_restart_sweeps_what_a_crashed_tether_left(tmp_path: Path) -> None:
     async with serving(tmp_path, overlay=REAL_BASH) as server:
         sleepers = await start_sleepers(server, tmp_path)
         # A crash the watchdog does not see: it is killed first.
+        assert await _until(state_file(server), lambda groups: len(groups) == 2)
         watchdog = _watchdog_of(server.process.pid)
         os.kill(watchdog, signal.SIGKILL)
         server.process.kill()
@@ -88,11 +91,12 @@ def _watchdog_of(owner: int) -> int:
     raise AssertionError(f"no watchdog for {owner}")
 
 
-async def _until_empty(path: Path) -> bool:
-    # The watchdog rewrites the file right after its kills; give it the same bound.
+async def _until(path: Path, holds: Callable[[list[object]], bool]) -> bool:
+    """Whether the recorded groups come to satisfy ``holds`` within :data:`WITHIN` seconds
+    (the file is rewritten by another process; nothing announces it)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + WITHIN
-    while _recorded(path):
+    while not holds(_recorded(path)):
         if loop.time() > deadline:
             return False
         await asyncio.sleep(0.01)
@@ -100,5 +104,8 @@ async def _until_empty(path: Path) -> bool:
 
 
 def _recorded(path: Path) -> list[object]:
+    """The groups in the state file (none while it does not exist)."""
+    if not path.exists():
+        return []
     groups: list[object] = json.loads(path.read_text())["groups"]
     return groups

@@ -93,9 +93,11 @@ async def test_a_command_is_recorded_while_it_runs_and_dies_with_tether(
         gate = Gate(tmp_path / "gate")
         task = await shell.start(spec(shell, f"echo $$ > {gate}; exec sleep 300"))
         pid = int(await gate.line())
+        shell._core.guard.flush()  # written soon after a change; now, for the test
         records = GroupLedger(state_path(state)).records()
         assert [(r.pgid, r.label, r.owner_pid) for r in records] == [(pid, task.id, os.getpid())]
         await shell.kill(task.id)
+        shell._core.guard.flush()
         assert GroupLedger(state_path(state)).records() == []
         # The command's leader asks the kernel for its own parent-death signal.
         result = await shell.run(spec(shell, f"exec {sys.executable} -c {PDEATHSIG_PROBE!r}"))

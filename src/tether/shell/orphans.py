@@ -12,7 +12,10 @@ commands (SIGKILL, a crash, the OOM killer):
 * **The watchdog** (:func:`watch`), a small process every tether with a
   running command has: it holds the read end of a pipe only that tether can
   write to, so the owner's death — however it happens — is an end of file
-  there. It then kills every group recorded for that owner, at once.
+  there. tether tells it of each group as it starts and ends (one line on
+  that pipe: ``+PGID LEADER_START`` or ``-PGID``), so it knows every running
+  group at once, even one the state file does not hold yet. At end of file
+  it kills them all, and every group the file records for that owner.
 * **The sweep** (:meth:`GroupLedger.sweep`), run when a shell executor
   starts: it kills the recorded groups of every owner that is no longer
   alive (a watchdog that was itself killed, a host that lost power).
@@ -37,7 +40,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -129,18 +131,32 @@ class GroupLedger:
     def __init__(self, path: Path, owner: Owner | None = None) -> None:
         self.path = path
         self.owner = owner if owner is not None else Owner.current()
+        self._lock: int | None = None
+        """The lock file, opened once (every command's start and end takes the lock)."""
+
+    def record(self, pgid: int, label: str) -> GroupRecord | None:
+        """The record of the group led by ``pgid`` (just started by the owner), not yet
+        written; ``None`` if the leader is already gone."""
+        leader = start_time(pgid)
+        if leader is None:
+            return None
+        return GroupRecord(pgid, leader, self.owner.pid, self.owner.start, label)
 
     def add(self, pgid: int, label: str) -> GroupRecord | None:
         """Record the group led by ``pgid`` (just started by the owner); ``None`` if the
         leader is already gone."""
-        leader = start_time(pgid)
-        if leader is None:
+        record = self.record(pgid, label)
+        if record is None:
             return None
-        record = GroupRecord(pgid, leader, self.owner.pid, self.owner.start, label)
         with self._locked() as records:
             records[:] = [r for r in records if r.pgid != pgid]
             records.append(record)
         return record
+
+    def replace_owned(self, owned: list[GroupRecord]) -> None:
+        """Make ``owned`` the owner's whole record (the other owners' stay as they are)."""
+        with self._locked() as records:
+            records[:] = [r for r in records if r.owner != self.owner] + owned
 
     def remove(self, pgid: int) -> None:
         """Forget the owner's group ``pgid`` (it has ended)."""
@@ -165,20 +181,29 @@ class GroupLedger:
             records[:] = [record for record in records if not chosen(record)]
             return [_kill_group(record) for record in doomed]
 
+    def close(self) -> None:
+        """Close the lock file (a later call opens it again)."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            os.close(lock)
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[list[GroupRecord]]:
         """The records, under the lock; changes to the list are written back atomically."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if self._lock is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+            self._lock = os.open(f"{self.path}.lock", flags, 0o600)
+        lock = self._lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
             records = _read(self.path)
             before = list(records)
             yield records
             if records != before:
                 _write(self.path, records)
         finally:
-            os.close(lock)
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _read(path: Path) -> list[GroupRecord]:
@@ -193,10 +218,12 @@ def _read(path: Path) -> list[GroupRecord]:
 
 def _write(path: Path, records: list[GroupRecord]) -> None:
     payload = {"version": FORMAT_VERSION, "groups": [asdict(record) for record in records]}
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # Writers hold the lock, so one temporary name per process is enough.
+    temporary = f"{path}.{os.getpid()}.tmp"
     try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w") as out:
-            json.dump(payload, out)
+            out.write(json.dumps(payload))
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -230,11 +257,40 @@ def _kill_group(record: GroupRecord) -> Swept:
 
 
 def watch(path: Path, owner: Owner) -> None:
-    """Wait for end of file on stdin (the owner has gone), then kill the owner's groups."""
+    """Follow the owner's groups on stdin until end of file (the owner has gone), then
+    kill them, and every group the state file records for the owner."""
+    running: dict[int, GroupRecord] = {}
+    pending = b""
     with contextlib.suppress(OSError):
-        while os.read(0, 4096):
-            pass
+        while data := os.read(0, 65536):
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                _follow(running, line, owner)
+    for record in running.values():
+        _kill_group(record)
     GroupLedger(path, owner).reap(owner)
+
+
+def _follow(running: dict[int, GroupRecord], line: bytes, owner: Owner) -> None:
+    """Apply one ``+PGID LEADER_START`` / ``-PGID`` line (a malformed one is skipped)."""
+    try:
+        if line.startswith(b"+"):
+            pgid, leader = (int(field) for field in line[1:].split())
+            running[pgid] = GroupRecord(pgid, leader, owner.pid, owner.start, "")
+        elif line.startswith(b"-"):
+            running.pop(int(line[1:]), None)
+    except ValueError:
+        pass
+
+
+def started_line(record: GroupRecord) -> bytes:
+    """What tells the watchdog that ``record``'s group started."""
+    return f"+{record.pgid} {record.leader_start}\n".encode()
+
+
+def ended_line(pgid: int) -> bytes:
+    """What tells the watchdog that group ``pgid`` ended."""
+    return f"-{pgid}\n".encode()
 
 
 def watchdog_command(path: Path, owner: Owner) -> list[str]:
