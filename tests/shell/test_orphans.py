@@ -15,6 +15,7 @@ from tests.shell.support import Gate, alive, spec
 from tether.runtime import Runtime
 from tether.shell import LocalShell
 from tether.shell import local as shell_plugin
+from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import GroupLedger, GroupRecord, Owner, start_time, state_path
 
 
@@ -129,3 +130,21 @@ def _as_dict(record: GroupRecord) -> dict[str, object]:
         "owner_start": record.owner_start,
         "label": record.label,
     }
+
+
+async def test_two_executors_of_one_process_keep_each_others_records(tmp_path: Path) -> None:
+    path = state_path(tmp_path)
+    first, second = OrphanGuard(path), OrphanGuard(path)
+    with stray_group() as one, stray_group() as two:
+        first.track(one.pid, "run-1")
+        second.track(two.pid, "run-1")
+        first.flush()
+        second.flush()
+        assert {r.pgid for r in GroupLedger(path).records()} == {one.pid, two.pid}
+        first.untrack(one.pid)
+        first.flush()
+        assert {r.pgid for r in GroupLedger(path).records()} == {two.pid}
+        second.untrack(two.pid)
+        await first.close()
+        await second.close()
+    assert GroupLedger(path).records() == []

@@ -47,6 +47,8 @@ class OrphanGuard:
         self._lifeline: int | None = None
         """The write end of the watchdog's pipe; our death closes it."""
         self._write: asyncio.TimerHandle | None = None
+        self._written: set[int] = set()
+        """The groups the state file holds for this guard, as it last wrote it."""
         self._warned: set[str] = set()
 
     @property
@@ -142,7 +144,8 @@ class OrphanGuard:
             self._write.cancel()
             self._write = None
         try:
-            self._ledger.replace_owned(list(self._running.values()))
+            self._ledger.replace(self._written | set(self._running), list(self._running.values()))
+            self._written = set(self._running)
         except OSError as exc:
             self._warn("file", exc)
 

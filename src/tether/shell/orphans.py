@@ -153,10 +153,12 @@ class GroupLedger:
             records.append(record)
         return record
 
-    def replace_owned(self, owned: list[GroupRecord]) -> None:
-        """Make ``owned`` the owner's whole record (the other owners' stay as they are)."""
+    def replace(self, pgids: set[int], owned: list[GroupRecord]) -> None:
+        """Replace the owner's records of the groups ``pgids`` with ``owned`` (every other
+        record stays: another executor of the same process may have written it)."""
         with self._locked() as records:
-            records[:] = [r for r in records if r.owner != self.owner] + owned
+            kept = [r for r in records if not (r.owner == self.owner and r.pgid in pgids)]
+            records[:] = kept + owned
 
     def remove(self, pgid: int) -> None:
         """Forget the owner's group ``pgid`` (it has ended)."""
