@@ -1,5 +1,6 @@
 """The bash tools over a real executor: rendering, ownership, notices, reload."""
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 from tests.agent.support import prompts
 from tests.agent.world import World, build_world, call, say
+from tests.shell.support import Gate
 from tether.agent import Agent, UserMessage
 from tether.llm.messages import ToolCallBlock
 from tether.runtime import CancelSignal
@@ -97,17 +99,21 @@ async def test_background_task_is_readable_by_its_owner(world: World) -> None:
     assert "(no new output)" in await as_caller(world, agent, "bash_output", task_id="bash-1")
 
 
-async def test_owner_fence_refuses_other_sessions(world: World) -> None:
+async def test_owner_fence_refuses_other_sessions(world: World, tmp_path: Path) -> None:
     owner, other = await new_agent(world), await new_agent(world)
-    await run_bash(world, owner, command="echo unread; sleep 30", run_in_background=True)
+    gate = Gate(tmp_path / "gate")
+    written = asyncio.ensure_future(gate.line())
+    command = f"echo unread; echo written > {gate}; sleep 30"
+    await run_bash(world, owner, command=command, run_in_background=True)
+    await written
     refused = "no background task bash-1 in this session"
     assert await as_caller(world, other, "bash_output", task_id="bash-1") == refused
     assert await as_caller(world, other, "bash_kill", task_id="bash-1") == refused
     assert await as_caller(world, None, "bash_output", task_id="bash-1") == refused
     assert world.get("shell").get("bash-1").status is TaskStatus.RUNNING
-    assert await as_caller(world, owner, "bash_kill", task_id="bash-1") == "killed bash-1"
     # The refused reads took nothing: the owner still gets all the output.
     assert "unread" in await as_caller(world, owner, "bash_output", task_id="bash-1")
+    assert await as_caller(world, owner, "bash_kill", task_id="bash-1") == "killed bash-1"
 
 
 async def test_another_sessions_task_looks_exactly_like_no_task(world: World) -> None:
