@@ -31,14 +31,18 @@ def tether_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "tether.cli.main"]
 
 
-def child_env(home: str) -> dict[str, str]:
-    env = {**os.environ, "TETHER_HOME": home}
+FENCED_KEY = {"OPENAI_API_KEY": "sk-bench-0123456789abcdef"}
+"""A key in the environment: ``tether`` fences it (re-executes without it)."""
+
+
+def child_env(home: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, "TETHER_HOME": home, **(extra or {})}
     # Measure an installed tether: its bytecode cached, as after any first run.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
-def one_run(task: str, home: str) -> tuple[float, float]:
+def one_run(task: str, home: str, extra: dict[str, str] | None = None) -> tuple[float, float]:
     """Seconds from spawn to the answer's last byte on stdout, and from spawn to exit.
 
     The answer is printed once the turn ends; what follows (the agent disposed,
@@ -48,7 +52,7 @@ def one_run(task: str, home: str) -> tuple[float, float]:
         start = time.perf_counter()
         process = subprocess.Popen(
             [*tether_command(), "run", task],
-            env=child_env(home),
+            env=child_env(home, extra),
             stdout=subprocess.PIPE,
             stderr=err,
         )
@@ -151,6 +155,18 @@ def measure(task: str, runs: int) -> tuple[list[float], list[float], float]:
     return answered, exited, peak
 
 
+def fence_cost(runs: int) -> tuple[list[float], list[float]]:
+    """Spawn -> answer of ``tether run hello`` without and with a key to fence, interleaved."""
+    plain, fenced = [], []
+    with tempfile.TemporaryDirectory() as home:
+        one_run("hello", home)
+        one_run("hello", home, FENCED_KEY)
+        for _ in range(runs):
+            plain.append(one_run("hello", home)[0])
+            fenced.append(one_run("hello", home, FENCED_KEY)[0])
+    return plain, fenced
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
@@ -187,6 +203,14 @@ def main() -> None:
     print(
         f"    for scale: importing httpx, httpx-sse, httpcore and anyio, which the first "
         f"request does, takes median {ms(http_imports(args.runs))}"
+    )
+    plain, fenced = fence_cost(args.runs)
+    print(
+        f"the secret fence (a key in the environment: one re-exec), {args.runs} runs "
+        f"interleaved: spawn -> answer printed without a key median {ms(statistics.median(plain))} "
+        f"(range {ms(min(plain))}-{ms(max(plain))}), with one median "
+        f"{ms(statistics.median(fenced))} (range {ms(min(fenced))}-{ms(max(fenced))}); "
+        f"cost {ms(statistics.median(fenced) - statistics.median(plain))}"
     )
 
 

@@ -6,7 +6,9 @@ Targets (from the shell contract): a foreground ``true`` through the executor
 costs at most 1.2x a bare ``asyncio.create_subprocess_exec("bash", "-c",
 "true")`` (measured as a ratio in one run, interleaved); reading 100 MB of
 output runs at >= 200 MB/s; 50 background tasks are started, read and killed
-concurrently.
+concurrently; a cancel ends every process of the command (its whole group
+gone, its pipes closed) within 50 ms when they honour SIGTERM, and within the
+TERM grace + 20 ms when they ignore it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,20 @@ import statistics
 import tempfile
 import time
 
-from tether.runtime import Runtime
+from tether.runtime import CancelSignal, Runtime
 from tether.shell import LocalShell, ShellExecRequest
 from tether.shell import local as shell_plugin
 from tether.shell.definition import SHELL
+from tether.shell.process import group_alive
+
+GRACE_MS = 200
+"""The TERM grace of the executor measured here."""
+
+STOP_CASES = {
+    "honours SIGTERM (bash execs sleep)": "exec sleep 60",
+    "honours SIGTERM (bash forks sleep)": "sleep 60; true",
+    "ignores SIGTERM (bash and sleep)": "trap '' TERM; sleep 60; true",
+}
 
 
 async def bare_true() -> None:
@@ -75,10 +87,38 @@ async def background(shell: LocalShell, count: int) -> tuple[float, float, float
     return started - start, read - started, done - read
 
 
+async def cancel_to_gone(shell: LocalShell, command: str) -> float:
+    """Seconds from the cancel of a running foreground command to its end (group gone)."""
+    signal = CancelSignal()
+    run = asyncio.ensure_future(shell.run(shell.resolve(ShellExecRequest(command)), signal))
+    await asyncio.sleep(0.1)  # a benchmark, not a test: let bash set its trap first
+    start = time.perf_counter()
+    signal.cancel("user")
+    result = await run
+    elapsed = time.perf_counter() - start
+    assert result.aborted and result.stop is not None, result
+    assert not group_alive(result.stop.pgid), result.stop
+    return elapsed
+
+
+async def stops(shell: LocalShell, rounds: int) -> dict[str, list[float]]:
+    """:func:`cancel_to_gone` of each case, interleaved, ``rounds`` times."""
+    timings: dict[str, list[float]] = {case: [] for case in STOP_CASES}
+    for _ in range(rounds):
+        for case, command in STOP_CASES.items():
+            timings[case].append(await cancel_to_gone(shell, command))
+    return timings
+
+
 async def main(rounds: int, megabytes: int, count: int) -> None:
     with tempfile.TemporaryDirectory() as spill:
         async with Runtime() as runtime:
-            config = {"spill_dir": spill, "max_output_bytes": 256 << 20}
+            config = {
+                "spill_dir": spill,
+                "max_output_bytes": 256 << 20,
+                "kill_grace_ms": GRACE_MS,
+                "state_dir": spill,
+            }
             await runtime.ctx.plugin(shell_plugin, config)
             shell = runtime.ctx.get(SHELL)
 
@@ -99,6 +139,14 @@ async def main(rounds: int, megabytes: int, count: int) -> None:
                 f"{count} background tasks: started in {start * 1e3:.1f} ms, "
                 f"read in {read * 1e3:.2f} ms, killed in {kill * 1e3:.1f} ms"
             )
+            stop_rounds = max(5, rounds // 20)
+            for case, timing in (await stops(shell, stop_rounds)).items():
+                target = "50 ms" if "honours" in case else f"{GRACE_MS + 20} ms (grace + 20)"
+                print(
+                    f"cancel -> every process gone, {case}: median "
+                    f"{statistics.median(timing) * 1e3:.1f} ms, max {max(timing) * 1e3:.1f} ms "
+                    f"over {stop_rounds} (target <= {target})"
+                )
 
 
 if __name__ == "__main__":

@@ -155,6 +155,15 @@ class AcpProcess:
         assert self.process.stdin is not None
         self.process.stdin.write(data)
 
+    async def frame_answer(self, frame: bytes | dict[str, Any], frame_id: object) -> dict[str, Any]:
+        """Write ``frame`` raw; return the server's answer frame to ``frame_id`` that follows it."""
+        data = frame if isinstance(frame, bytes) else json.dumps(frame).encode()
+        seen = len(self.frames)
+        self.write_raw(data + b"\n")
+        return await self.frame(
+            lambda f: f in self.frames[seen:] and f.get("id") == frame_id and "method" not in f
+        )
+
     async def frame(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """The first frame from the server that matches ``predicate`` (waiting for it).
 
@@ -212,8 +221,10 @@ async def serving(
     initialize: bool = True,
     overlay: str = SCRIPTED,
     model: str = "scripted",
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[AcpProcess]:
-    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected."""
+    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected;
+    ``env`` adds to its environment."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     ledger = tmp_path / "ledger.txt"
@@ -234,7 +245,7 @@ async def serving(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
-            env=env_for(home),
+            env={**env_for(home), **(env or {})},
             cwd=str(ROOT),
             start_new_session=True,
             limit=16 * 1024 * 1024,

@@ -5,6 +5,7 @@ The ``scripted`` model answers from the conversation's last message:
 * a tool result: ``done: <first line of the output>``;
 * ``hold``: streams ``holding``, then waits for the cancel;
 * ``bash <command>``: calls the ``bash`` tool with ``<command>``;
+* ``bg <command>``: the same, with ``run_in_background`` (for the real ``bash`` tool);
 * ``fail``: the request fails with ``the model is unavailable``;
 * ``think <text>``: reasons ``pondering <text>``, then answers ``echo: <text>``;
 * ``long``: stops at its output token limit;
@@ -70,8 +71,14 @@ class ScriptedModel:
             yield TextDelta("holding")
             await signal.wait()
             yield Finish("aborted")
-        elif text.startswith("bash "):
-            arguments = json.dumps({"command": text[len("bash ") :]})
+        elif text.startswith("bash ") or text.startswith("bg "):
+            background = text.startswith("bg ")
+            command = text.partition(" ")[2]
+            arguments = json.dumps(
+                {"command": command, "run_in_background": True}
+                if background
+                else {"command": command}
+            )
             yield ToolCallDelta(index=0, id="call-1", name="bash", args_delta=arguments)
             yield Finish("tool-calls")
         elif text == "fail":

@@ -1,6 +1,5 @@
 """Bad input gets the proper JSON-RPC error, and the server keeps serving."""
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +11,7 @@ from tests.acp.harness import AcpProcess, serving
 
 async def answer(server: AcpProcess, frame: bytes | dict[str, Any], frame_id: object) -> Any:
     """Write ``frame`` raw and return the server's answer to ``frame_id``."""
-    data = frame if isinstance(frame, bytes) else json.dumps(frame).encode()
-    seen = len(server.frames)
-    server.write_raw(data + b"\n")
-    reply = await server.frame(
-        lambda f: f in server.frames[seen:] and f.get("id") == frame_id and "method" not in f
-    )
+    reply = await server.frame_answer(frame, frame_id)
     return reply.get("error", reply.get("result"))
 
 

@@ -1,5 +1,6 @@
 """The bash tools over a real executor: rendering, ownership, notices, reload."""
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 from tests.agent.support import prompts
 from tests.agent.world import World, build_world, call, say
+from tests.shell.support import Gate
 from tether.agent import Agent, UserMessage
 from tether.content import ToolCallBlock
 from tether.runtime import CancelSignal
@@ -42,13 +44,21 @@ async def new_agent(world: World, cwd: str = "/") -> Agent:
     return (await world.get("agents").create(cwd=cwd)).agent
 
 
-async def as_caller(world: World, agent: Agent | None, tool: str, **arguments: object) -> str:
-    """Call a tool directly as ``agent`` (or as no agent), through the registry."""
+async def call_as(
+    world: World, agent: Agent | None, tool: str, **arguments: object
+) -> tuple[str, bool]:
+    """Call a tool directly as ``agent`` (or as no agent), through the registry:
+    its content and whether it is an error."""
     result = await world.get("tools").execute(
         ToolCallBlock(id="direct", name=tool, arguments=arguments),
         ToolExec(agent=agent, call_id="direct", signal=CancelSignal(), cwd="/"),
     )
-    return str(result.content)
+    return str(result.content), bool(result.is_error)
+
+
+async def as_caller(world: World, agent: Agent | None, tool: str, **arguments: object) -> str:
+    """The content of :func:`call_as`."""
+    return (await call_as(world, agent, tool, **arguments))[0]
 
 
 async def test_foreground_output_renders_stdout_stderr_and_exit_code(world: World) -> None:
@@ -89,15 +99,31 @@ async def test_background_task_is_readable_by_its_owner(world: World) -> None:
     assert "(no new output)" in await as_caller(world, agent, "bash_output", task_id="bash-1")
 
 
-async def test_owner_fence_refuses_other_sessions(world: World) -> None:
+async def test_owner_fence_refuses_other_sessions(world: World, tmp_path: Path) -> None:
     owner, other = await new_agent(world), await new_agent(world)
-    await run_bash(world, owner, command="sleep 30", run_in_background=True)
-    refused = "task bash-1 belongs to another session"
+    gate = Gate(tmp_path / "gate")
+    written = asyncio.ensure_future(gate.line())
+    command = f"echo unread; echo written > {gate}; sleep 30"
+    await run_bash(world, owner, command=command, run_in_background=True)
+    await written
+    refused = "no background task bash-1 in this session"
     assert await as_caller(world, other, "bash_output", task_id="bash-1") == refused
     assert await as_caller(world, other, "bash_kill", task_id="bash-1") == refused
     assert await as_caller(world, None, "bash_output", task_id="bash-1") == refused
     assert world.get("shell").get("bash-1").status is TaskStatus.RUNNING
+    # The refused reads took nothing: the owner still gets all the output.
+    assert "unread" in await as_caller(world, owner, "bash_output", task_id="bash-1")
     assert await as_caller(world, owner, "bash_kill", task_id="bash-1") == "killed bash-1"
+
+
+async def test_another_sessions_task_looks_exactly_like_no_task(world: World) -> None:
+    owner, other = await new_agent(world), await new_agent(world)
+    await run_bash(world, owner, command="sleep 30", run_in_background=True)
+    for tool in ("bash_output", "bash_kill"):
+        foreign = await call_as(world, other, tool, task_id="bash-1")
+        missing = await call_as(world, other, tool, task_id="bash-2")
+        assert foreign == (missing[0].replace("bash-2", "bash-1"), True)
+        assert missing[1] is True
 
 
 async def test_unowned_tasks_are_open_and_empty_string_is_a_real_owner(world: World) -> None:
@@ -107,7 +133,7 @@ async def test_unowned_tasks_are_open_and_empty_string_is_a_real_owner(world: Wo
     agent = await new_agent(world)
     assert "status: running" in await as_caller(world, agent, "bash_output", task_id=unowned.id)
     refused = await as_caller(world, agent, "bash_output", task_id=empty.id)
-    assert refused == f"task {empty.id} belongs to another session"
+    assert refused == f"no background task {empty.id} in this session"
     blank = SimpleNamespace(id="", session=agent.session)
     allowed = await as_caller(world, blank, "bash_output", task_id=empty.id)  # type: ignore[arg-type]
     assert "status: running" in allowed
@@ -118,7 +144,7 @@ async def test_reloading_tool_bash_keeps_the_fence(world: World) -> None:
     await run_bash(world, owner, command="echo kept; sleep 30", run_in_background=True)
     await world.composer.reload("tool_bash")
     refused = await as_caller(world, other, "bash_output", task_id="bash-1")
-    assert refused == "task bash-1 belongs to another session"
+    assert refused == "no background task bash-1 in this session"
     assert "kept" in await as_caller(world, owner, "bash_output", task_id="bash-1")
 
 
@@ -184,4 +210,4 @@ async def test_invalid_requests_are_error_results(world: World) -> None:
     result = await run_bash(world, agent, command="pwd", workdir="/no/such/dir")
     assert result["is_error"] is True and "/no/such/dir" in str(result["content"])
     missing = await as_caller(world, agent, "bash_output", task_id="bash-99")
-    assert missing == "no background task 'bash-99'"
+    assert missing == "no background task bash-99 in this session"

@@ -6,6 +6,7 @@ import asyncio
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,19 @@ async def gone(pgid: int, within: float = 2.0) -> bool:
     Processes sent SIGKILL die as soon as the kernel schedules them, so the
     process table is given a bounded moment to catch up.
     """
+    return await _settles(lambda: not live_members(pgid), within)
+
+
+async def ended(pid: int, within: float = 2.0) -> bool:
+    """True once process ``pid`` is dead, checked until ``within`` seconds pass.
+
+    See :func:`gone`."""
+    return await _settles(lambda: not alive(pid), within)
+
+
+async def _settles(done: Callable[[], bool], within: float) -> bool:
     deadline = time.monotonic() + within
-    while live_members(pgid):
+    while not done():
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.01)

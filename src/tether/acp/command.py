@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import warnings
 from typing import TYPE_CHECKING, NoReturn
 
 from tether.acp.handshake import early_initialize
@@ -136,13 +137,19 @@ async def serve(args: argparse.Namespace) -> int:
         # Out before the imports below block the loop for most of a second.
         await transport.drain()
         boot.start()
+    # Methods the SDK calls unstable are answered "method not found" by the
+    # server; the SDK's warning about each would only clutter the log.
+    warnings.filterwarnings("ignore", message="The method .* is part of the unstable protocol")
     # Imported only now: the SDK's import is most of the start-up.
     from acp.agent.connection import AgentSideConnection
 
+    from tether.acp.gate import RpcGate
     from tether.acp.server import AcpServer
 
     server = AcpServer(boot, transport, images=args.images)
-    connection = AgentSideConnection(server, transport, listening=False)
+    connection = AgentSideConnection(
+        server, RpcGate(transport, server.cancel_turn), listening=False
+    )
     loop = asyncio.get_running_loop()
     listening = loop.create_task(connection.listen(), name="acp-receive")
     bridge_closed = loop.create_task(boot.bridge_closed(), name="acp-bridge-closed")

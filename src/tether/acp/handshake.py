@@ -16,13 +16,32 @@ from typing import Any
 from tether import __version__
 
 PROTOCOL_VERSION = 1
-"""The ACP protocol version tether speaks (a test pins it to the SDK's)."""
+"""The latest ACP protocol version tether speaks (a test pins it to the SDK's)."""
+
+SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})
+
+MAX_PROTOCOL_VERSION = 65535
+"""Protocol versions are unsigned 16-bit integers."""
 
 
-def initialize_result(*, images: bool) -> dict[str, Any]:
-    """The ``initialize`` result: protocol version, capabilities, agent info (wire names)."""
+def valid_protocol_version(value: object) -> bool:
+    """Whether ``value`` is a protocol version a client may ask for (0 to 65535)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return 0 <= value <= MAX_PROTOCOL_VERSION
+
+
+def negotiate(requested: int) -> int:
+    """The version to answer ``initialize`` with, as the protocol prescribes: the
+    client's own when tether supports it, else the latest tether supports."""
+    return requested if requested in SUPPORTED_VERSIONS else PROTOCOL_VERSION
+
+
+def initialize_result(*, images: bool, requested: int = PROTOCOL_VERSION) -> dict[str, Any]:
+    """The ``initialize`` result for a client that asked for version ``requested``:
+    the negotiated protocol version, capabilities, agent info (wire names)."""
     return {
-        "protocolVersion": PROTOCOL_VERSION,
+        "protocolVersion": negotiate(requested),
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
@@ -43,6 +62,8 @@ def early_initialize(frame: dict[str, Any], *, images: bool) -> dict[str, Any] |
         return None
     params = frame.get("params")
     version = params.get("protocolVersion") if isinstance(params, dict) else None
-    if not isinstance(version, int) or isinstance(version, bool):
+    if not valid_protocol_version(version):
         return None
-    return {"jsonrpc": "2.0", "id": frame["id"], "result": initialize_result(images=images)}
+    assert isinstance(version, int)
+    result = initialize_result(images=images, requested=version)
+    return {"jsonrpc": "2.0", "id": frame["id"], "result": result}

@@ -56,7 +56,7 @@ from acp.schema import (
 )
 from acp.utils import serialize_params
 
-from tether.acp.handshake import initialize_result
+from tether.acp.handshake import initialize_result, valid_protocol_version
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.acp.transport import INVALID_REQUEST, FrameTransport
 
@@ -137,11 +137,12 @@ class AcpServer:
         client_info: object = None,
         **_meta: object,
     ) -> InitializeResponse:
-        if not isinstance(protocol_version, int) or isinstance(protocol_version, bool):
-            raise _invalid("protocolVersion must be an integer")
+        if not valid_protocol_version(protocol_version):
+            raise _invalid("protocolVersion must be an integer from 0 to 65535")
         # The response is written before the boot task first runs.
         self._source.start()
-        return InitializeResponse.model_validate(initialize_result(images=self._images))
+        result = initialize_result(images=self._images, requested=protocol_version)
+        return InitializeResponse.model_validate(result)
 
     async def authenticate(self, method_id: str, **_meta: object) -> AuthenticateResponse:
         # No method is offered, so none is required: there is nothing to do.
@@ -239,6 +240,11 @@ class AcpServer:
         return PromptResponse(stop_reason=outcome)
 
     async def cancel(self, session_id: str, **_meta: object) -> None:
+        self.cancel_turn(session_id)
+
+    def cancel_turn(self, session_id: object) -> None:
+        """Cancel the turn of ``session_id`` (its prompt answers ``cancelled``); an
+        unknown session is logged and ignored."""
         bridge = self._source.ready()
         if bridge is None or not isinstance(session_id, str):
             log.warning("session/cancel for unknown session %r ignored", session_id)
@@ -354,12 +360,21 @@ def _errors() -> Iterator[None]:
         UnknownSessionError,
     )
     from tether.agent import AgentConflictError, AgentError
-    from tether.persist.backends.errors import LogStoreError, SessionNotFoundError
+    from tether.persist.backends.errors import (
+        InvalidSessionIdError,
+        LogStoreError,
+        SessionNotFoundError,
+    )
     from tether.session import SessionError
 
     try:
         yield
-    except (UnknownSessionError, CwdMismatchError, AgentConflictError) as exc:
+    except (
+        UnknownSessionError,
+        CwdMismatchError,
+        AgentConflictError,
+        InvalidSessionIdError,
+    ) as exc:
         raise _invalid(str(exc)) from None
     except PromptInFlightError as exc:
         raise RequestError(INVALID_REQUEST, f"Invalid request: {exc}") from None

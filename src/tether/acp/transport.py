@@ -4,10 +4,17 @@
 ``close``) for stdio, with two guarantees the SDK's own stdio transport does
 not give:
 
-* **Bad input is answered, never fatal.** A line that is not JSON gets a
-  ``-32700`` parse error; a frame that is not a JSON-RPC request,
+* **Bad input is answered, never fatal.** A line that cannot be decoded gets
+  a ``-32700`` parse error — whatever the decoder raised, including
+  ``RecursionError`` for deep nesting and ``MemoryError`` for one frame that
+  does not fit; a frame that is not a strict JSON-RPC 2.0 request,
   notification or response gets ``-32600`` (with the frame's id when it has a
-  usable one). Either way the connection keeps serving.
+  usable one). Either way the connection keeps serving. Strict means:
+  ``"jsonrpc"`` is ``"2.0"``; an ``id`` is a string, a number (not a boolean)
+  or null; a frame nests no deeper than :data:`MAX_DEPTH`; numbers are finite
+  (no ``NaN``/``Infinity``) and strings hold no lone UTF-16 surrogate — so
+  nothing that passes can break the code it reaches later (re-encoding it,
+  validating it, writing it to a session log).
 * **``_meta`` never reaches a handler.** It is dropped from the params of
   every request and notification (the SDK would merge its keys into the
   handler's arguments, where they could override real parameters).
@@ -27,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -34,7 +42,10 @@ log = logging.getLogger(__name__)
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
-_ID_TYPES = (str, int, type(None))
+MAX_DEPTH = 64
+"""The deepest nesting of arrays and objects a frame may have (the protocol needs under ten)."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_FRAME_BYTES = 50 * 1024 * 1024
 """The longest frame accepted (images in prompts make frames large)."""
@@ -72,7 +83,7 @@ class FrameTransport:
             line = await self._read_line()
             if line is None:
                 self.write(
-                    _error(
+                    error_frame(
                         None,
                         INVALID_REQUEST,
                         f"Invalid request: frame longer than {self._max_frame_bytes} bytes",
@@ -85,14 +96,16 @@ class FrameTransport:
             if not line:
                 continue
             try:
-                frame = json.loads(line)
-            except ValueError as exc:
-                self.write(_error(None, PARSE_ERROR, f"Parse error: {exc}"))
+                frame = decode(line)
+            except FrameDecodeError as exc:
+                self.write(error_frame(None, PARSE_ERROR, f"Parse error: {exc}"))
                 continue
             problem = _frame_problem(frame)
             if problem is None:
+                assert isinstance(frame, dict)
                 return _without_meta(frame)
-            self.write(_error(_usable_id(frame), INVALID_REQUEST, f"Invalid request: {problem}"))
+            message = f"Invalid request: {problem}"
+            self.write(error_frame(_usable_id(frame), INVALID_REQUEST, message))
 
     def unread(self, frame: dict[str, Any]) -> None:
         """Give ``frame`` back: the next :meth:`receive` returns it."""
@@ -202,11 +215,73 @@ class FrameTransport:
             log.debug("closing the output stream: %s", exc)
 
 
+class FrameDecodeError(ValueError):
+    """A line that is not a JSON value (the message says why)."""
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def decode(line: bytes) -> object:
+    """The JSON value in ``line``.
+
+    Raises:
+        FrameDecodeError: for any failure of the decoder — invalid JSON or
+            UTF-8, ``NaN``/``Infinity``, an integer too long to convert,
+            nesting too deep for the decoder (``RecursionError``), a value too
+            large for memory (``MemoryError``) — so one frame can never stop
+            the receive loop.
+    """
+    try:
+        return json.loads(line, parse_constant=_reject_constant)
+    except RecursionError:
+        raise FrameDecodeError(f"nesting deeper than {MAX_DEPTH} levels") from None
+    except MemoryError:
+        raise FrameDecodeError("the frame does not fit in memory") from None
+    except Exception as exc:
+        raise FrameDecodeError(str(exc) or type(exc).__name__) from None
+
+
+def valid_id(value: object) -> bool:
+    """Whether ``value`` is a JSON-RPC id: a string, a number (not a boolean) or null."""
+    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+
+
+def _shape_problem(frame: object) -> str | None:
+    """Why ``frame``'s values could break the code that handles it, or ``None``.
+
+    Walks the value with an explicit stack (no recursion, whatever the depth).
+    """
+    stack: list[tuple[object, int]] = [(frame, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return "a string holds a lone UTF-16 surrogate"
+            continue
+        if isinstance(value, dict):
+            children: list[object] = [*value.keys(), *value.values()]
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return f"nesting deeper than {MAX_DEPTH} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
 def _frame_problem(frame: object) -> str | None:
-    """Why ``frame`` is not a JSON-RPC message, or ``None`` when it is one."""
+    """Why ``frame`` is not a strict JSON-RPC 2.0 message, or ``None`` when it is one."""
     if not isinstance(frame, dict):
         return f"a frame must be a JSON object, got {type(frame).__name__}"
-    if "id" in frame and not isinstance(frame["id"], _ID_TYPES):
+    shape = _shape_problem(frame)
+    if shape is not None:
+        return shape
+    if frame.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"'
+    if "id" in frame and not valid_id(frame["id"]):
         return "id must be a string, a number or null"
     method = frame.get("method")
     if method is not None:
@@ -236,10 +311,11 @@ def _without_meta(frame: dict[str, Any]) -> dict[str, Any]:
 def _usable_id(frame: object) -> object:
     if isinstance(frame, dict):
         frame_id = frame.get("id")
-        if isinstance(frame_id, _ID_TYPES):
-            return frame_id
+        if not isinstance(frame_id, str) or not _SURROGATE.search(frame_id):
+            return frame_id if valid_id(frame_id) else None
     return None
 
 
-def _error(frame_id: object, code: int, message: str) -> dict[str, Any]:
+def error_frame(frame_id: object, code: int, message: str) -> dict[str, Any]:
+    """The JSON-RPC error response to ``frame_id``."""
     return {"jsonrpc": "2.0", "id": frame_id, "error": {"code": code, "message": message}}

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from tether.cli.boot import composed
+from tether.masking import mask_credentials
 from tether.runtime import RuntimeFault
 
 
@@ -37,5 +38,6 @@ def config_show(args: argparse.Namespace) -> int:
     for problem in composition.problems:
         rows.append({"id": problem.row, "error": problem.message})
         failed = True
-    sys.stdout.write(yaml.safe_dump({"plugins": rows}, sort_keys=False, allow_unicode=True))
+    shown = yaml.safe_dump({"plugins": rows}, sort_keys=False, allow_unicode=True)
+    sys.stdout.write(mask_credentials(shown))
     return 1 if failed else 0

@@ -12,6 +12,8 @@ from typing import NoReturn
 from tether import __version__
 from tether.cli.boot import UsageError, existing_dir
 from tether.cli.process import begin_startup, exit_now
+from tether.fence import fence
+from tether.masking import CredentialFilter
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(CredentialFilter())
     try:
         return dispatch(parser, args)
     except UsageError as exc:
@@ -165,10 +169,14 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def entry() -> NoReturn:
     """The ``tether`` console script: :func:`main`, then a prompt exit.
 
-    The garbage collector is paused for start-up (see :mod:`tether.cli.process`).
+    Secrets are fenced first (:func:`~tether.fence.fence`: a re-exec when the
+    environment holds any; the console script has done it already, through
+    :mod:`tether.cli.launch`). The garbage collector is paused for start-up
+    (see :mod:`tether.cli.process`).
     Every command has stopped tether (logs flushed, processes killed) when
     :func:`main` returns, so the interpreter's slow teardown is skipped.
     """
+    fence()
     begin_startup()
     exit_now(main())
 

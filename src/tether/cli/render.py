@@ -73,9 +73,33 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             yield f"  ← {data.get('name')} {status}:"
             for line in content.splitlines() or [""]:
                 yield f"    {line}"
+    elif kind == "tool/stopped":
+        for line in _receipt(data.get("stopped")):
+            yield f"- _{line}_" if markdown else f"  ■ {line}"
     elif kind == "turn/end":
         reason = _plain(data.get("reason"))
         if isinstance(reason, dict) and reason.get("kind") != "completed":
             detail = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "kind")
             note = f"(turn ended: {reason.get('kind')}{': ' + detail if detail else ''})"
             yield f"_{note}_" if markdown else note
+
+
+def _receipt(entries: object) -> Iterator[str]:
+    """One line per command a stop reached (a ``tool/stopped`` event's entries)."""
+    plain = _plain(entries)
+    for entry in plain if isinstance(plain, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        signals = ", then ".join(entry.get("signals") or []) or "no signal"
+        if entry.get("exit_signal") is not None:
+            ended = f"ended by {entry['exit_signal']}"
+        elif entry.get("exit_code") is not None:
+            ended = f"exited {entry['exit_code']}"
+        else:
+            ended = "still exiting"
+        seconds = entry.get("seconds")
+        took = f" in {seconds * 1000:.0f} ms" if isinstance(seconds, int | float) else ""
+        yield (
+            f"stopped {entry.get('kind')} {entry.get('id')}: process group {entry.get('pgid')}, "
+            f"sent {signals}, {ended}{took}"
+        )

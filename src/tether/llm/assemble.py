@@ -14,11 +14,19 @@ Malformed tool calls never raise: a call whose arguments are not a JSON object
 (or that has no name) is kept with ``arguments == {}`` and reported in
 :attr:`Assembled.invalid_calls`, so the loop can answer it with an error result
 the model sees.
+
+Tool-call ids are unique within the message, whatever the model sent: a call
+whose id an earlier call of the same answer already has is given a new one
+(``<id>~2``, ``<id>~3``, …), and the original is recorded in
+:attr:`Assembled.renamed_calls`. Each call then runs and gets its own result;
+a misbehaving model cannot fail the turn with a message the session log would
+refuse.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -41,6 +49,8 @@ from tether.llm.chunks import (
 
 __all__ = ["Assembled", "Assembler", "InvalidToolCall", "assemble"]
 
+log = logging.getLogger(__name__)
+
 MISSING_FINISH = "the model stream ended without a finish"
 """The error of the finish :meth:`Assembler.result` supplies when none was fed."""
 
@@ -59,6 +69,10 @@ def _frozen_mapping() -> Mapping[str, InvalidToolCall]:
     return MappingProxyType({})
 
 
+def _frozen_renames() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class Assembled:
     """The outcome of one model stream.
@@ -68,6 +82,8 @@ class Assembled:
     :meth:`Assembler.partial`). ``text`` is its text blocks joined.
     ``invalid_calls`` maps the id of each tool call of ``message`` that cannot
     run to the reason; such a call carries ``arguments == {}``.
+    ``renamed_calls`` maps the id given to each call whose id the model had
+    already used in this answer to the id the model sent.
     """
 
     message: AssistantMessage
@@ -77,6 +93,7 @@ class Assembled:
     invalid_calls: Mapping[str, InvalidToolCall] = field(
         default_factory=_frozen_mapping, hash=False
     )
+    renamed_calls: Mapping[str, str] = field(default_factory=_frozen_renames, hash=False)
 
 
 class _Text:
@@ -171,35 +188,49 @@ class Assembler:
         :attr:`Assembled.invalid_calls`.
         """
         finish = self._finish or Finish("error", error=MISSING_FINISH)
+        ids = _UniqueIds()
         if finish.reason in ("aborted", "error"):
-            message = self.partial()
-            return Assembled(message, finish, self._usage, _text_of(message))
+            message = self._partial(ids)
+            return Assembled(
+                message, finish, self._usage, _text_of(message), renamed_calls=ids.renamed()
+            )
         blocks: list[AssistantBlock] = []
         invalid: dict[str, InvalidToolCall] = {}
         for part in self._parts:
             if isinstance(part, _Call):
-                block, problem = _complete_call(part)
+                block, problem = _complete_call(part, ids.give(part.call_id))
                 if problem is not None:
                     invalid[block.id] = problem
                 blocks.append(block)
             else:
                 blocks.append(_block_of(part))
         message = AssistantMessage(tuple(blocks))
-        return Assembled(message, finish, self._usage, _text_of(message), MappingProxyType(invalid))
+        return Assembled(
+            message,
+            finish,
+            self._usage,
+            _text_of(message),
+            MappingProxyType(invalid),
+            ids.renamed(),
+        )
 
     def partial(self) -> AssistantMessage:
         """What has streamed so far, as an interrupted assistant message.
 
         Text and reasoning are kept as they are. A tool call is kept only if it
         has a name and its arguments already form a complete JSON object; the
-        others were cut off mid-stream and are dropped.
+        others were cut off mid-stream and are dropped. Ids are made unique as
+        in :meth:`result`.
         """
+        return self._partial(_UniqueIds())
+
+    def _partial(self, ids: _UniqueIds) -> AssistantMessage:
         blocks: list[AssistantBlock] = []
         for part in self._parts:
             if isinstance(part, _Call):
                 arguments = _decode("".join(part.args))
                 if part.name is not None and isinstance(arguments, dict):
-                    blocks.append(ToolCallBlock(part.call_id, part.name, arguments))
+                    blocks.append(ToolCallBlock(ids.give(part.call_id), part.name, arguments))
             else:
                 blocks.append(_block_of(part))
         return AssistantMessage(tuple(blocks), interrupted=True)
@@ -253,7 +284,36 @@ def _text_of(message: AssistantMessage) -> str:
     return "".join(block.text for block in message.content if isinstance(block, TextBlock))
 
 
-def _complete_call(call: _Call) -> tuple[ToolCallBlock, InvalidToolCall | None]:
+class _UniqueIds:
+    """Hands out the ids of one message's tool calls, each once (see the module docstring)."""
+
+    __slots__ = ("_renamed", "_used")
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+        self._renamed: dict[str, str] = {}
+
+    def give(self, wanted: str) -> str:
+        given = wanted
+        suffix = 1
+        while given in self._used:
+            suffix += 1
+            given = f"{wanted}~{suffix}"
+        self._used.add(given)
+        if given != wanted:
+            self._renamed[given] = wanted
+        return given
+
+    def renamed(self) -> Mapping[str, str]:
+        if self._renamed:
+            log.warning(
+                "the model repeated tool-call ids within one answer; renamed %s",
+                ", ".join(f"{old!r} to {new!r}" for new, old in self._renamed.items()),
+            )
+        return MappingProxyType(self._renamed)
+
+
+def _complete_call(call: _Call, call_id: str) -> tuple[ToolCallBlock, InvalidToolCall | None]:
     raw = "".join(call.args)
     name = call.name or ""
     # No arguments at all is how providers send a call of a parameterless tool.
@@ -261,11 +321,11 @@ def _complete_call(call: _Call) -> tuple[ToolCallBlock, InvalidToolCall | None]:
     if not name:
         reason = "the model sent no tool name"
     elif isinstance(arguments, dict):
-        return ToolCallBlock(call.call_id, name, arguments), None
+        return ToolCallBlock(call_id, name, arguments), None
     else:
         reason = arguments
-    block = ToolCallBlock(call.call_id, name, {})
-    return block, InvalidToolCall(call.call_id, name, raw, reason)
+    block = ToolCallBlock(call_id, name, {})
+    return block, InvalidToolCall(call_id, name, raw, reason)
 
 
 def _decode(raw: str) -> dict[str, object] | str:

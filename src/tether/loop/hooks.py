@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tether.agent.types import Agent, UserMessage
 from tether.llm.request import ModelRequest
-from tether.runtime.keys import Serial, Waterfall
+from tether.runtime.keys import Notice, Serial, Waterfall
 from tether.session import TurnEndReason
 
 
@@ -43,3 +43,7 @@ Return it with ``retry=True`` to retry ``delay`` seconds later (cancellable)."""
 TURN_STOP = Serial[TurnEndReason, Agent, int, int]("agent/turn-stop")
 """Serial; args ``(agent, turn, step)``, asked after every step that would
 continue. The first listener that returns a reason ends the turn with it."""
+
+TURN_CLOSING = Notice[Agent, int, TurnEndReason]("agent/turn-closing")
+"""Emit; args ``(agent, turn, reason)``, once per turn, after its last step
+closed and right before ``turn/end``: the last moment to log into the turn."""

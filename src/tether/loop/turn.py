@@ -30,6 +30,10 @@ registration order):
 * ``TURN_STOP`` (``agent/turn-stop``) — **serial**; args: ``(agent, turn, step)``, asked after
   every step that would continue. The first listener that returns a
   ``TurnEndReason`` ends the turn with it.
+* ``TURN_CLOSING`` (``agent/turn-closing``) — **emit**; args: ``(agent, turn,
+  reason)``, once per turn, after its last step closed and right before
+  ``turn/end``: the last moment to log into the turn (the stop receipt of
+  :mod:`tether.plugins.stop_receipt` does).
 """
 
 from __future__ import annotations
@@ -49,7 +53,14 @@ from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import ReasoningDelta, TextDelta
 from tether.llm.request import ModelRequest, ToolSpec
 from tether.llm.service import LLM
-from tether.loop.hooks import PRE_STEP, REQUEST, REQUEST_ERROR, TURN_STOP, RequestError
+from tether.loop.hooks import (
+    PRE_STEP,
+    REQUEST,
+    REQUEST_ERROR,
+    TURN_CLOSING,
+    TURN_STOP,
+    RequestError,
+)
 from tether.runtime import Veto
 from tether.runtime.signal import cancelling_current_task
 from tether.session import (
@@ -159,6 +170,7 @@ class TurnRunner:
             try:
                 if session.open_turn == turn:
                     _close_step(session, NOT_STARTED)
+                    self._ctx.emit(TURN_CLOSING, driver.agent, turn, reason)
                     session.append(TurnEnd(turn=turn, reason=reason))
             finally:
                 driver.end_turn()

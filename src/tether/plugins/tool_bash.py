@@ -5,8 +5,10 @@ agent's id — its session id — as the owner of what it starts (``None`` when 
 agent calls). The executor stores that token on the task; this plugin holds no
 table of its own. ``bash_output`` and ``bash_kill`` refuse a task whose owner
 is set and differs from the caller's token (an empty string is a real owner;
-an unowned task is open to all). Because the token lives in the executor, a
-reload of this plugin leaves every task owned as before.
+an unowned task is open to all), with the very answer they give for an id
+that does not exist: ``no background task bash-N in this session``. Because
+the token lives in the executor, a reload of this plugin leaves every task
+owned as before.
 
 Completion notices: when a background task finishes, its live owner (found by
 scanning ``ctx.get(AGENTS)``) gets a one-line notice — injected into its next
@@ -18,6 +20,10 @@ is back.
 
 When an agent is disposed, the tasks it owns are killed: this plugin adds that
 step to each agent's scope, which unwinds as the last step of its teardown.
+
+A cancelled turn closes with a stop receipt (``tool/stopped``, see
+:mod:`tether.plugins.stop_receipt`): every command the cancel stopped, with
+its process group, the signals sent, its exit status and its time to exit.
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.agent import Agent, AgentDisposedError, AgentStatus, Target, UserMessage
-from tether.agent.events import AGENT_CREATED, INBOX_INSERTED
+from tether.agent.events import AGENT_CREATED, AGENT_DISPOSED, CANCEL_REQUESTED, INBOX_INSERTED
 from tether.agent.registry import AGENTS
+from tether.loop.hooks import TURN_CLOSING
+from tether.plugins.stop_receipt import StopReceipts
 from tether.runtime.checked import Checked, meta
 from tether.shell import (
     BashTask,
@@ -139,6 +147,7 @@ class BashTools:
         self._shell = shell
         self._config = config
         self._wakes: dict[str, int] = {}
+        self.receipts = StopReceipts(shell)
 
     # -- tools -----------------------------------------------------------------
 
@@ -159,15 +168,24 @@ class BashTools:
             result = await self._shell.run(spec, exec.signal)
         except ShellError as exc:
             return ToolOutput(str(exc), is_error=True)
+        if result.aborted and result.stop is not None and exec.agent is not None:
+            self.receipts.call_stopped(exec.agent, exec.call_id, result.stop)
         failed = result.timed_out or result.aborted or result.exit_code != 0
         return ToolOutput(render_result(result, spec.timeout_ms), is_error=failed)
 
     def _refusal(self, task_id: str, exec: ToolExec) -> str | None:
+        """Why the caller may not touch ``task_id``, or ``None`` if it may.
+
+        A task of another session is refused with exactly the answer for an
+        id that does not exist, so ids cannot be probed for other sessions'
+        tasks.
+        """
+        missing = f"no background task {task_id} in this session"
         if self._shell.get(task_id) is None:
-            return f"no background task {task_id!r}"
+            return missing
         owner = self._shell.owner_of(task_id)
         if owner is not None and owner != owner_token(exec):
-            return f"task {task_id} belongs to another session"
+            return missing
         return None
 
     async def bash_output(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:
@@ -292,6 +310,9 @@ async def apply(ctx: Context, config: Config) -> None:
     ctx.on(INBOX_INSERTED, bash.on_inserted)
 
     ctx.on(AGENT_CREATED, bash.kill_on_dispose)
+    ctx.on(CANCEL_REQUESTED, bash.receipts.on_cancel_requested)
+    ctx.on(TURN_CLOSING, bash.receipts.on_turn_closing)
+    ctx.on(AGENT_DISPOSED, bash.receipts.forget)
     agents = ctx.get(AGENTS)
     for agent in agents.list() if agents is not None else []:
         bash.kill_on_dispose(agent)

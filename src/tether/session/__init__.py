@@ -21,6 +21,7 @@ from tether.session.errors import (
 from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
 from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Lineage, Observer, Session, SessionEvents, SessionHeader
+from tether.session.receipt import Stopped, ToolStopped
 from tether.session.repair import closing_payloads, repair
 from tether.session.structure import PendingToolCall
 from tether.session.vocabulary import (
@@ -81,8 +82,10 @@ __all__ = [
     "SessionInvariantError",
     "StepEnd",
     "StepStart",
+    "Stopped",
     "ToolCallEvent",
     "ToolResultEvent",
+    "ToolStopped",
     "TurnEnd",
     "TurnEndReason",
     "TurnStart",

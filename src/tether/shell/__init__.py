@@ -19,6 +19,7 @@ from tether.shell.definition import (
     ShellExecutor,
     ShellRequestError,
     ShellResult,
+    StopReport,
     TaskDone,
     TaskDoneListener,
     TaskLimitError,
@@ -26,10 +27,9 @@ from tether.shell.definition import (
     TaskStatus,
 )
 from tether.shell.local import LocalShell
-from tether.shell.process import SCRUBBED_NAME_PARTS, TERMINAL_ENV
+from tether.shell.process import TERMINAL_ENV
 
 __all__ = [
-    "SCRUBBED_NAME_PARTS",
     "TERMINAL_ENV",
     "BashTask",
     "LocalShell",
@@ -40,6 +40,7 @@ __all__ = [
     "ShellExecutor",
     "ShellRequestError",
     "ShellResult",
+    "StopReport",
     "TaskDone",
     "TaskDoneListener",
     "TaskLimitError",

@@ -110,6 +110,24 @@ class ShellExecSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StopReport:
+    """What stopping one command did: the receipt of a stop.
+
+    ``signals`` are the signals sent to the process group, in order
+    (``("SIGTERM",)``, or ``("SIGTERM", "SIGKILL")`` when the grace ran out).
+    ``exit_code``/``exit_signal`` say how the leader ended; ``seconds`` is the
+    time from the stop to the end of the command (its whole group gone, its
+    pipes closed), ``None`` while it has not ended.
+    """
+
+    pgid: int
+    signals: tuple[str, ...]
+    exit_code: int | None
+    exit_signal: str | None
+    seconds: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShellResult:
     """How a foreground command ended, and what it wrote.
 
@@ -121,7 +139,7 @@ class ShellResult:
     ``exit_code`` is set when bash exited; ``signal`` (``"SIGKILL"``, …) when
     a signal ended it. ``timed_out`` and ``aborted`` say why the executor
     stopped it — the timeout, or the caller's signal (or the executor shutting
-    down) — and are never both set.
+    down) — and are never both set; ``stop`` is then the receipt of that stop.
     """
 
     stdout: str
@@ -134,6 +152,7 @@ class ShellResult:
     stderr_truncated: bool = False
     stdout_spill: str | None = None
     stderr_spill: str | None = None
+    stop: StopReport | None = None
 
     def __post_init__(self) -> None:
         if self.timed_out and self.aborted:
@@ -166,6 +185,8 @@ class BashTask:
     started_at: float
     """Wall-clock seconds since the epoch."""
     finished_at: float | None = None
+    stop: StopReport | None = None
+    """The receipt of the kill, for a task that was killed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,6 +312,12 @@ class ShellExecutor(Protocol):
         Raises:
             TaskNotFoundError: unknown id.
         """
+        ...
+
+    def stop_owned_by(self, owner: str) -> builtins.list[BashTask]:
+        """Begin stopping every running task whose owner is exactly ``owner`` (SIGTERM now,
+        SIGKILL after the grace) and return their snapshots at once; ``wait`` or
+        :meth:`kill_owned_by` awaits their end."""
         ...
 
     async def kill_owned_by(self, owner: str) -> builtins.list[BashTask]:

@@ -31,8 +31,10 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tether.persist.location import data_dir
 from tether.runtime.checked import Checked, FieldError, meta
 from tether.shell.definition import (
     SHELL,
@@ -49,6 +51,8 @@ from tether.shell.definition import (
     TaskNotFoundError,
     TaskStatus,
 )
+from tether.shell.guard import OrphanGuard
+from tether.shell.orphans import state_path
 from tether.shell.process import OutputStream, ShellProcess, SpillDir, child_environment
 
 if TYPE_CHECKING:
@@ -83,6 +87,9 @@ class Config(Checked):
     """Where the private spill directory is created; the system's temp dir when unset."""
     bash: str = "bash"
     """The bash executable: a path, or a name looked up on PATH when the plugin loads."""
+    state_dir: str | None = None
+    """Where the per-host record of running process groups is kept (see
+    :mod:`tether.shell.orphans`); ``<data dir>/run`` when unset."""
 
     def __post_init__(self) -> None:
         super(Config, self).__post_init__()
@@ -128,6 +135,7 @@ class _Task:
             signal=self.process.signal if ended else None,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            stop=self.process.stop_report() if self.killed else None,
         )
 
 
@@ -143,9 +151,10 @@ class _Listener:
 class _Core:
     """The executor's state, shared by every caller-bound view."""
 
-    def __init__(self, config: Config, bash: str) -> None:
+    def __init__(self, config: Config, bash: str, guard: OrphanGuard) -> None:
         self.config = config
         self.bash = bash
+        self.guard = guard
         self.grace = config.kill_grace_ms / 1000
         self.spill = SpillDir(config.spill_dir)
         self.tasks: dict[str, _Task] = {}
@@ -169,9 +178,9 @@ class LocalShell:
 
     __slots__ = ("_core", "_ctx")
 
-    def __init__(self, ctx: Context, config: Config, bash: str) -> None:
+    def __init__(self, ctx: Context, config: Config, bash: str, guard: OrphanGuard) -> None:
         self._ctx = ctx
-        self._core = _Core(config, bash)
+        self._core = _Core(config, bash, guard)
 
     def for_caller(self, ctx: Context) -> LocalShell:
         """This executor as seen by ``ctx``: listeners it registers belong to ``ctx``'s fiber."""
@@ -248,6 +257,7 @@ class LocalShell:
             stderr_truncated=process.stderr.truncated,
             stdout_spill=process.stdout.spill_path,
             stderr_spill=process.stderr.spill_path,
+            stop=process.stop_report() if reason is not None else None,
         )
 
     # -- background --------------------------------------------------------------
@@ -258,10 +268,13 @@ class LocalShell:
         self._check_open()
         limit = core.config.max_background_per_owner
         if core.running_by_owner[spec.owner] >= limit:
-            who = "unowned tasks" if spec.owner is None else f"owner {spec.owner!r}"
+            running = (
+                f"{limit} unowned background tasks are already running"
+                if spec.owner is None
+                else f"owner {spec.owner!r} already runs {limit} background tasks"
+            )
             raise TaskLimitError(
-                f"{who} already run {limit} background tasks, the most allowed at once: "
-                "kill one or wait for one to finish"
+                f"{running}, the most allowed at once: kill one or wait for one to finish"
             )
         task_id = f"bash-{next(core.task_ids)}"
         task: _Task | None = None
@@ -325,10 +338,19 @@ class LocalShell:
         await task.process.wait()
         return task.snapshot()
 
+    def stop_owned_by(self, owner: str) -> builtins.list[BashTask]:
+        """See :meth:`ShellExecutor.stop_owned_by`."""
+        return [task.snapshot() for task in self._stop_owned(owner)]
+
     async def kill_owned_by(self, owner: str) -> builtins.list[BashTask]:
         """See :meth:`ShellExecutor.kill_owned_by`."""
+        tasks = self._stop_owned(owner)
+        await asyncio.gather(*(task.process.wait() for task in tasks))
+        return [task.snapshot() for task in tasks]
+
+    def _stop_owned(self, owner: str) -> builtins.list[_Task]:
         if not isinstance(owner, str):
-            raise TypeError(f"kill_owned_by() takes an owner token (str), got {owner!r}")
+            raise TypeError(f"an owner token is a str, got {owner!r}")
         tasks = [
             task
             for task in self._core.tasks.values()
@@ -336,8 +358,7 @@ class LocalShell:
         ]
         for task in tasks:
             self._stop_task(task)
-        await asyncio.gather(*(task.process.wait() for task in tasks))
-        return [task.snapshot() for task in tasks]
+        return tasks
 
     # -- completions ---------------------------------------------------------------
 
@@ -383,6 +404,7 @@ class LocalShell:
             stop()
         await asyncio.gather(*(process.wait() for process, _ in live))
         core.spill.remove()
+        await core.guard.close()
 
     # -- internals -----------------------------------------------------------------
 
@@ -416,9 +438,11 @@ class LocalShell:
         except OSError as exc:
             raise ShellError(f"could not start bash in {spec.cwd!r}: {exc}") from exc
         core.live[process] = stop
+        core.guard.track(process.pid, label)
 
         def forget() -> None:
             core.live.pop(process, None)
+            core.guard.untrack(process.pid)
 
         process.add_end_callback(forget)
         return process
@@ -518,6 +542,9 @@ async def apply(ctx: Context, config: Config) -> None:
     bash = shutil.which(config.bash)
     if bash is None:
         raise ShellError(f"bash executable {config.bash!r} not found (set the plugin's 'bash')")
-    shell = LocalShell(ctx, config, bash)
+    state_dir = Path(config.state_dir) if config.state_dir is not None else data_dir() / "run"
+    guard = OrphanGuard(state_path(state_dir))
+    guard.sweep()
+    shell = LocalShell(ctx, config, bash, guard)
     await ctx.effect(lambda: shell.shutdown, label="stop shell commands")
     ctx.provide(SHELL, shell)

@@ -29,6 +29,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections import deque
@@ -36,10 +37,10 @@ from collections.abc import Callable, Mapping
 from signal import SIGKILL, SIGTERM, Signals
 from types import MappingProxyType
 
-log = logging.getLogger(__name__)
+from tether.fence import is_internal, is_secret
+from tether.shell.definition import StopReport
 
-SCRUBBED_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-"""An inherited variable whose name contains one of these (in any case) is not passed on."""
+log = logging.getLogger(__name__)
 
 TERMINAL_ENV: Mapping[str, str] = MappingProxyType(
     {"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat"}
@@ -51,7 +52,8 @@ def child_environment(
     extra: Mapping[str, str], inherited: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a command: ``inherited`` (default ``os.environ``) without the
-    variables whose names look secret, then :data:`TERMINAL_ENV`, then ``extra``.
+    variables whose names look secret and without tether's own ``TETHER_*`` settings
+    (see :mod:`tether.fence`), then :data:`TERMINAL_ENV`, then ``extra``.
 
     ``extra`` is what the caller asked for explicitly, so it is neither
     scrubbed nor overridden.
@@ -60,11 +62,101 @@ def child_environment(
     env = {
         name: value
         for name, value in source.items()
-        if not any(part in name.upper() for part in SCRUBBED_NAME_PARTS)
+        if not is_secret(name) and not is_internal(name)
     }
     env.update(TERMINAL_ENV)
     env.update(extra)
     return env
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
+    """libc's ``prctl`` (Linux), ready to call; ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    function: Callable[[int, int, int, int, int], int] = prctl
+    return function
+
+
+_prctl = _load_prctl()
+
+
+def die_with_parent(parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when ``parent`` (this process's
+    spawning thread) dies; ``None`` where the platform has no parent-death signal.
+
+    It runs in the child between fork and exec. If the parent died before the
+    signal was armed (the child has already been re-parented), the child
+    exits at once instead of running unwatched. The signal is cleared by a
+    fork, so it reaches the group's leader (bash, or the one command bash
+    execs in its place); the rest of the group is the watchdog's
+    (:mod:`tether.shell.orphans`).
+
+    A ``preexec_fn`` makes every spawn a full ``fork`` of tether (no
+    ``vfork``): about 10 ms each on the development machine. So
+    :func:`parent_death` prefers ``setpriv``.
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(125)
+
+    return arm
+
+
+_setpriv: list[str | None] = []
+
+
+def _setpriv_path() -> str | None:
+    """util-linux's ``setpriv``, if it is on PATH and knows ``--pdeathsig`` (checked once)."""
+    if not _setpriv:
+        found = shutil.which("setpriv")
+        if found is not None:
+            try:
+                probe = subprocess.run(
+                    [found, "--pdeathsig", "KILL", "--", "true"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=5,
+                    check=False,
+                )
+            except (OSError, subprocess.SubprocessError):
+                found = None
+            else:
+                found = found if probe.returncode == 0 else None
+        _setpriv.append(found)
+    return _setpriv[0]
+
+
+def parent_death(parent: int) -> tuple[list[str], Callable[[], None] | None]:
+    """How to give a child SIGKILL at ``parent``'s death: an argv prefix, or a ``preexec_fn``.
+
+    ``setpriv --pdeathsig KILL --`` (one more exec, about 2 ms) where it is
+    available, else :func:`die_with_parent`. With ``setpriv`` the signal is
+    armed just after the fork rather than before the exec, so a tether that
+    dies in that moment is not noticed by the child (its group is not yet
+    recorded either): the residual window of a few milliseconds at a crash.
+    """
+    setpriv = _setpriv_path()
+    if setpriv is not None:
+        return [setpriv, "--pdeathsig", "KILL", "--"], None
+    return [], die_with_parent(parent)
 
 
 def signal_name(number: int) -> str:
@@ -375,6 +467,9 @@ class ShellProcess:
         self._drain: asyncio.TimerHandle | None = None
         self._ended: asyncio.Future[None] = self._loop.create_future()
         self._end_callbacks: list[Callable[[], None]] = []
+        self._stop_requested_at: float | None = None
+        self._ended_at: float | None = None
+        self._signals_sent: list[str] = []
 
     @classmethod
     def spawn(
@@ -394,17 +489,20 @@ class ShellProcess:
             OSError: the process could not be created (``cwd`` vanished, no
                 bash, no resources).
         """
+        prefix, preexec = parent_death(os.getpid())
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         try:
             popen = subprocess.Popen(
-                [bash, "-c", command],
+                [*prefix, bash, "-c", command],
                 stdin=subprocess.DEVNULL,
                 stdout=out_write,
                 stderr=err_write,
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                # Safe with threads: it takes no lock, it only makes two system calls.
+                preexec_fn=preexec,  # noqa: PLW1509
             )
         except BaseException:
             for fd in (out_read, err_read):
@@ -443,6 +541,20 @@ class ShellProcess:
         code = self._returncode
         return signal_name(-code) if code is not None and code < 0 else None
 
+    def stop_report(self) -> StopReport | None:
+        """The receipt of the stop :meth:`terminate` began; ``None`` if it was never stopped."""
+        requested = self._stop_requested_at
+        if requested is None:
+            return None
+        ended = self._ended_at
+        return StopReport(
+            pgid=self._pgid,
+            signals=tuple(self._signals_sent),
+            exit_code=self.exit_code,
+            exit_signal=self.signal,
+            seconds=None if ended is None else ended - requested,
+        )
+
     def add_end_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` when the process ends, before anyone awaiting :meth:`wait` resumes.
 
@@ -466,6 +578,7 @@ class ShellProcess:
         if self._ended.done() or self._stopping:
             return False
         was_running = self._returncode is None
+        self._stop_requested_at = self._loop.time()
         self._stop_group()
         self._advance()
         return was_running
@@ -549,6 +662,8 @@ class ShellProcess:
             return False
         except PermissionError:
             log.warning("not allowed to send %s to process group %d", sig.name, self._pgid)
+        else:
+            self._signals_sent.append(sig.name)
         return True
 
     def _advance(self) -> None:
@@ -590,6 +705,7 @@ class ShellProcess:
         for handle in (self._deadline, self._probe, self._drain):
             self._cancel(handle)
         self._deadline = self._probe = self._drain = None
+        self._ended_at = self._loop.time()
         self._ended.set_result(None)
         callbacks, self._end_callbacks = self._end_callbacks, []
         for callback in callbacks:

@@ -15,11 +15,11 @@ unloads.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tether.fence import environ
 from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
 from tether.llm.adapters.http import HttpClient
 from tether.llm.adapters.messages_api import ANTHROPIC_VERSION, StreamDecoder, request_body
@@ -110,7 +110,7 @@ async def apply(ctx: Context, config: Config) -> None:
     llm = ctx.service(LLM)
     http = HttpClient(config.http_options())
     await ctx.effect(lambda: http.aclose, label="anthropic http client")
-    resolved = endpoint(config, os.environ)
+    resolved = endpoint(config, environ())
     adapter = MessagesAdapter(
         resolved,
         http,

@@ -29,6 +29,8 @@ import time
 from collections.abc import Mapping
 from typing import Literal, get_args
 
+from tether.masking import mask_credentials
+
 __all__ = [
     "ERROR_CODES",
     "RETRYABLE",
@@ -185,7 +187,9 @@ def _number(text: str) -> float | None:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` replaced by ``[redacted]``."""
+    """``text`` with every occurrence of ``secret`` replaced by ``[redacted]``, and the
+    credentials of every URL in it masked."""
+    text = mask_credentials(text)
     if not secret:
         return text
     return text.replace(secret, REDACTED)

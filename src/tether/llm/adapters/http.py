@@ -27,6 +27,7 @@ from tether.llm.adapters.errors import (
     error_message,
     parse_retry_after,
 )
+from tether.masking import mask_credentials
 
 if TYPE_CHECKING:
     import httpx
@@ -162,10 +163,10 @@ class HttpClient:
                 except SSEError:
                     raise await _not_a_stream(response, provider) from None
         except httpx.TimeoutException as exc:
-            text = f"{provider}: timed out talking to {url}: {_detail(exc)}"
+            text = mask_credentials(f"{provider}: timed out talking to {url}: {_detail(exc)}")
             raise ProviderError("timeout", text) from None
         except (httpx.TransportError, httpx.StreamError) as exc:
-            text = f"{provider}: connection to {url} failed: {_detail(exc)}"
+            text = mask_credentials(f"{provider}: connection to {url} failed: {_detail(exc)}")
             raise ProviderError("transport", text) from None
 
 

@@ -29,11 +29,11 @@ the plugin's ``connect_timeout`` and ``read_timeout``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from tether.fence import environ
 from tether.llm.adapters.chat_completions import RequestEncoder, StreamDecoder, request_body
 from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
 from tether.llm.adapters.http import HttpClient
@@ -139,5 +139,5 @@ async def apply(ctx: Context, config: Config) -> None:
     llm = ctx.service(LLM)
     http = HttpClient(config.http_options())
     await ctx.effect(lambda: http.aclose, label="openai http client")
-    for endpoint in endpoints(config, os.environ):
+    for endpoint in endpoints(config, environ()):
         await llm.register(endpoint.provider, ChatCompletionsAdapter(endpoint, http))

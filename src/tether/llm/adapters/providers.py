@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.masking import mask_credentials
+
 __all__ = [
     "ANTHROPIC_PLUGIN",
     "GENERIC_KEY_ENV",
@@ -128,5 +130,5 @@ def check_key(key: str, where: str) -> str | None:
 def check_base_url(url: str) -> str | None:
     """Why ``url`` is not a usable base URL, or ``None`` if it is."""
     if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
-        return f"base URL {url!r} must start with http:// or https://"
+        return f"base URL {mask_credentials(url)!r} must start with http:// or https://"
     return None

@@ -26,11 +26,11 @@ rows and points the agent loop at the model.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tether.fence import environ
 from tether.llm.adapters.providers import (
     ANTHROPIC_PLUGIN,
     OPENAI_PLUGIN,
@@ -179,7 +179,7 @@ def _mapping(value: object) -> Mapping[str, object]:
 def resolve_model_settings(
     model: str | None = None,
     base_url: str | None = None,
-    env: Mapping[str, str] = os.environ,
+    env: Mapping[str, str] | None = None,
     *,
     extra_providers: Collection[str] = (),
 ) -> ModelSettings:
@@ -196,6 +196,8 @@ def resolve_model_settings(
             model name that nothing gives, or ``base_url`` is malformed or
             given for a provider that takes none.
     """
+    if env is None:
+        env = environ()
     given_url = _given(base_url)
     ref, source = _choose(_given(model), env)
     if ref is None:

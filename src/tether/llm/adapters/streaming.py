@@ -21,6 +21,7 @@ from tether.llm.adapters.errors import ProviderError, redact
 from tether.llm.adapters.http import HttpClient, dumps
 from tether.llm.chunks import Finish, StreamChunk
 from tether.llm.request import ModelRequest
+from tether.masking import mask_credentials
 from tether.runtime.signal import CancelSignal
 
 __all__ = ["DRAIN_SECONDS", "HttpAdapter", "failure"]
@@ -58,7 +59,8 @@ class HttpAdapter(ABC):
         return self._endpoint
 
     def __repr__(self) -> str:
-        base_url = self._endpoint.preset.base_url
+        url = self._endpoint.preset.base_url
+        base_url = None if url is None else mask_credentials(url)
         return f"{type(self).__name__}(provider={self.name!r}, base_url={base_url!r})"
 
     @abstractmethod

@@ -1,0 +1,154 @@
+"""Secrets stay with tether: out of its environment block, so no tool can read them there.
+
+A process's environment block — what ``/proc/PID/environ`` shows — is fixed
+when it starts; any process of the same user (every tool tether runs) can
+read it, and root can read anything. So the ``tether`` command never keeps a
+secret there. :func:`fence`, its first step, looks for *fenced* variables:
+names that look secret (containing ``KEY``, ``TOKEN``, ``SECRET`` or
+``PASSWORD``: the API keys the adapters read, ``TETHER_API_KEY`` among them)
+and a ``TETHER_*`` setting whose value is a URL with credentials. If it finds
+any, it re-executes the command with them removed from the environment and
+hands them over on an inherited pipe (never on the command line); the new
+process reads the pipe, closes it, and keeps the variables in memory only
+(:func:`environ`). It also marks itself non-dumpable, so a process of the
+same (non-root) user can neither attach to it nor read its memory.
+
+What remains (see ``docs/shell.md``): root, and anything that can ptrace as
+root, can still read tether's memory; a key given in a composition file
+(``api_key:``) is in that file. The re-exec costs one more interpreter start
+(measured in ``bench/bench_cli.py``).
+
+tether's own ``TETHER_*`` settings stay in its environment (they are not
+secret), but like secrets they are never passed to a tool
+(:func:`~tether.shell.process.child_environment`).
+
+This module imports only the standard library and little of it: it runs
+before anything else, in the process that re-executes too.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+from collections.abc import Mapping
+
+HANDOVER_ENV = "TETHER_FENCED_FD"
+"""Names the descriptor the fenced variables arrive on, in the re-executed process."""
+
+SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+"""A variable whose name contains one of these (in any case) is a secret."""
+
+INTERNAL_PREFIX = "TETHER_"
+"""tether's own settings: for tether alone, never for the commands it runs."""
+
+_PR_SET_DUMPABLE = 4
+
+_fenced: dict[str, str] = {}
+_environ: Mapping[str, str] = collections.ChainMap(_fenced, os.environ)
+
+
+def is_secret(name: str) -> bool:
+    """Whether the variable ``name`` looks like it holds a secret."""
+    upper = name.upper()
+    return any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def is_internal(name: str) -> bool:
+    """Whether the variable ``name`` is one of tether's own settings (``TETHER_*``)."""
+    return name.upper().startswith(INTERNAL_PREFIX)
+
+
+def is_fenced(name: str, value: str) -> bool:
+    """Whether the variable is kept out of tether's environment block: a secret, or a
+    ``TETHER_*`` setting holding a URL with credentials."""
+    return is_secret(name) or (is_internal(name) and "://" in value and "@" in value)
+
+
+def environ() -> Mapping[str, str]:
+    """tether's environment: the fenced variables it was handed, over ``os.environ``.
+
+    The place to read a key or a ``TETHER_*`` setting; ``os.environ`` no
+    longer has them in a fenced process. The mapping is live.
+    """
+    return _environ
+
+
+def fence() -> None:
+    """Keep the fenced variables out of this process's environment block (see the module).
+
+    In a process started with secrets in its environment it re-executes the
+    command and does not return; in the re-executed one it takes the
+    variables from the handover pipe and returns. Where re-executing is not
+    possible (no ``sys.orig_argv``, the pipe cannot be made, the secrets do
+    not fit in it, the exec fails — said on stderr) it returns with nothing
+    changed.
+    """
+    handover = os.environ.pop(HANDOVER_ENV, None)
+    if handover is not None:
+        _receive(handover)
+        return
+    fenced = {name: value for name, value in os.environ.items() if is_fenced(name, value)}
+    if not fenced or not getattr(sys, "orig_argv", None):
+        return
+    payload = json.dumps(fenced).encode()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return
+    try:
+        # The whole payload must fit in the pipe: nobody reads it until the exec.
+        if len(payload) > _pipe_capacity(write_end):
+            os.close(read_end)
+            return
+        os.write(write_end, payload)
+    finally:
+        os.close(write_end)
+    os.set_inheritable(read_end, True)
+    env = {name: value for name, value in os.environ.items() if not is_fenced(name, value)}
+    env[HANDOVER_ENV] = str(read_end)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError as exc:
+        os.close(read_end)
+        print(f"tether: cannot fence the secrets (re-executing failed: {exc})", file=sys.stderr)
+
+
+def _pipe_capacity(fd: int) -> int:
+    try:
+        import fcntl
+
+        return int(fcntl.fcntl(fd, getattr(fcntl, "F_GETPIPE_SZ", 1032)))
+    except (OSError, ImportError):
+        return 4096
+
+
+def _receive(handover: str) -> None:
+    try:
+        fd = int(handover)
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        os.close(fd)
+        received = json.loads(b"".join(chunks))
+    except (OSError, ValueError) as exc:
+        print(f"tether: the fenced environment could not be read: {exc}", file=sys.stderr)
+        return
+    if isinstance(received, dict):
+        _fenced.update({str(k): str(v) for k, v in received.items()})
+    _not_dumpable()
+
+
+def _not_dumpable() -> None:
+    """Refuse same-user ptrace and ``/proc/PID/mem`` (not root's): the keys are in memory."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

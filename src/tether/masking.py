@@ -1,0 +1,38 @@
+"""URL credentials masked in whatever tether shows or stores.
+
+A base URL may carry credentials (``http://user:password@host``).
+:func:`mask_credentials` replaces them with ``***@`` wherever such a URL
+reaches text that leaves tether's memory: log records (:class:`CredentialFilter`),
+error messages, ``tether config show``, the events stored in a session log.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]+@")
+
+MASKED_CREDENTIALS = "***@"
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it (``user:pass@``) replaced by ``***@``."""
+    if "@" not in text:
+        return text
+    return _CREDENTIALS.sub(lambda m: m.group("scheme") + MASKED_CREDENTIALS, text)
+
+
+class CredentialFilter(logging.Filter):
+    """A handler filter that masks URL credentials in each record: message and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask_credentials(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = mask_credentials(record.exc_text)
+        return True

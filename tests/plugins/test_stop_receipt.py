@@ -1,0 +1,87 @@
+"""A cancelled turn closes with a receipt of what the stop did to each process."""
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.agent.world import World, build_world, call, say
+from tests.shell.support import Gate, alive
+from tether.agent import Agent, UserMessage
+from tether.cli.render import transcript
+
+BOUND = 1.0
+"""Seconds a SIGTERM-honouring command may take to go here (bench_shell measures it closely)."""
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    built = await build_world(tmp_path, shell={"wake_idle_owner": False})
+    try:
+        yield built
+    finally:
+        await built.runtime.dispose()
+
+
+async def start_foreground(world: World, agent: Agent, gate: Gate, call_id: str) -> int:
+    """A foreground ``bash`` call that holds the turn; its leader's pid once it runs."""
+    command = json.dumps({"command": f"echo $$ > {gate}; exec sleep 30"})
+    world.model.queue(call("bash", command, call_id=call_id), say("never"))
+    agent.followup(UserMessage.text("run it"))
+    return int(await gate.line())
+
+
+def receipts(agent: Agent) -> list[dict[str, object]]:
+    return [dict(e.data) for e in agent.session.events if e.type == "tool/stopped"]
+
+
+async def test_a_cancelled_turn_closes_with_a_receipt_of_its_running_call(
+    world: World, tmp_path: Path
+) -> None:
+    agent = (await world.get("agents").create(cwd="/")).agent
+    pid = await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    agent.cancel()
+    await agent.when_idle()
+    assert not alive(pid)
+    types = [e.type for e in agent.session.events]
+    assert types[-2:] == ["tool/stopped", "turn/end"]
+    [receipt] = receipts(agent)
+    assert receipt["turn"] == 1 and receipt["cause"] == "user"
+    [entry] = receipt["stopped"]  # type: ignore[misc]
+    assert entry["kind"] == "call" and entry["id"] == "c-fg" and entry["pgid"] == pid
+    assert list(entry["signals"]) == ["SIGTERM"]
+    assert entry["exit_signal"] == "SIGTERM" and entry["exit_code"] is None
+    assert 0 <= entry["seconds"] < BOUND
+    shown = "\n".join(transcript(agent.session))
+    assert f"stopped call c-fg: process group {pid}, sent SIGTERM" in shown
+
+
+async def test_disposing_mid_turn_receipts_the_background_tasks_it_killed(
+    world: World, tmp_path: Path
+) -> None:
+    handle = await world.get("agents").create(cwd="/")
+    agent = handle.agent
+    started = json.dumps({"command": "sleep 30", "run_in_background": True})
+    world.model.queue(call("bash", started, call_id="c-bg"), say("started"))
+    agent.followup(UserMessage.text("start it"))
+    await agent.when_idle()
+    task = world.get("shell").get("bash-1")
+    assert task is not None
+    await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    await handle.dispose()
+    [receipt] = receipts(agent)
+    assert receipt["cause"] == "disposed"
+    stopped = {(e["kind"], e["id"]): e for e in receipt["stopped"]}  # type: ignore[attr-defined]
+    assert set(stopped) == {("call", "c-fg"), ("task", "bash-1")}
+    for entry in stopped.values():
+        assert list(entry["signals"]) == ["SIGTERM"]
+    assert world.get("shell").get("bash-1").stop is not None
+
+
+async def test_a_turn_that_stopped_nothing_has_no_receipt(world: World) -> None:
+    agent = (await world.get("agents").create(cwd="/")).agent
+    world.model.queue(say("hello"))
+    agent.followup(UserMessage.text("hi"))
+    await agent.when_idle()
+    assert receipts(agent) == []
