@@ -42,7 +42,7 @@ import time
 t0 = time.perf_counter()
 import tether.llm.service, tether.session, tether.loop.plugin, tether.llm.offline
 t1 = time.perf_counter()
-import tether.llm.adapters.openai, tether.llm.adapters.anthropic, tether.llm.retry
+import tether.llm.adapters.openai, tether.llm.adapters.anthropic, tether.loop.retry
 t2 = time.perf_counter()
 import httpx, httpx_sse
 t3 = time.perf_counter()

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from tether.llm import retry as retry_plugin
-from tether.llm.retry import RetryEvent, RetryPolicy
+from tether.loop import retry as retry_plugin
+from tether.loop.retry import RetryEvent, RetryPolicy
 from tether.loop.turn import RequestError
 from tether.runtime import Runtime
 from tether.session.errors import EventFormatError

@@ -153,7 +153,7 @@ def test_rows_carry_base_url_and_key_to_the_chosen_providers_plugin() -> None:
         }
     }
     assert rows["anthropic"]["config"] == {}
-    assert rows["retry"]["plugin"] == "tether.llm.retry"
+    assert rows["retry"]["plugin"] == "tether.loop.retry"
 
 
 def test_apply_to_merges_into_existing_rows_and_sets_the_loop_model() -> None:

@@ -18,11 +18,11 @@ from tests.adapters.support import KEY
 from tether.agent import Agent
 from tether.agent import registry as agents_plugin
 from tether.agent.registry import AGENTS
-from tether.llm import retry as retry_plugin
 from tether.llm import service as llm_plugin
 from tether.llm.adapters import anthropic as anthropic_plugin
 from tether.llm.adapters import openai as openai_plugin
 from tether.loop import plugin as loop_plugin
+from tether.loop import retry as retry_plugin
 from tether.persist import jsonl as jsonl_plugin
 from tether.runtime import Context, Runtime
 from tether.session.store import apply as store_plugin

@@ -7,7 +7,9 @@
 * :mod:`tether.acp.content` — prompt content blocks as a user message;
 * :mod:`tether.acp.permissions` — modes and ``session/request_permission``;
 * :mod:`tether.acp.transport`, :mod:`tether.acp.stdio` — frames on stdio;
-* :mod:`tether.acp.command` — ``tether acp``.
+* :mod:`tether.acp.gate` — strict JSON-RPC checks before a frame reaches the SDK.
+
+The ``tether acp`` command itself is :mod:`tether.cli.acp`.
 
 Nothing is imported here, so ``tether acp`` loads only what its handshake needs.
 """

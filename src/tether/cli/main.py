@@ -154,7 +154,7 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return config_show(args)
     if args.command == "acp":
-        from tether.acp.command import run_acp
+        from tether.cli.acp import run_acp
 
         run_acp(args)
     if args.command == "demo":

@@ -9,7 +9,7 @@ Plugins (mount them under the ``llm`` service):
 
 Failed requests end their stream with a normalized error code
 (:mod:`tether.llm.adapters.errors`); the retry policy is the separate
-:mod:`tether.llm.retry` plugin. :func:`resolve_model_settings` decides and
+:mod:`tether.loop.retry` plugin. :func:`resolve_model_settings` decides and
 checks the model before anything starts (for the command line).
 
 Nothing here imports ``httpx`` until the first request.

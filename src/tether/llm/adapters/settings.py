@@ -61,7 +61,7 @@ BASE_URL_ENV = "TETHER_BASE_URL"
 DEEPSEEK_KEY_ENV = "DEEPSEEK_API_KEY"
 DEEPSEEK_DEFAULT = "deepseek:deepseek-chat"
 OFFLINE = "offline"
-RETRY_PLUGIN = "tether.llm.retry"
+RETRY_PLUGIN = "tether.loop.retry"
 AGENT_LOOP_ROW = "agent_loop"
 
 OFFLINE_NOTICE = (

@@ -24,7 +24,7 @@ on the turn's cancel signal: a cancel during the wait ends the turn at once,
 Mount it beside the agent loop::
 
     - id: retry
-      plugin: tether.llm.retry
+      plugin: tether.loop.retry
       config: {max_attempts: 5, base_delay: 1.0, max_delay: 30.0}
 """
 
