@@ -6,6 +6,10 @@ so a batch, and the first batch together with its header, is stored whole or
 not at all, and writers in other processes are serialised by SQLite. The
 listing columns of ``sessions`` (turn count, last activity, title) are kept up
 to date in the same transaction, so listing reads one row per session.
+
+A session's lease is a row of ``leases`` (see
+:mod:`tether.persist.backends.lease`). The database is created mode 0600 (its
+WAL and shared-memory files take the same mode) in a directory created 0700.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from tether.persist.backends.errors import (
     SessionNotFoundError,
     UnsupportedFormatError,
 )
+from tether.persist.backends.lease import SessionLeasedError, process_alive, process_start
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
@@ -43,6 +48,7 @@ from tether.persist.backends.records import (
     validate_session_id,
 )
 from tether.persist.backends.summary import Activity
+from tether.persist.location import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,16 @@ _SCHEMA = (
     """,
 )
 
+# Created by every open, not by the schema migration: databases of schema 1
+# made before leases existed get the table too.
+_LEASES = """
+    CREATE TABLE IF NOT EXISTS leases (
+        session_id TEXT PRIMARY KEY,
+        pid INTEGER NOT NULL,
+        started TEXT NOT NULL
+    ) WITHOUT ROWID
+"""
+
 
 class SqliteBackend:
     """A :class:`~tether.persist.backends.base.LogBackend` keeping all sessions in one database.
@@ -86,9 +102,10 @@ class SqliteBackend:
             UnsupportedFormatError: the database was created by a newer schema.
             sqlite3.Error: the file cannot be opened as a database.
         """
-        root_path = Path(root)
-        root_path.mkdir(parents=True, exist_ok=True)
+        root_path = private_dir(Path(root))
         self._path = root_path / "sessions.sqlite3"
+        if not self._path.exists():
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._lock = threading.Lock()
         self._closed = False
         # isolation_level=None leaves transactions to the explicit BEGINs below.
@@ -136,7 +153,6 @@ class SqliteBackend:
         """Store a batch in one transaction; see :meth:`LogBackend.write` for the contract.
 
         Raises:
-            ValueError: the session is not stored and ``events`` is empty.
             InvalidRecordError: the header (first write) or an event is invalid.
             StoreConflictError: the batch does not continue the stored log.
         """
@@ -152,12 +168,9 @@ class SqliteBackend:
                 (session_id,),
             ).fetchone()
             if stored is None:
-                if not batch:
-                    raise ValueError(
-                        f"session {session_id!r}: the first write needs at least one event"
-                    )
                 record = parse_header(header)
-                check_continues(session_id, batch, 0)
+                if batch:
+                    check_continues(session_id, batch, 0)
                 activity = Activity().extend(batch)
                 conn.execute(
                     "INSERT INTO sessions"
@@ -168,7 +181,9 @@ class SqliteBackend:
                         encode_json(record),
                         record["created_at"],
                         activity.turn_count,
-                        activity.last_activity,
+                        record["created_at"]
+                        if activity.last_activity is None
+                        else activity.last_activity,
                         activity.title,
                     ),
                 )
@@ -260,6 +275,47 @@ class SqliteBackend:
             if conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
                 raise SessionNotFoundError(session_id)
 
+    def acquire_lease(self, session_id: str) -> _RowLease:
+        """Take the session's lease: a ``leases`` row naming this process.
+
+        A row left by a process that no longer runs is replaced.
+
+        Raises:
+            SessionLeasedError: a running process holds it.
+        """
+        validate_session_id(session_id)
+        pid, started = os.getpid(), process_start(os.getpid())
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT pid, started FROM leases WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row is not None and process_alive(row[0], row[1]):
+                raise SessionLeasedError(session_id, row[0])
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (session_id, pid, started) VALUES (?, ?, ?)",
+                (session_id, pid, started),
+            )
+        return _RowLease(self, session_id, pid, started)
+
+    def _drop_lease(self, session_id: str, pid: int, started: str) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "DELETE FROM leases WHERE session_id = ? AND pid = ? AND started = ?",
+                (session_id, pid, started),
+            )
+
+    def check_writable(self) -> None:
+        """Commit a transaction that writes (and then removes) a row.
+
+        Raises:
+            sqlite3.Error: the database is read-only, damaged, or the disk is full.
+        """
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (session_id, pid, started) VALUES ('.probe', 0, '')"
+            )
+            conn.execute("DELETE FROM leases WHERE session_id = '.probe'")
+
     def close(self) -> None:
         """Close the connection; later calls raise :class:`BackendClosedError`."""
         with self._lock:
@@ -302,11 +358,31 @@ class SqliteBackend:
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute(_LEASES)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+
+class _RowLease:
+    """A lease held as a ``leases`` row; released by deleting the row (if still ours)."""
+
+    def __init__(self, backend: SqliteBackend, session_id: str, pid: int, started: str) -> None:
+        self._backend = backend
+        self._key: tuple[str, int, str] | None = (session_id, pid, started)
+
+    def release(self) -> None:
+        key, self._key = self._key, None
+        if key is None:
+            return
+        try:
+            self._backend._drop_lease(*key)
+        except BackendClosedError:
+            # Closing without releasing leaves a row of a process that is
+            # about to end; the next taker sees it is stale.
+            log.debug("lease of session %s left to expire with this process", key[0])
 
 
 def _parse_stored_header(session_id: str, text: object) -> HeaderRecord:
