@@ -11,6 +11,7 @@ from typing import NoReturn
 
 from tether import __version__
 from tether.cli.boot import UsageError, existing_dir
+from tether.cli.failures import EXIT_FAILED, StartRefusedError, describe
 from tether.cli.process import begin_startup, exit_now
 
 
@@ -126,8 +127,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"tether: error: {exc}", file=sys.stderr)
         return 2
+    except StartRefusedError as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        reason = describe(exc)
+        if reason is None:
+            raise
+        print(f"tether: {reason}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -2,9 +2,12 @@
 
 The assistant's text streams to stdout as it arrives; tool activity and the
 session id go to stderr. Exit status: 0 when the turn completed, 130 when it
-was cancelled (Ctrl-C), 1 otherwise, each with a one-line reason on stderr.
-The first Ctrl-C cancels the turn cleanly (the log closes with
-``aborted {user}``); a second one exits at once.
+was cancelled (Ctrl-C), 143 or 129 when SIGTERM or SIGHUP cancelled it, 1
+otherwise, each with a one-line reason on stderr. The first Ctrl-C cancels the
+turn cleanly (the log closes with ``aborted {user}``); a second one exits at
+once. The exit status is given only once the turn is on disk: a session that
+could not be stored exits 1, saying so. Bytes of the task that are not UTF-8
+become U+FFFD.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
-from tether.agent import Agent, UserMessage
+from tether.agent import Agent, AgentError, UserMessage
 from tether.cli.boot import UsageError, open_agent, start
+from tether.cli.ending import Terminations, acknowledge
+from tether.cli.failures import describe
 from tether.session import Event, Session
+from tether.session.attempts import RETRY_TYPE, retry_notice
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -33,14 +39,28 @@ class StreamPrinter:
         self._out = out
         self._err = err
         self._line_open = False
+        self.output_error: OSError | None = None
+        """Why writing to ``out`` failed (a closed pipe, a full device); then it stops."""
+
+    def _write(self, text: str) -> None:
+        if self.output_error is not None:
+            return
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except OSError as exc:
+            self.output_error = exc
 
     def __call__(self, session: Session, event: Event) -> None:
         data = event.data
         if event.type == "assistant/chunk" and data.get("kind") == "text":
             text = str(data.get("delta", ""))
-            self._out.write(text)
-            self._out.flush()
+            self._write(text)
             self._line_open = not text.endswith("\n")
+        elif event.type == RETRY_TYPE:
+            self.end_line()
+            self._err.write(retry_notice(data) + "\n")
+            self._err.flush()
         elif event.type == "tool/call":
             self.end_line()
             arguments = data.get("arguments")
@@ -57,8 +77,7 @@ class StreamPrinter:
 
     def end_line(self) -> None:
         if self._line_open:
-            self._out.write("\n")
-            self._out.flush()
+            self._write("\n")
             self._line_open = False
 
 
@@ -81,11 +100,16 @@ def outcome(agent: Agent) -> tuple[int, str | None]:
     return EXIT_CANCELLED, "cancelled before the turn started"
 
 
+def decoded_argument(text: str) -> str:
+    """A command-line argument as text: bytes that were not UTF-8 become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 async def run(args: argparse.Namespace) -> int:
-    task: str = args.task
+    task = decoded_argument(args.task)
     if not task.strip():
         raise UsageError("run: the task is empty")
-    tether = await start(args, model=args.model)
+    tether = await start(args, model=args.model, persistent=True)
     try:
         handle = await open_agent(tether, resume=args.resume, cwd=str(args.cwd or os.getcwd()))
         if handle is None:
@@ -108,13 +132,26 @@ async def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, on_interrupt)
         try:
-            agent.followup(UserMessage.text(task))
-            await agent.when_idle()
+            with Terminations(agent) as terminations:
+                agent.followup(UserMessage.text(task))
+                await agent.when_idle()
+                unstored = await acknowledge(agent)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_line()
         status, reason = outcome(agent)
-        await handle.dispose()
+        if terminations.exit_status is not None:
+            status = terminations.exit_status
+        if unstored is not None:
+            status, reason = EXIT_FAILED, unstored
+        elif printer.output_error is not None:
+            status = EXIT_FAILED
+            reason = f"the answer could not be written: {describe(printer.output_error)}"
+        try:
+            await handle.dispose()
+        except AgentError as exc:
+            if unstored is None:
+                status, reason = EXIT_FAILED, str(exc)
         if reason is not None:
             print(f"tether: {reason}", file=sys.stderr)
         return status

@@ -102,6 +102,8 @@ class WriteBehind:
         """Forget ``session`` once everything appended to it so far is written."""
         track = self._tracks.get(session)
         if track is None:
+            # Never written here: a resumed session still holds its lease.
+            self._leases.release(session.id, session)
             return
         track.released = True
         self._dirty[track] = None
@@ -216,3 +218,4 @@ class WriteBehind:
         if track.released and durable >= len(track.session.events) and not remaining:
             self._tracks.pop(track.session, None)
             self._leases.release(track.session.id, track)
+            self._leases.release(track.session.id, track.session)
