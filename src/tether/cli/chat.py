@@ -21,9 +21,9 @@ import signal
 import sys
 from collections.abc import Callable
 
-from tether.agent import Agent, AgentError, AgentStatus, UserMessage
+from tether.agent import Agent, AgentStatus, UserMessage
 from tether.cli.boot import open_agent, start
-from tether.cli.ending import Terminations, acknowledge
+from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.run import StreamPrinter
 from tether.host import Tether
 
@@ -72,6 +72,7 @@ class _Prompter:
 
 async def chat(args: argparse.Namespace) -> int:
     tether = await start(args, model=args.model, persistent=True)
+    release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
         handle = await open_agent(tether, resume=args.resume, cwd=os.getcwd())
         if handle is None:
@@ -107,17 +108,15 @@ async def chat(args: argparse.Namespace) -> int:
             prompting.cancel()
             await asyncio.gather(prompting, return_exceptions=True)
         printer.end_line()
-        try:
-            await handle.dispose()
-        except AgentError as exc:
-            final = final or str(exc)
-        if final is not None:
-            print(f"tether: {final}", file=sys.stderr)
+        failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
         if terminations.exit_status is not None:
             return terminations.exit_status
-        return 1 if final is not None else 0
+        return 1 if failed else 0
     finally:
-        await tether.stop()
+        try:
+            await tether.stop()
+        finally:
+            release_logs()
 
 
 def _on_interrupt(agent: Agent) -> None:

@@ -13,7 +13,9 @@ on disk.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
+import sys
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 from tether.cli.failures import describe
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
+    from tether.agent import Agent, AgentHandle
 
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
@@ -76,3 +78,40 @@ async def acknowledge(agent: Agent) -> str | None:
         reason = describe(cause) or str(cause)
         return f"session {agent.id} could not be stored: {reason}"
     return None
+
+
+def hold_back_repeats(*, verbose: bool) -> Callable[[], None]:
+    """After a command said its work could not be stored: hold back the teardown's repeats.
+
+    The teardown's own flushes fail the same way and would log it again;
+    without ``verbose`` those error logs are held back until the returned
+    function is called, so the failure is said once.
+    """
+    if verbose:
+        return lambda: None
+    logging.disable(logging.ERROR)
+    return lambda: logging.disable(logging.NOTSET)
+
+
+async def dispose_reporting(
+    handle: AgentHandle, unstored: str | None, *, verbose: bool
+) -> tuple[bool, Callable[[], None]]:
+    """Say ``unstored`` (why the work is not on disk), if anything, then dispose the agent.
+
+    Returns whether storing failed (before or in the teardown) and the
+    function that releases the logs :func:`hold_back_repeats` held back;
+    call it once tether has stopped.
+    """
+    from tether.agent.errors import AgentError
+
+    release: Callable[[], None] = lambda: None  # noqa: E731
+    if unstored is not None:
+        print(f"tether: {unstored}", file=sys.stderr)
+        release = hold_back_repeats(verbose=verbose)
+    try:
+        await handle.dispose()
+    except AgentError as exc:
+        if unstored is None:
+            print(f"tether: {exc}", file=sys.stderr)
+        return True, release
+    return unstored is not None, release

@@ -8,6 +8,7 @@ line on stderr and a nonzero exit status, never a traceback.
 from __future__ import annotations
 
 import errno
+import logging
 
 EXIT_FAILED = 1
 
@@ -38,3 +39,26 @@ def describe(exc: BaseException) -> str | None:
     if type(exc).__module__ == "sqlite3":
         return f"the session database failed: {exc}"
     return None
+
+
+class OneLineFormatter(logging.Formatter):
+    """Log records as one line each: an exception is named, its traceback left out.
+
+    The command line's logs without ``--verbose``: no traceback reaches a
+    user; ``--verbose`` shows them in full.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(
+            logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        )
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            line += f": {type(error).__name__}: {_first_line(error)}"
+        return line
+
+
+def _first_line(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return _first_line(error.exceptions[0])
+    return (str(error).splitlines() or [""])[0]

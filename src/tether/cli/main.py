@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from tether import __version__
 from tether.cli.boot import UsageError, existing_dir
-from tether.cli.failures import EXIT_FAILED, StartRefusedError, describe
+from tether.cli.failures import EXIT_FAILED, OneLineFormatter, StartRefusedError, describe
 from tether.cli.process import begin_startup, exit_now
 
 
@@ -116,10 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    log_format = "%(levelname)s %(name)s: %(message)s"
+    handler.setFormatter(
+        logging.Formatter(log_format) if args.verbose else OneLineFormatter(log_format)
+    )
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
+        level=logging.DEBUG if args.verbose else logging.WARNING, handlers=[handler]
     )
     try:
         return dispatch(parser, args)

@@ -17,12 +17,12 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from tether.agent import Agent, AgentError, UserMessage
+from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_agent, start
-from tether.cli.ending import Terminations, acknowledge
+from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.failures import describe
 from tether.session import Event, Session
 from tether.session.attempts import RETRY_TYPE, retry_notice
@@ -110,6 +110,7 @@ async def run(args: argparse.Namespace) -> int:
     if not task.strip():
         raise UsageError("run: the task is empty")
     tether = await start(args, model=args.model, persistent=True)
+    release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
         handle = await open_agent(tether, resume=args.resume, cwd=str(args.cwd or os.getcwd()))
         if handle is None:
@@ -118,19 +119,8 @@ async def run(args: argparse.Namespace) -> int:
         print(f"session {agent.id}", file=sys.stderr)
         printer = StreamPrinter(sys.stdout, sys.stderr)
         agent.ctx.on("session/event", printer)
-        interrupts = 0
-
-        def on_interrupt() -> None:
-            nonlocal interrupts
-            interrupts += 1
-            if interrupts > 1:
-                printer.end_line()
-                os._exit(EXIT_CANCELLED)
-            print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
-            agent.cancel()
-
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
         try:
             with Terminations(agent) as terminations:
                 agent.followup(UserMessage.text(task))
@@ -139,21 +129,40 @@ async def run(args: argparse.Namespace) -> int:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_line()
-        status, reason = outcome(agent)
-        if terminations.exit_status is not None:
-            status = terminations.exit_status
-        if unstored is not None:
-            status, reason = EXIT_FAILED, unstored
-        elif printer.output_error is not None:
-            status = EXIT_FAILED
-            reason = f"the answer could not be written: {describe(printer.output_error)}"
-        try:
-            await handle.dispose()
-        except AgentError as exc:
-            if unstored is None:
-                status, reason = EXIT_FAILED, str(exc)
-        if reason is not None:
+        status, reason = _verdict(agent, printer, terminations)
+        if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
-        return status
+        failed, release_logs = await dispose_reporting(handle, unstored, verbose=args.verbose)
+        return EXIT_FAILED if failed else status
     finally:
-        await tether.stop()
+        try:
+            await tether.stop()
+        finally:
+            release_logs()
+
+
+class _Interrupts:
+    """Ctrl-C: the first cancels the turn cleanly, a second exits at once."""
+
+    def __init__(self, agent: Agent, printer: StreamPrinter) -> None:
+        self._agent = agent
+        self._printer = printer
+        self._count = 0
+
+    def __call__(self) -> None:
+        self._count += 1
+        if self._count > 1:
+            self._printer.end_line()
+            os._exit(EXIT_CANCELLED)
+        print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
+        self._agent.cancel()
+
+
+def _verdict(
+    agent: Agent, printer: StreamPrinter, terminations: Terminations
+) -> tuple[int, str | None]:
+    """The exit status and one-line reason of the turn that ran."""
+    if printer.output_error is not None:
+        return EXIT_FAILED, f"the answer could not be written: {describe(printer.output_error)}"
+    status, reason = outcome(agent)
+    return terminations.exit_status or status, reason

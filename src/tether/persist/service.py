@@ -29,6 +29,7 @@ listings take no lease and never write.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,8 @@ from tether.session.store import SessionConflictError, SessionStore
 
 if TYPE_CHECKING:
     from tether.runtime import Context
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +175,15 @@ class Persistence:
 
     async def _read(self, session_id: str) -> Session:
         stored = await asyncio.to_thread(self._backend.load, session_id)
+        torn = stored.repaired_tail
+        if torn is not None:
+            log.warning(
+                "session %s: its log ends in a torn line (line %d, %d bytes), left out; "
+                "the session's next write cuts it off",
+                session_id,
+                torn.line,
+                torn.discarded_bytes,
+            )
         return await asyncio.to_thread(_decode, session_id, stored)
 
     async def _repair(self, session: Session) -> None:

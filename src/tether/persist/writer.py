@@ -181,9 +181,11 @@ class WriteBehind:
         except Exception as exc:
             waiters, track.waiters = track.waiters, []
             if not track.failing:
-                # Once per failing streak: the flushes waiting on it get the
-                # error itself, and the next append retries.
-                log.error("writing session %s failed: %s", session.id, exc)
+                # Once per failing streak, and not as an error: every flush
+                # waiting now or later (the acknowledgement of the work, the
+                # agent's teardown) gets the error itself, and the next
+                # append retries.
+                log.info("writing session %s failed: %s", session.id, exc)
             track.failing = True
             for _target, future in waiters:
                 if not future.done():
@@ -191,7 +193,7 @@ class WriteBehind:
             return
         if track.failing:
             track.failing = False
-            log.warning("writing session %s works again; nothing was lost", session.id)
+            log.info("writing session %s works again; nothing was lost", session.id)
         self._settle(track)
 
     def _begin(self, track: _Track) -> int:
