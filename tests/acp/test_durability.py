@@ -6,6 +6,10 @@ arrives, or run side by side on one ``TETHER_HOME``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,9 +18,10 @@ import pytest
 from acp.exceptions import RequestError
 from acp.schema import AgentMessageChunk
 
-from tests.acp.harness import RETRYING, SCRIPTED, SQLITE, AcpProcess, serving
+from tests.acp.harness import RETRYING, SCRIPTED, SQLITE, AcpProcess, env_for, serving
 from tests.mounts import fill, tmpfs
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
+from tether.session import BUILTIN_PAYLOADS, Event, EventRegistry
 
 BACKENDS: dict[str, tuple[str, Callable[[Path], LogBackend]]] = {
     "jsonl": (SCRIPTED, JsonlBackend),
@@ -140,3 +145,33 @@ async def test_a_retried_request_is_announced_live_and_replayed_without_the_aban
         ]
     assert "".join(replayed) == "Hello, world!"
     assert [e["type"] for e in server.log(sid)].count("llm/retry") == 1
+
+
+async def test_a_log_of_every_event_type_loads_with_only_the_core_registry(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, "--mode", "auto", overlay=RETRYING) as server:
+        sid = await server.new_session()
+        for prompt in ("flaky", "think hard", "bash echo hi", "long", "decline", "fail"):
+            with contextlib.suppress(RequestError):
+                await server.prompt(sid, prompt)
+        held = server.start_prompt(sid, "hold")
+        await server.client.wait_for(server.client.saw_text(sid, "holding"))
+        await server.conn.cancel(session_id=sid)
+        assert await held == "cancelled"
+    records = server.log(sid)
+    written = {record["type"] for record in records}
+    assert {cls.type for cls in BUILTIN_PAYLOADS} <= written
+    core = EventRegistry()
+    assert [Event.from_record(r, core).type for r in records] == [r["type"] for r in records]
+    # The command line loads it with no retry plugin mounted.
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "tether.cli.main", "sessions", "show", sid],
+        capture_output=True,
+        text=True,
+        env=env_for(server.home),
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "assistant: Hello, world!" in shown.stdout

@@ -106,6 +106,13 @@ class WriteBehind:
             self._leases.release(session.id, session)
             return
         track.released = True
+        if track.durable is not None and track.durable >= len(session.events):
+            # Everything is written already: forgotten (and its lease given
+            # up) now, not when the writer next runs.
+            self._settle(track)
+            if session not in self._tracks:
+                self._dirty.pop(track, None)
+                return
         self._dirty[track] = None
         self._wake.set()
 
