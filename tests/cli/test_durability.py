@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_commands import env_for, session_id, tether
+from tests.cli.test_commands import SLOW, env_for, session_id, slow_run, tether
 from tests.mounts import fill, remount, tmpfs
 from tether.persist.backends import JsonlBackend
 
 SQLITE = "plugins:\n  - id: persistence\n    plugin: tether.persist.sqlite\n"
-SLOW = "plugins:\n  - id: slow\n    plugin: tests.cli.slow_model\n"
 
 
 def overlay(tmp_path: Path, name: str, text: str) -> str:
@@ -45,22 +44,16 @@ def log_lines(home: Path, sid: str) -> list[dict[str, object]]:
     return [json.loads(line.decode("utf-8")) for line in raw.splitlines()]
 
 
-def slow_run(home: Path, config: str, *args: str) -> tuple[subprocess.Popen[str], str]:
-    """``tether run`` on the slow model, once it has streamed its first chunk."""
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "tether.cli.main", "--config", config),
-            *("run", "--model", "slow", *args, "take your time"),
-        ],
-        stdout=subprocess.PIPE,
+def run_to(home: Path, stdout: int) -> subprocess.CompletedProcess[str]:
+    """``tether run hello`` with its stdout on file descriptor ``stdout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "run", "hello"],
+        stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
         env=env_for(home),
+        check=False,
     )
-    assert process.stdout is not None and process.stderr is not None
-    sid = session_id(process.stderr.readline() or process.stderr.readline())
-    assert process.stdout.read(len("thinking")) == "thinking"
-    return process, sid
 
 
 def last_reason(home: Path, sid: str) -> object:
@@ -184,14 +177,7 @@ def test_an_answer_written_to_a_full_device_or_a_closed_pipe_fails_in_one_line(
     tmp_path: Path,
 ) -> None:
     with open("/dev/full", "w") as full:
-        result = subprocess.run(
-            [sys.executable, "-m", "tether.cli.main", "run", "hello"],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env_for(tmp_path),
-            check=False,
-        )
+        result = run_to(tmp_path, full.fileno())
     assert result.returncode == 1
     line = [
         ln for ln in result.stderr.splitlines() if not ln.startswith(("session ", "tether: no"))
@@ -203,14 +189,7 @@ def test_an_answer_written_to_a_full_device_or_a_closed_pipe_fails_in_one_line(
     read, write = os.pipe()
     os.close(read)
     try:
-        closed = subprocess.run(
-            [sys.executable, "-m", "tether.cli.main", "run", "hello"],
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env_for(tmp_path),
-            check=False,
-        )
+        closed = run_to(tmp_path, write)
     finally:
         os.close(write)
     assert closed.returncode == 1
