@@ -274,6 +274,21 @@ def test_show_and_export_work_read_only_and_report_a_torn_tail(tmp_path: Path) -
     assert torn.endswith(b'{"type":"assistant/chu')
 
 
+def test_sqlite_sessions_are_listed_and_shown_from_a_read_only_home(tmp_path: Path) -> None:
+    config = overlay(tmp_path, "sqlite", SQLITE)
+    with tmpfs(tmp_path / "home", size="1m") as home:
+        sid = session_id(tether(home, "--config", config, "run", "keep me").stderr)
+        remount(home, read_only=True)
+        listed = tether(home, "--config", config, "sessions", "list")
+        shown = tether(home, "--config", config, "sessions", "show", sid)
+        refused = tether(home, "--config", config, "run", "--resume", sid, "more")
+        remount(home, read_only=False)
+    assert listed.returncode == 0 and sid in listed.stdout, listed.stderr
+    assert shown.returncode == 0 and "you: keep me" in shown.stdout, shown.stderr
+    assert refused.returncode == 1
+    assert only_line(refused.stderr).startswith("tether: sessions cannot be stored (")
+
+
 def test_logs_are_private_whatever_the_umask(tmp_path: Path) -> None:
     home = tmp_path / "home"
     config = overlay(tmp_path, "sqlite", SQLITE)

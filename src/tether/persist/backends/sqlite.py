@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from tether.persist.backends.base import SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import (
@@ -98,19 +99,36 @@ class SqliteBackend:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         """Open (creating if needed) ``<root>/sessions.sqlite3``.
 
+        On a read-only file system an existing database is opened read-only
+        (and as immutable: nothing can write it meanwhile), so listing and
+        loading work; every write raises.
+
         Raises:
             UnsupportedFormatError: the database was created by a newer schema.
             sqlite3.Error: the file cannot be opened as a database.
         """
-        root_path = private_dir(Path(root))
-        self._path = root_path / "sessions.sqlite3"
-        if not self._path.exists():
-            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._lock = threading.Lock()
         self._closed = False
+        self._path = Path(root) / "sessions.sqlite3"
+        if self._path.is_file() and _read_only_file_system(self._path):
+            uri = f"file:{quote(str(self._path))}?immutable=1"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            try:
+                self._check_version(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+            return
+        root_path = private_dir(Path(root))
+        if not self._path.exists():
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
         # isolation_level=None leaves transactions to the explicit BEGINs below.
         conn = sqlite3.connect(
-            self._path, timeout=30.0, isolation_level=None, check_same_thread=False
+            root_path / "sessions.sqlite3",
+            timeout=30.0,
+            isolation_level=None,
+            check_same_thread=False,
         )
         try:
             (journal_mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
@@ -348,12 +366,16 @@ class SqliteBackend:
                     conn.execute("ROLLBACK")
                 raise
 
+    def _check_version(self, conn: sqlite3.Connection) -> int:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise UnsupportedFormatError(str(self._path), version, SCHEMA_VERSION)
+        return int(version)
+
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > SCHEMA_VERSION:
-                raise UnsupportedFormatError(str(self._path), version, SCHEMA_VERSION)
+            version = self._check_version(conn)
             if version < SCHEMA_VERSION:
                 for statement in _SCHEMA:
                     conn.execute(statement)
@@ -383,6 +405,10 @@ class _RowLease:
             # Closing without releasing leaves a row of a process that is
             # about to end; the next taker sees it is stale.
             log.debug("lease of session %s left to expire with this process", key[0])
+
+
+def _read_only_file_system(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def _parse_stored_header(session_id: str, text: object) -> HeaderRecord:
