@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +75,53 @@ def test_run_exits_zero_only_with_the_completed_turn_stored(tmp_path: Path, back
     shown = tether(tmp_path, *args, "sessions", "show", sid)
     assert shown.returncode == 0, shown.stderr
     assert "you: hello" in shown.stdout and "turn ended" not in shown.stdout
+
+
+def read_until(stream: Any, marker: str) -> str:
+    """Characters of ``stream`` up to and including the next ``marker``."""
+    seen = ""
+    while not seen.endswith(marker):
+        char = stream.read(1)
+        assert char, f"ended before {marker!r}: {seen!r}"
+        seen += char
+    return seen
+
+
+@pytest.mark.timeout(60)
+def test_chat_shows_the_next_prompt_only_once_the_turn_is_stored(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "home", size="512k") as home:
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "tether.cli.main", "chat"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(home),
+        )
+        assert chat.stdin is not None and chat.stderr is not None
+        try:
+            read_until(chat.stderr, "you> ")
+            chat.stdin.write("hello\n")
+            chat.stdin.flush()
+            assert "could not be stored" not in read_until(chat.stderr, "you> ")
+            filler = fill(home)
+            chat.stdin.write("full " + "x" * 8000 + "\n")
+            chat.stdin.flush()
+            before_prompt = read_until(chat.stderr, "you> ")
+            assert "could not be stored: the disk is full" in before_prompt
+            filler.unlink()
+            chat.stdin.write("/quit\n")
+            chat.stdin.flush()
+            rest = chat.stderr.read()
+            chat.wait(timeout=30)
+        finally:
+            chat.kill()
+        assert chat.returncode == 0, rest
+        # Once space returned, the pending turn was written: nothing was lost.
+        stored = list((home / "sessions").glob("*.jsonl"))
+        assert len(stored) == 1
+        records = [json.loads(line) for line in stored[0].read_bytes().splitlines()]
+        assert [r.get("type") for r in records].count("turn/end") == 2
 
 
 # -- one live owner ---------------------------------------------------------------
