@@ -141,8 +141,13 @@ def test_a_second_run_of_an_open_session_is_refused_and_the_first_keeps_its_turn
         assert second.returncode == 1
         expected = f"tether: session {sid} is open in another process (pid {first.pid})"
         assert only_line(second.stderr) == expected
+        path = tmp_path / "sessions" / f"{sid}.jsonl"
+        live = (path.read_bytes(), path.stat().st_mtime_ns)
         shown = tether(tmp_path, "sessions", "show", sid)
         assert shown.returncode == 0 and "you: take your time" in shown.stdout
+        # A reader of a live session repairs in memory only and writes nothing.
+        assert "turn ended: interrupted" in shown.stdout
+        assert (path.read_bytes(), path.stat().st_mtime_ns) == live
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(timeout=30)
