@@ -1,6 +1,7 @@
 """``tether acp`` benchmarks: a real subprocess driven by the SDK's client side; prints its figures.
 
 Usage: python bench/bench_acp.py [--spawns N] [--prompts N] [--cancels N] [--sessions N]
+                                 [--backend jsonl|sqlite] [--only prompts]
 
 The model is an OpenAI-compatible adapter talking to the project's fake
 server (``tests/adapters/fake_server.py``) on loopback, in this process.
@@ -57,10 +58,18 @@ class Client:
         raise RuntimeError("the benchmark runs in auto mode")
 
 
+SQLITE_ROW = "  - id: persistence\n    plugin: tether.persist.sqlite\n"
+BACKEND = {"name": "jsonl"}
+"""Where sessions are stored (``--backend``)."""
+
+
 def overlay(server: FakeServer, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "bench.yml"
-    path.write_text(fake_model_overlay(server.url, "sk-bench"))
+    text = fake_model_overlay(server.url, "sk-bench")
+    if BACKEND["name"] == "sqlite":
+        text = text.rstrip("\n") + "\n" + SQLITE_ROW
+    path.write_text(text)
     return path
 
 
@@ -243,9 +252,17 @@ async def memory(server: FakeServer, sessions: int, home: Path) -> tuple[float, 
 
 
 async def main(args: argparse.Namespace) -> None:
+    BACKEND["name"] = args.backend
     async with FakeServer() as server:
         with tempfile.TemporaryDirectory() as directory:
             home = Path(directory)
+            if args.only == "prompts":
+                prompts = await prompt_latency(server, args.prompts, home / "prompts")
+                print(
+                    f"per-prompt latency, one session ({args.prompts} prompts, {args.backend}): "
+                    f"{ms(prompts)}"
+                )
+                return
             handshakes, sessions = await spawn_to_initialize(server, args.spawns)
             bare, sdk = await interpreter_costs(args.spawns)
             print(f"spawn -> initialize answered: {ms(handshakes)}   (target <= 400 ms)")
@@ -279,4 +296,6 @@ if __name__ == "__main__":
     parser.add_argument("--cancels", type=int, default=30)
     parser.add_argument("--exits", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--backend", choices=("jsonl", "sqlite"), default="jsonl")
+    parser.add_argument("--only", choices=("prompts",), default=None)
     asyncio.run(main(parser.parse_args()))

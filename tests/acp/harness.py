@@ -60,6 +60,14 @@ plugins:
 )
 """The scripted model and the test ``bash`` tool (the real one's row is disabled)."""
 
+SQLITE = SCRIPTED + "  - id: persistence\n    plugin: tether.persist.sqlite\n"
+""":data:`SCRIPTED`, with sessions stored in SQLite."""
+
+RETRYING = (
+    SCRIPTED + "  - id: retry\n    plugin: tether.loop.retry\n    config: {{base_delay: 0.0}}\n"
+)
+""":data:`SCRIPTED`, with failed requests retried at once."""
+
 
 def fake_model_overlay(url: str, key: str) -> str:
     """Rows that make ``openai-compatible`` talk to a fake server at ``url``."""
@@ -222,10 +230,15 @@ async def serving(
     overlay: str = SCRIPTED,
     model: str = "scripted",
     env: dict[str, str] | None = None,
+    home: Path | None = None,
 ) -> AsyncIterator[AcpProcess]:
-    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected;
-    ``env`` adds to its environment."""
-    home = tmp_path / "home"
+    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected.
+
+    ``env`` adds to its environment; ``TETHER_HOME`` is ``home``, by default
+    ``tmp_path / "home"``.
+    """
+    os.makedirs(tmp_path, exist_ok=True)
+    home = home or tmp_path / "home"
     home.mkdir(exist_ok=True)
     ledger = tmp_path / "ledger.txt"
     overlay_path = tmp_path / "overlay.yml"

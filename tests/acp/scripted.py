@@ -51,10 +51,25 @@ inject = ("llm", "tools")
 class ScriptedModel:
     name = "scripted"
 
+    def __init__(self) -> None:
+        self._failed: set[int] = set()
+        """Lengths of conversations whose ``flaky`` request already failed once."""
+
     async def stream(
         self, request: ModelRequest, signal: CancelSignal
     ) -> AsyncIterator[StreamChunk]:
         last = request.messages[-1]
+        if _prompt_of(request) == "flaky" and len(request.messages) not in self._failed:
+            # Fails mid-stream once; the retry then streams the whole answer.
+            self._failed.add(len(request.messages))
+            yield TextDelta("Hello")
+            yield Finish("error", error="529 overloaded", error_code="server")
+            return
+        if _prompt_of(request) == "flaky":
+            yield TextDelta("Hello, ")
+            yield TextDelta("world!")
+            yield Finish("stop")
+            return
         if _prompt_of(request) == "forever":
             yield ToolCallDelta(index=0, id="call-f", name="bash", args_delta='{"command": "true"}')
             yield Finish("tool-calls")

@@ -10,6 +10,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.acp.harness import AcpProcess, processes_in_session, serving
 
 EXIT_BOUND = 5.0
@@ -58,18 +60,21 @@ async def test_disconnect_mid_prompt_disposes_everything_and_exits(tmp_path: Pat
             prompt.cancel()
 
 
-async def test_sigterm_tears_down_like_a_disconnect(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+async def test_sigterm_and_sighup_cancel_like_ctrl_c_then_tear_down(
+    tmp_path: Path, signum: signal.Signals, status: int
+) -> None:
     async with serving(tmp_path) as server:
         sid = await server.new_session()
         held = server.start_prompt(sid, "hold")
         await server.client.wait_for(server.client.saw_text(sid, "holding"))
-        server.process.send_signal(signal.SIGTERM)
+        server.process.send_signal(signum)
         # The pending prompt is answered before the process goes.
         assert await held == "cancelled"
         async with asyncio.timeout(EXIT_BOUND):
-            assert await server.process.wait() == 0
+            assert await server.process.wait() == status
         assert_all_disposed(server, sid)
-        assert assert_balanced(server, sid) == {"kind": "aborted", "cause": "disposed"}
+        assert assert_balanced(server, sid) == {"kind": "aborted", "cause": "user"}
 
 
 async def request_then_hang_up(server: AcpProcess, method: str, params: dict[str, object]) -> None:

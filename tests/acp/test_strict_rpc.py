@@ -47,6 +47,8 @@ async def test_envelopes_must_be_strict_json_rpc_2(tmp_path: Path) -> None:
             (request([1], "session/new", new), None),
             (b'{"jsonrpc":"2.0","id":9,"method":"session/new","params":{"cwd":NaN}}', None),
             (b'{"jsonrpc":"2.0","id":"\\ud800","method":"session/new"}', None),
+            (b'{"jsonrpc":"2.0","id":1e400,"method":"session/list","params":{}}', None),
+            (b'{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":-1e999}}', 4),
             (b"\xff\xfe{}", None),
         ]
         for frame, frame_id in cases:

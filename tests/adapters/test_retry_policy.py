@@ -6,12 +6,10 @@ import random
 
 import pytest
 
-from tether.loop import retry as retry_plugin
 from tether.loop.retry import RetryEvent, RetryPolicy
 from tether.loop.turn import RequestError
-from tether.runtime import Runtime
 from tether.session.errors import EventFormatError
-from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
+from tether.session.events import Event, EventRegistry
 
 
 def failed(code: str | None, attempt: int = 1, retry_after: float | None = None) -> RequestError:
@@ -59,13 +57,11 @@ def test_retry_after_beyond_the_limit_gives_up() -> None:
     assert not decision.retry
 
 
-def test_retry_event_round_trips_through_a_registry() -> None:
-    registry = EventRegistry()
-    registry.register(RetryEvent, ignorable=True)
+def test_retry_event_round_trips_through_the_core_registry() -> None:
     payload = RetryEvent(attempt=2, code="server", error="busy", delay=1.5, retry_after=None)
 
     event = Event.from_payload(payload, seq=0, time=1.0)
-    back = Event.from_record(event.to_record(), registry)
+    back = Event.from_record(event.to_record(), EventRegistry())
 
     assert back.payload == payload
 
@@ -77,28 +73,14 @@ def test_retry_event_rejects_bad_fields() -> None:
         RetryEvent(attempt=1, code="server", error="x", delay=-1.0)
 
 
-def test_stored_retry_events_load_as_opaque_without_the_plugin() -> None:
+def test_stored_retry_events_load_without_the_plugin() -> None:
     record = {
         "type": "llm/retry",
         "seq": 0,
         "time": 1.0,
         "data": {"attempt": 1, "code": "server", "error": "x", "delay": 0.0, "retry_after": None},
     }
-    registry = EventRegistry()
-    registry.ignore("llm/retry")
 
-    event = Event.from_record(record, registry)
+    event = Event.from_record(record, EventRegistry())
 
-    assert event.payload is None and event.type == "llm/retry"
-
-
-async def test_event_type_stays_registered_while_any_runtime_mounts_the_plugin() -> None:
-    async with Runtime() as first, Runtime() as second:
-        one = await first.ctx.plugin(retry_plugin)
-        await second.ctx.plugin(retry_plugin)
-        assert DEFAULT_REGISTRY.payload_class("llm/retry") is RetryEvent
-
-        await one.dispose()
-        assert DEFAULT_REGISTRY.payload_class("llm/retry") is RetryEvent
-    assert DEFAULT_REGISTRY.payload_class("llm/retry") is None
-    assert DEFAULT_REGISTRY.is_ignorable("llm/retry")
+    assert event.payload == RetryEvent(attempt=1, code="server", error="x", delay=0.0)

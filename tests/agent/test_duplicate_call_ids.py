@@ -11,16 +11,16 @@ def test_duplicate_ids_in_one_answer_get_unique_ids_and_the_originals_are_record
         [
             ToolCallDelta(0, "dup", "echo", '{"text": "a"}'),
             ToolCallDelta(1, "dup", "echo", '{"text": "b"}'),
-            ToolCallDelta(2, "dup~2", "echo", '{"text": "c"}'),
+            ToolCallDelta(2, "dup_2", "echo", '{"text": "c"}'),
             ToolCallDelta(3, "dup", "echo", "{broken"),
             Finish("tool-calls"),
         ]
     )
     ids = [block.id for block in result.message.tool_calls]
-    assert ids == ["dup", "dup~2", "dup~2~2", "dup~3"]
-    assert dict(result.renamed_calls) == {"dup~2": "dup", "dup~2~2": "dup~2", "dup~3": "dup"}
-    assert list(result.invalid_calls) == ["dup~3"]
-    assert result.message.tool_calls[1] == ToolCallBlock("dup~2", "echo", {"text": "b"})
+    assert ids == ["dup", "dup_2", "dup_2_2", "dup_3"]
+    assert dict(result.renamed_calls) == {"dup_2": "dup", "dup_2_2": "dup_2", "dup_3": "dup"}
+    assert list(result.invalid_calls) == ["dup_3"]
+    assert result.message.tool_calls[1] == ToolCallBlock("dup_2", "echo", {"text": "b"})
 
 
 def test_an_interrupted_answer_keeps_its_ids_unique_too() -> None:
@@ -31,7 +31,7 @@ def test_an_interrupted_answer_keeps_its_ids_unique_too() -> None:
             Finish("aborted"),
         ]
     )
-    assert [block.id for block in result.message.tool_calls] == ["x", "x~2"]
+    assert [block.id for block in result.message.tool_calls] == ["x", "x_2"]
 
 
 async def test_a_turn_with_duplicate_call_ids_runs_every_call_and_completes(world: World) -> None:
@@ -43,6 +43,21 @@ async def test_a_turn_with_duplicate_call_ids_runs_every_call_and_completes(worl
     await agent.when_idle()
     assert last_reason(agent.session) == {"kind": "completed"}
     results = [e.data for e in agent.session.events if e.type == "tool/result"]
-    assert [(r["id"], r["content"]) for r in results] == [("c1", "one"), ("c1~2", "two")]
+    assert [(r["id"], r["content"]) for r in results] == [("c1", "one"), ("c1_2", "two")]
     assert world.executed == ["echo:one", "echo:two"]
     assert_balanced(agent.session)
+
+
+def test_renamed_ids_keep_the_characters_providers_accept() -> None:
+    import re
+
+    from tether.llm.assemble import Assembler
+    from tether.llm.chunks import Finish, ToolCallDelta
+
+    assembler = Assembler()
+    for index in range(3):
+        assembler.feed(ToolCallDelta(index, "toolu_01AbC-9", "echo", '{"text": "x"}'))
+    assembler.feed(Finish("tool-calls"))
+    ids = [block.id for block in assembler.result().message.tool_calls]
+    assert len(set(ids)) == 3
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", given) for given in ids)

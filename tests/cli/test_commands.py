@@ -163,30 +163,33 @@ def test_config_show_names_a_bad_row(tmp_path: Path) -> None:
     assert "config.max_steps" in result.stdout
 
 
-@pytest.mark.timeout(60)
-def test_ctrl_c_cancels_the_turn_cleanly_and_the_log_closes(tmp_path: Path) -> None:
-    overlay = tmp_path / "slow.yml"
-    overlay.write_text("plugins:\n  - id: slow\n    plugin: tests.cli.slow_model\n")
+SLOW = "plugins:\n  - id: slow\n    plugin: tests.cli.slow_model\n"
+"""An overlay with the ``slow`` model: one chunk, then it waits for a cancel."""
+
+
+def slow_run(home: Path, config: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """``tether run`` on the slow model (overlay ``config``), once its first chunk streamed."""
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "tether.cli.main",
-            "--config",
-            str(overlay),
-            "run",
-            "--model",
-            "slow",
-            "take your time",
+            *(sys.executable, "-m", "tether.cli.main", "--config", config),
+            *("run", "--model", "slow", *args, "take your time"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env_for(tmp_path),
+        env=env_for(home),
     )
     assert process.stdout is not None and process.stderr is not None
     sid = session_id(process.stderr.readline() or process.stderr.readline())
     assert process.stdout.read(len("thinking")) == "thinking"
+    return process, sid
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_cancels_the_turn_cleanly_and_the_log_closes(tmp_path: Path) -> None:
+    overlay = tmp_path / "slow.yml"
+    overlay.write_text(SLOW)
+    process, sid = slow_run(tmp_path, str(overlay))
     process.send_signal(signal.SIGINT)
     process.wait(timeout=30)
     assert process.returncode == 130

@@ -67,7 +67,7 @@ def test_file_is_a_versioned_header_line_then_one_compact_event_per_line(
         b'{"type":"assistant/chunk","seq":3,\x00\x00\x00\x00\n',  # zeros where data never landed
     ],
 )
-def test_torn_last_line_is_truncated_not_fatal(
+def test_torn_last_line_is_reported_by_a_load_and_cut_by_the_next_write(
     store_root: Path, backend: JsonlBackend, torn: bytes
 ) -> None:
     backend.write(header("s1"), events(0, 3))
@@ -80,7 +80,7 @@ def test_torn_last_line_is_truncated_not_fatal(
 
     assert log.events == events(0, 3)
     assert log.repaired_tail == TornTail(line=5, offset=intact, discarded_bytes=len(torn))
-    assert path.stat().st_size == intact
+    assert path.stat().st_size == intact + len(torn), "a load never writes"
     backend.write(header("s1"), events(3, 2))
     assert [json.loads(line)["seq"] for line in lines_of(path)[1:]] == [0, 1, 2, 3, 4]
     reloaded = JsonlBackend(store_root).load("s1")

@@ -45,7 +45,7 @@ from .builders import new_session, open_step, user
 class Retry(EventPayload):
     """A plugin event type, as a plugin would define it."""
 
-    type: ClassVar[str] = "llm/retry"
+    type: ClassVar[str] = "demo/note"
 
     attempt: int
 
@@ -56,7 +56,7 @@ class Retry(EventPayload):
     def from_data(cls, data: Mapping[str, object]) -> Self:
         attempt = data["attempt"]
         if not isinstance(attempt, int):
-            raise EventFormatError(f"llm/retry: attempt must be an int, got {attempt!r}")
+            raise EventFormatError(f"demo/note: attempt must be an int, got {attempt!r}")
         return cls(attempt)
 
 
@@ -179,7 +179,7 @@ def test_events_compare_by_record_and_hash_despite_their_data_mapping() -> None:
 
 def test_event_constructor_freezes_a_copy_of_its_data() -> None:
     data: dict[str, object] = {"items": [1, {"k": "v"}]}
-    event = Event("llm/retry", 0, 5, data)
+    event = Event("demo/note", 0, 5, data)
     data["items"] = []
     assert event.data == {"items": (1, {"k": "v"})}
     assert event.time == 5.0 and isinstance(event.time, float)
@@ -414,12 +414,12 @@ def test_from_record_accepts_any_mapping_and_an_integer_time() -> None:
 
 
 def test_unknown_type_rejected_unless_ignorable() -> None:
-    record = {"type": "llm/retry", "seq": 3, "time": 1.0, "data": {"attempt": 2}}
+    record = {"type": "demo/note", "seq": 3, "time": 1.0, "data": {"attempt": 2}}
     registry = EventRegistry()
-    with pytest.raises(UnknownEventTypeError, match="unknown event type 'llm/retry'"):
+    with pytest.raises(UnknownEventTypeError, match="unknown event type 'demo/note'"):
         Event.from_record(record, registry)
 
-    registry.ignore("llm/retry")
+    registry.ignore("demo/note")
     opaque = Event.from_record(record, registry)
     assert opaque.payload is None
     assert opaque.to_record() == record
@@ -436,16 +436,16 @@ def test_ignorable_registration_outlives_its_class() -> None:
 
     unregister()
     unregister()
-    assert registry.payload_class("llm/retry") is None
+    assert registry.payload_class("demo/note") is None
     assert Event.from_record(record, registry).payload is None
     registry.register(Retry)
-    assert registry.payload_class("llm/retry") is Retry
+    assert registry.payload_class("demo/note") is Retry
 
 
 def test_registering_a_type_twice_is_an_error() -> None:
     registry = EventRegistry()
     registry.register(Retry)
-    with pytest.raises(EventTypeConflictError, match="'llm/retry' is already registered by Retry"):
+    with pytest.raises(EventTypeConflictError, match="'demo/note' is already registered by Retry"):
         registry.register(Retry)
     with pytest.raises(EventTypeConflictError, match="'turn/start' is already registered"):
         registry.register(TurnStart)
@@ -469,14 +469,14 @@ def test_unregister_leaves_a_later_registration_alone() -> None:
 
     registry.register(Retry2)
     unregister()
-    assert registry.payload_class("llm/retry") is Retry2
+    assert registry.payload_class("demo/note") is Retry2
 
 
 def test_plugin_from_data_failures_become_format_errors() -> None:
     registry = EventRegistry()
     registry.register(Retry)
-    with pytest.raises(EventFormatError, match="llm/retry: KeyError"):
-        Event.from_record({"type": "llm/retry", "seq": 0, "time": 0.0, "data": {}}, registry)
+    with pytest.raises(EventFormatError, match="demo/note: KeyError"):
+        Event.from_record({"type": "demo/note", "seq": 0, "time": 0.0, "data": {}}, registry)
 
 
 def test_plugin_payloads_get_frozen_data() -> None:
@@ -492,7 +492,7 @@ def test_plugin_payloads_get_frozen_data() -> None:
     registry = EventRegistry()
     registry.register(Spy)
     Event.from_record(
-        {"type": "llm/retry", "seq": 0, "time": 0.0, "data": {"attempt": 1}}, registry
+        {"type": "demo/note", "seq": 0, "time": 0.0, "data": {"attempt": 1}}, registry
     )
     with pytest.raises(TypeError):
         seen[0]["attempt"] = 2  # type: ignore[index]

@@ -231,18 +231,18 @@ def test_inbox_splices_and_plugin_events_may_come_anywhere() -> None:
     session.append(Retry(2))
     assert [event.type for event in session.events] == [
         "agent/inbox/spliced",
-        "llm/retry",
+        "demo/note",
         "turn/start",
         "step/start",
         "agent/inbox/spliced",
-        "llm/retry",
+        "demo/note",
     ]
 
 
 def test_append_rejects_a_payload_class_the_registry_does_not_hold() -> None:
     session = new_session()
     with pytest.raises(
-        UnknownEventTypeError, match="Retry is not registered for event type 'llm/retry'"
+        UnknownEventTypeError, match="Retry is not registered for event type 'demo/note'"
     ):
         session.append(Retry(1))
     with pytest.raises(TypeError, match="expected an EventPayload"):
@@ -459,11 +459,11 @@ def test_restore_decodes_events_built_without_a_payload() -> None:
 
 
 def test_restore_keeps_ignorable_events_opaque_and_rejects_unknown_ones() -> None:
-    stored = [Event("turn/start", 0, 1.0, {"turn": 1}), Event("llm/retry", 1, 2.0, {"attempt": 1})]
-    with pytest.raises(UnknownEventTypeError, match="seq 1: unknown event type 'llm/retry'"):
+    stored = [Event("turn/start", 0, 1.0, {"turn": 1}), Event("demo/note", 1, 2.0, {"attempt": 1})]
+    with pytest.raises(UnknownEventTypeError, match="seq 1: unknown event type 'demo/note'"):
         Session.restore(HEADER, stored)
     registry = EventRegistry()
-    registry.ignore("llm/retry")
+    registry.ignore("demo/note")
     restored = Session.restore(HEADER, stored, registry=registry)
     assert restored.events[1] == stored[1]
     assert restored.events[1].payload is None

@@ -149,3 +149,38 @@ async def test_two_executors_of_one_process_keep_each_others_records(tmp_path: P
         await first.close()
         await second.close()
     assert GroupLedger(path).records() == []
+
+
+async def test_closing_one_executor_leaves_the_running_commands_of_another(
+    tmp_path: Path,
+) -> None:
+    path = state_path(tmp_path)
+    first, second = OrphanGuard(path), OrphanGuard(path)
+    with stray_group() as one, stray_group() as two:
+        first.track(one.pid, "run-1")
+        second.track(two.pid, "run-1")
+        first.flush()
+        second.flush()
+        first.untrack(one.pid)
+        watchdog = first.watchdog_pid
+        await first.close()  # its watchdog has exited when close returns
+        assert watchdog is not None and start_time(watchdog) is None
+        assert two.poll() is None, "the other executor's command was killed"
+        assert {r.pgid for r in GroupLedger(path).records()} == {two.pid}
+        second.untrack(two.pid)
+        await second.close()
+
+
+def test_a_group_whose_leader_already_exited_is_still_recorded(tmp_path: Path) -> None:
+    # ``cmd & exit``: the leader is a zombie by the time it is tracked, while
+    # what it started runs on in its group.
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 300 & exit 0"], start_new_session=True, stdout=subprocess.DEVNULL
+    )
+    try:
+        os.waitid(os.P_PID, leader.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        record = GroupLedger(state_path(tmp_path)).record(leader.pid, "run-1")
+        assert record is not None and record.pgid == leader.pid
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()

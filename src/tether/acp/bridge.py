@@ -98,7 +98,7 @@ from tether.session import (
     TurnEnd,
     TurnEndReason,
 )
-from tether.session.store import SESSION_EVENT
+from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
 
 if TYPE_CHECKING:
@@ -154,6 +154,10 @@ class CwdMismatchError(BridgeError):
 
 class BridgeClosedError(BridgeError):
     """The connection is closing: the bridge takes no new work."""
+
+
+class NotStoredError(BridgeError):
+    """What a request would acknowledge could not be written to disk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +463,44 @@ class Bridge:
         self._records[record.id] = record
         return record
 
+    async def acknowledge(self, session_id: str, *, created: bool = False) -> None:
+        """Return once everything session ``session_id`` appended so far is on disk.
+
+        Every answer that acknowledges work (``session/new``, ``session/load``,
+        ``session/prompt``) waits for it. With ``created``, a session without
+        events is stored as its header. A session already disposed was
+        flushed by its teardown; nothing is left to wait for.
+
+        Raises:
+            NotStoredError: the write failed (the events stay pending and are
+                written by the session's next append or acknowledgement).
+        """
+        record = self._records.get(session_id)
+        if record is None:
+            return
+        session = record.agent.session
+        store = self._ctx.service(SESSIONS)
+        if not store.is_live(session):
+            return
+        persistence = self._ctx.get(PERSISTENCE)
+        try:
+            if created and persistence is not None:
+                await persistence.store(session)
+            else:
+                await store.flush(session)
+        except Exception as exc:
+            cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
+            if created:
+                # Never acknowledged, so the client cannot use it: it goes.
+                del self._records[session_id]
+                try:
+                    await record.dispose()
+                except Exception:
+                    log.warning("session %s: disposing the unstored session failed", session_id)
+            raise NotStoredError(
+                f"session {session_id}: its events could not be written to disk: {cause}"
+            ) from exc
+
     # -- session/prompt, session/cancel, session/set_mode -----------------------------
 
     def prompt(self, session_id: str, message: UserMessage) -> asyncio.Future[Outcome]:
@@ -481,6 +523,11 @@ class Bridge:
             UnknownSessionError.
         """
         self.record(session_id).cancel()
+
+    def cancel_all(self) -> None:
+        """Cancel the work of every session (cause ``user``): the process is asked to end."""
+        for record in self._records.values():
+            record.cancel()
 
     def set_mode(self, session_id: str, mode: Mode) -> None:
         """Switch session ``session_id`` to ``mode`` (the next tool call obeys it).

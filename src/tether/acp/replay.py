@@ -3,19 +3,23 @@
 The replay is the same mapping as the live stream (:mod:`tether.acp.updates`)
 run over the whole log, with the user's own messages included: user
 messages, agent messages and thoughts chunk by chunk as they streamed, and
-every tool call followed by its final status and output.
+every tool call followed by its final status and output. Chunks of model
+request attempts that were abandoned and retried are left out
+(:mod:`tether.session.attempts`), so the replay shows the text the model's
+answer holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 
 from tether.acp.updates import SessionUpdate, UpdateMapper
 from tether.session import Event
+from tether.session.attempts import shown
 
 
-def replay(events: Iterable[Event]) -> Iterator[SessionUpdate]:
+def replay(events: Sequence[Event]) -> Iterator[SessionUpdate]:
     """The updates that show ``events`` (a session log, from its start) to a client."""
     mapper = UpdateMapper(live=False)
-    for event in events:
+    for event in shown(events):
         yield from mapper.updates(event)

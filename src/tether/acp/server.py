@@ -162,6 +162,7 @@ class AcpServer:
         bridge = await self._bridge()
         with _errors():
             record = await bridge.create(directory)
+            await bridge.acknowledge(record.id, created=True)
         return NewSessionResponse(session_id=record.id, modes=_modes(record.mode))
 
     async def load_session(
@@ -178,6 +179,7 @@ class AcpServer:
         bridge = await self._bridge()
         with _errors():
             record = await bridge.load(session_id, directory)
+            await bridge.acknowledge(record.id)
         await self._drain()
         return LoadSessionResponse(modes=_modes(record.mode))
 
@@ -232,6 +234,9 @@ class AcpServer:
         with _errors():
             answer = bridge.prompt(session_id, message)
         outcome = await asyncio.shield(answer)
+        with _errors():
+            # The answer acknowledges the turn: only once it is on disk.
+            await asyncio.shield(bridge.acknowledge(session_id))
         if isinstance(outcome, TurnFailed):
             raise RequestError(
                 INTERNAL_ERROR, f"the turn failed: {outcome.error}", {"error": outcome.error}
@@ -356,6 +361,7 @@ def _errors() -> Iterator[None]:
     from tether.acp.bridge import (
         BridgeClosedError,
         CwdMismatchError,
+        NotStoredError,
         PromptInFlightError,
         UnknownSessionError,
     )
@@ -380,5 +386,5 @@ def _errors() -> Iterator[None]:
         raise RequestError(INVALID_REQUEST, f"Invalid request: {exc}") from None
     except SessionNotFoundError as exc:
         raise RequestError(RESOURCE_NOT_FOUND, str(exc)) from None
-    except (BridgeClosedError, AgentError, LogStoreError, SessionError) as exc:
+    except (BridgeClosedError, NotStoredError, AgentError, LogStoreError, SessionError) as exc:
         raise RequestError(INTERNAL_ERROR, str(exc)) from None

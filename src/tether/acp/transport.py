@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 from typing import Any
 
@@ -244,8 +245,10 @@ def decode(line: bytes) -> object:
 
 
 def valid_id(value: object) -> bool:
-    """Whether ``value`` is a JSON-RPC id: a string, a number (not a boolean) or null."""
-    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+    """Whether ``value`` is a JSON-RPC id: a string, a finite number (not a boolean) or null."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
 def _shape_problem(frame: object) -> str | None:
@@ -260,6 +263,9 @@ def _shape_problem(frame: object) -> str | None:
             if _SURROGATE.search(value):
                 return "a string holds a lone UTF-16 surrogate"
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            # 1e400 decodes to inf: no JSON can carry it back.
+            return "a number is too large to be a finite JSON number"
         if isinstance(value, dict):
             children: list[object] = [*value.keys(), *value.values()]
         elif isinstance(value, list):

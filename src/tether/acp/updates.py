@@ -15,6 +15,10 @@ event                update
                      the command and the kind ``execute``)
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
                      ``failed`` and the output as content
+``llm/retry``        live only: an ``agent_message_chunk`` notice on a line of
+                     its own (``[retrying: …, attempt 2]``), explaining the
+                     repeated text; a replay leaves out the abandoned
+                     attempt's chunks instead (:mod:`tether.session.attempts`)
 ===================  ==========================================================
 
 Live, the bridge adds ``tool_call_update`` with status ``in_progress`` when a
@@ -48,11 +52,13 @@ from tether.frozen import thaw
 from tether.session import (
     AssistantChunk,
     Event,
+    RetryEvent,
     ToolCallEvent,
     ToolResultEvent,
     TurnStart,
     UserMessageEvent,
 )
+from tether.session.attempts import retry_notice
 
 ToolCallContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
 
@@ -103,6 +109,11 @@ class UpdateMapper:
                 )
                 for block in payload.content
             )
+        if isinstance(payload, RetryEvent):
+            if not self._live:
+                return ()
+            notice = TextContentBlock(type="text", text=f"\n{retry_notice(event.data)}\n")
+            return (AgentMessageChunk(session_update="agent_message_chunk", content=notice),)
         if isinstance(payload, TurnStart):
             self._turn = payload.turn
         return ()

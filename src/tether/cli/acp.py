@@ -3,8 +3,10 @@
 The process's stdio becomes the protocol (stdout carries frames only; logs go
 to stderr). ``initialize`` is answered straight away; tether — the default
 composition plus the ACP bridge plugin — boots right after, and session
-methods wait for it. The server runs until stdin reaches end of file (or
-SIGTERM/SIGINT, or the bridge plugin is torn down), then:
+methods wait for it. tether never serves unpersisted: when sessions cannot
+be stored (see :func:`tether.cli.boot.check_persistence`) the reason goes to
+stderr and the process exits 1. The server runs until stdin reaches end of
+file (or a signal, or the bridge plugin is torn down), then:
 
 1. the bridge's teardown disposes every session it opened — agents cancelled,
    their logs flushed, nothing left registered — including sessions still
@@ -13,6 +15,11 @@ SIGTERM/SIGINT, or the bridge plugin is torn down), then:
 3. tether stops (every plugin unloads, persistence drains to disk);
 4. the connection closes and the process exits — 0, or 1 if tether could not
    start — at once, without the interpreter's teardown (see :func:`exit_now`).
+
+SIGTERM and SIGHUP are handled like Ctrl-C in a terminal: every session's
+work is cancelled first (cause ``user``, so turns close ``aborted {user}``),
+then the teardown above runs and the process exits 143 or 129. SIGINT is a
+disconnect.
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 import warnings
 from typing import TYPE_CHECKING, NoReturn
 
 from tether.acp.handshake import early_initialize
 from tether.acp.stdio import claim_stdio
 from tether.acp.transport import FrameTransport
+from tether.cli.ending import TERMINATING
 from tether.cli.process import exit_now
 
 if TYPE_CHECKING:
@@ -69,6 +78,16 @@ class Boot:
         assert self._task is not None
         return (await asyncio.shield(self._task))[1]
 
+    async def refused(self) -> None:
+        """Return if the boot refused to start (sessions could not be stored); else never."""
+        from tether.cli.failures import StartRefusedError
+
+        await self._started.wait()
+        assert self._task is not None
+        await asyncio.wait({self._task})
+        if self._task.cancelled() or not isinstance(self._task.exception(), StartRefusedError):
+            await asyncio.get_running_loop().create_future()
+
     async def bridge_closed(self) -> None:
         """Return when the bridge has been torn down (never, if it never comes up)."""
         await self._started.wait()
@@ -99,8 +118,13 @@ class Boot:
         from tether.cli.boot import start
 
         args = self._args
+        from tether.cli.failures import StartRefusedError
+
         try:
-            tether = await start(args, model=args.model)
+            tether = await start(args, model=args.model, persistent=True)
+        except StartRefusedError as exc:
+            print(f"tether: {exc}", file=sys.stderr, flush=True)
+            raise
         except Exception as exc:
             log.error("tether failed to start: %s", exc)
             raise
@@ -153,19 +177,33 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     listening = loop.create_task(connection.listen(), name="acp-receive")
     bridge_closed = loop.create_task(boot.bridge_closed(), name="acp-bridge-closed")
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, listening.cancel)
+    refused = loop.create_task(boot.refused(), name="acp-boot-refused")
+    terminated: list[int] = []
+
+    def terminate(signum: int) -> None:
+        terminated.append(signum)
+        bridge = boot.ready()
+        if bridge is not None:
+            bridge.cancel_all()
+        listening.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, listening.cancel)
+    for signum in TERMINATING:
+        loop.add_signal_handler(signum, terminate, signum)
+    watched = (listening, bridge_closed, refused)
     try:
-        await asyncio.wait({listening, bridge_closed}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGINT, *TERMINATING):
             loop.remove_signal_handler(signum)
         try:
             await boot.shutdown()
             await server.settle(ANSWER_GRACE)
         finally:
-            for task in (listening, bridge_closed):
+            for task in watched:
                 task.cancel()
-            await asyncio.gather(listening, bridge_closed, return_exceptions=True)
+            await asyncio.gather(*watched, return_exceptions=True)
             await connection.close()
+    if terminated:
+        return 128 + terminated[0]
     return 1 if boot.failed else 0

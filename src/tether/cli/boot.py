@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tether.cli.failures import StartRefusedError, describe
 from tether.cli.process import end_startup
 from tether.persist.location import data_dir as default_data_dir
 
@@ -124,18 +128,29 @@ def build(args: argparse.Namespace, *, model: str | None = None, with_model: boo
 
 
 async def start(
-    args: argparse.Namespace, *, model: str | None = None, with_model: bool = True
+    args: argparse.Namespace,
+    *,
+    model: str | None = None,
+    with_model: bool = True,
+    persistent: bool = False,
+    quiet_rows: tuple[str, ...] = (),
 ) -> Tether:
     """Compose and start tether; rows that failed are reported on stderr.
 
     Start-up ends here, booted or not: a garbage collector the command paused resumes.
+    With ``persistent`` (the commands that run agents), tether never runs
+    unpersisted: if the composition's persistence row did not start, or
+    storage cannot be written now, it stops again and refuses. Problems of
+    ``quiet_rows`` are left for the caller to report.
 
     Raises:
         UsageError: as :func:`composed`.
+        StartRefusedError: ``persistent``, and sessions could not be stored.
     """
     try:
         tether = build(args, model=model, with_model=with_model)
-        await tether.start()
+        with _row_failures_said_once(verbose=getattr(args, "verbose", False)):
+            await tether.start()
     finally:
         end_startup()
     if getattr(args, "dev", False):
@@ -143,15 +158,88 @@ async def start(
 
         await watch(tether.composer)
         print("tether: dev mode: plugin modules reload when their files change", file=sys.stderr)
-    if with_model:
+    if with_model or persistent:
         try:
-            check_model_provider(tether)
-        except UsageError:
+            if with_model:
+                check_model_provider(tether)
+            if persistent:
+                await check_persistence(tether)
+        except (UsageError, StartRefusedError):
             await tether.stop()
             raise
     for problem in tether.problems:
-        print(f"tether: {problem}", file=sys.stderr)
+        if problem.row not in [repr(row) for row in quiet_rows]:
+            print(f"tether: {problem}", file=sys.stderr)
     return tether
+
+
+def row_problem(tether: Tether, row: str) -> str:
+    """Why row ``row`` did not start (its problems, joined), or a generic reason."""
+    reasons = [p.message for p in tether.problems if p.row == repr(row)]
+    return "; ".join(reasons) or f"the {row} row did not start"
+
+
+PERSISTENCE_ROW = "persistence"
+
+
+class _RowFailureFilter(logging.Filter):
+    """Holds back the runtime's log lines about rows that failed to start.
+
+    The command reports each such row itself, in one line (or refuses to
+    start, saying why), so the same failure is not said three times.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.name in ("tether.host", "tether.runtime.fiber")
+            and record.levelno == logging.ERROR
+            and record.exc_info is None
+        )
+
+
+@contextmanager
+def _row_failures_said_once(*, verbose: bool) -> Iterator[None]:
+    if verbose:
+        yield
+        return
+    handlers = logging.getLogger().handlers
+    quiet = _RowFailureFilter()
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
+
+
+async def check_persistence(tether: Tether) -> None:
+    """Refuse to go on when the composition's persistence row cannot store sessions.
+
+    A composition without that row keeps sessions in memory on purpose.
+
+    Raises:
+        StartRefusedError: the row failed to start, or a write cannot reach the disk.
+    """
+    if not tether.has_row(PERSISTENCE_ROW):
+        return
+    from tether.persist.service import PERSISTENCE
+
+    persistence = tether.runtime.ctx.get(PERSISTENCE)
+    if persistence is None:
+        raise StartRefusedError(
+            f"sessions cannot be stored ({row_problem(tether, PERSISTENCE_ROW)}); "
+            "refusing to run unpersisted"
+        )
+    try:
+        await persistence.check_writable()
+    except Exception as exc:
+        reason = describe(exc)
+        if reason is None:
+            raise
+        raise StartRefusedError(
+            f"sessions cannot be stored ({reason}); refusing to run unpersisted"
+        ) from None
 
 
 def existing_dir(value: str) -> Path:

@@ -5,6 +5,11 @@ follow-up. Commands: ``/steer TEXT`` steers the running turn, ``/cancel``
 cancels it (as does Ctrl-C, which never leaves the chat), ``/sessions`` lists
 stored sessions, ``/quit`` (or end of input) leaves. The conversation is the
 session log, so ``--resume ID`` continues it after a restart.
+
+The next ``you>`` prompt appears only once the turn before it is on disk;
+a turn that could not be stored is reported instead, on one line (the chat
+goes on, and writing resumes when the disk allows). SIGTERM and SIGHUP cancel
+the running turn and leave, with exit status 143 or 129.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from tether.agent import Agent, AgentStatus, UserMessage
 from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import open_agent, start
+from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.run import StreamPrinter
 from tether.host import Tether
 from tether.session.store import SESSION_EVENT
@@ -25,15 +32,49 @@ from tether.session.store import SESSION_EVENT
 HELP = "commands: /steer TEXT, /cancel, /sessions, /quit  (Ctrl-C cancels the running turn)"
 
 
-async def _stdin_lines() -> asyncio.StreamReader:
+async def _stdin_lines() -> tuple[asyncio.StreamReader, Callable[[], None]]:
+    """Lines typed, and the function that ends them (as if input had ended)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    return reader
+    transport, _protocol = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+    )
+
+    def end() -> None:
+        transport.close()
+        if not reader.at_eof():
+            reader.feed_eof()
+
+    return reader, end
+
+
+class _Prompter:
+    """Shows ``you>`` each time the agent goes idle, once the turn before is on disk."""
+
+    def __init__(self, agent: Agent, printer: StreamPrinter) -> None:
+        self._agent = agent
+        self._printer = printer
+        self._due = asyncio.Event()
+
+    def on_status(self, _agent: object, status: AgentStatus) -> None:
+        if status is AgentStatus.IDLE:
+            self._due.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._due.wait()
+            self._due.clear()
+            unstored = await acknowledge(self._agent)
+            self._printer.end_line()
+            if unstored is not None:
+                print(f"tether: {unstored}", file=sys.stderr)
+            sys.stderr.write("you> ")
+            sys.stderr.flush()
 
 
 async def chat(args: argparse.Namespace) -> int:
-    tether = await start(args, model=args.model)
+    tether = await start(args, model=args.model, persistent=True)
+    release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
         handle = await open_agent(tether, resume=args.resume, cwd=os.getcwd())
         if handle is None:
@@ -42,45 +83,51 @@ async def chat(args: argparse.Namespace) -> int:
         print(f"session {agent.id} — {HELP}", file=sys.stderr)
         printer = StreamPrinter(sys.stdout, sys.stderr)
         agent.ctx.on(SESSION_EVENT, printer)
-
-        def on_status(_agent: object, status: AgentStatus) -> None:
-            if status is AgentStatus.IDLE:
-                printer.end_line()
-                sys.stderr.write("you> ")
-                sys.stderr.flush()
-
-        agent.ctx.on(AGENT_STATUS, on_status)
-
-        def on_interrupt() -> None:
-            if agent.status is AgentStatus.RUNNING:
-                print("\n(cancelled)", file=sys.stderr)
-                agent.cancel()
-            else:
-                print(f"\n{HELP}", file=sys.stderr)
+        prompter = _Prompter(agent, printer)
+        agent.ctx.on(AGENT_STATUS, prompter.on_status)
+        prompting = asyncio.get_running_loop().create_task(prompter.run(), name="chat-prompt")
 
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        loop.add_signal_handler(signal.SIGINT, _on_interrupt, agent)
         sys.stderr.write("you> ")
         sys.stderr.flush()
         try:
-            reader = await _stdin_lines()
-            while True:
-                raw = await reader.readline()
-                if not raw:
-                    break
-                line = raw.decode(errors="replace").strip()
-                if line in ("/quit", "/exit"):
-                    break
-                if line:
-                    await _handle(line, agent, tether)
-            await agent.when_idle()
+            reader, end_input = await _stdin_lines()
+            with Terminations(agent, then=end_input) as terminations:
+                while True:
+                    raw = await reader.readline()
+                    if not raw:
+                        break
+                    line = raw.decode(errors="replace").strip()
+                    if line in ("/quit", "/exit"):
+                        break
+                    if line:
+                        await _handle(line, agent, tether)
+                await agent.when_idle()
+                final = await acknowledge(agent)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
+            prompting.cancel()
+            await asyncio.gather(prompting, return_exceptions=True)
         printer.end_line()
-        await handle.dispose()
-        return 0
+        failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
+        if terminations.exit_status is not None:
+            return terminations.exit_status
+        return 1 if failed else 0
     finally:
-        await tether.stop()
+        try:
+            await tether.stop()
+        finally:
+            release_logs()
+
+
+def _on_interrupt(agent: Agent) -> None:
+    """Ctrl-C: cancel the running turn; when idle, show the help."""
+    if agent.status is AgentStatus.RUNNING:
+        print("\n(cancelled)", file=sys.stderr)
+        agent.cancel()
+    else:
+        print(f"\n{HELP}", file=sys.stderr)
 
 
 async def _handle(line: str, agent: Agent, tether: Tether) -> None:

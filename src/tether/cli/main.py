@@ -11,6 +11,7 @@ from typing import NoReturn
 
 from tether import __version__
 from tether.cli.boot import UsageError, existing_dir
+from tether.cli.failures import EXIT_FAILED, OneLineFormatter, StartRefusedError, describe
 from tether.cli.process import begin_startup, exit_now
 from tether.fence import fence
 from tether.masking import CredentialFilter
@@ -117,21 +118,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
+    handler = logging.StreamHandler(sys.stderr)
+    log_format = "%(levelname)s %(name)s: %(message)s"
+    handler.setFormatter(
+        logging.Formatter(log_format) if args.verbose else OneLineFormatter(log_format)
     )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(CredentialFilter())
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, handlers=[handler]
+    )
+    for installed in logging.getLogger().handlers:
+        installed.addFilter(CredentialFilter())
     try:
         return dispatch(parser, args)
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         print(f"tether: error: {exc}", file=sys.stderr)
         return 2
+    except StartRefusedError as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        reason = describe(exc)
+        if reason is None:
+            raise
+        print(f"tether: {reason}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

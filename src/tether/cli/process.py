@@ -58,6 +58,12 @@ def exit_now(status: int) -> NoReturn:
     waits for the exit.
     """
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            # A closed pipe or a full device: the command has reported what
+            # it could not write; the exit status stands.
+            if stream is sys.stdout and status == 0:
+                status = 1
     os._exit(status)

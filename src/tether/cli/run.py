@@ -2,9 +2,12 @@
 
 The assistant's text streams to stdout as it arrives; tool activity and the
 session id go to stderr. Exit status: 0 when the turn completed, 130 when it
-was cancelled (Ctrl-C), 1 otherwise, each with a one-line reason on stderr.
-The first Ctrl-C cancels the turn cleanly (the log closes with
-``aborted {user}``); a second one exits at once.
+was cancelled (Ctrl-C), 143 or 129 when SIGTERM or SIGHUP cancelled it, 1
+otherwise, each with a one-line reason on stderr. The first Ctrl-C cancels the
+turn cleanly (the log closes with ``aborted {user}``); a second one exits at
+once. The exit status is given only once the turn is on disk: a session that
+could not be stored exits 1, saying so. Bytes of the task that are not UTF-8
+become U+FFFD.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_agent, start
+from tether.cli.ending import Terminations, acknowledge, dispose_reporting
+from tether.cli.failures import describe
 from tether.session import Event, Session
+from tether.session.attempts import RETRY_TYPE, retry_notice
 from tether.session.store import SESSION_EVENT
 
 EXIT_OK = 0
@@ -34,14 +40,28 @@ class StreamPrinter:
         self._out = out
         self._err = err
         self._line_open = False
+        self.output_error: OSError | None = None
+        """Why writing to ``out`` failed (a closed pipe, a full device); then it stops."""
+
+    def _write(self, text: str) -> None:
+        if self.output_error is not None:
+            return
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except OSError as exc:
+            self.output_error = exc
 
     def __call__(self, session: Session, event: Event) -> None:
         data = event.data
         if event.type == "assistant/chunk" and data.get("kind") == "text":
             text = str(data.get("delta", ""))
-            self._out.write(text)
-            self._out.flush()
+            self._write(text)
             self._line_open = not text.endswith("\n")
+        elif event.type == RETRY_TYPE:
+            self.end_line()
+            self._err.write(retry_notice(data) + "\n")
+            self._err.flush()
         elif event.type == "tool/call":
             self.end_line()
             arguments = data.get("arguments")
@@ -58,8 +78,7 @@ class StreamPrinter:
 
     def end_line(self) -> None:
         if self._line_open:
-            self._out.write("\n")
-            self._out.flush()
+            self._write("\n")
             self._line_open = False
 
 
@@ -82,11 +101,17 @@ def outcome(agent: Agent) -> tuple[int, str | None]:
     return EXIT_CANCELLED, "cancelled before the turn started"
 
 
+def decoded_argument(text: str) -> str:
+    """A command-line argument as text: bytes that were not UTF-8 become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 async def run(args: argparse.Namespace) -> int:
-    task: str = args.task
+    task = decoded_argument(args.task)
     if not task.strip():
         raise UsageError("run: the task is empty")
-    tether = await start(args, model=args.model)
+    tether = await start(args, model=args.model, persistent=True)
+    release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
         handle = await open_agent(tether, resume=args.resume, cwd=str(args.cwd or os.getcwd()))
         if handle is None:
@@ -95,29 +120,50 @@ async def run(args: argparse.Namespace) -> int:
         print(f"session {agent.id}", file=sys.stderr)
         printer = StreamPrinter(sys.stdout, sys.stderr)
         agent.ctx.on(SESSION_EVENT, printer)
-        interrupts = 0
-
-        def on_interrupt() -> None:
-            nonlocal interrupts
-            interrupts += 1
-            if interrupts > 1:
-                printer.end_line()
-                os._exit(EXIT_CANCELLED)
-            print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
-            agent.cancel()
-
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
         try:
-            agent.followup(UserMessage.text(task))
-            await agent.when_idle()
+            with Terminations(agent) as terminations:
+                agent.followup(UserMessage.text(task))
+                await agent.when_idle()
+                unstored = await acknowledge(agent)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_line()
-        status, reason = outcome(agent)
-        await handle.dispose()
-        if reason is not None:
+        status, reason = _verdict(agent, printer, terminations)
+        if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
-        return status
+        failed, release_logs = await dispose_reporting(handle, unstored, verbose=args.verbose)
+        return EXIT_FAILED if failed else status
     finally:
-        await tether.stop()
+        try:
+            await tether.stop()
+        finally:
+            release_logs()
+
+
+class _Interrupts:
+    """Ctrl-C: the first cancels the turn cleanly, a second exits at once."""
+
+    def __init__(self, agent: Agent, printer: StreamPrinter) -> None:
+        self._agent = agent
+        self._printer = printer
+        self._count = 0
+
+    def __call__(self) -> None:
+        self._count += 1
+        if self._count > 1:
+            self._printer.end_line()
+            os._exit(EXIT_CANCELLED)
+        print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
+        self._agent.cancel()
+
+
+def _verdict(
+    agent: Agent, printer: StreamPrinter, terminations: Terminations
+) -> tuple[int, str | None]:
+    """The exit status and one-line reason of the turn that ran."""
+    if printer.output_error is not None:
+        return EXIT_FAILED, f"the answer could not be written: {describe(printer.output_error)}"
+    status, reason = outcome(agent)
+    return terminations.exit_status or status, reason

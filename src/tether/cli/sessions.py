@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from tether.cli.boot import start
+from tether.cli.boot import PERSISTENCE_ROW, row_problem, start
 from tether.cli.render import transcript
 
 EXIT_OK = 0
@@ -22,11 +22,16 @@ def _when(timestamp: float | None) -> str:
 
 async def sessions(args: argparse.Namespace) -> int:
     from tether.persist.backends.errors import LogStoreError
+    from tether.persist.service import PERSISTENCE
     from tether.session import SessionError
 
-    tether = await start(args, with_model=False)
+    tether = await start(args, with_model=False, quiet_rows=(PERSISTENCE_ROW,))
     try:
-        persistence = tether.persistence
+        persistence = tether.runtime.ctx.get(PERSISTENCE)
+        if persistence is None:
+            reason = row_problem(tether, PERSISTENCE_ROW)
+            print(f"tether: stored sessions cannot be read ({reason})", file=sys.stderr)
+            return EXIT_FAILED
         try:
             if args.sessions_command == "list":
                 summaries = await persistence.list()

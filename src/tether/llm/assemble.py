@@ -17,7 +17,8 @@ the model sees.
 
 Tool-call ids are unique within the message, whatever the model sent: a call
 whose id an earlier call of the same answer already has is given a new one
-(``<id>~2``, ``<id>~3``, …), and the original is recorded in
+(``<id>_2``, ``<id>_3``, …, so an id stays within ``[A-Za-z0-9_-]``, as
+Anthropic requires), and the original is recorded in
 :attr:`Assembled.renamed_calls`. Each call then runs and gets its own result;
 a misbehaving model cannot fail the turn with a message the session log would
 refuse.
@@ -298,7 +299,7 @@ class _UniqueIds:
         suffix = 1
         while given in self._used:
             suffix += 1
-            given = f"{wanted}~{suffix}"
+            given = f"{wanted}_{suffix}"
         self._used.add(given)
         if given != wanted:
             self._renamed[given] = wanted

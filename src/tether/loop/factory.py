@@ -111,7 +111,11 @@ class LoopFactory:
         model = session.header.meta.get("model")
         if options is None:
             options = self._defaults if model is None else _with_model(self._defaults, model)
-        return await self._publish(caller, session, options, setup)
+        try:
+            return await self._publish(caller, session, options, setup)
+        except BaseException:
+            persistence.abandon(session)
+            raise
 
     async def _publish(
         self, caller: Context, session: Session, options: AgentOptions, setup: Setup | None

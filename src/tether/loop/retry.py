@@ -15,9 +15,10 @@ normalized ``rate-limit``, ``server``, ``timeout`` and ``transport`` of
   longer than ``max_retry_after`` gives up at once instead.
 
 Later listeners of the waterfall see that decision and may change it. When
-the final decision is a retry, it is written to the agent's session as an
-``llm/retry`` event (:class:`RetryEvent`; an ignorable type, so logs that
-hold it load without this plugin) and logged. The loop waits out the delay
+the final decision is a retry, the loop writes it to the agent's session as
+an ``llm/retry`` event (:class:`RetryEvent`, part of the built-in session
+vocabulary, so logs that hold it load without this plugin); the plugin logs
+it. The loop waits out the delay
 on the turn's cancel signal: a cancel during the wait ends the turn at once,
 ``aborted``.
 
@@ -31,17 +32,14 @@ Mount it beside the agent loop::
 from __future__ import annotations
 
 import logging
-import math
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import TYPE_CHECKING
 
 from tether.loop.hooks import REQUEST_ERROR, RequestError
 from tether.runtime.checked import Checked, meta
-from tether.session.errors import EventFormatError
-from tether.session.events import DEFAULT_REGISTRY, EventRegistry
-from tether.session.vocabulary import EventPayload
+from tether.session.vocabulary import RetryEvent
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent
@@ -53,62 +51,6 @@ log = logging.getLogger(__name__)
 
 RETRYABLE = ("rate-limit", "server", "timeout", "transport")
 """The error codes retried by default."""
-
-
-@dataclass(frozen=True, slots=True)
-class RetryEvent(EventPayload):
-    """A failed model request that is retried: ``llm/retry``.
-
-    ``attempt`` is the number of the request that failed (1 for the step's
-    first); ``delay`` the seconds waited before the next; ``retry_after`` the
-    provider's hint, if it gave one.
-    """
-
-    type: ClassVar[str] = "llm/retry"
-
-    attempt: int
-    code: str | None
-    error: str
-    delay: float
-    retry_after: float | None = None
-
-    def __post_init__(self) -> None:
-        if type(self.attempt) is not int or self.attempt < 1:
-            raise EventFormatError(f"llm/retry: attempt must be an int >= 1, got {self.attempt!r}")
-        if not isinstance(self.code, str | None) or not isinstance(self.error, str):
-            raise EventFormatError(f"llm/retry: bad code or error: {self.code!r}, {self.error!r}")
-        if not _seconds(self.delay):
-            raise EventFormatError(f"llm/retry: delay must be a number >= 0, got {self.delay!r}")
-        if self.retry_after is not None and not _seconds(self.retry_after):
-            raise EventFormatError(
-                f"llm/retry: retry_after must be a number >= 0, got {self.retry_after!r}"
-            )
-
-    def to_data(self) -> dict[str, object]:
-        return {
-            "attempt": self.attempt,
-            "code": self.code,
-            "error": self.error,
-            "delay": float(self.delay),
-            "retry_after": None if self.retry_after is None else float(self.retry_after),
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        try:
-            return cls(
-                attempt=data["attempt"],  # type: ignore[arg-type]
-                code=data["code"],  # type: ignore[arg-type]
-                error=data["error"],  # type: ignore[arg-type]
-                delay=data["delay"],  # type: ignore[arg-type]
-                retry_after=data.get("retry_after"),  # type: ignore[arg-type]
-            )
-        except KeyError as exc:
-            raise EventFormatError(f"llm/retry: missing field {exc}") from None
-
-
-def _seconds(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,45 +115,9 @@ class Config(Checked):
         )
 
 
-class _SharedType:
-    """One registration of a payload class, shared by every live retry plugin.
-
-    Several runtimes in one process (tests, embedding programs) may mount
-    this plugin at once; the type stays registered until the last unloads.
-    """
-
-    def __init__(self, registry: EventRegistry, payload: type[EventPayload]) -> None:
-        self._registry = registry
-        self._payload = payload
-        self._holders = 0
-        self._unregister: Callable[[], None] | None = None
-
-    def acquire(self) -> Callable[[], None]:
-        if self._holders == 0:
-            self._unregister = self._registry.register(self._payload, ignorable=True)
-        self._holders += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if released:
-                return
-            released = True
-            self._holders -= 1
-            if self._holders == 0 and self._unregister is not None:
-                self._unregister()
-                self._unregister = None
-
-        return release
-
-
-_EVENT_TYPE = _SharedType(DEFAULT_REGISTRY, RetryEvent)
-
-
 async def apply(ctx: Context, config: Config) -> None:
-    """Register ``llm/retry`` and answer ``agent/request-error`` until this plugin unloads."""
+    """Answer ``agent/request-error`` until this plugin unloads."""
     policy = config.policy()
-    await ctx.effect(_EVENT_TYPE.acquire, label="llm/retry event type")
 
     async def on_request_error(
         error: RequestError, next_: Callable[[RequestError], Awaitable[RequestError]], agent: Agent
@@ -233,18 +139,4 @@ def _record(agent: Agent, decision: RequestError, policy: RetryPolicy) -> None:
         decision.code,
         decision.delay,
         decision.error,
-    )
-    session = agent.session
-    if session.registry.payload_class(RetryEvent.type) is not RetryEvent:
-        # A session with a registry of its own that lacks the type: the log
-        # line above is the record.
-        return
-    session.append(
-        RetryEvent(
-            attempt=decision.attempt,
-            code=decision.code,
-            error=decision.error,
-            delay=decision.delay,
-            retry_after=decision.retry_after,
-        )
     )

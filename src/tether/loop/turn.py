@@ -72,6 +72,7 @@ from tether.session import (
     Errored,
     MaxTokens,
     PendingToolCall,
+    RetryEvent,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -278,6 +279,7 @@ class TurnRunner:
             if not decision.retry:
                 _log_answer(session, assembled)
                 return Errored(error=finish.error or "model error")
+            session.append(_attempt_boundary(decision))
             if decision.delay > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(signal.wait(), decision.delay)
@@ -371,3 +373,14 @@ def _close_step(session: Session, why: str) -> None:
 
 def _aborted(signal: CancelSignal) -> Aborted:
     return Aborted(cause=str(signal.reason or CancelCause.USER))
+
+
+def _attempt_boundary(decision: RequestError) -> RetryEvent:
+    """``llm/retry``: the chunks streamed so far in this step belong to an abandoned attempt."""
+    return RetryEvent(
+        attempt=decision.attempt,
+        code=decision.code,
+        error=decision.error,
+        delay=decision.delay,
+        retry_after=decision.retry_after,
+    )

@@ -17,17 +17,26 @@ Crash repair: a stored log whose last turn never closed gets its closing
 events (see :mod:`tether.session.repair`). Resuming writes them before the
 session is used; a plain load adds them in memory only, since the session may
 be live in another process. A session live in this process is never repaired.
+
+One live owner per session: resuming takes the session's lease
+(:mod:`tether.persist.backends.lease`) before it reads the log, so a repair is
+written only by the process that will own the session; a new session's lease
+is taken by its first write (or by :meth:`Persistence.store`). The
+lease is given up once the session is disposed and written. Loads and
+listings take no lease and never write.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.persist.backends.base import LogBackend, SessionSummary, StoredLog
 from tether.persist.backends.bulk import collector_paused
+from tether.persist.backends.lease import LeaseBook
 from tether.persist.writer import WriteBehind
 from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import Notice, ServiceKey
@@ -39,6 +48,8 @@ from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 
 if TYPE_CHECKING:
     from tether.runtime import Context
+
+log = logging.getLogger(__name__)
 
 
 SESSION_WRITTEN = Notice[Session, int]("session/written")
@@ -61,10 +72,13 @@ class PersistenceConfig(Checked):
 class Persistence:
     """Stored sessions: the read side of persistence, and resume."""
 
-    def __init__(self, backend: LogBackend, writer: WriteBehind, store: SessionStore) -> None:
+    def __init__(
+        self, backend: LogBackend, writer: WriteBehind, store: SessionStore, leases: LeaseBook
+    ) -> None:
         self._backend = backend
         self._writer = writer
         self._store = store
+        self._leases = leases
 
     async def load(self, session_id: str) -> Session:
         """Read a stored session for reading; a last turn that never closed is
@@ -100,9 +114,45 @@ class Persistence:
         """
         if self._store.get(session_id) is not None:
             raise SessionConflictError(f"session {session_id!r} is already live")
-        session = await self._read(session_id)
-        await self._repair(session)
-        return self._store.prepare_restored(session.header, session.events)
+        token = object()
+        await asyncio.to_thread(self._leases.acquire, session_id, token)
+        try:
+            session = await self._read(session_id)
+            await self._repair(session)
+            restored = self._store.prepare_restored(session.header, session.events)
+            # The restored session holds the lease until its first write hands
+            # it to the writer (or :meth:`abandon` gives it up).
+            self._leases.acquire(session_id, restored)
+        finally:
+            self._leases.release(session_id, token)
+        return restored
+
+    def abandon(self, session: Session) -> None:
+        """Give up the lease of a session :meth:`prepare_resume` prepared that never went live."""
+        if not self._store.is_live(session):
+            self._leases.release(session.id, session)
+
+    async def store(self, session: Session) -> None:
+        """Return once ``session`` (a live one) is stored with everything appended to it.
+
+        Unlike a flush, this stores a session that has no events yet, as its
+        header: a session created and acknowledged but never used can be
+        resumed by another process.
+
+        Raises:
+            SessionLeasedError: another process has the session open.
+            OSError, LogStoreError: the write failed.
+        """
+        self._writer.store_header(session)
+        await self._writer.flush(session)
+
+    async def check_writable(self) -> None:
+        """Prove that sessions can be stored now (see :meth:`LogBackend.check_writable`).
+
+        Raises:
+            OSError, sqlite3.Error: storage is read-only, damaged or full.
+        """
+        await asyncio.to_thread(self._backend.check_writable)
 
     async def exists(self, session_id: str) -> bool:
         """Whether anything is stored under ``session_id``."""
@@ -121,16 +171,36 @@ class Persistence:
         """
         if self._store.get(session_id) is not None:
             raise SessionConflictError(f"session {session_id!r} is live; it cannot be deleted")
-        await asyncio.to_thread(self._backend.delete, session_id)
+        await asyncio.to_thread(self._delete, session_id)
+
+    def _delete(self, session_id: str) -> None:
+        token = object()
+        self._leases.acquire(session_id, token)
+        try:
+            self._backend.delete(session_id)
+        finally:
+            self._leases.release(session_id, token)
 
     async def _read(self, session_id: str) -> Session:
         stored = await asyncio.to_thread(self._backend.load, session_id)
+        torn = stored.repaired_tail
+        if torn is not None:
+            log.warning(
+                "session %s: its log ends in a torn line (line %d, %d bytes), left out; "
+                "the session's next write cuts it off",
+                session_id,
+                torn.line,
+                torn.discarded_bytes,
+            )
         return await asyncio.to_thread(_decode, session_id, stored)
 
     async def _repair(self, session: Session) -> None:
+        stored = len(session.events)
         if repair(session):
-            await self._writer.flush(session)
-            self._writer.release(session)
+            # Written directly, under the lease prepare_resume holds: the
+            # session handed out is a fresh object the writer starts afresh.
+            closing = [event.to_record() for event in session.events[stored:]]
+            await asyncio.to_thread(self._backend.write, session.header.to_record(), closing)
 
 
 def _decode(session_id: str, stored: StoredLog) -> Session:
@@ -150,8 +220,10 @@ async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float)
     store = ctx.service(SESSIONS)
 
     async def body():  # type: ignore[no-untyped-def]
+        leases = LeaseBook(backend.acquire_lease)
         writer = WriteBehind(
             backend,
+            leases=leases,
             window=window,
             on_written=lambda session, durable: ctx.emit(SESSION_WRITTEN, session, durable),
         )
@@ -160,6 +232,7 @@ async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float)
         async def stop() -> None:
             await writer.close()
             await task
+            await asyncio.to_thread(leases.release_all)
             await asyncio.to_thread(backend.close)
 
         yield stop
@@ -169,6 +242,6 @@ async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float)
         yield events.add("session/event", lambda session, event: writer.notice(session))
         yield events.add("session/flush", writer.flush)
         yield events.add("session/disposed", writer.release)
-        ctx.provide(PERSISTENCE, Persistence(backend, writer, store))
+        ctx.provide(PERSISTENCE, Persistence(backend, writer, store, leases))
 
     await ctx.effect(body, label="persistence")

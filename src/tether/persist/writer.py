@@ -10,6 +10,13 @@ one transaction per batch).
 returns once every event appended to the session before the call is durable.
 A failed write fails the flushes waiting on it; its events stay pending and
 are retried by the next append or flush of that session.
+
+Writes happen only under the session's lease: the first write of a session
+takes it (through the :class:`~tether.persist.backends.lease.LeaseBook`), so
+a session open in another process fails to write instead of interleaving
+with it; the lease is given up once the session is released and written.
+:meth:`WriteBehind.store_header` makes a session stored before its first
+event (a session created and not yet used can be loaded elsewhere).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tether.persist.backends.base import LogBackend
+from tether.persist.backends.lease import LeaseBook
 from tether.session.events import Event
 from tether.session.log import Session
 
@@ -36,6 +44,10 @@ class _Track:
     """How many of the session's events are stored; ``None`` until first asked of the backend."""
     waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     released: bool = False
+    header_wanted: bool = False
+    """The header must be stored even while the session has no events."""
+    failing: bool = False
+    """The last write failed (its failure was logged once)."""
 
 
 class WriteBehind:
@@ -50,6 +62,7 @@ class WriteBehind:
         self,
         backend: LogBackend,
         *,
+        leases: LeaseBook,
         window: float = 0.002,
         on_written: Callable[[Session, int], None] | None = None,
     ) -> None:
@@ -57,6 +70,7 @@ class WriteBehind:
         if window < 0:
             raise ValueError(f"batch window must be >= 0 seconds, got {window}")
         self._backend = backend
+        self._leases = leases
         self._window = window
         self._on_written = on_written
         self._tracks: dict[Session, _Track] = {}
@@ -75,12 +89,30 @@ class WriteBehind:
             self._dirty[track] = None
             self._wake.set()
 
+    def store_header(self, session: Session) -> None:
+        """Have ``session`` stored (its header, at least) by the next batch.
+
+        A :meth:`flush` after this call returns once the session is stored,
+        even if it has no events yet.
+        """
+        self.notice(session)
+        self._tracks[session].header_wanted = True
+
     def release(self, session: Session) -> None:
         """Forget ``session`` once everything appended to it so far is written."""
         track = self._tracks.get(session)
         if track is None:
+            # Never written here: a resumed session still holds its lease.
+            self._leases.release(session.id, session)
             return
         track.released = True
+        if track.durable is not None and track.durable >= len(session.events):
+            # Everything is written already: forgotten (and its lease given
+            # up) now, not when the writer next runs.
+            self._settle(track)
+            if session not in self._tracks:
+                self._dirty.pop(track, None)
+                return
         self._dirty[track] = None
         self._wake.set()
 
@@ -98,7 +130,7 @@ class WriteBehind:
                 return
             self.notice(session)
             track = self._tracks[session]
-        elif track.durable is not None and track.durable >= target:
+        elif track.durable is not None and track.durable >= target and not track.header_wanted:
             return
         if self._stopped:
             raise RuntimeError("the session writer is closed")
@@ -144,22 +176,40 @@ class WriteBehind:
         end = len(session.events)
         try:
             if track.durable is None:
-                track.durable = await asyncio.to_thread(self._backend.next_seq, session.id)
+                track.durable = await asyncio.to_thread(self._begin, track)
             start = track.durable
-            if end > start:
+            if end > start or track.header_wanted:
                 events = session.events[start:end]
                 await asyncio.to_thread(self._store, session, events)
                 track.durable = end
+                track.header_wanted = False
                 if self._on_written is not None:
                     self._on_written(session, end)
         except Exception as exc:
-            log.error("writing session %s failed: %s", session.id, exc)
             waiters, track.waiters = track.waiters, []
+            if not track.failing:
+                # Once per failing streak, and not as an error: every flush
+                # waiting now or later (the acknowledgement of the work, the
+                # agent's teardown) gets the error itself, and the next
+                # append retries.
+                log.info("writing session %s failed: %s", session.id, exc)
+            track.failing = True
             for _target, future in waiters:
                 if not future.done():
                     future.set_exception(exc)
             return
+        if track.failing:
+            track.failing = False
+            log.info("writing session %s works again; nothing was lost", session.id)
         self._settle(track)
+
+    def _begin(self, track: _Track) -> int:
+        """Before a session's first write: take its lease, learn how much is stored."""
+        session_id = track.session.id
+        self._leases.acquire(session_id, track)
+        # A session being resumed handed its lease to its session object.
+        self._leases.release(session_id, track.session)
+        return self._backend.next_seq(session_id)
 
     def _store(self, session: Session, events: Sequence[Event]) -> None:
         self._backend.write(session.header.to_record(), [event.to_record() for event in events])
@@ -176,3 +226,5 @@ class WriteBehind:
         track.waiters = remaining
         if track.released and durable >= len(track.session.events) and not remaining:
             self._tracks.pop(track.session, None)
+            self._leases.release(track.session.id, track)
+            self._leases.release(track.session.id, track.session)

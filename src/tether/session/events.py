@@ -22,6 +22,7 @@ from tether.session.errors import (
     EventTypeConflictError,
     UnknownEventTypeError,
 )
+from tether.session.receipt import ToolStopped
 from tether.session.vocabulary import (
     BUILTIN_PAYLOADS,
     AssistantChunk,
@@ -37,6 +38,9 @@ __all__ = ["DEFAULT_REGISTRY", "Event", "EventRegistry"]
 # when it is read, which keeps appends and loads cheap. Exact classes only: a
 # subclass may override ``to_data``.
 _FROZEN_DATA = frozenset(BUILTIN_PAYLOADS)
+
+_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (*BUILTIN_PAYLOADS, ToolStopped)
+"""Every type tether writes: a new registry knows them all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,8 +341,9 @@ def _decode(payload_cls: type[EventPayload], data: Mapping[str, object]) -> Even
 class EventRegistry:
     """Maps event type names to payload classes.
 
-    A new registry knows the built-in vocabulary (`BUILTIN_PAYLOADS`). Plugins
-    add their own types with `register`; a name has at most one class.
+    A new registry knows the core vocabulary: `BUILTIN_PAYLOADS` and the stop
+    receipt (`ToolStopped`), every type tether itself writes. Plugins add
+    their own types with `register`; a name has at most one class.
 
     An *ignorable* type is one readers may skip without losing the session's
     meaning (diagnostics such as ``llm/retry``). A stored record of an
@@ -351,7 +356,7 @@ class EventRegistry:
     __slots__ = ("_classes", "_ignorable")
 
     def __init__(self) -> None:
-        self._classes: dict[str, type[EventPayload]] = {cls.type: cls for cls in BUILTIN_PAYLOADS}
+        self._classes: dict[str, type[EventPayload]] = {cls.type: cls for cls in _CORE_PAYLOADS}
         self._ignorable: set[str] = set()
 
     def register(

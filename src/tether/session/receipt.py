@@ -12,8 +12,8 @@ command (``null`` if it had not ended when the receipt was written)::
       {"kind": "call", "id": "call-1", "pgid": 4242, "signals": ["SIGTERM"],
        "exit_code": null, "exit_signal": "SIGTERM", "seconds": 0.004}]}
 
-The type is ignorable: a reader that does not know it skips it. It is
-registered in the default registry when :mod:`tether.session` is imported.
+It is part of the core vocabulary: every `EventRegistry` knows it, so a log
+holding a receipt loads without the plugin that wrote it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, Self, get_args
 
 from tether.session.errors import EventFormatError
-from tether.session.events import DEFAULT_REGISTRY
 from tether.session.vocabulary import EventPayload
 
 StoppedKind = Literal["call", "task"]
@@ -144,6 +143,3 @@ class ToolStopped(EventPayload):
 
 def _int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-DEFAULT_REGISTRY.register(ToolStopped, ignorable=True)

@@ -12,6 +12,7 @@ Stored formats are extended, never changed: a new need is a new event type
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -43,6 +44,7 @@ __all__ = [
     "InboxSpliced",
     "Interrupted",
     "MaxTokens",
+    "RetryEvent",
     "StepEnd",
     "StepStart",
     "ToolCallEvent",
@@ -748,6 +750,67 @@ class InboxSpliced(EventPayload):
         return cls(queue, op, messages=messages)
 
 
+@dataclass(frozen=True, slots=True)
+class RetryEvent(EventPayload):
+    """A failed model request that is retried: ``llm/retry``.
+
+    The loop appends it at the attempt boundary: the chunks of the step
+    streamed before it (back to the step's start or the previous
+    ``llm/retry``) belong to an abandoned attempt, which the model never
+    sees (see :mod:`tether.session.attempts`).
+
+    ``attempt`` is the number of the request that failed (1 for the step's
+    first); ``delay`` the seconds waited before the next; ``retry_after`` the
+    provider's hint, if it gave one.
+    """
+
+    type: ClassVar[str] = "llm/retry"
+
+    attempt: int
+    code: str | None
+    error: str
+    delay: float
+    retry_after: float | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.attempt) is not int or self.attempt < 1:
+            raise EventFormatError(f"llm/retry: attempt must be an int >= 1, got {self.attempt!r}")
+        if not isinstance(self.code, str | None) or not isinstance(self.error, str):
+            raise EventFormatError(f"llm/retry: bad code or error: {self.code!r}, {self.error!r}")
+        if not _seconds(self.delay):
+            raise EventFormatError(f"llm/retry: delay must be a number >= 0, got {self.delay!r}")
+        if self.retry_after is not None and not _seconds(self.retry_after):
+            raise EventFormatError(
+                f"llm/retry: retry_after must be a number >= 0, got {self.retry_after!r}"
+            )
+
+    def to_data(self) -> dict[str, object]:
+        return {
+            "attempt": self.attempt,
+            "code": self.code,
+            "error": self.error,
+            "delay": float(self.delay),
+            "retry_after": None if self.retry_after is None else float(self.retry_after),
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, object]) -> Self:
+        try:
+            return cls(
+                attempt=data["attempt"],  # type: ignore[arg-type]
+                code=data["code"],  # type: ignore[arg-type]
+                error=data["error"],  # type: ignore[arg-type]
+                delay=data["delay"],  # type: ignore[arg-type]
+                retry_after=data.get("retry_after"),  # type: ignore[arg-type]
+            )
+        except KeyError as exc:
+            raise EventFormatError(f"llm/retry: missing field {exc}") from None
+
+
+def _seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf
+
+
 BUILTIN_PAYLOADS: tuple[type[EventPayload], ...] = (
     TurnStart,
     TurnEnd,
@@ -759,6 +822,7 @@ BUILTIN_PAYLOADS: tuple[type[EventPayload], ...] = (
     ToolCallEvent,
     ToolResultEvent,
     InboxSpliced,
+    RetryEvent,
 )
 """The payload classes of the built-in vocabulary; every `EventRegistry` has
 them."""

@@ -17,12 +17,14 @@ reaches every leader).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import subprocess
 from pathlib import Path
 
 from tether.shell.orphans import (
+    FAREWELL,
     GroupLedger,
     GroupRecord,
     Swept,
@@ -60,7 +62,13 @@ class OrphanGuard:
         return self._watchdog.pid if self._watchdog is not None else None
 
     def sweep(self) -> list[Swept]:
-        """Kill the groups that tethers no longer alive left behind (see ``GroupLedger.sweep``)."""
+        """Kill the groups that tethers no longer alive left behind (see ``GroupLedger.sweep``).
+
+        Without a record on disk there is nothing to sweep, and nothing is
+        created (a read-only home stays untouched).
+        """
+        if not self._ledger.path.exists():
+            return []
         try:
             swept = self._ledger.sweep()
         except OSError as exc:
@@ -99,6 +107,10 @@ class OrphanGuard:
         lifeline, self._lifeline = self._lifeline, None
         watchdog, self._watchdog = self._watchdog, None
         if lifeline is not None:
+            # Say goodbye, so the watchdog leaves the other executors of this
+            # process alone; if it cannot be said, the watchdog reaps them all.
+            with contextlib.suppress(OSError):
+                os.write(lifeline, FAREWELL)
             os.close(lifeline)
         if watchdog is not None:
             await asyncio.to_thread(watchdog.wait)
@@ -143,6 +155,8 @@ class OrphanGuard:
         if self._write is not None:
             self._write.cancel()
             self._write = None
+        if not self._running and not self._written:
+            return  # nothing ever recorded, nothing to write
         try:
             self._ledger.replace(self._written | set(self._running), list(self._running.values()))
             self._written = set(self._running)

@@ -47,11 +47,15 @@ from pathlib import Path
 FORMAT_VERSION = 1
 
 
-def start_time(pid: int) -> int | None:
+def start_time(pid: int, *, zombie: bool = False) -> int | None:
     """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat`` field 22),
-    or ``None`` when there is no such live process."""
+    or ``None`` when there is no such live process.
+
+    With ``zombie``, an exited process its parent has not reaped yet counts
+    too: its pid cannot be reused until then, so its start time still names it.
+    """
     fields = _stat_fields(pid)
-    if fields is None or fields[0] in ("Z", "X"):
+    if fields is None or fields[0] == "X" or (fields[0] == "Z" and not zombie):
         return None
     return int(fields[19])
 
@@ -136,8 +140,11 @@ class GroupLedger:
 
     def record(self, pgid: int, label: str) -> GroupRecord | None:
         """The record of the group led by ``pgid`` (just started by the owner), not yet
-        written; ``None`` if the leader is already gone."""
-        leader = start_time(pgid)
+        written; ``None`` if the leader is already gone.
+
+        A leader that has exited but is not reaped yet (``cmd & exit``) is
+        recorded: what it started may still run in its group."""
+        leader = start_time(pgid, zombie=True)
         if leader is None:
             return None
         return GroupRecord(pgid, leader, self.owner.pid, self.owner.start, label)
@@ -259,18 +266,27 @@ def _kill_group(record: GroupRecord) -> Swept:
 
 
 def watch(path: Path, owner: Owner) -> None:
-    """Follow the owner's groups on stdin until end of file (the owner has gone), then
-    kill them, and every group the state file records for the owner."""
+    """Follow one executor's groups on stdin until end of file, then kill those still running.
+
+    End of file comes after a farewell line when the executor closes (its
+    groups have ended, or are its own to stop), and without one when the owner
+    process dies. Only then does the watchdog also reap every group the state
+    file records for the owner: another executor of a live owner keeps its
+    commands.
+    """
     running: dict[int, GroupRecord] = {}
     pending = b""
+    farewell = False
     with contextlib.suppress(OSError):
         while data := os.read(0, 65536):
             *lines, pending = (pending + data).split(b"\n")
             for line in lines:
+                farewell = line == FAREWELL.rstrip(b"\n")
                 _follow(running, line, owner)
     for record in running.values():
         _kill_group(record)
-    GroupLedger(path, owner).reap(owner)
+    if not farewell:
+        GroupLedger(path, owner).reap(owner)
 
 
 def _follow(running: dict[int, GroupRecord], line: bytes, owner: Owner) -> None:
@@ -283,6 +299,10 @@ def _follow(running: dict[int, GroupRecord], line: bytes, owner: Owner) -> None:
             running.pop(int(line[1:]), None)
     except ValueError:
         pass
+
+
+FAREWELL = b"=\n"
+"""The last line of an executor that closes cleanly (see :func:`watch`)."""
 
 
 def started_line(record: GroupRecord) -> bytes:

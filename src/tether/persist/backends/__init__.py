@@ -26,6 +26,7 @@ from tether.persist.backends.errors import (
     UnsupportedFormatError,
 )
 from tether.persist.backends.jsonl import JsonlBackend
+from tether.persist.backends.lease import Lease, SessionLeasedError
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
@@ -44,9 +45,11 @@ __all__ = [
     "InvalidRecordError",
     "InvalidSessionIdError",
     "JsonlBackend",
+    "Lease",
     "LineageRecord",
     "LogBackend",
     "LogStoreError",
+    "SessionLeasedError",
     "SessionNotFoundError",
     "SessionSummary",
     "SqliteBackend",

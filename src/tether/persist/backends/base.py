@@ -13,15 +13,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tether.persist.backends.lease import Lease
 from tether.persist.backends.records import EventRecord, HeaderRecord
 
 
 @dataclass(frozen=True)
 class TornTail:
-    """The incomplete last line a JSONL load cut from the end of a file.
+    """The incomplete last line a JSONL load found at the end of a file.
 
-    ``line`` is its 1-based line number, ``offset`` the file size after the cut
-    and ``discarded_bytes`` how many bytes were removed.
+    ``line`` is its 1-based line number, ``offset`` where the intact part ends
+    and ``discarded_bytes`` how many bytes the load left out. The load does
+    not change the file; the session's next write cuts the line off.
     """
 
     line: int
@@ -106,12 +108,12 @@ class LogBackend(Protocol):
         """Store one batch of events for the session ``header["id"]``; durable on return.
 
         The first write of a session stores the header and the batch
-        atomically: both become visible together or not at all, so a session
-        never exists without events. Later writes append, and their header is
-        only used for its id. An empty batch for a stored session does nothing.
+        atomically: both become visible together or not at all. It may be
+        empty: a session created and not yet used is stored as its header.
+        Later writes append, and their header is only used for its id. An
+        empty batch for a stored session does nothing.
 
         Raises:
-            ValueError: the session is not stored and ``events`` is empty.
             InvalidRecordError: the header (first write) or an event does not
                 have the stored shape or is not JSON-serialisable.
             StoreConflictError: the batch does not continue the stored log
@@ -123,7 +125,8 @@ class LogBackend(Protocol):
     def load(self, session_id: str) -> StoredLog:
         """Read a whole session log, validated.
 
-        A torn last line (a crash during an append) is cut off and reported in
+        Loading never writes (it works on read-only storage). A torn last line
+        (a crash during an append) is left out and reported in
         :attr:`StoredLog.repaired_tail`; everything before it is kept.
 
         Raises:
@@ -147,6 +150,23 @@ class LogBackend(Protocol):
 
         Raises:
             SessionNotFoundError: nothing is stored for ``session_id``.
+        """
+        ...
+
+    def acquire_lease(self, session_id: str) -> Lease:
+        """Take the lease of ``session_id`` for this process (see :mod:`.lease`).
+
+        Raises:
+            SessionLeasedError: another running process holds it.
+            OSError, sqlite3.Error: storage cannot record the lease.
+        """
+        ...
+
+    def check_writable(self) -> None:
+        """Prove that a write can reach the disk now, leaving nothing behind.
+
+        Raises:
+            OSError, sqlite3.Error: storage is read-only, damaged or full.
         """
         ...
 

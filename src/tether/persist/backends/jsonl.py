@@ -6,11 +6,16 @@ version; every further line is one event in compact JSON with its keys in the
 order ``type, seq, time, data``.
 
 Durability rests on one rule: **a line exists once its newline is on disk.**
-A session file is created whole (header and first batch written to a temporary
-file, fsynced, then hard-linked into place), so it never appears without
-events. Appends write a batch in one call and fsync before returning. A crash
-during an append can leave one torn line at the end; it is cut off on the next
-load or write. Damage anywhere else is reported as corruption.
+A session file is created whole (header and first batch, possibly empty,
+written to a temporary file, fsynced, then hard-linked into place), so it
+never appears half-written. Appends write a batch in one call and fsync before
+returning. A crash during an append can leave one torn line at the end; a load
+reports it without touching the file (loads open files read-only), and the
+next write cuts it off. Damage anywhere else is reported as corruption.
+
+The session's lease (:mod:`tether.persist.backends.lease`) is an ``flock`` on
+``<id>.lock`` beside its log; files tether creates here are mode 0600 and
+the directories 0700.
 
 Every operation on a session file holds an ``flock`` on it (exclusive, shared
 for listing), so writers in other threads and processes are serialised per
@@ -42,6 +47,7 @@ from tether.persist.backends.errors import (
     StoreConflictError,
     UnsupportedFormatError,
 )
+from tether.persist.backends.lease import FileLease, process_alive
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
@@ -52,6 +58,7 @@ from tether.persist.backends.records import (
     validate_session_id,
 )
 from tether.persist.backends.summary import Activity, title_of
+from tether.persist.location import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +67,7 @@ FORMAT_VERSION = 1
 
 _SUFFIX = ".jsonl"
 _TEMP_SUFFIX = ".tmp"
+_LOCK_SUFFIX = ".lock"
 _CHUNK = 1 << 16
 
 # Lines this backend writes start with these bytes; list() counts and finds
@@ -90,7 +98,7 @@ class JsonlBackend:
         self._tails: dict[str, _Tail] = {}
         self._closed = False
         if not self._dir.is_dir():
-            self._dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self._dir)
             _fsync_dir(self._dir.parent)
         self._remove_orphaned_temp_files()
 
@@ -139,7 +147,6 @@ class JsonlBackend:
         A torn last line found before appending is cut off first (and logged).
 
         Raises:
-            ValueError: the session is not stored and ``events`` is empty.
             InvalidRecordError: the header (first write) or an event is invalid.
             StoreConflictError: the batch does not continue the stored log.
             CorruptLogError: the stored file is damaged before its last line.
@@ -149,10 +156,6 @@ class JsonlBackend:
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         path = self.path(session_id)
-        if not batch:
-            if path.is_file():
-                return
-            raise ValueError(f"session {session_id!r}: the first write needs at least one event")
         payload = _encode_lines(batch)
         try:
             file = _SessionFile.open(path, session_id, writable=True)
@@ -160,27 +163,59 @@ class JsonlBackend:
             self._create(path, session_id, header, batch, payload)
             return
         with file:
-            self._append(file, batch, payload)
+            if batch:
+                self._append(file, batch, payload)
 
     def load(self, session_id: str) -> StoredLog:
         """Read and validate the whole log; see :meth:`LogBackend.load`.
 
-        The torn tail, if any, is cut from the file only after everything
-        before it has validated, so a corrupt file is never modified.
+        The file is opened read-only and never modified: a torn tail is
+        reported, and cut off by the next write (which holds the lease).
         """
-        with self._open_stored(session_id) as file:
+        self._check_open()
+        try:
+            file = _SessionFile.open(self.path(session_id), session_id, writable=False)
+        except FileNotFoundError:
+            raise SessionNotFoundError(session_id) from None
+        with file:
             layout = file.probe()
             events = file.parse_events(layout.header_end, layout.end)
             torn = None
             if layout.torn:
-                file.cut_torn_tail(layout)
                 torn = TornTail(
                     line=len(events) + 2,
                     offset=layout.end,
                     discarded_bytes=layout.size - layout.end,
                 )
-            self._tails[session_id] = _Tail(file.inode, len(events), layout.end)
+            else:
+                self._tails[session_id] = _Tail(file.inode, len(events), layout.end)
         return StoredLog(layout.header, events, torn)
+
+    def acquire_lease(self, session_id: str) -> FileLease:
+        """Take the session's lease: an ``flock`` on ``<id>.lock`` beside its log.
+
+        Raises:
+            SessionLeasedError: another process holds it.
+        """
+        self._check_open()
+        lock = self._dir / (validate_session_id(session_id) + _LOCK_SUFFIX)
+        return FileLease.acquire(lock, session_id)
+
+    def check_writable(self) -> None:
+        """Write, sync and remove a small file where session logs go.
+
+        Raises:
+            OSError: the directory is read-only, not writable, or full.
+        """
+        self._check_open()
+        probe = self._dir / f".probe.{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            _write_all(fd, b"\0" * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            _remove_quietly(probe)
 
     def list(self) -> builtins.list[SessionSummary]:
         """Summarise every session file, newest activity first; see :meth:`LogBackend.list`.
@@ -245,13 +280,14 @@ class JsonlBackend:
         payload: bytes,
     ) -> None:
         record = parse_header(header)
-        check_continues(session_id, batch, 0)
+        if batch:
+            check_continues(session_id, batch, 0)
         first_line = encode_json({"tether_session": FORMAT_VERSION, "header": record})
         data = first_line.encode("utf-8") + b"\n" + payload
         # The pid lets a later backend tell a crashed write's leftovers from a
         # write in progress in another process.
         temp = self._dir / f".{session_id}.{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             try:
                 _write_all(fd, data)
@@ -315,7 +351,7 @@ class JsonlBackend:
                 pid = int(parts[1])
             except (IndexError, ValueError):
                 continue
-            if pid > 0 and not _process_alive(pid):
+            if pid > 0 and not process_alive(pid, ""):
                 log.info("removing %s, left by an interrupted write", temp)
                 _remove_quietly(temp)
 
@@ -589,6 +625,8 @@ def _summarize(path: Path, session_id: str) -> SessionSummary | None:
 
 
 def _encode_lines(batch: Sequence[EventRecord]) -> bytes:
+    if not batch:
+        return b""
     return ("\n".join([encode_json(event) for event in batch]) + "\n").encode("utf-8")
 
 
@@ -613,15 +651,3 @@ def _remove_quietly(path: Path) -> None:
         pass
     except OSError:
         log.exception("could not remove %s", path)
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -20,6 +20,7 @@ from tether.persist.backends.errors import (
     StoreConflictError,
 )
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 _HEADER_KEYS = frozenset({"id", "created_at", "cwd", "lineage", "meta"})
 _LINEAGE_KEYS = frozenset({"parent", "seed_length"})
@@ -222,19 +223,23 @@ def check_continues(session_id: str, batch: Sequence[EventRecord], next_seq: int
 def encode_json(obj: object) -> str:
     """Encode ``obj`` as compact, strict JSON, keeping non-ASCII text as is.
 
-    The result is guaranteed to encode as UTF-8.
+    The result is guaranteed to encode as UTF-8: a lone surrogate (text that
+    came from bytes that were not UTF-8, decoded with ``surrogateescape``)
+    becomes U+FFFD, so such input is stored rather than failing the write.
 
     Raises:
         InvalidRecordError: ``obj`` holds something JSON cannot represent (a
-            non-string key, an arbitrary object, NaN or an infinity) or a lone
-            surrogate, which UTF-8 cannot carry.
+            non-string key, an arbitrary object, NaN or an infinity).
     """
     try:
         text = _ENCODER.encode(obj)
-        # With ensure_ascii off, lone surrogates pass through the encoder and
-        # would only fail later, half way through a write.
-        if not text.isascii():
-            text.encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise InvalidRecordError(f"record is not storable as JSON: {exc}") from None
+    # With ensure_ascii off, lone surrogates pass through the encoder and
+    # would only fail later, half way through a write.
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _SURROGATE.sub("\ufffd", text)
     return text

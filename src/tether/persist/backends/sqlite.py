@@ -6,6 +6,10 @@ so a batch, and the first batch together with its header, is stored whole or
 not at all, and writers in other processes are serialised by SQLite. The
 listing columns of ``sessions`` (turn count, last activity, title) are kept up
 to date in the same transaction, so listing reads one row per session.
+
+A session's lease is a row of ``leases`` (see
+:mod:`tether.persist.backends.lease`). The database is created mode 0600 (its
+WAL and shared-memory files take the same mode) in a directory created 0700.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from tether.persist.backends.base import SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import (
@@ -33,6 +38,7 @@ from tether.persist.backends.errors import (
     SessionNotFoundError,
     UnsupportedFormatError,
 )
+from tether.persist.backends.lease import SessionLeasedError, process_alive, process_start
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
@@ -43,6 +49,7 @@ from tether.persist.backends.records import (
     validate_session_id,
 )
 from tether.persist.backends.summary import Activity
+from tether.persist.location import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +79,16 @@ _SCHEMA = (
     """,
 )
 
+# Created by every open, not by the schema migration: databases of schema 1
+# made before leases existed get the table too.
+_LEASES = """
+    CREATE TABLE IF NOT EXISTS leases (
+        session_id TEXT PRIMARY KEY,
+        pid INTEGER NOT NULL,
+        started TEXT NOT NULL
+    ) WITHOUT ROWID
+"""
+
 
 class SqliteBackend:
     """A :class:`~tether.persist.backends.base.LogBackend` keeping all sessions in one database.
@@ -82,18 +99,36 @@ class SqliteBackend:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         """Open (creating if needed) ``<root>/sessions.sqlite3``.
 
+        On a read-only file system an existing database is opened read-only
+        (and as immutable: nothing can write it meanwhile), so listing and
+        loading work; every write raises.
+
         Raises:
             UnsupportedFormatError: the database was created by a newer schema.
             sqlite3.Error: the file cannot be opened as a database.
         """
-        root_path = Path(root)
-        root_path.mkdir(parents=True, exist_ok=True)
-        self._path = root_path / "sessions.sqlite3"
         self._lock = threading.Lock()
         self._closed = False
+        self._path = Path(root) / "sessions.sqlite3"
+        if self._path.is_file() and _read_only_file_system(self._path):
+            uri = f"file:{quote(str(self._path))}?immutable=1"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            try:
+                self._check_version(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+            return
+        root_path = private_dir(Path(root))
+        if not self._path.exists():
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
         # isolation_level=None leaves transactions to the explicit BEGINs below.
         conn = sqlite3.connect(
-            self._path, timeout=30.0, isolation_level=None, check_same_thread=False
+            root_path / "sessions.sqlite3",
+            timeout=30.0,
+            isolation_level=None,
+            check_same_thread=False,
         )
         try:
             (journal_mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
@@ -136,7 +171,6 @@ class SqliteBackend:
         """Store a batch in one transaction; see :meth:`LogBackend.write` for the contract.
 
         Raises:
-            ValueError: the session is not stored and ``events`` is empty.
             InvalidRecordError: the header (first write) or an event is invalid.
             StoreConflictError: the batch does not continue the stored log.
         """
@@ -152,12 +186,9 @@ class SqliteBackend:
                 (session_id,),
             ).fetchone()
             if stored is None:
-                if not batch:
-                    raise ValueError(
-                        f"session {session_id!r}: the first write needs at least one event"
-                    )
                 record = parse_header(header)
-                check_continues(session_id, batch, 0)
+                if batch:
+                    check_continues(session_id, batch, 0)
                 activity = Activity().extend(batch)
                 conn.execute(
                     "INSERT INTO sessions"
@@ -168,7 +199,9 @@ class SqliteBackend:
                         encode_json(record),
                         record["created_at"],
                         activity.turn_count,
-                        activity.last_activity,
+                        record["created_at"]
+                        if activity.last_activity is None
+                        else activity.last_activity,
                         activity.title,
                     ),
                 )
@@ -260,6 +293,47 @@ class SqliteBackend:
             if conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
                 raise SessionNotFoundError(session_id)
 
+    def acquire_lease(self, session_id: str) -> _RowLease:
+        """Take the session's lease: a ``leases`` row naming this process.
+
+        A row left by a process that no longer runs is replaced.
+
+        Raises:
+            SessionLeasedError: a running process holds it.
+        """
+        validate_session_id(session_id)
+        pid, started = os.getpid(), process_start(os.getpid())
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT pid, started FROM leases WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row is not None and process_alive(row[0], row[1]):
+                raise SessionLeasedError(session_id, row[0])
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (session_id, pid, started) VALUES (?, ?, ?)",
+                (session_id, pid, started),
+            )
+        return _RowLease(self, session_id, pid, started)
+
+    def _drop_lease(self, session_id: str, pid: int, started: str) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "DELETE FROM leases WHERE session_id = ? AND pid = ? AND started = ?",
+                (session_id, pid, started),
+            )
+
+    def check_writable(self) -> None:
+        """Commit a transaction that writes (and then removes) a row.
+
+        Raises:
+            sqlite3.Error: the database is read-only, damaged, or the disk is full.
+        """
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (session_id, pid, started) VALUES ('.probe', 0, '')"
+            )
+            conn.execute("DELETE FROM leases WHERE session_id = '.probe'")
+
     def close(self) -> None:
         """Close the connection; later calls raise :class:`BackendClosedError`."""
         with self._lock:
@@ -292,21 +366,49 @@ class SqliteBackend:
                     conn.execute("ROLLBACK")
                 raise
 
+    def _check_version(self, conn: sqlite3.Connection) -> int:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise UnsupportedFormatError(str(self._path), version, SCHEMA_VERSION)
+        return int(version)
+
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > SCHEMA_VERSION:
-                raise UnsupportedFormatError(str(self._path), version, SCHEMA_VERSION)
+            version = self._check_version(conn)
             if version < SCHEMA_VERSION:
                 for statement in _SCHEMA:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute(_LEASES)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+
+class _RowLease:
+    """A lease held as a ``leases`` row; released by deleting the row (if still ours)."""
+
+    def __init__(self, backend: SqliteBackend, session_id: str, pid: int, started: str) -> None:
+        self._backend = backend
+        self._key: tuple[str, int, str] | None = (session_id, pid, started)
+
+    def release(self) -> None:
+        key, self._key = self._key, None
+        if key is None:
+            return
+        try:
+            self._backend._drop_lease(*key)
+        except BackendClosedError:
+            # Closing without releasing leaves a row of a process that is
+            # about to end; the next taker sees it is stale.
+            log.debug("lease of session %s left to expire with this process", key[0])
+
+
+def _read_only_file_system(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def _parse_stored_header(session_id: str, text: object) -> HeaderRecord:

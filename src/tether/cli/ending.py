@@ -1,0 +1,117 @@
+"""How a command's agent work ends: termination signals and the durable acknowledgement.
+
+**Signals.** SIGTERM and SIGHUP are handled like Ctrl-C: the running turn is
+cancelled (cause ``user``), its closing events are written, and the command
+exits with ``128 + signal`` (143, 129).
+
+**Acknowledgement.** A command acknowledges a turn (prints its outcome,
+exits with its status, shows the next ``you>`` prompt) only once
+:func:`acknowledge` has returned ``None``: everything the turn appended is
+on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from tether.cli.failures import describe
+
+if TYPE_CHECKING:
+    from tether.agent import Agent, AgentHandle
+
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminations:
+    """While entered, SIGTERM and SIGHUP cancel ``agent``'s work and call ``then``.
+
+    :attr:`exit_status` is ``128 + signal`` once one arrived, else ``None``.
+    """
+
+    def __init__(self, agent: Agent, then: Callable[[], None] | None = None) -> None:
+        self._agent = agent
+        self._then = then
+        self.signum: int | None = None
+
+    @property
+    def exit_status(self) -> int | None:
+        return None if self.signum is None else 128 + self.signum
+
+    def __enter__(self) -> Terminations:
+        loop = asyncio.get_running_loop()
+        for signum in TERMINATING:
+            loop.add_signal_handler(signum, self._on_signal, signum)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in TERMINATING:
+            loop.remove_signal_handler(signum)
+
+    def _on_signal(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self._agent.cancel()
+        if self._then is not None:
+            self._then()
+
+
+async def acknowledge(agent: Agent) -> str | None:
+    """Flush the agent's session: ``None`` once it is durable, else why it is not (one line)."""
+    from tether.session.store import SESSIONS
+
+    try:
+        await agent.ctx.service(SESSIONS).flush(agent.session)
+    except Exception as exc:
+        cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
+        reason = describe(cause) or str(cause)
+        return f"session {agent.id} could not be stored: {reason}"
+    return None
+
+
+def hold_back_repeats(*, verbose: bool) -> Callable[[], None]:
+    """After a command said its work could not be stored: hold back the teardown's repeats.
+
+    The teardown's own flushes fail the same way and would log it again;
+    without ``verbose`` those error logs are held back until the returned
+    function is called, so the failure is said once.
+    """
+    if verbose:
+        return lambda: None
+    logging.disable(logging.ERROR)
+    return lambda: logging.disable(logging.NOTSET)
+
+
+async def dispose_reporting(
+    handle: AgentHandle, unstored: str | None, *, verbose: bool
+) -> tuple[bool, Callable[[], None]]:
+    """Say ``unstored`` (why the work is not on disk), if anything, then dispose the agent.
+
+    Returns whether storing failed (before or in the teardown) and the
+    function that releases the logs :func:`hold_back_repeats` held back;
+    call it once tether has stopped.
+    """
+    from tether.agent.errors import AgentError
+
+    release: Callable[[], None] = lambda: None  # noqa: E731
+    if unstored is not None:
+        print(f"tether: {unstored}", file=sys.stderr)
+        release = hold_back_repeats(verbose=verbose)
+    try:
+        await handle.dispose()
+    except AgentError as exc:
+        if unstored is None:
+            print(f"tether: {exc}", file=sys.stderr)
+        return True, release
+    return unstored is not None, release

@@ -1,0 +1,64 @@
+"""What the command line says when storage or its own output fails: one line.
+
+Disk full, a read-only or unwritable directory, a damaged database, a closed
+stdout: each is an environment problem, not a bug, so the user gets one clear
+line on stderr and a nonzero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+EXIT_FAILED = 1
+
+
+class StartRefusedError(Exception):
+    """tether cannot work as promised (sessions would not be stored): it does not start."""
+
+
+_PLAIN = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exhausted",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EPIPE: "the output was closed",
+    errno.EIO: "an input/output error occurred",
+}
+
+
+def describe(exc: BaseException) -> str | None:
+    """One line saying what went wrong, for the storage and output errors a user can meet.
+
+    ``None`` for any other exception (a bug, which keeps its traceback).
+    """
+    if isinstance(exc, OSError):
+        what = _PLAIN.get(exc.errno or 0) or exc.strerror or str(exc)
+        return what + (f": {exc.filename}" if exc.filename else "")
+    if type(exc).__module__ == "sqlite3":
+        return f"the session database failed: {exc}"
+    return None
+
+
+class OneLineFormatter(logging.Formatter):
+    """Log records as one line each: an exception is named, its traceback left out.
+
+    The command line's logs without ``--verbose``: no traceback reaches a
+    user; ``--verbose`` shows them in full.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(
+            logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        )
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            line += f": {type(error).__name__}: {_first_line(error)}"
+        return line
+
+
+def _first_line(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return _first_line(error.exceptions[0])
+    return (str(error).splitlines() or [""])[0]

@@ -1,0 +1,189 @@
+"""One live owner per session, across processes: session leases.
+
+A process that has a session live holds its **lease**; a second process
+that asks for it is refused with :class:`SessionLeasedError`, which names the
+holder's pid. A lease is released by :meth:`Lease.release` and, without any
+cleanup, when its process dies:
+
+* JSONL: an ``flock`` on ``<id>.lock`` beside the session's log. The kernel
+  drops the lock with the process. The holder writes its pid into the file
+  for the refusal message, and unlinks the file (still locked) on release; a
+  taker that locked a file already unlinked tries again.
+* SQLite: a row in ``leases`` naming the holder's pid and its process start
+  time, taken in a write transaction. A row whose process no longer runs
+  (or whose pid now belongs to a younger process) is stale and replaced.
+
+:class:`LeaseBook` keeps the leases one backend holds in this process, each
+shared by the owners that need it (the session being resumed, the writer
+writing it) and released when the last lets go.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Protocol
+
+from tether.persist.backends.errors import LogStoreError
+
+
+class SessionLeasedError(LogStoreError):
+    """Another process has the session live; ``pid`` is its process id (``None`` if unknown)."""
+
+    def __init__(self, session_id: str, pid: int | None) -> None:
+        holder = "unknown" if pid is None else str(pid)
+        super().__init__(f"session {session_id} is open in another process (pid {holder})")
+        self.session_id = session_id
+        self.pid = pid
+
+
+class Lease(Protocol):
+    """A held session lease."""
+
+    def release(self) -> None:
+        """Give the lease up; idempotent."""
+        ...
+
+
+class FileLease:
+    """A lease held as an ``flock`` on a lock file (see the module docs)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self._path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, path: Path, session_id: str) -> FileLease:
+        """Lock ``path`` (created 0600 if missing) for this process.
+
+        Raises:
+            SessionLeasedError: another process holds it.
+            OSError: the lock file cannot be created (read-only or full disk).
+        """
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise SessionLeasedError(session_id, _read_pid(fd)) from None
+                try:
+                    current = os.stat(path).st_ino
+                except FileNotFoundError:
+                    current = None
+                if current != os.fstat(fd).st_ino:
+                    # Its holder released it (and unlinked it) while we waited.
+                    os.close(fd)
+                    continue
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            except BaseException:
+                os.close(fd)
+                raise
+            return cls(path, fd)
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            # Unlinked while still locked: a waiter that locks the old file
+            # sees it gone and retries on a fresh one.
+            os.unlink(self._path)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def process_start(pid: int) -> str:
+    """When process ``pid`` started (kernel clock ticks since boot), ``""`` if unknown.
+
+    Together with the pid it names one process: a pid reused later has a
+    later start.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return ""
+    # The command name (field 2) is parenthesised and may hold spaces.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else ""
+
+
+def process_alive(pid: int, start: str) -> bool:
+    """Whether the process ``pid`` that started at ``start`` still runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError as exc:
+        if exc.errno == errno.ESRCH:
+            return False
+    return not start or process_start(pid) in ("", start)
+
+
+class LeaseBook:
+    """The leases one backend holds in this process, shared by their owners.
+
+    :meth:`acquire` takes the lease on the first owner's behalf (one call to
+    the backend) and only counts later ones; :meth:`release` gives it up once
+    the last owner has. Thread-safe: acquisitions run in worker threads.
+    """
+
+    def __init__(self, take: Callable[[str], Lease]) -> None:
+        self._take = take
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[Lease, set[Hashable]]] = {}
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this process holds the lease of ``session_id``."""
+        return session_id in self._held
+
+    def acquire(self, session_id: str, owner: Hashable) -> None:
+        """Make ``owner`` an owner of the lease of ``session_id``, taking it if needed.
+
+        Raises:
+            SessionLeasedError: another process holds it.
+            OSError, LogStoreError: from the backend.
+        """
+        with self._lock:
+            entry = self._held.get(session_id)
+            if entry is None:
+                entry = self._held[session_id] = (self._take(session_id), set())
+            entry[1].add(owner)
+
+    def release(self, session_id: str, owner: Hashable) -> None:
+        """``owner`` no longer needs the lease; the last owner's release gives it up."""
+        with self._lock:
+            entry = self._held.get(session_id)
+            if entry is None:
+                return
+            lease, owners = entry
+            owners.discard(owner)
+            if owners:
+                return
+            del self._held[session_id]
+        lease.release()
+
+    def release_all(self) -> None:
+        """Give up every lease (the backend is closing)."""
+        with self._lock:
+            held, self._held = self._held, {}
+        for lease, _owners in held.values():
+            lease.release()

@@ -1,0 +1,57 @@
+"""Attempts of one model request: what a client is shown, live and replayed.
+
+When a request fails mid-stream and is retried, the loop appends
+``llm/retry`` (:class:`~tether.session.vocabulary.RetryEvent`) at the attempt
+boundary. The ``assistant/chunk`` events of the step streamed before it —
+back to the step's start or the previous ``llm/retry`` — belong to an
+**abandoned attempt**: the model's answer (``assistant/message``) is the
+last attempt's alone.
+
+So that what a client saw equals what was stored, a live client is shown a
+notice at the boundary (:func:`retry_notice`), and a replay of the log
+(:func:`shown`) leaves the abandoned chunks out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from tether.session.events import Event
+from tether.session.vocabulary import AssistantChunk, RetryEvent, StepStart
+
+RETRY_TYPE = RetryEvent.type
+
+
+def retry_notice(data: Mapping[str, object]) -> str:
+    """The line that tells a live client a request is retried (``data`` of ``llm/retry``)."""
+    attempt = data.get("attempt")
+    following = attempt + 1 if isinstance(attempt, int) else "?"
+    reason = data.get("error") or data.get("code") or "model error"
+    return f"[retrying: {reason}, attempt {following}]"
+
+
+def abandoned_chunks(events: Iterable[Event]) -> frozenset[int]:
+    """The seqs of the chunks that belong to abandoned attempts."""
+    abandoned: set[int] = set()
+    attempt: list[int] = []
+    for event in events:
+        kind = event.type
+        if kind == AssistantChunk.type:
+            attempt.append(event.seq)
+        elif kind == RETRY_TYPE:
+            abandoned.update(attempt)
+            attempt.clear()
+        elif kind == StepStart.type:
+            attempt.clear()
+    return frozenset(abandoned)
+
+
+def shown(events: Sequence[Event]) -> Iterator[Event]:
+    """``events`` without the chunks of abandoned attempts, in order."""
+    abandoned = abandoned_chunks(events)
+    if not abandoned:
+        yield from events
+        return
+    for event in events:
+        if event.seq not in abandoned:
+            yield event

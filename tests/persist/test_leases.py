@@ -1,0 +1,122 @@
+"""One live owner per session: leases, taken before resume and repair, released on dispose."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.persist.factory import events, header
+from tests.persist.test_persistence_service import World, live, prompt, world  # noqa: F401
+from tether.persist.backends import LogBackend
+from tether.persist.backends.lease import LeaseBook, SessionLeasedError
+
+
+def test_a_lease_is_refused_while_held_and_free_once_released(
+    open_backend: Callable[[], LogBackend],
+) -> None:
+    owner, other = open_backend(), open_backend()
+    lease = owner.acquire_lease("s1")
+    with pytest.raises(SessionLeasedError) as refused:
+        other.acquire_lease("s1")
+    assert str(refused.value) == f"session s1 is open in another process (pid {os.getpid()})"
+    other.acquire_lease("s2").release()
+    lease.release()
+    lease.release()
+    other.acquire_lease("s1").release()
+
+
+def test_a_lease_dies_with_its_process(
+    open_backend: Callable[[], LogBackend], tmp_path: Path
+) -> None:
+    backend = open_backend()
+    root = backend.directory.parent if hasattr(backend, "directory") else backend.path.parent  # type: ignore[attr-defined]
+    script = (
+        "import os, sys\n"
+        "from tether.persist.backends import JsonlBackend, SqliteBackend\n"
+        f"b = {type(backend).__name__}({str(root)!r})\n"
+        "b.acquire_lease('s1')\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
+    backend.acquire_lease("s1").release()
+
+
+def test_a_lease_book_takes_a_lease_once_and_gives_it_up_with_its_last_owner() -> None:
+    taken: list[str] = []
+    released: list[str] = []
+
+    class Lease:
+        def __init__(self, session_id: str) -> None:
+            taken.append(session_id)
+            self.session_id = session_id
+
+        def release(self) -> None:
+            released.append(self.session_id)
+
+    book = LeaseBook(Lease)
+    first, second = object(), object()
+    book.acquire("s1", first)
+    book.acquire("s1", second)
+    assert taken == ["s1"] and book.holds("s1")
+    book.release("s1", first)
+    assert released == []
+    book.release("s1", second)
+    assert released == ["s1"] and not book.holds("s1")
+
+
+async def test_resume_takes_the_lease_before_it_repairs(world: World) -> None:  # noqa: F811
+    session = live(world.store, "open")
+    prompt(session, "left open")
+    await world.store.flush(session)
+    world.store.detach(session)
+    stored = await world.persistence.load("open")
+    # Another process holds it (an instance of the backend of its own).
+    elsewhere = type(world.persistence._backend)(world.data_dir)
+    lease = elsewhere.acquire_lease("open")
+    try:
+        with pytest.raises(SessionLeasedError):
+            await world.persistence.prepare_resume("open")
+        # Nothing was repaired: the open turn belongs to the other process.
+        assert len((await world.persistence.load("open")).events) == len(stored.events)
+        assert elsewhere.load("open").events[-1]["type"] == "user/message"
+    finally:
+        lease.release()
+        elsewhere.close()
+    resumed = await world.persistence.prepare_resume("open")
+    assert resumed.events[-1].type == "turn/end"
+
+
+async def test_a_disposed_session_gives_its_lease_up(world: World) -> None:  # noqa: F811
+    session = live(world.store, "mine")
+    prompt(session, "hello")
+    await world.store.flush(session)
+    elsewhere = type(world.persistence._backend)(world.data_dir)
+    try:
+        with pytest.raises(SessionLeasedError):
+            elsewhere.acquire_lease("mine")
+        # Everything is written, so the lease goes with the detach itself.
+        world.store.detach(session)
+        elsewhere.acquire_lease("mine").release()
+    finally:
+        elsewhere.close()
+
+
+async def test_a_created_session_is_stored_as_its_header_when_asked(world: World) -> None:  # noqa: F811
+    session = live(world.store, "fresh")
+    await world.persistence.store(session)
+    assert await world.persistence.exists("fresh")
+    assert list((await world.persistence.load("fresh")).events) == []
+
+
+def test_writes_without_the_lease_are_never_made_by_a_reader(backend: LogBackend) -> None:
+    backend.write(header("s1"), events(0, 2))
+    lease = backend.acquire_lease("s1")
+    try:
+        assert len(backend.load("s1").events) == 2
+    finally:
+        lease.release()
