@@ -15,7 +15,8 @@ import pytest
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
 from tether.acp import bridge as bridge_plugin
-from tether.acp.bridge import ACP, CLOSED, Bridge, BridgeClosedError
+from tether.acp.bridge import ACP, CLOSED, Bridge
+from tether.acp.errors import BridgeClosedError
 from tether.agent import AgentsView, UserMessage
 from tether.host import Tether
 from tether.runtime import Fiber

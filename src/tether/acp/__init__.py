@@ -1,6 +1,10 @@
 """The ACP bridge: tether served to editors over the Agent Client Protocol.
 
-* :mod:`tether.acp.bridge` — the plugin: session records, ownership, teardown;
+* :mod:`tether.acp.bridge` — the plugin: ownership of the client's sessions, teardown;
+* :mod:`tether.acp.record` — one session as the bridge keeps it, and its client link;
+* :mod:`tether.acp.prompts` — a prompt in flight and the stop reason that answers it;
+* :mod:`tether.acp.asking` — ``session/request_permission``, failing closed;
+* :mod:`tether.acp.errors` — the bridge's errors;
 * :mod:`tether.acp.server` — the SDK ``Agent`` implementation over the bridge;
 * :mod:`tether.acp.updates` — session events as ``session/update`` payloads;
 * :mod:`tether.acp.replay` — ``session/load``'s replay of a stored session;

@@ -7,9 +7,10 @@
 
 **Ownership.** ``session/new`` creates an agent through ``ctx.agents.create``
 and ``session/load`` resumes one through ``ctx.agents.resume``; the bridge's
-fiber co-owns each agent, and the session's :class:`SessionRecord` keeps the
-handle's ``dispose``. Creates and loads run in tasks the bridge owns, never in
-the SDK's request handler, so a handler the SDK cancels abandons nothing.
+fiber co-owns each agent, and the session's
+:class:`~tether.acp.record.SessionRecord` keeps the handle's ``dispose``.
+Creates and loads run in tasks the bridge owns, never in the SDK's request
+handler, so a handler the SDK cancels abandons nothing.
 
 **Teardown.** A client disconnect and the plugin's own unload reach one
 memoized :meth:`Bridge.close`. It refuses new work, then — in parallel —
@@ -48,55 +49,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any
 
-from acp.schema import (
-    AllowedOutcome,
-    PermissionOption,
-    RequestPermissionResponse,
-    StopReason,
-    ToolCallUpdate,
-)
 from pydantic import BaseModel, ConfigDict
 
-from tether.acp.permissions import (
-    ALLOW_ALWAYS,
-    ALLOW_ONCE,
-    OPTIONS,
-    PERMISSION_REQUEST,
-    Mode,
-    PermissionDecision,
+from tether.acp.asking import ask_client
+from tether.acp.errors import (
+    BridgeClosedError,
+    BridgeError,
+    CwdMismatchError,
+    NotStoredError,
+    UnknownSessionError,
 )
-from tether.acp.replay import replay
-from tether.acp.updates import SessionUpdate, UpdateMapper
+from tether.acp.permissions import PERMISSION_REQUEST, Mode, PermissionDecision
+from tether.acp.prompts import Outcome
+from tether.acp.record import ClientLink, SessionRecord
 from tether.agent import (
     Agent,
     AgentCreateError,
-    AgentDisposedError,
     AgentHandle,
     AgentsView,
-    CancelCause,
     UserMessage,
 )
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
-from tether.loop.turn import step_limit_reached
 from tether.persist.service import PERSISTENCE
 from tether.runtime import Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
-    Aborted,
-    Blocked,
-    Completed,
-    Errored,
     Event,
-    InboxSpliced,
-    MaxTokens,
     Session,
-    TurnEnd,
-    TurnEndReason,
 )
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
@@ -122,208 +105,6 @@ class Config(BaseModel):
 
     mode: Mode = Mode.ASK
     """The permission mode new sessions start in."""
-
-
-# -- errors ---------------------------------------------------------------------
-
-
-class BridgeError(Exception):
-    """Base class of the bridge's errors; each maps to a JSON-RPC error."""
-
-
-class UnknownSessionError(BridgeError):
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"unknown session {session_id!r}: create or load it first")
-        self.session_id = session_id
-
-
-class PromptInFlightError(BridgeError):
-    def __init__(self, session_id: str) -> None:
-        super().__init__(
-            f"session {session_id!r} already has a prompt in flight; "
-            "wait for its answer or cancel it first"
-        )
-
-
-class CwdMismatchError(BridgeError):
-    def __init__(self, session_id: str, stored: str, asked: str) -> None:
-        super().__init__(
-            f"session {session_id!r} belongs to {stored!r}, not to the requested cwd {asked!r}"
-        )
-
-
-class BridgeClosedError(BridgeError):
-    """The connection is closing: the bridge takes no new work."""
-
-
-class NotStoredError(BridgeError):
-    """What a request would acknowledge could not be written to disk."""
-
-
-@dataclass(frozen=True, slots=True)
-class TurnFailed:
-    """A prompt whose turn failed (a model or tool-infrastructure error)."""
-
-    error: str
-
-
-Outcome = StopReason | TurnFailed
-"""How a prompt ended."""
-
-
-# -- the client side --------------------------------------------------------------
-
-
-class ClientLink(Protocol):
-    """What the bridge needs from the connection to its client."""
-
-    def send_update(self, session_id: str, update: SessionUpdate) -> None:
-        """Write a ``session/update`` now, after every update sent before it."""
-        ...
-
-    async def request_permission(
-        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
-    ) -> RequestPermissionResponse:
-        """Ask the client; raises when the client fails or goes away."""
-        ...
-
-
-# -- sessions ---------------------------------------------------------------------
-
-
-@dataclass(eq=False, slots=True)
-class PendingPrompt:
-    """A ``session/prompt`` waiting for its turn to end; ``future`` gets the outcome."""
-
-    message_id: str
-    future: asyncio.Future[Outcome]
-    turn: int | None = None
-    """The turn that claimed the prompt, once one has."""
-    cancel_requested: bool = False
-
-
-class SessionRecord:
-    """One ACP session: its agent, the handle's disposer, its mode, its prompt in flight.
-
-    Its :meth:`on_event` hears the session's events (from before the agent is
-    published, so it sees every one) and turns them into updates, in order,
-    while tracking the prompt in flight.
-    """
-
-    def __init__(self, agent: Agent, link: ClientLink, mode: Mode, *, hold: bool) -> None:
-        self.agent = agent
-        self.mode = mode
-        self.always_allowed: set[str] = set()
-        self.prompt: PendingPrompt | None = None
-        self._link = link
-        self._mapper = UpdateMapper(live=True, turn=agent.session.last_turn)
-        self._held: list[Event] | None = [] if hold else None
-        self._dispose: Callable[[], Awaitable[None]] | None = None
-
-    @property
-    def id(self) -> str:
-        return self.agent.id
-
-    def adopt(self, handle: AgentHandle) -> None:
-        self._dispose = handle.dispose
-
-    async def dispose(self) -> None:
-        """Run the agent's teardown (see :class:`~tether.agent.AgentHandle`)."""
-        assert self._dispose is not None, "a record is published only with its handle"
-        await self._dispose()
-
-    # -- events -----------------------------------------------------------------
-
-    def on_event(self, event: Event) -> None:
-        if self._held is not None:
-            self._held.append(event)
-            return
-        self._show(event)
-
-    def replay(self, events: Sequence[Event]) -> None:
-        """Send ``events`` as a replay, then the live events held back meanwhile."""
-        for update in replay(events):
-            self._link.send_update(self.id, update)
-        held, self._held = self._held or [], None
-        for event in held:
-            self._show(event)
-
-    def _show(self, event: Event) -> None:
-        for update in self._mapper.updates(event):
-            self._link.send_update(self.id, update)
-        if self.prompt is not None:
-            self._track(self.prompt, event)
-
-    def show_started(self, call_id: str) -> None:
-        self._link.send_update(self.id, self._mapper.started(call_id))
-
-    def pending_call(self, invocation: ToolInvocation) -> ToolCallUpdate:
-        return self._mapper.pending(invocation.exec.call_id, invocation.tool_name, invocation.args)
-
-    # -- the prompt in flight ---------------------------------------------------------
-
-    def begin_prompt(self, message: UserMessage) -> asyncio.Future[Outcome]:
-        """Queue ``message`` as a followup; the future settles with its outcome.
-
-        Raises:
-            PromptInFlightError: a prompt of this session has not been answered.
-            BridgeClosedError: the agent is being disposed.
-        """
-        if self.prompt is not None:
-            raise PromptInFlightError(self.id)
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self.prompt = PendingPrompt(message.id, future)
-        try:
-            self.agent.followup(message)
-        except AgentDisposedError as exc:
-            self.prompt = None
-            raise BridgeClosedError(str(exc)) from None
-        return future
-
-    def cancel(self) -> None:
-        """``session/cancel``: the prompt in flight answers ``cancelled``."""
-        if self.prompt is not None:
-            self.prompt.cancel_requested = True
-        self.agent.cancel(CancelCause.USER)
-
-    def settle_cancelled(self) -> None:
-        """Answer the prompt in flight ``cancelled`` (its agent is gone)."""
-        if self.prompt is not None:
-            self._settle("cancelled")
-
-    def _track(self, prompt: PendingPrompt, event: Event) -> None:
-        payload = event.payload
-        if isinstance(payload, InboxSpliced) and prompt.message_id in payload.message_ids:
-            if payload.op == "claim":
-                prompt.turn = self.agent.session.open_turn
-            elif payload.op != "insert":
-                self._settle("cancelled")
-        elif isinstance(payload, TurnEnd) and payload.turn == prompt.turn:
-            self._settle(_outcome(payload.reason))
-
-    def _settle(self, outcome: Outcome) -> None:
-        prompt, self.prompt = self.prompt, None
-        assert prompt is not None
-        if prompt.cancel_requested:
-            outcome = "cancelled"
-        if not prompt.future.done():
-            prompt.future.set_result(outcome)
-
-
-def _outcome(reason: TurnEndReason) -> Outcome:
-    if isinstance(reason, Completed):
-        return "end_turn"
-    if isinstance(reason, Aborted):
-        return "cancelled"
-    if isinstance(reason, MaxTokens):
-        return "max_tokens"
-    if isinstance(reason, Blocked):
-        return "refusal"
-    if step_limit_reached(reason):
-        return "max_turn_requests"
-    if isinstance(reason, Errored):
-        return TurnFailed(reason.error)
-    return TurnFailed(f"the turn ended: {reason.kind}")
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -630,39 +411,7 @@ class Bridge:
         record = self._record_of(agent)
         if record is None or self._link is None:
             return None
-        tool = invocation.tool_name
-        if tool in record.always_allowed:
-            return PermissionDecision.ALLOW
-        options = [
-            PermissionOption(option_id=option_id, name=label, kind=kind)
-            for option_id, label, kind in OPTIONS
-        ]
-        asking = asyncio.ensure_future(
-            self._link.request_permission(record.id, record.pending_call(invocation), options)
-        )
-        stopped = asyncio.ensure_future(invocation.exec.signal.wait())
-        try:
-            await asyncio.wait({asking, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in (asking, stopped):
-                waiter.cancel()
-            await asyncio.gather(asking, stopped, return_exceptions=True)
-        if asking.cancelled():
-            return PermissionDecision.REJECT
-        if (error := asking.exception()) is not None:
-            log.warning(
-                "session %s: the permission request failed (%s); rejected", record.id, error
-            )
-            return PermissionDecision.REJECT
-        outcome = asking.result().outcome
-        if not isinstance(outcome, AllowedOutcome):
-            return PermissionDecision.REJECT
-        if outcome.option_id == ALLOW_ALWAYS:
-            record.always_allowed.add(tool)
-            return PermissionDecision.ALLOW
-        if outcome.option_id == ALLOW_ONCE:
-            return PermissionDecision.ALLOW
-        return PermissionDecision.REJECT
+        return await ask_client(self._link, record, invocation)
 
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: a session disposed by another owner leaves the bridge."""

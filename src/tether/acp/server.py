@@ -1,7 +1,7 @@
 """The ACP server: the SDK's ``Agent`` interface over a :class:`~tether.acp.bridge.Bridge`.
 
 It checks what the client sends, turns bridge errors into specific JSON-RPC
-errors, and is the bridge's :class:`~tether.acp.bridge.ClientLink`: updates
+errors, and is the bridge's :class:`~tether.acp.record.ClientLink`: updates
 are written to the transport synchronously, in the order the session's
 events happened.
 
@@ -219,8 +219,8 @@ class AcpServer:
     async def prompt(self, session_id: str, prompt: list[Any], **_meta: object) -> PromptResponse:
         # Imported here, not at the top: it loads the agent layer, which the
         # handshake does not need (startup time).
-        from tether.acp.bridge import TurnFailed
         from tether.acp.content import UnsupportedContentError, to_message
+        from tether.acp.prompts import TurnFailed
 
         session_id = _text("sessionId", session_id)
         if not isinstance(prompt, list):
@@ -254,7 +254,7 @@ class AcpServer:
         if bridge is None or not isinstance(session_id, str):
             log.warning("session/cancel for unknown session %r ignored", session_id)
             return
-        from tether.acp.bridge import UnknownSessionError
+        from tether.acp.errors import UnknownSessionError
 
         try:
             bridge.cancel(session_id)
@@ -358,7 +358,7 @@ def _absolute(cwd: object, *, existing: bool = False) -> str:
 @contextmanager
 def _errors() -> Iterator[None]:
     """Bridge and agent-layer errors as specific JSON-RPC errors."""
-    from tether.acp.bridge import (
+    from tether.acp.errors import (
         BridgeClosedError,
         CwdMismatchError,
         NotStoredError,

@@ -1,0 +1,60 @@
+"""Asking the client whether a tool call may run (``session/request_permission``).
+
+The question fails closed: a client that errors, goes away, or answers
+anything but an allow option rejects the call; a cancel of the turn while the
+question is open withdraws it and rejects the call. "Always allow" is kept on
+the session's record for that tool's later calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from acp.schema import AllowedOutcome, PermissionOption
+
+from tether.acp.permissions import ALLOW_ALWAYS, ALLOW_ONCE, OPTIONS, PermissionDecision
+
+if TYPE_CHECKING:
+    from tether.acp.record import ClientLink, SessionRecord
+    from tether.tools.execute import ToolInvocation
+
+log = logging.getLogger(__name__)
+
+
+async def ask_client(
+    link: ClientLink, record: SessionRecord, invocation: ToolInvocation
+) -> PermissionDecision:
+    """Ask ``link``'s client about ``invocation`` in session ``record``; the decision."""
+    tool = invocation.tool_name
+    if tool in record.always_allowed:
+        return PermissionDecision.ALLOW
+    options = [
+        PermissionOption(option_id=option_id, name=label, kind=kind)
+        for option_id, label, kind in OPTIONS
+    ]
+    asking = asyncio.ensure_future(
+        link.request_permission(record.id, record.pending_call(invocation), options)
+    )
+    stopped = asyncio.ensure_future(invocation.exec.signal.wait())
+    try:
+        await asyncio.wait({asking, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in (asking, stopped):
+            waiter.cancel()
+        await asyncio.gather(asking, stopped, return_exceptions=True)
+    if asking.cancelled():
+        return PermissionDecision.REJECT
+    if (error := asking.exception()) is not None:
+        log.warning("session %s: the permission request failed (%s); rejected", record.id, error)
+        return PermissionDecision.REJECT
+    outcome = asking.result().outcome
+    if not isinstance(outcome, AllowedOutcome):
+        return PermissionDecision.REJECT
+    if outcome.option_id == ALLOW_ALWAYS:
+        record.always_allowed.add(tool)
+        return PermissionDecision.ALLOW
+    if outcome.option_id == ALLOW_ONCE:
+        return PermissionDecision.ALLOW
+    return PermissionDecision.REJECT

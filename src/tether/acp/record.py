@@ -1,0 +1,140 @@
+"""One ACP session as the bridge keeps it: its agent, its updates, its prompt in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
+
+from tether.acp.errors import BridgeClosedError, PromptInFlightError
+from tether.acp.permissions import Mode
+from tether.acp.prompts import Outcome, PendingPrompt, outcome_of
+from tether.acp.replay import replay
+from tether.acp.updates import SessionUpdate, UpdateMapper
+from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
+from tether.session import Event, InboxSpliced, TurnEnd
+from tether.tools.execute import ToolInvocation
+
+
+class ClientLink(Protocol):
+    """What the bridge needs from the connection to its client."""
+
+    def send_update(self, session_id: str, update: SessionUpdate) -> None:
+        """Write a ``session/update`` now, after every update sent before it."""
+        ...
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> RequestPermissionResponse:
+        """Ask the client; raises when the client fails or goes away."""
+        ...
+
+
+class SessionRecord:
+    """One ACP session: its agent, the handle's disposer, its mode, its prompt in flight.
+
+    Its :meth:`on_event` hears the session's events (from before the agent is
+    published, so it sees every one) and turns them into updates, in order,
+    while tracking the prompt in flight.
+    """
+
+    def __init__(self, agent: Agent, link: ClientLink, mode: Mode, *, hold: bool) -> None:
+        self.agent = agent
+        self.mode = mode
+        self.always_allowed: set[str] = set()
+        self.prompt: PendingPrompt | None = None
+        self._link = link
+        self._mapper = UpdateMapper(live=True, turn=agent.session.last_turn)
+        self._held: list[Event] | None = [] if hold else None
+        self._dispose: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.agent.id
+
+    def adopt(self, handle: AgentHandle) -> None:
+        self._dispose = handle.dispose
+
+    async def dispose(self) -> None:
+        """Run the agent's teardown (see :class:`~tether.agent.AgentHandle`)."""
+        assert self._dispose is not None, "a record is published only with its handle"
+        await self._dispose()
+
+    # -- events -----------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        if self._held is not None:
+            self._held.append(event)
+            return
+        self._show(event)
+
+    def replay(self, events: Sequence[Event]) -> None:
+        """Send ``events`` as a replay, then the live events held back meanwhile."""
+        for update in replay(events):
+            self._link.send_update(self.id, update)
+        held, self._held = self._held or [], None
+        for event in held:
+            self._show(event)
+
+    def _show(self, event: Event) -> None:
+        for update in self._mapper.updates(event):
+            self._link.send_update(self.id, update)
+        if self.prompt is not None:
+            self._track(self.prompt, event)
+
+    def show_started(self, call_id: str) -> None:
+        self._link.send_update(self.id, self._mapper.started(call_id))
+
+    def pending_call(self, invocation: ToolInvocation) -> ToolCallUpdate:
+        return self._mapper.pending(invocation.exec.call_id, invocation.tool_name, invocation.args)
+
+    # -- the prompt in flight ---------------------------------------------------------
+
+    def begin_prompt(self, message: UserMessage) -> asyncio.Future[Outcome]:
+        """Queue ``message`` as a followup; the future settles with its outcome.
+
+        Raises:
+            PromptInFlightError: a prompt of this session has not been answered.
+            BridgeClosedError: the agent is being disposed.
+        """
+        if self.prompt is not None:
+            raise PromptInFlightError(self.id)
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.prompt = PendingPrompt(message.id, future)
+        try:
+            self.agent.followup(message)
+        except AgentDisposedError as exc:
+            self.prompt = None
+            raise BridgeClosedError(str(exc)) from None
+        return future
+
+    def cancel(self) -> None:
+        """``session/cancel``: the prompt in flight answers ``cancelled``."""
+        if self.prompt is not None:
+            self.prompt.cancel_requested = True
+        self.agent.cancel(CancelCause.USER)
+
+    def settle_cancelled(self) -> None:
+        """Answer the prompt in flight ``cancelled`` (its agent is gone)."""
+        if self.prompt is not None:
+            self._settle("cancelled")
+
+    def _track(self, prompt: PendingPrompt, event: Event) -> None:
+        payload = event.payload
+        if isinstance(payload, InboxSpliced) and prompt.message_id in payload.message_ids:
+            if payload.op == "claim":
+                prompt.turn = self.agent.session.open_turn
+            elif payload.op != "insert":
+                self._settle("cancelled")
+        elif isinstance(payload, TurnEnd) and payload.turn == prompt.turn:
+            self._settle(outcome_of(payload.reason))
+
+    def _settle(self, outcome: Outcome) -> None:
+        prompt, self.prompt = self.prompt, None
+        assert prompt is not None
+        if prompt.cancel_requested:
+            outcome = "cancelled"
+        if not prompt.future.done():
+            prompt.future.set_result(outcome)
