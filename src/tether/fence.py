@@ -20,7 +20,7 @@ root, can still read tether's memory; a key given in a composition file
 
 tether's own ``TETHER_*`` settings stay in its environment (they are not
 secret), but like secrets they are never passed to a tool
-(:func:`~tether.shell.process.child_environment`).
+(:func:`~tether.shell.environment.child_environment`).
 
 This module imports only the standard library and little of it: it runs
 before anything else, in the process that re-executes too.

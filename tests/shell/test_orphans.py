@@ -115,7 +115,7 @@ PDEATHSIG_PROBE = (
 
 def test_a_child_whose_parent_died_before_it_was_armed_exits() -> None:
     # The check after arming: a parent pid that is not the real one means "already orphaned".
-    from tether.shell.process import die_with_parent
+    from tether.shell.parent_death import die_with_parent
 
     arm = die_with_parent(os.getppid())  # "the parent" is not the child's parent
     assert arm is not None

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from tests.shell.support import text_of
-from tether.shell.process import OutputStream, SpillDir, child_environment
+from tether.shell.environment import child_environment
+from tether.shell.output import OutputStream, SpillDir
 
 
 def test_a_stream_within_its_limit_is_kept_whole_and_never_spilled(tmp_path: Path) -> None:

@@ -6,8 +6,13 @@
   :class:`TaskDone`) and errors.
 * :mod:`tether.shell.local` — :class:`LocalShell`, the provider that runs
   commands on this machine (mount ``tether.shell.local``; plugin ``shell``).
-* :mod:`tether.shell.process` — one ``bash -c`` in its own process group:
-  environment, output capture and spill, stopping the group.
+* :mod:`tether.shell.process` — one ``bash -c`` in its own process group,
+  and stopping the group;
+* :mod:`tether.shell.environment`, :mod:`tether.shell.output`,
+  :mod:`tether.shell.parent_death` — its environment, its output capture
+  and spill, its parent-death signal;
+* :mod:`tether.shell.guard`, :mod:`tether.shell.orphans` — the record of
+  running groups, the watchdog and the sweep that leave no orphans.
 """
 
 from tether.shell.definition import (
@@ -26,8 +31,8 @@ from tether.shell.definition import (
     TaskNotFoundError,
     TaskStatus,
 )
+from tether.shell.environment import TERMINAL_ENV
 from tether.shell.local import LocalShell
-from tether.shell.process import TERMINAL_ENV
 
 __all__ = [
     "TERMINAL_ENV",

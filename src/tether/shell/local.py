@@ -51,9 +51,11 @@ from tether.shell.definition import (
     TaskNotFoundError,
     TaskStatus,
 )
+from tether.shell.environment import child_environment
 from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import state_path
-from tether.shell.process import OutputStream, ShellProcess, SpillDir, child_environment
+from tether.shell.output import OutputStream, SpillDir
+from tether.shell.process import ShellProcess
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -1,10 +1,9 @@
-"""Process mechanics: one ``bash -c`` in its own process group, its output, and its end.
+"""Process mechanics: one ``bash -c`` in its own process group, and its end.
 
-* :func:`child_environment` — the environment a command gets: the inherited
-  one without secrets, plus a terminal that asks for plain output.
-* :class:`OutputStream` — one output stream: the last N bytes in memory, the
-  whole stream spilled to a private file once it outgrows N, and a read
-  cursor that hands out only what was not read before.
+Its environment is :mod:`tether.shell.environment`'s, its output streams are
+:mod:`tether.shell.output`'s, its parent-death signal is
+:mod:`tether.shell.parent_death`'s.
+
 * :class:`ShellProcess` — a running command. It is driven entirely by the
   event loop's callbacks (pipe data, pipe EOF, process exit, timers), so a
   command in flight costs no task; :meth:`ShellProcess.wait` is how its owner
@@ -21,142 +20,20 @@ then SIGKILL after the grace. A process that moved itself to another session
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
-import errno
 import fcntl
 import logging
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
 import threading
-from collections import deque
 from collections.abc import Callable, Mapping
 from signal import SIGKILL, SIGTERM, Signals
-from types import MappingProxyType
 
-from tether.fence import is_internal, is_secret
 from tether.shell.definition import StopReport
+from tether.shell.output import OutputStream
+from tether.shell.parent_death import parent_death
 
 log = logging.getLogger(__name__)
-
-TERMINAL_ENV: Mapping[str, str] = MappingProxyType(
-    {"TERM": "dumb", "NO_COLOR": "1", "PAGER": "cat"}
-)
-"""Set for every command: no colors, no pager, no terminal tricks in captured output."""
-
-
-def child_environment(
-    extra: Mapping[str, str], inherited: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The environment of a command: ``inherited`` (default ``os.environ``) without the
-    variables whose names look secret and without tether's own ``TETHER_*`` settings
-    (see :mod:`tether.fence`), then :data:`TERMINAL_ENV`, then ``extra``.
-
-    ``extra`` is what the caller asked for explicitly, so it is neither
-    scrubbed nor overridden.
-    """
-    source = os.environ if inherited is None else inherited
-    env = {
-        name: value
-        for name, value in source.items()
-        if not is_secret(name) and not is_internal(name)
-    }
-    env.update(TERMINAL_ENV)
-    env.update(extra)
-    return env
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
-    """libc's ``prctl`` (Linux), ready to call; ``None`` elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    function: Callable[[int, int, int, int, int], int] = prctl
-    return function
-
-
-_prctl = _load_prctl()
-
-
-def die_with_parent(parent: int) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGKILL when ``parent`` (this process's
-    spawning thread) dies; ``None`` where the platform has no parent-death signal.
-
-    It runs in the child between fork and exec. If the parent died before the
-    signal was armed (the child has already been re-parented), the child
-    exits at once instead of running unwatched. The signal is cleared by a
-    fork, so it reaches the group's leader (bash, or the one command bash
-    execs in its place); the rest of the group is the watchdog's
-    (:mod:`tether.shell.orphans`).
-
-    A ``preexec_fn`` makes every spawn a full ``fork`` of tether (no
-    ``vfork``): about 10 ms each on the development machine. So
-    :func:`parent_death` prefers ``setpriv``.
-    """
-    prctl = _prctl
-    if prctl is None:
-        return None
-
-    def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(125)
-
-    return arm
-
-
-_setpriv: list[str | None] = []
-
-
-def _setpriv_path() -> str | None:
-    """util-linux's ``setpriv``, if it is on PATH and knows ``--pdeathsig`` (checked once)."""
-    if not _setpriv:
-        found = shutil.which("setpriv")
-        if found is not None:
-            try:
-                probe = subprocess.run(
-                    [found, "--pdeathsig", "KILL", "--", "true"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=5,
-                    check=False,
-                )
-            except (OSError, subprocess.SubprocessError):
-                found = None
-            else:
-                found = found if probe.returncode == 0 else None
-        _setpriv.append(found)
-    return _setpriv[0]
-
-
-def parent_death(parent: int) -> tuple[list[str], Callable[[], None] | None]:
-    """How to give a child SIGKILL at ``parent``'s death: an argv prefix, or a ``preexec_fn``.
-
-    ``setpriv --pdeathsig KILL --`` (one more exec, about 2 ms) where it is
-    available, else :func:`die_with_parent`. With ``setpriv`` the signal is
-    armed just after the fork rather than before the exec, so a tether that
-    dies in that moment is not noticed by the child (its group is not yet
-    recorded either): the residual window of a few milliseconds at a crash.
-    """
-    setpriv = _setpriv_path()
-    if setpriv is not None:
-        return [setpriv, "--pdeathsig", "KILL", "--"], None
-    return [], die_with_parent(parent)
 
 
 def signal_name(number: int) -> str:
@@ -168,211 +45,6 @@ def signal_name(number: int) -> str:
 
 
 # -- spill files -----------------------------------------------------------------
-
-
-class SpillDir:
-    """A private directory (mode 0700) for spill files (mode 0600), created on first use.
-
-    :meth:`remove` deletes it with everything in it; opening a file afterwards
-    raises.
-    """
-
-    def __init__(self, parent: str | None = None) -> None:
-        self._parent = parent
-        self._path: str | None = None
-        self._removed = False
-
-    @property
-    def path(self) -> str | None:
-        return self._path
-
-    def open(self, name: str) -> tuple[int, str]:
-        """Create the file ``name`` for writing; return its descriptor and path.
-
-        Raises:
-            OSError: the directory or the file could not be created (or the
-                directory was removed).
-        """
-        if self._removed:
-            raise OSError(errno.ENOENT, "the spill directory was removed")
-        if self._path is None:
-            self._path = tempfile.mkdtemp(prefix="tether-shell-", dir=self._parent)
-        path = os.path.join(self._path, name)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-        return os.open(path, flags, 0o600), path
-
-    def remove(self) -> None:
-        self._removed = True
-        if self._path is not None:
-            try:
-                shutil.rmtree(self._path)
-            except OSError:
-                log.exception("could not remove the shell spill directory %s", self._path)
-            self._path = None
-
-
-# -- output ----------------------------------------------------------------------
-
-
-SpillOpener = Callable[[], tuple[int, str]]
-
-
-class OutputStream:
-    """One output stream of a command.
-
-    Memory holds the last ``limit`` bytes (as the chunks the pipe delivered,
-    so appending never copies). The moment the stream grows past ``limit``,
-    everything so far is written to a spill file and every later chunk is
-    appended to it, so the file always holds the whole stream; it is closed
-    at EOF. A stream that stays within ``limit`` never touches the disk.
-    """
-
-    __slots__ = (
-        "_chunks",
-        "_decoder",
-        "_eof",
-        "_held",
-        "_limit",
-        "_open_spill",
-        "_read",
-        "_spill_fd",
-        "_spill_path",
-        "_total",
-    )
-
-    def __init__(self, limit: int, open_spill: SpillOpener | None) -> None:
-        if limit <= 0:
-            raise ValueError(f"an output limit must be positive, got {limit}")
-        self._limit = limit
-        self._open_spill = open_spill
-        self._chunks: deque[bytes] = deque()
-        self._held = 0
-        self._total = 0
-        self._read = 0
-        self._spill_fd: int | None = None
-        self._spill_path: str | None = None
-        self._eof = False
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-
-    @property
-    def total(self) -> int:
-        """Bytes written to the stream so far."""
-        return self._total
-
-    @property
-    def truncated(self) -> bool:
-        """True once the stream outgrew what memory keeps."""
-        return self._total > self._limit
-
-    @property
-    def spill_path(self) -> str | None:
-        """The file holding the whole stream, once it outgrew memory (if it could be written)."""
-        return self._spill_path
-
-    @property
-    def eof(self) -> bool:
-        return self._eof
-
-    def feed(self, data: bytes) -> None:
-        if not data:
-            return
-        self._total += len(data)
-        self._chunks.append(data)
-        self._held += len(data)
-        if self._spill_fd is not None:
-            self._spill(data)
-        elif self._total > self._limit and self._open_spill is not None:
-            self._start_spill()
-        chunks = self._chunks
-        while self._held - len(chunks[0]) >= self._limit:
-            self._held -= len(chunks.popleft())
-
-    def close(self) -> None:
-        """EOF: no more data will come; the spill file is complete."""
-        self._eof = True
-        self._open_spill = None
-        self._close_spill()
-
-    def tail(self) -> str:
-        """The last ``limit`` bytes, decoded (starting at a character boundary when cut)."""
-        return _decode_cut(self._bytes_from(self._available_from()), cut=self.truncated)
-
-    def take(self) -> tuple[str, bool]:
-        """The output not taken before, decoded; and whether part of it was lost from memory.
-
-        An incomplete UTF-8 sequence at the end is held back until the rest
-        arrives (or EOF). When part was lost, what is returned starts at a
-        character boundary of the part memory still holds.
-        """
-        available = self._available_from()
-        gap = self._read < available
-        data = self._bytes_from(max(self._read, available))
-        self._read = self._total
-        if gap:
-            self._decoder.reset()
-            data = _skip_continuation(data)
-        return self._decoder.decode(data, final=self._eof), gap
-
-    def release(self) -> None:
-        """Drop the bytes held in memory (when nothing will ask for them again)."""
-        self._chunks.clear()
-        self._held = 0
-
-    def _available_from(self) -> int:
-        return max(self._total - self._held, self._total - self._limit)
-
-    def _bytes_from(self, offset: int) -> bytes:
-        skip = offset - (self._total - self._held)
-        if skip >= self._held:
-            return b""
-        data = b"".join(self._chunks) if len(self._chunks) != 1 else self._chunks[0]
-        return data[skip:] if skip > 0 else data
-
-    def _start_spill(self) -> None:
-        opener, self._open_spill = self._open_spill, None
-        assert opener is not None
-        try:
-            self._spill_fd, self._spill_path = opener()
-        except OSError:
-            log.exception("could not create a spill file; only the tail of the output is kept")
-            return
-        for chunk in self._chunks:
-            self._spill(chunk)
-
-    def _spill(self, data: bytes) -> None:
-        fd = self._spill_fd
-        assert fd is not None
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError:
-            log.exception("writing the spill file %s failed; it is discarded", self._spill_path)
-            self._close_spill()
-            if self._spill_path is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(self._spill_path)
-            self._spill_path = None
-
-    def _close_spill(self) -> None:
-        fd, self._spill_fd = self._spill_fd, None
-        if fd is not None:
-            os.close(fd)
-
-
-def _skip_continuation(data: bytes) -> bytes:
-    """Drop UTF-8 continuation bytes at the start of a cut (at most three)."""
-    start = 0
-    while start < min(3, len(data)) and 0x80 <= data[start] <= 0xBF:
-        start += 1
-    return data[start:]
-
-
-def _decode_cut(data: bytes, *, cut: bool) -> str:
-    return (_skip_continuation(data) if cut else data).decode("utf-8", "replace")
-
-
-# -- the process group -----------------------------------------------------------
 
 
 def group_alive(pgid: int) -> bool:
