@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -358,3 +360,27 @@ def test_logs_are_private_whatever_the_umask(tmp_path: Path) -> None:
     modes = {p.name: p.stat().st_mode & 0o777 for p in [home, *home.rglob("*")]}
     assert modes.pop("home") == 0o700 and modes.pop("sessions") == 0o700
     assert modes and set(modes.values()) == {0o600}, modes
+
+
+def test_sqlite_on_a_read_only_home_shows_what_a_killed_writer_left_in_its_wal(
+    tmp_path: Path,
+) -> None:
+    config = overlay(tmp_path, "slow-sqlite", SLOW + SQLITE.removeprefix("plugins:\n"))
+    with tmpfs(tmp_path / "home", size="4m") as home:
+        process, sid = slow_run(home, config)
+        database = sqlite3.connect(f"file:{home / 'sessions.sqlite3'}?mode=ro", uri=True)
+        query = "SELECT count(*) FROM events WHERE session_id = ? AND type = 'user/message'"
+        for _ in range(500):  # until the turn's prompt is committed (at most 5 s)
+            if database.execute(query, (sid,)).fetchone()[0]:
+                break
+            time.sleep(0.01)
+        database.close()
+        process.kill()  # mid-turn: nothing was merged from the write-ahead log
+        process.communicate()
+        assert (home / "sessions.sqlite3-wal").stat().st_size > 0
+        remount(home, read_only=True)
+        listed = tether(home, "--config", config, "sessions", "list")
+        shown = tether(home, "--config", config, "sessions", "show", sid)
+        remount(home, read_only=False)
+    assert listed.returncode == 0 and sid in listed.stdout, listed.stderr
+    assert shown.returncode == 0 and "take your time" in shown.stdout, shown.stderr

@@ -120,3 +120,43 @@ def test_writes_without_the_lease_are_never_made_by_a_reader(backend: LogBackend
         assert len(backend.load("s1").events) == 2
     finally:
         lease.release()
+
+
+def test_a_zombie_holds_no_lease(tmp_path: Path) -> None:
+    from tether.persist.backends import SqliteBackend
+
+    backend = SqliteBackend(tmp_path)
+    script = (
+        "import os, sys\n"
+        "from tether.persist.backends import SqliteBackend\n"
+        f"SqliteBackend({str(tmp_path)!r}).acquire_lease('s1')\n"
+        "os._exit(0)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        backend.acquire_lease("s1").release()
+    finally:
+        child.wait()
+
+
+def test_a_lease_row_that_could_not_be_deleted_is_retaken_by_its_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from tether.persist.backends import SqliteBackend
+
+    backend, other = SqliteBackend(tmp_path), SqliteBackend(tmp_path)
+    lease = backend.acquire_lease("s1")
+
+    def disk_full(*args: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(backend, "_drop_lease", disk_full)
+        lease.release()  # logged, not raised
+    with pytest.raises(SessionLeasedError):
+        other.acquire_lease("s1")  # the row still names a live process
+    backend.acquire_lease("s1").release()  # but not against the backend that held it
+    other.acquire_lease("s1").release()

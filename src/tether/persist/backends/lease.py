@@ -125,7 +125,11 @@ def process_start(pid: int) -> str:
 
 
 def process_alive(pid: int, start: str) -> bool:
-    """Whether the process ``pid`` that started at ``start`` still runs."""
+    """Whether the process ``pid`` that started at ``start`` still runs.
+
+    A process that has exited but is not reaped yet (a zombie) does not run:
+    it holds no lease, whatever its parent does.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -135,7 +139,20 @@ def process_alive(pid: int, start: str) -> bool:
     except OSError as exc:
         if exc.errno == errno.ESRCH:
             return False
+    if _process_state(pid) in ("Z", "X"):
+        return False
     return not start or process_start(pid) in ("", start)
+
+
+def _process_state(pid: int) -> str:
+    """The state letter of ``/proc/PID/stat`` (``R``, ``S``, ``Z``, …), ``""`` if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[0].decode() if fields else ""
 
 
 class LeaseBook:

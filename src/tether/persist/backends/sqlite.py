@@ -99,9 +99,11 @@ class SqliteBackend:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         """Open (creating if needed) ``<root>/sessions.sqlite3``.
 
-        On a read-only file system an existing database is opened read-only
-        (and as immutable: nothing can write it meanwhile), so listing and
-        loading work; every write raises.
+        On a read-only file system an existing database is opened read-only,
+        so listing and loading work; every write raises. Transactions a writer
+        left in the write-ahead log (it died before merging them) are read
+        too: the database is opened ``mode=ro`` then, and ``immutable`` (which
+        would skip them) only when that log is empty.
 
         Raises:
             UnsupportedFormatError: the database was created by a newer schema.
@@ -109,12 +111,25 @@ class SqliteBackend:
         """
         self._lock = threading.Lock()
         self._closed = False
+        self._unreleased: set[str] = set()
+        """Sessions whose lease row this backend failed to delete (it may take them again)."""
         self._path = Path(root) / "sessions.sqlite3"
         if self._path.is_file() and _read_only_file_system(self._path):
-            uri = f"file:{quote(str(self._path))}?immutable=1"
+            wal = self._path.with_name(f"{self._path.name}-wal")
+            pending = wal.is_file() and wal.stat().st_size > 0
+            mode = "mode=ro" if pending else "immutable=1"
+            uri = f"file:{quote(str(self._path))}?{mode}"
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             try:
                 self._check_version(conn)
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if not pending:
+                    raise
+                raise sqlite3.OperationalError(
+                    f"{self._path}: its write-ahead log holds transactions not merged yet, "
+                    f"and the read-only file system does not let them be read ({exc})"
+                ) from None
             except BaseException:
                 conn.close()
                 raise
@@ -296,7 +311,8 @@ class SqliteBackend:
     def acquire_lease(self, session_id: str) -> _RowLease:
         """Take the session's lease: a ``leases`` row naming this process.
 
-        A row left by a process that no longer runs is replaced.
+        A row left by a process that no longer runs is replaced, and so is a
+        row this backend could not delete when it released the lease.
 
         Raises:
             SessionLeasedError: a running process holds it.
@@ -307,12 +323,18 @@ class SqliteBackend:
             row = conn.execute(
                 "SELECT pid, started FROM leases WHERE session_id = ?", (session_id,)
             ).fetchone()
-            if row is not None and process_alive(row[0], row[1]):
+            ours = (
+                row is not None
+                and (row[0], row[1]) == (pid, started)
+                and session_id in self._unreleased
+            )
+            if row is not None and not ours and process_alive(row[0], row[1]):
                 raise SessionLeasedError(session_id, row[0])
             conn.execute(
                 "INSERT OR REPLACE INTO leases (session_id, pid, started) VALUES (?, ?, ?)",
                 (session_id, pid, started),
             )
+        self._unreleased.discard(session_id)
         return _RowLease(self, session_id, pid, started)
 
     def _drop_lease(self, session_id: str, pid: int, started: str) -> None:
@@ -405,6 +427,15 @@ class _RowLease:
             # Closing without releasing leaves a row of a process that is
             # about to end; the next taker sees it is stale.
             log.debug("lease of session %s left to expire with this process", key[0])
+        except sqlite3.Error as exc:
+            # A full disk, say: the row stays, naming this process. This
+            # backend may take the lease again; others may once it ends.
+            self._backend._unreleased.add(key[0])
+            log.warning(
+                "the lease of session %s could not be released (%s); it ends with this process",
+                key[0],
+                exc,
+            )
 
 
 def _read_only_file_system(path: Path) -> bool:
