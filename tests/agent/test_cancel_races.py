@@ -510,3 +510,36 @@ async def test_an_agent_whose_driver_was_cancelled_refuses_input_instead_of_hang
     with pytest.raises(AgentDisposedError):
         agent.followup(UserMessage.text("next"))
     await asyncio.wait_for(agent.when_idle(), timeout=5)
+
+
+async def test_a_cancel_during_the_retry_wait_keeps_the_abandoned_attempt_from_the_model(
+    world: World,
+) -> None:
+    from tether.llm.chunks import Finish, TextDelta
+    from tether.session import derive_messages
+
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    waiting = asyncio.Event()
+
+    async def half_then_fail(request, signal):  # type: ignore[no-untyped-def]
+        yield TextDelta("Hello")
+        yield Finish("error", error="529 overloaded", error_code="overloaded")
+
+    async def retry_later(error, next_, a):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+
+        waiting.set()
+        return replace(await next_(error), retry=True, delay=30.0)
+
+    world.ctx.on(REQUEST_ERROR, retry_later)
+    world.model.queue(half_then_fail)
+    agent.followup(UserMessage.text("go"))
+    await waiting.wait()
+    for _ in range(5):
+        await asyncio.sleep(0)  # into the wait after the attempt's boundary
+    agent.cancel()
+    await asyncio.wait_for(agent.when_idle(), timeout=5)
+    types = [e.type for e in agent.session.events]
+    assert "llm/retry" in types and "assistant/message" not in types
+    assert [type(m).__name__ for m in derive_messages(agent.session)] == ["UserRoleMessage"]
+    assert last_reason(agent.session) == {"kind": "aborted", "cause": "user"}

@@ -284,7 +284,8 @@ class TurnRunner:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(signal.wait(), decision.delay)
             if signal.cancelled:
-                _log_answer(session, assembled)
+                # The attempt was abandoned at its boundary: what it streamed
+                # is not an answer, so the model never sees it.
                 return assembled
 
     async def _run_tools(
