@@ -172,7 +172,7 @@ def slow_run(home: Path, config: str, *args: str) -> tuple[subprocess.Popen[str]
     process = subprocess.Popen(
         [
             *(sys.executable, "-m", "tether.cli.main", "--config", config),
-            *("run", "--model", "slow", *args, "take your time"),
+            *("run", "--stream", "--model", "slow", *args, "take your time"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

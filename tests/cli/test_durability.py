@@ -79,6 +79,28 @@ def test_run_exits_zero_only_with_the_completed_turn_stored(tmp_path: Path, back
     assert "you: hello" in shown.stdout and "turn ended" not in shown.stdout
 
 
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
+def test_a_script_that_has_the_answer_has_a_stored_answer(tmp_path: Path, backend: str) -> None:
+    args = ["--config", overlay(tmp_path, "sqlite", SQLITE)] if backend == "sqlite" else []
+    for attempt in range(5):
+        home = tmp_path / f"home-{attempt}"
+        run = subprocess.Popen(
+            [sys.executable, "-m", "tether.cli.main", *args, "run", "hello"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env_for(home),
+        )
+        assert run.stdout is not None
+        first = run.stdout.read(1)  # the answer's first byte: SIGKILL at once
+        run.kill()
+        _out, err = run.communicate()
+        assert first, err
+        sid = session_id(err.decode())
+        shown = tether(home, *args, "sessions", "show", sid)
+        assert shown.returncode == 0, shown.stderr
+        assert "you: hello" in shown.stdout and "turn ended" not in shown.stdout, shown.stdout
+
+
 def read_until(stream: Any, marker: str) -> str:
     """Characters of ``stream`` up to and including the next ``marker``."""
     seen = ""

@@ -55,13 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run",
-        help="run one task headless, streaming the answer to stdout",
-        description="Run one task. The answer streams to stdout; tool activity and the "
+        help="run one task headless, the answer on stdout",
+        description="Run one task. The answer goes to stdout (streamed on a terminal; "
+        "written once stored when stdout is a pipe or a file); tool activity and the "
         "session id go to stderr. Ctrl-C cancels the turn; a second Ctrl-C exits at once.",
     )
     run.add_argument("task", help="what to do (quote it)")
     add_model_options(run)
     run.add_argument("--resume", metavar="ID", help="continue a stored session")
+    run.add_argument(
+        "--stream",
+        action="store_true",
+        help="stream the answer to stdout as it arrives even when stdout is not a terminal "
+        "(the printed answer then comes before it is stored)",
+    )
     run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
 
     chat = commands.add_parser(

@@ -1,13 +1,17 @@
 """``tether run``: one task, headless.
 
-The assistant's text streams to stdout as it arrives; tool activity and the
-session id go to stderr. Exit status: 0 when the turn completed, 130 when it
-was cancelled (Ctrl-C), 143 or 129 when SIGTERM or SIGHUP cancelled it, 1
-otherwise, each with a one-line reason on stderr. The first Ctrl-C cancels the
-turn cleanly (the log closes with ``aborted {user}``); a second one exits at
-once. The exit status is given only once the turn is on disk: a session that
-could not be stored exits 1, saying so. Bytes of the task that are not UTF-8
-become U+FFFD.
+The assistant's text goes to stdout; tool activity and the session id go to
+stderr. On a terminal the text streams as it arrives; when stdout is a pipe or
+a file (a script reads it), the answer is held and written once the turn is on
+disk, so a script that has the answer has a stored answer (``--stream`` streams
+it anyway, before it is stored).
+
+Exit status: 0 when the turn completed, 130 when it was cancelled (Ctrl-C),
+143 or 129 when SIGTERM or SIGHUP cancelled it, 1 otherwise, each with a
+one-line reason on stderr. The first Ctrl-C cancels the turn cleanly (the log
+closes with ``aborted {user}``); a second one exits at once. The exit status
+is given only once the turn is on disk: a session that could not be stored
+exits 1, saying so. Bytes of the task that are not UTF-8 become U+FFFD.
 """
 
 from __future__ import annotations
@@ -34,16 +38,33 @@ EXIT_CANCELLED = 130
 
 
 class StreamPrinter:
-    """Prints one agent's streamed text to ``out`` and its tool activity to ``err``."""
+    """Prints one agent's streamed text to ``out`` and its tool activity to ``err``.
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    With ``hold``, text is kept until :meth:`release` (called once the turn is
+    durable) instead of written as it streams.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO, *, hold: bool = False) -> None:
         self._out = out
         self._err = err
+        self._held: list[str] | None = [] if hold else None
         self._line_open = False
         self.output_error: OSError | None = None
         """Why writing to ``out`` failed (a closed pipe, a full device); then it stops."""
 
     def _write(self, text: str) -> None:
+        if self._held is not None:
+            self._held.append(text)
+            return
+        self._emit(text)
+
+    def release(self) -> None:
+        """Write the text held so far, and from now on write as it streams."""
+        held, self._held = self._held, None
+        if held:
+            self._emit("".join(held))
+
+    def _emit(self, text: str) -> None:
         if self.output_error is not None:
             return
         try:
@@ -118,7 +139,8 @@ async def run(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         agent = handle.agent
         print(f"session {agent.id}", file=sys.stderr)
-        printer = StreamPrinter(sys.stdout, sys.stderr)
+        hold = not args.stream and not _is_terminal(sys.stdout)
+        printer = StreamPrinter(sys.stdout, sys.stderr, hold=hold)
         agent.ctx.on(SESSION_EVENT, printer)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
@@ -130,6 +152,7 @@ async def run(args: argparse.Namespace) -> int:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_line()
+        printer.release()  # the turn is on disk (or ``unstored`` says why not)
         status, reason = _verdict(agent, printer, terminations)
         if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
@@ -157,6 +180,13 @@ class _Interrupts:
             os._exit(EXIT_CANCELLED)
         print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
         self._agent.cancel()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 def _verdict(
