@@ -56,19 +56,27 @@ async def write_session(home: Path, events: int, backend: str) -> None:
 
 
 async def read_until_answer(stdout: asyncio.StreamReader, request_id: int) -> int:
-    """Read frames until the answer to ``request_id``; return how many updates came first."""
+    """Read frames until the answer to ``request_id``; return how many updates came first.
+
+    Updates are counted, not parsed, so the figure is the server's time, not
+    this reader's.
+    """
     updates = 0
+    pending = b""
     while True:
-        line = await stdout.readline()
-        if not line:
+        data = await stdout.read(1 << 20)
+        if not data:
             raise RuntimeError("tether acp closed its output before answering")
-        frame = json.loads(line)
-        if frame.get("method") == "session/update":
-            updates += 1
-        elif frame.get("id") == request_id:
-            if "error" in frame:
-                raise RuntimeError(f"session/load failed: {frame['error']}")
-            return updates
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            if b'"method":"session/update"' in line:
+                updates += 1
+                continue
+            frame = json.loads(line)
+            if frame.get("id") == request_id:
+                if "error" in frame:
+                    raise RuntimeError(f"the request failed: {frame['error']}")
+                return updates
 
 
 async def one_load(home: Path, config: Path | None) -> tuple[float, int]:

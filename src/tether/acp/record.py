@@ -72,8 +72,9 @@ class SessionRecord:
 
     def replay(self, events: Sequence[Event]) -> None:
         """Send ``events`` as a replay, then the live events held back meanwhile."""
+        send, session_id = self._link.send_update, self.id
         for update in replay(events):
-            self._link.send_update(self.id, update)
+            send(session_id, update)
         held, self._held = self._held or [], None
         for event in held:
             self._show(event)

@@ -49,12 +49,10 @@ from acp.schema import (
     SessionInfo,
     SessionMode,
     SessionModeState,
-    SessionNotification,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     ToolCallUpdate,
 )
-from acp.utils import serialize_params
 
 from tether.acp.handshake import initialize_result, valid_protocol_version
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
@@ -114,10 +112,8 @@ class AcpServer:
     # -- the client link -----------------------------------------------------------
 
     def send_update(self, session_id: str, update: SessionUpdate) -> None:
-        notification = SessionNotification(session_id=session_id, update=update)
-        self._transport.write(
-            {"jsonrpc": "2.0", "method": "session/update", "params": serialize_params(notification)}
-        )
+        params = {"sessionId": session_id, "update": update}
+        self._transport.write({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]

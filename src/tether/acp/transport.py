@@ -36,7 +36,10 @@ import json
 import logging
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +154,7 @@ class FrameTransport:
             return
         if not self._outgoing:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._outgoing.append(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+        self._outgoing.append(encode_frame(frame) + b"\n")
 
     def _flush(self) -> None:
         if not self._outgoing:
@@ -222,6 +225,23 @@ class FrameDecodeError(ValueError):
 
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def encode_frame(frame: Mapping[str, Any]) -> bytes:
+    """``frame`` as one line of JSON (without the newline).
+
+    msgspec encodes it, several times faster than the standard library (a
+    replayed session writes tens of thousands of frames); text it cannot
+    encode as UTF-8 (a lone surrogate) falls back to the standard library,
+    which escapes it.
+    """
+    try:
+        return _ENCODER.encode(frame)
+    except (msgspec.EncodeError, UnicodeEncodeError, TypeError):
+        return json.dumps(frame, separators=(",", ":")).encode()
+
+
+_ENCODER = msgspec.json.Encoder()
 
 
 def decode(line: bytes) -> object:

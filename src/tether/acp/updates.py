@@ -25,27 +25,19 @@ Live, the bridge adds ``tool_call_update`` with status ``in_progress`` when a
 call is cleared to run (after any permission request). Tool call ids are
 ``<turn>:<call id>``, unique in the session even if a provider reuses call ids
 across turns.
+
+The updates are built as the JSON the wire carries (the ACP schema's field
+names, no nulls), not as the SDK's models: a replay of a long session sends
+tens of thousands of them, and building and dumping a model for each cost
+more than everything else of ``session/load``. A test checks every kind of
+update against the SDK's models (it validates, and serializes back equal).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from acp.schema import (
-    AgentMessageChunk,
-    AgentThoughtChunk,
-    ContentToolCallContent,
-    FileEditToolCallContent,
-    ImageContentBlock,
-    ResourceContentBlock,
-    TerminalToolCallContent,
-    TextContentBlock,
-    ToolCallProgress,
-    ToolCallStart,
-    ToolCallUpdate,
-    ToolKind,
-    UserMessageChunk,
-)
+from acp.schema import ToolCallUpdate, ToolKind
 
 from tether.content import ImageRef, TextBlock
 from tether.frozen import thaw
@@ -60,11 +52,8 @@ from tether.session import (
 )
 from tether.session.attempts import retry_notice
 
-ToolCallContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
-
-SessionUpdate = (
-    AgentMessageChunk | AgentThoughtChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
-)
+SessionUpdate = dict[str, object]
+"""The ``update`` of one ``session/update`` notification, as its JSON."""
 
 CLIENT_SOURCE = "user"
 """The ``source`` of messages a person typed (the client already shows those)."""
@@ -90,10 +79,8 @@ class UpdateMapper:
         """The updates that show ``event`` (none for bookkeeping events)."""
         payload = event.payload
         if isinstance(payload, AssistantChunk):
-            block = TextContentBlock(type="text", text=payload.delta)
-            if payload.kind == "text":
-                return (AgentMessageChunk(session_update="agent_message_chunk", content=block),)
-            return (AgentThoughtChunk(session_update="agent_thought_chunk", content=block),)
+            kind = "agent_message_chunk" if payload.kind == "text" else "agent_thought_chunk"
+            return ({"sessionUpdate": kind, "content": _text(payload.delta)},)
         if isinstance(payload, ToolCallEvent):
             return (self._tool_call(payload),)
         if isinstance(payload, ToolResultEvent):
@@ -102,18 +89,18 @@ class UpdateMapper:
             if self._live and payload.source == CLIENT_SOURCE:
                 return ()
             return tuple(
-                UserMessageChunk(
-                    session_update="user_message_chunk",
-                    content=_content_block(block),
-                    message_id=payload.id,
-                )
+                {
+                    "sessionUpdate": "user_message_chunk",
+                    "content": _content_block(block),
+                    "messageId": payload.id,
+                }
                 for block in payload.content
             )
         if isinstance(payload, RetryEvent):
             if not self._live:
                 return ()
-            notice = TextContentBlock(type="text", text=f"\n{retry_notice(event.data)}\n")
-            return (AgentMessageChunk(session_update="agent_message_chunk", content=notice),)
+            notice = _text(f"\n{retry_notice(event.data)}\n")
+            return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
         if isinstance(payload, TurnStart):
             self._turn = payload.turn
         return ()
@@ -122,16 +109,16 @@ class UpdateMapper:
         """The ACP id of call ``call_id`` of the current turn."""
         return f"{self._turn}:{call_id}"
 
-    def started(self, call_id: str) -> ToolCallProgress:
+    def started(self, call_id: str) -> SessionUpdate:
         """The update saying call ``call_id`` is cleared to run."""
-        return ToolCallProgress(
-            session_update="tool_call_update",
-            tool_call_id=self.tool_call_id(call_id),
-            status="in_progress",
-        )
+        return {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": self.tool_call_id(call_id),
+            "status": "in_progress",
+        }
 
     def pending(self, call_id: str, tool: str, arguments: Mapping[str, object]) -> ToolCallUpdate:
-        """The tool call as shown in a permission request."""
+        """The tool call as shown in a permission request (the SDK sends that one)."""
         return ToolCallUpdate(
             tool_call_id=self.tool_call_id(call_id),
             title=tool_title(tool, arguments),
@@ -140,30 +127,25 @@ class UpdateMapper:
             raw_input=thaw(arguments),
         )
 
-    def _tool_call(self, call: ToolCallEvent) -> ToolCallStart:
-        return ToolCallStart(
-            session_update="tool_call",
-            tool_call_id=self.tool_call_id(call.id),
-            title=tool_title(call.name, call.arguments),
-            kind=_KINDS.get(call.name, "other"),
-            status="pending",
-            raw_input=thaw(call.arguments),
-        )
+    def _tool_call(self, call: ToolCallEvent) -> SessionUpdate:
+        return {
+            "sessionUpdate": "tool_call",
+            "toolCallId": self.tool_call_id(call.id),
+            "title": tool_title(call.name, call.arguments),
+            "kind": _KINDS.get(call.name, "other"),
+            "status": "pending",
+            "rawInput": thaw(call.arguments),
+        }
 
-    def _tool_result(self, result: ToolResultEvent) -> ToolCallProgress:
-        content: list[ToolCallContent] | None = None
+    def _tool_result(self, result: ToolResultEvent) -> SessionUpdate:
+        update: SessionUpdate = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": self.tool_call_id(result.id),
+            "status": "failed" if result.is_error else "completed",
+        }
         if result.content:
-            content = [
-                ContentToolCallContent(
-                    type="content", content=TextContentBlock(type="text", text=result.content)
-                )
-            ]
-        return ToolCallProgress(
-            session_update="tool_call_update",
-            tool_call_id=self.tool_call_id(result.id),
-            status="failed" if result.is_error else "completed",
-            content=content,
-        )
+            update["content"] = [{"type": "content", "content": _text(result.content)}]
+        return update
 
 
 def tool_title(tool: str, arguments: Mapping[str, object]) -> str:
@@ -181,15 +163,18 @@ def tool_title(tool: str, arguments: Mapping[str, object]) -> str:
     return tool
 
 
-def _content_block(
-    block: TextBlock | ImageRef,
-) -> TextContentBlock | ImageContentBlock | ResourceContentBlock:
+def _text(text: str) -> dict[str, object]:
+    return {"type": "text", "text": text}
+
+
+def _content_block(block: TextBlock | ImageRef) -> dict[str, object]:
     if isinstance(block, TextBlock):
-        return TextContentBlock(type="text", text=block.text)
+        return _text(block.text)
     header, comma, data = block.url.partition(",")
     if block.url.startswith("data:") and comma and header.endswith(";base64"):
         mime = header[len("data:") : -len(";base64")] or block.mime_type or "image/png"
-        return ImageContentBlock(type="image", data=data, mime_type=mime)
-    return ResourceContentBlock(
-        type="resource_link", name="image", uri=block.url, mime_type=block.mime_type
-    )
+        return {"type": "image", "data": data, "mimeType": mime}
+    link: dict[str, object] = {"type": "resource_link", "name": "image", "uri": block.url}
+    if block.mime_type is not None:
+        link["mimeType"] = block.mime_type
+    return link

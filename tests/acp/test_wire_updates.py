@@ -1,0 +1,103 @@
+"""Updates are built as wire JSON; each kind is exactly what the SDK's models would send."""
+
+import time
+
+from acp.schema import SessionNotification
+from acp.utils import serialize_params
+
+from tether.acp.replay import replay
+from tether.acp.updates import SessionUpdate, UpdateMapper
+from tether.content import ImageRef, TextBlock, ToolCallBlock
+from tether.session import (
+    AssistantChunk,
+    AssistantMessageEvent,
+    Completed,
+    RetryEvent,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
+from tether.session.log import Session, SessionHeader
+
+
+def _every_kind() -> Session:
+    session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/"))
+    calls = (
+        ToolCallBlock("c1", "bash", {"command": "ls -l", "timeout": None}),
+        ToolCallBlock("c2", "bash_output", {"task_id": "bash-1"}),
+        ToolCallBlock("c3", "grep", {"pattern": "x"}),
+    )
+    for payload in (
+        TurnStart(turn=1),
+        StepStart(turn=1, step=1),
+        UserMessageEvent(
+            id="u1",
+            source="notice",
+            content=(
+                TextBlock("look"),
+                ImageRef("data:image/jpeg;base64,AAAA"),
+                ImageRef("https://example.com/a.png", "image/png"),
+                ImageRef("https://example.com/b"),
+            ),
+        ),
+        AssistantChunk(kind="reasoning", delta="thinking"),
+        AssistantChunk(kind="text", delta="Hello"),
+        RetryEvent(attempt=1, code="overloaded", error="529 overloaded", delay=0.0),
+        AssistantChunk(kind="text", delta="Hello, world"),
+        AssistantMessageEvent(content=(TextBlock("Hello, world"), *calls), finish="tool-calls"),
+        *(ToolCallEvent(id=c.id, name=c.name, arguments=c.arguments) for c in calls),
+        ToolResultEvent(id="c1", name="bash", content="total 0", is_error=False),
+        ToolResultEvent(id="c2", name="bash_output", content="", is_error=False),
+        ToolResultEvent(id="c3", name="grep", content="no such tool", is_error=True),
+        StepEnd(turn=1, step=1),
+        TurnEnd(turn=1, reason=Completed()),
+    ):
+        session.append(payload)
+    return session
+
+
+def _as_the_sdk_sends_it(update: SessionUpdate) -> dict[str, object]:
+    notification = {"sessionId": "wire", "update": update}
+    return serialize_params(SessionNotification.model_validate(notification))
+
+
+def test_every_update_is_what_the_sdk_models_serialize() -> None:
+    session = _every_kind()
+    live = UpdateMapper(live=True)
+    produced = [update for event in session.events for update in live.updates(event)]
+    produced += list(replay(session.events))
+    produced.append(live.started("c1"))
+    kinds = {str(update["sessionUpdate"]) for update in produced}
+    assert kinds == {
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "user_message_chunk",
+        "tool_call",
+        "tool_call_update",
+    }
+    for update in produced:
+        assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
+
+
+def test_the_replay_shows_the_answer_the_model_holds_and_no_retry_notice() -> None:
+    texts = [
+        update["content"]["text"]  # type: ignore[index]
+        for update in replay(_every_kind().events)
+        if update["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert texts == ["Hello, world"]
+
+
+def test_a_frame_with_text_utf8_cannot_carry_is_still_written_as_json() -> None:
+    import json
+
+    from tether.acp.transport import encode_frame
+
+    frame = {"jsonrpc": "2.0", "method": "session/update", "params": {"text": "a\ud800é"}}
+    assert json.loads(encode_frame(frame)) == frame
+    plain = {"jsonrpc": "2.0", "id": 1, "result": {"text": "é\u2028", "n": 1.5}}
+    assert json.loads(encode_frame(plain)) == plain
