@@ -85,3 +85,26 @@ async def test_a_turn_that_stopped_nothing_has_no_receipt(world: World) -> None:
     agent.followup(UserMessage.text("hi"))
     await agent.when_idle()
     assert receipts(agent) == []
+
+
+async def test_disposing_an_idle_agent_receipts_the_background_tasks_it_killed(
+    world: World, tmp_path: Path
+) -> None:
+    handle = await world.get("agents").create(cwd="/")
+    agent = handle.agent
+    gate = Gate(tmp_path / "gate")
+    started = json.dumps({"command": f"echo $$ > {gate}; exec sleep 30", "run_in_background": True})
+    world.model.queue(call("bash", started, call_id="c-bg"), say("started"))
+    agent.followup(UserMessage.text("start it"))
+    await agent.when_idle()
+    pid = int(await gate.line())
+    await handle.dispose()
+    assert not alive(pid)
+    [receipt] = receipts(agent)
+    assert receipt["turn"] == 1 and receipt["cause"] == "disposed"
+    [entry] = receipt["stopped"]  # type: ignore[misc]
+    assert entry["kind"] == "task" and entry["id"] == "bash-1" and entry["pgid"] == pid
+    assert entry["exit_signal"] == "SIGTERM" and 0 <= entry["seconds"] < BOUND
+    # The receipt is durable: dispose returned after it reached the disk.
+    records = (world.data_dir / "sessions" / f"{agent.id}.jsonl").read_text().splitlines()
+    assert json.loads(records[-1])["type"] == "tool/stopped"

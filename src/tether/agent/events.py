@@ -8,13 +8,19 @@ Every event's first argument is the agent it is about — the public
 from __future__ import annotations
 
 from tether.agent.types import Agent, AgentStatus, CancelCause, Target, UserMessage
-from tether.runtime.keys import Notice
+from tether.runtime.keys import Notice, Parallel
 
 AGENT_CREATED = Notice[Agent]("agent/created")
 """``(agent)``: the agent was published (its session entered and announced)."""
 
 AGENT_SESSION_START = Notice[Agent]("agent/session-start")
 """``(agent)``: right after ``agent/created``, before the driver starts."""
+
+AGENT_STOPPING = Parallel[Agent]("agent/stopping")
+"""``(agent)``, parallel: the agent's teardown began. Its turn, if one runs, is
+cancelled (``disposed``) and closes after this; the session is still live, so
+a listener may still write to it (the stop receipt of an idle agent does).
+Listeners are awaited together before the driver is; a failure is logged."""
 
 AGENT_DISPOSED = Notice[Agent]("agent/disposed")
 """``(agent)``: the registry entry detached; the id is reusable from now."""

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tether.agent.errors import AgentDisposedError
-from tether.agent.events import AGENT_STATUS, CANCEL_REQUESTED, InboxNotice
+from tether.agent.events import AGENT_STATUS, AGENT_STOPPING, CANCEL_REQUESTED, InboxNotice
 from tether.agent.inbox import Inbox
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
 from tether.loop.agent import LoopAgent
@@ -182,6 +182,10 @@ class AgentDriver:
         finally:
             # Whatever the cancel raised, the driver is woken to see it must stop.
             self._wake.set()
+        try:
+            await self._events.parallel(AGENT_STOPPING, self.agent)
+        except Exception:
+            log.exception("agent %s: an agent/stopping listener failed", self.id)
         if self._driver is not None:
             await asyncio.wait({self._driver})
             if not self._driver.cancelled() and self._driver.exception() is not None:

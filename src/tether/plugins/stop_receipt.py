@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from tether.agent import CancelCause
+from tether.agent import AgentStatus, CancelCause
 from tether.session import Aborted, Stopped, ToolStopped, TurnEndReason
 from tether.session.receipt import StoppedKind
 
@@ -44,12 +44,25 @@ class StopReceipts:
         self._calls.setdefault(agent.id, []).append((call_id, report))
 
     def on_cancel_requested(self, agent: Agent, cause: object) -> None:
-        """A disposal stops the agent's background tasks now, so the receipt can tell."""
-        if cause != CancelCause.DISPOSED:
+        """A disposal mid-turn stops the agent's background tasks now, so the turn's receipt
+        can tell (an idle agent's are stopped by :meth:`on_stopping`)."""
+        if cause != CancelCause.DISPOSED or agent.status is not AgentStatus.RUNNING:
             return
         stopped = self._shell.stop_owned_by(agent.id)
         if stopped:
             self._tasks.setdefault(agent.id, []).extend(task.id for task in stopped)
+
+    async def on_stopping(self, agent: Agent) -> None:
+        """An agent torn down while idle: stop its background tasks and write the receipt now.
+
+        No turn will close to carry it, so it stands between turns (its
+        ``turn`` is the last one that ran, 0 before any).
+        """
+        if agent.status is AgentStatus.RUNNING:
+            return  # its turn closes with the receipt (see on_cancel_requested)
+        stopped = await self._shell.kill_owned_by(agent.id)
+        entries = [_entry("task", task.id, task.stop) for task in stopped if task.stop is not None]
+        self._write(agent, agent.session.last_turn, CancelCause.DISPOSED.value, entries)
 
     def on_turn_closing(self, agent: Agent, turn: int, reason: TurnEndReason) -> None:
         """Write what this turn's stop did (nothing when it stopped no command)."""
@@ -60,13 +73,16 @@ class StopReceipts:
             snapshot = self._shell.get(task_id)
             if snapshot is not None and snapshot.stop is not None:
                 entries.append(_entry("task", task_id, snapshot.stop))
+        cause = reason.cause if isinstance(reason, Aborted) else reason.kind
+        self._write(agent, turn, cause, entries)
+
+    def _write(self, agent: Agent, turn: int, cause: str, entries: list[Stopped]) -> None:
         if not entries:
             return
         session = agent.session
         if session.registry.payload_class(ToolStopped.type) is not ToolStopped:
             log.info("agent %s: stopped %d command(s): %s", agent.id, len(entries), entries)
             return
-        cause = reason.cause if isinstance(reason, Aborted) else reason.kind
         session.append(ToolStopped(turn=turn, cause=cause, stopped=tuple(entries)))
 
     def forget(self, agent: Agent) -> None:

@@ -34,7 +34,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.agent import Agent, AgentDisposedError, AgentStatus, Target, UserMessage
-from tether.agent.events import AGENT_CREATED, AGENT_DISPOSED, CANCEL_REQUESTED, INBOX_INSERTED
+from tether.agent.events import (
+    AGENT_CREATED,
+    AGENT_DISPOSED,
+    AGENT_STOPPING,
+    CANCEL_REQUESTED,
+    INBOX_INSERTED,
+)
 from tether.agent.registry import AGENTS
 from tether.loop.hooks import TURN_CLOSING
 from tether.plugins.stop_receipt import StopReceipts
@@ -311,6 +317,7 @@ async def apply(ctx: Context, config: Config) -> None:
 
     ctx.on(AGENT_CREATED, bash.kill_on_dispose)
     ctx.on(CANCEL_REQUESTED, bash.receipts.on_cancel_requested)
+    ctx.on(AGENT_STOPPING, bash.receipts.on_stopping)
     ctx.on(TURN_CLOSING, bash.receipts.on_turn_closing)
     ctx.on(AGENT_DISPOSED, bash.receipts.forget)
     agents = ctx.get(AGENTS)

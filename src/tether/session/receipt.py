@@ -1,7 +1,9 @@
 """The stop receipt: ``tool/stopped``, what a cancel or a disposal did to running processes.
 
 When a turn is cancelled (by the user, or because its agent is disposed),
-the event is written just before the closing ``turn/end``. It lists every
+the event is written just before the closing ``turn/end``; when an idle agent
+is disposed, it is written between turns (``turn`` is the last turn that ran,
+0 before any). It lists every
 command the stop reached: each foreground tool call that was running
 (``kind: "call"``, by its call id) and each background task that was killed
 (``kind: "task"``, by its task id), with its process group, the signals
@@ -110,8 +112,8 @@ class ToolStopped(EventPayload):
     stopped: tuple[Stopped, ...]
 
     def __post_init__(self) -> None:
-        if not _int(self.turn) or self.turn < 1:
-            raise EventFormatError(f"{_TYPE}: turn must be an int >= 1, got {self.turn!r}")
+        if not _int(self.turn) or self.turn < 0:
+            raise EventFormatError(f"{_TYPE}: turn must be an int >= 0, got {self.turn!r}")
         if not isinstance(self.cause, str):
             raise EventFormatError(f"{_TYPE}: cause must be a string, got {self.cause!r}")
         if not isinstance(self.stopped, tuple) or not all(
