@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
-from tether.session import Event, Session, SessionHeader
+from tether.session import DEFAULT_REGISTRY, Session, SessionHeader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WRITTEN = json.loads((FIXTURES / "old-format.records.json").read_text(encoding="utf-8"))
@@ -38,7 +38,7 @@ def test_an_old_log_loads_into_the_events_it_was_written_from(name: str, tmp_pat
     finally:
         backend.close()
     header = SessionHeader.from_record(stored.header)
-    events = [Event.from_record(record) for record in stored.events]
+    events = DEFAULT_REGISTRY.decode_stored(stored.events)
     session = Session.restore(header, events)
     assert header.to_record() == WRITTEN["header"]
     assert [event.to_record() for event in session.events] == WRITTEN["events"]
@@ -52,7 +52,7 @@ def test_rewriting_an_old_log_stores_the_same_json(name: str, tmp_path: Path) ->
         stored = old.load("old-format")
     finally:
         old.close()
-    events = [Event.from_record(record) for record in stored.events]
+    events = DEFAULT_REGISTRY.decode_stored(stored.events)
     fresh = BACKENDS[name](tmp_path / "fresh")
     try:
         fresh.write(stored.header, [event.to_record() for event in events])
@@ -65,6 +65,7 @@ def test_rewriting_an_old_log_stores_the_same_json(name: str, tmp_path: Path) ->
     else:
         reopened = BACKENDS[name](tmp_path / "fresh")
         try:
-            assert reopened.load("old-format").events == WRITTEN["events"]
+            reloaded = DEFAULT_REGISTRY.decode_stored(reopened.load("old-format").events)
+            assert [event.to_record() for event in reloaded] == WRITTEN["events"]
         finally:
             reopened.close()

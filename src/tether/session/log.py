@@ -17,7 +17,8 @@ from tether.session.errors import (
     ReentrantAppendError,
     SessionInvariantError,
 )
-from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
+from tether.session.events import Event
+from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.structure import PendingToolCall, Structure
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
 

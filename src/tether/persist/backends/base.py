@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tether.persist.backends.lease import Lease
-from tether.persist.backends.records import EventRecord, HeaderRecord
+from tether.persist.backends.records import HeaderRecord
+from tether.session.stored import StoredEvent
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,12 @@ class TornTail:
 
 @dataclass(frozen=True)
 class StoredLog:
-    """A session log as loaded: the caller owns the dicts and may keep them."""
+    """A session log as loaded: the header as a fresh dict, and each event
+    decoded once into a `StoredEvent` (its data raw JSON, for the session
+    layer to decode into its payload)."""
 
     header: HeaderRecord
-    events: list[EventRecord]
+    events: list[StoredEvent]
     repaired_tail: TornTail | None = None
 
 

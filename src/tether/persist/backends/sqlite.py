@@ -26,12 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tether.persist.backends.base import SessionSummary, StoredLog, newest_first
-from tether.persist.backends.bulk import (
-    BadRecordError,
-    check_events,
-    collector_paused,
-    decode_records,
-)
+from tether.persist.backends.bulk import BadRecordError, events_from_rows
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -40,7 +35,6 @@ from tether.persist.backends.errors import (
 )
 from tether.persist.backends.lease import SessionLeasedError, process_alive, process_start
 from tether.persist.backends.records import (
-    EventRecord,
     HeaderRecord,
     check_continues,
     encode_json,
@@ -189,7 +183,7 @@ class SqliteBackend:
                 record = parse_header(header)
                 if batch:
                     check_continues(session_id, batch, 0)
-                activity = Activity().extend(batch)
+                activity = Activity().extend_written(batch)
                 conn.execute(
                     "INSERT INTO sessions"
                     " (id, header, created_at, turn_count, last_activity, title)"
@@ -207,7 +201,7 @@ class SqliteBackend:
                 )
             elif batch:
                 check_continues(session_id, batch, _next_seq(conn, session_id))
-                activity = Activity(*stored).extend(batch)
+                activity = Activity(*stored).extend_written(batch)
                 conn.execute(
                     "UPDATE sessions SET turn_count = ?, last_activity = ?, title = ? WHERE id = ?",
                     (activity.turn_count, activity.last_activity, activity.title, session_id),
@@ -234,22 +228,13 @@ class SqliteBackend:
             ).fetchone()
             if stored is None:
                 raise SessionNotFoundError(session_id)
-            with collector_paused():
-                rows = conn.execute(
-                    "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                ).fetchall()
+            rows = conn.execute(
+                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
         header = _parse_stored_header(session_id, stored[0])
-
-        def assemble(datas: builtins.list[object]) -> builtins.list[EventRecord]:
-            events: builtins.list[object] = [
-                {"type": kind, "seq": seq, "time": time, "data": data}
-                for (seq, kind, time, _), data in zip(rows, datas, strict=True)
-            ]
-            return check_events(events, 0)
-
         try:
-            events = decode_records([row[3] for row in rows], assemble)
+            events = events_from_rows(rows)
         except BadRecordError as exc:
             raise CorruptLogError(session_id, exc.reason, seq=rows[exc.index][0]) from None
         return StoredLog(header, events)
