@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.persist.backends.base import LogBackend, SessionSummary, StoredLog
+from tether.persist.backends.bulk import collector_paused
 from tether.persist.backends.lease import LeaseBook
 from tether.persist.writer import WriteBehind
 from tether.runtime.checked import Checked, meta
@@ -203,11 +204,14 @@ class Persistence:
 
 
 def _decode(session_id: str, stored: StoredLog) -> Session:
-    try:
-        header = SessionHeader.from_record(stored.header)
-        return Session.restore(header, DEFAULT_REGISTRY.decode_stored(stored.events))
-    except SessionError as exc:
-        raise type(exc)(f"session {session_id!r}: {exc}") from exc
+    # Decoding allocates an event per record, holding no cycles; pausing the
+    # collector meanwhile avoids collections that walk them all.
+    with collector_paused():
+        try:
+            header = SessionHeader.from_record(stored.header)
+            return Session.restore(header, DEFAULT_REGISTRY.decode_stored(stored.events))
+        except SessionError as exc:
+            raise type(exc)(f"session {session_id!r}: {exc}") from exc
 
 
 async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float) -> None:

@@ -28,7 +28,7 @@ __all__ = ["Event"]
 # The core payloads are checked on construction and build their data only
 # when it is read, which keeps appends and loads cheap. Exact classes only: a
 # subclass may override ``to_data``.
-_LAZY_DATA = frozenset((*BUILTIN_PAYLOADS, ToolStopped))
+LAZY_PAYLOADS = frozenset((*BUILTIN_PAYLOADS, ToolStopped))
 
 _RECORD_KEYS = frozenset({"type", "seq", "time", "data"})
 _INF = math.inf
@@ -215,6 +215,8 @@ _set_type, _set_seq, _set_time, _set_data, _set_payload = (
     Event.__dict__[name].__set__ for name in ("type", "seq", "time", "_data", "_payload")
 )
 _new_event = object.__new__
+EVENT_BUILDERS = (_new_event, _set_type, _set_seq, _set_time, _set_data, _set_payload)
+"""What `assemble` builds an event with, for loops that inline it."""
 
 
 def assemble(
@@ -245,7 +247,7 @@ def holding(type_name: str, seq: int, time: float, payload: EventPayload) -> Eve
         EventFormatError: the payload is not a core one and its data is not
             JSON-shaped.
     """
-    if type(payload) in _LAZY_DATA:
+    if type(payload) in LAZY_PAYLOADS:
         return assemble(type_name, seq, time, None, payload)
     data = freeze_data(payload.to_data(), where=f"{type_name}: data")
     return assemble(type_name, seq, time, data, payload)

@@ -271,15 +271,20 @@ class Session:
         registry = session._registry
         structure = session._structure
         stored = session._events
+        payload_class = registry.payload_class
         for expected, given in enumerate(events):
             if given.seq != expected:
                 raise SessionInvariantError(
                     f"expected seq {expected}: seqs are contiguous from 0", seq=given.seq
                 )
-            try:
-                event = registry.decode_event(given)
-            except EventFormatError as error:
-                raise type(error)(f"seq {given.seq}: {error}") from error
+            # Events decoded by this registry already carry their class.
+            if type(given.payload) is payload_class(given.type):
+                event = given
+            else:
+                try:
+                    event = registry.decode_event(given)
+                except EventFormatError as error:
+                    raise type(error)(f"seq {given.seq}: {error}") from error
             try:
                 structure.advance(event)
             except SessionInvariantError as error:

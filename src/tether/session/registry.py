@@ -10,7 +10,7 @@ style, into frozen data handed to its ``from_data``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 import msgspec
 
@@ -19,7 +19,7 @@ from tether.session.errors import (
     EventTypeConflictError,
     UnknownEventTypeError,
 )
-from tether.session.events import Event, assemble, holding
+from tether.session.events import EVENT_BUILDERS, LAZY_PAYLOADS, Event, assemble, holding
 from tether.session.fields import freeze_data
 from tether.session.receipt import ToolStopped
 from tether.session.stored import StoredEvent
@@ -34,46 +34,36 @@ _OBJECT = msgspec.json.Decoder(dict[str, object])
 
 
 class _Decode(Protocol):
-    def __call__(self, raw: msgspec.Raw, /) -> EventPayload: ...
+    def __call__(self, raw: msgspec.Raw, /) -> object: ...
 
 
-def _decoder(payload_cls: type[EventPayload]) -> _Decode:
-    """The function that decodes raw stored data of ``payload_cls``'s type.
+class _Decoder(NamedTuple):
+    """How raw stored data of one type becomes its payload.
 
-    It raises `EventFormatError` (naming the type) for data that does not fit.
+    ``decode`` turns raw JSON into a value (raising ``msgspec.ValidationError``
+    for data of the wrong shape); ``finish``, when there is one, turns that
+    value into the payload (raising `EventFormatError`). A payload class
+    decoded straight from its fields needs no ``finish``: that is the path
+    nearly every stored event takes, one call into msgspec.
     """
-    name = payload_cls.type
+
+    decode: _Decode
+    finish: Callable[[object], EventPayload] | None
+    lazy: bool
+
+
+def _decoder(payload_cls: type[EventPayload]) -> _Decoder:
+    """The `_Decoder` for stored data of ``payload_cls``'s type."""
+    lazy = payload_cls in LAZY_PAYLOADS
     if issubclass(payload_cls, EventStruct):
         stored_type = payload_cls.stored_type()
-        decode: Callable[[msgspec.Raw], object] = msgspec.json.Decoder(stored_type).decode
+        decode: _Decode = msgspec.json.Decoder(stored_type).decode
         if stored_type is payload_cls:
-
-            def direct(raw: msgspec.Raw, /) -> EventPayload:
-                try:
-                    return cast(EventPayload, decode(raw))
-                except msgspec.ValidationError as error:
-                    raise format_error(name, error) from None
-
-            return direct
-        from_stored = payload_cls.from_stored
-
-        def shaped(raw: msgspec.Raw, /) -> EventPayload:
-            try:
-                value = decode(raw)
-            except msgspec.ValidationError as error:
-                raise format_error(name, error) from None
-            return from_stored(value)
-
-        return shaped
-
-    def by_hand(raw: msgspec.Raw, /) -> EventPayload:
-        try:
-            data = _OBJECT.decode(raw)
-        except msgspec.ValidationError as error:
-            raise format_error(name, error) from None
-        return _from_data(payload_cls, data)
-
-    return by_hand
+            return _Decoder(decode, None, lazy)
+        return _Decoder(decode, payload_cls.from_stored, lazy)
+    return _Decoder(
+        _OBJECT.decode, lambda data: _from_data(payload_cls, cast(dict[str, object], data)), lazy
+    )
 
 
 def _from_data(payload_cls: type[EventPayload], data: Mapping[str, object]) -> EventPayload:
@@ -124,7 +114,7 @@ class EventRegistry:
         self._classes: dict[str, type[EventPayload]] = {cls.type: cls for cls in _CORE_PAYLOADS}
         self._ignorable: set[str] = set()
         # Built on first use, per class; a registration change drops the entry.
-        self._decoders: dict[str, _Decode] = {}
+        self._decoders: dict[str, _Decoder] = {}
 
     def register(
         self, payload_cls: type[EventPayload], *, ignorable: bool = False
@@ -250,21 +240,51 @@ class EventRegistry:
         decoders = self._decoders
         events: list[Event] = []
         append = events.append
+        # This loop runs once per stored event: it builds each event in place
+        # (as `assemble` does) rather than through calls per record.
+        new, set_type, set_seq, set_time, set_data, set_payload = EVENT_BUILDERS
         for record in records:
             type_name = record.type
-            decode = decoders.get(type_name)
+            decoder = decoders.get(type_name)
             try:
-                if decode is None:
-                    cls = self._class_for_stored(type_name)
-                    if cls is None:
+                if decoder is None:
+                    decoder = self._decoder_for(type_name)
+                    if decoder is None:
                         data = _opaque(record.data)
                         append(assemble(type_name, record.seq, record.time, data, None))
                         continue
-                    decode = decoders[type_name] = _decoder(cls)
-                append(holding(type_name, record.seq, record.time, decode(record.data)))
+                decode, finish, lazy = decoder
+                try:
+                    value = decode(record.data)
+                except msgspec.ValidationError as error:
+                    raise format_error(type_name, error) from None
+                payload = cast(EventPayload, value) if finish is None else finish(value)
+                if not lazy:
+                    append(holding(type_name, record.seq, record.time, payload))
+                    continue
             except EventFormatError as error:
                 raise type(error)(f"seq {record.seq}: {error}") from error
+            event = new(Event)
+            set_type(event, type_name)
+            set_seq(event, record.seq)
+            set_time(event, record.time)
+            set_data(event, None)
+            set_payload(event, payload)
+            append(event)
         return events
+
+    def _decoder_for(self, type_name: str) -> _Decoder | None:
+        """Build and cache the decoder of ``type_name``; ``None`` if it is
+        ignorable without a class.
+
+        Raises:
+            UnknownEventTypeError: the type is neither registered nor ignorable.
+        """
+        cls = self._class_for_stored(type_name)
+        if cls is None:
+            return None
+        decoder = self._decoders[type_name] = _decoder(cls)
+        return decoder
 
     def decode_event(self, event: Event) -> Event:
         """Return ``event`` carrying the payload this registry decodes for it.

@@ -3,13 +3,17 @@
 A load decodes every event of a session, so the per-record cost of decoding
 and checking is what a large load costs. Each record is decoded once, by
 msgspec, into a `StoredEvent` whose data stays raw (checked to be well-formed
-JSON); the session layer decodes that data into its payload. A bad record is
+JSON); the session layer decodes that data into its payload, and is the one
+to reject data that is not a JSON object. A bad record is
 found by decoding record by record only once the fast pass has failed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import msgspec
 
@@ -17,7 +21,7 @@ from tether.persist.backends.errors import InvalidRecordError
 from tether.persist.backends.records import check_event
 from tether.session.stored import StoredEvent, decode_event_line, decode_event_lines
 
-__all__ = ["BadRecordError", "decode_event_lines_of", "events_from_rows"]
+__all__ = ["BadRecordError", "collector_paused", "decode_event_lines_of", "events_from_rows"]
 
 
 class BadRecordError(Exception):
@@ -56,6 +60,12 @@ def decode_event_lines_of(text: str, first_seq: int | None) -> list[StoredEvent]
         index = next(i for i, line in enumerate(text.split("\n")) if not line.strip())
         raise BadRecordError(index, "invalid JSON: an empty line")
     check_seqs(events, first_seq)
+    # Each line has exactly one ``"data":{`` when every record's data is an
+    # object written compactly: the quote before ``:`` cannot be inside a
+    # string, where quotes are escaped. Any other count (nested "data" keys,
+    # another writer's spacing, a bad record) takes the exact check.
+    if text.count('"data":{') != len(events):
+        check_data(events)
     return events
 
 
@@ -82,27 +92,45 @@ def events_from_rows(rows: Sequence[tuple[int, str, float, str]]) -> list[Stored
                 raise BadRecordError(index, f"event time must be a number, got {time!r}")
             time = float(time)
         try:
-            append(StoredEvent(kind, seq, time, raw(data)))
+            event = StoredEvent(kind, seq, time, raw(data))
         except (msgspec.DecodeError, TypeError) as exc:
             raise BadRecordError(index, f"invalid JSON in event data: {exc}") from None
+        # Written compactly, stored data starts with its brace.
+        if data[:1] != "{":
+            check_data([event], index)
+        append(event)
     check_seqs(events, 0)
     return events
+
+
+def check_seqs(events: Sequence[StoredEvent], first_seq: int | None) -> None:
+    """With ``first_seq`` given, check that seqs count up by one from it.
+
+    Raises:
+        BadRecordError: the first event out of order.
+    """
+    if first_seq is None:
+        return
+    seqs = [event.seq for event in events]
+    if seqs == list(range(first_seq, first_seq + len(seqs))):
+        return
+    for index, seq in enumerate(seqs):
+        if seq != first_seq + index:
+            raise BadRecordError(index, f"event seq is {seq}, expected {first_seq + index}")
 
 
 _OPEN_BRACE = ord("{")
 
 
-def check_seqs(events: Sequence[StoredEvent], first_seq: int | None) -> None:
-    """Check that every record's data is a JSON object and, with ``first_seq``,
-    that seqs count up by one from it.
+def check_data(events: Sequence[StoredEvent], first_index: int = 0) -> None:
+    """Check that every event's raw data is a JSON object.
 
     Raises:
-        BadRecordError: the first event that fails.
+        BadRecordError: the first event whose data is not, its index counted
+            from ``first_index``.
     """
-    for index, event in enumerate(events):
-        if first_seq is not None and event.seq != first_seq + index:
-            raise BadRecordError(index, f"event seq is {event.seq}, expected {first_seq + index}")
-        # Raw data is well-formed JSON without leading whitespace.
+    for index, event in enumerate(events, first_index):
+        # Raw data is well-formed JSON without surrounding whitespace.
         if memoryview(event.data)[0] != _OPEN_BRACE:
             raise BadRecordError(index, "event data must be a JSON object")
 
@@ -118,3 +146,50 @@ def _shape_error(line: str) -> str:
     except InvalidRecordError as exc:
         return str(exc)
     raise AssertionError(f"a record the decoder rejects passes check_event: {line!r}")
+
+
+class _CollectorPause:
+    """Counts overlapping pauses so the collector returns only when the last one ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._reenable = False
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._reenable = gc.isenabled()
+                gc.disable()
+            self._depth += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._reenable:
+                gc.enable()
+
+
+_collector = _CollectorPause()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector, restoring its previous state on exit.
+
+    Building a loaded session allocates an event (and most often a payload)
+    per record, fast enough to trigger collection over and over, each pass
+    walking everything built so far: measured on 100,000 events, that adds
+    20-80 ms to a 90 ms decode. Loaded events hold no reference cycles, so
+    there is nothing for the collector to find. (The stored records
+    themselves are untracked structs and need no pause.)
+
+    Loads run in worker threads, possibly several at once: pauses are counted,
+    because two threads saving and restoring the state independently could
+    leave the collector off for good.
+    """
+    _collector.enter()
+    try:
+        yield
+    finally:
+        _collector.exit()

@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TypedDict, cast
 
+import msgspec
+
 from tether.persist.backends.errors import (
     InvalidRecordError,
     InvalidSessionIdError,
@@ -29,6 +31,7 @@ _EVENT_KEYS = frozenset({"type", "seq", "time", "data"})
 # Strict JSON (no NaN or Infinity, which other readers reject) in the compact
 # form the JSONL backend's cheap scans rely on.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_FAST = msgspec.json.Encoder()
 
 
 class LineageRecord(TypedDict):
@@ -169,6 +172,20 @@ def parse_event(obj: object) -> EventRecord:
     Raises:
         InvalidRecordError: as :func:`check_event`.
     """
+    # What the session layer hands over, plain dicts with well-typed fields,
+    # passes one combined test; anything else takes the path that copies
+    # mappings and says what is wrong.
+    if type(obj) is dict and len(obj) == 4:
+        kind, seq, time, data = obj.get("type"), obj.get("seq"), obj.get("time"), obj.get("data")
+        if (
+            type(kind) is str
+            and kind
+            and type(seq) is int
+            and seq >= 0
+            and (type(time) is float or type(time) is int)
+            and type(data) is dict
+        ):
+            return {"type": kind, "seq": seq, "time": float(time), "data": data}
     if isinstance(obj, Mapping):
         obj = dict(obj)
         if isinstance(obj.get("data"), Mapping):
@@ -231,6 +248,27 @@ def encode_json(obj: object) -> str:
         InvalidRecordError: ``obj`` holds something JSON cannot represent (a
             non-string key, an arbitrary object, NaN or an infinity).
     """
+    return encode_json_bytes(obj).decode("utf-8")
+
+
+def encode_json_bytes(obj: object) -> bytes:
+    """:func:`encode_json`, as UTF-8 bytes."""
+    # msgspec encodes about 8x faster than the stdlib, but writes NaN and the
+    # infinities as null and refuses lone surrogates. So an encoding holding
+    # no "null" had neither; one that does (or that failed) is encoded again
+    # by the strict stdlib path, which rejects the first and replaces the
+    # second. Nulls are rare in stored events, and so is that second pass.
+    try:
+        data = _FAST.encode(obj)
+    except (TypeError, UnicodeEncodeError):
+        pass
+    else:
+        if b"null" not in data:
+            return data
+    return _strict(obj).encode("utf-8")
+
+
+def _strict(obj: object) -> str:
     try:
         text = _ENCODER.encode(obj)
     except (TypeError, ValueError) as exc:
