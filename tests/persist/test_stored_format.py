@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
+from tether.persist.backends import JsonlBackend, SqliteBackend, StoredLog
 from tether.session import DEFAULT_REGISTRY, Session, SessionHeader
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -24,19 +24,20 @@ BACKENDS: dict[str, type[JsonlBackend] | type[SqliteBackend]] = {
 }
 
 
-def open_copy(name: str, tmp_path: Path) -> LogBackend:
-    root = tmp_path / name
-    shutil.copytree(FIXTURES / name, root)
-    return BACKENDS[name](root)
+def load(name: str, root: Path, *, copy: bool = False) -> StoredLog:
+    """Load the fixture session from ``root`` (first copied there from the fixtures)."""
+    if copy:
+        shutil.copytree(FIXTURES / name, root)
+    backend = BACKENDS[name](root)
+    try:
+        return backend.load("old-format")
+    finally:
+        backend.close()
 
 
 @pytest.mark.parametrize("name", sorted(BACKENDS))
 def test_an_old_log_loads_into_the_events_it_was_written_from(name: str, tmp_path: Path) -> None:
-    backend = open_copy(name, tmp_path)
-    try:
-        stored = backend.load("old-format")
-    finally:
-        backend.close()
+    stored = load(name, tmp_path / name, copy=True)
     header = SessionHeader.from_record(stored.header)
     events = DEFAULT_REGISTRY.decode_stored(stored.events)
     session = Session.restore(header, events)
@@ -47,11 +48,7 @@ def test_an_old_log_loads_into_the_events_it_was_written_from(name: str, tmp_pat
 
 @pytest.mark.parametrize("name", sorted(BACKENDS))
 def test_rewriting_an_old_log_stores_the_same_json(name: str, tmp_path: Path) -> None:
-    old = open_copy(name, tmp_path)
-    try:
-        stored = old.load("old-format")
-    finally:
-        old.close()
+    stored = load(name, tmp_path / name, copy=True)
     events = DEFAULT_REGISTRY.decode_stored(stored.events)
     fresh = BACKENDS[name](tmp_path / "fresh")
     try:
@@ -63,9 +60,5 @@ def test_rewriting_an_old_log_stores_the_same_json(name: str, tmp_path: Path) ->
         new_text = (tmp_path / "fresh" / "sessions" / "old-format.jsonl").read_bytes()
         assert new_text == old_text
     else:
-        reopened = BACKENDS[name](tmp_path / "fresh")
-        try:
-            reloaded = DEFAULT_REGISTRY.decode_stored(reopened.load("old-format").events)
-            assert [event.to_record() for event in reloaded] == WRITTEN["events"]
-        finally:
-            reopened.close()
+        reloaded = DEFAULT_REGISTRY.decode_stored(load(name, tmp_path / "fresh").events)
+        assert [event.to_record() for event in reloaded] == WRITTEN["events"]
