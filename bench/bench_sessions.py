@@ -142,7 +142,9 @@ def bench_write_path(backend_class: type, data_dir: Path, session: Session, batc
     events = list(session.events)
     start = time.perf_counter()
     for offset in range(0, len(events), batch):
-        backend.write(header, [event.to_record() for event in events[offset : offset + batch]])
+        backend.write(
+            header, [event.to_stored_record() for event in events[offset : offset + batch]]
+        )
     elapsed = time.perf_counter() - start
     backend.close()
     return len(events) / elapsed

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,6 +34,7 @@ from tether.persist.backends import (
     SqliteBackend,
     StoreConflictError,
 )
+from tether.session import AssistantChunk, Session, SessionHeader, StepStart, TurnStart
 
 
 def stored_files(root: Path) -> list[str]:
@@ -360,3 +362,34 @@ def damage_header(backend: LogBackend, session_id: str) -> None:
             )
     else:
         raise AssertionError(f"no way to damage {backend!r}")
+
+
+def test_data_that_comes_encoded_is_stored_as_it_is(backend: LogBackend) -> None:
+    encoded = {**event(0), "data": msgspec.Raw(b'{"delta":"caf\xc3\xa9","n":null}')}
+    backend.write(header("s1"), [encoded, event(1)])
+    assert records(backend.load("s1")) == [event(0, data={"delta": "café", "n": None}), event(1)]
+
+
+@pytest.mark.parametrize(
+    ("record", "fragment"),
+    [
+        ({**event(0), "data": msgspec.Raw(b"[1]")}, "must be a JSON object"),
+        ({**event(0), "data": msgspec.Raw(b'{"a":')}, "not valid JSON"),
+        ({**event(0, time=float("nan")), "data": msgspec.Raw(b"{}")}, "not storable"),
+    ],
+)
+def test_encoded_data_is_checked_before_anything_is_written(
+    backend: LogBackend, record: dict[str, object], fragment: str
+) -> None:
+    with pytest.raises(InvalidRecordError, match=fragment):
+        backend.write(header("s1"), [record])
+    assert not backend.exists("s1")
+
+
+def test_an_event_holding_a_lone_surrogate_is_stored_mended(backend: LogBackend) -> None:
+    session = Session(SessionHeader(id="s1", created_at=BASE_TIME, cwd="/"))
+    session.append(TurnStart(1))
+    session.append(StepStart(1, 1))
+    session.append(AssistantChunk("text", "caf\udce9"))
+    backend.write(session.header.to_record(), [e.to_stored_record() for e in session.events])
+    assert records(backend.load("s1"))[2]["data"] == {"kind": "text", "delta": "caf\ufffd"}

@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, cast
 
+from msgspec import Raw
+
 from tether.frozen import thaw
 from tether.session.errors import EventFormatError
 from tether.session.fields import freeze_data
 from tether.session.receipt import ToolStopped
-from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
+from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruct, encode_data
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
@@ -144,6 +146,22 @@ class Event:
             # A core payload's data is built fresh and plain.
             "data": self._payload_data() if self._data is None else thaw(self._data),
         }
+
+    def to_stored_record(self) -> dict[str, object]:
+        """`to_record` with ``data`` already encoded, as a ``msgspec.Raw`` of
+        its compact JSON, which backends store as it is.
+
+        Data msgspec cannot encode (text holding a lone surrogate) comes as
+        `to_record` gives it, for the backend to encode (and mend).
+        """
+        try:
+            if self._data is None:
+                encoded = cast(EventStruct, self._payload).to_json()
+            else:
+                encoded = encode_data(self._data)
+        except UnicodeEncodeError:
+            return self.to_record()
+        return {"type": self.type, "seq": self.seq, "time": self.time, "data": Raw(encoded)}
 
     @classmethod
     def from_record(

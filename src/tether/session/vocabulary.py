@@ -73,6 +73,7 @@ __all__ = [
     "TurnEndReason",
     "TurnStart",
     "UserMessageEvent",
+    "encode_data",
 ]
 
 _set = msgspec.structs.force_setattr
@@ -121,6 +122,10 @@ def _plain(value: object) -> object:
 _ENCODER = msgspec.json.Encoder(enc_hook=_plain)
 _PLAIN = msgspec.json.Decoder(dict[str, object])
 
+encode_data = _ENCODER.encode
+"""Encode payloads and frozen data as compact JSON (read-only mappings as
+objects). Raises ``UnicodeEncodeError`` for a lone surrogate."""
+
 
 class EventStruct(msgspec.Struct, EventPayload, frozen=True, forbid_unknown_fields=True):
     """A payload whose fields are its stored data: the codec's unit.
@@ -151,7 +156,13 @@ class EventStruct(msgspec.Struct, EventPayload, frozen=True, forbid_unknown_fiel
 
     def to_data(self) -> dict[str, object]:
         # Through JSON and back, in C: plain dicts and lists, as stored.
-        return _PLAIN.decode(_ENCODER.encode(self.stored()))
+        try:
+            return _PLAIN.decode(_ENCODER.encode(self.stored()))
+        except UnicodeEncodeError:
+            # Text holding a lone surrogate, which UTF-8 JSON cannot carry
+            # (backends store it mended): built in Python instead.
+            built = msgspec.to_builtins(self.stored(), enc_hook=_plain)
+            return cast(dict[str, object], thaw(built))
 
     def to_json(self) -> bytes:
         """This payload's data as compact JSON, the form it is stored in."""

@@ -53,7 +53,7 @@ from tether.persist.backends.records import (
     HeaderRecord,
     check_continues,
     encode_json,
-    encode_json_bytes,
+    encode_record,
     parse_batch,
     parse_header,
     validate_session_id,
@@ -629,7 +629,7 @@ def _summarize(path: Path, session_id: str) -> SessionSummary | None:
 def _encode_lines(batch: Sequence[EventRecord]) -> bytes:
     if not batch:
         return b""
-    return b"\n".join([encode_json_bytes(event) for event in batch]) + b"\n"
+    return b"\n".join([encode_record(event) for event in batch]) + b"\n"
 
 
 def _write_all(fd: int, data: bytes) -> None:

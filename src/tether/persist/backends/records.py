@@ -10,6 +10,7 @@ before anything is written) and on the way out (a backend turns the error into
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import TypedDict, cast
@@ -32,6 +33,7 @@ _EVENT_KEYS = frozenset({"type", "seq", "time", "data"})
 # form the JSONL backend's cheap scans rely on.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _FAST = msgspec.json.Encoder()
+_PLAIN = msgspec.json.Decoder(dict[str, object])
 
 
 class LineageRecord(TypedDict):
@@ -52,12 +54,17 @@ class HeaderRecord(TypedDict):
 
 
 class EventRecord(TypedDict):
-    """One durable event; ``seq`` is its index in the session's event list."""
+    """One durable event; ``seq`` is its index in the session's event list.
+
+    ``data`` is a JSON object, or (from `Event.to_stored_record`) one already
+    encoded, as a ``msgspec.Raw``: that is stored as it is, once checked to be
+    a well-formed JSON object.
+    """
 
     type: str
     seq: int
     time: float
-    data: dict[str, object]
+    data: dict[str, object] | msgspec.Raw
 
 
 def validate_session_id(session_id: object) -> str:
@@ -183,9 +190,12 @@ def parse_event(obj: object) -> EventRecord:
             and type(seq) is int
             and seq >= 0
             and (type(time) is float or type(time) is int)
-            and type(data) is dict
         ):
-            return {"type": kind, "seq": seq, "time": float(time), "data": data}
+            if type(data) is dict:
+                return {"type": kind, "seq": seq, "time": float(time), "data": data}
+            if type(data) is msgspec.Raw:
+                _check_raw(kind, time, data)
+                return {"type": kind, "seq": seq, "time": float(time), "data": data}
     if isinstance(obj, Mapping):
         obj = dict(obj)
         if isinstance(obj.get("data"), Mapping):
@@ -198,6 +208,22 @@ def parse_event(obj: object) -> EventRecord:
         "time": float(event["time"]),
         "data": event["data"],
     }
+
+
+_RAW = msgspec.json.Decoder(msgspec.Raw)
+
+
+def _check_raw(kind: str, time: float, data: msgspec.Raw) -> None:
+    """Check an event whose data comes encoded: a finite time (it is encoded
+    without the strict encoder's check) and data that is one JSON object."""
+    if not math.isfinite(time):
+        raise InvalidRecordError(f"record is not storable as JSON: event time is {time!r}")
+    try:
+        value = _RAW.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InvalidRecordError(f"event data is not valid JSON: {exc}") from None
+    if bytes(memoryview(value)[:1]) != b"{":
+        raise InvalidRecordError(f"{kind}: event data must be a JSON object")
 
 
 def parse_batch(session_id: str, events: Sequence[Mapping[str, object]]) -> list[EventRecord]:
@@ -249,6 +275,25 @@ def encode_json(obj: object) -> str:
             non-string key, an arbitrary object, NaN or an infinity).
     """
     return encode_json_bytes(obj).decode("utf-8")
+
+
+def encode_record(event: EventRecord) -> bytes:
+    """:func:`encode_json_bytes` for a parsed event, whose data may come encoded."""
+    data = event["data"]
+    if type(data) is msgspec.Raw:
+        # parse_event checked the time and the data; the rest are a str and an int.
+        try:
+            return _FAST.encode(event)
+        except UnicodeEncodeError:
+            event = {**event, "data": _PLAIN.decode(data)}
+    return encode_json_bytes(event)
+
+
+def encode_data(data: dict[str, object] | msgspec.Raw) -> str:
+    """An event's data as stored JSON text (see :func:`encode_json`)."""
+    if type(data) is msgspec.Raw:
+        return bytes(data).decode("utf-8")
+    return encode_json(data)
 
 
 def encode_json_bytes(obj: object) -> bytes:

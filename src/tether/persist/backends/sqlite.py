@@ -37,6 +37,7 @@ from tether.persist.backends.lease import SessionLeasedError, process_alive, pro
 from tether.persist.backends.records import (
     HeaderRecord,
     check_continues,
+    encode_data,
     encode_json,
     parse_batch,
     parse_header,
@@ -171,7 +172,7 @@ class SqliteBackend:
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         rows = [
-            (session_id, event["seq"], event["type"], event["time"], encode_json(event["data"]))
+            (session_id, event["seq"], event["type"], event["time"], encode_data(event["data"]))
             for event in batch
         ]
         with self._transaction() as conn:

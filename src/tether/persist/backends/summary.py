@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
+
+import msgspec
 
 from tether.persist.backends.records import EventRecord
 from tether.session.stored import StoredEvent
@@ -37,8 +40,13 @@ def title_of(data: Mapping[str, object]) -> str | None:
     return text
 
 
-def _getter(data: Mapping[str, object]) -> Callable[[], Mapping[str, object]]:
-    return lambda: data
+def _getter(data: Mapping[str, object] | msgspec.Raw) -> Callable[[], Mapping[str, object]]:
+    """A thunk for a written record's data, decoding it only if it came encoded."""
+    if isinstance(data, msgspec.Raw):
+        raw = data
+        return lambda: cast(Mapping[str, object], msgspec.json.decode(raw))
+    plain = data
+    return lambda: plain
 
 
 @dataclass(frozen=True)
