@@ -76,9 +76,10 @@ class Event:
     assigning an attribute raises `dataclasses.FrozenInstanceError`.
 
     ``payload`` is the typed payload of events made by `Session.append`,
-    `from_payload`, `from_record` or `EventRegistry.decode_event`. It is
-    ``None`` for opaque events (an ignorable type without a registered class)
-    and for events built directly with this constructor.
+    `from_payload`, `from_record`, `EventRegistry.decode_stored` or
+    `EventRegistry.decode_event`. It is ``None`` for opaque events (an
+    ignorable type without a registered class) and for events built directly
+    with this constructor.
 
     Equality considers ``type``, ``seq``, ``time`` and ``data``; hashing,
     ``type``, ``seq`` and ``time``.

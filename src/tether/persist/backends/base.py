@@ -114,7 +114,10 @@ class LogBackend(Protocol):
         atomically: both become visible together or not at all. It may be
         empty: a session created and not yet used is stored as its header.
         Later writes append, and their header is only used for its id. An
-        empty batch for a stored session does nothing.
+        empty batch for a stored session does nothing. An event's ``data``
+        is a mapping, or its JSON object already encoded as a
+        ``msgspec.Raw`` (what the writer hands over), stored as it is once
+        checked.
 
         Raises:
             InvalidRecordError: the header (first write) or an event does not
@@ -127,6 +130,9 @@ class LogBackend(Protocol):
 
     def load(self, session_id: str) -> StoredLog:
         """Read a whole session log, validated.
+
+        Each event is decoded once, its data checked to be a well-formed JSON
+        object and left raw (see :class:`StoredLog`).
 
         Loading never writes (it works on read-only storage). A torn last line
         (a crash during an append) is left out and reported in
