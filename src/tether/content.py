@@ -1,8 +1,10 @@
 """Model-facing messages: the conversation as an LLM adapter sees it.
 
-These are plain values. Every class is a frozen, slotted dataclass that checks
-its fields on construction and raises `TypeError` for a field of the wrong type,
-so a message that exists is well-formed. Sequences of content blocks are stored
+These are plain values. Every class is frozen and slotted and checks its fields
+on construction, raising `TypeError` for a field of the wrong type, so a message
+that exists is well-formed. Content blocks are msgspec ``Struct`` types tagged by
+``type``, so the session log stores and decodes them in their one definition
+here (``{"type": "text", "text": ...}`` and so on). Sequences of content blocks are stored
 as tuples whatever sequence the caller passed, so a message never shares mutable
 state with its creator. Messages can be weakly referenced, so an adapter can
 remember how it encoded one for as long as the message lives.
@@ -11,9 +13,11 @@ remember how it encoded one for as long as the message lives.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NoReturn
+
+import msgspec
 
 __all__ = [
     "AssistantBlock",
@@ -50,8 +54,7 @@ def _reject(value: object, **expected: _Expected) -> NoReturn:
 # culprit when that fails: messages are built often, and a failure is rare.
 
 
-@dataclass(frozen=True, slots=True)
-class TextBlock:
+class TextBlock(msgspec.Struct, frozen=True, tag_field="type", tag="text"):
     """Plain text."""
 
     text: str
@@ -61,8 +64,7 @@ class TextBlock:
             _reject(self, text=str)
 
 
-@dataclass(frozen=True, slots=True)
-class ImageRef:
+class ImageRef(msgspec.Struct, frozen=True, tag_field="type", tag="image"):
     """An image the model should look at, by URL (``https:`` or ``data:``)."""
 
     url: str
@@ -73,8 +75,7 @@ class ImageRef:
             _reject(self, url=str, mime_type=(str, type(None)))
 
 
-@dataclass(frozen=True, slots=True)
-class ReasoningBlock:
+class ReasoningBlock(msgspec.Struct, frozen=True, tag_field="type", tag="reasoning"):
     """Reasoning the model emitted before answering.
 
     ``signature`` is the provider's opaque token for replaying the reasoning in a
@@ -89,8 +90,7 @@ class ReasoningBlock:
             _reject(self, text=str, signature=(str, type(None)))
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallBlock:
+class ToolCallBlock(msgspec.Struct, frozen=True, tag_field="type", tag="tool_call"):
     """A tool call the model requested.
 
     ``arguments`` is the decoded JSON object of the call. The block does not copy
@@ -100,9 +100,7 @@ class ToolCallBlock:
 
     id: str
     name: str
-    # Excluded from hashing because mappings are unhashable; `id` and `name`
-    # already make the hash consistent with equality.
-    arguments: Mapping[str, object] = field(hash=False)
+    arguments: Mapping[str, object]
 
     def __post_init__(self) -> None:
         if not (
@@ -111,6 +109,11 @@ class ToolCallBlock:
             and isinstance(self.arguments, dict | MappingProxyType | Mapping)
         ):
             _reject(self, id=str, name=str, arguments=Mapping)
+
+    def __hash__(self) -> int:
+        # Mappings are unhashable; `id` and `name` keep the hash consistent
+        # with equality.
+        return hash((self.id, self.name))
 
 
 UserBlock = TextBlock | ImageRef

@@ -20,6 +20,7 @@ from acp.schema import AgentMessageChunk
 
 from tests.acp.harness import RETRYING, SCRIPTED, SQLITE, AcpProcess, env_for, serving
 from tests.mounts import fill, tmpfs
+from tests.persist.factory import records
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
 from tether.session import BUILTIN_PAYLOADS, Event, EventRegistry
 
@@ -32,7 +33,7 @@ BACKENDS: dict[str, tuple[str, Callable[[Path], LogBackend]]] = {
 def stored(home: Path, backend: str, session_id: str) -> list[dict[str, Any]]:
     log = BACKENDS[backend][1](home)
     try:
-        return [dict(event) for event in log.load(session_id).events]
+        return records(log.load(session_id))
     finally:
         log.close()
 

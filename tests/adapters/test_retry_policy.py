@@ -9,7 +9,8 @@ import pytest
 from tether.loop.retry import RetryEvent, RetryPolicy
 from tether.loop.turn import RequestError
 from tether.session.errors import EventFormatError
-from tether.session.events import Event, EventRegistry
+from tether.session.events import Event
+from tether.session.registry import EventRegistry
 
 
 def failed(code: str | None, attempt: int = 1, retry_after: float | None = None) -> RequestError:

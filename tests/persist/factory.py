@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tether.persist.backends import StoredLog
+
 BASE_TIME = 1_700_000_000.0
 
 
@@ -50,3 +52,8 @@ def turn_start(seq: int, *, time: float | None = None) -> dict[str, object]:
 
 def events(start: int, count: int) -> list[dict[str, object]]:
     return [event(seq) for seq in range(start, start + count)]
+
+
+def records(log: StoredLog) -> list[dict[str, object]]:
+    """The events of a loaded log as the plain dicts they were written from."""
+    return [event.to_record() for event in log.events]

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from tests.persist.factory import (
     event,
     events,
     header,
+    records,
     turn_start,
     user_message,
 )
@@ -32,6 +34,7 @@ from tether.persist.backends import (
     SqliteBackend,
     StoreConflictError,
 )
+from tether.session import AssistantChunk, Session, SessionHeader, StepStart, TurnStart
 
 
 def stored_files(root: Path) -> list[str]:
@@ -53,17 +56,17 @@ def test_a_session_written_without_events_is_stored_as_its_header(
     assert backend.exists("s1")
     assert backend.next_seq("s1") == 0
     log = backend.load("s1")
-    assert (log.header["id"], log.events) == ("s1", [])
+    assert (log.header["id"], records(log)) == ("s1", [])
     [summary] = backend.list()
     assert (summary.id, summary.turn_count, summary.error) == ("s1", 0, None)
     backend.write(header("s1"), [])
     backend.write(header("s1"), events(0, 2))
-    assert [e["seq"] for e in backend.load("s1").events] == [0, 1]
+    assert [e["seq"] for e in records(backend.load("s1"))] == [0, 1]
 
 
 def test_lone_surrogates_are_stored_as_replacement_characters(backend: LogBackend) -> None:
     backend.write(header("s1"), [event(0, data={"delta": "caf\udce9!"})])
-    assert backend.load("s1").events[0]["data"] == {"delta": "caf\ufffd!"}
+    assert records(backend.load("s1"))[0]["data"] == {"delta": "caf\ufffd!"}
 
 
 def test_first_write_is_atomic_and_file_appears_only_with_events(
@@ -90,7 +93,7 @@ def test_first_write_is_atomic_and_file_appears_only_with_events(
     backend.write(header("s1"), events(0, 2))
 
     assert backend.exists("s1")
-    assert backend.load("s1").events == events(0, 2)
+    assert records(backend.load("s1")) == events(0, 2)
     if isinstance(backend, JsonlBackend):
         assert stored_files(store_root) == ["s1.jsonl"]
 
@@ -117,7 +120,7 @@ def test_append_continues_seq_and_rejects_gaps(open_backend: Callable[[], LogBac
     with pytest.raises(StoreConflictError):
         other.write(header("s1"), events(0, 1))
 
-    assert backend.load("s1").events == events(0, 8)
+    assert records(backend.load("s1")) == events(0, 8)
     assert open_backend().next_seq("s1") == 8
 
 
@@ -145,8 +148,8 @@ def test_load_round_trips_header_and_events(open_backend: Callable[[], LogBacken
     log = open_backend().load("child-1")
 
     assert log.header == stored_header
-    assert log.events == [*batch[:3], event(3, time=1700000003.0)]
-    assert type(log.events[3]["time"]) is float
+    assert records(log) == [*batch[:3], event(3, time=1700000003.0)]
+    assert type(records(log)[3]["time"]) is float
     assert log.repaired_tail is None
 
 
@@ -227,7 +230,7 @@ def test_delete_removes_everything(backend: LogBackend, store_root: Path) -> Non
             assert conn.execute("SELECT DISTINCT session_id FROM events").fetchall() == [("s2",)]
     # The id is free again: a new session starts from seq 0.
     backend.write(header("s1"), events(0, 1))
-    assert backend.load("s1").events == events(0, 1)
+    assert records(backend.load("s1")) == events(0, 1)
 
 
 @pytest.mark.parametrize(
@@ -303,7 +306,7 @@ def test_threads_racing_for_one_seq_store_it_once(backend: LogBackend) -> None:
         thread.join()
 
     assert sorted(outcomes) == ["conflict"] * (writers - 1) + ["stored"]
-    assert [e["seq"] for e in backend.load("s1").events] == [0, 1]
+    assert [e["seq"] for e in records(backend.load("s1"))] == [0, 1]
 
 
 def test_threads_writing_different_sessions_all_land(backend: LogBackend) -> None:
@@ -318,7 +321,7 @@ def test_threads_writing_different_sessions_all_land(backend: LogBackend) -> Non
         thread.join()
 
     for n in range(6):
-        assert backend.load(f"s{n}").events == events(0, 20)
+        assert records(backend.load(f"s{n}")) == events(0, 20)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -337,7 +340,7 @@ def test_any_split_into_batches_loads_as_one_log(kind: str, cuts: list[int]) -> 
             for size in cuts:
                 backend.write(header("s1"), log[start : start + size])
                 start += size
-            assert backend.load("s1").events == log
+            assert records(backend.load("s1")) == log
             [summary] = backend.list()
             assert summary.title == "start"
             assert summary.last_activity == log[-1]["time"]
@@ -359,3 +362,34 @@ def damage_header(backend: LogBackend, session_id: str) -> None:
             )
     else:
         raise AssertionError(f"no way to damage {backend!r}")
+
+
+def test_data_that_comes_encoded_is_stored_as_it_is(backend: LogBackend) -> None:
+    encoded = {**event(0), "data": msgspec.Raw(b'{"delta":"caf\xc3\xa9","n":null}')}
+    backend.write(header("s1"), [encoded, event(1)])
+    assert records(backend.load("s1")) == [event(0, data={"delta": "café", "n": None}), event(1)]
+
+
+@pytest.mark.parametrize(
+    ("record", "fragment"),
+    [
+        ({**event(0), "data": msgspec.Raw(b"[1]")}, "must be a JSON object"),
+        ({**event(0), "data": msgspec.Raw(b'{"a":')}, "not valid JSON"),
+        ({**event(0, time=float("nan")), "data": msgspec.Raw(b"{}")}, "not storable"),
+    ],
+)
+def test_encoded_data_is_checked_before_anything_is_written(
+    backend: LogBackend, record: dict[str, object], fragment: str
+) -> None:
+    with pytest.raises(InvalidRecordError, match=fragment):
+        backend.write(header("s1"), [record])
+    assert not backend.exists("s1")
+
+
+def test_an_event_holding_a_lone_surrogate_is_stored_mended(backend: LogBackend) -> None:
+    session = Session(SessionHeader(id="s1", created_at=BASE_TIME, cwd="/"))
+    session.append(TurnStart(1))
+    session.append(StepStart(1, 1))
+    session.append(AssistantChunk("text", "caf\udce9"))
+    backend.write(session.header.to_record(), [e.to_stored_record() for e in session.events])
+    assert records(backend.load("s1"))[2]["data"] == {"kind": "text", "delta": "caf\ufffd"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.persist.factory import event, events, header, turn_start, user_message
+from tests.persist.factory import event, events, header, records, turn_start, user_message
 from tether.persist.backends import (
     CorruptLogError,
     JsonlBackend,
@@ -78,13 +78,13 @@ def test_torn_last_line_is_reported_by_a_load_and_cut_by_the_next_write(
 
     log = JsonlBackend(store_root).load("s1")
 
-    assert log.events == events(0, 3)
+    assert records(log) == events(0, 3)
     assert log.repaired_tail == TornTail(line=5, offset=intact, discarded_bytes=len(torn))
     assert path.stat().st_size == intact + len(torn), "a load never writes"
     backend.write(header("s1"), events(3, 2))
     assert [json.loads(line)["seq"] for line in lines_of(path)[1:]] == [0, 1, 2, 3, 4]
     reloaded = JsonlBackend(store_root).load("s1")
-    assert reloaded.events == events(0, 5)
+    assert records(reloaded) == events(0, 5)
     assert reloaded.repaired_tail is None
 
 
@@ -97,7 +97,7 @@ def test_a_write_cuts_a_torn_tail_before_appending(store_root: Path) -> None:
     # A new backend has no cached tail: it reads the file's end first.
     JsonlBackend(store_root).write(header("s1"), events(2, 1))
 
-    assert JsonlBackend(store_root).load("s1").events == events(0, 3)
+    assert records(JsonlBackend(store_root).load("s1")) == events(0, 3)
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_crash_between_temp_write_and_link_leaves_no_session_file(
     backend.write(header("s1"), events(0, 2))
 
     assert [p.name for p in backend.directory.iterdir()] == ["s1.jsonl"]
-    assert backend.load("s1").events == events(0, 2)
+    assert records(backend.load("s1")) == events(0, 2)
 
 
 def test_temp_files_of_dead_writers_are_removed_on_open(store_root: Path) -> None:
@@ -246,7 +246,7 @@ def test_list_counts_lines_in_another_writers_style_exactly(backend: JsonlBacken
         "first prompt",
         1_700_000_002.0,
     )
-    assert backend.load("foreign").events == stored
+    assert records(backend.load("foreign")) == stored
 
 
 def test_list_skips_a_torn_tail_without_touching_the_file(backend: JsonlBackend) -> None:
@@ -291,7 +291,7 @@ def test_lines_longer_than_a_read_chunk_are_handled(store_root: Path) -> None:
 
     assert JsonlBackend(store_root).next_seq("s1") == 2
     JsonlBackend(store_root).write(header("s1"), [turn_start(2)])
-    assert JsonlBackend(store_root).load("s1").events == [*big, turn_start(2)]
+    assert records(JsonlBackend(store_root).load("s1")) == [*big, turn_start(2)]
     [summary] = JsonlBackend(store_root).list()
     assert summary.turn_count == 1
 
@@ -303,7 +303,7 @@ def test_events_in_another_writers_style_load_as_written(backend: JsonlBackend) 
     other_style = b'{"data": {"delta": "chunk 1"}, "time": 1700000001, "seq": 1, "type": "x/y"}'
     replace_lines(path, 3, other_style)
 
-    loaded = backend.load("s1").events
+    loaded = records(backend.load("s1"))
 
     assert loaded[1] == event(1, "x/y", time=1_700_000_001)
     assert loaded[::2] == [event(0), event(2)]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.persist.factory import events, header
+from tests.persist.factory import events, header, records
 from tests.persist.test_persistence_service import World, live, prompt, world  # noqa: F401
 from tether.persist.backends import LogBackend
 from tether.persist.backends.lease import LeaseBook, SessionLeasedError
@@ -83,7 +83,7 @@ async def test_resume_takes_the_lease_before_it_repairs(world: World) -> None:  
             await world.persistence.prepare_resume("open")
         # Nothing was repaired: the open turn belongs to the other process.
         assert len((await world.persistence.load("open")).events) == len(stored.events)
-        assert elsewhere.load("open").events[-1]["type"] == "user/message"
+        assert records(elsewhere.load("open"))[-1]["type"] == "user/message"
     finally:
         lease.release()
         elsewhere.close()
@@ -117,7 +117,7 @@ def test_writes_without_the_lease_are_never_made_by_a_reader(backend: LogBackend
     backend.write(header("s1"), events(0, 2))
     lease = backend.acquire_lease("s1")
     try:
-        assert len(backend.load("s1").events) == 2
+        assert len(records(backend.load("s1"))) == 2
     finally:
         lease.release()
 

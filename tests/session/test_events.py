@@ -208,10 +208,13 @@ def test_to_record_returns_fresh_plain_json() -> None:
         ({"type": "turn/start", "seq": True, "time": 1.0, "data": {}}, "seq must be an int >= 0"),
         ({"type": "turn/start", "seq": 0, "time": "now", "data": {}}, "time must be a finite"),
         ({"type": "turn/start", "seq": 0, "time": 1.0, "data": []}, "data must be an object"),
-        ({"type": "turn/start", "seq": 0, "time": 1.0, "data": {}}, "missing field\\(s\\) turn"),
+        (
+            {"type": "turn/start", "seq": 0, "time": 1.0, "data": {}},
+            "missing required field `turn`",
+        ),
         (
             {"type": "turn/start", "seq": 0, "time": 1.0, "data": {"turn": 1, "x": 2}},
-            "unexpected field\\(s\\) x",
+            "unknown field `x`",
         ),
         (
             {"type": "turn/start", "seq": 0, "time": 1.0, "data": {"turn": 0}},
@@ -224,7 +227,7 @@ def test_to_record_returns_fresh_plain_json() -> None:
                 "time": 1.0,
                 "data": {"turn": 1, "reason": {"kind": "nope"}},
             },
-            "reason must be an object with a known kind",
+            "Invalid value 'nope' - at `\\$.reason.kind`",
         ),
         (
             {
@@ -233,7 +236,7 @@ def test_to_record_returns_fresh_plain_json() -> None:
                 "time": 1.0,
                 "data": {"turn": 1, "reason": {"kind": "aborted"}},
             },
-            "missing field\\(s\\) cause",
+            "missing required field `cause` - at `\\$.reason`",
         ),
         (
             {
@@ -242,7 +245,7 @@ def test_to_record_returns_fresh_plain_json() -> None:
                 "time": 1.0,
                 "data": {"id": "u", "source": "user", "content": [{"type": "video"}]},
             },
-            "content entry is not a known block",
+            "Invalid value 'video' - at `\\$.content\\[0\\].type`",
         ),
         (
             {
@@ -251,7 +254,7 @@ def test_to_record_returns_fresh_plain_json() -> None:
                 "time": 1.0,
                 "data": {"id": "u", "source": "user", "content": [{"type": "text", "text": 1}]},
             },
-            "TextBlock.text must be str",
+            "Expected `str`, got `int` - at `\\$.content\\[0\\].text`",
         ),
         (
             {
@@ -265,15 +268,15 @@ def test_to_record_returns_fresh_plain_json() -> None:
                     "usage": None,
                 },
             },
-            "content entries must be one of TextBlock, ReasoningBlock, ToolCallBlock",
+            "Invalid value 'image' - at `\\$.content\\[0\\].type`",
         ),
         (
             {"type": "assistant/chunk", "seq": 0, "time": 1.0, "data": {"kind": "x", "delta": ""}},
-            "kind must be 'text' or 'reasoning'",
+            "Invalid enum value 'x' - at `\\$.kind`",
         ),
         (
             {"type": "assistant/chunk", "seq": 0, "time": 1.0, "data": {"kind": "text"}},
-            "assistant/chunk: missing field\\(s\\) delta",
+            "assistant/chunk: Object missing required field `delta`",
         ),
         (
             {
@@ -282,7 +285,7 @@ def test_to_record_returns_fresh_plain_json() -> None:
                 "time": 1.0,
                 "data": {"kind": "text", "delta": 7},
             },
-            "assistant/chunk: delta must be a str, got 7",
+            "assistant/chunk: Expected `str`, got `int` - at `\\$.delta`",
         ),
         (
             {
@@ -291,7 +294,7 @@ def test_to_record_returns_fresh_plain_json() -> None:
                 "time": 1.0,
                 "data": {"kind": "text", "delta": "", "x": 1},
             },
-            "unexpected field\\(s\\) x",
+            "unknown field `x`",
         ),
         (
             {"type": "turn/start", "seq": 0, "time": float("nan"), "data": {"turn": 1}},
@@ -397,7 +400,9 @@ def test_events_read_back_the_same_whichever_way_they_were_made(payload: EventPa
 
 def test_from_record_errors_name_the_seq_of_a_well_placed_record() -> None:
     chunk = {"type": "assistant/chunk", "seq": 9, "time": 1.0, "data": {"kind": "text"}}
-    with pytest.raises(EventFormatError, match=r"^seq 9: assistant/chunk: missing field"):
+    with pytest.raises(
+        EventFormatError, match=r"^seq 9: assistant/chunk: Object missing required field `delta`"
+    ):
         Event.from_record(chunk)
     unknown = {"type": "x/y", "seq": 3, "time": 1.0, "data": {}}
     with pytest.raises(UnknownEventTypeError, match=r"^seq 3: unknown event type 'x/y'"):

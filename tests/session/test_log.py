@@ -454,7 +454,9 @@ def test_restore_decodes_events_built_without_a_payload() -> None:
     restored = Session.restore(HEADER, [Event("turn/start", 0, 1.0, {"turn": 1})])
     assert restored.events[0].payload == TurnStart(1)
     assert restored.open_turn == 1
-    with pytest.raises(EventFormatError, match="seq 0: turn/start: missing field"):
+    with pytest.raises(
+        EventFormatError, match="seq 0: turn/start: Object missing required field `turn`"
+    ):
         Session.restore(HEADER, [Event("turn/start", 0, 1.0, {})])
 
 

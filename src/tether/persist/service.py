@@ -41,8 +41,8 @@ from tether.persist.writer import WriteBehind
 from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session.errors import SessionError
-from tether.session.events import Event
 from tether.session.log import Session, SessionHeader
+from tether.session.registry import DEFAULT_REGISTRY
 from tether.session.repair import repair
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 
@@ -204,13 +204,12 @@ class Persistence:
 
 
 def _decode(session_id: str, stored: StoredLog) -> Session:
-    # Decoding allocates many small containers holding no cycles; pausing the
-    # collector meanwhile avoids full collections that walk them all.
+    # Decoding allocates an event per record, holding no cycles; pausing the
+    # collector meanwhile avoids collections that walk them all.
     with collector_paused():
         try:
             header = SessionHeader.from_record(stored.header)
-            events = [Event.from_record(record) for record in stored.events]
-            return Session.restore(header, events)
+            return Session.restore(header, DEFAULT_REGISTRY.decode_stored(stored.events))
         except SessionError as exc:
             raise type(exc)(f"session {session_id!r}: {exc}") from exc
 

@@ -212,7 +212,9 @@ class WriteBehind:
         return self._backend.next_seq(session_id)
 
     def _store(self, session: Session, events: Sequence[Event]) -> None:
-        self._backend.write(session.header.to_record(), [event.to_record() for event in events])
+        self._backend.write(
+            session.header.to_record(), [event.to_stored_record() for event in events]
+        )
 
     def _settle(self, track: _Track) -> None:
         durable = track.durable or 0

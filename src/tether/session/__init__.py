@@ -18,10 +18,11 @@ from tether.session.errors import (
     SessionInvariantError,
     UnknownEventTypeError,
 )
-from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
+from tether.session.events import Event
 from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Lineage, Observer, Session, SessionEvents, SessionHeader
 from tether.session.receipt import Stopped, ToolStopped
+from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
 from tether.session.structure import PendingToolCall
 from tether.session.vocabulary import (
@@ -34,6 +35,7 @@ from tether.session.vocabulary import (
     Completed,
     Errored,
     EventPayload,
+    EventStruct,
     InboxOp,
     InboxQueue,
     InboxSpliced,
@@ -64,6 +66,7 @@ __all__ = [
     "EventFormatError",
     "EventPayload",
     "EventRegistry",
+    "EventStruct",
     "EventTypeConflictError",
     "HeaderFormatError",
     "InboxOp",

@@ -17,7 +17,8 @@ from tether.session.errors import (
     ReentrantAppendError,
     SessionInvariantError,
 )
-from tether.session.events import DEFAULT_REGISTRY, Event, EventRegistry
+from tether.session.events import Event
+from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.structure import PendingToolCall, Structure
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
 
@@ -270,15 +271,20 @@ class Session:
         registry = session._registry
         structure = session._structure
         stored = session._events
+        payload_class = registry.payload_class
         for expected, given in enumerate(events):
             if given.seq != expected:
                 raise SessionInvariantError(
                     f"expected seq {expected}: seqs are contiguous from 0", seq=given.seq
                 )
-            try:
-                event = registry.decode_event(given)
-            except EventFormatError as error:
-                raise type(error)(f"seq {given.seq}: {error}") from error
+            # Events decoded by this registry already carry their class.
+            if type(given.payload) is payload_class(given.type):
+                event = given
+            else:
+                try:
+                    event = registry.decode_event(given)
+                except EventFormatError as error:
+                    raise type(error)(f"seq {given.seq}: {error}") from error
             try:
                 structure.advance(event)
             except SessionInvariantError as error:

@@ -20,21 +20,20 @@ holding a receipt loads without the plugin that wrote it.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import ClassVar, Literal, Self, get_args
+from typing import ClassVar, Literal, get_args
+
+import msgspec
 
 from tether.session.errors import EventFormatError
-from tether.session.vocabulary import EventPayload
+from tether.session.fields import check_seconds
+from tether.session.vocabulary import EventStruct
 
 StoppedKind = Literal["call", "task"]
 _KINDS: tuple[str, ...] = get_args(StoppedKind)
 _TYPE = "tool/stopped"
 
 
-@dataclass(frozen=True, slots=True)
-class Stopped:
+class Stopped(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One command a stop reached."""
 
     kind: StoppedKind
@@ -61,48 +60,13 @@ class Stopped:
             raise EventFormatError(
                 f"{where}: exit_signal must be a string, got {self.exit_signal!r}"
             )
-        seconds = self.seconds
-        if seconds is not None and not (
-            isinstance(seconds, int | float)
-            and not isinstance(seconds, bool)
-            and 0 <= seconds < math.inf
-        ):
-            raise EventFormatError(f"{where}: seconds must be a number >= 0, got {seconds!r}")
-
-    def to_data(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "id": self.id,
-            "pgid": self.pgid,
-            "signals": list(self.signals),
-            "exit_code": self.exit_code,
-            "exit_signal": self.exit_signal,
-            "seconds": None if self.seconds is None else float(self.seconds),
-        }
-
-    @classmethod
-    def from_data(cls, data: object) -> Stopped:
-        if not isinstance(data, Mapping):
-            raise EventFormatError(f"{_TYPE}: an entry must be an object, got {data!r}")
-        try:
-            signals = data["signals"]
-            if not isinstance(signals, list | tuple):
-                raise EventFormatError(f"{_TYPE} entry: signals must be a list, got {signals!r}")
-            return cls(
-                kind=data["kind"],
-                id=data["id"],
-                pgid=data["pgid"],
-                signals=tuple(signals),
-                exit_code=data["exit_code"],
-                exit_signal=data["exit_signal"],
-                seconds=data["seconds"],
+        if self.seconds is not None:
+            msgspec.structs.force_setattr(
+                self, "seconds", check_seconds(where, "seconds", self.seconds)
             )
-        except KeyError as exc:
-            raise EventFormatError(f"{_TYPE} entry: missing field {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolStopped(EventPayload):
+class ToolStopped(EventStruct, frozen=True):
     """The receipt of one stop (see the module docstring)."""
 
     type: ClassVar[str] = _TYPE
@@ -120,27 +84,6 @@ class ToolStopped(EventPayload):
             isinstance(entry, Stopped) for entry in self.stopped
         ):
             raise EventFormatError(f"{_TYPE}: stopped must be a tuple of entries")
-
-    def to_data(self) -> dict[str, object]:
-        return {
-            "turn": self.turn,
-            "cause": self.cause,
-            "stopped": [entry.to_data() for entry in self.stopped],
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        try:
-            entries = data["stopped"]
-            if not isinstance(entries, list | tuple):
-                raise EventFormatError(f"{_TYPE}: stopped must be a list, got {entries!r}")
-            return cls(
-                turn=data["turn"],  # type: ignore[arg-type]
-                cause=data["cause"],  # type: ignore[arg-type]
-                stopped=tuple(Stopped.from_data(entry) for entry in entries),
-            )
-        except KeyError as exc:
-            raise EventFormatError(f"{_TYPE}: missing field {exc}") from None
 
 
 def _int(value: object) -> bool:

@@ -1,10 +1,17 @@
-"""The event vocabulary: the `EventPayload` base class and the built-in payloads.
+"""The event vocabulary: the payload base classes and the built-in payloads.
 
-Code writes and reads session events through typed payloads: frozen
-dataclasses whose class-level ``type`` names the stored event type and whose
-``to_data``/``from_data`` convert to and from the stored ``data``. Payloads
-check their fields on construction (raising `EventFormatError`), so a payload
-that exists can be stored and read back.
+Code writes and reads session events through typed payloads whose class-level
+``type`` names the stored event type. Each built-in payload is one
+`EventStruct` (a frozen msgspec ``Struct``): its fields are its stored
+``data``, so the class is the single definition of the event's shape, and a
+stored record decodes straight into it, type-checked in C. Payloads also
+check their fields on construction (raising `EventFormatError`, see
+`tether.session.fields`), so a payload that exists can be stored and read
+back.
+
+Plugins define their types the same way, by subclassing `EventStruct`. The
+older style, an `EventPayload` subclass with hand-written ``to_data`` and
+``from_data``, keeps working.
 
 Stored formats are extended, never changed: a new need is a new event type
 (registered by a plugin), not a new meaning for an old field.
@@ -12,11 +19,11 @@ Stored formats are extended, never changed: a new need is a new event type
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
-from types import MappingProxyType
-from typing import Any, ClassVar, Literal, Self, TypeVar, cast, get_args
+import builtins
+from collections.abc import Mapping
+from typing import ClassVar, Literal, Self, cast, get_args
+
+import msgspec
 
 from tether.content import (
     AssistantBlock,
@@ -26,8 +33,20 @@ from tether.content import (
     ToolCallBlock,
     UserBlock,
 )
-from tether.frozen import FrozenMapping, NotJsonError, freeze_mapping
+from tether.frozen import thaw
 from tether.session.errors import EventFormatError
+from tether.session.fields import (
+    as_tuple,
+    bad_field,
+    check_bool,
+    check_choice,
+    check_id,
+    check_ordinal,
+    check_seconds,
+    check_str,
+    freeze_data,
+    frozen_usage,
+)
 
 __all__ = [
     "BUILTIN_PAYLOADS",
@@ -39,6 +58,7 @@ __all__ = [
     "Completed",
     "Errored",
     "EventPayload",
+    "EventStruct",
     "InboxOp",
     "InboxQueue",
     "InboxSpliced",
@@ -53,16 +73,21 @@ __all__ = [
     "TurnEndReason",
     "TurnStart",
     "UserMessageEvent",
+    "encode_data",
 ]
+
+_set = msgspec.structs.force_setattr
 
 
 class EventPayload:
     """Base class of typed event payloads.
 
-    A subclass is a frozen dataclass that sets the class variable ``type`` (the
-    stored type name, such as ``"llm/retry"``) and implements ``to_data`` and
-    ``from_data``, with ``cls.from_data(payload.to_data()) == payload``.
-    Register it with an `EventRegistry` to append and load it.
+    A subclass sets the class variable ``type`` (the stored type name, such
+    as ``"llm/retry"``) and converts to and from the stored ``data`` with
+    ``to_data`` and ``from_data``, with ``cls.from_data(payload.to_data()) ==
+    payload``. `EventStruct` implements both from its fields; a plain
+    subclass (a frozen dataclass, say) writes them by hand. Register it with
+    an `EventRegistry` to append and load it.
     """
 
     __slots__ = ()
@@ -87,188 +112,83 @@ class EventPayload:
         raise NotImplementedError
 
 
-# Built-in payloads build their data fresh, with every nested object already a
-# read-only mapping and every array a tuple, so storing it needs no deep copy:
-# that keeps appends cheap. Their ``from_data`` accepts plain or frozen data and
-# keeps no reference to anything mutable in it.
+def _plain(value: object) -> object:
+    # Payloads hold read-only mappings; msgspec encodes what they copy.
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise NotImplementedError(f"cannot encode {value!r}")
 
 
-# -- field checks -------------------------------------------------------------
+_ENCODER = msgspec.json.Encoder(enc_hook=_plain)
+_PLAIN = msgspec.json.Decoder(dict[str, object])
+
+encode_data = _ENCODER.encode
+"""Encode payloads and frozen data as compact JSON (read-only mappings as
+objects). Raises ``UnicodeEncodeError`` for a lone surrogate."""
 
 
-def freeze_data(value: object, *, where: str) -> FrozenMapping:
-    """:func:`~tether.frozen.freeze_mapping` for event data.
+class EventStruct(msgspec.Struct, EventPayload, frozen=True, forbid_unknown_fields=True):
+    """A payload whose fields are its stored data: the codec's unit.
 
-    Raises:
-        EventFormatError: ``value`` is not JSON-shaped (the message names the path).
+    A subclass declares its fields as a frozen msgspec ``Struct`` does; the
+    registry decodes stored data straight into it, checking every field's
+    type (and rejecting unknown fields) in one pass. msgspec does not check
+    types on construction, so a subclass whose fields need it checks them in
+    ``__post_init__``, which also runs after a decode.
+
+    A payload whose stored shape is not its fields names that shape in
+    `stored_type` and converts with `stored` and `from_stored`.
     """
-    try:
-        return freeze_mapping(value, where=where)
-    except NotJsonError as exc:
-        raise EventFormatError(str(exc)) from None
+
+    @classmethod
+    def stored_type(cls) -> type:
+        """The type stored data decodes into (by default the class itself)."""
+        return cls
+
+    @classmethod
+    def from_stored(cls, value: object) -> Self:
+        """The payload for ``value``, decoded as `stored_type`."""
+        return cast(Self, value)
+
+    def stored(self) -> object:
+        """What is encoded as this payload's data (by default the payload)."""
+        return self
+
+    def to_data(self) -> dict[str, object]:
+        # Through JSON and back, in C: plain dicts and lists, as stored.
+        try:
+            return _PLAIN.decode(_ENCODER.encode(self.stored()))
+        except UnicodeEncodeError:
+            # Text holding a lone surrogate, which UTF-8 JSON cannot carry
+            # (backends store it mended): built in Python instead.
+            built = msgspec.to_builtins(self.stored(), enc_hook=_plain)
+            return cast(dict[str, object], thaw(built))
+
+    def to_json(self) -> bytes:
+        """This payload's data as compact JSON, the form it is stored in."""
+        return _ENCODER.encode(self.stored())
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, object]) -> Self:
+        try:
+            value: object = msgspec.convert(thaw(data), cls.stored_type())
+        except msgspec.ValidationError as error:
+            raise format_error(cls.type, error) from None
+        return cls.from_stored(value)
 
 
-def _bad(type_name: str, name: str, expected: str, value: object) -> EventFormatError:
-    return EventFormatError(f"{type_name}: {name} must be {expected}, got {value!r}")
-
-
-def _check_str(type_name: str, name: str, value: object) -> None:
-    if not isinstance(value, str):
-        raise _bad(type_name, name, "a str", value)
-
-
-def _check_id(type_name: str, name: str, value: object) -> None:
-    if not isinstance(value, str) or not value:
-        raise _bad(type_name, name, "a non-empty str", value)
-
-
-def _check_bool(type_name: str, name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise _bad(type_name, name, "a bool", value)
-
-
-def _check_ordinal(type_name: str, name: str, value: object) -> None:
-    # bool is an int subclass; True must not pass for turn 1.
-    if type(value) is not int or value < 1:
-        raise _bad(type_name, name, "an int >= 1", value)
-
-
-def _check_choice(type_name: str, name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise _bad(type_name, name, " or ".join(repr(choice) for choice in choices), value)
-
-
-def _as_tuple(type_name: str, name: str, value: object) -> tuple[object, ...]:
-    if type(value) is tuple:
-        return value
-    # A str is iterable, but taking one for a sequence of entries is never right.
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-        raise _bad(type_name, name, "a sequence", value)
-    return tuple(value)
-
-
-def _array(type_name: str, name: str, value: object) -> tuple[object, ...] | list[object]:
-    if not isinstance(value, tuple | list):
-        raise _bad(type_name, name, "an array", value)
-    return value
-
-
-# What stored objects arrive as: plain dicts from records, read-only mappings
-# from frozen data. The concrete types come first, so they match without the
-# slower check against the abstract class.
-_JSON_OBJECT = (dict, MappingProxyType, Mapping)
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """The fields a stored object must (and may) have."""
-
-    owner: str
-    required: frozenset[str]
-    optional: frozenset[str] = frozenset()
-
-    def check(self, data: object) -> Mapping[str, Any]:
-        """Return ``data`` as a mapping, or raise `EventFormatError` naming
-        the missing or unexpected fields.
-
-        The values are unchecked (hence ``Any``): the payload constructors
-        that receive them check their types.
-        """
-        # Stored data is nearly always a plain dict with exactly the required
-        # fields: one comparison settles that.
-        if type(data) is dict and data.keys() == self.required:
-            return data
-        if not isinstance(data, _JSON_OBJECT):
-            raise EventFormatError(f"{self.owner}: expected an object, got {data!r}")
-        keys = data.keys()
-        if keys == self.required:
-            return data
-        missing = self.required - keys
-        if missing:
-            raise EventFormatError(f"{self.owner}: missing field(s) {', '.join(sorted(missing))}")
-        unexpected = keys - self.required - self.optional
-        if unexpected:
-            names = ", ".join(sorted(map(str, unexpected)))
-            raise EventFormatError(f"{self.owner}: unexpected field(s) {names}")
-        return data
-
-
-def _shape(owner: str, *required: str, optional: Iterable[str] = ()) -> _Shape:
-    return _Shape(owner, frozenset(required), frozenset(optional))
-
-
-# -- content blocks -------------------------------------------------------------
-
-_B = TypeVar("_B")
-
-_USER_BLOCKS: tuple[type[UserBlock], ...] = (TextBlock, ImageRef)
-_ASSISTANT_BLOCKS: tuple[type[AssistantBlock], ...] = (TextBlock, ReasoningBlock, ToolCallBlock)
-
-_BLOCK_SHAPES = {
-    "text": _shape("text block", "type", "text"),
-    "image": _shape("image block", "type", "url", optional=["mime_type"]),
-    "reasoning": _shape("reasoning block", "type", "text", optional=["signature"]),
-    "tool_call": _shape("tool_call block", "type", "id", "name", "arguments"),
-}
-
-
-def _block_to_data(block: UserBlock | AssistantBlock) -> FrozenMapping:
-    if isinstance(block, TextBlock):
-        data: dict[str, object] = {"type": "text", "text": block.text}
-    elif isinstance(block, ToolCallBlock):
-        # Payloads hold tool-call arguments frozen already.
-        data = {
-            "type": "tool_call",
-            "id": block.id,
-            "name": block.name,
-            "arguments": block.arguments,
-        }
-    elif isinstance(block, ReasoningBlock):
-        data = {"type": "reasoning", "text": block.text, "signature": block.signature}
-    else:
-        data = {"type": "image", "url": block.url, "mime_type": block.mime_type}
-    return MappingProxyType(data)
-
-
-def _block_from_data(type_name: str, item: object) -> UserBlock | AssistantBlock:
-    tag = item.get("type") if isinstance(item, _JSON_OBJECT) else None
-    shape = _BLOCK_SHAPES.get(tag) if isinstance(tag, str) else None
-    if shape is None:
-        raise EventFormatError(f"{type_name}: content entry is not a known block: {item!r}")
-    data = shape.check(item)
-    try:
-        if tag == "text":
-            return TextBlock(data["text"])
-        if tag == "tool_call":
-            return ToolCallBlock(data["id"], data["name"], data["arguments"])
-        if tag == "reasoning":
-            return ReasoningBlock(data["text"], data.get("signature"))
-        return ImageRef(data["url"], data.get("mime_type"))
-    except TypeError as error:
-        raise EventFormatError(f"{type_name}: {error}") from None
-
-
-def _content(type_name: str, value: object, allowed: tuple[type[_B], ...]) -> tuple[_B, ...]:
-    blocks = _as_tuple(type_name, "content", value)
-    for block in blocks:
-        if not isinstance(block, allowed):
-            names = ", ".join(kind.__name__ for kind in allowed)
-            raise _bad(type_name, "content entries", f"one of {names}", block)
-    return cast(tuple[_B, ...], blocks)
-
-
-def _content_from_data(type_name: str, value: object) -> tuple[Any, ...]:
-    # Typed loosely: the payload constructor checks which blocks it allows.
-    return tuple(_block_from_data(type_name, item) for item in _array(type_name, "content", value))
+def format_error(type_name: str, error: msgspec.ValidationError) -> EventFormatError:
+    """The `EventFormatError` for stored data of ``type_name`` that failed to decode."""
+    message = str(error)
+    if message.startswith(f"{type_name}:"):
+        return EventFormatError(message)
+    return EventFormatError(f"{type_name}: {message}")
 
 
 # -- turns and steps ------------------------------------------------------------
 
-_TURN_START = _shape("turn/start", "turn")
 
-
-@dataclass(frozen=True, slots=True)
-class TurnStart(EventPayload):
+class TurnStart(EventStruct, frozen=True):
     """A turn opens. Turns are numbered 1, 2, … per session and never nest."""
 
     type: ClassVar[str] = "turn/start"
@@ -276,26 +196,16 @@ class TurnStart(EventPayload):
     turn: int
 
     def __post_init__(self) -> None:
-        _check_ordinal(self.type, "turn", self.turn)
-
-    def to_data(self) -> dict[str, object]:
-        return {"turn": self.turn}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _TURN_START.check(data)
-        return cls(stored["turn"])
+        check_ordinal(self.type, "turn", self.turn)
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
+class Completed(msgspec.Struct, frozen=True, tag_field="kind", tag="completed"):
     """The turn finished: nothing more was owed."""
 
     kind: ClassVar[str] = "completed"
 
 
-@dataclass(frozen=True, slots=True)
-class Aborted:
+class Aborted(msgspec.Struct, frozen=True, tag_field="kind", tag="aborted"):
     """The turn was cancelled; ``cause`` is the cancel cause (``user``,
     ``parent``, ``disposed``, …)."""
 
@@ -304,11 +214,10 @@ class Aborted:
     cause: str
 
     def __post_init__(self) -> None:
-        _check_id("turn/end", "reason cause", self.cause)
+        check_id("turn/end", "reason cause", self.cause)
 
 
-@dataclass(frozen=True, slots=True)
-class Blocked:
+class Blocked(msgspec.Struct, frozen=True, tag_field="kind", tag="blocked"):
     """The turn was refused: a hook would not let it go on, or the provider
     would not answer (the model declined, or its content filter stopped the
     answer)."""
@@ -316,8 +225,7 @@ class Blocked:
     kind: ClassVar[str] = "blocked"
 
 
-@dataclass(frozen=True, slots=True)
-class Errored:
+class Errored(msgspec.Struct, frozen=True, tag_field="kind", tag="error"):
     """The turn failed; ``error`` describes the failure."""
 
     kind: ClassVar[str] = "error"
@@ -325,18 +233,16 @@ class Errored:
     error: str
 
     def __post_init__(self) -> None:
-        _check_str("turn/end", "reason error", self.error)
+        check_str("turn/end", "reason error", self.error)
 
 
-@dataclass(frozen=True, slots=True)
-class MaxTokens:
+class MaxTokens(msgspec.Struct, frozen=True, tag_field="kind", tag="max-tokens"):
     """The model stopped at its output token limit."""
 
     kind: ClassVar[str] = "max-tokens"
 
 
-@dataclass(frozen=True, slots=True)
-class Interrupted:
+class Interrupted(msgspec.Struct, frozen=True, tag_field="kind", tag="interrupted"):
     """The process died mid-turn; written only by crash repair."""
 
     kind: ClassVar[str] = "interrupted"
@@ -347,41 +253,9 @@ TurnEndReason = Completed | Aborted | Blocked | Errored | MaxTokens | Interrupte
 and ``error`` for `Errored`."""
 
 _REASON_CLASSES: tuple[type[TurnEndReason], ...] = get_args(TurnEndReason)
-_REASONS = {reason.kind: reason for reason in _REASON_CLASSES}
-_REASON_SHAPES = {
-    reason.kind: _shape(
-        f"turn/end reason {reason.kind!r}", "kind", *(f.name for f in fields(reason))
-    )
-    for reason in _REASON_CLASSES
-}
 
 
-def _reason_to_data(reason: TurnEndReason) -> FrozenMapping:
-    if isinstance(reason, Aborted):
-        return MappingProxyType({"kind": reason.kind, "cause": reason.cause})
-    if isinstance(reason, Errored):
-        return MappingProxyType({"kind": reason.kind, "error": reason.error})
-    return MappingProxyType({"kind": reason.kind})
-
-
-def _reason_from_data(value: object) -> TurnEndReason:
-    kind = value.get("kind") if isinstance(value, Mapping) else None
-    if not isinstance(kind, str) or kind not in _REASONS:
-        raise _bad("turn/end", "reason", "an object with a known kind", value)
-    data = _REASON_SHAPES[kind].check(value)
-    # The constructors check the field types.
-    if kind == Aborted.kind:
-        return Aborted(data["cause"])
-    if kind == Errored.kind:
-        return Errored(data["error"])
-    return cast(Callable[[], TurnEndReason], _REASONS[kind])()
-
-
-_TURN_END = _shape("turn/end", "turn", "reason")
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEnd(EventPayload):
+class TurnEnd(EventStruct, frozen=True):
     """The open turn closes. Every turn that starts ends with exactly one."""
 
     type: ClassVar[str] = "turn/end"
@@ -390,52 +264,30 @@ class TurnEnd(EventPayload):
     reason: TurnEndReason
 
     def __post_init__(self) -> None:
-        _check_ordinal(self.type, "turn", self.turn)
+        check_ordinal(self.type, "turn", self.turn)
         if not isinstance(self.reason, _REASON_CLASSES):
-            raise _bad(self.type, "reason", "a TurnEndReason", self.reason)
-
-    def to_data(self) -> dict[str, object]:
-        return {"turn": self.turn, "reason": _reason_to_data(self.reason)}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _TURN_END.check(data)
-        return cls(stored["turn"], _reason_from_data(stored["reason"]))
+            raise bad_field(self.type, "reason", "a TurnEndReason", self.reason)
 
 
-_STEP_SHAPES = {name: _shape(name, "turn", "step") for name in ("step/start", "step/end")}
-
-
-@dataclass(frozen=True, slots=True)
-class _StepBoundary(EventPayload):
+class _StepBoundary(EventStruct, frozen=True):
     """The shape `StepStart` and `StepEnd` share."""
 
     turn: int
     step: int
 
     def __post_init__(self) -> None:
-        _check_ordinal(self.type, "turn", self.turn)
-        _check_ordinal(self.type, "step", self.step)
-
-    def to_data(self) -> dict[str, object]:
-        return {"turn": self.turn, "step": self.step}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _STEP_SHAPES[cls.type].check(data)
-        return cls(stored["turn"], stored["step"])
+        check_ordinal(self.type, "turn", self.turn)
+        check_ordinal(self.type, "step", self.step)
 
 
-@dataclass(frozen=True, slots=True)
-class StepStart(_StepBoundary):
+class StepStart(_StepBoundary, frozen=True):
     """A step (one model request and the tools it called) opens inside ``turn``.
     Steps are numbered 1, 2, … per turn and never nest."""
 
     type: ClassVar[str] = "step/start"
 
 
-@dataclass(frozen=True, slots=True)
-class StepEnd(_StepBoundary):
+class StepEnd(_StepBoundary, frozen=True):
     """The open step closes."""
 
     type: ClassVar[str] = "step/end"
@@ -443,11 +295,20 @@ class StepEnd(_StepBoundary):
 
 # -- conversation ---------------------------------------------------------------
 
-_USER_MESSAGE = _shape("user/message", "id", "source", "content")
+_USER_BLOCKS: tuple[type[UserBlock], ...] = (TextBlock, ImageRef)
+_ASSISTANT_BLOCKS: tuple[type[AssistantBlock], ...] = (TextBlock, ReasoningBlock, ToolCallBlock)
 
 
-@dataclass(frozen=True, slots=True)
-class UserMessageEvent(EventPayload):
+def _content(type_name: str, value: object, allowed: tuple[type, ...]) -> tuple[object, ...]:
+    blocks = as_tuple(type_name, "content", value)
+    for block in blocks:
+        if not isinstance(block, allowed):
+            names = ", ".join(kind.__name__ for kind in allowed)
+            raise bad_field(type_name, "content entries", f"one of {names}", block)
+    return blocks
+
+
+class UserMessageEvent(EventStruct, frozen=True):
     """A user message enters the conversation (model-visible).
 
     ``id`` identifies the message across the inbox and the log; ``source`` says
@@ -461,31 +322,16 @@ class UserMessageEvent(EventPayload):
     content: tuple[UserBlock, ...]
 
     def __post_init__(self) -> None:
-        _check_id(self.type, "id", self.id)
-        _check_id(self.type, "source", self.source)
-        object.__setattr__(self, "content", _content(self.type, self.content, _USER_BLOCKS))
-
-    def to_data(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "source": self.source,
-            "content": tuple(_block_to_data(block) for block in self.content),
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _USER_MESSAGE.check(data)
-        content = _content_from_data(cls.type, stored["content"])
-        return cls(stored["id"], stored["source"], content)
+        check_id(self.type, "id", self.id)
+        check_id(self.type, "source", self.source)
+        _set(self, "content", _content(self.type, self.content, _USER_BLOCKS))
 
 
 ChunkKind = Literal["text", "reasoning"]
 _CHUNK_KINDS: tuple[str, ...] = get_args(ChunkKind)
-_CHUNK = _shape("assistant/chunk", "kind", "delta")
 
 
-@dataclass(frozen=True, slots=True)
-class AssistantChunk(EventPayload):
+class AssistantChunk(EventStruct, frozen=True, gc=False):
     """A piece of the answer as it streams. Not model-visible: the step's
     `AssistantMessageEvent` carries the complete content."""
 
@@ -495,23 +341,13 @@ class AssistantChunk(EventPayload):
     delta: str
 
     def __post_init__(self) -> None:
-        _check_choice(self.type, "kind", self.kind, _CHUNK_KINDS)
-        _check_str(self.type, "delta", self.delta)
-
-    def to_data(self) -> dict[str, object]:
-        return {"kind": self.kind, "delta": self.delta}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _CHUNK.check(data)
-        return cls(stored["kind"], stored["delta"])
+        # Most of a log is chunks: one test, and the culprit only on failure.
+        if self.kind not in _CHUNK_KINDS or type(self.delta) is not str:
+            check_choice(self.type, "kind", self.kind, _CHUNK_KINDS)
+            check_str(self.type, "delta", self.delta)
 
 
-_ASSISTANT_MESSAGE = _shape("assistant/message", "content", "finish", "interrupted", "usage")
-
-
-@dataclass(frozen=True, slots=True)
-class AssistantMessageEvent(EventPayload):
+class AssistantMessageEvent(EventStruct, frozen=True):
     """The model's complete answer for a step (model-visible).
 
     ``content`` may request tool calls, with ids unique within the message.
@@ -528,20 +364,23 @@ class AssistantMessageEvent(EventPayload):
     content: tuple[AssistantBlock, ...]
     finish: str
     interrupted: bool = False
-    # Mappings are unhashable; the other fields make hashing consistent.
-    usage: Mapping[str, int] | None = field(default=None, hash=False)
+    usage: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         content = _content(self.type, self.content, _ASSISTANT_BLOCKS)
         for block in content:
             if isinstance(block, ToolCallBlock):
-                content = self._freeze_tool_calls(content)
+                content = self._freeze_tool_calls(cast(tuple[AssistantBlock, ...], content))
                 break
-        object.__setattr__(self, "content", content)
-        _check_str(self.type, "finish", self.finish)
-        _check_bool(self.type, "interrupted", self.interrupted)
+        _set(self, "content", content)
+        check_str(self.type, "finish", self.finish)
+        check_bool(self.type, "interrupted", self.interrupted)
         if self.usage is not None:
-            object.__setattr__(self, "usage", self._frozen_usage(self.usage))
+            _set(self, "usage", frozen_usage(self.type, self.usage))
+
+    def __hash__(self) -> int:
+        # Mappings are unhashable; the other fields keep hashing consistent.
+        return hash((self.content, self.finish, self.interrupted))
 
     @property
     def text(self) -> str:
@@ -555,8 +394,8 @@ class AssistantMessageEvent(EventPayload):
             if not isinstance(block, ToolCallBlock):
                 blocks.append(block)
                 continue
-            _check_id(self.type, "tool call id", block.id)
-            _check_id(self.type, "tool call name", block.name)
+            check_id(self.type, "tool call id", block.id)
+            check_id(self.type, "tool call name", block.name)
             if block.id in seen:
                 raise EventFormatError(f"{self.type}: duplicate tool call id {block.id!r}")
             seen.add(block.id)
@@ -565,46 +404,16 @@ class AssistantMessageEvent(EventPayload):
             blocks.append(ToolCallBlock(block.id, block.name, arguments))
         return tuple(blocks)
 
-    def _frozen_usage(self, usage: object) -> FrozenMapping:
-        if not isinstance(usage, Mapping):
-            raise _bad(self.type, "usage", "a mapping of token counts", usage)
-        for name, count in usage.items():
-            if not isinstance(name, str) or type(count) is not int or count < 0:
-                raise _bad(self.type, f"usage[{name!r}]", "an int >= 0", count)
-        return MappingProxyType(dict(usage))
-
     @property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
         """The tool calls this answer requests, in order."""
         return tuple(block for block in self.content if isinstance(block, ToolCallBlock))
 
-    def to_data(self) -> dict[str, object]:
-        return {
-            "content": tuple(_block_to_data(block) for block in self.content),
-            "finish": self.finish,
-            "interrupted": self.interrupted,
-            "usage": self.usage,
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _ASSISTANT_MESSAGE.check(data)
-        return cls(
-            _content_from_data(cls.type, stored["content"]),
-            stored["finish"],
-            stored["interrupted"],
-            stored["usage"],
-        )
-
 
 # -- tools ------------------------------------------------------------------------
 
-_TOOL_CALL = _shape("tool/call", "id", "name", "arguments")
-_TOOL_RESULT = _shape("tool/result", "id", "name", "content", "is_error")
 
-
-@dataclass(frozen=True, slots=True)
-class ToolCallEvent(EventPayload):
+class ToolCallEvent(EventStruct, frozen=True):
     """A requested tool call starts executing, with the arguments it runs with.
 
     Not model-visible: it tells crash repair that the call may have had
@@ -615,26 +424,20 @@ class ToolCallEvent(EventPayload):
 
     id: str
     name: str
-    # Mappings are unhashable; the other fields make hashing consistent.
-    arguments: Mapping[str, object] = field(hash=False)
+    arguments: Mapping[str, object]
 
     def __post_init__(self) -> None:
-        _check_id(self.type, "id", self.id)
-        _check_id(self.type, "name", self.name)
+        check_id(self.type, "id", self.id)
+        check_id(self.type, "name", self.name)
         where = f"{self.type}: arguments"
-        object.__setattr__(self, "arguments", freeze_data(self.arguments, where=where))
+        _set(self, "arguments", freeze_data(self.arguments, where=where))
 
-    def to_data(self) -> dict[str, object]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _TOOL_CALL.check(data)
-        return cls(stored["id"], stored["name"], stored["arguments"])
+    def __hash__(self) -> int:
+        # Mappings are unhashable; the other fields keep hashing consistent.
+        return hash((self.id, self.name))
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResultEvent(EventPayload):
+class ToolResultEvent(EventStruct, frozen=True):
     """The result of a requested tool call (model-visible)."""
 
     type: ClassVar[str] = "tool/result"
@@ -645,23 +448,10 @@ class ToolResultEvent(EventPayload):
     is_error: bool
 
     def __post_init__(self) -> None:
-        _check_id(self.type, "id", self.id)
-        _check_id(self.type, "name", self.name)
-        _check_str(self.type, "content", self.content)
-        _check_bool(self.type, "is_error", self.is_error)
-
-    def to_data(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "content": self.content,
-            "is_error": self.is_error,
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _TOOL_RESULT.check(data)
-        return cls(stored["id"], stored["name"], stored["content"], stored["is_error"])
+        check_id(self.type, "id", self.id)
+        check_id(self.type, "name", self.name)
+        check_str(self.type, "content", self.content)
+        check_bool(self.type, "is_error", self.is_error)
 
 
 # -- inbox --------------------------------------------------------------------------
@@ -670,12 +460,26 @@ InboxQueue = Literal["queued", "steering"]
 InboxOp = Literal["insert", "claim", "cancel", "discard"]
 _INBOX_QUEUES: tuple[str, ...] = get_args(InboxQueue)
 _INBOX_OPS: tuple[str, ...] = get_args(InboxOp)
-_INBOX_SPLICED = _shape("agent/inbox/spliced", "queue", "op", "messages")
-_INBOX_REF = _shape("agent/inbox/spliced entry", "id")
+_SPLICED = "agent/inbox/spliced"
 
 
-@dataclass(frozen=True, slots=True)
-class InboxSpliced(EventPayload):
+class _SplicedEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One stored entry of a splice: a whole message for ``insert``, else ``{id}``."""
+
+    id: str
+    source: str | None = None
+    content: tuple[UserBlock, ...] | None = None
+
+
+class _SplicedData(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The stored shape of `InboxSpliced`."""
+
+    queue: InboxQueue
+    op: InboxOp
+    messages: tuple[_SplicedEntry, ...]
+
+
+class InboxSpliced(EventStruct, frozen=True):
     """One change to an agent's inbox, logged before it takes effect.
 
     ``insert`` appends ``messages`` to the tail of ``queue``. ``claim`` (the
@@ -689,7 +493,7 @@ class InboxSpliced(EventPayload):
     otherwise.
     """
 
-    type: ClassVar[str] = "agent/inbox/spliced"
+    type: ClassVar[str] = _SPLICED
 
     queue: InboxQueue
     op: InboxOp
@@ -697,23 +501,23 @@ class InboxSpliced(EventPayload):
     ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _check_choice(self.type, "queue", self.queue, _INBOX_QUEUES)
-        _check_choice(self.type, "op", self.op, _INBOX_OPS)
-        messages = _as_tuple(self.type, "messages", self.messages)
-        ids = _as_tuple(self.type, "ids", self.ids)
+        check_choice(self.type, "queue", self.queue, _INBOX_QUEUES)
+        check_choice(self.type, "op", self.op, _INBOX_OPS)
+        messages = as_tuple(self.type, "messages", self.messages)
+        ids = as_tuple(self.type, "ids", self.ids)
         if self.op == "insert":
             if ids:
                 raise EventFormatError(f"{self.type}: insert carries messages, not ids")
             for message in messages:
                 if not isinstance(message, UserMessageEvent):
-                    raise _bad(self.type, "messages entries", "UserMessageEvent", message)
+                    raise bad_field(self.type, "messages entries", "UserMessageEvent", message)
         else:
             if messages:
                 raise EventFormatError(f"{self.type}: {self.op} carries ids, not messages")
             for message_id in ids:
-                _check_id(self.type, "ids entries", message_id)
-        object.__setattr__(self, "messages", messages)
-        object.__setattr__(self, "ids", ids)
+                check_id(self.type, "ids entries", message_id)
+        _set(self, "messages", messages)
+        _set(self, "ids", ids)
         named = self.message_ids
         if len(set(named)) != len(named):
             raise EventFormatError(f"{self.type}: a message id appears twice in {named!r}")
@@ -725,33 +529,40 @@ class InboxSpliced(EventPayload):
             return tuple(message.id for message in self.messages)
         return self.ids
 
-    def to_data(self) -> dict[str, object]:
-        if self.op == "insert":
-            entries = tuple(MappingProxyType(message.to_data()) for message in self.messages)
-        else:
-            entries = tuple(MappingProxyType({"id": message_id}) for message_id in self.ids)
-        return {"queue": self.queue, "op": self.op, "messages": entries}
+    @classmethod
+    def stored_type(cls) -> builtins.type:
+        return _SplicedData
 
     @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        stored = _INBOX_SPLICED.check(data)
-        queue, op = stored["queue"], stored["op"]
-        # The op decides how to read the entries, so it is checked first.
-        _check_choice(cls.type, "op", op, _INBOX_OPS)
-        entries = _array(cls.type, "messages", stored["messages"])
-        if op != "insert":
-            return cls(queue, op, ids=tuple(_INBOX_REF.check(e)["id"] for e in entries))
+    def from_stored(cls, value: object) -> Self:
+        stored = cast(_SplicedData, value)
+        if stored.op != "insert":
+            for entry in stored.messages:
+                if entry.source is not None or entry.content is not None:
+                    raise EventFormatError(f"{cls.type}: {stored.op} entries carry only an id")
+            return cls(stored.queue, stored.op, ids=tuple(e.id for e in stored.messages))
         try:
-            messages = tuple(
-                UserMessageEvent.from_data(cast(Mapping[str, object], e)) for e in entries
-            )
+            messages = tuple(_inserted(entry) for entry in stored.messages)
         except EventFormatError as error:
             raise EventFormatError(f"{cls.type}: inserted message: {error}") from None
-        return cls(queue, op, messages=messages)
+        return cls(stored.queue, stored.op, messages=messages)
+
+    def stored(self) -> object:
+        if self.op == "insert":
+            entries = tuple(_SplicedEntry(m.id, m.source, m.content) for m in self.messages)
+        else:
+            entries = tuple(_SplicedEntry(message_id) for message_id in self.ids)
+        return _SplicedData(self.queue, self.op, entries)
 
 
-@dataclass(frozen=True, slots=True)
-class RetryEvent(EventPayload):
+def _inserted(entry: _SplicedEntry) -> UserMessageEvent:
+    if entry.source is None or entry.content is None:
+        missing = "source" if entry.source is None else "content"
+        raise EventFormatError(f"user/message: Object missing required field `{missing}`")
+    return UserMessageEvent(entry.id, entry.source, entry.content)
+
+
+class RetryEvent(EventStruct, frozen=True):
     """A failed model request that is retried: ``llm/retry``.
 
     The loop appends it at the attempt boundary: the chunks of the step
@@ -773,45 +584,15 @@ class RetryEvent(EventPayload):
     retry_after: float | None = None
 
     def __post_init__(self) -> None:
-        if type(self.attempt) is not int or self.attempt < 1:
-            raise EventFormatError(f"llm/retry: attempt must be an int >= 1, got {self.attempt!r}")
+        check_ordinal(self.type, "attempt", self.attempt)
         if not isinstance(self.code, str | None) or not isinstance(self.error, str):
             raise EventFormatError(f"llm/retry: bad code or error: {self.code!r}, {self.error!r}")
-        if not _seconds(self.delay):
-            raise EventFormatError(f"llm/retry: delay must be a number >= 0, got {self.delay!r}")
-        if self.retry_after is not None and not _seconds(self.retry_after):
-            raise EventFormatError(
-                f"llm/retry: retry_after must be a number >= 0, got {self.retry_after!r}"
-            )
-
-    def to_data(self) -> dict[str, object]:
-        return {
-            "attempt": self.attempt,
-            "code": self.code,
-            "error": self.error,
-            "delay": float(self.delay),
-            "retry_after": None if self.retry_after is None else float(self.retry_after),
-        }
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, object]) -> Self:
-        try:
-            return cls(
-                attempt=data["attempt"],  # type: ignore[arg-type]
-                code=data["code"],  # type: ignore[arg-type]
-                error=data["error"],  # type: ignore[arg-type]
-                delay=data["delay"],  # type: ignore[arg-type]
-                retry_after=data.get("retry_after"),  # type: ignore[arg-type]
-            )
-        except KeyError as exc:
-            raise EventFormatError(f"llm/retry: missing field {exc}") from None
+        _set(self, "delay", check_seconds(self.type, "delay", self.delay))
+        if self.retry_after is not None:
+            _set(self, "retry_after", check_seconds(self.type, "retry_after", self.retry_after))
 
 
-def _seconds(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf
-
-
-BUILTIN_PAYLOADS: tuple[type[EventPayload], ...] = (
+BUILTIN_PAYLOADS: tuple[type[EventStruct], ...] = (
     TurnStart,
     TurnEnd,
     StepStart,

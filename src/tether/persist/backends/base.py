@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tether.persist.backends.lease import Lease
-from tether.persist.backends.records import EventRecord, HeaderRecord
+from tether.persist.backends.records import HeaderRecord
+from tether.session.stored import StoredEvent
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,12 @@ class TornTail:
 
 @dataclass(frozen=True)
 class StoredLog:
-    """A session log as loaded: the caller owns the dicts and may keep them."""
+    """A session log as loaded: the header as a fresh dict, and each event
+    decoded once into a `StoredEvent` (its data raw JSON, for the session
+    layer to decode into its payload)."""
 
     header: HeaderRecord
-    events: list[EventRecord]
+    events: list[StoredEvent]
     repaired_tail: TornTail | None = None
 
 
@@ -111,7 +114,10 @@ class LogBackend(Protocol):
         atomically: both become visible together or not at all. It may be
         empty: a session created and not yet used is stored as its header.
         Later writes append, and their header is only used for its id. An
-        empty batch for a stored session does nothing.
+        empty batch for a stored session does nothing. An event's ``data``
+        is a mapping, or its JSON object already encoded as a
+        ``msgspec.Raw`` (what the writer hands over), stored as it is once
+        checked.
 
         Raises:
             InvalidRecordError: the header (first write) or an event does not
@@ -124,6 +130,9 @@ class LogBackend(Protocol):
 
     def load(self, session_id: str) -> StoredLog:
         """Read a whole session log, validated.
+
+        Each event is decoded once, its data checked to be a well-formed JSON
+        object and left raw (see :class:`StoredLog`).
 
         Loading never writes (it works on read-only storage). A torn last line
         (a crash during an append) is left out and reported in

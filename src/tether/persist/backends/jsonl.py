@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tether.persist.backends.base import SessionSummary, StoredLog, TornTail, newest_first
-from tether.persist.backends.bulk import BadRecordError, check_events, decode_lines
+from tether.persist.backends.bulk import BadRecordError, decode_event_lines_of
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -53,12 +53,14 @@ from tether.persist.backends.records import (
     HeaderRecord,
     check_continues,
     encode_json,
+    encode_record,
     parse_batch,
     parse_header,
     validate_session_id,
 )
 from tether.persist.backends.summary import Activity, title_of
 from tether.persist.location import private_dir
+from tether.session.stored import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +379,7 @@ class _Layout:
     header_end: int
     end: int
     size: int
-    last_event: EventRecord | None
+    last_event: StoredEvent | None
 
     @property
     def torn(self) -> bool:
@@ -385,7 +387,7 @@ class _Layout:
 
     @property
     def next_seq(self) -> int:
-        return 0 if self.last_event is None else self.last_event["seq"] + 1
+        return 0 if self.last_event is None else self.last_event.seq + 1
 
 
 class _SessionFile:
@@ -454,7 +456,7 @@ class _SessionFile:
                 # file system may keep a write's last block but not an earlier
                 # one, leaving zeros inside the line.
                 end = start
-        last_event: EventRecord | None = None
+        last_event: StoredEvent | None = None
         if end > header_end:
             start = self._rfind_newline(end - 1) + 1
             try:
@@ -463,7 +465,7 @@ class _SessionFile:
                 raise self._corrupt(self._line_number(start), exc.reason) from None
         return _Layout(header, header_end, end, self.size, last_event)
 
-    def parse_events(self, start: int, end: int) -> builtins.list[EventRecord]:
+    def parse_events(self, start: int, end: int) -> builtins.list[StoredEvent]:
         """Parse and validate the event lines in ``[start, end)``, which begin at seq 0.
 
         Raises:
@@ -496,9 +498,9 @@ class _SessionFile:
                 [message] = _parse_lines(window[found + 1 : line_end], None)
             except BadRecordError as exc:
                 raise self._corrupt(self._line_number(start + found + 1), exc.reason) from None
-            title = title_of(message["data"])
+            title = title_of(message.data_object())
             found = window.find(_USER_MESSAGE, line_end - 1)
-        return Activity(window.count(_TURN_START), layout.last_event["time"], title)
+        return Activity(window.count(_TURN_START), layout.last_event.time, title)
 
     def cut_torn_tail(self, layout: _Layout) -> None:
         """Truncate the file to its last intact line, durably."""
@@ -574,7 +576,7 @@ class _SessionFile:
         return CorruptLogError(self.session_id, reason, path=self.path, line=line)
 
 
-def _parse_lines(block: bytes, first_seq: int | None) -> builtins.list[EventRecord]:
+def _parse_lines(block: bytes, first_seq: int | None) -> builtins.list[StoredEvent]:
     """Parse newline-terminated event lines; with ``first_seq``, seqs must count up from it.
 
     Raises:
@@ -586,7 +588,7 @@ def _parse_lines(block: bytes, first_seq: int | None) -> builtins.list[EventReco
         index = block.count(b"\n", 0, exc.start)
         column = exc.start - block.rfind(b"\n", 0, exc.start)
         raise BadRecordError(index, f"invalid UTF-8 at byte {column} of the line") from None
-    return decode_lines(text, lambda values: check_events(values, first_seq))
+    return decode_event_lines_of(text, first_seq)
 
 
 def _is_json(line: bytes) -> bool:
@@ -627,7 +629,7 @@ def _summarize(path: Path, session_id: str) -> SessionSummary | None:
 def _encode_lines(batch: Sequence[EventRecord]) -> bytes:
     if not batch:
         return b""
-    return ("\n".join([encode_json(event) for event in batch]) + "\n").encode("utf-8")
+    return b"\n".join([encode_record(event) for event in batch]) + b"\n"
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -26,12 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tether.persist.backends.base import SessionSummary, StoredLog, newest_first
-from tether.persist.backends.bulk import (
-    BadRecordError,
-    check_events,
-    collector_paused,
-    decode_records,
-)
+from tether.persist.backends.bulk import BadRecordError, events_from_rows
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -40,9 +35,9 @@ from tether.persist.backends.errors import (
 )
 from tether.persist.backends.lease import SessionLeasedError, process_alive, process_start
 from tether.persist.backends.records import (
-    EventRecord,
     HeaderRecord,
     check_continues,
+    encode_data,
     encode_json,
     parse_batch,
     parse_header,
@@ -192,7 +187,7 @@ class SqliteBackend:
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         rows = [
-            (session_id, event["seq"], event["type"], event["time"], encode_json(event["data"]))
+            (session_id, event["seq"], event["type"], event["time"], encode_data(event["data"]))
             for event in batch
         ]
         with self._transaction() as conn:
@@ -204,7 +199,7 @@ class SqliteBackend:
                 record = parse_header(header)
                 if batch:
                     check_continues(session_id, batch, 0)
-                activity = Activity().extend(batch)
+                activity = Activity().extend_written(batch)
                 conn.execute(
                     "INSERT INTO sessions"
                     " (id, header, created_at, turn_count, last_activity, title)"
@@ -222,7 +217,7 @@ class SqliteBackend:
                 )
             elif batch:
                 check_continues(session_id, batch, _next_seq(conn, session_id))
-                activity = Activity(*stored).extend(batch)
+                activity = Activity(*stored).extend_written(batch)
                 conn.execute(
                     "UPDATE sessions SET turn_count = ?, last_activity = ?, title = ? WHERE id = ?",
                     (activity.turn_count, activity.last_activity, activity.title, session_id),
@@ -249,22 +244,13 @@ class SqliteBackend:
             ).fetchone()
             if stored is None:
                 raise SessionNotFoundError(session_id)
-            with collector_paused():
-                rows = conn.execute(
-                    "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                ).fetchall()
+            rows = conn.execute(
+                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
         header = _parse_stored_header(session_id, stored[0])
-
-        def assemble(datas: builtins.list[object]) -> builtins.list[EventRecord]:
-            events: builtins.list[object] = [
-                {"type": kind, "seq": seq, "time": time, "data": data}
-                for (seq, kind, time, _), data in zip(rows, datas, strict=True)
-            ]
-            return check_events(events, 0)
-
         try:
-            events = decode_records([row[3] for row in rows], assemble)
+            events = events_from_rows(rows)
         except BadRecordError as exc:
             raise CorruptLogError(session_id, exc.reason, seq=rows[exc.index][0]) from None
         return StoredLog(header, events)

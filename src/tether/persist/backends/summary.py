@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
+
+import msgspec
 
 from tether.persist.backends.records import EventRecord
+from tether.session.stored import StoredEvent
 
 TITLE_LIMIT = 80
 """The longest title, in characters, ellipsis included."""
@@ -36,6 +40,15 @@ def title_of(data: Mapping[str, object]) -> str | None:
     return text
 
 
+def _getter(data: Mapping[str, object] | msgspec.Raw) -> Callable[[], Mapping[str, object]]:
+    """A thunk for a written record's data, decoding it only if it came encoded."""
+    if isinstance(data, msgspec.Raw):
+        raw = data
+        return lambda: cast(Mapping[str, object], msgspec.json.decode(raw))
+    plain = data
+    return lambda: plain
+
+
 @dataclass(frozen=True)
 class Activity:
     """How far a session has got: its turns, its latest event and its title.
@@ -48,14 +61,22 @@ class Activity:
     last_activity: float | None = None
     title: str | None = None
 
-    def extend(self, events: Iterable[EventRecord]) -> Activity:
-        """Return the activity after ``events``, which follow those already counted."""
+    def extend(self, events: Iterable[StoredEvent]) -> Activity:
+        """Return the activity after stored ``events``, which follow those already counted."""
+        return self._fold((e.type, e.time, e.data_object) for e in events)
+
+    def extend_written(self, events: Iterable[EventRecord]) -> Activity:
+        """`extend` for records about to be written."""
+        return self._fold((e["type"], e["time"], _getter(e["data"])) for e in events)
+
+    def _fold(
+        self, events: Iterable[tuple[str, float, Callable[[], Mapping[str, object]]]]
+    ) -> Activity:
         turns, last, title = self.turn_count, self.last_activity, self.title
-        for event in events:
-            kind = event["type"]
+        for kind, time, data in events:
             if kind == "turn/start":
                 turns += 1
             elif kind == "user/message" and title is None:
-                title = title_of(event["data"])
-            last = event["time"]
+                title = title_of(data())
+            last = time
         return Activity(turns, last, title)
