@@ -9,9 +9,10 @@ from pydantic import BaseModel, Field
 
 from tether.runtime import Context
 from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools.registry import TOOLS
 
 name = "word_count"
-inject = ("tools",)
+inject = (TOOLS,)
 
 
 class Args(BaseModel):
@@ -24,6 +25,6 @@ async def count(args: Args, exec: ToolExec) -> ToolOutput:
 
 
 async def apply(ctx: Context, config: None) -> None:
-    await ctx.tools.register(
+    await ctx.service(TOOLS).register(
         Tool(name="word_count", description="Count the words in a text.", args=Args, execute=count)
     )
