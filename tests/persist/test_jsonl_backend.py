@@ -209,7 +209,9 @@ def test_crash_between_temp_write_and_link_leaves_no_session_file(
     assert records(backend.load("s1")) == events(0, 2)
 
 
-def test_temp_files_of_dead_writers_are_removed_on_open(store_root: Path) -> None:
+def test_temp_files_of_dead_writers_are_removed_before_the_first_write(
+    store_root: Path,
+) -> None:
     directory = JsonlBackend(store_root).directory
     with subprocess.Popen([sys.executable, "-c", "pass"]) as exited:
         pass
@@ -218,8 +220,12 @@ def test_temp_files_of_dead_writers_are_removed_on_open(store_root: Path) -> Non
     orphan.write_bytes(b"partial")
     in_progress.write_bytes(b"partial")
 
-    JsonlBackend(store_root)
+    reader = JsonlBackend(store_root)
+    reader.list()
+    assert orphan.exists(), "a backend that only reads changed the directory"
 
+    writer = JsonlBackend(store_root)
+    writer.write(header("s3"), [turn_start(0)])
     assert not orphan.exists()
     assert in_progress.exists()
 
@@ -307,3 +313,21 @@ def test_events_in_another_writers_style_load_as_written(backend: JsonlBackend) 
 
     assert loaded[1] == event(1, "x/y", time=1_700_000_001)
     assert loaded[::2] == [event(0), event(2)]
+
+
+def test_a_reader_takes_no_lock_so_it_never_waits_on_the_writer(backend: JsonlBackend) -> None:
+    import fcntl
+    import threading
+
+    backend.write(header("s1"), [turn_start(0)])
+    held = os.open(backend.path("s1"), os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as the owner does while it appends
+    try:
+        loaded: list[object] = []
+        reader = threading.Thread(target=lambda: loaded.append(backend.load("s1")), daemon=True)
+        reader.start()
+        reader.join(timeout=5)
+        assert loaded, "load waited on the writer's lock"
+        assert [r["type"] for r in records(loaded[0])] == ["turn/start"]  # type: ignore[arg-type]
+    finally:
+        os.close(held)

@@ -17,9 +17,11 @@ The session's lease (:mod:`tether.persist.backends.lease`) is an ``flock`` on
 ``<id>.lock`` beside its log; files tether creates here are mode 0600 and
 the directories 0700.
 
-Every operation on a session file holds an ``flock`` on it (exclusive, shared
-for listing), so writers in other threads and processes are serialised per
-session while different sessions proceed in parallel.
+Every write to a session file holds an exclusive ``flock`` on it, so writers
+in other threads and processes are serialised per session while different
+sessions proceed in parallel. Readers (``load``, listing) take no lock and
+write nothing: a line still being appended reads as a torn tail, reported and
+left for the writer, so a reader can never stall the session's owner.
 """
 
 from __future__ import annotations
@@ -92,17 +94,18 @@ class JsonlBackend:
         """Open (creating if needed) the store under ``root``.
 
         Temporary files left by writes of processes that no longer run are
-        removed.
+        removed before this backend's first write (a backend that only reads
+        changes nothing).
         """
         self._dir = Path(root) / "sessions"
         # Entries are only replaced whole while the session's flock is held;
         # single dict operations need no lock of their own.
         self._tails: dict[str, _Tail] = {}
         self._closed = False
+        self._swept = False
         if not self._dir.is_dir():
             private_dir(self._dir)
             _fsync_dir(self._dir.parent)
-        self._remove_orphaned_temp_files()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self._dir.parent)!r})"
@@ -155,6 +158,9 @@ class JsonlBackend:
             UnsupportedFormatError: the file was written by a newer format.
         """
         self._check_open()
+        if not self._swept:
+            self._swept = True
+            self._remove_orphaned_temp_files()
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         path = self.path(session_id)
@@ -391,10 +397,13 @@ class _Layout:
 
 
 class _SessionFile:
-    """An open, flock-ed session file and the reads the backend does on it.
+    """An open session file and the reads the backend does on it.
 
-    Size and identity are read once the lock is held, so they stay true until
-    the file is closed (cooperating writers all take the lock).
+    Opened to write, it is locked exclusively, and its size and identity are
+    read once the lock is held, so they stay true until it is closed
+    (cooperating writers all take the lock). Opened to read, it is not
+    locked: what it reads ends at the size it had when opened, and a line a
+    writer had half appended by then reads as a torn tail.
     """
 
     def __init__(self, path: Path, session_id: str, fd: int, stat: os.stat_result) -> None:
@@ -407,7 +416,7 @@ class _SessionFile:
 
     @classmethod
     def open(cls, path: Path, session_id: str, *, writable: bool) -> _SessionFile:
-        """Open and lock ``path``: exclusively to write, shared to read.
+        """Open ``path``: locked exclusively to write, unlocked to read.
 
         Raises:
             FileNotFoundError: there is no such file, or it was deleted while
@@ -415,7 +424,8 @@ class _SessionFile:
         """
         fd = os.open(path, (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX if writable else fcntl.LOCK_SH)
+            if writable:
+                fcntl.flock(fd, fcntl.LOCK_EX)
             stat = os.fstat(fd)
             if stat.st_nlink == 0:
                 raise FileNotFoundError(errno.ENOENT, "session file was deleted", str(path))
