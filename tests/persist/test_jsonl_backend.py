@@ -331,3 +331,32 @@ def test_a_reader_takes_no_lock_so_it_never_waits_on_the_writer(backend: JsonlBa
         assert [r["type"] for r in records(loaded[0])] == ["turn/start"]  # type: ignore[arg-type]
     finally:
         os.close(held)
+
+
+def test_bad_data_is_reported_with_its_line_even_beside_a_nested_data_key(
+    backend: JsonlBackend,
+) -> None:
+    # A tool call whose arguments hold a "data" object, then a record whose
+    # data is an array: counting '"data":{' would see one per line.
+    backend.write(header("s1"), events(0, 3))
+    path = backend.path("s1")
+    nested = (
+        b'{"type":"tool/call","seq":0,"time":1.0,'
+        b'"data":{"id":"c","name":"n","arguments":{"data":{}}}}'
+    )
+    replace_lines(path, 2, nested)
+    replace_lines(path, 3, b'{"type":"turn/start","seq":1,"time":1.0,"data":[1]}')
+    with pytest.raises(CorruptLogError, match=r":3: .*data must be a JSON"):
+        backend.load("s1")
+
+
+def test_a_record_the_decoder_alone_refuses_is_one_line_of_corruption(
+    backend: JsonlBackend,
+) -> None:
+    backend.write(header("s1"), events(0, 3))
+    path = backend.path("s1")
+    replace_lines(path, 3, b'{"type":"turn/start","seq":1,"time":' + b"9" * 400 + b',"data":{}}')
+    with pytest.raises(CorruptLogError, match=r":3: invalid event record"):
+        backend.load("s1")
+    [summary] = backend.list()
+    assert summary.id == "s1"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import pytest
 
 from tether.session import (
+    Event,
     EventFormatError,
     EventRegistry,
     EventStruct,
@@ -69,3 +71,27 @@ def test_data_that_is_not_an_object_is_refused() -> None:
     records = stored('{"type":"turn/start","seq":0,"time":1.0,"data":[1]}')
     with pytest.raises(EventFormatError, match=r"^seq 0: turn/start: Expected `object`"):
         EventRegistry().decode_stored(records)
+
+
+class _Scored(EventStruct, frozen=True):
+    type: ClassVar[str] = "plugin/scored"
+    score: float
+    extra: dict[str, object]
+
+
+@pytest.mark.parametrize(
+    ("payload", "refused"),
+    [
+        (_Scored(math.nan, {}), "nan is not a JSON number"),
+        (_Scored(1.0, {"w": math.inf}), "inf is not a JSON number"),
+        (_Scored(1.0, {1: "a", "1": "b"}), "object keys must be str"),
+        (_Scored(1.0, {"b": b"\x00\xff"}), "bytes is not JSON data"),
+    ],
+)
+def test_a_plugin_struct_that_json_cannot_hold_is_refused_at_append(
+    payload: _Scored, refused: str
+) -> None:
+    # Encoding first would have stored NaN as null (a log that never loads),
+    # one of two colliding keys, or bytes as base64 text.
+    with pytest.raises(EventFormatError, match=refused):
+        Event.from_payload(payload, seq=0, time=1.0)

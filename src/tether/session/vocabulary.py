@@ -120,7 +120,6 @@ def _plain(value: object) -> object:
 
 
 _ENCODER = msgspec.json.Encoder(enc_hook=_plain)
-_PLAIN = msgspec.json.Decoder(dict[str, object])
 
 encode_data = _ENCODER.encode
 """Encode payloads and frozen data as compact JSON (read-only mappings as
@@ -155,14 +154,14 @@ class EventStruct(msgspec.Struct, EventPayload, frozen=True, forbid_unknown_fiel
         return self
 
     def to_data(self) -> dict[str, object]:
-        # Through JSON and back, in C: plain dicts and lists, as stored.
-        try:
-            return _PLAIN.decode(_ENCODER.encode(self.stored()))
-        except UnicodeEncodeError:
-            # Text holding a lone surrogate, which UTF-8 JSON cannot carry
-            # (backends store it mended): built in Python instead.
-            built = msgspec.to_builtins(self.stored(), enc_hook=_plain)
-            return cast(dict[str, object], thaw(built))
+        # Plain dicts and lists, built in C, with nothing JSON cannot hold
+        # turned into something it can: bytes stay bytes, int keys stay ints,
+        # NaN stays NaN, so freezing the data refuses them as for any
+        # payload (encoding to JSON would store NaN as null, bytes as base64).
+        built = msgspec.to_builtins(
+            self.stored(), builtin_types=(bytes, bytearray, memoryview), enc_hook=_plain
+        )
+        return cast(dict[str, object], thaw(built))
 
     def to_json(self) -> bytes:
         """This payload's data as compact JSON, the form it is stored in."""
