@@ -42,6 +42,13 @@ class HeldHook:
         return self.result
 
 
+def _cancelled_result() -> None:
+    """Raise a stray CancelledError, as ``.result()`` of a cancelled future does."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.cancel()
+    future.result()
+
+
 def _user_messages_after(session: Session, seq: int) -> list[str]:
     return [
         block["text"]
@@ -177,9 +184,7 @@ async def test_a_stray_cancelled_error_from_a_pre_step_hook_fails_the_turn_not_t
     async def stray(messages, next_, a, step):  # type: ignore[no-untyped-def]
         if not raised:
             raised.append(step)
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            future.cancel()
-            future.result()
+            _cancelled_result()
         return await next_(messages)
 
     world.ctx.on(PRE_STEP, stray)
@@ -210,12 +215,6 @@ async def test_a_stray_cancelled_error_from_a_tool_is_an_error_result(world: Wor
     assert result["is_error"] is True
     assert "CancelledError" in str(result["content"])
     assert last_reason(agent.session) == {"kind": "completed"}
-
-
-def _cancelled_result() -> None:
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    future.cancel()
-    future.result()
 
 
 async def test_teardown_listeners_raising_base_exceptions_cannot_skip_later_steps(

@@ -157,13 +157,13 @@ class TurnRunner:
                 )
                 reason = Errored(error=STRAY_CANCEL)
             else:
-                reason = Aborted(cause=str(signal.reason or CancelCause.DISPOSED))
+                reason = _aborted(signal, otherwise=CancelCause.DISPOSED)
                 raise
         except Exception as exc:
             log.exception("agent %s: turn %d failed", driver.id, turn)
             reason = Errored(error=f"{type(exc).__name__}: {exc}")
         except BaseException:
-            reason = Aborted(cause=str(signal.reason or CancelCause.DISPOSED))
+            reason = _aborted(signal, otherwise=CancelCause.DISPOSED)
             raise
         finally:
             if signal.cancelled and not isinstance(reason, Aborted):
@@ -372,8 +372,10 @@ def _close_step(session: Session, why: str) -> None:
         session.append(payload)
 
 
-def _aborted(signal: CancelSignal) -> Aborted:
-    return Aborted(cause=str(signal.reason or CancelCause.USER))
+def _aborted(signal: CancelSignal, *, otherwise: CancelCause = CancelCause.USER) -> Aborted:
+    """The reason a cancelled turn closes with: its signal's cause, else ``otherwise``
+    (a turn ended by a cancellation of the driver itself is being torn down)."""
+    return Aborted(cause=str(signal.reason or otherwise))
 
 
 def _attempt_boundary(decision: RequestError) -> RetryEvent:
