@@ -142,7 +142,7 @@ def test_config_show_prints_rows_with_effective_config(tmp_path: Path) -> None:
     result = tether(tmp_path, "--config", str(overlay), "config", "show")
     assert result.returncode == 0, result.stderr
     assert "max_steps: 7" in result.stdout
-    assert "batch_window_ms: 2.0" in result.stdout  # defaults filled in
+    assert "batch_window_ms: 20.0" in result.stdout  # defaults filled in
 
 
 def test_config_show_masks_an_api_key(tmp_path: Path) -> None:

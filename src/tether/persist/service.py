@@ -65,7 +65,7 @@ class PersistenceConfig(Checked):
 
     data_dir: Path | None = None
     """Where logs are stored; default ``$TETHER_HOME``, else ``~/.local/share/tether``."""
-    batch_window_ms: float = field(default=2.0, metadata=meta(ge=0, le=1000))
+    batch_window_ms: float = field(default=20.0, metadata=meta(ge=0, le=1000))
     """How long the writer waits after an append to gather a batch (a flush skips it)."""
 
 
