@@ -64,7 +64,9 @@ SQLITE = SCRIPTED + "  - id: persistence\n    plugin: tether.persist.sqlite\n"
 """:data:`SCRIPTED`, with sessions stored in SQLite."""
 
 RETRYING = (
-    SCRIPTED + "  - id: retry\n    plugin: tether.loop.retry\n    config: {{base_delay: 0.0}}\n"
+    SCRIPTED
+    + "  - id: retry\n    plugin: tether.loop.retry\n"
+    + "    config: {{base_delay: 0.0, max_attempts: 4}}\n"
 )
 """:data:`SCRIPTED`, with failed requests retried at once."""
 

@@ -138,7 +138,7 @@ async def test_a_retried_request_is_announced_live_and_replayed_without_the_aban
         sid = await server.new_session()
         assert await server.prompt(sid, "flaky") == "end_turn"
         live = server.client.text(sid)
-    assert live.startswith("Hello\n[retrying: 529 overloaded, attempt 2]\nHello, world!")
+    assert live.startswith("Hello\n[retrying: 529 overloaded, attempt 2/4]\nHello, world!")
     async with serving(tmp_path, overlay=RETRYING) as server:
         await server.conn.load_session(cwd=str(server.home), session_id=sid, mcp_servers=[])
         replayed = [

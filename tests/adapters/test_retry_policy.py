@@ -8,6 +8,7 @@ import pytest
 
 from tether.loop.retry import RetryEvent, RetryPolicy
 from tether.loop.turn import RequestError
+from tether.session.attempts import retry_notice
 from tether.session.errors import EventFormatError
 from tether.session.events import Event
 from tether.session.registry import EventRegistry
@@ -65,6 +66,25 @@ def test_retry_event_round_trips_through_the_core_registry() -> None:
     back = Event.from_record(event.to_record(), EventRegistry())
 
     assert back.payload == payload
+
+
+def test_the_attempts_a_policy_allows_are_recorded_and_shown_in_the_notice() -> None:
+    decision = RetryPolicy(max_attempts=4, jitter=0.0).decide(failed("server"))
+    assert decision.retry and decision.max_attempts == 4
+    payload = RetryEvent(
+        attempt=1, code="server", error="busy", delay=1.0, max_attempts=decision.max_attempts
+    )
+
+    stored = Event.from_payload(payload, seq=0, time=1.0).to_record()
+    back = Event.from_record(stored, EventRegistry())
+
+    assert back.payload == payload
+    assert retry_notice(stored["data"]) == "[retrying: busy, attempt 2/4]"
+    unknown = RetryEvent(attempt=1, code="server", error="busy", delay=1.0)
+    assert "max_attempts" not in Event.from_payload(unknown, seq=0, time=1.0).to_record()["data"]
+    assert retry_notice(unknown.to_data()) == "[retrying: busy, attempt 2]"
+    with pytest.raises(EventFormatError):
+        RetryEvent(attempt=1, code="server", error="x", delay=1.0, max_attempts=0)
 
 
 def test_retry_event_rejects_bad_fields() -> None:

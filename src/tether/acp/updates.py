@@ -16,7 +16,7 @@ event                update
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
                      ``failed`` and the output as content
 ``llm/retry``        live only: an ``agent_message_chunk`` notice on a line of
-                     its own (``[retrying: …, attempt 2]``), explaining the
+                     its own (``[retrying: …, attempt 2/5]``), explaining the
                      repeated text; a replay leaves out the abandoned
                      attempt's chunks instead (:mod:`tether.session.attempts`)
 ===================  ==========================================================

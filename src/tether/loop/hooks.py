@@ -27,6 +27,8 @@ class RequestError:
     delay: float = 0.0
     retry_after: float | None = None
     """The provider's hint, in seconds, of when a retry may succeed (``Finish.retry_after``)."""
+    max_attempts: int | None = None
+    """How many requests of the step the deciding policy allows, if it says."""
 
 
 PRE_STEP = Waterfall[tuple[UserMessage, ...], Agent, int]("agent/pre-step")

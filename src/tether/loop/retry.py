@@ -82,7 +82,7 @@ class RetryPolicy:
             if error.retry_after > self.max_retry_after:
                 return replace(error, retry=False, delay=0.0)
             delay = max(delay, error.retry_after)
-        return replace(error, retry=True, delay=delay)
+        return replace(error, retry=True, delay=delay, max_attempts=self.max_attempts)
 
 
 name = "retry"

@@ -386,4 +386,5 @@ def _attempt_boundary(decision: RequestError) -> RetryEvent:
         error=decision.error,
         delay=decision.delay,
         retry_after=decision.retry_after,
+        max_attempts=decision.max_attempts,
     )

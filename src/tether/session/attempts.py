@@ -25,7 +25,10 @@ RETRY_TYPE = RetryEvent.type
 def retry_notice(data: Mapping[str, object]) -> str:
     """The line that tells a live client a request is retried (``data`` of ``llm/retry``)."""
     attempt = data.get("attempt")
-    following = attempt + 1 if isinstance(attempt, int) else "?"
+    following = f"{attempt + 1}" if isinstance(attempt, int) else "?"
+    allowed = data.get("max_attempts")
+    if isinstance(allowed, int):
+        following += f"/{allowed}"
     reason = data.get("error") or data.get("code") or "model error"
     return f"[retrying: {reason}, attempt {following}]"
 

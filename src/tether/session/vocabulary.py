@@ -571,7 +571,9 @@ class RetryEvent(EventStruct, frozen=True):
 
     ``attempt`` is the number of the request that failed (1 for the step's
     first); ``delay`` the seconds waited before the next; ``retry_after`` the
-    provider's hint, if it gave one.
+    provider's hint, if it gave one; ``max_attempts`` how many requests the
+    retry policy allows the step, when it says (logs written before it was
+    recorded lack it, and it is stored only when known).
     """
 
     type: ClassVar[str] = "llm/retry"
@@ -581,6 +583,7 @@ class RetryEvent(EventStruct, frozen=True):
     error: str
     delay: float
     retry_after: float | None = None
+    max_attempts: int | None = None
 
     def __post_init__(self) -> None:
         check_ordinal(self.type, "attempt", self.attempt)
@@ -589,6 +592,13 @@ class RetryEvent(EventStruct, frozen=True):
         _set(self, "delay", check_seconds(self.type, "delay", self.delay))
         if self.retry_after is not None:
             _set(self, "retry_after", check_seconds(self.type, "retry_after", self.retry_after))
+        if self.max_attempts is not None:
+            check_ordinal(self.type, "max_attempts", self.max_attempts)
+
+    def stored(self) -> object:
+        if self.max_attempts is not None:
+            return self
+        return {name: getattr(self, name) for name in self.__struct_fields__[:-1]}
 
 
 BUILTIN_PAYLOADS: tuple[type[EventStruct], ...] = (
