@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -211,6 +212,64 @@ def test_run_refuses_to_start_on_a_read_only_or_full_home(tmp_path: Path) -> Non
         full = tether(home, "run", "hello")
         assert full.returncode == 1
         assert "the disk is full" in only_line(full.stderr)
+
+
+def as_root_bound_by_permissions() -> list[str]:
+    """An argv prefix that runs a command as root without the capabilities
+    that let root ignore file permissions, so a file mode gives a real EACCES.
+
+    Skips the test (printing why) where that cannot be arranged.
+    """
+    if os.geteuid() != 0:
+        reason = "not root: a file mode cannot be made to refuse this user's own files"
+    elif shutil.which("setpriv") is None:
+        reason = "setpriv (util-linux) is not installed"
+    else:
+        return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    print(reason)
+    pytest.skip(reason)
+
+
+def tether_denied(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*as_root_bound_by_permissions(), sys.executable, "-m", "tether.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env_for(home),
+        check=False,
+    )
+
+
+def test_a_home_without_write_permission_refuses_to_start_in_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o500)
+    refused = tether_denied(home, "run", "hello")
+    assert refused.returncode == 1
+    line = only_line(refused.stderr)
+    assert "refusing to run unpersisted" in line and "Permission denied" in line
+
+
+def test_a_log_without_write_permission_fails_the_turn_in_one_line_and_keeps_the_log(
+    tmp_path: Path,
+) -> None:
+    first = tether(tmp_path, "run", "first")
+    assert first.returncode == 0, first.stderr
+    sid = session_id(first.stderr)
+    log_file = tmp_path / "sessions" / f"{sid}.jsonl"
+    before = log_file.read_bytes()
+    log_file.chmod(0o400)
+
+    denied = tether_denied(tmp_path, "run", "--resume", sid, "second")
+
+    assert denied.returncode == 1
+    line = only_line(denied.stderr.replace(f"session {sid}\n", ""))
+    assert line == f"tether: session {sid} could not be stored: permission denied: {log_file}"
+    assert log_file.read_bytes() == before
+    log_file.chmod(0o600)
+    shown = tether(tmp_path, "sessions", "show", sid)
+    assert shown.returncode == 0 and 'You said: "first"' in shown.stdout
+    assert "second" not in shown.stdout
 
 
 # -- any input is stored ------------------------------------------------------------
