@@ -170,8 +170,13 @@ def test_a_second_run_of_an_open_session_is_refused_and_the_first_keeps_its_turn
         live = (path.read_bytes(), path.stat().st_mtime_ns)
         shown = tether(tmp_path, "sessions", "show", sid)
         assert shown.returncode == 0 and "you: take your time" in shown.stdout
-        # A reader of a live session repairs in memory only and writes nothing.
-        assert "turn ended: interrupted" in shown.stdout
+        # A reader of a live session shows its turn running, and writes nothing.
+        assert "turn ended: interrupted" not in shown.stdout
+        assert only_line(shown.stderr) == (
+            f"tether: session {sid} is open in process {first.pid}; turn 2 is still running"
+        )
+        exported = tether(tmp_path, "sessions", "export", sid).stdout.splitlines()
+        assert [json.loads(line) for line in exported[1:]] == log_lines(tmp_path, sid)[1:]
         assert (path.read_bytes(), path.stat().st_mtime_ns) == live
     finally:
         first.send_signal(signal.SIGINT)

@@ -30,6 +30,19 @@ def test_a_lease_is_refused_while_held_and_free_once_released(
     other.acquire_lease("s1").release()
 
 
+def test_a_reader_sees_who_holds_a_lease_and_writes_nothing(
+    open_backend: Callable[[], LogBackend],
+) -> None:
+    owner, reader = open_backend(), open_backend()
+    assert reader.lease_holder("s1") is None
+    lease = owner.acquire_lease("s1")
+    assert reader.lease_holder("s1") == os.getpid()
+    lease.release()
+    assert reader.lease_holder("s1") is None
+    # Probing took nothing: the lease is free to take.
+    owner.acquire_lease("s1").release()
+
+
 def test_a_lease_dies_with_its_process(
     open_backend: Callable[[], LogBackend], tmp_path: Path
 ) -> None:
@@ -75,15 +88,19 @@ async def test_resume_takes_the_lease_before_it_repairs(world: World) -> None:  
     await world.store.flush(session)
     world.store.detach(session)
     stored = await world.persistence.load("open")
+    assert stored.open_turn is None  # closed in memory: no process has it live
     # Another process holds it (an instance of the backend of its own).
     elsewhere = type(world.persistence._backend)(world.data_dir)
     lease = elsewhere.acquire_lease("open")
     try:
         with pytest.raises(SessionLeasedError):
             await world.persistence.prepare_resume("open")
-        # Nothing was repaired: the open turn belongs to the other process.
-        assert len((await world.persistence.load("open")).events) == len(stored.events)
+        # Nothing was repaired: the open turn belongs to the other process,
+        # and a reader is shown it open, as stored.
         assert records(elsewhere.load("open"))[-1]["type"] == "user/message"
+        held = await world.persistence.load("open")
+        assert held.open_turn == 1 and held.events[-1].type == "user/message"
+        assert await world.persistence.holder("open") == os.getpid()
     finally:
         lease.release()
         elsewhere.close()

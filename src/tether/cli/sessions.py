@@ -6,9 +6,14 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from tether.cli.boot import PERSISTENCE_ROW, row_problem, start
 from tether.cli.render import transcript
+
+if TYPE_CHECKING:
+    from tether.persist.service import Persistence
+    from tether.session import Session
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -18,6 +23,16 @@ def _when(timestamp: float | None) -> str:
     if timestamp is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
+async def _say_if_live(persistence: Persistence, session: Session) -> None:
+    """On stderr: the session is open in a running process, and its turn is not over."""
+    holder = await persistence.holder(session.id)
+    if holder is None:
+        return
+    where = f"process {holder}" if holder else "another process"
+    running = "" if session.open_turn is None else f"; turn {session.open_turn} is still running"
+    print(f"tether: session {session.id} is open in {where}{running}", file=sys.stderr)
 
 
 async def sessions(args: argparse.Namespace) -> int:
@@ -47,8 +62,10 @@ async def sessions(args: argparse.Namespace) -> int:
                 session = await persistence.load(args.id)
                 for line in transcript(session):
                     print(line)
+                await _say_if_live(persistence, session)
             elif args.sessions_command == "export":
                 session = await persistence.load(args.id)
+                await _say_if_live(persistence, session)
                 if args.format == "md":
                     for line in transcript(session, markdown=True):
                         print(line)

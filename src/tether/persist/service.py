@@ -82,14 +82,15 @@ class Persistence:
 
     async def load(self, session_id: str) -> Session:
         """Read a stored session for reading; a last turn that never closed is
-        closed **in memory only**.
+        closed **in memory only** — unless the session is live.
 
         The returned session is a private copy: not entered in the store.
         Nothing is written: the session may be live in another process (a
         ``tether sessions show`` next to a running ``tether chat``), whose log
-        a written repair would break. A session live in this process is
-        returned as stored, unrepaired. :meth:`prepare_resume` is where a
-        repair becomes durable.
+        a written repair would break. A session live in this process, or
+        whose lease another running process holds (:meth:`holder`), is
+        returned as stored: its open turn is still running, not interrupted.
+        :meth:`prepare_resume` is where a repair becomes durable.
 
         Raises:
             SessionNotFoundError, CorruptLogError, UnsupportedFormatError: from
@@ -98,9 +99,16 @@ class Persistence:
                 message names the session and the seq).
         """
         session = await self._read(session_id)
-        if self._store.get(session_id) is None:
+        if self._store.get(session_id) is None and await self.holder(session_id) is None:
             repair(session)
         return session
+
+    async def holder(self, session_id: str) -> int | None:
+        """The pid of the running process that has ``session_id`` live, else ``None``.
+
+        Only reads. ``0`` when that process is running but its pid is unknown.
+        """
+        return await asyncio.to_thread(self._backend.lease_holder, session_id)
 
     async def prepare_resume(self, session_id: str) -> Session:
         """Load a stored session, repair it durably, and prepare it privately in the store.

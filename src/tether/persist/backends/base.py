@@ -171,6 +171,14 @@ class LogBackend(Protocol):
         """
         ...
 
+    def lease_holder(self, session_id: str) -> int | None:
+        """The pid of the running process that holds the session's lease, else ``None``.
+
+        Only reads (it works on read-only storage); ``0`` when the holder's
+        pid is unknown. This process counts when it holds the lease.
+        """
+        ...
+
     def check_writable(self) -> None:
         """Prove that a write can reach the disk now, leaving nothing behind.
 

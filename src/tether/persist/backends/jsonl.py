@@ -49,7 +49,7 @@ from tether.persist.backends.errors import (
     StoreConflictError,
     UnsupportedFormatError,
 )
-from tether.persist.backends.lease import FileLease, process_alive
+from tether.persist.backends.lease import FileLease, lock_holder, process_alive
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
@@ -208,6 +208,11 @@ class JsonlBackend:
         self._check_open()
         lock = self._dir / (validate_session_id(session_id) + _LOCK_SUFFIX)
         return FileLease.acquire(lock, session_id)
+
+    def lease_holder(self, session_id: str) -> int | None:
+        """Who holds the ``flock`` on ``<id>.lock``; see :meth:`LogBackend.lease_holder`."""
+        self._check_open()
+        return lock_holder(self._dir / (validate_session_id(session_id) + _LOCK_SUFFIX))
 
     def check_writable(self) -> None:
         """Write, sync and remove a small file where session logs go.

@@ -100,6 +100,29 @@ class FileLease:
             os.close(fd)
 
 
+def lock_holder(path: Path) -> int | None:
+    """The pid of the live process that holds the lock file ``path``, or ``None``.
+
+    Only reads: the file is opened read-only and, if no one holds it, locked
+    shared and let go at once. A holder whose pid is unreadable is reported
+    as ``0``. A lock held by this process counts (flock locks belong to open
+    files, not processes).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(fd) or 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _read_pid(fd: int) -> int | None:
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()

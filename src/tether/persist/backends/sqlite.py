@@ -323,6 +323,23 @@ class SqliteBackend:
         self._unreleased.discard(session_id)
         return _RowLease(self, session_id, pid, started)
 
+    def lease_holder(self, session_id: str) -> int | None:
+        """The pid of a live ``leases`` row; see :meth:`LogBackend.lease_holder`."""
+        validate_session_id(session_id)
+        try:
+            with self._transaction(write=False) as conn:
+                row = conn.execute(
+                    "SELECT pid, started FROM leases WHERE session_id = ?", (session_id,)
+                ).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            # A database older than leases, opened read-only: no one holds one.
+            return None
+        if row is None or not process_alive(row[0], row[1]):
+            return None
+        return int(row[0])
+
     def _drop_lease(self, session_id: str, pid: int, started: str) -> None:
         with self._transaction() as conn:
             conn.execute(
