@@ -99,9 +99,13 @@ class Persistence:
                 message names the session and the seq).
         """
         session = await self._read(session_id)
-        if self._store.get(session_id) is None and await self.holder(session_id) is None:
+        if self._store.get(session_id) is None and not await self._live_elsewhere(session_id):
             repair(session)
         return session
+
+    async def _live_elsewhere(self, session_id: str) -> bool:
+        """Whether a lease this persistence does not hold is held for ``session_id``."""
+        return not self._leases.holds(session_id) and await self.holder(session_id) is not None
 
     async def holder(self, session_id: str) -> int | None:
         """The pid of the running process that has ``session_id`` live, else ``None``.
