@@ -237,7 +237,7 @@ def test_the_user_overlay_in_tether_home_applies(tmp_path: Path) -> None:
 
 def test_resuming_a_bad_or_corrupt_session_is_one_clear_line(tmp_path: Path) -> None:
     invalid = tether(tmp_path, "run", "--resume", "../escape", "hi")
-    assert invalid.returncode == 1 and "Traceback" not in invalid.stderr
+    assert invalid.returncode == 2 and "Traceback" not in invalid.stderr  # a bad argument
     assert invalid.stderr.strip().splitlines()[-1].startswith("tether: ")
     sessions = tmp_path / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)

@@ -249,20 +249,62 @@ def existing_dir(value: str) -> Path:
     return path.resolve()
 
 
-async def open_agent(tether: Tether, *, resume: str | None, cwd: str) -> AgentHandle | None:
-    """Resume the stored session ``resume``, or create an agent in ``cwd``.
+async def open_agent(
+    tether: Tether, *, resume: str | None, cwd: str, resume_latest: bool = False
+) -> AgentHandle | None:
+    """Resume the stored session ``resume`` (an id or a unique prefix of one),
+    or with ``resume_latest`` the most recently active session of ``cwd``;
+    else create an agent in ``cwd``.
 
-    A reason it cannot (unknown, invalid or corrupt session id, a live one, no
-    agent loop) is printed on stderr as one line, and ``None`` is returned.
+    A reason it cannot (a corrupt or live session, no agent loop) is printed
+    on stderr as one line, and ``None`` is returned.
+
+    Raises:
+        UsageError: no stored session matches (exit 2, like any bad argument).
     """
     from tether.agent import AgentError
     from tether.persist.backends.errors import LogStoreError
     from tether.session import SessionError
 
     try:
-        if resume:
-            return await tether.agents.resume(resume)
+        if resume or resume_latest:
+            session_id = await resolve_session(tether, resume, cwd=cwd)
+            return await tether.agents.resume(session_id)
         return await tether.agents.create(cwd=cwd)
     except (AgentError, LookupError, LogStoreError, SessionError) as exc:
         print(f"tether: {exc}", file=sys.stderr)
         return None
+
+
+async def resolve_session(tether: Tether, wanted: str | None, *, cwd: str) -> str:
+    """The stored session ``wanted`` names (its id or a unique prefix), or with
+    ``wanted`` ``None`` the most recently active session whose cwd is ``cwd``.
+
+    Raises:
+        UsageError: none matches, or a prefix matches several.
+    """
+    from tether.persist.backends.errors import InvalidSessionIdError
+    from tether.persist.service import PERSISTENCE
+
+    persistence = tether.runtime.ctx.get(PERSISTENCE)
+    if persistence is None:
+        raise UsageError("there are no stored sessions to resume (no persistence row)")
+    if wanted is not None:
+        try:
+            if await persistence.exists(wanted):
+                return wanted
+        except InvalidSessionIdError:
+            raise UsageError(f"{wanted!r} is not a session id") from None
+    summaries = await persistence.list()
+    if wanted is None:
+        for summary in summaries:
+            if summary.cwd == cwd and summary.error is None:
+                return summary.id
+        raise UsageError(f"no stored session in {cwd} to continue")
+    matches = [summary.id for summary in summaries if summary.id.startswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise UsageError(f"no stored session {wanted!r} (see: tether sessions list)")
+    shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
+    raise UsageError(f"{wanted!r} matches {len(matches)} sessions ({shown}); give more of the id")

@@ -76,7 +76,9 @@ async def chat(args: argparse.Namespace) -> int:
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
-        handle = await open_agent(tether, resume=args.resume, cwd=os.getcwd())
+        handle = await open_agent(
+            tether, resume=args.resume, resume_latest=args.continue_, cwd=os.getcwd()
+        )
         if handle is None:
             return 1
         agent = handle.agent

@@ -25,6 +25,20 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_resume_options(parser: argparse.ArgumentParser) -> None:
+    """``--resume ID`` and ``--continue``: which stored session to go on with."""
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--resume", metavar="ID", help="continue a stored session (its id, or a unique prefix)"
+    )
+    which.add_argument(
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue the most recently active session of the working directory",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tether",
@@ -60,9 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
         "written once stored when stdout is a pipe or a file); tool activity and the "
         "session id go to stderr. Ctrl-C cancels the turn; a second Ctrl-C exits at once.",
     )
-    run.add_argument("task", help="what to do (quote it)")
+    run.add_argument(
+        "task",
+        nargs="?",
+        help="what to do (quote it); - or nothing reads it from stdin when stdin is not a terminal",
+    )
     add_model_options(run)
-    run.add_argument("--resume", metavar="ID", help="continue a stored session")
+    add_resume_options(run)
+    run.add_argument(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        default="text",
+        help="text (the answer); json (one result object, once stored); "
+        "stream-json (every event as a JSON line, then the result) — see docs/cli.md",
+    )
     run.add_argument(
         "--stream",
         action="store_true",
@@ -78,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         "/steer TEXT, /cancel, /sessions, /quit. Ctrl-C cancels the running turn.",
     )
     add_model_options(chat)
-    chat.add_argument("--resume", metavar="ID", help="continue a stored session")
+    add_resume_options(chat)
 
     sessions = commands.add_parser("sessions", help="list, show, export or delete sessions")
     session_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
@@ -138,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return dispatch(parser, args)
     except UsageError as exc:
-        parser.print_usage(sys.stderr)
+        # One line: argparse prints its usage banner for what it parses
+        # itself; a bad value found later (an unknown session, a model
+        # setting) is named without it.
         print(f"tether: error: {exc}", file=sys.stderr)
         return 2
     except StartRefusedError as exc:

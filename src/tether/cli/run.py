@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_agent, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.failures import describe
+from tether.cli.output import EventLines, turn_result
 from tether.session import Event, Session
 from tether.session.attempts import RETRY_TYPE, retry_notice
 from tether.session.store import SESSION_EVENT
@@ -127,21 +129,47 @@ def decoded_argument(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-async def run(args: argparse.Namespace) -> int:
-    task = decoded_argument(args.task)
+def read_task(args: argparse.Namespace) -> str:
+    """The task: the argument, or stdin when the argument is ``-`` or absent
+    and stdin is not a terminal. Bytes that are not UTF-8 become U+FFFD.
+
+    Raises:
+        UsageError: no task was given, or it is empty.
+    """
+    if args.task is not None and args.task != "-":
+        task = decoded_argument(args.task)
+    elif args.task is None and _is_terminal(sys.stdin):
+        raise UsageError("run: give the task as an argument, or pipe it on stdin (or pass -)")
+    else:
+        task = sys.stdin.buffer.read().decode("utf-8", "replace")
     if not task.strip():
         raise UsageError("run: the task is empty")
+    return task
+
+
+async def run(args: argparse.Namespace) -> int:
+    task = read_task(args)
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
-        handle = await open_agent(tether, resume=args.resume, cwd=str(args.cwd or os.getcwd()))
+        handle = await open_agent(
+            tether,
+            resume=args.resume,
+            resume_latest=args.continue_,
+            cwd=str(args.cwd or os.getcwd()),
+        )
         if handle is None:
             return EXIT_FAILED
         agent = handle.agent
         print(f"session {agent.id}", file=sys.stderr)
+        first_seq = len(agent.session.events)
+        text_out = args.output_format == "text"
         hold = not args.stream and not _is_terminal(sys.stdout)
-        printer = StreamPrinter(sys.stdout, sys.stderr, hold=hold)
+        printer = StreamPrinter(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold)
         agent.ctx.on(SESSION_EVENT, printer)
+        lines = EventLines(sys.stdout)
+        if args.output_format == "stream-json":
+            agent.ctx.on(SESSION_EVENT, lines)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
         try:
@@ -154,6 +182,20 @@ async def run(args: argparse.Namespace) -> int:
         printer.end_line()
         printer.release()  # the turn is on disk (or ``unstored`` says why not)
         status, reason = _verdict(agent, printer, terminations)
+        if not text_out:
+            status = EXIT_FAILED if unstored is not None else status
+            lines.write(
+                turn_result(
+                    agent,
+                    first_seq,
+                    exit_code=status,
+                    error=unstored or reason,
+                    stored=unstored is None,
+                )
+            )
+            if lines.output_error is not None:
+                status = EXIT_FAILED
+                reason = f"the result could not be written: {describe(lines.output_error)}"
         if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
         failed, release_logs = await dispose_reporting(handle, unstored, verbose=args.verbose)
@@ -180,6 +222,13 @@ class _Interrupts:
             os._exit(EXIT_CANCELLED)
         print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
         self._agent.cancel()
+
+
+class _Discard(io.StringIO):
+    """Where the answer's text goes when stdout carries JSON instead."""
+
+    def write(self, text: str) -> int:
+        return len(text)
 
 
 def _is_terminal(stream: TextIO) -> bool:

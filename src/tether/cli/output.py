@@ -1,0 +1,112 @@
+"""What ``tether run --output-format json|stream-json`` prints: output for scripts.
+
+``json`` prints one line, the **result** of the turn, once the turn is on
+disk. ``stream-json`` prints every event of the session as it is appended,
+one JSON line each in the stored record form (``{"type": "assistant/chunk",
+"seq": …, "time": …, "data": {…}}``; event types always hold a ``/``), then
+the same result line. Both are described, field by field, in docs/cli.md;
+fields are only ever added, and ``version`` changes if one changes meaning.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TextIO
+
+from tether.agent import Agent
+from tether.frozen import thaw
+from tether.session import Event, Session
+
+RESULT_VERSION = 1
+"""The version of the result line's shape."""
+
+
+class EventLines:
+    """A session observer writing each appended event to ``out`` as a JSON line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self.output_error: OSError | None = None
+        """Why writing to ``out`` failed (a closed pipe, a full device); then it stops."""
+
+    def __call__(self, session: Session, event: Event) -> None:
+        self.write(event.to_record())
+
+    def write(self, record: Mapping[str, object]) -> None:
+        """Write ``record`` as one line (unless writing already failed)."""
+        if self.output_error is not None:
+            return
+        try:
+            self._out.write(json.dumps(thaw(record), ensure_ascii=False) + "\n")
+            self._out.flush()
+        except OSError as exc:
+            self.output_error = exc
+
+
+def turn_result(
+    agent: Agent,
+    first_seq: int,
+    *,
+    exit_code: int,
+    error: str | None,
+    stored: bool,
+) -> dict[str, object]:
+    """The result line of the turn whose events start at ``first_seq``."""
+    events = [event for event in agent.session.events if event.seq >= first_seq]
+    answer = ""
+    usage: dict[str, int] = {}
+    calls: dict[str, dict[str, object]] = {}
+    stop: Mapping[str, object] = {"kind": "aborted", "cause": "user"}
+    for event in events:
+        data = event.data
+        if event.type == "assistant/message":
+            answer = "".join(
+                str(block.get("text", ""))
+                for block in _blocks(data.get("content"))
+                if block.get("type") == "text"
+            )
+            counts = data.get("usage")
+            if isinstance(counts, Mapping):
+                for name, value in counts.items():
+                    if isinstance(value, int):
+                        usage[str(name)] = usage.get(str(name), 0) + value
+        elif event.type == "tool/call":
+            calls[str(data["id"])] = {
+                "id": data["id"],
+                "name": data["name"],
+                "arguments": thaw(data["arguments"]),
+                "is_error": None,
+                "output": None,
+            }
+        elif event.type == "tool/result":
+            call = calls.setdefault(
+                str(data["id"]),
+                {"id": data["id"], "name": data["name"], "arguments": None},
+            )
+            call["is_error"] = data["is_error"]
+            call["output"] = data["content"]
+        elif event.type == "turn/end":
+            reason = data.get("reason")
+            if isinstance(reason, Mapping):
+                stop = reason
+    return {
+        "type": "result",
+        "version": RESULT_VERSION,
+        "session_id": agent.id,
+        "stop_reason": stop.get("kind"),
+        "cause": stop.get("cause"),
+        "answer": answer,
+        "tool_calls": list(calls.values()),
+        "usage": usage or None,
+        "is_error": exit_code != 0,
+        "error": error,
+        "exit_code": exit_code,
+        "stored": stored,
+    }
+
+
+def _blocks(content: object) -> list[Mapping[str, object]]:
+    if not isinstance(content, list | tuple):
+        return []
+    return [block for block in content if isinstance(block, Mapping)]
