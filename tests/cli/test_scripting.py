@@ -121,3 +121,89 @@ def test_a_session_that_is_not_there_is_a_bad_argument_in_one_line(tmp_path: Pat
     nothing = tether(tmp_path, "run", "--cwd", str(tmp_path), "--continue", "x")
     assert nothing.returncode == 2
     assert f"no stored session in {tmp_path} to continue" in nothing.stderr
+
+
+# -- finding sessions -------------------------------------------------------------
+
+
+def listed_ids(home: Path, *args: str) -> list[str]:
+    result = tether(home, "sessions", "list", *args)
+    assert result.returncode == 0, result.stderr
+    return [line.split("\t")[0] for line in result.stdout.splitlines()]
+
+
+def test_sessions_list_filters_by_cwd_and_text_and_is_ordered_by_last_activity(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    old = session_id(tether(tmp_path, "run", "--cwd", str(work), "about penguins").stderr)
+    new = session_id(tether(tmp_path, "run", "--cwd", str(work), "about otters").stderr)
+    other = session_id(tether(tmp_path, "run", "about walruses").stderr)
+    assert listed_ids(tmp_path) == [other, new, old]
+    # A later prompt makes the oldest session the most recently active.
+    assert tether(tmp_path, "run", "--resume", old, "and PUFFINS").returncode == 0
+    assert listed_ids(tmp_path) == [old, other, new]
+    assert listed_ids(tmp_path, "--cwd", str(work)) == [old, new]
+    assert listed_ids(tmp_path, "--limit", "2") == [old, other]
+    assert listed_ids(tmp_path, "--search", "OTTERS") == [new]  # the title
+    assert listed_ids(tmp_path, "--search", "puffins") == [old]  # a later prompt
+    assert listed_ids(tmp_path, "--search", "nothing like it") == []
+    bad_limit = tether(tmp_path, "sessions", "list", "--limit", "0")
+    assert bad_limit.returncode == 2 and "must be at least 1" in bad_limit.stderr
+
+
+def test_an_exported_session_imports_into_another_home_as_it_was(tmp_path: Path) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    sid = session_id(tether(source, "run", "$ echo moved").stderr)
+    exported = tether(source, "sessions", "export", sid).stdout
+    lines = exported.splitlines()
+    # A reasoning block, shown by ``show --thinking`` only.
+    message = next(i for i, line in enumerate(lines) if '"assistant/message"' in line)
+    record = json.loads(lines[message])
+    record["data"]["content"].insert(
+        0, {"type": "reasoning", "text": "let me think", "signature": None}
+    )
+    lines[message] = json.dumps(record)
+    export_file = tmp_path / "export.jsonl"
+    export_file.write_text("\n".join(lines) + "\n")
+
+    imported = tether(target, "sessions", "import", str(export_file))
+    assert imported.returncode == 0, imported.stderr
+    assert f"imported {sid}" in imported.stderr
+    again = tether(target, "sessions", "export", sid).stdout.splitlines()
+    assert [json.loads(line) for line in again] == [json.loads(line) for line in lines]
+    plain = tether(target, "sessions", "show", sid).stdout
+    thinking = tether(target, "sessions", "show", sid, "--thinking").stdout
+    assert "let me think" not in plain and "thinking: let me think" in thinking
+    resumed = tether(target, "run", "--resume", sid, "go on")
+    assert resumed.returncode == 0, resumed.stderr
+
+    twice = tether(target, "sessions", "import", str(export_file))
+    assert twice.returncode == 1
+    assert errors(twice.stderr) == [
+        f"tether: session {sid} is already stored (delete it first to replace it)"
+    ]
+
+
+def test_a_file_that_is_not_an_export_is_refused_with_its_line(tmp_path: Path) -> None:
+    sid = session_id(tether(tmp_path / "a", "run", "hello").stderr)
+    lines = tether(tmp_path / "a", "sessions", "export", sid).stdout.splitlines()
+    cases = {
+        "empty.jsonl": ("", "empty; expected a session exported as JSON Lines"),
+        "text.jsonl": ("hello\n", "line 1: not JSON"),
+        "noheader.jsonl": ('{"id": 1}\n', 'line 1: expected the header line {"header": {…}}'),
+        "badline.jsonl": ("\n".join([lines[0], lines[1], "{oops"]) + "\n", "line 3: not an event"),
+        "gap.jsonl": ("\n".join([lines[0], lines[2]]) + "\n", "seq"),
+    }
+    for name, (text, reason) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        result = tether(tmp_path / "b", "sessions", "import", str(path))
+        assert result.returncode == 1, (name, result.stderr)
+        [line] = errors(result.stderr)
+        assert line.startswith("tether: ") and reason in line, (name, line)
+        assert "Traceback" not in result.stderr
+    missing = tether(tmp_path / "b", "sessions", "import", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 1 and "No such file" in missing.stderr
+    assert listed_ids(tmp_path / "b") == []

@@ -25,6 +25,17 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_resume_options(parser: argparse.ArgumentParser) -> None:
     """``--resume ID`` and ``--continue``: which stored session to go on with."""
     which = parser.add_mutually_exclusive_group()
@@ -108,9 +119,23 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = commands.add_parser("sessions", help="list, show, export or delete sessions")
     session_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
     session_commands.required = True
-    session_commands.add_parser("list", help="stored sessions, newest first")
+    listing = session_commands.add_parser(
+        "list", help="stored sessions, most recently active first"
+    )
+    listing.add_argument(
+        "--cwd", type=Path, metavar="DIR", help="only sessions whose working directory is DIR"
+    )
+    listing.add_argument(
+        "--search", metavar="TEXT", help="only sessions whose title or prompts hold TEXT"
+    )
+    listing.add_argument("--limit", type=positive_int, metavar="N", help="at most N sessions")
     show = session_commands.add_parser("show", help="a readable transcript")
     show.add_argument("id")
+    show.add_argument("--thinking", action="store_true", help="include the model's reasoning")
+    imported = session_commands.add_parser(
+        "import", help="store a session from a file `sessions export` wrote (JSONL)"
+    )
+    imported.add_argument("file", type=Path)
     export = session_commands.add_parser("export", help="the log as JSONL or Markdown")
     export.add_argument("id")
     export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")

@@ -32,8 +32,11 @@ def _plain(value: object) -> object:
     return value
 
 
-def transcript(session: Session, *, markdown: bool = False) -> Iterator[str]:
-    """Yield the lines of a readable transcript of ``session``."""
+def transcript(
+    session: Session, *, markdown: bool = False, thinking: bool = False
+) -> Iterator[str]:
+    """Yield the lines of a readable transcript of ``session``; with
+    ``thinking``, the model's reasoning too."""
     header = session.header
     if markdown:
         yield f"# Session {header.id}"
@@ -43,7 +46,16 @@ def transcript(session: Session, *, markdown: bool = False) -> Iterator[str]:
     else:
         yield f"session {header.id} (cwd {header.cwd})"
     for event in session.events:
+        if thinking and event.type == "assistant/message":
+            yield from _reasoning(event.data.get("content"), markdown)
         yield from _render(event, markdown)
+
+
+def _reasoning(content: object, markdown: bool) -> Iterator[str]:
+    for block in content if isinstance(content, tuple | list) else ():
+        if isinstance(block, Mapping) and block.get("type") == "reasoning":
+            text = str(block.get("text", ""))
+            yield f"> _thinking:_ {text}" if markdown else f"thinking: {text}"
 
 
 def _render(event: Event, markdown: bool) -> Iterator[str]:

@@ -6,14 +6,17 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.cli.boot import PERSISTENCE_ROW, row_problem, start
 from tether.cli.render import transcript
 
 if TYPE_CHECKING:
+    from tether.persist.backends.base import SessionSummary
     from tether.persist.service import Persistence
     from tether.session import Session
+    from tether.session.stored import StoredEvent
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -23,6 +26,84 @@ def _when(timestamp: float | None) -> str:
     if timestamp is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
+async def _listed(persistence: Persistence, args: argparse.Namespace) -> list[SessionSummary]:
+    """The summaries ``sessions list`` shows: newest activity first, filtered and cut."""
+    summaries = await persistence.list()
+    if args.cwd is not None:
+        wanted = str(args.cwd.resolve())
+        summaries = [s for s in summaries if s.cwd == wanted]
+    if args.search:
+        needle = args.search.casefold()
+        found: list[SessionSummary] = []
+        for summary in summaries:
+            if args.limit is not None and len(found) >= args.limit:
+                break
+            titled = summary.title is not None and needle in summary.title.casefold()
+            if titled or await _prompted(persistence, summary, needle):
+                found.append(summary)
+        summaries = found
+    return summaries if args.limit is None else summaries[: args.limit]
+
+
+async def _prompted(persistence: Persistence, summary: SessionSummary, needle: str) -> bool:
+    """Whether a prompt of the session holds ``needle`` (casefolded)."""
+    from tether.content import TextBlock
+    from tether.session import UserMessageEvent
+
+    if summary.error is not None:
+        return False
+    try:
+        session = await persistence.load(summary.id)
+    except Exception:
+        return False  # unreadable now: listed without its prompts
+    return any(
+        needle in block.text.casefold()
+        for event in session.events
+        if isinstance(event.payload, UserMessageEvent)
+        for block in event.payload.content
+        if isinstance(block, TextBlock)
+    )
+
+
+def read_export(path: Path) -> tuple[dict[str, object], list[StoredEvent]]:
+    """The header and events of a file ``sessions export`` wrote (JSON Lines).
+
+    Raises:
+        ImportFileError: the file cannot be read, or a line is not what an
+            export holds (the message names the line).
+    """
+    import msgspec
+
+    from tether.session.stored import StoredEvent
+
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise ImportFileError(f"{path}: {exc.strerror or exc}") from None
+    if not lines:
+        raise ImportFileError(f"{path}: empty; expected a session exported as JSON Lines")
+    try:
+        first = json.loads(lines[0])
+    except ValueError as exc:
+        raise ImportFileError(f"{path} line 1: not JSON ({exc})") from None
+    if not isinstance(first, dict) or not isinstance(first.get("header"), dict):
+        raise ImportFileError(f'{path} line 1: expected the header line {{"header": {{…}}}}')
+    decoder = msgspec.json.Decoder(StoredEvent)
+    events = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            events.append(decoder.decode(line))
+        except msgspec.DecodeError as exc:
+            raise ImportFileError(f"{path} line {number}: not an event record ({exc})") from None
+    return first["header"], events
+
+
+class ImportFileError(Exception):
+    """A file given to ``sessions import`` is not a session export."""
 
 
 async def _say_if_live(persistence: Persistence, session: Session) -> None:
@@ -49,18 +130,24 @@ async def sessions(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         try:
             if args.sessions_command == "list":
-                summaries = await persistence.list()
+                summaries = await _listed(persistence, args)
                 if not summaries:
                     print("no sessions", file=sys.stderr)
+                elif sys.stdout.isatty():
+                    print("ID\tCWD\tLAST ACTIVE\tTURNS\tTITLE")
                 for s in summaries:
                     title = s.title or ("(unreadable: " + s.error + ")" if s.error else "")
                     print(
-                        f"{s.id}\t{s.cwd or '-'}\t{_when(s.created_at)}\t"
+                        f"{s.id}\t{s.cwd or '-'}\t{_when(s.last_activity)}\t"
                         f"{s.turn_count} turns\t{title}"
                     )
+            elif args.sessions_command == "import":
+                header, events = read_export(args.file)
+                session = await persistence.import_log(header, events)
+                print(f"imported {session.id} ({len(session.events)} events)", file=sys.stderr)
             elif args.sessions_command == "show":
                 session = await persistence.load(args.id)
-                for line in transcript(session):
+                for line in transcript(session, thinking=args.thinking):
                     print(line)
                 await _say_if_live(persistence, session)
             elif args.sessions_command == "export":
@@ -76,7 +163,7 @@ async def sessions(args: argparse.Namespace) -> int:
             elif args.sessions_command == "delete":
                 await persistence.delete(args.id)
                 print(f"deleted {args.id}", file=sys.stderr)
-        except (LogStoreError, SessionError, LookupError) as exc:
+        except (LogStoreError, SessionError, LookupError, ImportFileError) as exc:
             print(f"tether: {exc}", file=sys.stderr)
             return EXIT_FAILED
         return EXIT_OK

@@ -30,13 +30,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.persist.backends.base import LogBackend, SessionSummary, StoredLog
 from tether.persist.backends.bulk import collector_paused
+from tether.persist.backends.errors import StoreConflictError
 from tether.persist.backends.lease import LeaseBook
+from tether.persist.backends.records import parse_header
 from tether.persist.writer import WriteBehind
 from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import Notice, ServiceKey
@@ -45,6 +48,7 @@ from tether.session.log import Session, SessionHeader
 from tether.session.registry import DEFAULT_REGISTRY
 from tether.session.repair import repair
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
+from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -173,6 +177,38 @@ class Persistence:
     async def list(self) -> list[SessionSummary]:
         """Summaries of every stored session, newest activity first."""
         return await asyncio.to_thread(self._backend.list)
+
+    async def import_log(
+        self, header: Mapping[str, object], events: Sequence[StoredEvent]
+    ) -> Session:
+        """Store a session log read from elsewhere (what ``sessions export``
+        writes) under its own id, checked as a load checks it.
+
+        Raises:
+            InvalidRecordError: the header does not have the stored shape.
+            SessionError, EventFormatError: the events do not form a valid log
+                (the message names the session and the seq).
+            StoreConflictError: a session with this id is already stored.
+            SessionLeasedError: a process has a session of this id live.
+        """
+        record = parse_header(header)
+        session = _decode(record["id"], StoredLog(header=record, events=list(events)))
+        await asyncio.to_thread(self._store_new, session)
+        return session
+
+    def _store_new(self, session: Session) -> None:
+        token = object()
+        self._leases.acquire(session.id, token)
+        try:
+            if self._backend.exists(session.id):
+                raise StoreConflictError(
+                    f"session {session.id} is already stored (delete it first to replace it)"
+                )
+            self._backend.write(
+                session.header.to_record(), [event.to_stored_record() for event in session.events]
+            )
+        finally:
+            self._leases.release(session.id, token)
 
     async def delete(self, session_id: str) -> None:
         """Delete a stored session.
