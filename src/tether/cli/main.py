@@ -149,6 +149,19 @@ def build_parser() -> argparse.ArgumentParser:
         "show", help="the composed plugin rows with their effective config"
     )
     add_model_options(config_show)
+    config_commands.add_parser("path", help="where the user config and the sessions live")
+    init = config_commands.add_parser(
+        "init", help="write a commented user config ($TETHER_HOME/tether.yml)"
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing one")
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check the data directory and the model (one tiny request)",
+        description="Check that sessions can be stored and that the model answers: one "
+        "request of a few tokens, with its latency. Exit 0 when every check passed.",
+    )
+    add_model_options(doctor)
 
     acp = commands.add_parser(
         "acp",
@@ -222,9 +235,21 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return asyncio.run(sessions(args))
     if args.command == "config":
+        if args.config_command == "path":
+            from tether.cli.config_files import config_path
+
+            return config_path(args)
+        if args.config_command == "init":
+            from tether.cli.config_files import config_init
+
+            return config_init(args)
         from tether.cli.config_show import config_show
 
         return config_show(args)
+    if args.command == "doctor":
+        from tether.cli.doctor import doctor
+
+        return asyncio.run(doctor(args))
     if args.command == "acp":
         from tether.cli.acp import run_acp
 

@@ -1,0 +1,107 @@
+"""``tether doctor``: is this machine ready? The data directory, and the model.
+
+Each check prints one line, ``ok`` or ``problem``, and what to do about a
+problem; the exit status is 0 when every check passed, 1 otherwise. The model
+check sends one tiny request (a one-word answer, a few tokens) and reports
+how long the answer took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from tether.cli.boot import PERSISTENCE_ROW, data_dir_of, row_problem, start
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+ADVICE = {
+    "auth": "check the API key (the provider's key variable, or TETHER_API_KEY)",
+    "rate-limit": "the provider is limiting requests or the quota is spent; wait, or check it",
+    "server": "the provider is failing; try again later",
+    "timeout": "the provider did not answer in time; check the network or --base-url",
+    "transport": "the endpoint cannot be reached; check --base-url and the network",
+    "bad-request": "the provider refused the request; check the model name",
+    "context-overflow": "the provider refused the request as too long",
+}
+"""What to do about a failed model request, by its normalized error code."""
+
+
+def _say(ok: bool, what: str, detail: str) -> None:
+    print(f"{'ok     ' if ok else 'problem'}  {what}: {detail}")
+
+
+async def doctor(args: argparse.Namespace) -> int:
+    from tether.persist.service import PERSISTENCE
+
+    tether = await start(args, model=args.model, quiet_rows=(PERSISTENCE_ROW,))
+    where = data_dir_of(args)
+    healthy = True
+    try:
+        persistence = tether.runtime.ctx.get(PERSISTENCE)
+        if persistence is None:
+            healthy = False
+            reason = row_problem(tether, PERSISTENCE_ROW)
+            _say(False, "sessions", f"cannot be stored ({reason})")
+        else:
+            try:
+                await persistence.check_writable()
+                count = len(await persistence.list())
+                _say(True, "sessions", f"{where} is writable ({count} stored)")
+            except Exception as exc:
+                from tether.cli.failures import describe
+
+                healthy = False
+                _say(False, "sessions", f"{where}: {describe(exc) or exc}")
+        healthy = await _check_model(tether) and healthy
+    finally:
+        await tether.stop()
+    return EXIT_OK if healthy else EXIT_FAILED
+
+
+async def _check_model(tether: object) -> bool:
+    from tether.content import TextBlock, UserRoleMessage
+    from tether.host import Tether
+    from tether.llm.chunks import Finish, TextDelta
+    from tether.llm.request import ModelRequest, parse_model_ref
+    from tether.llm.service import LLM
+    from tether.runtime.signal import CancelSignal
+
+    assert isinstance(tether, Tether)
+    llm = tether.runtime.ctx.get(LLM)
+    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
+    if llm is None or loop is None or loop.config is None:
+        _say(False, "model", "no agent loop or model service is composed")
+        return False
+    model = str(loop.config.model)
+    if parse_model_ref(model)[0] == "offline":
+        _say(
+            False,
+            "model",
+            "the offline model (a script, not an LLM); configure one with --model and its "
+            "API key, e.g. --model deepseek:deepseek-chat with DEEPSEEK_API_KEY",
+        )
+        return False
+    request = ModelRequest(
+        model=model,
+        messages=(UserRoleMessage(content=(TextBlock("Reply with the single word: ok"),)),),
+        max_tokens=16,
+    )
+    started = time.perf_counter()
+    answer: list[str] = []
+    finish: Finish | None = None
+    async for chunk in llm.stream(request, CancelSignal()):
+        if isinstance(chunk, TextDelta):
+            answer.append(chunk.text)
+        elif isinstance(chunk, Finish):
+            finish = chunk
+    took = (time.perf_counter() - started) * 1000
+    if finish is None or finish.reason == "error":
+        error = finish.error if finish is not None else "no answer"
+        advice = ADVICE.get((finish.error_code if finish is not None else None) or "", "")
+        _say(False, "model", f"{model}: {error}" + (f" — {advice}" if advice else ""))
+        return False
+    said = "".join(answer).strip()[:40]
+    _say(True, "model", f"{model} answered in {took:.0f} ms ({said!r})")
+    return True

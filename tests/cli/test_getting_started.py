@@ -1,0 +1,91 @@
+"""Getting started: ``config path``, ``config init`` and ``doctor``, as a new user runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+import sys
+from pathlib import Path
+
+from tests.acp.harness import fake_model_overlay
+from tests.adapters.fake_server import FakeServer, error, stream
+from tests.adapters.support import text_answer
+from tests.cli.test_commands import env_for, tether
+
+KEY = "sk-doctor-0123456789"
+
+
+def test_config_path_names_where_config_and_sessions_live(tmp_path: Path) -> None:
+    shown = tether(tmp_path, "config", "path")
+    assert shown.returncode == 0, shown.stderr
+    assert f"config    {tmp_path / 'tether.yml'} (absent" in shown.stdout
+    assert f"data      {tmp_path}" in shown.stdout
+
+
+def test_config_init_writes_a_private_commented_config_that_composes(tmp_path: Path) -> None:
+    written = tether(tmp_path, "config", "init")
+    assert written.returncode == 0, written.stderr
+    user = tmp_path / "tether.yml"
+    assert stat.S_IMODE(user.stat().st_mode) == 0o600
+    assert tether(tmp_path, "config", "show").returncode == 0
+    again = tether(tmp_path, "config", "init")
+    assert again.returncode == 1 and "--force replaces it" in again.stderr
+    # Every example works once uncommented.
+    text = user.read_text()
+    uncommented = "\n".join(
+        "  " + line[4:] if line.startswith(("  # - ", "  #   ")) else line
+        for line in text.splitlines()
+    )
+    user.write_text(uncommented)
+    shown = tether(tmp_path, "config", "show")
+    assert shown.returncode == 0, shown.stderr + uncommented
+    assert "tether.persist.sqlite" in shown.stdout and "tether.loop.retry" in shown.stdout
+    assert "max_steps: 50" in shown.stdout
+    assert tether(tmp_path, "config", "init", "--force").returncode == 0
+    assert user.read_text() == text
+
+
+async def doctor(home: Path, server: FakeServer) -> tuple[int, str]:
+    overlay = home / "model.yml"
+    overlay.write_text(fake_model_overlay(server.url, KEY))
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tether.cli.main", "--config", str(overlay)),
+        *("doctor", "--model", "openai-compatible:test-model"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env_for(home),
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert b"Traceback" not in err, err
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+async def test_doctor_reports_the_data_directory_and_the_models_latency(tmp_path: Path) -> None:
+    async with FakeServer() as server:
+        server.queue(stream(text_answer("ok")))
+        status, out = await doctor(tmp_path, server)
+    assert status == 0, out
+    [sessions, model] = out.splitlines()
+    assert sessions == f"ok       sessions: {tmp_path} is writable (0 stored)"
+    assert model.startswith("ok       model: openai-compatible:test-model answered in ")
+    assert model.endswith(" ms ('ok')")
+    (request,) = server.requests
+    assert request.json["max_tokens"] == 16
+
+
+async def test_doctor_says_what_to_do_about_a_refused_key(tmp_path: Path) -> None:
+    async with FakeServer() as server:
+        server.queue(error(401, {"error": {"message": "invalid api key"}}))
+        status, out = await doctor(tmp_path, server)
+    assert status == 1
+    line = out.splitlines()[1]
+    assert line.startswith("problem  model: openai-compatible:test-model: ")
+    assert "invalid api key" in line and "check the API key" in line
+
+
+def test_doctor_on_the_offline_model_says_how_to_configure_one(tmp_path: Path) -> None:
+    result = tether(tmp_path, "doctor")
+    assert result.returncode == 1
+    assert "problem  model: the offline model" in result.stdout
+    assert "--model" in result.stdout
