@@ -13,7 +13,7 @@ detaches.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from tether.agent.errors import AgentConflictError, AgentError
@@ -42,6 +42,7 @@ class AgentFactory(Protocol):
         cwd: str | None,
         options: AgentOptions | None,
         setup: Setup | None,
+        meta: Mapping[str, str] | None = None,
     ) -> AgentHandle: ...
 
     async def resume(
@@ -143,8 +144,12 @@ class AgentsView:
         cwd: str | None = None,
         options: AgentOptions | None = None,
         setup: Setup | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> AgentHandle:
         """Create and publish an agent with a new session; the caller's fiber co-owns it.
+
+        ``meta`` adds labels to the session's header (``model``, and ``tools``
+        when the options restrict them, are recorded there by the loop).
 
         Raises:
             AgentConflictError: ``session_id`` is live.
@@ -153,7 +158,7 @@ class AgentsView:
             AgentError: no agent loop is mounted.
         """
         return await self._registry.factory().create(
-            self._caller, session_id=session_id, cwd=cwd, options=options, setup=setup
+            self._caller, session_id=session_id, cwd=cwd, options=options, setup=setup, meta=meta
         )
 
     async def resume(

@@ -86,7 +86,7 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             for line in content.splitlines() or [""]:
                 yield f"    {line}"
     elif kind == "tool/stopped":
-        for line in _receipt(data.get("stopped")):
+        for line in [*_receipt(data.get("stopped")), *_children(data.get("agents"))]:
             yield f"- _{line}_" if markdown else f"  ■ {line}"
     elif kind == "turn/end":
         reason = _plain(data.get("reason"))
@@ -94,6 +94,20 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             detail = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "kind")
             note = f"(turn ended: {reason.get('kind')}{': ' + detail if detail else ''})"
             yield f"_{note}_" if markdown else note
+
+
+def _children(entries: object) -> Iterator[str]:
+    """One line per child agent a stop reached (``agents`` of a ``tool/stopped`` event)."""
+    plain = _plain(entries)
+    for entry in plain if isinstance(plain, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        ended = entry.get("ended")
+        if entry.get("cause"):
+            ended = f"{ended} ({entry['cause']})"
+        seconds = entry.get("seconds")
+        took = f" in {seconds * 1000:.0f} ms" if isinstance(seconds, int | float) else ""
+        yield f"stopped child agent {entry.get('id')}: its turn ended {ended}{took}"
 
 
 def _receipt(entries: object) -> Iterator[str]:

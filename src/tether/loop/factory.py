@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tether.agent.errors import AgentConflictError, AgentCreateError, AgentError
@@ -46,6 +47,15 @@ log = logging.getLogger(__name__)
 
 SCOPE_READS = ("agents", "sessions", "llm", "tools")
 """Services an agent's scope may read as ``agent.ctx.<name>``."""
+
+
+def header_meta(options: AgentOptions, extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The labels a new session's header records: its model, the tools it is
+    restricted to (a JSON list, when it is), and ``extra``."""
+    labels = {**(extra or {}), "model": options.model}
+    if options.tools is not None:
+        labels["tools"] = json.dumps(list(options.tools))
+    return labels
 
 
 class LoopFactory:
@@ -72,6 +82,7 @@ class LoopFactory:
         cwd: str | None,
         options: AgentOptions | None,
         setup: Setup | None,
+        meta: Mapping[str, str] | None = None,
     ) -> AgentHandle:
         options = options or self._defaults
         persistence = self._ctx.get(PERSISTENCE)
@@ -86,7 +97,7 @@ class LoopFactory:
                 "creating a new session over it"
             )
         try:
-            session = self._store.prepare(session_id, cwd=cwd, meta={"model": options.model})
+            session = self._store.prepare(session_id, cwd=cwd, meta=header_meta(options, meta))
         except SessionConflictError as exc:
             raise AgentConflictError(str(exc)) from None
         return await self._publish(caller, session, options, setup)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tether.agent.types import Agent, UserMessage
 from tether.llm.request import ModelRequest
-from tether.runtime.keys import Notice, Serial, Waterfall
+from tether.runtime.keys import Notice, Parallel, Serial, Waterfall
 from tether.session import TurnEndReason
 
 
@@ -45,6 +45,14 @@ Return it with ``retry=True`` to retry ``delay`` seconds later (cancellable)."""
 TURN_STOP = Serial[TurnEndReason, Agent, int, int]("agent/turn-stop")
 """Serial; args ``(agent, turn, step)``, asked after every step that would
 continue. The first listener that returns a reason ends the turn with it."""
+
+TURN_ABORTING = Parallel[Agent, int]("agent/turn-aborting")
+"""Parallel; args ``(agent, turn)``, awaited once when a cancelled turn is about
+to close, after its tool calls returned and before its open step is closed:
+the moment to stop work the turn owns elsewhere and wait until it has (the
+subagent tools wait for the children they cancelled). A failure is logged;
+the turn closes regardless. Not awaited when the driver task itself is
+cancelled (the turn then closes at once)."""
 
 TURN_CLOSING = Notice[Agent, int, TurnEndReason]("agent/turn-closing")
 """Emit; args ``(agent, turn, reason)``, once per turn, after its last step

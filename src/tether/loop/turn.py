@@ -30,6 +30,9 @@ registration order):
 * ``TURN_STOP`` (``agent/turn-stop``) — **serial**; args: ``(agent, turn, step)``, asked after
   every step that would continue. The first listener that returns a
   ``TurnEndReason`` ends the turn with it.
+* ``TURN_ABORTING`` (``agent/turn-aborting``) — **parallel**; args: ``(agent,
+  turn)``, awaited when a cancelled turn is about to close: work the turn owns
+  elsewhere (child agents) stops before the turn's ``turn/end``.
 * ``TURN_CLOSING`` (``agent/turn-closing``) — **emit**; args: ``(agent, turn,
   reason)``, once per turn, after its last step closed and right before
   ``turn/end``: the last moment to log into the turn (the stop receipt of
@@ -57,6 +60,7 @@ from tether.loop.hooks import (
     PRE_STEP,
     REQUEST,
     REQUEST_ERROR,
+    TURN_ABORTING,
     TURN_CLOSING,
     TURN_STOP,
     RequestError,
@@ -168,6 +172,8 @@ class TurnRunner:
         finally:
             if signal.cancelled and not isinstance(reason, Aborted):
                 reason = _aborted(signal)
+            if signal.cancelled and not cancelling_current_task():
+                await self._aborting(driver, turn)
             try:
                 if session.open_turn == turn:
                     _close_step(session, NOT_STARTED)
@@ -178,6 +184,17 @@ class TurnRunner:
             if isinstance(reason, Errored):
                 # After turn/end: a listener that cancels acts on what comes next.
                 self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
+
+    async def _aborting(self, driver: AgentDriver, turn: int) -> None:
+        """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first."""
+        try:
+            await self._ctx.parallel(TURN_ABORTING, driver.agent, turn)
+        except asyncio.CancelledError:
+            if cancelling_current_task():
+                raise
+            log.error("agent %s: a turn-aborting listener raised CancelledError", driver.id)
+        except Exception:
+            log.exception("agent %s: a turn-aborting listener failed", driver.id)
 
     async def _steps(
         self,

@@ -21,7 +21,7 @@ from tether.session.errors import (
 from tether.session.events import Event
 from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Lineage, Observer, Session, SessionEvents, SessionHeader
-from tether.session.receipt import Stopped, ToolStopped
+from tether.session.receipt import Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
 from tether.session.structure import PendingToolCall
@@ -88,6 +88,7 @@ __all__ = [
     "StepEnd",
     "StepStart",
     "Stopped",
+    "StoppedAgent",
     "ToolCallEvent",
     "ToolResultEvent",
     "ToolStopped",

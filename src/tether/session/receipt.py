@@ -14,6 +14,14 @@ command (``null`` if it had not ended when the receipt was written)::
       {"kind": "call", "id": "call-1", "pgid": 4242, "signals": ["SIGTERM"],
        "exit_code": null, "exit_signal": "SIGTERM", "seconds": 0.004}]}
 
+A stop that reached child agents (see ``tether.plugins.tool_subagent``) lists
+them under ``agents``, each with how its turn ended (absent when there were
+none, as in logs written before children existed)::
+
+    {"turn": 2, "cause": "user", "stopped": [], "agents": [
+      {"id": "20261201-…", "call_id": "call-4", "ended": "aborted",
+       "cause": "parent", "seconds": 0.003}]}
+
 It is part of the core vocabulary: every `EventRegistry` knows it, so a log
 holding a receipt loads without the plugin that wrote it.
 """
@@ -66,6 +74,32 @@ class Stopped(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             )
 
 
+class StoppedAgent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One child agent a stop reached: its id (its session's id), the tool
+    call that started it, how its turn ended (``ended``, with ``cause`` when
+    it was aborted) and the seconds from the stop to its end."""
+
+    id: str
+    call_id: str | None
+    ended: str
+    cause: str | None
+    seconds: float | None
+
+    def __post_init__(self) -> None:
+        where = f"{_TYPE} agent entry"
+        for name in ("id", "ended"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise EventFormatError(f"{where}: {name} must be a non-empty string, got {value!r}")
+        for name in ("call_id", "cause"):
+            if not isinstance(getattr(self, name), str | None):
+                raise EventFormatError(f"{where}: {name} must be a string or null")
+        if self.seconds is not None:
+            msgspec.structs.force_setattr(
+                self, "seconds", check_seconds(where, "seconds", self.seconds)
+            )
+
+
 class ToolStopped(EventStruct, frozen=True):
     """The receipt of one stop (see the module docstring)."""
 
@@ -74,6 +108,7 @@ class ToolStopped(EventStruct, frozen=True):
     turn: int
     cause: str
     stopped: tuple[Stopped, ...]
+    agents: tuple[StoppedAgent, ...] = ()
 
     def __post_init__(self) -> None:
         if not _int(self.turn) or self.turn < 0:
@@ -84,6 +119,16 @@ class ToolStopped(EventStruct, frozen=True):
             isinstance(entry, Stopped) for entry in self.stopped
         ):
             raise EventFormatError(f"{_TYPE}: stopped must be a tuple of entries")
+        if not isinstance(self.agents, tuple) or not all(
+            isinstance(entry, StoppedAgent) for entry in self.agents
+        ):
+            raise EventFormatError(f"{_TYPE}: agents must be a tuple of entries")
+
+    def stored(self) -> object:
+        if self.agents:
+            return self
+        # Receipts that stopped no child agent are stored as before children existed.
+        return {"turn": self.turn, "cause": self.cause, "stopped": self.stopped}
 
 
 def _int(value: object) -> bool:

@@ -1,0 +1,529 @@
+"""The subagent tools (``task``, ``task_output``, ``task_kill``): delegation owned by the parent.
+
+``task`` hands a prompt to a **child agent**. The child is created through
+``ctx.agents`` *in the parent agent's scoped context*, so the parent's scope
+owns it: whatever disposes the parent disposes its children. The child has a
+session of its own, whose header records where it came from (``parent``: the
+parent's session id, ``parent_call``: the tool call, ``depth``); the parent's
+log holds the call and, as its result, the child's answer. A child's id is
+its session id, and is the task id the parent's model uses.
+
+* **Foreground** (the default): the call returns once the child is idle,
+  with the child's answer. A child done with its work is disposed (its log
+  stays stored).
+* **Background** (``run_in_background``): the call returns the task id at
+  once; when the child is done, the parent gets a notice — as a follow-up if
+  it is idle, else injected into its next request — and the child is
+  disposed. ``task_output`` reads a task's state and answer, ``task_kill``
+  stops it; both refuse a task of another agent with the answer they give for
+  an id that does not exist.
+
+**Cancel cascades with cause ``parent``.** When the parent is cancelled
+(``cancel(user)``, or its disposal), every running child is cancelled with
+``cancel(parent)`` at once; the parent's turn waits for them
+(``agent/turn-aborting``) before it closes, so each child's ``turn/end
+{aborted: parent}`` is on disk before the parent's ``turn/end``, and the
+parent's stop receipt (``tool/stopped``) lists the children it stopped. A
+child cancelled on its own (by its id, from an editor) does not cancel its
+parent: the parent's call gets an error result and its turn goes on.
+
+What cascades lives in the parent's scope (its listeners and the watchers of
+background children), not in this plugin, so a reload of this plugin leaves
+every running child owned, cascaded and reported as before.
+
+**Limits** (settings): delegation depth (default 2), running children per
+parent (8), live agents in the process (64); a call over one is an error
+result naming it. A child runs in its parent's cwd with the parent's model
+and tools unless a **profile** (``profiles`` in settings: a system prompt,
+tools, a model) says otherwise; a profile can narrow the tools, never widen
+them past the parent's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tether.agent import (
+    Agent,
+    AgentDisposedError,
+    AgentError,
+    AgentHandle,
+    AgentOptions,
+    AgentStatus,
+    CancelCause,
+    UserMessage,
+)
+from tether.agent.events import AGENT_STOPPING, CANCEL_REQUESTED
+from tether.agent.registry import AGENTS
+from tether.loop.hooks import TURN_ABORTING, TURN_CLOSING
+from tether.runtime.checked import Checked, meta
+from tether.session import (
+    Aborted,
+    AssistantMessageEvent,
+    StoppedAgent,
+    ToolStopped,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+)
+from tether.session.store import SESSIONS
+from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools.registry import TOOLS
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+    from tether.session import Session
+
+log = logging.getLogger(__name__)
+
+name = "tool_subagent"
+inject = ("tools", "agents")
+
+PARENT = "parent"
+"""Header label of a child session: the parent's session id."""
+PARENT_CALL = "parent_call"
+"""Header label of a child session: the parent's tool call that started it."""
+DEPTH = "depth"
+"""Header label of a child session: 1 for a child, 2 for a grandchild, …"""
+DESCRIPTION = "task"
+"""Header label of a child session: the task's short description."""
+NOTICE_SOURCE = "notice"
+PROMPT_SOURCE = "parent"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile(Checked):
+    """A named kind of child agent (``agent`` argument of ``task``)."""
+
+    system: str | None = None
+    """Its system prompt (default: the agent loop's)."""
+    tools: tuple[str, ...] | None = None
+    """The tools it may call, within the parent's (default: the parent's)."""
+    model: str | None = None
+    """Its model (default: the parent's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
+    """Limits of delegation, and the profiles children can be given."""
+
+    max_depth: int = field(default=2, metadata=meta("levels of delegation below a root", ge=1))
+    max_children: int = field(default=8, metadata=meta("running children per parent", ge=1))
+    max_agents: int = field(default=64, metadata=meta("live agents in the process", ge=1))
+    profiles: Mapping[str, Profile] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskArgs(Checked):
+    """Delegate a task to a child agent."""
+
+    description: str = field(metadata=meta("the task in a few words"))
+    prompt: str = field(metadata=meta("everything the child needs to know to do it"))
+    agent: str | None = field(default=None, metadata=meta("a profile from the settings"))
+    run_in_background: bool = field(
+        default=False, metadata=meta("return the task id at once; a notice tells when it is done")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIdArgs(Checked):
+    """Name a task."""
+
+    task_id: str = field(metadata=meta("the task id that task returned"))
+
+
+def parent_of(agent: Agent) -> str | None:
+    """The session id of the agent that delegated to ``agent``, if one did."""
+    return agent.session.header.meta.get(PARENT)
+
+
+def depth_of(agent: Agent) -> int:
+    """0 for an agent nobody delegated to, 1 for its child, …"""
+    try:
+        return int(agent.session.header.meta.get(DEPTH, "0"))
+    except ValueError:
+        return 0
+
+
+def outcome(session: Session) -> tuple[TurnEndReason | None, str]:
+    """How the session's last turn ended, and the text of its last answer."""
+    reason: TurnEndReason | None = None
+    for event in reversed(session.events):
+        payload = event.payload
+        if reason is None and isinstance(payload, TurnEnd):
+            reason = payload.reason
+        elif isinstance(payload, AssistantMessageEvent):
+            return reason, payload.text
+        elif isinstance(payload, TurnStart) and reason is not None:
+            break
+    return reason, ""
+
+
+def describe_end(reason: TurnEndReason | None) -> str:
+    if reason is None:
+        return "never ran"
+    if isinstance(reason, Aborted):
+        return f"aborted ({reason.cause})"
+    error = getattr(reason, "error", None)
+    return f"{reason.kind}: {error}" if error else reason.kind
+
+
+@dataclass(eq=False)
+class Child:
+    """One child agent, as its parent's family knows it."""
+
+    handle: AgentHandle
+    call_id: str
+    description: str
+    background: bool
+    stop_requested: float | None = None
+    """``time.monotonic()`` when the parent's stop cancelled it."""
+    settled: asyncio.Future[float] | None = None
+    """Resolves (with the monotonic time) once it is idle and its log is flushed."""
+
+    @property
+    def agent(self) -> Agent:
+        return self.handle.agent
+
+    @property
+    def id(self) -> str:
+        return self.handle.agent.id
+
+    def settle(self) -> asyncio.Future[float]:
+        """Wait, once, until the child is idle and its log is on disk."""
+        if self.settled is None:
+            self.settled = asyncio.ensure_future(_settle(self.agent))
+        return self.settled
+
+
+async def _settle(agent: Agent) -> float:
+    await agent.when_idle()
+    try:
+        await agent.ctx.service(SESSIONS).flush(agent.session)
+    except Exception as exc:
+        log.warning("child agent %s: its log could not be flushed: %s", agent.id, exc)
+    return time.monotonic()
+
+
+class Family:
+    """A parent's children, and the listeners of the parent's scope that cascade to them."""
+
+    def __init__(self, parent: Agent) -> None:
+        self.parent = parent
+        self.children: dict[str, Child] = {}
+        self._stopped: list[Child] = []
+        self._entries: list[StoppedAgent] = []
+
+    def attach(self) -> None:
+        """Listen on the parent's scope: these live and die with the parent."""
+        scope = self.parent.ctx
+        scope.on(CANCEL_REQUESTED, self.on_cancel)
+        scope.on(TURN_ABORTING, self.on_aborting)
+        scope.on(TURN_CLOSING, self.on_closing)
+        scope.on(AGENT_STOPPING, self.on_stopping)
+
+    def running(self) -> list[Child]:
+        return [c for c in self.children.values() if c.agent.status is AgentStatus.RUNNING]
+
+    def on_cancel(self, agent: Agent, cause: CancelCause) -> None:
+        """The parent is cancelled (or disposed): cancel every running child, cause ``parent``."""
+        for child in self.running():
+            child.stop_requested = time.monotonic()
+            self._stopped.append(child)
+            child.agent.cancel(CancelCause.PARENT)
+
+    async def on_aborting(self, agent: Agent, turn: int) -> None:
+        """The parent's cancelled turn waits for the children its cancel stopped."""
+        await self._collect()
+
+    def on_closing(self, agent: Agent, turn: int, reason: TurnEndReason) -> None:
+        cause = reason.cause if isinstance(reason, Aborted) else reason.kind
+        self._write(turn, cause)
+
+    async def on_stopping(self, agent: Agent) -> None:
+        """A parent disposed while idle: its background children stopped; receipt between turns."""
+        if agent.status is AgentStatus.RUNNING:
+            return  # its turn closes with the receipt
+        # An idle parent's disposal cancels nothing of its own (no event):
+        # its running children are stopped here.
+        self.on_cancel(agent, CancelCause.DISPOSED)
+        await self._collect()
+        self._write(agent.session.last_turn, CancelCause.DISPOSED.value)
+
+    async def _collect(self) -> None:
+        stopped, self._stopped = self._stopped, []
+        for child in stopped:
+            ended_at = await child.settle()
+            reason, _answer = outcome(child.agent.session)
+            requested = child.stop_requested or ended_at
+            self._entries.append(
+                StoppedAgent(
+                    id=child.id,
+                    call_id=child.call_id,
+                    ended=reason.kind if reason is not None else "never-ran",
+                    cause=reason.cause if isinstance(reason, Aborted) else None,
+                    seconds=max(0.0, ended_at - requested),
+                )
+            )
+
+    def _write(self, turn: int, cause: str) -> None:
+        entries, self._entries = self._entries, []
+        if not entries:
+            return
+        session = self.parent.session
+        if session.registry.payload_class(ToolStopped.type) is not ToolStopped:
+            log.info("agent %s: stopped %d child agent(s)", self.parent.id, len(entries))
+            return
+        session.append(ToolStopped(turn=turn, cause=cause, stopped=(), agents=tuple(entries)))
+
+
+class SubagentTools:
+    """The three tools, over the agents registry."""
+
+    def __init__(self, ctx: Context, config: Config) -> None:
+        self._ctx = ctx
+        self._config = config
+        self._families: dict[str, Family] = {}
+
+    # -- task -------------------------------------------------------------------
+
+    async def task(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:
+        parent = exec.agent
+        if parent is None:
+            return ToolOutput("task needs an agent to delegate from", is_error=True)
+        refusal = self._refusal(parent, args)
+        if refusal is not None:
+            return ToolOutput(f"task refused: {refusal}", is_error=True)
+        family = self._family(parent)
+        options = self._options(parent, args.agent)
+        labels = {
+            PARENT: parent.id,
+            PARENT_CALL: exec.call_id,
+            DEPTH: str(depth_of(parent) + 1),
+            DESCRIPTION: args.description,
+        }
+        try:
+            handle = await parent.ctx.service(AGENTS).create(
+                cwd=parent.session.header.cwd, options=options, meta=labels
+            )
+        except AgentError as exc:
+            return ToolOutput(f"task not started: {exc}", is_error=True)
+        child = Child(handle, exec.call_id, args.description, args.run_in_background)
+        if exec.signal.cancelled:
+            # The parent was cancelled while the child was being created.
+            await handle.dispose()
+            return ToolOutput("task not started: the turn was cancelled", is_error=True)
+        family.children[child.id] = child
+        child.agent.followup(UserMessage.text(args.prompt, source=PROMPT_SOURCE))
+        if args.run_in_background:
+            self._watch(family, child)
+            return ToolOutput(
+                f"started task {child.id} in the background; a notice comes when it is done "
+                "(task_output reads it, task_kill stops it)"
+            )
+        return await self._foreground(family, child, exec)
+
+    async def _foreground(self, family: Family, child: Child, exec: ToolExec) -> ToolOutput:
+        settled = child.settle()
+        stop: asyncio.Future[object] = asyncio.ensure_future(exec.signal.wait())
+        try:
+            await asyncio.wait((settled, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not settled.done():
+            if child.stop_requested is None:
+                child.stop_requested = time.monotonic()
+            child.agent.cancel(CancelCause.PARENT)
+            await asyncio.shield(settled)
+        reason, answer = outcome(child.agent.session)
+        await self._finish(family, child)
+        return _result(child.id, reason, answer)
+
+    def _watch(self, family: Family, child: Child) -> None:
+        """Watch a background child from the parent's scope: notice, then dispose, when done."""
+        parent = family.parent
+
+        async def watch() -> None:
+            await child.settle()
+            reason, _answer = outcome(child.agent.session)
+            await self._finish(family, child)
+            notice = UserMessage.text(
+                f"background task {child.id} ({child.description}) finished: "
+                f"{describe_end(reason)}. Read its answer with task_output.",
+                source=NOTICE_SOURCE,
+            )
+            try:
+                # A child the parent's own stop ended never wakes the parent:
+                # the stop stops, and the notice waits for its next request.
+                if parent.status is AgentStatus.IDLE and child.stop_requested is None:
+                    parent.followup(notice)
+                else:
+                    parent.inject(notice)
+            except AgentDisposedError:
+                pass  # the parent is going: nobody to tell
+
+        watcher = asyncio.get_running_loop().create_task(watch(), name=f"task-watch:{child.id}")
+
+        async def stop_watching() -> None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+        parent.ctx.defer(stop_watching, label=f"watch task {child.id}")
+
+    async def _finish(self, family: Family, child: Child) -> None:
+        """The child's work is done: dispose it (its log stays stored)."""
+        if family.children.get(child.id) is child:
+            del family.children[child.id]
+        await child.handle.dispose()
+
+    # -- task_output, task_kill ------------------------------------------------
+
+    async def task_output(self, args: TaskIdArgs, exec: ToolExec) -> ToolOutput:
+        found = await self._owned(args.task_id, exec)
+        if isinstance(found, str):
+            return ToolOutput(found, is_error=True)
+        session, running = found
+        reason, answer = outcome(session)
+        state = "running" if running else f"done: {describe_end(reason)}"
+        return ToolOutput(f"[task {args.task_id} {state}]\n{answer or '(no answer yet)'}")
+
+    async def task_kill(self, args: TaskIdArgs, exec: ToolExec) -> ToolOutput:
+        found = await self._owned(args.task_id, exec)
+        if isinstance(found, str):
+            return ToolOutput(found, is_error=True)
+        session, running = found
+        family = self._families.get(exec.agent.id) if exec.agent is not None else None
+        child = family.children.get(args.task_id) if family is not None else None
+        if not running or child is None:
+            reason, _answer = outcome(session)
+            return ToolOutput(f"task {args.task_id} had already finished ({describe_end(reason)})")
+        child.agent.cancel(CancelCause.PARENT)
+        await asyncio.shield(child.settle())
+        reason, _answer = outcome(child.agent.session)
+        return ToolOutput(f"killed task {args.task_id}: its turn ended {describe_end(reason)}")
+
+    async def _owned(self, task_id: str, exec: ToolExec) -> tuple[Session, bool] | str:
+        """The task's session and whether it runs, if the caller owns it; else why not.
+
+        A task of another agent gets the very answer of an id that does not
+        exist, so ids cannot be probed.
+        """
+        missing = f"no task {task_id} in this session"
+        caller = exec.agent
+        if caller is None:
+            return missing
+        live = self._ctx.service(AGENTS).get(task_id)
+        if live is not None:
+            if parent_of(live) != caller.id:
+                return missing
+            return live.session, live.status is AgentStatus.RUNNING
+        from tether.persist.service import PERSISTENCE
+
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None:
+            return missing
+        try:
+            session = await persistence.load(task_id)
+        except Exception:
+            return missing
+        if session.header.meta.get(PARENT) != caller.id:
+            return missing
+        return session, False
+
+    # -- limits and options ----------------------------------------------------
+
+    def _refusal(self, parent: Agent, args: TaskArgs) -> str | None:
+        config = self._config
+        if args.agent is not None and args.agent not in config.profiles:
+            known = ", ".join(sorted(config.profiles)) or "none are configured"
+            return f"there is no agent profile {args.agent!r} (profiles: {known})"
+        if depth_of(parent) + 1 > config.max_depth:
+            return f"delegation is limited to {config.max_depth} levels, and this agent is a child"
+        family = self._families.get(parent.id)
+        if family is not None and len(family.running()) >= config.max_children:
+            return f"this agent already runs {config.max_children} tasks (the limit)"
+        if len(self._ctx.service(AGENTS).list()) >= config.max_agents:
+            return f"{config.max_agents} agents are live in this process (the limit)"
+        return None
+
+    def _options(self, parent: Agent, profile_name: str | None) -> AgentOptions:
+        header = parent.session.header.meta
+        allowed = _tools_of(header.get("tools"))
+        profile = self._config.profiles[profile_name] if profile_name is not None else Profile()
+        tools = allowed
+        if profile.tools is not None:
+            wanted = tuple(profile.tools)
+            tools = wanted if allowed is None else tuple(t for t in wanted if t in allowed)
+        return AgentOptions(
+            model=profile.model or header.get("model") or "offline",
+            system=profile.system,
+            tools=tools,
+        )
+
+    def _family(self, parent: Agent) -> Family:
+        family = self._families.get(parent.id)
+        if family is None or family.parent is not parent:
+            family = self._families[parent.id] = Family(parent)
+            family.attach()
+            parent.ctx.defer(lambda: self._forget(family), label="forget task family")
+        return family
+
+    def _forget(self, family: Family) -> None:
+        if self._families.get(family.parent.id) is family:
+            del self._families[family.parent.id]
+
+
+def _tools_of(label: str | None) -> tuple[str, ...] | None:
+    if label is None:
+        return None
+    try:
+        names = json.loads(label)
+    except ValueError:
+        return None
+    return tuple(str(n) for n in names) if isinstance(names, list) else None
+
+
+def _result(task_id: str, reason: TurnEndReason | None, answer: str) -> ToolOutput:
+    ended = describe_end(reason)
+    if reason is not None and reason.kind == "completed":
+        return ToolOutput(f"{answer or '(the task gave no answer)'}\n[task {task_id}: completed]")
+    said = f"; what it had said: {answer}" if answer else ""
+    return ToolOutput(f"task {task_id} did not complete: {ended}{said}", is_error=True)
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    tools = ctx.service(TOOLS)
+    subagents = SubagentTools(ctx, config)
+    definitions: list[Tool[Any]] = [
+        Tool(
+            name="task",
+            description="Delegate a task to a child agent with its own context. It returns the "
+            "child's answer (or, with run_in_background, a task id at once). Give the child "
+            "everything it needs in the prompt: it does not see this conversation.",
+            args=TaskArgs,
+            execute=subagents.task,
+        ),
+        Tool(
+            name="task_output",
+            description="Read a delegated task's state and its latest answer.",
+            args=TaskIdArgs,
+            execute=subagents.task_output,
+            concurrency_safe=True,
+        ),
+        Tool(
+            name="task_kill",
+            description="Stop a delegated task that is still running.",
+            args=TaskIdArgs,
+            execute=subagents.task_kill,
+        ),
+    ]
+    for definition in definitions:
+        await tools.register(definition)
