@@ -186,7 +186,7 @@ class Child:
     stop_requested: float | None = None
     """``time.monotonic()`` when the parent's stop cancelled it."""
     settled: asyncio.Future[float] | None = None
-    """Resolves (with the monotonic time) once it is idle and its log is flushed."""
+    """Resolves (with the monotonic time) once it is at rest and its log is flushed."""
 
     @property
     def agent(self) -> Agent:
@@ -196,30 +196,68 @@ class Child:
     def id(self) -> str:
         return self.handle.agent.id
 
-    def settle(self) -> asyncio.Future[float]:
-        """Wait, once, until the child is idle and its log is on disk."""
-        if self.settled is None:
-            self.settled = asyncio.ensure_future(_settle(self.agent))
-        return self.settled
 
-
-async def _settle(agent: Agent) -> float:
-    await agent.when_idle()
-    try:
-        await agent.ctx.service(SESSIONS).flush(agent.session)
-    except Exception as exc:
-        log.warning("child agent %s: its log could not be flushed: %s", agent.id, exc)
-    return time.monotonic()
+Families = Mapping[str, "Family"]
+"""The families of the process, by parent id."""
 
 
 class Family:
-    """A parent's children, and the listeners of the parent's scope that cascade to them."""
+    """A parent's children, and the listeners of the parent's scope that cascade to them.
 
-    def __init__(self, parent: Agent) -> None:
+    A child is **busy** while it runs or while a child of its own is busy:
+    an agent whose turn ended after it started background tasks is not done
+    until they are.
+    """
+
+    def __init__(self, parent: Agent, families: Families) -> None:
         self.parent = parent
         self.children: dict[str, Child] = {}
+        self._families = families
         self._stopped: list[Child] = []
         self._entries: list[StoppedAgent] = []
+
+    def busy(self) -> list[Child]:
+        return [child for child in self.children.values() if self._busy(child)]
+
+    def _busy(self, child: Child) -> bool:
+        if child.agent.status is AgentStatus.RUNNING:
+            return True
+        below = self._families.get(child.id)
+        return below is not None and bool(below.busy())
+
+    def settle(self, child: Child) -> asyncio.Future[float]:
+        """Wait, once, until ``child`` and everything below it is at rest and flushed."""
+        if child.settled is None:
+            child.settled = asyncio.ensure_future(self._settle(child))
+        return child.settled
+
+    async def _settle(self, child: Child) -> float:
+        while True:
+            await child.agent.when_idle()
+            below = self._families.get(child.id)
+            pending = below.busy() if below is not None else []
+            if not pending:
+                break
+            assert below is not None
+            await asyncio.gather(*(below.settle(grandchild) for grandchild in pending))
+        try:
+            await child.agent.ctx.service(SESSIONS).flush(child.agent.session)
+        except Exception as exc:
+            log.warning("child agent %s: its log could not be flushed: %s", child.id, exc)
+        return time.monotonic()
+
+    def stop_all(self) -> None:
+        """Cancel every busy child with cause ``parent``, and what is busy below an idle one."""
+        for child in self.busy():
+            if child.stop_requested is None:
+                child.stop_requested = time.monotonic()
+                self._stopped.append(child)
+            child.agent.cancel(CancelCause.PARENT)
+            below = self._families.get(child.id)
+            if below is not None:
+                # A child idle but waiting on background work of its own
+                # cancels nothing itself (its cancel has no turn to stop).
+                below.stop_all()
 
     def attach(self) -> None:
         """Listen on the parent's scope: these live and die with the parent."""
@@ -229,15 +267,9 @@ class Family:
         scope.on(TURN_CLOSING, self.on_closing)
         scope.on(AGENT_STOPPING, self.on_stopping)
 
-    def running(self) -> list[Child]:
-        return [c for c in self.children.values() if c.agent.status is AgentStatus.RUNNING]
-
     def on_cancel(self, agent: Agent, cause: CancelCause) -> None:
-        """The parent is cancelled (or disposed): cancel every running child, cause ``parent``."""
-        for child in self.running():
-            child.stop_requested = time.monotonic()
-            self._stopped.append(child)
-            child.agent.cancel(CancelCause.PARENT)
+        """The parent is cancelled (or disposed): cancel every busy child, cause ``parent``."""
+        self.stop_all()
 
     async def on_aborting(self, agent: Agent, turn: int) -> None:
         """The parent's cancelled turn waits for the children its cancel stopped."""
@@ -252,15 +284,15 @@ class Family:
         if agent.status is AgentStatus.RUNNING:
             return  # its turn closes with the receipt
         # An idle parent's disposal cancels nothing of its own (no event):
-        # its running children are stopped here.
-        self.on_cancel(agent, CancelCause.DISPOSED)
+        # its busy children are stopped here.
+        self.stop_all()
         await self._collect()
         self._write(agent.session.last_turn, CancelCause.DISPOSED.value)
 
     async def _collect(self) -> None:
         stopped, self._stopped = self._stopped, []
         for child in stopped:
-            ended_at = await child.settle()
+            ended_at = await self.settle(child)
             reason, _answer = outcome(child.agent.session)
             requested = child.stop_requested or ended_at
             self._entries.append(
@@ -331,16 +363,14 @@ class SubagentTools:
         return await self._foreground(family, child, exec)
 
     async def _foreground(self, family: Family, child: Child, exec: ToolExec) -> ToolOutput:
-        settled = child.settle()
+        settled = family.settle(child)
         stop: asyncio.Future[object] = asyncio.ensure_future(exec.signal.wait())
         try:
             await asyncio.wait((settled, stop), return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
         if not settled.done():
-            if child.stop_requested is None:
-                child.stop_requested = time.monotonic()
-            child.agent.cancel(CancelCause.PARENT)
+            family.stop_all()  # the cascade did it already, unless it lost a race
             await asyncio.shield(settled)
         reason, answer = outcome(child.agent.session)
         await self._finish(family, child)
@@ -351,7 +381,7 @@ class SubagentTools:
         parent = family.parent
 
         async def watch() -> None:
-            await child.settle()
+            await family.settle(child)
             reason, _answer = outcome(child.agent.session)
             await self._finish(family, child)
             notice = UserMessage.text(
@@ -405,8 +435,12 @@ class SubagentTools:
         if not running or child is None:
             reason, _answer = outcome(session)
             return ToolOutput(f"task {args.task_id} had already finished ({describe_end(reason)})")
+        assert family is not None
         child.agent.cancel(CancelCause.PARENT)
-        await asyncio.shield(child.settle())
+        below = self._families.get(child.id)
+        if below is not None:
+            below.stop_all()
+        await asyncio.shield(family.settle(child))
         reason, _answer = outcome(child.agent.session)
         return ToolOutput(f"killed task {args.task_id}: its turn ended {describe_end(reason)}")
 
@@ -448,7 +482,7 @@ class SubagentTools:
         if depth_of(parent) + 1 > config.max_depth:
             return f"delegation is limited to {config.max_depth} levels, and this agent is a child"
         family = self._families.get(parent.id)
-        if family is not None and len(family.running()) >= config.max_children:
+        if family is not None and len(family.busy()) >= config.max_children:
             return f"this agent already runs {config.max_children} tasks (the limit)"
         if len(self._ctx.service(AGENTS).list()) >= config.max_agents:
             return f"{config.max_agents} agents are live in this process (the limit)"
@@ -471,7 +505,7 @@ class SubagentTools:
     def _family(self, parent: Agent) -> Family:
         family = self._families.get(parent.id)
         if family is None or family.parent is not parent:
-            family = self._families[parent.id] = Family(parent)
+            family = self._families[parent.id] = Family(parent, self._families)
             family.attach()
             parent.ctx.defer(lambda: self._forget(family), label="forget task family")
         return family
@@ -510,6 +544,8 @@ async def apply(ctx: Context, config: Config) -> None:
             "everything it needs in the prompt: it does not see this conversation.",
             args=TaskArgs,
             execute=subagents.task,
+            # Delegations are independent agents: several in one answer run together.
+            concurrency_safe=True,
         ),
         Tool(
             name="task_output",
