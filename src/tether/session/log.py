@@ -19,7 +19,7 @@ from tether.session.errors import (
 )
 from tether.session.events import Event
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
-from tether.session.structure import PendingToolCall, Structure
+from tether.session.structure import IN_STEP_ONLY, PendingToolCall, Structure
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
 
 __all__ = ["Lineage", "Observer", "Session", "SessionEvents", "SessionHeader"]
@@ -271,25 +271,37 @@ class Session:
         registry = session._registry
         structure = session._structure
         stored = session._events
+        append = stored.append
         payload_class = registry.payload_class
+        classes: dict[str, type[EventPayload] | None] = {}
+        # This loop runs once per stored event. Most of a log is of types
+        # whose one rule is to come inside an open step: that is checked
+        # here rather than through a call per event.
+        in_step_only = IN_STEP_ONLY
         for expected, given in enumerate(events):
             if given.seq != expected:
                 raise SessionInvariantError(
                     f"expected seq {expected}: seqs are contiguous from 0", seq=given.seq
                 )
+            type_name = given.type
+            try:
+                registered = classes[type_name]
+            except KeyError:
+                registered = classes[type_name] = payload_class(type_name)
             # Events decoded by this registry already carry their class.
-            if type(given.payload) is payload_class(given.type):
+            if type(given.payload) is registered:
                 event = given
             else:
                 try:
                     event = registry.decode_event(given)
                 except EventFormatError as error:
                     raise type(error)(f"seq {given.seq}: {error}") from error
-            try:
-                structure.advance(event)
-            except SessionInvariantError as error:
-                raise SessionInvariantError(str(error), seq=event.seq) from None
-            stored.append(event)
+            if type_name not in in_step_only or structure.open_step is None:
+                try:
+                    structure.advance(event)
+                except SessionInvariantError as error:
+                    raise SessionInvariantError(str(error), seq=event.seq) from None
+            append(event)
         return session
 
     # -- write side -----------------------------------------------------------------

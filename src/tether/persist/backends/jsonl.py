@@ -30,11 +30,18 @@ import builtins
 import logging
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
-from tether.persist.backends.base import SessionSummary, StoredLog, TornTail, newest_first
+from tether.persist.backends.base import (
+    LoadedLog,
+    SessionSummary,
+    StoredLog,
+    TornTail,
+    newest_first,
+)
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -47,6 +54,7 @@ from tether.persist.backends.jsonl_format import SessionFile, encode_lines, head
 from tether.persist.backends.lease import FileLease, process_alive
 from tether.persist.backends.records import (
     EventRecord,
+    HeaderRecord,
     check_continues,
     parse_batch,
     parse_header,
@@ -54,7 +62,12 @@ from tether.persist.backends.records import (
 )
 from tether.persist.location import private_dir
 
+if TYPE_CHECKING:
+    from tether.session.registry import EventRegistry
+
 log = logging.getLogger(__name__)
+
+_Events = TypeVar("_Events", bound=Sequence[object])
 
 _SUFFIX = ".jsonl"
 _TEMP_SUFFIX = ".tmp"
@@ -160,6 +173,24 @@ class JsonlBackend:
         The file is opened read-only and never modified: a torn tail is
         reported, and cut off by the next write (which holds the lease).
         """
+        header, events, torn = self._read(session_id, SessionFile.parse_events)
+        return StoredLog(header, events, torn)
+
+    def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
+        """Read the whole log and decode it; see :meth:`LogBackend.load_events`.
+
+        As :meth:`load`, the file is opened read-only and never modified.
+        """
+        header, events, torn = self._read(
+            session_id, lambda file, start, end: file.decode_events(start, end, registry)
+        )
+        return LoadedLog(header, events, torn)
+
+    def _read(
+        self, session_id: str, read_events: Callable[[SessionFile, int, int], _Events]
+    ) -> tuple[HeaderRecord, _Events, TornTail | None]:
+        """The header, the events ``read_events`` makes of the intact event
+        lines, and the torn tail if there is one."""
         self._check_open()
         try:
             file = SessionFile.open(self.path(session_id), session_id, writable=False)
@@ -167,7 +198,7 @@ class JsonlBackend:
             raise SessionNotFoundError(session_id) from None
         with file:
             layout = file.probe()
-            events = file.parse_events(layout.header_end, layout.end)
+            events = read_events(file, layout.header_end, layout.end)
             torn = None
             if layout.torn:
                 torn = TornTail(
@@ -177,7 +208,7 @@ class JsonlBackend:
                 )
             else:
                 self._tails[session_id] = _Tail(file.inode, len(events), layout.end)
-        return StoredLog(layout.header, events, torn)
+        return layout.header, events, torn
 
     def acquire_lease(self, session_id: str) -> FileLease:
         """Take the session's lease: an ``flock`` on ``<id>.lock`` beside its log.

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from tether.persist.backends.bulk import BadRecordError, decode_event_lines_of
 from tether.persist.backends.errors import (
@@ -41,6 +42,10 @@ from tether.persist.backends.records import (
 )
 from tether.persist.backends.summary import Activity, title_of
 from tether.session.stored import StoredEvent
+
+if TYPE_CHECKING:
+    from tether.session.events import Event
+    from tether.session.registry import EventRegistry
 
 __all__ = [
     "FORMAT_VERSION",
@@ -179,8 +184,27 @@ class SessionFile:
         Raises:
             CorruptLogError: a line is not a valid event, or its seq is out of order.
         """
+        return self._parse_block(self.read(start, end), start)
+
+    def decode_events(self, start: int, end: int, registry: EventRegistry) -> builtins.list[Event]:
+        """Decode the event lines in ``[start, end)``, which begin at seq 0, into events.
+
+        In one pass (`LogDecoder.lines`) when every line allows it; otherwise
+        parsed as :meth:`parse_events` does, then decoded by ``registry``.
+
+        Raises:
+            CorruptLogError: a line is not a valid event, or its seq is out of order.
+            UnknownEventTypeError, EventFormatError: as `EventRegistry.decode_stored`.
+        """
+        block = self.read(start, end)
+        events = registry.log_decoder().lines(block)
+        if events is None:
+            events = registry.decode_stored(self._parse_block(block, start))
+        return events
+
+    def _parse_block(self, block: bytes, start: int) -> builtins.list[StoredEvent]:
         try:
-            return parse_lines(self.read(start, end), 0)
+            return parse_lines(block, 0)
         except BadRecordError as exc:
             raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
 
