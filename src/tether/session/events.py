@@ -9,11 +9,13 @@ are defined in `tether.session.vocabulary` and looked up in an
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, cast
 
+import msgspec
 from msgspec import Raw
 
 from tether.frozen import thaw
@@ -67,7 +69,20 @@ def _record_fields(record: object) -> tuple[str, int, float, Mapping[str, object
     return type_name, seq, time, data
 
 
-class Event:
+class _EventClass(msgspec.StructMeta):
+    """The class of `Event`: calling it is the checked constructor."""
+
+    def __call__(cls, type: str, seq: int, time: float, data: Mapping[str, object]) -> Event:
+        type_name, seq, time = _position(type, seq, time)
+        data = freeze_data(data, where=f"{type_name}: data")
+        return cast(Event, _build(cls, type_name, seq, time, data, None))
+
+
+# Builds an event from its stored fields in C, without checks.
+_build = msgspec.StructMeta.__call__
+
+
+class Event(msgspec.Struct, gc=False, metaclass=_EventClass):
     """One entry of a session log: ``{type, seq, time, data}``.
 
     ``seq`` is the entry's index in its log; ``time`` is seconds since the
@@ -84,13 +99,14 @@ class Event:
     Equality considers ``type``, ``seq``, ``time`` and ``data``; hashing,
     ``type``, ``seq`` and ``time``.
 
+    An event is a msgspec ``Struct`` (built in C, and left untracked by the
+    cyclic collector: it holds no cycles), not for its codec: it is not a
+    wire value, and its fields past ``time`` are private.
+
     Raises:
         EventFormatError: a field has the wrong type, or ``data`` is not
             JSON-shaped.
     """
-
-    __slots__ = ("_data", "_payload", "seq", "time", "type")
-    __match_args__ = ("type", "seq", "time", "data")
 
     type: str
     seq: int
@@ -98,12 +114,8 @@ class Event:
     # An event stores what it was made from; the data is computed when first
     # read. ``_data`` is frozen data or None (a core payload's, not built
     # yet). ``_payload`` is a payload, or None (opaque).
-    _data: Mapping[str, object] | None
-    _payload: EventPayload | None
-
-    def __new__(cls, type: str, seq: int, time: float, data: Mapping[str, object]) -> Event:
-        type_name, seq, time = _position(type, seq, time)
-        return assemble(type_name, seq, time, freeze_data(data, where=f"{type_name}: data"), None)
+    _data: Mapping[str, object] | None = None
+    _payload: EventPayload | None = None
 
     @property
     def data(self) -> Mapping[str, object]:
@@ -112,7 +124,7 @@ class Event:
         if data is None:
             # Two threads may both get here; they build equal data.
             data = freeze_data(self._payload_data(), where=f"{self.type}: data")
-            _set_data(self, data)
+            _set(self, "_data", data)
         return data
 
     @property
@@ -230,12 +242,7 @@ class Event:
         return (assemble, (self.type, self.seq, self.time, self._data, self._payload))
 
 
-_set_type, _set_seq, _set_time, _set_data, _set_payload = (
-    Event.__dict__[name].__set__ for name in ("type", "seq", "time", "_data", "_payload")
-)
-_new_event = object.__new__
-EVENT_BUILDERS = (_new_event, _set_type, _set_seq, _set_time, _set_data, _set_payload)
-"""What `assemble` builds an event with, for loops that inline it."""
+_set = msgspec.structs.force_setattr
 
 
 def assemble(
@@ -246,17 +253,14 @@ def assemble(
     payload: EventPayload | None,
 ) -> Event:
     """A new event from fields already checked, in the forms `Event` stores."""
-    # Making the object directly skips checking the fields (and copying the
-    # data) again, and setting the slots through their descriptors skips the
-    # frozen-instance guard. Every field is set before the event is handed
-    # out; afterwards only a computed form replaces ``_data`` or ``_payload``.
-    event = _new_event(Event)
-    _set_type(event, type_name)
-    _set_seq(event, seq)
-    _set_time(event, time)
-    _set_data(event, data)
-    _set_payload(event, payload)
-    return event
+    return cast(Event, _build(Event, type_name, seq, time, data, payload))
+
+
+build_event = cast(
+    Callable[[str, int, float, "Mapping[str, object] | None", "EventPayload | None"], Event],
+    functools.partial(_build, Event),
+)
+"""`assemble` without its Python frame, for loops that build an event per record."""
 
 
 def holding(type_name: str, seq: int, time: float, payload: EventPayload) -> Event:

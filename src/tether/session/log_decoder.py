@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, ClassVar, Union, cast
 import msgspec
 
 from tether.session.errors import EventFormatError
-from tether.session.events import EVENT_BUILDERS, LAZY_PAYLOADS, Event, holding
+from tether.session.events import LAZY_PAYLOADS, Event, build_event, holding
 from tether.session.vocabulary import EventPayload, EventStruct
 
 if TYPE_CHECKING:
@@ -108,8 +108,8 @@ class LogDecoder:
         types = self._types
         events: list[Event] = []
         append = events.append
-        new, set_type, set_seq, set_time, set_data, set_payload = EVENT_BUILDERS
-        # Runs once per event: the event is built in place (as `assemble` does).
+        build = build_event
+        # This loop runs once per event.
         for index, record in enumerate(records):
             if record.seq != index:
                 return None
@@ -122,13 +122,7 @@ class LogDecoder:
                     return None
                 append(event)
                 continue
-            event = new(Event)
-            set_type(event, type_name)
-            set_seq(event, index)
-            set_time(event, record.time)
-            set_data(event, None)
-            set_payload(event, payload)
-            append(event)
+            append(build(type_name, index, record.time, None, cast(EventPayload, payload)))
         return events
 
     def rows(
@@ -143,7 +137,7 @@ class LogDecoder:
         decoders = self._rows
         events: list[Event] = []
         append = events.append
-        new, set_type, set_seq, set_time, set_data, set_payload = EVENT_BUILDERS
+        build = build_event
         try:
             for index, (type_name, time, text) in enumerate(zip(types, times, data, strict=True)):
                 # SQLite's loose typing lets anything into a column: a
@@ -160,13 +154,7 @@ class LogDecoder:
                         return None
                     append(event)
                     continue
-                event = new(Event)
-                set_type(event, name)
-                set_seq(event, index)
-                set_time(event, time)
-                set_data(event, None)
-                set_payload(event, payload)
-                append(event)
+                append(build(name, index, time, None, cast(EventPayload, payload)))
         except (KeyError, TypeError, ValueError, msgspec.DecodeError):
             return None
         return events

@@ -19,7 +19,7 @@ from tether.session.errors import (
     EventTypeConflictError,
     UnknownEventTypeError,
 )
-from tether.session.events import EVENT_BUILDERS, LAZY_PAYLOADS, Event, assemble, holding
+from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, holding
 from tether.session.fields import freeze_data
 from tether.session.log_decoder import LogDecoder
 from tether.session.receipt import ToolStopped
@@ -257,9 +257,8 @@ class EventRegistry:
         decoders = self._decoders
         events: list[Event] = []
         append = events.append
-        # This loop runs once per stored event: it builds each event in place
-        # (as `assemble` does) rather than through calls per record.
-        new, set_type, set_seq, set_time, set_data, set_payload = EVENT_BUILDERS
+        # This loop runs once per stored event.
+        build = build_event
         for record in records:
             type_name = record.type
             decoder = decoders.get(type_name)
@@ -281,13 +280,7 @@ class EventRegistry:
                     continue
             except EventFormatError as error:
                 raise type(error)(f"seq {record.seq}: {error}") from error
-            event = new(Event)
-            set_type(event, type_name)
-            set_seq(event, record.seq)
-            set_time(event, record.time)
-            set_data(event, None)
-            set_payload(event, payload)
-            append(event)
+            append(build(type_name, record.seq, record.time, None, payload))
         return events
 
     def _decoder_for(self, type_name: str) -> _Decoder | None:
