@@ -17,7 +17,7 @@ from tether.session.errors import (
     ReentrantAppendError,
     SessionInvariantError,
 )
-from tether.session.events import Event
+from tether.session.events import Event, build_event
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.structure import IN_STEP_ONLY, PendingToolCall, Structure
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
@@ -327,10 +327,20 @@ class Session:
                 f"{len(self._events) - 1} is being published; observers must not append "
                 "to the session they observe (schedule the append instead)"
             )
-        if type(payload) not in _BUILTIN_CLASSES:
-            self._registry.check_payload(payload)
-        event = Event.from_payload(payload, seq=len(self._events), time=self._clock())
-        self._structure.advance(event)
+        seq = len(self._events)
+        time = self._clock()
+        # The core types are registered everywhere and keep their data
+        # unbuilt: with a finite float time (x - x is 0.0 for those alone)
+        # there is nothing left to check before building the event.
+        if type(payload) in _BUILTIN_CLASSES and type(time) is float and time - time == 0.0:
+            event = build_event(payload.type, seq, time, None, payload)
+        else:
+            if type(payload) not in _BUILTIN_CLASSES:
+                self._registry.check_payload(payload)
+            event = Event.from_payload(payload, seq=seq, time=time)
+        structure = self._structure
+        if event.type not in IN_STEP_ONLY or structure.open_step is None:
+            structure.advance(event)
         self._events.append(event)
         if self._observers:
             self._publish(event)
