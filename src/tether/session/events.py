@@ -34,6 +34,10 @@ __all__ = ["Event"]
 # subclass may override ``to_data``.
 LAZY_PAYLOADS = frozenset((*BUILTIN_PAYLOADS, ToolStopped))
 
+# The core payloads whose stored data is their fields: encoded as they are.
+_CORE: tuple[type[EventStruct], ...] = (*BUILTIN_PAYLOADS, ToolStopped)
+_SELF_STORED = frozenset(cls for cls in _CORE if cls.stored_type() is cls)
+
 _RECORD_KEYS = frozenset({"type", "seq", "time", "data"})
 _INF = math.inf
 
@@ -168,8 +172,13 @@ class Event(msgspec.Struct, gc=False, metaclass=_EventClass):
         `to_record` gives it, for the backend to encode (and mend).
         """
         try:
+            payload = self._payload
             if self._data is None:
-                encoded = cast(EventStruct, self._payload).to_json()
+                # What `EventStruct.to_json` does, without its two calls.
+                if type(payload) in _SELF_STORED:
+                    encoded = encode_data(payload)
+                else:
+                    encoded = cast(EventStruct, payload).to_json()
             else:
                 encoded = encode_data(self._data)
         except UnicodeEncodeError:
