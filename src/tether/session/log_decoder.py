@@ -39,6 +39,11 @@ __all__ = ["LogDecoder"]
 
 _Finish = Callable[[object], EventPayload] | None
 
+# `build_event` typed for what the loops below hand it: a decoded value that
+# is the registered payload class by construction. (Typed, not cast per
+# record: ``cast`` is a call at run time.)
+_build = cast(Callable[[object, int, float, None, object], Event], build_event)
+
 
 class _Record(msgspec.Struct, frozen=True, gc=False):
     """One stored event line; a subclass per event type types its ``data``
@@ -65,7 +70,7 @@ class LogDecoder:
 
     def __init__(self, registry: EventRegistry) -> None:
         records: list[type[_Record]] = []
-        rows: dict[str, tuple[Callable[[str], object], _Finish, bool]] = {}
+        rows: dict[object, tuple[Callable[[str], object], _Finish, bool]] = {}
         types: dict[str, tuple[_Finish, bool]] = {}
         for type_name in registry.type_names():
             cls = registry.payload_class(type_name)
@@ -108,7 +113,7 @@ class LogDecoder:
         types = self._types
         events: list[Event] = []
         append = events.append
-        build = build_event
+        build = _build
         # This loop runs once per event.
         for index, record in enumerate(records):
             if record.seq != index:
@@ -122,7 +127,7 @@ class LogDecoder:
                     return None
                 append(event)
                 continue
-            append(build(type_name, index, record.time, None, cast(EventPayload, payload)))
+            append(build(type_name, index, record.time, None, payload))
         return events
 
     def rows(
@@ -137,24 +142,23 @@ class LogDecoder:
         decoders = self._rows
         events: list[Event] = []
         append = events.append
-        build = build_event
+        build = _build
         try:
             for index, (type_name, time, text) in enumerate(zip(types, times, data, strict=True)):
                 # SQLite's loose typing lets anything into a column: a
                 # type that is no key, a time that is no float, data that
                 # is no text all leave the fast path.
-                name = cast(str, type_name)
-                decode, finish, lazy = decoders[name]
+                decode, finish, lazy = decoders[type_name]
                 if type(time) is not float or type(text) is not str:
                     return None
                 payload = decode(text)
                 if finish is not None or not lazy:
-                    event = _finished(name, index, time, payload, finish)
+                    event = _finished(cast(str, type_name), index, time, payload, finish)
                     if event is None:
                         return None
                     append(event)
                     continue
-                append(build(name, index, time, None, cast(EventPayload, payload)))
+                append(build(type_name, index, time, None, payload))
         except (KeyError, TypeError, ValueError, msgspec.DecodeError):
             return None
         return events
