@@ -117,9 +117,10 @@ class Event(msgspec.Struct, gc=False, metaclass=_EventClass):
     time: float
     # An event stores what it was made from; the data is computed when first
     # read. ``_data`` is frozen data or None (a core payload's, not built
-    # yet). ``_payload`` is a payload, or None (opaque).
+    # yet).
     _data: Mapping[str, object] | None = None
-    _payload: EventPayload | None = None
+    payload: EventPayload | None = None
+    """The typed payload, or ``None`` for an opaque event."""
 
     @property
     def data(self) -> Mapping[str, object]:
@@ -131,14 +132,9 @@ class Event(msgspec.Struct, gc=False, metaclass=_EventClass):
             _set(self, "_data", data)
         return data
 
-    @property
-    def payload(self) -> EventPayload | None:
-        """The typed payload, or ``None`` for an opaque event."""
-        return self._payload
-
     def _payload_data(self) -> Mapping[str, object]:
         # Only events holding a core payload leave their data unset.
-        return cast(EventPayload, self._payload).to_data()
+        return cast(EventPayload, self.payload).to_data()
 
     @classmethod
     def from_payload(cls, payload: EventPayload, *, seq: int, time: float) -> Event:
@@ -172,7 +168,7 @@ class Event(msgspec.Struct, gc=False, metaclass=_EventClass):
         `to_record` gives it, for the backend to encode (and mend).
         """
         try:
-            payload = self._payload
+            payload = self.payload
             if self._data is None:
                 # What `EventStruct.to_json` does, without its two calls.
                 if type(payload) in _SELF_STORED:
@@ -248,7 +244,7 @@ class Event(msgspec.Struct, gc=False, metaclass=_EventClass):
 
     def __reduce__(self) -> tuple[object, ...]:
         # Copies take the fields as they are; they were checked already.
-        return (assemble, (self.type, self.seq, self.time, self._data, self._payload))
+        return (assemble, (self.type, self.seq, self.time, self._data, self.payload))
 
 
 _set = msgspec.structs.force_setattr
