@@ -8,7 +8,7 @@ data a second time, into its payload. A `LogDecoder` does it in one step:
 * event lines (JSONL) are decoded by one msgspec call into a tagged union
   with one record class per registered `EventStruct` type (tagged by
   ``type``), so each line becomes its typed payload in C;
-* rows (SQLite: type, time and data in columns) have each data decoded
+* rows (SQLite: seq, type, time and data in columns) have each data decoded
   once, straight into the payload class of its type.
 
 The one-pass decode is the fast path, not a second definition of what a
@@ -130,26 +130,24 @@ class LogDecoder:
             append(build(type_name, index, record.time, None, payload))
         return events
 
-    def rows(
-        self, types: Sequence[object], times: Sequence[object], data: Sequence[object]
-    ) -> list[Event] | None:
-        """The events of stored rows, given as columns, in seq order from 0.
+    def rows(self, rows: Sequence[Sequence[object]]) -> list[Event] | None:
+        """The events of stored rows ``(seq, type, time, data)``, in seq order from 0.
 
-        ``types[i]``, ``times[i]`` and ``data[i]`` are the type, time and data
-        (JSON text) of the event at seq ``i``. Returns ``None`` unless every
-        row is valid and of a type this decoder has a class for.
+        ``data`` is the event's data as JSON text. Returns ``None`` unless
+        every row is valid, of a type this decoder has a class for, and at
+        its place in the log.
         """
         decoders = self._rows
         events: list[Event] = []
         append = events.append
         build = _build
         try:
-            for index, (type_name, time, text) in enumerate(zip(types, times, data, strict=True)):
-                # SQLite's loose typing lets anything into a column: a
-                # type that is no key, a time that is no float, data that
-                # is no text all leave the fast path.
+            for index, (seq, type_name, time, text) in enumerate(rows):
+                # SQLite's loose typing lets anything into a column: a type
+                # that is no key, a time that is no float, data that is no
+                # text all leave the fast path.
                 decode, finish, lazy = decoders[type_name]
-                if type(time) is not float or type(text) is not str:
+                if seq != index or type(time) is not float or type(text) is not str:
                     return None
                 payload = decode(text)
                 if finish is not None or not lazy:

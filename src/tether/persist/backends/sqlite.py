@@ -256,11 +256,7 @@ class SqliteBackend:
         :meth:`load` reads them, then decoded by ``registry``.
         """
         header, rows = self._read(session_id)
-        events = None
-        if rows:
-            seqs, types, times, data = zip(*rows, strict=True)
-            if seqs == tuple(range(len(rows))):
-                events = registry.log_decoder().rows(types, times, data)
+        events = registry.log_decoder().rows(rows)
         if events is None:
             events = registry.decode_stored(_stored_events(session_id, rows))
         return LoadedLog(header, events)
