@@ -210,7 +210,8 @@ def _load(backend: LogBackend, session_id: str) -> tuple[Session, TornTail | Non
         try:
             stored = backend.load_events(session_id, DEFAULT_REGISTRY)
             header = SessionHeader.from_record(stored.header)
-            return Session.restore(header, stored.events), stored.repaired_tail
+            session = Session.restore(header, stored.events, decoded=True)
+            return session, stored.repaired_tail
         except SessionError as exc:
             raise type(exc)(f"session {session_id!r}: {exc}") from exc
 

@@ -50,7 +50,8 @@ class StoredLog:
 @dataclass(frozen=True)
 class LoadedLog:
     """A session log as loaded and decoded: the header as a fresh dict, and
-    the events, each carrying its typed payload."""
+    the events, each at its seq (``events[i].seq == i``) and carrying the
+    payload the registry it was decoded by gives its type."""
 
     header: HeaderRecord
     events: list[Event]
