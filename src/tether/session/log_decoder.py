@@ -144,10 +144,10 @@ class LogDecoder:
         try:
             for index, (seq, type_name, time, text) in enumerate(rows):
                 # SQLite's loose typing lets anything into a column: a type
-                # that is no key, a time that is no float, data that is no
-                # text all leave the fast path.
+                # that is no key, a time that is no float, data that is
+                # neither text nor bytes all leave the fast path.
                 decode, finish, lazy = decoders[type_name]
-                if seq != index or type(time) is not float or type(text) is not str:
+                if seq != index or type(time) is not float:
                     return None
                 payload = decode(text)
                 if finish is not None or not lazy:
