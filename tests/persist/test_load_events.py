@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,3 +228,20 @@ def test_a_whole_number_time_in_sqlite_loads_as_a_float(tmp_path: Path) -> None:
     fast, checked = both_ways(backend, DEFAULT_REGISTRY)
     assert fast == checked
     assert backend.load_events(SID, DEFAULT_REGISTRY).events[2].time == 7.0
+
+
+class Undecodable(EventStruct, frozen=True):
+    """A plugin type whose field msgspec cannot decode into."""
+
+    type: ClassVar[str] = "demo/undecodable"
+
+    lock: threading.Lock
+
+
+def test_a_registered_class_msgspec_cannot_decode_leaves_the_other_types_one_pass() -> None:
+    registry = EventRegistry()
+    registry.register(Undecodable)
+    lines = [json.dumps(record, separators=(",", ":")) for record in WRITTEN["events"]]
+    events = registry.log_decoder().lines("".join(f"{line}\n" for line in lines).encode())
+    assert events is not None
+    assert [event.to_record() for event in events] == WRITTEN["events"]

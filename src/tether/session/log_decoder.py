@@ -70,7 +70,7 @@ class LogDecoder:
 
     def __init__(self, registry: EventRegistry) -> None:
         records: list[type[_Record]] = []
-        rows: dict[object, tuple[Callable[[str], object], _Finish, bool]] = {}
+        rows: dict[str, tuple[Callable[[str], object], _Finish, bool]] = {}
         types: dict[str, tuple[_Finish, bool]] = {}
         for type_name in registry.type_names():
             cls = registry.payload_class(type_name)
@@ -79,17 +79,24 @@ class LogDecoder:
             stored_type = cls.stored_type()
             finish: _Finish = None if stored_type is cls else cls.from_stored
             lazy = cls in LAZY_PAYLOADS
-            record = msgspec.defstruct(
-                f"_Record_{len(records)}",
-                [("data", stored_type)],
-                bases=(_Record,),
-                tag_field="type",
-                tag=type_name,
-                forbid_unknown_fields=True,
-                namespace={"type_name": type_name},
-            )
+            try:
+                record = msgspec.defstruct(
+                    f"_Record_{len(records)}",
+                    [("data", stored_type)],
+                    bases=(_Record,),
+                    tag_field="type",
+                    tag=type_name,
+                    forbid_unknown_fields=True,
+                    namespace={"type_name": type_name},
+                )
+                decode: Callable[[str], object] = msgspec.json.Decoder(stored_type).decode
+                msgspec.json.Decoder(record)
+            except TypeError:
+                # A stored type msgspec cannot decode into: its events take
+                # the checked path, which says why it fails there.
+                continue
             records.append(cast(type[_Record], record))
-            rows[type_name] = (msgspec.json.Decoder(stored_type).decode, finish, lazy)
+            rows[type_name] = (decode, finish, lazy)
             types[type_name] = (finish, lazy)
         self._types = types
         self._rows = rows
@@ -130,10 +137,12 @@ class LogDecoder:
             append(build(type_name, index, record.time, None, payload))
         return events
 
-    def rows(self, rows: Sequence[Sequence[object]]) -> list[Event] | None:
+    def rows(self, rows: Sequence[tuple[int, str, float, str]]) -> list[Event] | None:
         """The events of stored rows ``(seq, type, time, data)``, in seq order from 0.
 
-        ``data`` is the event's data as JSON text. Returns ``None`` unless
+        ``data`` is the event's data as JSON text. The types are the columns'
+        declared ones; a value of another type (SQLite stores what it is
+        given) is refused here like any invalid row. Returns ``None`` unless
         every row is valid, of a type this decoder has a class for, and at
         its place in the log.
         """
@@ -151,7 +160,7 @@ class LogDecoder:
                     return None
                 payload = decode(text)
                 if finish is not None or not lazy:
-                    event = _finished(cast(str, type_name), index, time, payload, finish)
+                    event = _finished(type_name, index, time, payload, finish)
                     if event is None:
                         return None
                     append(event)
