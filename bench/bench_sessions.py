@@ -1,6 +1,12 @@
 """Session log and persistence benchmarks; prints its figures.
 
-Usage: python bench/bench_sessions.py [--events N]
+Usage: python bench/bench_sessions.py [--events N] [--repeat N] [--loads N]
+                                      [--only memory,durable,write,load]
+                                      [--backend jsonl|sqlite]
+
+Each figure is printed as the median of its runs with their range. The
+machine's noise is best seen by running this script alternately against two
+checkouts (``PYTHONPATH=<checkout>/src``): the API it uses is the same.
 
 Figures (targets from the sessions contract):
 - in-memory append rate, one observer attached (target >= 100,000 events/s);
@@ -9,7 +15,8 @@ Figures (targets from the sessions contract):
 - the write path alone (events -> records -> backend, one fsync per batch of
   256) next to a bare loop turning the same events into JSON lines and
   writing them with one fsync per batch (target: within 1.2x of it);
-- load + derive_messages of a 100,000-event session (target <= 150 ms);
+- load + derive_messages of a 100,000-event session (target <= 150 ms),
+  through the persistence service, ``--loads`` times per durable run;
 - bytes on disk per 1,000 events.
 """
 
@@ -97,11 +104,16 @@ def bench_memory(count: int) -> float:
     return count / elapsed
 
 
-async def bench_durable(plugin: object, data_dir: Path, count: int) -> tuple[float, int, float]:
+async def bench_durable(
+    plugin: object, data_dir: Path, count: int, loads: int = 1
+) -> tuple[float, float, int, list[float], list[float]]:
     """Append ``count`` events through the store, yielding to the loop every 64, then flush.
 
-    Returns events/s from the first append to the end of the flush, the
-    number of batches the writer made, and the load + derive time.
+    Returns events/s from the first append to the end of the flush (by the
+    wall clock, then per second of the process's CPU time), the number of
+    batches the writer made, and the wall and CPU times of each of
+    ``loads`` loads + derives of the session written. On a loaded machine
+    the CPU figures are the ones that still compare across runs.
     """
     items = list(payloads(count))
     batches = 0
@@ -117,22 +129,26 @@ async def bench_durable(plugin: object, data_dir: Path, count: int) -> tuple[flo
         store = runtime.ctx.get(SESSIONS)
         session = store.prepare("bench", cwd="/")
         store.enter(session)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for index, payload in enumerate(items):
             session.append(payload)
             if index % 64 == 63:
                 await asyncio.sleep(0)
         await store.flush(session)
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         store.detach(session)
 
         persistence = runtime.ctx.get(PERSISTENCE)
-        start = time.perf_counter()
-        loaded = await persistence.load("bench")
-        derive_messages(loaded)
-        load_seconds = time.perf_counter() - start
-        assert len(loaded.events) >= count  # the open last turn gets repaired
-    return count / elapsed, batches, load_seconds
+        load_seconds, load_cpu = [], []
+        for _ in range(loads):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            loaded = await persistence.load("bench")
+            derive_messages(loaded)
+            load_seconds.append(time.perf_counter() - start)
+            load_cpu.append(time.process_time() - cpu_start)
+            assert len(loaded.events) >= count  # the open last turn gets repaired
+            del loaded
+    return count / elapsed, count / cpu, batches, load_seconds, load_cpu
 
 
 def bench_write_path(backend_class: type, data_dir: Path, session: Session, batch: int) -> float:
@@ -172,47 +188,79 @@ def disk_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def spread(values: list[float], scale: float = 1.0, digits: int = 0) -> str:
+    """``median (min to max)`` of ``values`` times ``scale``."""
+    low, mid, high = (v * scale for v in (min(values), statistics.median(values), max(values)))
+    return f"{mid:,.{digits}f} ({low:,.{digits}f} to {high:,.{digits}f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--loads", type=int, default=3, help="loads timed per durable run")
+    parser.add_argument(
+        "--only",
+        default="memory,durable,write,load",
+        help="comma-separated figures to measure (durable and load share their runs)",
+    )
+    parser.add_argument("--backend", choices=("jsonl", "sqlite"), action="append")
     args = parser.parse_args()
     count = args.events
+    only = set(args.only.split(","))
+    unknown = only - {"memory", "durable", "write", "load"}
+    if unknown:
+        parser.error(f"unknown figures in --only: {', '.join(sorted(unknown))}")
 
-    rates = [bench_memory(count) for _ in range(args.repeat)]
-    print(f"in-memory append: {statistics.median(rates):,.0f} events/s (target >= 100,000)")
+    if "memory" in only:
+        rates = [bench_memory(count) for _ in range(args.repeat)]
+        print(f"in-memory append: {spread(rates)} events/s (target >= 100,000)")
 
     session = Session(SessionHeader(id="bare", created_at=time.time(), cwd="/"))
     for payload in payloads(count):
         session.append(payload)
     backends = {"jsonl": (jsonl, JsonlBackend), "sqlite": (sqlite, SqliteBackend)}
-    for name, (plugin, backend_class) in backends.items():
-        results = []
-        for _ in range(args.repeat):
-            with tempfile.TemporaryDirectory() as tmp:
-                rate, batches, load_s = asyncio.run(bench_durable(plugin, Path(tmp), count))
-                size = disk_bytes(Path(tmp))
-            with tempfile.TemporaryDirectory() as tmp:
-                ours = bench_write_path(backend_class, Path(tmp), session, WRITE_BATCH)
-                bare = bench_bare(Path(tmp) / "bare.jsonl", session, WRITE_BATCH)
-            results.append((rate, batches, load_s, size, ours, bare))
-        rate, batches, load_s, size, ours, bare = (
-            statistics.median(r[i] for r in results) for i in range(6)
-        )
-        print(
-            f"{name}: durable {rate:,.0f} events/s end to end, appends included, "
-            f"in {batches:.0f} batches (target >= 150,000)"
-        )
-        print(
-            f"{name}: write path {ours:,.0f} events/s vs a bare JSON-lines loop "
-            f"{bare:,.0f} events/s, batches of {WRITE_BATCH} with one fsync each: "
-            f"{bare / ours:.2f}x (target <= 1.2x)"
-        )
-        print(
-            f"{name}: load + derive of {count:,} events {load_s * 1000:.0f} ms "
-            "(target <= 150 ms); "
-            f"{size / count * 1000 / 1024:.1f} KiB on disk per 1,000 events"
-        )
+    for name in args.backend or sorted(backends):
+        plugin, backend_class = backends[name]
+        if only & {"durable", "load"}:
+            rates, cpu_rates, batches, loads, loads_cpu, sizes = [], [], [], [], [], []
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as tmp:
+                    rate, cpu_rate, made, wall, cpu = asyncio.run(
+                        bench_durable(plugin, Path(tmp), count, args.loads if "load" in only else 0)
+                    )
+                    sizes.append(disk_bytes(Path(tmp)))
+                rates.append(rate)
+                cpu_rates.append(cpu_rate)
+                batches.append(made)
+                loads += wall
+                loads_cpu += cpu
+            if "durable" in only:
+                print(
+                    f"{name}: durable {spread(rates)} events/s end to end, appends included, "
+                    f"in {statistics.median(batches):.0f} batches (target >= 150,000); "
+                    f"per CPU second {spread(cpu_rates)}"
+                )
+            if "load" in only:
+                print(
+                    f"{name}: load + derive of {count:,} events {spread(loads, 1000)} ms "
+                    f"over {len(loads)} loads (target <= 150 ms), CPU time "
+                    f"{spread(loads_cpu, 1000)} ms; "
+                    f"{statistics.median(sizes) / count * 1000 / 1024:.1f} KiB on disk "
+                    "per 1,000 events"
+                )
+        if "write" in only:
+            ratios = []
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as tmp:
+                    ours = bench_write_path(backend_class, Path(tmp), session, WRITE_BATCH)
+                    bare = bench_bare(Path(tmp) / "bare.jsonl", session, WRITE_BATCH)
+                # Rates: bare / ours is our time over the bare loop's.
+                ratios.append(bare / ours)
+            print(
+                f"{name}: the write path takes {spread(ratios, digits=2)}x the time of a bare "
+                f"JSON-lines loop, batches of {WRITE_BATCH} with one fsync each (target <= 1.2x)"
+            )
 
 
 if __name__ == "__main__":

@@ -386,6 +386,32 @@ def test_encoded_data_is_checked_before_anything_is_written(
     assert not backend.exists("s1")
 
 
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"[1]", "must be a JSON object"),
+        (b'{"a":', "not valid JSON"),
+        (b"{}{}", "not valid JSON"),
+        (b"", "not valid JSON"),
+    ],
+)
+def test_a_bad_encoded_record_among_good_ones_is_named_by_its_place_in_the_batch(
+    backend: LogBackend, data: bytes, fragment: str
+) -> None:
+    batch = [{**event(seq), "data": msgspec.Raw(b'{"delta":"d"}')} for seq in range(5)]
+    batch[3] = {**event(3), "data": msgspec.Raw(data)}
+    with pytest.raises(InvalidRecordError, match=f"event 3 of batch: .*{fragment}"):
+        backend.write(header("s1"), batch)
+    assert not backend.exists("s1")
+
+
+def test_encoded_data_with_newlines_in_its_whitespace_loads_back(backend: LogBackend) -> None:
+    batch = [{**event(seq), "data": msgspec.Raw(b'{"delta":"d"}')} for seq in range(3)]
+    batch[1] = {**event(1), "data": msgspec.Raw(b'{\n "delta" :\n "d"}')}
+    backend.write(header("s1"), batch)
+    assert records(backend.load("s1")) == [event(seq, data={"delta": "d"}) for seq in range(3)]
+
+
 def test_an_event_holding_a_lone_surrogate_is_stored_mended(backend: LogBackend) -> None:
     session = Session(SessionHeader(id="s1", created_at=BASE_TIME, cwd="/"))
     session.append(TurnStart(1))

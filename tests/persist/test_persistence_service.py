@@ -13,6 +13,7 @@ import pytest
 from tether.content import TextBlock, ToolCallBlock
 from tether.persist import jsonl as jsonl_plugin
 from tether.persist import sqlite as sqlite_plugin
+from tether.persist.backends import JsonlBackend, SqliteBackend
 from tether.persist.backends.errors import SessionNotFoundError
 from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence
 from tether.runtime import Fiber, Runtime
@@ -20,6 +21,7 @@ from tether.session import (
     AssistantMessageEvent,
     Completed,
     Interrupted,
+    SessionInvariantError,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -226,3 +228,24 @@ async def test_delete_removes_a_stored_session(world: World) -> None:
     world.store.detach(session)
     await world.persistence.delete("doomed")
     assert await world.persistence.list() == []
+
+
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ({"type": "assistant/chunk", "data": {"kind": "text", "delta": "x"}}, "open step"),
+        ({"type": "turn/start", "data": {"turn": 2}}, "still open"),
+    ],
+    ids=["a chunk outside a step", "a turn inside a turn"],
+)
+async def test_a_stored_log_that_breaks_an_invariant_fails_to_load_naming_its_seq(
+    world: World, second: dict[str, object], message: str
+) -> None:
+    backend = (JsonlBackend if world.plugin is jsonl_plugin else SqliteBackend)(world.data_dir)
+    header = {"id": "broken", "created_at": 1.0, "cwd": "/", "lineage": None, "meta": {}}
+    first = {"type": "turn/start", "seq": 0, "time": 1.0, "data": {"turn": 1}}
+    backend.write(header, [first, {**second, "seq": 1, "time": 2.0}])
+    backend.close()
+    with pytest.raises(SessionInvariantError, match=message) as caught:
+        await world.persistence.load("broken")
+    assert str(caught.value).startswith("session 'broken': seq 1: ")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tether.persist.backends.base import LogBackend, SessionSummary, StoredLog
+from tether.persist.backends.base import LogBackend, SessionSummary, TornTail
 from tether.persist.backends.bulk import collector_paused
 from tether.persist.backends.errors import StoreConflictError
 from tether.persist.backends.lease import LeaseBook
@@ -192,7 +192,12 @@ class Persistence:
             SessionLeasedError: a process has a session of this id live.
         """
         record = parse_header(header)
-        session = _decode(record["id"], StoredLog(header=record, events=list(events)))
+        try:
+            session = Session.restore(
+                SessionHeader.from_record(record), DEFAULT_REGISTRY.decode_stored(list(events))
+            )
+        except SessionError as exc:
+            raise type(exc)(f"session {record['id']!r}: {exc}") from exc
         await asyncio.to_thread(self._store_new, session)
         return session
 
@@ -230,8 +235,7 @@ class Persistence:
             self._leases.release(session_id, token)
 
     async def _read(self, session_id: str) -> Session:
-        stored = await asyncio.to_thread(self._backend.load, session_id)
-        torn = stored.repaired_tail
+        session, torn = await asyncio.to_thread(_load, self._backend, session_id)
         if torn is not None:
             log.warning(
                 "session %s: its log ends in a torn line (line %d, %d bytes), left out; "
@@ -240,7 +244,7 @@ class Persistence:
                 torn.line,
                 torn.discarded_bytes,
             )
-        return await asyncio.to_thread(_decode, session_id, stored)
+        return session
 
     async def _repair(self, session: Session) -> None:
         stored = len(session.events)
@@ -251,13 +255,16 @@ class Persistence:
             await asyncio.to_thread(self._backend.write, session.header.to_record(), closing)
 
 
-def _decode(session_id: str, stored: StoredLog) -> Session:
+def _load(backend: LogBackend, session_id: str) -> tuple[Session, TornTail | None]:
+    """Read and decode a stored session, and say whether its log ends in a torn line."""
     # Decoding allocates an event per record, holding no cycles; pausing the
     # collector meanwhile avoids collections that walk them all.
     with collector_paused():
         try:
+            stored = backend.load_events(session_id, DEFAULT_REGISTRY)
             header = SessionHeader.from_record(stored.header)
-            return Session.restore(header, DEFAULT_REGISTRY.decode_stored(stored.events))
+            session = Session.restore(header, stored.events, decoded=True)
+            return session, stored.repaired_tail
         except SessionError as exc:
             raise type(exc)(f"session {session_id!r}: {exc}") from exc
 

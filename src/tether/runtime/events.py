@@ -55,6 +55,9 @@ class EventBus:
 
     def __init__(self) -> None:
         self._listeners: dict[str, list[_Registration]] = {}
+        # The listeners of names none of whose registrations filter, as
+        # dispatch snapshots them: an emit per appended event reads it here.
+        self._unfiltered: dict[str, tuple[Listener, ...]] = {}
 
     def add(
         self, name: str, fn: Listener, *, prepend: bool = False, accepts: Accepts | None = None
@@ -70,6 +73,7 @@ class EventBus:
         if not callable(fn):
             raise TypeError(f"listener for {name!r} must be callable, got {fn!r}")
         registration = _Registration(name, fn, accepts)
+        self._unfiltered.pop(name, None)
         listeners = self._listeners.setdefault(name, [])
         if prepend:
             listeners.insert(0, registration)
@@ -79,6 +83,7 @@ class EventBus:
         def remove() -> None:
             current = self._listeners.get(name)
             if current is not None and registration in current:
+                self._unfiltered.pop(name, None)
                 current.remove(registration)
                 if not current:
                     del self._listeners[name]
@@ -90,11 +95,14 @@ class EventBus:
         return len(self._listeners.get(name, ()))
 
     def _snapshot(self, name: str, args: tuple[object, ...]) -> tuple[Listener, ...]:
-        return tuple(
-            r.fn
-            for r in self._listeners.get(name, ())
-            if r.accepts is None or r.accepts(name, args)
-        )
+        listeners = self._unfiltered.get(name)
+        if listeners is not None:
+            return listeners
+        registrations = self._listeners.get(name, ())
+        if all(r.accepts is None for r in registrations):
+            listeners = self._unfiltered[name] = tuple(r.fn for r in registrations)
+            return listeners
+        return tuple(r.fn for r in registrations if r.accepts is None or r.accepts(name, args))
 
     def emit(self, name: str, *args: object) -> None:
         """Notify every listener; a raising or asynchronous listener is logged and skipped."""

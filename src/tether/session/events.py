@@ -9,11 +9,13 @@ are defined in `tether.session.vocabulary` and looked up in an
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, cast
 
+import msgspec
 from msgspec import Raw
 
 from tether.frozen import thaw
@@ -31,6 +33,10 @@ __all__ = ["Event"]
 # when it is read, which keeps appends and loads cheap. Exact classes only: a
 # subclass may override ``to_data``.
 LAZY_PAYLOADS = frozenset((*BUILTIN_PAYLOADS, ToolStopped))
+
+# The core payloads whose stored data is their fields: encoded as they are.
+_CORE: tuple[type[EventStruct], ...] = (*BUILTIN_PAYLOADS, ToolStopped)
+_SELF_STORED = frozenset(cls for cls in _CORE if cls.stored_type() is cls)
 
 _RECORD_KEYS = frozenset({"type", "seq", "time", "data"})
 _INF = math.inf
@@ -67,7 +73,20 @@ def _record_fields(record: object) -> tuple[str, int, float, Mapping[str, object
     return type_name, seq, time, data
 
 
-class Event:
+class _EventClass(msgspec.StructMeta):
+    """The class of `Event`: calling it is the checked constructor."""
+
+    def __call__(cls, type: str, seq: int, time: float, data: Mapping[str, object]) -> Event:
+        type_name, seq, time = _position(type, seq, time)
+        data = freeze_data(data, where=f"{type_name}: data")
+        return cast(Event, _build(cls, type_name, seq, time, data, None))
+
+
+# Builds an event from its stored fields in C, without checks.
+_build = msgspec.StructMeta.__call__
+
+
+class Event(msgspec.Struct, gc=False, metaclass=_EventClass):
     """One entry of a session log: ``{type, seq, time, data}``.
 
     ``seq`` is the entry's index in its log; ``time`` is seconds since the
@@ -84,26 +103,24 @@ class Event:
     Equality considers ``type``, ``seq``, ``time`` and ``data``; hashing,
     ``type``, ``seq`` and ``time``.
 
+    An event is a msgspec ``Struct`` (built in C, and left untracked by the
+    cyclic collector: it holds no cycles), not for its codec: it is not a
+    wire value, and its fields past ``time`` are private.
+
     Raises:
         EventFormatError: a field has the wrong type, or ``data`` is not
             JSON-shaped.
     """
-
-    __slots__ = ("_data", "_payload", "seq", "time", "type")
-    __match_args__ = ("type", "seq", "time", "data")
 
     type: str
     seq: int
     time: float
     # An event stores what it was made from; the data is computed when first
     # read. ``_data`` is frozen data or None (a core payload's, not built
-    # yet). ``_payload`` is a payload, or None (opaque).
-    _data: Mapping[str, object] | None
-    _payload: EventPayload | None
-
-    def __new__(cls, type: str, seq: int, time: float, data: Mapping[str, object]) -> Event:
-        type_name, seq, time = _position(type, seq, time)
-        return assemble(type_name, seq, time, freeze_data(data, where=f"{type_name}: data"), None)
+    # yet).
+    _data: Mapping[str, object] | None = None
+    payload: EventPayload | None = None
+    """The typed payload, or ``None`` for an opaque event."""
 
     @property
     def data(self) -> Mapping[str, object]:
@@ -112,17 +129,12 @@ class Event:
         if data is None:
             # Two threads may both get here; they build equal data.
             data = freeze_data(self._payload_data(), where=f"{self.type}: data")
-            _set_data(self, data)
+            _set(self, "_data", data)
         return data
-
-    @property
-    def payload(self) -> EventPayload | None:
-        """The typed payload, or ``None`` for an opaque event."""
-        return self._payload
 
     def _payload_data(self) -> Mapping[str, object]:
         # Only events holding a core payload leave their data unset.
-        return cast(EventPayload, self._payload).to_data()
+        return cast(EventPayload, self.payload).to_data()
 
     @classmethod
     def from_payload(cls, payload: EventPayload, *, seq: int, time: float) -> Event:
@@ -156,8 +168,13 @@ class Event:
         `to_record` gives it, for the backend to encode (and mend).
         """
         try:
+            payload = self.payload
             if self._data is None:
-                encoded = cast(EventStruct, self._payload).to_json()
+                # What `EventStruct.to_json` does, without its two calls.
+                if type(payload) in _SELF_STORED:
+                    encoded = encode_data(payload)
+                else:
+                    encoded = cast(EventStruct, payload).to_json()
             else:
                 encoded = encode_data(self._data)
         except UnicodeEncodeError:
@@ -227,15 +244,10 @@ class Event:
 
     def __reduce__(self) -> tuple[object, ...]:
         # Copies take the fields as they are; they were checked already.
-        return (assemble, (self.type, self.seq, self.time, self._data, self._payload))
+        return (assemble, (self.type, self.seq, self.time, self._data, self.payload))
 
 
-_set_type, _set_seq, _set_time, _set_data, _set_payload = (
-    Event.__dict__[name].__set__ for name in ("type", "seq", "time", "_data", "_payload")
-)
-_new_event = object.__new__
-EVENT_BUILDERS = (_new_event, _set_type, _set_seq, _set_time, _set_data, _set_payload)
-"""What `assemble` builds an event with, for loops that inline it."""
+_set = msgspec.structs.force_setattr
 
 
 def assemble(
@@ -246,17 +258,14 @@ def assemble(
     payload: EventPayload | None,
 ) -> Event:
     """A new event from fields already checked, in the forms `Event` stores."""
-    # Making the object directly skips checking the fields (and copying the
-    # data) again, and setting the slots through their descriptors skips the
-    # frozen-instance guard. Every field is set before the event is handed
-    # out; afterwards only a computed form replaces ``_data`` or ``_payload``.
-    event = _new_event(Event)
-    _set_type(event, type_name)
-    _set_seq(event, seq)
-    _set_time(event, time)
-    _set_data(event, data)
-    _set_payload(event, payload)
-    return event
+    return cast(Event, _build(Event, type_name, seq, time, data, payload))
+
+
+build_event = cast(
+    Callable[[str, int, float, "Mapping[str, object] | None", "EventPayload | None"], Event],
+    functools.partial(_build, Event),
+)
+"""`assemble` without its Python frame, for loops that build an event per record."""
 
 
 def holding(type_name: str, seq: int, time: float, payload: EventPayload) -> Event:

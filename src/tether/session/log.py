@@ -17,9 +17,9 @@ from tether.session.errors import (
     ReentrantAppendError,
     SessionInvariantError,
 )
-from tether.session.events import Event
+from tether.session.events import Event, build_event
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
-from tether.session.structure import PendingToolCall, Structure
+from tether.session.structure import IN_STEP_ONLY, PendingToolCall, Structure
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
 
 __all__ = ["Lineage", "Observer", "Session", "SessionEvents", "SessionHeader"]
@@ -251,6 +251,7 @@ class Session:
         *,
         registry: EventRegistry | None = None,
         clock: Callable[[], float] = time.time,
+        decoded: bool = False,
     ) -> Session:
         """Rebuild a session from its stored events, without notifying anyone.
 
@@ -259,6 +260,10 @@ class Session:
         class stay opaque. The events must have seq 0, 1, 2, … and satisfy the
         same invariants as `append`. A log whose last turn never closed is
         restored as it is (see `tether.session.repair`).
+
+        ``decoded=True`` says the events were decoded by ``registry`` with
+        their seqs checked (as `LogBackend.load_events` gives them): only
+        the invariants are checked then.
 
         Raises:
             SessionInvariantError: an event has the wrong seq or breaks an
@@ -271,25 +276,47 @@ class Session:
         registry = session._registry
         structure = session._structure
         stored = session._events
+        append = stored.append
         payload_class = registry.payload_class
+        classes: dict[str, type[EventPayload] | None] = {}
+        # These loops run once per stored event. Most of a log is of types
+        # whose one rule is to come inside an open step: that is checked
+        # here rather than through a call per event.
+        in_step_only = IN_STEP_ONLY
+        if decoded:
+            events = list(events)
+            for event in events:
+                if event.type not in in_step_only or structure.open_step is None:
+                    try:
+                        structure.advance(event)
+                    except SessionInvariantError as error:
+                        raise SessionInvariantError(str(error), seq=event.seq) from None
+            stored.extend(events)
+            return session
         for expected, given in enumerate(events):
             if given.seq != expected:
                 raise SessionInvariantError(
                     f"expected seq {expected}: seqs are contiguous from 0", seq=given.seq
                 )
+            type_name = given.type
+            try:
+                registered = classes[type_name]
+            except KeyError:
+                registered = classes[type_name] = payload_class(type_name)
             # Events decoded by this registry already carry their class.
-            if type(given.payload) is payload_class(given.type):
+            if type(given.payload) is registered:
                 event = given
             else:
                 try:
                     event = registry.decode_event(given)
                 except EventFormatError as error:
                     raise type(error)(f"seq {given.seq}: {error}") from error
-            try:
-                structure.advance(event)
-            except SessionInvariantError as error:
-                raise SessionInvariantError(str(error), seq=event.seq) from None
-            stored.append(event)
+            if type_name not in in_step_only or structure.open_step is None:
+                try:
+                    structure.advance(event)
+                except SessionInvariantError as error:
+                    raise SessionInvariantError(str(error), seq=event.seq) from None
+            append(event)
         return session
 
     # -- write side -----------------------------------------------------------------
@@ -315,10 +342,20 @@ class Session:
                 f"{len(self._events) - 1} is being published; observers must not append "
                 "to the session they observe (schedule the append instead)"
             )
-        if type(payload) not in _BUILTIN_CLASSES:
-            self._registry.check_payload(payload)
-        event = Event.from_payload(payload, seq=len(self._events), time=self._clock())
-        self._structure.advance(event)
+        seq = len(self._events)
+        time = self._clock()
+        # The core types are registered everywhere and keep their data
+        # unbuilt: with a finite float time (x - x is 0.0 for those alone)
+        # there is nothing left to check before building the event.
+        if type(payload) in _BUILTIN_CLASSES and type(time) is float and time - time == 0.0:
+            event = build_event(payload.type, seq, time, None, payload)
+        else:
+            if type(payload) not in _BUILTIN_CLASSES:
+                self._registry.check_payload(payload)
+            event = Event.from_payload(payload, seq=seq, time=time)
+        structure = self._structure
+        if event.type not in IN_STEP_ONLY or structure.open_step is None:
+            structure.advance(event)
         self._events.append(event)
         if self._observers:
             self._publish(event)

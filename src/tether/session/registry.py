@@ -19,8 +19,9 @@ from tether.session.errors import (
     EventTypeConflictError,
     UnknownEventTypeError,
 )
-from tether.session.events import EVENT_BUILDERS, LAZY_PAYLOADS, Event, assemble, holding
+from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, holding
 from tether.session.fields import freeze_data
+from tether.session.log_decoder import LogDecoder
 from tether.session.receipt import ToolStopped
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruct, format_error
@@ -108,13 +109,14 @@ class EventRegistry:
     Not thread-safe: register types from the thread that uses the registry.
     """
 
-    __slots__ = ("_classes", "_decoders", "_ignorable")
+    __slots__ = ("_classes", "_decoders", "_ignorable", "_log_decoder")
 
     def __init__(self) -> None:
         self._classes: dict[str, type[EventPayload]] = {cls.type: cls for cls in _CORE_PAYLOADS}
         self._ignorable: set[str] = set()
         # Built on first use, per class; a registration change drops the entry.
         self._decoders: dict[str, _Decoder] = {}
+        self._log_decoder: LogDecoder | None = None
 
     def register(
         self, payload_cls: type[EventPayload], *, ignorable: bool = False
@@ -148,6 +150,7 @@ class EventRegistry:
             )
         self._classes[name] = payload_cls
         self._decoders.pop(name, None)
+        self._log_decoder = None
         if ignorable:
             self._ignorable.add(name)
 
@@ -155,6 +158,7 @@ class EventRegistry:
             if self._classes.get(name) is payload_cls:
                 del self._classes[name]
                 self._decoders.pop(name, None)
+                self._log_decoder = None
 
         return unregister
 
@@ -171,6 +175,19 @@ class EventRegistry:
         if any(cls.type == type_name for cls in BUILTIN_PAYLOADS):
             raise EventTypeConflictError(f"built-in event type {type_name!r} cannot be ignorable")
         self._ignorable.add(type_name)
+
+    def type_names(self) -> tuple[str, ...]:
+        """The names of every registered type, in registration order."""
+        return tuple(self._classes)
+
+    def log_decoder(self) -> LogDecoder:
+        """The one-pass decoder of whole logs for the types registered now
+        (see `tether.session.log_decoder`); built on first use and again
+        after a registration change."""
+        decoder = self._log_decoder
+        if decoder is None:
+            decoder = self._log_decoder = LogDecoder(self)
+        return decoder
 
     def payload_class(self, type_name: str) -> type[EventPayload] | None:
         """The class registered for ``type_name``, or ``None``."""
@@ -240,9 +257,8 @@ class EventRegistry:
         decoders = self._decoders
         events: list[Event] = []
         append = events.append
-        # This loop runs once per stored event: it builds each event in place
-        # (as `assemble` does) rather than through calls per record.
-        new, set_type, set_seq, set_time, set_data, set_payload = EVENT_BUILDERS
+        # This loop runs once per stored event.
+        build = build_event
         for record in records:
             type_name = record.type
             decoder = decoders.get(type_name)
@@ -264,13 +280,7 @@ class EventRegistry:
                     continue
             except EventFormatError as error:
                 raise type(error)(f"seq {record.seq}: {error}") from error
-            event = new(Event)
-            set_type(event, type_name)
-            set_seq(event, record.seq)
-            set_time(event, record.time)
-            set_data(event, None)
-            set_payload(event, payload)
-            append(event)
+            append(build(type_name, record.seq, record.time, None, payload))
         return events
 
     def _decoder_for(self, type_name: str) -> _Decoder | None:

@@ -42,7 +42,7 @@ from tether.session.vocabulary import (
     UserMessageEvent,
 )
 
-__all__ = ["PendingToolCall", "Structure"]
+__all__ = ["IN_STEP_ONLY", "PendingToolCall", "Structure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,3 +229,7 @@ _RULES: dict[str, Callable[[Structure, Event], None]] = {
     ToolCallEvent.type: Structure._tool_call,
     ToolResultEvent.type: Structure._tool_result,
 }
+
+IN_STEP_ONLY = frozenset(name for name, rule in _RULES.items() if rule is Structure._in_step)
+"""The types whose one rule is to come inside an open step: `Structure.advance`
+changes nothing for them while a step is open."""

@@ -11,11 +11,15 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tether.persist.backends.lease import Lease
 from tether.persist.backends.records import HeaderRecord
 from tether.session.stored import StoredEvent
+
+if TYPE_CHECKING:
+    from tether.session.events import Event
+    from tether.session.registry import EventRegistry
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,17 @@ class StoredLog:
 
     header: HeaderRecord
     events: list[StoredEvent]
+    repaired_tail: TornTail | None = None
+
+
+@dataclass(frozen=True)
+class LoadedLog:
+    """A session log as loaded and decoded: the header as a fresh dict, and
+    the events, each at its seq (``events[i].seq == i``) and carrying the
+    payload the registry it was decoded by gives its type."""
+
+    header: HeaderRecord
+    events: list[Event]
     repaired_tail: TornTail | None = None
 
 
@@ -143,6 +158,21 @@ class LogBackend(Protocol):
             CorruptLogError: the header or an event before the last line is
                 damaged; it names where.
             UnsupportedFormatError: the log was written by a newer format.
+        """
+        ...
+
+    def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
+        """Read a whole session log and decode it into events through ``registry``.
+
+        What :meth:`load` then `EventRegistry.decode_stored` would give, with
+        the same checks and errors, in one pass where the log allows (see
+        `tether.session.log_decoder`): a log it does not allow is read the
+        checked way, which names the damage.
+
+        Raises:
+            Everything :meth:`load` raises.
+            UnknownEventTypeError, EventFormatError: as
+                `EventRegistry.decode_stored`.
         """
         ...
 

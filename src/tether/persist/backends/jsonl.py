@@ -1,9 +1,9 @@
 """Session logs as one JSON Lines file per session: the embedded default backend.
 
-Each session is ``<root>/sessions/<id>.jsonl``. Its first line is
-``{"tether_session":1,"header":{...}}``, where the number is the file format
-version; every further line is one event in compact JSON with its keys in the
-order ``type, seq, time, data``.
+Each session is ``<root>/sessions/<id>.jsonl``, in the file format of
+:mod:`tether.persist.backends.jsonl_format`. This module is the
+:class:`~tether.persist.backends.base.LogBackend` over those files: how they
+are created, appended to, locked, listed and deleted.
 
 Durability rests on one rule: **a line exists once its newline is on disk.**
 A session file is created whole (header and first batch, possibly empty,
@@ -27,58 +27,51 @@ left for the writer, so a reader can never stall the session's owner.
 from __future__ import annotations
 
 import builtins
-import errno
-import fcntl
-import json
 import logging
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from typing import TYPE_CHECKING, TypeVar
 
-from tether.persist.backends.base import SessionSummary, StoredLog, TornTail, newest_first
-from tether.persist.backends.bulk import BadRecordError, decode_event_lines_of
+from tether.persist.backends.base import (
+    LoadedLog,
+    SessionSummary,
+    StoredLog,
+    TornTail,
+    newest_first,
+)
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
-    InvalidRecordError,
     InvalidSessionIdError,
     SessionNotFoundError,
     StoreConflictError,
     UnsupportedFormatError,
 )
+from tether.persist.backends.jsonl_format import SessionFile, encode_lines, header_line
 from tether.persist.backends.lease import FileLease, lock_holder, process_alive
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
     check_continues,
-    encode_json,
-    encode_record,
     parse_batch,
     parse_header,
     validate_session_id,
 )
-from tether.persist.backends.summary import Activity, title_of
 from tether.persist.location import private_dir
-from tether.session.stored import StoredEvent
+
+if TYPE_CHECKING:
+    from tether.session.registry import EventRegistry
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-"""The file format this module writes, and the newest it reads."""
+_Events = TypeVar("_Events", bound=Sequence[object])
 
 _SUFFIX = ".jsonl"
 _TEMP_SUFFIX = ".tmp"
 _LOCK_SUFFIX = ".lock"
-_CHUNK = 1 << 16
-
-# Lines this backend writes start with these bytes; list() counts and finds
-# events by them instead of parsing every line.
-_EVENT_START = b'\n{"type":"'
-_TURN_START = b'\n{"type":"turn/start",'
-_USER_MESSAGE = b'\n{"type":"user/message",'
 
 
 class JsonlBackend:
@@ -140,7 +133,7 @@ class JsonlBackend:
         """
         self._check_open()
         try:
-            file = _SessionFile.open(self.path(session_id), session_id, writable=True)
+            file = SessionFile.open(self.path(session_id), session_id, writable=True)
         except FileNotFoundError:
             return 0
         with file:
@@ -164,9 +157,9 @@ class JsonlBackend:
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         path = self.path(session_id)
-        payload = _encode_lines(batch)
+        payload = encode_lines(batch)
         try:
-            file = _SessionFile.open(path, session_id, writable=True)
+            file = SessionFile.open(path, session_id, writable=True)
         except FileNotFoundError:
             self._create(path, session_id, header, batch, payload)
             return
@@ -180,14 +173,32 @@ class JsonlBackend:
         The file is opened read-only and never modified: a torn tail is
         reported, and cut off by the next write (which holds the lease).
         """
+        header, events, torn = self._read(session_id, SessionFile.parse_events)
+        return StoredLog(header, events, torn)
+
+    def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
+        """Read the whole log and decode it; see :meth:`LogBackend.load_events`.
+
+        As :meth:`load`, the file is opened read-only and never modified.
+        """
+        header, events, torn = self._read(
+            session_id, lambda file, start, end: file.decode_events(start, end, registry)
+        )
+        return LoadedLog(header, events, torn)
+
+    def _read(
+        self, session_id: str, read_events: Callable[[SessionFile, int, int], _Events]
+    ) -> tuple[HeaderRecord, _Events, TornTail | None]:
+        """The header, the events ``read_events`` makes of the intact event
+        lines, and the torn tail if there is one."""
         self._check_open()
         try:
-            file = _SessionFile.open(self.path(session_id), session_id, writable=False)
+            file = SessionFile.open(self.path(session_id), session_id, writable=False)
         except FileNotFoundError:
             raise SessionNotFoundError(session_id) from None
         with file:
             layout = file.probe()
-            events = file.parse_events(layout.header_end, layout.end)
+            events = read_events(file, layout.header_end, layout.end)
             torn = None
             if layout.torn:
                 torn = TornTail(
@@ -197,7 +208,7 @@ class JsonlBackend:
                 )
             else:
                 self._tails[session_id] = _Tail(file.inode, len(events), layout.end)
-        return StoredLog(layout.header, events, torn)
+        return layout.header, events, torn
 
     def acquire_lease(self, session_id: str) -> FileLease:
         """Take the session's lease: an ``flock`` on ``<id>.lock`` beside its log.
@@ -273,10 +284,10 @@ class JsonlBackend:
         self._closed = True
         self._tails.clear()
 
-    def _open_stored(self, session_id: str) -> _SessionFile:
+    def _open_stored(self, session_id: str) -> SessionFile:
         self._check_open()
         try:
-            return _SessionFile.open(self.path(session_id), session_id, writable=True)
+            return SessionFile.open(self.path(session_id), session_id, writable=True)
         except FileNotFoundError:
             raise SessionNotFoundError(session_id) from None
 
@@ -295,8 +306,7 @@ class JsonlBackend:
         record = parse_header(header)
         if batch:
             check_continues(session_id, batch, 0)
-        first_line = encode_json({"tether_session": FORMAT_VERSION, "header": record})
-        data = first_line.encode("utf-8") + b"\n" + payload
+        data = header_line(record) + payload
         # The pid lets a later backend tell a crashed write's leftovers from a
         # write in progress in another process.
         temp = self._dir / f".{session_id}.{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
@@ -321,7 +331,7 @@ class JsonlBackend:
         _fsync_dir(self._dir)
         self._tails[session_id] = _Tail(inode, len(batch), len(data))
 
-    def _append(self, file: _SessionFile, batch: Sequence[EventRecord], payload: bytes) -> None:
+    def _append(self, file: SessionFile, batch: Sequence[EventRecord], payload: bytes) -> None:
         session_id = file.session_id
         tail = self._tail(file)
         check_continues(session_id, batch, tail.next_seq)
@@ -341,7 +351,7 @@ class JsonlBackend:
             file.inode, tail.next_seq + len(batch), tail.size + len(payload)
         )
 
-    def _tail(self, file: _SessionFile) -> _Tail:
+    def _tail(self, file: SessionFile) -> _Tail:
         """The cached tail of ``file`` if still current, else one read from its last line.
 
         A torn last line found on the way is cut off.
@@ -378,246 +388,10 @@ class _Tail:
     size: int
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """Where the parts of a session file lie, learned without parsing its events.
-
-    ``end`` is the offset just past the last intact line; bytes from there to
-    ``size`` are a torn line.
-    """
-
-    header: HeaderRecord
-    header_end: int
-    end: int
-    size: int
-    last_event: StoredEvent | None
-
-    @property
-    def torn(self) -> bool:
-        return self.size > self.end
-
-    @property
-    def next_seq(self) -> int:
-        return 0 if self.last_event is None else self.last_event.seq + 1
-
-
-class _SessionFile:
-    """An open session file and the reads the backend does on it.
-
-    Opened to write, it is locked exclusively, and its size and identity are
-    read once the lock is held, so they stay true until it is closed
-    (cooperating writers all take the lock). Opened to read, it is not
-    locked: what it reads ends at the size it had when opened, and a line a
-    writer had half appended by then reads as a torn tail.
-    """
-
-    def __init__(self, path: Path, session_id: str, fd: int, stat: os.stat_result) -> None:
-        self.path = path
-        self.session_id = session_id
-        self.fd = fd
-        self.inode = stat.st_ino
-        self.size = stat.st_size
-        self.mtime = stat.st_mtime
-
-    @classmethod
-    def open(cls, path: Path, session_id: str, *, writable: bool) -> _SessionFile:
-        """Open ``path``: locked exclusively to write, unlocked to read.
-
-        Raises:
-            FileNotFoundError: there is no such file, or it was deleted while
-                this call waited for the lock.
-        """
-        fd = os.open(path, (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY)
-        try:
-            if writable:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            stat = os.fstat(fd)
-            if stat.st_nlink == 0:
-                raise FileNotFoundError(errno.ENOENT, "session file was deleted", str(path))
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(path, session_id, fd, stat)
-
-    def __enter__(self) -> _SessionFile:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        os.close(self.fd)
-
-    def probe(self) -> _Layout:
-        """Read the header and the last intact event, and locate a torn tail.
-
-        Raises:
-            CorruptLogError: the header is missing or invalid, or the last
-                intact line is not a valid event.
-            UnsupportedFormatError: the header declares a newer format.
-        """
-        last_newline = self._rfind_newline(self.size)
-        if last_newline < 0:
-            raise self._corrupt(1, "the header line is missing or incomplete")
-        header_end = self._find_newline(0) + 1
-        header = self._parse_header(self.read(0, header_end - 1))
-        end = last_newline + 1
-        if end == self.size and end > header_end:
-            start = self._rfind_newline(end - 1) + 1
-            if not _is_json(self.read(start, end - 1)):
-                # Torn as well, though it ends in a newline: after a crash the
-                # file system may keep a write's last block but not an earlier
-                # one, leaving zeros inside the line.
-                end = start
-        last_event: StoredEvent | None = None
-        if end > header_end:
-            start = self._rfind_newline(end - 1) + 1
-            try:
-                [last_event] = _parse_lines(self.read(start, end), None)
-            except BadRecordError as exc:
-                raise self._corrupt(self._line_number(start), exc.reason) from None
-        return _Layout(header, header_end, end, self.size, last_event)
-
-    def parse_events(self, start: int, end: int) -> builtins.list[StoredEvent]:
-        """Parse and validate the event lines in ``[start, end)``, which begin at seq 0.
-
-        Raises:
-            CorruptLogError: a line is not a valid event, or its seq is out of order.
-        """
-        try:
-            return _parse_lines(self.read(start, end), 0)
-        except BadRecordError as exc:
-            raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
-
-    def scan_activity(self, layout: _Layout) -> Activity:
-        """Fold the file's events into an :class:`Activity` without parsing most of them.
-
-        Raises:
-            CorruptLogError: a line that had to be parsed is not a valid event.
-        """
-        if layout.last_event is None:
-            return Activity()
-        # Starting at the header's newline puts a newline before every event line.
-        start = layout.header_end - 1
-        window = self.read(start, layout.end)
-        if window.count(_EVENT_START) != window.count(b"\n") - 1:
-            # Not all in this backend's compact form: parse it the exact way.
-            return Activity().extend(self.parse_events(layout.header_end, layout.end))
-        title = None
-        found = window.find(_USER_MESSAGE)
-        while title is None and found >= 0:
-            line_end = window.index(b"\n", found + 1) + 1
-            try:
-                [message] = _parse_lines(window[found + 1 : line_end], None)
-            except BadRecordError as exc:
-                raise self._corrupt(self._line_number(start + found + 1), exc.reason) from None
-            title = title_of(message.data_object())
-            found = window.find(_USER_MESSAGE, line_end - 1)
-        return Activity(window.count(_TURN_START), layout.last_event.time, title)
-
-    def cut_torn_tail(self, layout: _Layout) -> None:
-        """Truncate the file to its last intact line, durably."""
-        os.ftruncate(self.fd, layout.end)
-        os.fsync(self.fd)
-        self.size = layout.end
-        log.warning(
-            "cut a torn last line of %d bytes from %s at offset %d",
-            layout.size - layout.end,
-            self.path,
-            layout.end,
-        )
-
-    def read(self, start: int, end: int) -> bytes:
-        """The bytes in ``[start, end)``."""
-        chunks = []
-        while start < end:
-            chunk = os.pread(self.fd, end - start, start)
-            if not chunk:
-                raise self._corrupt(None, f"the file ended at offset {start} while being read")
-            chunks.append(chunk)
-            start += len(chunk)
-        return b"".join(chunks)
-
-    def _parse_header(self, line: bytes) -> HeaderRecord:
-        try:
-            obj = json.loads(line.decode("utf-8"))
-        except ValueError as exc:
-            raise self._corrupt(1, f"the header line is not valid JSON: {exc}") from None
-        if not isinstance(obj, dict) or "tether_session" not in obj:
-            raise self._corrupt(1, 'the first line has no "tether_session" format version')
-        version = obj["tether_session"]
-        if type(version) is int and version > FORMAT_VERSION:
-            raise UnsupportedFormatError(str(self.path), version, FORMAT_VERSION)
-        if type(version) is not int or version != FORMAT_VERSION:
-            raise self._corrupt(1, f"unknown format version {version!r}")
-        if obj.keys() != {"tether_session", "header"}:
-            raise self._corrupt(1, f"header line keys are {sorted(obj)}")
-        try:
-            header = parse_header(obj["header"])
-        except InvalidRecordError as exc:
-            raise self._corrupt(1, str(exc)) from None
-        if header["id"] != self.session_id:
-            raise self._corrupt(1, f"the header names session {header['id']!r}")
-        return header
-
-    def _find_newline(self, start: int) -> int:
-        while start < self.size:
-            chunk = self.read(start, min(start + _CHUNK, self.size))
-            found = chunk.find(b"\n")
-            if found >= 0:
-                return start + found
-            start += len(chunk)
-        return -1
-
-    def _rfind_newline(self, before: int) -> int:
-        while before > 0:
-            start = max(0, before - _CHUNK)
-            found = self.read(start, before).rfind(b"\n")
-            if found >= 0:
-                return start + found
-            before = start
-        return -1
-
-    def _line_number(self, offset: int) -> int:
-        """The 1-based number of the line starting at ``offset``; reads the file up to it."""
-        newlines = 0
-        for start in range(0, offset, _CHUNK):
-            newlines += self.read(start, min(start + _CHUNK, offset)).count(b"\n")
-        return newlines + 1
-
-    def _corrupt(self, line: int | None, reason: str) -> CorruptLogError:
-        return CorruptLogError(self.session_id, reason, path=self.path, line=line)
-
-
-def _parse_lines(block: bytes, first_seq: int | None) -> builtins.list[StoredEvent]:
-    """Parse newline-terminated event lines; with ``first_seq``, seqs must count up from it.
-
-    Raises:
-        BadRecordError: the first line that is not valid UTF-8, JSON or an event.
-    """
-    try:
-        text = block.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        index = block.count(b"\n", 0, exc.start)
-        column = exc.start - block.rfind(b"\n", 0, exc.start)
-        raise BadRecordError(index, f"invalid UTF-8 at byte {column} of the line") from None
-    return decode_event_lines_of(text, first_seq)
-
-
-def _is_json(line: bytes) -> bool:
-    try:
-        json.loads(line.decode("utf-8"))
-    except ValueError:
-        return False
-    return True
-
-
 def _summarize(path: Path, session_id: str) -> SessionSummary | None:
     """The listing row for one session file; ``None`` if the file is gone."""
     try:
-        file = _SessionFile.open(path, session_id, writable=False)
+        file = SessionFile.open(path, session_id, writable=False)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -639,12 +413,6 @@ def _summarize(path: Path, session_id: str) -> SessionSummary | None:
         ),
         title=activity.title,
     )
-
-
-def _encode_lines(batch: Sequence[EventRecord]) -> bytes:
-    if not batch:
-        return b""
-    return b"\n".join([encode_record(event) for event in batch]) + b"\n"
 
 
 def _write_all(fd: int, data: bytes) -> None:

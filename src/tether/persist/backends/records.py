@@ -175,6 +175,8 @@ def parse_event(obj: object) -> EventRecord:
 
     Any mappings are accepted for the event and its data. The result has its
     keys in the order ``type, seq, time, data`` and ``time`` as a float.
+    Data that comes encoded (a ``msgspec.Raw``) is checked to be one JSON
+    object by :func:`parse_batch`, for a whole batch at once.
 
     Raises:
         InvalidRecordError: as :func:`check_event`.
@@ -194,7 +196,12 @@ def parse_event(obj: object) -> EventRecord:
             if type(data) is dict:
                 return {"type": kind, "seq": seq, "time": float(time), "data": data}
             if type(data) is msgspec.Raw:
-                _check_raw(kind, time, data)
+                # Encoded data is written without the strict encoder, which
+                # would have refused a time JSON cannot hold.
+                if not math.isfinite(time):
+                    raise InvalidRecordError(
+                        f"record is not storable as JSON: event time is {time!r}"
+                    )
                 return {"type": kind, "seq": seq, "time": float(time), "data": data}
     if isinstance(obj, Mapping):
         obj = dict(obj)
@@ -211,19 +218,30 @@ def parse_event(obj: object) -> EventRecord:
 
 
 _RAW = msgspec.json.Decoder(msgspec.Raw)
+_RAW_LINES = _RAW.decode_lines
 
 
-def _check_raw(kind: str, time: float, data: msgspec.Raw) -> None:
-    """Check an event whose data comes encoded: a finite time (it is encoded
-    without the strict encoder's check) and data that is one JSON object."""
-    if not math.isfinite(time):
-        raise InvalidRecordError(f"record is not storable as JSON: event time is {time!r}")
+def _check_raw(kind: str, data: msgspec.Raw) -> None:
+    """Check that encoded data is one JSON object."""
     try:
         value = _RAW.decode(data)
     except msgspec.DecodeError as exc:
         raise InvalidRecordError(f"event data is not valid JSON: {exc}") from None
     if bytes(memoryview(value)[:1]) != b"{":
         raise InvalidRecordError(f"{kind}: event data must be a JSON object")
+
+
+def _raws_are_objects(raws: Sequence[msgspec.Raw]) -> bool:
+    """Whether each of ``raws`` is one JSON object, checked in one pass over them all."""
+    # Joined by newlines, one object a line: JSON text holds no raw newline
+    # but as whitespace, so data holding one (or more than one value, or
+    # none) makes the line count or a line's JSON come out wrong.
+    joined = b"\n".join(raws)
+    try:
+        count = len(_RAW_LINES(joined))
+    except msgspec.DecodeError:
+        return False
+    return count == len(raws) and joined[:1] == b"{" and joined.count(b"\n{") == count - 1
 
 
 def parse_batch(session_id: str, events: Sequence[Mapping[str, object]]) -> list[EventRecord]:
@@ -234,6 +252,7 @@ def parse_batch(session_id: str, events: Sequence[Mapping[str, object]]) -> list
         StoreConflictError: the batch skips or repeats a seq.
     """
     batch: list[EventRecord] = []
+    raws: list[msgspec.Raw] = []
     for index, obj in enumerate(events):
         try:
             event = parse_event(obj)
@@ -246,7 +265,21 @@ def parse_batch(session_id: str, events: Sequence[Mapping[str, object]]) -> list
                 f"session {session_id!r}: batch seqs are not contiguous "
                 f"(event {index} has seq {event['seq']}, expected {batch[0]['seq'] + index})"
             )
+        data = event["data"]
+        if type(data) is msgspec.Raw:
+            raws.append(data)
         batch.append(event)
+    if raws and not _raws_are_objects(raws):
+        # One of them is not: find it and say which.
+        for index, event in enumerate(batch):
+            data = event["data"]
+            if type(data) is msgspec.Raw:
+                try:
+                    _check_raw(event["type"], data)
+                except InvalidRecordError as exc:
+                    raise InvalidRecordError(
+                        f"session {session_id!r}, event {index} of batch: {exc}"
+                    ) from None
     return batch
 
 
@@ -281,7 +314,7 @@ def encode_record(event: EventRecord) -> bytes:
     """:func:`encode_json_bytes` for a parsed event, whose data may come encoded."""
     data = event["data"]
     if type(data) is msgspec.Raw:
-        # parse_event checked the time and the data; the rest are a str and an int.
+        # parse_batch checked the time and the data; the rest are a str and an int.
         try:
             return _FAST.encode(event)
         except UnicodeEncodeError:

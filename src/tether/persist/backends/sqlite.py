@@ -23,9 +23,10 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from tether.persist.backends.base import SessionSummary, StoredLog, newest_first
+from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import BadRecordError, events_from_rows
 from tether.persist.backends.errors import (
     BackendClosedError,
@@ -45,8 +46,15 @@ from tether.persist.backends.records import (
 )
 from tether.persist.backends.summary import Activity
 from tether.persist.location import private_dir
+from tether.session.stored import StoredEvent
+
+if TYPE_CHECKING:
+    from tether.session.registry import EventRegistry
 
 log = logging.getLogger(__name__)
+
+_Row = tuple[int, str, float, str]
+"""An event row as stored: ``(seq, type, time, data)``."""
 
 SCHEMA_VERSION = 1
 """The schema this module creates (kept in ``PRAGMA user_version``), and the newest it reads."""
@@ -237,6 +245,24 @@ class SqliteBackend:
             CorruptLogError: the stored header or an event is invalid, or seqs
                 have a gap; it names the session and seq.
         """
+        header, rows = self._read(session_id)
+        return StoredLog(header, _stored_events(session_id, rows))
+
+    def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
+        """Read the whole log and decode it; see :meth:`LogBackend.load_events`.
+
+        Each row's data is decoded once, straight into its payload
+        (`LogDecoder.rows`); rows that do not allow it are read as
+        :meth:`load` reads them, then decoded by ``registry``.
+        """
+        header, rows = self._read(session_id)
+        events = registry.log_decoder().rows(rows)
+        if events is None:
+            events = registry.decode_stored(_stored_events(session_id, rows))
+        return LoadedLog(header, events)
+
+    def _read(self, session_id: str) -> tuple[HeaderRecord, builtins.list[_Row]]:
+        """The session's header and its event rows ``(seq, type, time, data)`` in seq order."""
         validate_session_id(session_id)
         with self._transaction(write=False) as conn:
             stored = conn.execute(
@@ -244,16 +270,11 @@ class SqliteBackend:
             ).fetchone()
             if stored is None:
                 raise SessionNotFoundError(session_id)
-            rows = conn.execute(
+            rows: builtins.list[_Row] = conn.execute(
                 "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
                 (session_id,),
             ).fetchall()
-        header = _parse_stored_header(session_id, stored[0])
-        try:
-            events = events_from_rows(rows)
-        except BadRecordError as exc:
-            raise CorruptLogError(session_id, exc.reason, seq=rows[exc.index][0]) from None
-        return StoredLog(header, events)
+        return _parse_stored_header(session_id, stored[0]), rows
 
     def list(self) -> builtins.list[SessionSummary]:
         """Summarise every session from its row, newest activity first; see :meth:`LogBackend.list`.
@@ -439,6 +460,13 @@ class _RowLease:
                 key[0],
                 exc,
             )
+
+
+def _stored_events(session_id: str, rows: Sequence[_Row]) -> builtins.list[StoredEvent]:
+    try:
+        return events_from_rows(rows)
+    except BadRecordError as exc:
+        raise CorruptLogError(session_id, exc.reason, seq=rows[exc.index][0]) from None
 
 
 def _read_only_file_system(path: Path) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -40,13 +40,11 @@ def title_of(data: Mapping[str, object]) -> str | None:
     return text
 
 
-def _getter(data: Mapping[str, object] | msgspec.Raw) -> Callable[[], Mapping[str, object]]:
-    """A thunk for a written record's data, decoding it only if it came encoded."""
+def _plain(data: Mapping[str, object] | msgspec.Raw) -> Mapping[str, object]:
+    """A written record's data, decoded if it came encoded."""
     if isinstance(data, msgspec.Raw):
-        raw = data
-        return lambda: cast(Mapping[str, object], msgspec.json.decode(raw))
-    plain = data
-    return lambda: plain
+        return cast(Mapping[str, object], msgspec.json.decode(data))
+    return data
 
 
 @dataclass(frozen=True)
@@ -65,9 +63,19 @@ class Activity:
         """Return the activity after stored ``events``, which follow those already counted."""
         return self._fold((e.type, e.time, e.data_object) for e in events)
 
-    def extend_written(self, events: Iterable[EventRecord]) -> Activity:
+    def extend_written(self, events: Sequence[EventRecord]) -> Activity:
         """`extend` for records about to be written."""
-        return self._fold((e["type"], e["time"], _getter(e["data"])) for e in events)
+        if not events:
+            return self
+        # A batch is written as one transaction: counted without a call per event.
+        turns = self.turn_count + [e["type"] for e in events].count("turn/start")
+        title = self.title
+        for event in events:
+            if title is not None:
+                break
+            if event["type"] == "user/message":
+                title = title_of(_plain(event["data"]))
+        return Activity(turns, events[-1]["time"], title)
 
     def _fold(
         self, events: Iterable[tuple[str, float, Callable[[], Mapping[str, object]]]]
