@@ -22,17 +22,19 @@ holding one loads without the plugin that wrote it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Literal, get_args
 
 from tether.session.errors import EventFormatError
 from tether.session.fields import check_choice, check_str
 from tether.session.vocabulary import EventStruct
 
-__all__ = ["CompactionTrigger", "ContextCompacted"]
+__all__ = ["COMPACTED_TYPE", "CompactionTrigger", "ContextCompacted", "compaction_notice"]
 
 CompactionTrigger = Literal["auto", "overflow", "manual"]
 _TRIGGERS: tuple[str, ...] = get_args(CompactionTrigger)
 _TYPE = "context/compacted"
+COMPACTED_TYPE = _TYPE
 
 
 class ContextCompacted(EventStruct, frozen=True):
@@ -59,3 +61,19 @@ class ContextCompacted(EventStruct, frozen=True):
         check_str(_TYPE, "summary", self.summary)
         check_choice(_TYPE, "trigger", self.trigger, _TRIGGERS)
         check_str(_TYPE, "model", self.model)
+
+
+_WHY = {
+    "auto": "the conversation neared the context window",
+    "overflow": "the provider refused the request as too long",
+    "manual": "asked for",
+}
+
+
+def compaction_notice(data: Mapping[str, object]) -> str:
+    """The one line a terminal shows for a ``context/compacted`` event's data."""
+    trigger = str(data.get("trigger"))
+    return (
+        f"(context compacted: events {data.get('first_seq')} to {data.get('last_seq')} "
+        f"summarized, {_WHY.get(trigger, trigger)}; the log keeps them)"
+    )
