@@ -125,7 +125,7 @@ class CompactionSettings:
     keep_recent: float = 0.25
     """The share of the window that recent messages may keep verbatim."""
     summary_max_tokens: int = 4_096
-    """The most tokens the summary may take."""
+    """The most tokens the summary may take (at most a quarter of the window)."""
     windows: Mapping[str, int] = field(default_factory=dict)
     """Context windows by model reference or name (``context_windows``)."""
 
@@ -348,15 +348,16 @@ class Compaction:
             return compacted
 
     async def _summarize(self, model: str, window: int, cut: Cut, signal: CancelSignal) -> str:
-        settings = self.settings
-        room = window - settings.summary_max_tokens - text_tokens(SUMMARY_SYSTEM + SUMMARY_REQUEST)
+        # A small window cannot spend a large share on the answer.
+        max_tokens = min(self.settings.summary_max_tokens, window // 4)
+        room = window - max_tokens - text_tokens(SUMMARY_SYSTEM + SUMMARY_REQUEST)
         max_chars = max(4_000, int(room * 0.9) * CHARS_PER_TOKEN)
         body = transcript(cut.head, max_chars)
         request = ModelRequest(
             model=model,
             messages=(UserRoleMessage((TextBlock(f"{body}\n\n---\n\n{SUMMARY_REQUEST}"),)),),
             system=SUMMARY_SYSTEM,
-            max_tokens=settings.summary_max_tokens,
+            max_tokens=max_tokens,
         )
         assembler = Assembler()
         stream = self._ctx.service(LLM).stream(request, signal)
