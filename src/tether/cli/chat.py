@@ -76,9 +76,14 @@ class _Prompter:
             await self._due.wait()
             self._due.clear()
             unstored = await acknowledge(self._agent)
-            self._printer.end_line()
             if unstored is not None:
+                self._printer.end_line()
                 print(f"tether: {unstored}", file=sys.stderr)
+            if self._agent.status is AgentStatus.RUNNING:
+                # A queued prompt already runs: its answer may be mid-line, and
+                # its own end brings the prompt.
+                continue
+            self._printer.end_line()
             sys.stderr.write("you> ")
             sys.stderr.flush()
 
