@@ -252,13 +252,17 @@ class Compaction:
         self._ctx = ctx
         self.settings = settings
         self._tool_tokens: dict[tuple[str, ...], int] = {}
+        self._windows: dict[str, int] = {}
         self._locks: weakref.WeakKeyDictionary[AgentDriver, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
 
     def window(self, model: str) -> int:
         """The context window of ``model``, in tokens."""
-        return context_window(model, self.settings.windows)
+        window = self._windows.get(model)
+        if window is None:
+            window = self._windows[model] = context_window(model, self.settings.windows)
+        return window
 
     def request_tokens(
         self, driver: AgentDriver, system: str | None, tools: tuple[ToolSpec, ...]
