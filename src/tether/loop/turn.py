@@ -34,6 +34,8 @@ registration order):
   reason)``, once per turn, after its last step closed and right before
   ``turn/end``: the last moment to log into the turn (the stop receipt of
   :mod:`tether.plugins.stop_receipt` does).
+* ``COMPACTING`` (``agent/compacting``) — **emit**; args: ``(agent, trigger)``,
+  when a compaction starts its summary request (:mod:`tether.loop.compaction`).
 """
 
 from __future__ import annotations
