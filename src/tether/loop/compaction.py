@@ -97,6 +97,7 @@ preferences they stated;
 - what has been done: files read, created or changed (with paths), commands run and \
 what they showed, decisions made and why;
 - what is unfinished or was about to be done next, and open questions;
+- anything still running (background tasks, with their ids) and how to check on it;
 - facts found that will be needed again (names, paths, versions, error messages).
 Write it as notes to yourself, in the conversation's language. Do not call tools."""
 
