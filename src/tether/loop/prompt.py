@@ -21,6 +21,7 @@ first request; the tools part is rebuilt only when the tools change.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,7 +132,7 @@ class SystemPrompt:
 
     def __init__(self, settings: PromptSettings, cwd: Path) -> None:
         self._settings = settings
-        self._cwd = cwd
+        self._cwd = Path(os.path.abspath(cwd))
         self._base: str | None = None
         self._instructions = ""
         self._tools: tuple[tuple[str, str], ...] | None = None
