@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.session.builders import answer, complete_turn, new_session, open_step, user
 from tether.content import TextBlock, UserRoleMessage
@@ -127,3 +129,20 @@ def test_the_transcript_shortens_long_tool_output_first_then_drops_the_oldest() 
     cut = transcript(huge, 2_000)
     assert len(cut) < 2_200
     assert cut.startswith("[The earliest part of the conversation is left out")
+
+
+@given(st.lists(st.sampled_from(["turn", "compact", "derive"]), max_size=25))
+@settings(max_examples=60, deadline=None)
+def test_the_incremental_history_always_equals_a_full_derive(operations: list[str]) -> None:
+    session = new_session()
+    history = History(session)
+    for operation in operations:
+        if operation == "turn":
+            complete_turn(session, f"prompt {len(session.events)}")
+        elif operation == "compact":
+            ends = [e.seq for e in session.events if e.type == "step/end"]
+            if ends:
+                last = ends[len(ends) // 2]
+                session.append(ContextCompacted(0, last, f"sum {last}", "auto", "m", 1))
+        assert history.messages() == tuple(derive_messages(session))
+        assert history.tokens() == sum(message_tokens(m) for m in derive_messages(session))
