@@ -63,7 +63,9 @@ def compose_document(
     """The bundled composition with ``overlays`` applied, then the direct settings.
 
     ``data_dir`` and ``model`` are merged into the config of the
-    ``persistence`` and ``agent_loop`` rows (other keys of those configs stay).
+    ``persistence`` and ``agent_loop`` rows (other keys of those configs stay);
+    ``data_dir`` also places the user's instruction file (``AGENTS.md`` there)
+    unless the ``agent_loop`` row names one.
 
     Raises:
         CompositionError: an overlay cannot be read or has the wrong shape.
@@ -81,6 +83,13 @@ def compose_document(
     patches = []
     for row in document["plugins"] if isinstance(document, Mapping) else []:
         wanted = {k: v for k, v in settings.get(str(row.get("id")), {}).items() if v is not None}
+        config_given = row.get("config")
+        if (
+            row.get("id") == "agent_loop"
+            and data_dir is not None
+            and not (isinstance(config_given, Mapping) and "user_instructions" in config_given)
+        ):
+            wanted["user_instructions"] = data_dir / "AGENTS.md"
         if wanted:
             config = dict(row.get("config") or {})
             config.update({k: str(v) if isinstance(v, Path) else v for k, v in wanted.items()})

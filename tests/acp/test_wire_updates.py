@@ -12,6 +12,7 @@ from tether.session import (
     AssistantChunk,
     AssistantMessageEvent,
     Completed,
+    ContextCompacted,
     RetryEvent,
     StepEnd,
     StepStart,
@@ -54,6 +55,7 @@ def _every_kind() -> Session:
         ToolResultEvent(id="c2", name="bash_output", content="", is_error=False),
         ToolResultEvent(id="c3", name="grep", content="no such tool", is_error=True),
         StepEnd(turn=1, step=1),
+        ContextCompacted(0, 14, "summary", "auto", "offline", 100),
         TurnEnd(turn=1, reason=Completed()),
     ):
         session.append(payload)
@@ -90,6 +92,17 @@ def test_the_replay_shows_the_answer_the_model_holds_and_no_retry_notice() -> No
         if update["sessionUpdate"] == "agent_message_chunk"
     ]
     assert texts == ["Hello, world"]
+
+
+def test_a_live_session_is_told_of_a_compaction_and_a_replay_is_not() -> None:
+    live = UpdateMapper(live=True)
+    texts = [
+        str(update["content"]["text"])  # type: ignore[index]
+        for event in _every_kind().events
+        for update in live.updates(event)
+        if update["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert "\n(context compacted: events 0 to 14 summarized, " in texts[-1]
 
 
 def test_a_frame_with_text_utf8_cannot_carry_is_still_written_as_json() -> None:

@@ -96,7 +96,10 @@ async def test_turn_with_tool_call_replays_reasoning_and_tool_result_to_the_mode
 
     first, second = server.requests
     assert [tool["function"]["name"] for tool in first.json["tools"]] == ["weather"]
-    assert second.json["messages"] == [
+    system, *conversation = second.json["messages"]
+    assert system["role"] == "system"
+    assert "- weather: " in system["content"]
+    assert conversation == [
         {"role": "user", "content": "Weather in Paris?"},
         {
             "role": "assistant",

@@ -57,6 +57,7 @@ async def build_world(
     provider: str = "openai-compatible",
     model: str = "openai-compatible:test-model",
     retry: dict[str, Any] | None = None,
+    loop: dict[str, Any] | None = None,
 ) -> AdapterWorld:
     runtime = Runtime()
     world = AdapterWorld(runtime, server, data_dir)
@@ -92,5 +93,5 @@ async def build_world(
 
     fixtures.inject = ("tools",)  # type: ignore[attr-defined]
     await ctx.plugin(fixtures)
-    await ctx.plugin(loop_plugin, {"model": model})
+    await ctx.plugin(loop_plugin, {"model": model, **(loop or {})})
     return world

@@ -43,6 +43,7 @@ from tether.content import ImageRef, TextBlock
 from tether.frozen import thaw
 from tether.session import (
     AssistantChunk,
+    ContextCompacted,
     Event,
     RetryEvent,
     ToolCallEvent,
@@ -51,6 +52,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.attempts import retry_notice
+from tether.session.compaction import compaction_notice
 
 SessionUpdate = dict[str, object]
 """The ``update`` of one ``session/update`` notification, as its JSON."""
@@ -96,10 +98,12 @@ class UpdateMapper:
                 }
                 for block in payload.content
             )
-        if isinstance(payload, RetryEvent):
+        if isinstance(payload, RetryEvent | ContextCompacted):
+            # Live news of what the loop did; a replay shows the conversation only.
             if not self._live:
                 return ()
-            notice = _text(f"\n{retry_notice(event.data)}\n")
+            said = retry_notice if isinstance(payload, RetryEvent) else compaction_notice
+            notice = _text(f"\n{said(event.data)}\n")
             return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
         if isinstance(payload, TurnStart):
             self._turn = payload.turn

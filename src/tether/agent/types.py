@@ -177,6 +177,9 @@ class AgentOptions:
 
     model: str = "offline"
     system: str | None = None
+    """Replaces the default system prompt's base (see ``docs/agents.md``)."""
+    system_append: str | None = None
+    """Added at the end of the system prompt."""
     tools: Sequence[str] | None = None
     """Tool names the model may call; ``None`` means every registered tool."""
     max_steps: int = 50

@@ -2,8 +2,9 @@
 
 Lines typed are prompts; a prompt typed while a turn runs is queued as a
 follow-up. Commands: ``/steer TEXT`` steers the running turn, ``/cancel``
-cancels it (as does Ctrl-C, which never leaves the chat), ``/sessions`` lists
-stored sessions, ``/quit`` (or end of input) leaves. The conversation is the
+cancels it (as does Ctrl-C, which never leaves the chat), ``/compact``
+summarizes the older part of the conversation (Ctrl-C cancels that too),
+``/sessions`` lists stored sessions, ``/quit`` (or end of input) leaves. The conversation is the
 session log, so ``--resume ID`` continues it after a restart.
 
 The next ``you>`` prompt appears only once the turn before it is on disk;
@@ -21,15 +22,25 @@ import signal
 import sys
 from collections.abc import Callable
 
-from tether.agent import Agent, AgentStatus, UserMessage
+from tether.agent import Agent, AgentStatus, CancelCause, UserMessage
 from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import open_agent, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.run import StreamPrinter
 from tether.host import Tether
+from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
-HELP = "commands: /steer TEXT, /cancel, /sessions, /quit  (Ctrl-C cancels the running turn)"
+HELP = (
+    "commands: /steer TEXT, /cancel, /compact, /sessions, /quit  (Ctrl-C cancels the running turn)"
+)
+
+
+class _Compacting:
+    """The ``/compact`` in progress, if any: what Ctrl-C cancels when no turn runs."""
+
+    def __init__(self) -> None:
+        self.signal: CancelSignal | None = None
 
 
 async def _stdin_lines() -> tuple[asyncio.StreamReader, Callable[[], None]]:
@@ -65,9 +76,14 @@ class _Prompter:
             await self._due.wait()
             self._due.clear()
             unstored = await acknowledge(self._agent)
-            self._printer.end_line()
             if unstored is not None:
+                self._printer.end_line()
                 print(f"tether: {unstored}", file=sys.stderr)
+            if self._agent.status is AgentStatus.RUNNING:
+                # A queued prompt already runs: its answer may be mid-line, and
+                # its own end brings the prompt.
+                continue
+            self._printer.end_line()
             sys.stderr.write("you> ")
             sys.stderr.flush()
 
@@ -90,7 +106,8 @@ async def chat(args: argparse.Namespace) -> int:
         prompting = asyncio.get_running_loop().create_task(prompter.run(), name="chat-prompt")
 
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, _on_interrupt, agent)
+        compacting = _Compacting()
+        loop.add_signal_handler(signal.SIGINT, _on_interrupt, agent, compacting)
         sys.stderr.write("you> ")
         sys.stderr.flush()
         try:
@@ -104,7 +121,7 @@ async def chat(args: argparse.Namespace) -> int:
                     if line in ("/quit", "/exit"):
                         break
                     if line:
-                        await _handle(line, agent, tether)
+                        await _handle(line, agent, tether, compacting)
                 await agent.when_idle()
                 final = await acknowledge(agent)
         finally:
@@ -123,19 +140,23 @@ async def chat(args: argparse.Namespace) -> int:
             release_logs()
 
 
-def _on_interrupt(agent: Agent) -> None:
-    """Ctrl-C: cancel the running turn; when idle, show the help."""
-    if agent.status is AgentStatus.RUNNING:
+def _on_interrupt(agent: Agent, compacting: _Compacting) -> None:
+    """Ctrl-C: cancel the running turn or ``/compact``; when idle, show the help."""
+    if compacting.signal is not None:
+        compacting.signal.cancel(CancelCause.USER)
+    elif agent.status is AgentStatus.RUNNING:
         print("\n(cancelled)", file=sys.stderr)
         agent.cancel()
     else:
         print(f"\n{HELP}", file=sys.stderr)
 
 
-async def _handle(line: str, agent: Agent, tether: Tether) -> None:
+async def _handle(line: str, agent: Agent, tether: Tether, compacting: _Compacting) -> None:
     """One typed line: a command, or a prompt (queued if a turn is running)."""
     if line == "/cancel":
         agent.cancel()
+    elif line == "/compact":
+        await _compact(agent, tether, compacting)
     elif line.startswith("/steer "):
         agent.steer(UserMessage.text(line[len("/steer ") :]))
     elif line == "/sessions":
@@ -148,3 +169,29 @@ async def _handle(line: str, agent: Agent, tether: Tether) -> None:
         agent.followup(UserMessage.text(line))
         if running:
             print("(queued: it runs when the current turn ends)", file=sys.stderr)
+
+
+async def _compact(agent: Agent, tether: Tether, compacting: _Compacting) -> None:
+    """``/compact``: summarize the older part of the conversation now, then prompt again."""
+    from tether.loop.compaction import COMPACTION, CompactionCancelledError, CompactionError
+
+    service = tether.runtime.ctx.get(COMPACTION)
+    if service is None:
+        print("tether: /compact needs the agent loop, which is not running", file=sys.stderr)
+        return
+    compacting.signal = CancelSignal()
+    print("(compacting the conversation; Ctrl-C cancels)", file=sys.stderr)
+    try:
+        compacted = await service.compact(agent, signal=compacting.signal)
+    except CompactionCancelledError:
+        print("(compaction cancelled; the conversation is unchanged)", file=sys.stderr)
+    except CompactionError as exc:
+        print(f"tether: cannot compact: {exc}", file=sys.stderr)
+    else:
+        if compacted is None:
+            print("(nothing to compact yet)", file=sys.stderr)
+    finally:
+        compacting.signal = None
+    if agent.status is AgentStatus.IDLE:
+        sys.stderr.write("you> ")
+        sys.stderr.flush()

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator, Mapping
 
 from tether.session import Event, Session
+from tether.session.compaction import COMPACTED_TYPE, compaction_notice
 
 
 def _text(content: object) -> str:
@@ -88,6 +89,15 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
     elif kind == "tool/stopped":
         for line in [*_receipt(data.get("stopped")), *_children(data.get("agents"))]:
             yield f"- _{line}_" if markdown else f"  ■ {line}"
+    elif kind == COMPACTED_TYPE:
+        note = compaction_notice(data)
+        yield f"_{note}_" if markdown else note
+        summary = str(data.get("summary", ""))
+        if markdown:
+            yield f"> {summary}".replace("\n", "\n> ")
+        else:
+            for line in summary.splitlines() or [""]:
+                yield f"    {line}"
     elif kind == "turn/end":
         reason = _plain(data.get("reason"))
         if isinstance(reason, dict) and reason.get("kind") != "completed":

@@ -32,6 +32,7 @@ from tether.cli.failures import describe
 from tether.cli.output import EventLines, turn_result
 from tether.session import Event, Session
 from tether.session.attempts import RETRY_TYPE, retry_notice
+from tether.session.compaction import COMPACTED_TYPE, compaction_notice
 from tether.session.store import SESSION_EVENT
 
 EXIT_OK = 0
@@ -84,6 +85,10 @@ class StreamPrinter:
         elif event.type == RETRY_TYPE:
             self.end_line()
             self._err.write(retry_notice(data) + "\n")
+            self._err.flush()
+        elif event.type == COMPACTED_TYPE:
+            self.end_line()
+            self._err.write(compaction_notice(data) + "\n")
             self._err.flush()
         elif event.type == "tool/call":
             self.end_line()

@@ -90,3 +90,9 @@ class LoopAgent:
 
     def __repr__(self) -> str:
         return f"<LoopAgent {self.id} {self.status}>"
+
+
+def driver_of(agent: object) -> AgentDriver | None:
+    """The loop's driver behind ``agent``, for the loop's own services; ``None``
+    for an agent some other factory made. Never hand the result out."""
+    return agent._driver if isinstance(agent, LoopAgent) else None

@@ -94,6 +94,11 @@ class AgentDriver:
         return self._scope.ctx
 
     @property
+    def closed(self) -> bool:
+        """Whether the agent refuses input: it is being or has been disposed."""
+        return self._closed
+
+    @property
     def inbox(self) -> Inbox:
         return self._inbox
 

@@ -2,32 +2,84 @@
 
 Every model request is rebuilt from the log (``derive_messages``). Deriving
 is a per-event mapping over an append-only list, so the result for the first
-*n* events never changes: this keeps it and derives only the events appended
-since the last request, which keeps a long conversation's per-turn cost flat.
+*n* events never changes — until a ``context/compacted`` event puts a
+summary in place of a range: this keeps the result and derives only the
+events appended since the last request, and derives the whole log again when
+one of them is a compaction. That keeps a long conversation's per-turn cost
+flat.
+
+It also keeps the estimated size of the conversation (see
+:mod:`tether.loop.context`), message by message, so that checking a request
+against the model's context window is a sum, not a walk.
 """
 
 from __future__ import annotations
 
 from tether.content import Message
-from tether.session import derive_messages
+from tether.loop.context import message_tokens
+from tether.session import ContextCompacted, derive_messages
 from tether.session.log import Session
+
+_COMPACTED = ContextCompacted.type
 
 
 class History:
-    """``derive_messages(session)``, computed incrementally."""
+    """``derive_messages(session)``, computed incrementally, with its estimated size."""
 
-    __slots__ = ("_messages", "_seen", "_session")
+    __slots__ = ("_anchor", "_messages", "_seen", "_session", "_sizes", "_total")
 
     def __init__(self, session: Session) -> None:
         self._session = session
         self._messages: list[Message] = []
+        self._sizes: list[int] = []
+        self._total = 0
         self._seen = 0
+        # (tokens the provider counted for a request, the estimate of what it sent)
+        self._anchor: tuple[int, int] | None = None
 
     def messages(self) -> tuple[Message, ...]:
         """The conversation the model sees now, equal to ``derive_messages(session)``."""
         events = self._session.events
         if len(events) > self._seen:
             end = len(events)
-            self._messages.extend(derive_messages(events[self._seen : end]))
+            new = events[self._seen : end]
+            if any(event.type == _COMPACTED for event in new):
+                self._messages = derive_messages(events[:end])
+                self._sizes = [message_tokens(message) for message in self._messages]
+                self._total = sum(self._sizes)
+                self._anchor = None
+            else:
+                added = derive_messages(new)
+                sizes = [message_tokens(message) for message in added]
+                self._messages.extend(added)
+                self._sizes.extend(sizes)
+                self._total += sum(sizes)
             self._seen = end
         return tuple(self._messages)
+
+    def tokens(self, overhead: int = 0) -> int:
+        """The estimated tokens of a request of :meth:`messages` (as of its last call).
+
+        ``overhead`` is the estimate of the rest of the request (the system
+        prompt and the tools). When the provider reported how many input
+        tokens an earlier request took (:meth:`note_usage`) and that is more,
+        its count is used for what that request sent, plus the estimate of
+        the messages that came after.
+        """
+        estimate = self._total + overhead
+        if self._anchor is None:
+            return estimate
+        counted, estimated = self._anchor
+        return max(estimate, counted + self._total - estimated)
+
+    def note_usage(self, input_tokens: int) -> None:
+        """Record that the request of :meth:`messages` (as last returned) took ``input_tokens``.
+
+        The count includes the system prompt and the tools; it is kept until
+        the history is next compacted.
+        """
+        self._anchor = (input_tokens, self._total)
+
+    def sizes(self) -> tuple[int, ...]:
+        """The estimated tokens of each message of :meth:`messages`."""
+        return tuple(self._sizes)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from tether.agent.types import Agent, UserMessage
 from tether.llm.request import ModelRequest
 from tether.runtime.keys import Notice, Parallel, Serial, Waterfall
-from tether.session import TurnEndReason
+from tether.session import CompactionTrigger, TurnEndReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +57,8 @@ cancelled (the turn then closes at once)."""
 TURN_CLOSING = Notice[Agent, int, TurnEndReason]("agent/turn-closing")
 """Emit; args ``(agent, turn, reason)``, once per turn, after its last step
 closed and right before ``turn/end``: the last moment to log into the turn."""
+
+COMPACTING = Notice[Agent, CompactionTrigger]("agent/compacting")
+"""Emit; args ``(agent, trigger)``, when a compaction of the agent's conversation
+starts its summary request (``auto``, ``overflow`` or ``manual``). Its end is the
+``context/compacted`` event in the session; a cancelled or failed one leaves none."""

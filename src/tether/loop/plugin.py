@@ -1,22 +1,33 @@
-"""The agent loop plugin: the factory behind ``ctx.agents``, and agents from config.
+"""The agent loop plugin: the factory behind ``ctx.agents``, agents from config,
+and the ``compaction`` service.
 
 Rows of its config's ``agents`` list (``name``, ``model``, ``system``, ``cwd``,
 ``session_id``; the agent's id is its session id) are created when the plugin loads and
 are owned by the plugin's fiber (their handles are discarded): they live until
 the agent loop unloads. A row with a ``session_id`` resumes that session when
 it is stored, and creates it otherwise.
+
+The system prompt settings (``system``, ``system_append``, ``instructions``,
+``user_instructions`` and the size caps) are described in
+:mod:`tether.loop.prompt`; ``context_windows`` and ``compaction`` in
+:mod:`tether.loop.compaction`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
+from tether.loop.compaction import COMPACTION, CompactionSettings
 from tether.loop.factory import LoopFactory
+from tether.loop.prompt import PromptSettings
 from tether.loop.turn import TurnRunner
+from tether.persist.location import data_dir
 from tether.persist.service import PERSISTENCE
 from tether.runtime.checked import Checked, FieldError, meta
 
@@ -28,6 +39,10 @@ log = logging.getLogger(__name__)
 name = "agent_loop"
 inject = ("sessions", "llm", "tools", "agents")
 
+USER_INSTRUCTIONS = "AGENTS.md"
+"""The user's own instruction file, in tether's home directory by default."""
+MIN_WINDOW = 1_024
+
 
 @dataclass(frozen=True, slots=True)
 class AgentRow(Checked):
@@ -37,6 +52,7 @@ class AgentRow(Checked):
     """What to call the agent in logs."""
     model: str | None = None
     system: str | None = None
+    system_append: str | None = None
     cwd: str | None = None
     session_id: str | None = None
 
@@ -47,25 +63,113 @@ class AgentRow(Checked):
 
 
 @dataclass(frozen=True, slots=True)
+class CompactionConfig(Checked):
+    """When to compact a conversation, and how much of it to keep verbatim."""
+
+    enabled: bool = True
+    """Compact on its own before a request that passes ``threshold``."""
+    threshold: float = field(default=0.8, metadata=meta(gt=0, le=1))
+    """The share of the model's context window a request may fill."""
+    keep_recent: float = field(default=0.25, metadata=meta(ge=0, le=1))
+    """The share of the window the most recent messages may keep verbatim."""
+    summary_max_tokens: int = field(default=4_096, metadata=meta(ge=256, le=100_000))
+
+    def __post_init__(self) -> None:
+        super(CompactionConfig, self).__post_init__()
+        if self.keep_recent >= self.threshold:
+            raise FieldError(
+                ("keep_recent",),
+                f"must be less than threshold ({self.threshold}), got {self.keep_recent}: "
+                "what is kept must leave room below the threshold",
+            )
+
+
+@dataclass(frozen=True, slots=True)
 class Config(Checked):
     """Configuration of the agent loop: the defaults of its agents, and agents to create."""
 
     model: str = "offline"
     """The default model reference (``provider`` or ``provider:model``)."""
     system: str | None = None
+    """Replaces the default system prompt's base (role, environment, tools, safety)."""
+    system_append: str | None = None
+    """Added at the end of the system prompt."""
+    instructions: bool = True
+    """Add the project's AGENTS.md (or CLAUDE.md, GEMINI.md) files to the system prompt."""
+    user_instructions: str | None = None
+    """The user's own instruction file; default ``AGENTS.md`` in tether's home directory."""
+    instructions_max_bytes: int = field(default=32_768, metadata=meta(ge=256))
+    """The most bytes of one instruction file the model is given."""
+    instructions_max_total_bytes: int = field(default=65_536, metadata=meta(ge=256))
+    """The most bytes of all instruction files together."""
+    context_windows: Mapping[str, int] = field(default_factory=dict)
+    """Context windows in tokens, by model reference or model name."""
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
     max_steps: int = field(default=50, metadata=meta(ge=1, le=10_000))
     agents: tuple[AgentRow, ...] = ()
 
+    def __post_init__(self) -> None:
+        super(Config, self).__post_init__()
+        for model, tokens in self.context_windows.items():
+            if not model.strip():
+                raise FieldError(("context_windows",), "a model name must not be empty")
+            if tokens < MIN_WINDOW:
+                raise FieldError(
+                    ("context_windows", model),
+                    f"must be at least {MIN_WINDOW} tokens, got {tokens}",
+                )
+        if self.user_instructions is not None and not self.user_instructions.strip():
+            raise FieldError(("user_instructions",), "must not be empty (leave it out instead)")
+
+    def prompt_settings(self) -> PromptSettings:
+        """The system prompt settings these hold."""
+        user = (
+            Path(self.user_instructions).expanduser()
+            if self.user_instructions is not None
+            else data_dir() / USER_INSTRUCTIONS
+        )
+        return PromptSettings(
+            system=self.system,
+            system_append=self.system_append,
+            instructions=self.instructions,
+            user_instructions=user,
+            max_file_bytes=self.instructions_max_bytes,
+            max_total_bytes=self.instructions_max_total_bytes,
+        )
+
+    def compaction_settings(self) -> CompactionSettings:
+        """The compaction settings these hold."""
+        compaction = self.compaction
+        return CompactionSettings(
+            enabled=compaction.enabled,
+            threshold=compaction.threshold,
+            keep_recent=compaction.keep_recent,
+            summary_max_tokens=compaction.summary_max_tokens,
+            windows=dict(self.context_windows),
+        )
+
 
 async def apply(ctx: Context, config: Config) -> None:
-    defaults = AgentOptions(model=config.model, system=config.system, max_steps=config.max_steps)
-    factory = LoopFactory(ctx, TurnRunner(ctx), defaults)
+    defaults = AgentOptions(
+        model=config.model,
+        system=config.system,
+        system_append=config.system_append,
+        max_steps=config.max_steps,
+    )
+    runner = TurnRunner(
+        ctx, prompt=config.prompt_settings(), compaction=config.compaction_settings()
+    )
+    factory = LoopFactory(ctx, runner, defaults)
+    ctx.provide(COMPACTION, runner.compaction)
     agents = ctx.service(AGENTS)
     await agents.provide_factory(factory)
     for row in config.agents:
         options = AgentOptions(
             model=row.model or config.model,
             system=row.system if row.system is not None else config.system,
+            system_append=row.system_append
+            if row.system_append is not None
+            else config.system_append,
             max_steps=config.max_steps,
         )
         persistence = ctx.get(PERSISTENCE)

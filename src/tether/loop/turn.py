@@ -37,6 +37,8 @@ registration order):
   reason)``, once per turn, after its last step closed and right before
   ``turn/end``: the last moment to log into the turn (the stop receipt of
   :mod:`tether.plugins.stop_receipt` does).
+* ``COMPACTING`` (``agent/compacting``) — **emit**; args: ``(agent, trigger)``,
+  when a compaction starts its summary request (:mod:`tether.loop.compaction`).
 """
 
 from __future__ import annotations
@@ -45,17 +47,26 @@ import asyncio
 import contextlib
 import logging
 import re
+import weakref
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.agent.events import AGENT_ERROR
 from tether.agent.inbox import to_event
 from tether.agent.types import CancelCause, Target, UserMessage
-from tether.content import ToolCallBlock
+from tether.content import Message, ToolCallBlock
 from tether.llm.assemble import Assembled, Assembler
-from tether.llm.chunks import ReasoningDelta, TextDelta
+from tether.llm.chunks import Finish, ReasoningDelta, TextDelta
 from tether.llm.request import ModelRequest, ToolSpec
 from tether.llm.service import LLM
+from tether.loop.compaction import (
+    Compaction,
+    CompactionCancelledError,
+    CompactionError,
+    CompactionSettings,
+)
 from tether.loop.hooks import (
     PRE_STEP,
     REQUEST,
@@ -65,6 +76,7 @@ from tether.loop.hooks import (
     TURN_STOP,
     RequestError,
 )
+from tether.loop.prompt import PromptSettings, SystemPrompt
 from tether.runtime import Veto
 from tether.runtime.signal import cancelling_current_task
 from tether.session import (
@@ -100,6 +112,7 @@ log = logging.getLogger(__name__)
 
 NOT_STARTED = "tool call cancelled before it started"
 REFUSED = "tool call not run: the provider refused the answer that made it"
+OVERFLOW = "context-overflow"
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
@@ -118,8 +131,24 @@ def step_limit_reached(reason: TurnEndReason) -> bool:
 class TurnRunner:
     """Runs turns for the agents of one agent loop."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        prompt: PromptSettings | None = None,
+        compaction: CompactionSettings | None = None,
+    ) -> None:
         self._ctx = ctx
+        self._prompt_settings = prompt or PromptSettings()
+        self._compaction = Compaction(ctx, compaction or CompactionSettings())
+        self._prompts: weakref.WeakKeyDictionary[AgentDriver, SystemPrompt] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def compaction(self) -> Compaction:
+        """The loop's compactor: the ``compaction`` service the plugin provides."""
+        return self._compaction
 
     @property
     def _llm(self) -> LlmView:
@@ -255,34 +284,50 @@ class TurnRunner:
                 return stop
 
     async def _request(self, driver: AgentDriver, signal: CancelSignal) -> Assembled | Errored:
-        """Ask the model; log the stream and the answer; return it (or the error)."""
+        """Ask the model; log the stream and the answer; return it (or the error).
+
+        The request is compacted first when it would pass the threshold of the
+        model's window; a ``context-overflow`` error compacts once and retries
+        (see :mod:`tether.loop.compaction`).
+        """
         session = driver.session
         agent = driver.agent
         options = driver.options
         specs = self._tools.specs(scope=driver.id, only=options.tools)
-        request = ModelRequest(
-            model=options.model,
-            messages=driver.history.messages(),
-            system=options.system,
-            tools=tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs),
-        )
+        tools = tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs)
+        system = await self._prompt(driver).text(tools)
+        messages = await self._fit(driver, system, tools, signal)
+        if messages is None:
+            return _aborted_answer()
+        request = ModelRequest(model=options.model, messages=messages, system=system, tools=tools)
         request = await self._ctx.waterfall(REQUEST, request, agent)
         attempt = 0
+        overflowed = False
         while True:
             attempt += 1
-            assembler = Assembler()
-            async with contextlib.aclosing(self._llm.stream(request, signal)) as stream:
-                async for chunk in stream:
-                    assembler.feed(chunk)
-                    if isinstance(chunk, TextDelta) and chunk.text:
-                        session.append(AssistantChunk(kind="text", delta=chunk.text))
-                    elif isinstance(chunk, ReasoningDelta) and chunk.text:
-                        session.append(AssistantChunk(kind="reasoning", delta=chunk.text))
-            assembled = assembler.result()
+            assembled = await self._stream(driver, request, signal)
             finish = assembled.finish
             if finish.reason != "error" or signal.cancelled:
                 _log_answer(session, assembled)
                 return assembled
+            if finish.error_code == OVERFLOW and not overflowed:
+                overflowed = True
+                if not await self._compact_after_overflow(driver, system, tools, signal):
+                    if signal.cancelled:
+                        return assembled
+                else:
+                    session.append(
+                        RetryEvent(
+                            attempt=attempt,
+                            code=OVERFLOW,
+                            error=finish.error or OVERFLOW,
+                            delay=0.0,
+                        )
+                    )
+                    messages = driver.history.messages()
+                    request = ModelRequest(options.model, messages, system, tools)
+                    request = await self._ctx.waterfall(REQUEST, request, agent)
+                    continue
             decision = await self._ctx.waterfall(
                 REQUEST_ERROR,
                 RequestError(
@@ -304,6 +349,77 @@ class TurnRunner:
                 # The attempt was abandoned at its boundary: what it streamed
                 # is not an answer, so the model never sees it.
                 return assembled
+
+    async def _stream(
+        self, driver: AgentDriver, request: ModelRequest, signal: CancelSignal
+    ) -> Assembled:
+        """One attempt: stream the answer, logging its text and reasoning as chunks."""
+        session = driver.session
+        assembler = Assembler()
+        async with contextlib.aclosing(self._llm.stream(request, signal)) as stream:
+            async for chunk in stream:
+                assembler.feed(chunk)
+                if isinstance(chunk, TextDelta) and chunk.text:
+                    session.append(AssistantChunk(kind="text", delta=chunk.text))
+                elif isinstance(chunk, ReasoningDelta) and chunk.text:
+                    session.append(AssistantChunk(kind="reasoning", delta=chunk.text))
+        assembled = assembler.result()
+        if assembled.usage is not None and assembled.usage.input_tokens:
+            driver.history.note_usage(assembled.usage.input_tokens)
+        return assembled
+
+    async def _fit(
+        self,
+        driver: AgentDriver,
+        system: str,
+        tools: tuple[ToolSpec, ...],
+        signal: CancelSignal,
+    ) -> tuple[Message, ...] | None:
+        """The history to send, compacted first when the request would pass the
+        threshold; ``None`` when the turn was cancelled during the compaction."""
+        messages = driver.history.messages()
+        compaction = self._compaction
+        tokens = compaction.request_tokens(driver, system, tools)
+        if not compaction.due(driver, tokens):
+            return messages
+        try:
+            if await compaction.run(driver, "auto", signal, tokens=tokens) is not None:
+                return driver.history.messages()
+        except CompactionCancelledError:
+            return None
+        except CompactionError as exc:
+            log.warning("agent %s: compaction failed; asking uncompacted: %s", driver.id, exc)
+        return messages
+
+    async def _compact_after_overflow(
+        self,
+        driver: AgentDriver,
+        system: str,
+        tools: tuple[ToolSpec, ...],
+        signal: CancelSignal,
+    ) -> bool:
+        """Compact after the provider refused a request as too long; whether it did."""
+        compaction = self._compaction
+        tokens = compaction.request_tokens(driver, system, tools)
+        try:
+            return await compaction.run(driver, "overflow", signal, tokens=tokens) is not None
+        except CompactionCancelledError:
+            return False
+        except CompactionError as exc:
+            log.warning("agent %s: compaction after an overflow failed: %s", driver.id, exc)
+            return False
+
+    def _prompt(self, driver: AgentDriver) -> SystemPrompt:
+        prompt = self._prompts.get(driver)
+        if prompt is None:
+            options = driver.options
+            settings = replace(
+                self._prompt_settings, system=options.system, system_append=options.system_append
+            )
+            prompt = self._prompts[driver] = SystemPrompt(
+                settings, Path(driver.session.header.cwd or ".")
+            )
+        return prompt
 
     async def _run_tools(
         self,
@@ -374,6 +490,13 @@ def _log_answer(session: Session, assembled: Assembled) -> None:
             usage=usage,
         )
     )
+
+
+def _aborted_answer() -> Assembled:
+    """The answer of a request that was cancelled before it was sent."""
+    assembler = Assembler()
+    assembler.feed(Finish("aborted"))
+    return assembler.result()
 
 
 def _close_step(session: Session, why: str) -> None:

@@ -8,6 +8,7 @@ against its structural invariants, records them and tells its observers.
 left open.
 """
 
+from tether.session.compaction import CompactionTrigger, ContextCompacted
 from tether.session.derive import derive_messages
 from tether.session.errors import (
     EventFormatError,
@@ -60,7 +61,9 @@ __all__ = [
     "AssistantMessageEvent",
     "Blocked",
     "ChunkKind",
+    "CompactionTrigger",
     "Completed",
+    "ContextCompacted",
     "Errored",
     "Event",
     "EventFormatError",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 
-from tether.content import AssistantMessage, Message, ToolMessage, UserRoleMessage
+from tether.content import AssistantMessage, Message, TextBlock, ToolMessage, UserRoleMessage
+from tether.session.compaction import ContextCompacted
 from tether.session.events import Event
 from tether.session.log import Session
 from tether.session.vocabulary import (
@@ -14,11 +16,22 @@ from tether.session.vocabulary import (
     UserMessageEvent,
 )
 
-__all__ = ["derive_messages"]
+__all__ = ["derive_messages", "derive_with_seqs", "summary_message"]
 
 _VISIBLE: dict[str, type[EventPayload]] = {
-    cls.type: cls for cls in (UserMessageEvent, AssistantMessageEvent, ToolResultEvent)
+    cls.type: cls
+    for cls in (UserMessageEvent, AssistantMessageEvent, ToolResultEvent, ContextCompacted)
 }
+
+SUMMARY_PREFIX = (
+    "The earlier part of this conversation was compacted to fit the context window. "
+    "A summary of it follows; the most recent messages come after it unchanged.\n\n"
+)
+
+
+def summary_message(compacted: ContextCompacted) -> UserRoleMessage:
+    """The message that stands in the conversation for the range ``compacted`` summarizes."""
+    return UserRoleMessage((TextBlock(SUMMARY_PREFIX + compacted.summary),))
 
 
 def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
@@ -30,6 +43,12 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
     - ``assistant/message`` becomes an `AssistantMessage`; an interrupted one is
       kept, with ``interrupted=True`` and the content that had streamed.
     - ``tool/result`` becomes a `ToolMessage`.
+    - ``context/compacted`` replaces the messages of the events it summarizes
+      (``first_seq`` … ``last_seq``, among those given) with one user message
+      holding its summary (`summary_message`), where the first of them was. A
+      summary inside that range (an earlier compaction) is replaced with the
+      rest: the newer summary was made from it. Events between the range and
+      the compaction stay as they are.
 
     Everything else is not model-visible and is skipped: turn and step
     markers, ``assistant/chunk`` (the assistant message carries the complete
@@ -43,8 +62,15 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
     Raises:
         EventFormatError: such an event's data does not fit its type.
     """
+    return derive_with_seqs(source)[0]
+
+
+def derive_with_seqs(source: Session | Iterable[Event]) -> tuple[list[Message], list[int]]:
+    """`derive_messages`, and beside it the seq each message stands at: its
+    event's, or for a summary the first seq of the range it replaces."""
     events = source.events if isinstance(source, Session) else source
     messages: list[Message] = []
+    origins: list[int] = []
     for event in events:
         # By name first: most events are not visible, and a loaded chunk's
         # payload is built only when read.
@@ -54,6 +80,9 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
         payload = event.payload
         if payload is None:
             payload = visible.from_data(event.data)
+        if isinstance(payload, ContextCompacted):
+            _compact(messages, origins, payload, event.seq)
+            continue
         if isinstance(payload, UserMessageEvent):
             messages.append(UserRoleMessage(payload.content))
         elif isinstance(payload, AssistantMessageEvent):
@@ -62,4 +91,17 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
             messages.append(
                 ToolMessage(payload.id, payload.name, payload.content, payload.is_error)
             )
-    return messages
+        origins.append(event.seq)
+    return messages, origins
+
+
+def _compact(
+    messages: list[Message], origins: list[int], compacted: ContextCompacted, seq: int
+) -> None:
+    """Put ``compacted``'s summary in place of the messages its range covers."""
+    # A range can only name events before the compaction itself.
+    last = min(compacted.last_seq, seq - 1)
+    start = bisect_left(origins, compacted.first_seq)
+    end = bisect_left(origins, last + 1)
+    messages[start:end] = [summary_message(compacted)]
+    origins[start:end] = [compacted.first_seq]

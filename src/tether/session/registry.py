@@ -14,6 +14,7 @@ from typing import NamedTuple, Protocol, cast
 
 import msgspec
 
+from tether.session.compaction import ContextCompacted
 from tether.session.errors import (
     EventFormatError,
     EventTypeConflictError,
@@ -28,7 +29,7 @@ from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruc
 
 __all__ = ["DEFAULT_REGISTRY", "EventRegistry"]
 
-_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (*BUILTIN_PAYLOADS, ToolStopped)
+_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (*BUILTIN_PAYLOADS, ToolStopped, ContextCompacted)
 """Every type tether writes: a new registry knows them all."""
 
 _OBJECT = msgspec.json.Decoder(dict[str, object])

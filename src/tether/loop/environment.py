@@ -1,0 +1,145 @@
+"""What the model is told about where it works: cwd, platform, shell, date, git.
+
+:func:`gather` takes one snapshot, when an agent makes its first request; the
+system prompt built from it stays the same for the agent's life (a prompt
+that changed from one request to the next would defeat the providers'
+prompt caches). The git facts come from ``git status`` run in the cwd with
+optional locks off (it never writes the repository's index), under a
+time limit; when git is missing, slow or fails, the snapshot says the state
+is unknown rather than guessing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.shell.environment import child_environment
+
+__all__ = ["Environment", "GitState", "find_repository_root", "gather"]
+
+log = logging.getLogger(__name__)
+
+GIT_TIMEOUT = 3.0
+"""Seconds ``git status`` may take before the snapshot gives up on it."""
+
+
+@dataclass(frozen=True, slots=True)
+class GitState:
+    """The repository the cwd is in."""
+
+    root: Path
+    branch: str | None
+    """The branch checked out; ``None`` when HEAD is detached or git could not tell."""
+    dirty: bool | None
+    """Whether there are uncommitted changes (untracked files count); ``None``: unknown."""
+    commit: str | None = None
+    """HEAD's commit (abbreviated), when known."""
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """One snapshot of the facts the system prompt states."""
+
+    cwd: Path
+    platform: str
+    shell: str
+    date: datetime.date
+    git: GitState | None
+    """``None``: the cwd is not inside a git repository."""
+
+
+def find_repository_root(cwd: Path) -> Path | None:
+    """The nearest directory at or above ``cwd`` holding ``.git`` (a directory or a
+    worktree's file), or ``None``."""
+    for directory in (cwd, *cwd.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+async def gather(cwd: Path) -> Environment:
+    """Take the snapshot for an agent working in ``cwd``. Never raises for git's sake."""
+    root = find_repository_root(cwd)
+    git = None if root is None else await _git_state(cwd, root)
+    return Environment(
+        cwd=cwd,
+        platform=_platform(),
+        shell=_shell(),
+        date=datetime.date.today(),
+        git=git,
+    )
+
+
+def _platform() -> str:
+    uname = os.uname()
+    described = f"{uname.sysname} {uname.release} ({uname.machine})"
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/os-release").read_text(errors="replace").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return f"{described}, {line.partition('=')[2].strip().strip(chr(34))}"
+    return described
+
+
+def _shell() -> str:
+    shell = os.environ.get("SHELL", "")
+    return Path(shell).name if shell else "unknown"
+
+
+async def _git_state(cwd: Path, root: Path) -> GitState:
+    """Branch, commit and dirtiness from ``git status --porcelain=v2 --branch``."""
+    output = await _run_git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=normal")
+    if output is None:
+        return GitState(root=root, branch=None, dirty=None)
+    branch: str | None = None
+    commit: str | None = None
+    dirty = False
+    for line in output.splitlines():
+        if line.startswith("# branch.head "):
+            head = line[len("# branch.head ") :].strip()
+            branch = None if head == "(detached)" else head
+        elif line.startswith("# branch.oid "):
+            oid = line[len("# branch.oid ") :].strip()
+            commit = None if oid == "(initial)" else oid[:12]
+        elif line and not line.startswith("#"):
+            dirty = True
+    return GitState(root=root, branch=branch, dirty=dirty, commit=commit)
+
+
+async def _run_git(cwd: Path, *args: str) -> str | None:
+    """Run git in ``cwd``; its stdout, or ``None`` if it could not tell in time."""
+    env = child_environment({"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"})
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "git",
+            "--no-optional-locks",
+            *args,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        log.info("git is not available for the system prompt: %s", exc)
+        return None
+    try:
+        stdout, _ = await asyncio.wait_for(process.communicate(), GIT_TIMEOUT)
+    except TimeoutError:
+        log.info(
+            "git status in %s took longer than %ss; its state is left unknown", cwd, GIT_TIMEOUT
+        )
+        return None
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+    if process.returncode != 0:
+        return None
+    return stdout.decode(errors="replace")
