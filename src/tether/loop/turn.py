@@ -343,12 +343,7 @@ def _log_answer(session: Session, assembled: Assembled) -> None:
     message = assembled.message
     if not message.content:
         return
-    usage = None
-    if assembled.usage is not None:
-        usage = {
-            "input_tokens": assembled.usage.input_tokens,
-            "output_tokens": assembled.usage.output_tokens,
-        }
+    usage = None if assembled.usage is None else assembled.usage.figures()
     session.append(
         AssistantMessageEvent(
             content=message.content,

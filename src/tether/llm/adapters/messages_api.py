@@ -36,7 +36,12 @@ from tether.content import (
     ToolMessage,
     UserRoleMessage,
 )
-from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
+from tether.llm.adapters.decoding import (
+    closing_chunks,
+    event_data,
+    optional_count,
+    stream_error,
+)
 from tether.llm.adapters.http import dumps
 from tether.llm.chunks import (
     FinishReason,
@@ -168,7 +173,8 @@ class StreamDecoder:
 
     __slots__ = (
         "_cached",
-        "_input",
+        "_created",
+        "_fresh",
         "_output",
         "_stop_reason",
         "_tool_blocks",
@@ -182,9 +188,10 @@ class StreamDecoder:
         self.done = False
         """True once ``message_stop`` arrived."""
         self._stop_reason: str | None = None
-        self._input = 0
+        self._fresh = 0
         self._output = 0
         self._cached: int | None = None
+        self._created: int | None = None
         self._usage_seen = False
         self._tool_blocks: set[int] = set()
 
@@ -225,7 +232,13 @@ class StreamDecoder:
             ProviderError: the stream ended before a stop reason
                 (``transport``), or with one that reports a failure.
         """
-        usage = Usage(self._input, self._output, cached_tokens=self._cached)
+        read, written = self._cached or 0, self._created or 0
+        usage = Usage(
+            self._fresh + read + written,
+            self._output,
+            cached_tokens=self._cached,
+            cache_creation_tokens=self._created,
+        )
         return closing_chunks(
             self.provider,
             self._stop_reason,
@@ -282,14 +295,21 @@ class StreamDecoder:
         return []
 
     def _read_usage(self, usage: dict[str, Any]) -> None:
+        """Fold one usage report in: ``message_start`` has the input figures,
+        ``message_delta`` the cumulative output (and, from some servers, the
+        input again). A figure that is absent or ``null`` keeps what an earlier
+        report said; it is not a report of zero."""
         self._usage_seen = True
-        fresh = token_count(usage.get("input_tokens"))
-        read = token_count(usage.get("cache_read_input_tokens"))
-        written = token_count(usage.get("cache_creation_input_tokens"))
-        if "input_tokens" in usage:
-            self._input = fresh + read + written
-        if "cache_read_input_tokens" in usage:
+        fresh = optional_count(usage.get("input_tokens"))
+        if fresh is not None:
+            self._fresh = fresh
+        read = optional_count(usage.get("cache_read_input_tokens"))
+        if read is not None:
             self._cached = read
-        if "output_tokens" in usage:
+        written = optional_count(usage.get("cache_creation_input_tokens"))
+        if written is not None:
+            self._created = written
+        output = optional_count(usage.get("output_tokens"))
+        if output is not None:
             # Reported cumulatively: the last report is the total.
-            self._output = token_count(usage.get("output_tokens"))
+            self._output = output
