@@ -244,7 +244,7 @@ class TurnRunner:
         options = driver.options
         specs = self._tools.specs(scope=driver.id, only=options.tools)
         request = ModelRequest(
-            model=options.model,
+            model=driver.history.model(options.model),
             messages=driver.history.messages(),
             system=options.system,
             tools=tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs),

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from tether.content import AssistantMessage, Message, ToolMessage, UserRoleMessage
 from tether.session.events import Event
 from tether.session.log import Session
+from tether.session.settings import HistoryCleared
 from tether.session.vocabulary import (
     AssistantMessageEvent,
     EventPayload,
@@ -30,6 +31,8 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
     - ``assistant/message`` becomes an `AssistantMessage`; an interrupted one is
       kept, with ``interrupted=True`` and the content that had streamed.
     - ``tool/result`` becomes a `ToolMessage`.
+    - ``history/cleared`` drops everything before it: the model sees only
+      what follows the last clear.
 
     Everything else is not model-visible and is skipped: turn and step
     markers, ``assistant/chunk`` (the assistant message carries the complete
@@ -50,6 +53,8 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
         # payload is built only when read.
         visible = _VISIBLE.get(event.type)
         if visible is None:
+            if event.type == HistoryCleared.type:
+                messages.clear()
             continue
         payload = event.payload
         if payload is None:

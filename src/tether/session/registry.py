@@ -22,12 +22,17 @@ from tether.session.errors import (
 from tether.session.events import EVENT_BUILDERS, LAZY_PAYLOADS, Event, assemble, holding
 from tether.session.fields import freeze_data
 from tether.session.receipt import ToolStopped
+from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruct, format_error
 
 __all__ = ["DEFAULT_REGISTRY", "EventRegistry"]
 
-_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (*BUILTIN_PAYLOADS, ToolStopped)
+_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
+    *BUILTIN_PAYLOADS,
+    ToolStopped,
+    *SETTINGS_PAYLOADS,
+)
 """Every type tether writes: a new registry knows them all."""
 
 _OBJECT = msgspec.json.Decoder(dict[str, object])
