@@ -19,7 +19,12 @@ event                update
                      its own (``[retrying: …, attempt 2]``), explaining the
                      repeated text; a replay leaves out the abandoned
                      attempt's chunks instead (:mod:`tether.session.attempts`)
+``plan/updated``     ``plan``, with every entry (content, priority, status)
 ===================  ==========================================================
+
+With a :class:`~tether.acp.usage.UsageMeter`, an ``assistant/message`` that
+carries usage figures is shown as a ``usage_update`` (tokens in context, the
+context window, the session's cost), live and on a replay alike.
 
 Live, the bridge adds ``tool_call_update`` with status ``in_progress`` when a
 call is cleared to run (after any permission request). Tool call ids are
@@ -35,7 +40,8 @@ update against the SDK's models (it validates, and serializes back equal).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from acp.schema import ToolCallUpdate, ToolKind
 
@@ -51,6 +57,10 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.attempts import retry_notice
+from tether.session.settings import PlanEntry, PlanUpdated
+
+if TYPE_CHECKING:
+    from tether.acp.usage import UsageMeter
 
 SessionUpdate = dict[str, object]
 """The ``update`` of one ``session/update`` notification, as its JSON."""
@@ -58,7 +68,12 @@ SessionUpdate = dict[str, object]
 CLIENT_SOURCE = "user"
 """The ``source`` of messages a person typed (the client already shows those)."""
 
-_KINDS: Mapping[str, ToolKind] = {"bash": "execute", "bash_kill": "execute", "bash_output": "read"}
+_KINDS: Mapping[str, ToolKind] = {
+    "bash": "execute",
+    "bash_kill": "execute",
+    "bash_output": "read",
+    "todo": "think",
+}
 
 
 class UpdateMapper:
@@ -66,17 +81,23 @@ class UpdateMapper:
 
     ``live`` leaves out the client's own prompts. ``turn`` is the session's
     last turn when mapping starts part way through it (a live session
-    continuing after a replay).
+    continuing after a replay). ``meter`` (already holding the events before
+    that point) turns usage figures into ``usage_update``.
     """
 
-    __slots__ = ("_live", "_turn")
+    __slots__ = ("_live", "_meter", "_turn")
 
-    def __init__(self, *, live: bool, turn: int = 0) -> None:
+    def __init__(self, *, live: bool, turn: int = 0, meter: UsageMeter | None = None) -> None:
         self._live = live
         self._turn = turn
+        self._meter = meter
 
     def updates(self, event: Event) -> tuple[SessionUpdate, ...]:
         """The updates that show ``event`` (none for bookkeeping events)."""
+        meter = self._meter
+        if meter is not None and meter.advance(event):
+            usage = meter.update()
+            return () if usage is None else (usage,)
         payload = event.payload
         if isinstance(payload, AssistantChunk):
             kind = "agent_message_chunk" if payload.kind == "text" else "agent_thought_chunk"
@@ -101,6 +122,8 @@ class UpdateMapper:
                 return ()
             notice = _text(f"\n{retry_notice(event.data)}\n")
             return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
+        if isinstance(payload, PlanUpdated):
+            return (plan_update(payload.entries),)
         if isinstance(payload, TurnStart):
             self._turn = payload.turn
         return ()
@@ -146,6 +169,17 @@ class UpdateMapper:
         if result.content:
             update["content"] = [{"type": "content", "content": _text(result.content)}]
         return update
+
+
+def plan_update(entries: Sequence[PlanEntry]) -> SessionUpdate:
+    """The ``plan`` update showing ``entries`` (the client replaces its plan with it)."""
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": entry.content, "priority": entry.priority, "status": entry.status}
+            for entry in entries
+        ],
+    }
 
 
 def tool_title(tool: str, arguments: Mapping[str, object]) -> str:
