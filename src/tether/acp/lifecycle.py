@@ -10,8 +10,8 @@ tether did not write is invalid params.
 **Titles.** A session's title is its first prompt's text, whitespace
 collapsed and cut to 80 characters (the title ``session/list`` and
 ``tether sessions list`` show, :func:`tether.persist.backends.summary.title_of`).
-The bridge sends it as ``session_info_update`` as soon as the first prompt is
-logged.
+It is sent as a ``session_info_update`` right after the first prompt is
+logged, live and in a replay (:class:`~tether.acp.updates.UpdateMapper`).
 """
 
 from __future__ import annotations

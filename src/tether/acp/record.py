@@ -15,7 +15,6 @@ from typing import Protocol
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
 from tether.acp.errors import BridgeClosedError, PromptInFlightError
-from tether.acp.lifecycle import iso_time
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, PendingPrompt, outcome_of
 from tether.acp.replay import replay
@@ -23,7 +22,6 @@ from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update
 from tether.acp.usage import UsageMeter
 from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
 from tether.llm.catalog import ModelCatalog
-from tether.persist.backends.summary import title_of
 from tether.session import Event, InboxSpliced, TurnEnd, UserMessageEvent
 from tether.session.settings import (
     MODE_OPTION,
@@ -81,8 +79,10 @@ class SessionRecord:
         self.meter = self._new_meter()
         for event in events:
             self.meter.advance(event)
-        self._mapper = UpdateMapper(live=True, turn=agent.session.last_turn, meter=self.meter)
-        self._titled = any(event.type == UserMessageEvent.type for event in events)
+        titled = any(event.type == UserMessageEvent.type for event in events)
+        self._mapper = UpdateMapper(
+            live=True, turn=agent.session.last_turn, meter=self.meter, titled=titled
+        )
 
     @property
     def id(self) -> str:
@@ -178,22 +178,8 @@ class SessionRecord:
     def _show(self, event: Event) -> None:
         for update in self._mapper.updates(event):
             self._link.send_update(self.id, update)
-        if not self._titled and event.type == UserMessageEvent.type:
-            self._show_title(event)
         if self.prompt is not None:
             self._track(self.prompt, event)
-
-    def _show_title(self, event: Event) -> None:
-        title = title_of(event.data)
-        if title is None:
-            return
-        self._titled = True
-        update: SessionUpdate = {
-            "sessionUpdate": "session_info_update",
-            "title": title,
-            "updatedAt": iso_time(event.time),
-        }
-        self._link.send_update(self.id, update)
 
     def show_started(self, call_id: str) -> None:
         self._link.send_update(self.id, self._mapper.started(call_id))

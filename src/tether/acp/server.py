@@ -339,6 +339,9 @@ class AcpServer:
 
         if method not in (STEER, QUEUE):
             raise RequestError.method_not_found(f"_{method}")
+        from acp.schema import PromptRequest
+        from pydantic import ValidationError
+
         from tether.acp.content import UnsupportedContentError, to_message
 
         session_id = _text("sessionId", params.get("sessionId"))
@@ -346,7 +349,13 @@ class AcpServer:
         if not isinstance(prompt, list) or not prompt:
             raise _invalid("prompt must be a non-empty array of content blocks")
         try:
-            message = to_message(prompt, images=self._images)
+            blocks = PromptRequest.model_validate({"sessionId": session_id, "prompt": prompt})
+        except ValidationError as exc:
+            where = ".".join(str(part) for part in exc.errors()[0]["loc"])
+            reason = exc.errors()[0]["msg"]
+            raise _invalid(f"prompt: not ACP content blocks ({where}: {reason})") from None
+        try:
+            message = to_message(blocks.prompt, images=self._images)
         except UnsupportedContentError as exc:
             raise _invalid(str(exc)) from None
         self._track_handler()

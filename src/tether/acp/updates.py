@@ -10,7 +10,9 @@ event                update
                      (reasoning), one per streamed delta
 ``user/message``     ``user_message_chunk``, one per content block — on replay;
                      live only for input the client did not type itself
-                     (notices, plugins), since the client shows its own prompts
+                     (notices, plugins), since the client shows its own prompts;
+                     the session's first text also gives its title, a
+                     ``session_info_update`` (see :mod:`tether.acp.lifecycle`)
 ``tool/call``        ``tool_call`` (status ``pending``; for ``bash`` the title is
                      the command and the kind ``execute``)
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
@@ -45,8 +47,10 @@ from typing import TYPE_CHECKING
 
 from acp.schema import ToolCallUpdate, ToolKind
 
+from tether.acp.lifecycle import iso_time
 from tether.content import ImageRef, TextBlock
 from tether.frozen import thaw
+from tether.persist.backends.summary import title_from
 from tether.session import (
     AssistantChunk,
     Event,
@@ -85,12 +89,20 @@ class UpdateMapper:
     that point) turns usage figures into ``usage_update``.
     """
 
-    __slots__ = ("_live", "_meter", "_turn")
+    __slots__ = ("_live", "_meter", "_titled", "_turn")
 
-    def __init__(self, *, live: bool, turn: int = 0, meter: UsageMeter | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        live: bool,
+        turn: int = 0,
+        meter: UsageMeter | None = None,
+        titled: bool = False,
+    ) -> None:
         self._live = live
         self._turn = turn
         self._meter = meter
+        self._titled = titled
 
     def updates(self, event: Event) -> tuple[SessionUpdate, ...]:
         """The updates that show ``event`` (none for bookkeeping events)."""
@@ -107,16 +119,23 @@ class UpdateMapper:
         if isinstance(payload, ToolResultEvent):
             return (self._tool_result(payload),)
         if isinstance(payload, UserMessageEvent):
-            if self._live and payload.source == CLIENT_SOURCE:
-                return ()
-            return tuple(
-                {
-                    "sessionUpdate": "user_message_chunk",
-                    "content": _content_block(block),
-                    "messageId": payload.id,
-                }
-                for block in payload.content
-            )
+            shown: tuple[SessionUpdate, ...] = ()
+            if not (self._live and payload.source == CLIENT_SOURCE):
+                shown = tuple(
+                    {
+                        "sessionUpdate": "user_message_chunk",
+                        "content": _content_block(block),
+                        "messageId": payload.id,
+                    }
+                    for block in payload.content
+                )
+            if not self._titled:
+                title = title_from(b.text for b in payload.content if isinstance(b, TextBlock))
+                if title is not None:
+                    self._titled = True
+                    info = {"title": title, "updatedAt": iso_time(event.time)}
+                    shown += ({"sessionUpdate": "session_info_update", **info},)
+            return shown
         if isinstance(payload, RetryEvent):
             if not self._live:
                 return ()

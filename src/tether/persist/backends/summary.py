@@ -32,6 +32,11 @@ def title_of(data: Mapping[str, object]) -> str | None:
         and block.get("type") == "text"
         and isinstance(block.get("text"), str)
     ]
+    return title_from(parts)
+
+
+def title_from(parts: Iterable[str]) -> str | None:
+    """The title made of the text ``parts`` of a first prompt (as :func:`title_of`)."""
     text = " ".join(" ".join(parts).split())
     if not text:
         return None
