@@ -233,9 +233,7 @@ class AcpServer:
                     session_id=summary.id,
                     cwd=summary.cwd or "",
                     title=summary.title,
-                    updated_at=None
-                    if summary.last_activity is None
-                    else iso_time(summary.last_activity),
+                    updated_at=iso_time(summary.last_activity),
                 )
                 for summary in stored
             ],
