@@ -340,8 +340,9 @@ class TurnRunner:
 
 
 def _log_answer(session: Session, assembled: Assembled) -> None:
+    """Log the answer; an empty one only when it carries usage (the tokens were spent)."""
     message = assembled.message
-    if not message.content:
+    if not message.content and assembled.usage is None:
         return
     usage = None if assembled.usage is None else assembled.usage.figures()
     session.append(
