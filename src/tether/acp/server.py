@@ -59,6 +59,7 @@ from tether.acp.transport import INVALID_REQUEST, FrameTransport
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
+    from tether.acp.record import SessionRecord
     from tether.acp.updates import SessionUpdate
 
 log = logging.getLogger(__name__)
@@ -173,13 +174,7 @@ class AcpServer:
         additional_directories: object = None,
         **_meta: object,
     ) -> LoadSessionResponse:
-        directory = _absolute(cwd)
-        session_id = _text("sessionId", session_id)
-        self._track_handler()
-        bridge = await self._bridge()
-        with _errors():
-            record = await bridge.load(session_id, directory)
-            await bridge.acknowledge(record.id)
+        bridge, record = await self._reopen(session_id, cwd, replay=True)
         await self._drain()
         self._after_answer(record.id, bridge.commands_update())
         return LoadSessionResponse(
@@ -195,13 +190,7 @@ class AcpServer:
         mcp_servers: object = None,
         **_meta: object,
     ) -> ResumeSessionResponse:
-        directory = _absolute(cwd)
-        session_id = _text("sessionId", session_id)
-        self._track_handler()
-        bridge = await self._bridge()
-        with _errors():
-            record = await bridge.resume(session_id, directory)
-            await bridge.acknowledge(record.id)
+        bridge, record = await self._reopen(session_id, cwd, replay=False)
         self._after_answer(record.id, bridge.commands_update(), *record.state_updates())
         return ResumeSessionResponse(
             modes=_modes(record.mode),
@@ -384,6 +373,22 @@ class AcpServer:
             bridge.bind(self)
             self._bound = bridge
         return bridge
+
+    async def _reopen(
+        self, session_id: object, cwd: object, *, replay: bool
+    ) -> tuple[Bridge, SessionRecord]:
+        """``session/load`` (``replay``) or ``session/resume``: the session, opened and durable."""
+        directory = _absolute(cwd)
+        session_id = _text("sessionId", session_id)
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            if replay:
+                record = await bridge.load(session_id, directory)
+            else:
+                record = await bridge.resume(session_id, directory)
+            await bridge.acknowledge(record.id)
+        return bridge, record
 
     def _after_answer(self, session_id: str, *updates: SessionUpdate) -> None:
         """Send ``updates`` right after the answer the current handler returns.

@@ -61,6 +61,15 @@ __all__ = ["ANTHROPIC_VERSION", "StreamDecoder", "request_body"]
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header this mapping follows."""
 
+_USAGE_FIGURES = (
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens",
+)
+"""The usage figures of the Messages API, each reported in ``message_start``
+or ``message_delta`` (``input_tokens`` excludes the cached parts)."""
+
 _FINISH: Mapping[str, FinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -172,10 +181,7 @@ class StreamDecoder:
     """
 
     __slots__ = (
-        "_cached",
-        "_created",
-        "_fresh",
-        "_output",
+        "_figures",
         "_stop_reason",
         "_tool_blocks",
         "_usage_seen",
@@ -188,10 +194,8 @@ class StreamDecoder:
         self.done = False
         """True once ``message_stop`` arrived."""
         self._stop_reason: str | None = None
-        self._fresh = 0
-        self._output = 0
-        self._cached: int | None = None
-        self._created: int | None = None
+        self._figures: dict[str, int] = {}
+        """The usage figures reported so far, by their wire names."""
         self._usage_seen = False
         self._tool_blocks: set[int] = set()
 
@@ -232,12 +236,14 @@ class StreamDecoder:
             ProviderError: the stream ended before a stop reason
                 (``transport``), or with one that reports a failure.
         """
-        read, written = self._cached or 0, self._created or 0
+        figures = self._figures
+        read = figures.get("cache_read_input_tokens")
+        written = figures.get("cache_creation_input_tokens")
         usage = Usage(
-            self._fresh + read + written,
-            self._output,
-            cached_tokens=self._cached,
-            cache_creation_tokens=self._created,
+            figures.get("input_tokens", 0) + (read or 0) + (written or 0),
+            figures.get("output_tokens", 0),
+            cached_tokens=read,
+            cache_creation_tokens=written,
         )
         return closing_chunks(
             self.provider,
@@ -300,16 +306,8 @@ class StreamDecoder:
         input again). A figure that is absent or ``null`` keeps what an earlier
         report said; it is not a report of zero."""
         self._usage_seen = True
-        fresh = optional_count(usage.get("input_tokens"))
-        if fresh is not None:
-            self._fresh = fresh
-        read = optional_count(usage.get("cache_read_input_tokens"))
-        if read is not None:
-            self._cached = read
-        written = optional_count(usage.get("cache_creation_input_tokens"))
-        if written is not None:
-            self._created = written
-        output = optional_count(usage.get("output_tokens"))
-        if output is not None:
-            # Reported cumulatively: the last report is the total.
-            self._output = output
+        for name in _USAGE_FIGURES:
+            count = optional_count(usage.get(name))
+            if count is not None:
+                # The output is reported cumulatively: the last report is the total.
+                self._figures[name] = count
