@@ -14,6 +14,8 @@ The ``scripted`` model answers from the conversation's last message:
 * ``which model``: answers ``model: <the request's model>``;
 * ``how many``: answers ``messages: <messages in the request>``;
 * ``plan``: calls ``todo`` with two tasks (then answers ``done: …``);
+* a request for a session's title (its system prompt asks to name a
+  conversation): ``"Scripted: <the prompt's first 20 characters>."``;
 * anything else: ``echo: <text>``, streamed in three pieces, with usage
   figures (input: 10 per message of the request, 4 of them cached; output:
   the answer's words, 1 of them reasoning).
@@ -141,7 +143,10 @@ class ScriptedModel:
 
 
 def _about_the_request(text: str, request: ModelRequest) -> list[StreamChunk] | None:
-    """The answers to ``which model``, ``how many`` and ``plan``; ``None`` for other text."""
+    """The answers to ``which model``, ``how many``, ``plan`` and to a request for a
+    session's title; ``None`` for other text."""
+    if request.system and request.system.startswith("You name conversations"):
+        return [TextDelta(f'"Scripted: {text[:20]}."\nmore'), Finish("stop")]
     if text == "which model":
         return [TextDelta(f"model: {request.model}"), Finish("stop")]
     if text == "how many":

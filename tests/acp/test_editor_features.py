@@ -290,3 +290,22 @@ async def test_initialize_advertises_what_works(tmp_path: Path) -> None:
         assert answer.field_meta == {
             "tether": {"extensions": ["_tether/steer", "_tether/queue"], "version": 1}
         }
+
+
+async def test_a_title_model_names_the_session_after_its_first_prompt(tmp_path: Path) -> None:
+    async with serving(tmp_path, "--title-model", "scripted", overlay=CATALOG) as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, "name me  please") == "end_turn"
+        await server.client.wait_for(lambda: len(updates_of(server, sid, SessionInfoUpdate)) == 2)
+        titles = [u.title for u in updates_of(server, sid, SessionInfoUpdate)]
+        assert titles == ["name me please", "Scripted: name me please"]
+        # The naming request is not part of the conversation nor of its usage.
+        assert await server.prompt(sid, "how many") == "end_turn"
+        assert server.client.text(sid).endswith("messages: 3")
+        assert [u.used for u in updates_of(server, sid, UsageUpdate)] == [14]
+        assert_frames_parse(server)
+    async with serving(tmp_path, overlay=CATALOG) as server:
+        listed = await server.conn.list_sessions()
+        assert [(s.session_id, s.title) for s in listed.sessions] == [
+            (sid, "Scripted: name me please")
+        ]

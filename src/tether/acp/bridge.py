@@ -75,6 +75,7 @@ from tether.acp.options import (
 from tether.acp.permissions import PERMISSION_REQUEST, UNASKED_TOOLS, Mode, PermissionDecision
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
+from tether.acp.titles import generate_title
 from tether.agent import (
     Agent,
     AgentCreateError,
@@ -90,13 +91,13 @@ from tether.agent.types import AgentStatus
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
 from tether.persist.service import PERSISTENCE
-from tether.runtime import Veto
+from tether.runtime import CancelSignal, Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
     Event,
     Session,
 )
-from tether.session.settings import MODE_OPTION, MODEL_OPTION
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionTitled
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
 
@@ -125,6 +126,9 @@ class Config(BaseModel):
 
     mode: Mode = Mode.ASK
     """The permission mode new sessions start in."""
+    title_model: str | None = None
+    """The model that names sessions after their first prompt (``None``: the prompt
+    names them; see :mod:`tether.acp.titles`)."""
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -141,6 +145,8 @@ class Bridge:
         self._listening: dict[Session, SessionRecord] = {}
         """Records by session, from before their agent is published until its scope unwinds."""
         self._work: set[asyncio.Task[Any]] = set()
+        self._naming: set[CancelSignal] = set()
+        """The signals of title requests still running (the teardown cancels them)."""
         self._closing = False
         self._teardown: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -259,7 +265,9 @@ class Bridge:
         built: list[SessionRecord] = []
 
         async def setup(agent: Agent) -> None:
-            record = SessionRecord(agent, link, self.config.mode, hold=False, catalog=self._catalog)
+            record = SessionRecord(
+                agent, link, self.config.mode, hold=False, catalog=self._catalog, namer=self._namer
+            )
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
             built.append(record)
 
@@ -277,7 +285,9 @@ class Bridge:
             except CwdMismatchError as exc:
                 mismatch.append(exc)
                 raise
-            record = SessionRecord(agent, link, self.config.mode, hold=True, catalog=self._catalog)
+            record = SessionRecord(
+                agent, link, self.config.mode, hold=True, catalog=self._catalog, namer=self._namer
+            )
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
             built.append((record, len(agent.session.events)))
 
@@ -480,6 +490,34 @@ class Bridge:
         self._check_open()
         _deliver(self.record(session_id).agent.followup, message)
 
+    @property
+    def _namer(self) -> Callable[[SessionRecord, str], None] | None:
+        return None if self.config.title_model is None else self.name_session
+
+    def name_session(self, record: SessionRecord, prompt: str) -> None:
+        """Have the title model name ``record``'s session after ``prompt``, in a task the
+        bridge owns; the title is logged (``session/title``) if the session is still open."""
+        llm = self._ctx.get(LLM)
+        model = self.config.title_model
+        if self._closing or llm is None or model is None:
+            return
+        signal = CancelSignal()
+        self._naming.add(signal)
+
+        async def name() -> None:
+            try:
+                title = await generate_title(llm, model, prompt, signal)
+            finally:
+                self._naming.discard(signal)
+            if title is None or self._records.get(record.id) is not record:
+                return
+            if self._ctx.service(SESSIONS).is_live(record.agent.session):
+                record.agent.session.append(SessionTitled(title=title))
+
+        task = asyncio.get_running_loop().create_task(name(), name=f"title:{record.id}")
+        self._work.add(task)
+        task.add_done_callback(self._work_done)
+
     def on_commands_changed(self, registry: CommandRegistry) -> None:
         """``commands/changed``: tell every session's client what is available now."""
         update = available_commands(registry)
@@ -507,6 +545,8 @@ class Bridge:
         return self._closing
 
     async def _close(self) -> None:
+        for naming in list(self._naming):
+            naming.cancel("the ACP connection is closing")
         records = list(self._records.values())
         for record in records:
             if record.prompt is not None:
@@ -631,8 +671,13 @@ class Bridge:
 
     def _work_done(self, task: asyncio.Task[Any]) -> None:
         self._work.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: its awaiter (or the teardown) reports it
+        if (
+            not task.cancelled()
+            and task.exception() is not None
+            and task.get_name().startswith("title:")
+        ):
+            # Nobody awaits a title: its failure is logged here, never shown.
+            log.warning("naming a session failed", exc_info=task.exception())
 
 
 def _deliver(send: Callable[[UserMessage], None], message: UserMessage) -> None:

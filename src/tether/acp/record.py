@@ -21,6 +21,7 @@ from tether.acp.replay import replay
 from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update
 from tether.acp.usage import UsageMeter
 from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
+from tether.content import TextBlock
 from tether.llm.catalog import ModelCatalog
 from tether.session import Event, InboxSpliced, TurnEnd, UserMessageEvent
 from tether.session.settings import (
@@ -63,6 +64,7 @@ class SessionRecord:
         *,
         hold: bool,
         catalog: ModelCatalog | None = None,
+        namer: Callable[[SessionRecord, str], None] | None = None,
     ) -> None:
         self.agent = agent
         self._default_mode = mode
@@ -80,6 +82,8 @@ class SessionRecord:
         for event in events:
             self.meter.advance(event)
         titled = any(event.type == UserMessageEvent.type for event in events)
+        self._namer = None if titled else namer
+        """Called once with the first prompt's text, to have a model name the session."""
         self._mapper = UpdateMapper(
             live=True, turn=agent.session.last_turn, meter=self.meter, titled=titled
         )
@@ -178,6 +182,13 @@ class SessionRecord:
     def _show(self, event: Event) -> None:
         for update in self._mapper.updates(event):
             self._link.send_update(self.id, update)
+        if self._namer is not None and event.type == UserMessageEvent.type:
+            payload = event.payload
+            assert isinstance(payload, UserMessageEvent)
+            text = "\n".join(b.text for b in payload.content if isinstance(b, TextBlock))
+            if text.strip():
+                namer, self._namer = self._namer, None
+                namer(self, text)
         if self.prompt is not None:
             self._track(self.prompt, event)
 

@@ -22,6 +22,7 @@ event                update
                      repeated text; a replay leaves out the abandoned
                      attempt's chunks instead (:mod:`tether.session.attempts`)
 ``plan/updated``     ``plan``, with every entry (content, priority, status)
+``session/title``    ``session_info_update`` with the title a model wrote
 ===================  ==========================================================
 
 With a :class:`~tether.acp.usage.UsageMeter`, an ``assistant/message`` that
@@ -61,7 +62,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.attempts import retry_notice
-from tether.session.settings import PlanEntry, PlanUpdated
+from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
 
 if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
@@ -143,6 +144,9 @@ class UpdateMapper:
             return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
         if isinstance(payload, PlanUpdated):
             return (plan_update(payload.entries),)
+        if isinstance(payload, SessionTitled):
+            info = {"title": payload.title, "updatedAt": iso_time(event.time)}
+            return ({"sessionUpdate": "session_info_update", **info},)
         if isinstance(payload, TurnStart):
             self._turn = payload.turn
         return ()

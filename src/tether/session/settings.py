@@ -18,6 +18,8 @@ type                        data
                             earlier turns stay in the log.
 ``plan/updated``            ``{entries: [{content, priority, status}]}``: the
                             whole task list as it now stands.
+``session/title``           ``{title}``: the session's title (one a model wrote);
+                            it replaces the first prompt's text as the title.
 ==========================  ====================================================
 
 :class:`SessionSettings` folds a log into what it says now, one event at a
@@ -50,6 +52,7 @@ __all__ = [
     "PlanStatus",
     "PlanUpdated",
     "SessionSettings",
+    "SessionTitled",
 ]
 
 MODEL_OPTION = "model"
@@ -129,11 +132,23 @@ class PlanUpdated(EventStruct, frozen=True):
             raise EventFormatError(f"{self.type}: entries must be a tuple of plan entries")
 
 
+class SessionTitled(EventStruct, frozen=True):
+    """``session/title``: what the session is called (written once a model named it)."""
+
+    type: ClassVar[str] = "session/title"
+
+    title: str
+
+    def __post_init__(self) -> None:
+        check_id(self.type, "title", self.title)
+
+
 SETTINGS_PAYLOADS: tuple[type[EventStruct], ...] = (
     ConfigChanged,
     PermissionGranted,
     HistoryCleared,
     PlanUpdated,
+    SessionTitled,
 )
 """The payload classes of this module, all in the core vocabulary."""
 
@@ -145,17 +160,19 @@ class SessionSettings:
 
     ``options`` maps each ``session/config`` option to its last value,
     ``granted`` holds the tools granted "allow always", ``plan`` is the last
-    plan (empty before any), and ``cleared_at`` the seq of the last
-    ``history/cleared`` (``None`` if the history was never cleared).
+    plan (empty before any), ``cleared_at`` the seq of the last
+    ``history/cleared`` (``None`` if the history was never cleared), and
+    ``title`` the last ``session/title`` (``None`` before any).
     """
 
-    __slots__ = ("_options", "cleared_at", "granted", "plan")
+    __slots__ = ("_options", "cleared_at", "granted", "plan", "title")
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._options: dict[str, str] = {}
         self.granted: set[str] = set()
         self.plan: tuple[PlanEntry, ...] = ()
         self.cleared_at: int | None = None
+        self.title: str | None = None
         for event in events:
             self.advance(event)
 
@@ -177,6 +194,8 @@ class SessionSettings:
             self.cleared_at = event.seq
         elif isinstance(payload, PlanUpdated):
             self.plan = payload.entries
+        elif isinstance(payload, SessionTitled):
+            self.title = payload.title
         else:
             return False
         return True

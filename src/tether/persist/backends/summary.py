@@ -58,7 +58,8 @@ def _getter(data: Mapping[str, object] | msgspec.Raw) -> Callable[[], Mapping[st
 class Activity:
     """How far a session has got: its turns, its latest event and its title.
 
-    ``title`` comes from the first ``user/message`` that has text;
+    ``title`` comes from the first ``user/message`` that has text, or from the
+    last ``session/title`` when there is one;
     ``last_activity`` is ``None`` until the session has an event.
     """
 
@@ -83,5 +84,10 @@ class Activity:
                 turns += 1
             elif kind == "user/message" and title is None:
                 title = title_of(data())
+            elif kind == "session/title":
+                # A title written for the session replaces the first prompt's.
+                named = data().get("title")
+                if isinstance(named, str) and named:
+                    title = named
             last = time
         return Activity(turns, last, title)
