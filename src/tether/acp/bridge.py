@@ -145,8 +145,8 @@ class Bridge:
         self._listening: dict[Session, SessionRecord] = {}
         """Records by session, from before their agent is published until its scope unwinds."""
         self._work: set[asyncio.Task[Any]] = set()
-        self._naming: set[CancelSignal] = set()
-        """The signals of title requests still running (the teardown cancels them)."""
+        self._naming: dict[str, CancelSignal] = {}
+        """The signals of title requests still running, by session (a close cancels them)."""
         self._closing = False
         self._teardown: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -235,6 +235,9 @@ class Bridge:
         record = self.record(session_id)
         self._check_open()
         del self._records[session_id]
+        naming = self._naming.pop(session_id, None)
+        if naming is not None:
+            naming.cancel("the session was closed")
         if record.prompt is not None:
             record.prompt.cancel_requested = True
 
@@ -501,14 +504,14 @@ class Bridge:
         model = self.config.title_model
         if self._closing or llm is None or model is None:
             return
-        signal = CancelSignal()
-        self._naming.add(signal)
+        signal = self._naming[record.id] = CancelSignal()
 
         async def name() -> None:
             try:
                 title = await generate_title(llm, model, prompt, signal)
             finally:
-                self._naming.discard(signal)
+                if self._naming.get(record.id) is signal:
+                    del self._naming[record.id]
             if title is None or self._records.get(record.id) is not record:
                 return
             if self._ctx.service(SESSIONS).is_live(record.agent.session):
@@ -545,7 +548,7 @@ class Bridge:
         return self._closing
 
     async def _close(self) -> None:
-        for naming in list(self._naming):
+        for naming in list(self._naming.values()):
             naming.cancel("the ACP connection is closing")
         records = list(self._records.values())
         for record in records:
