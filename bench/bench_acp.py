@@ -1,13 +1,16 @@
 """``tether acp`` benchmarks: a real subprocess driven by the SDK's client side; prints its figures.
 
 Usage: python bench/bench_acp.py [--spawns N] [--prompts N] [--cancels N] [--sessions N]
-                                 [--backend jsonl|sqlite] [--only prompts]
+                                 [--backend jsonl|sqlite] [--only prompts] [--prices]
 
 The model is an OpenAI-compatible adapter talking to the project's fake
 server (``tests/adapters/fake_server.py``) on loopback, in this process.
 
 Targets (from the ACP issue): spawn → ``initialize`` answered <= 400 ms;
-per-prompt latency in one session <= 5 ms median, <= 15 ms p95;
+per-prompt latency in one session <= 5 ms median, <= 15 ms p95 (and, with
+``usage_update`` after every answer, <= 1.1x of what it was without; the fake
+model reports usage, and ``--prices`` gives it a context window and prices
+so that every update carries the session's cost too);
 ``session/cancel`` → ``cancelled`` <= 4 ms; stdin closed → process exit
 <= 150 ms with every session disposed and durable; RSS <= 90 MB with 50 idle
 sessions and <= 120 MB after 50 concurrent prompts.
@@ -62,6 +65,18 @@ SQLITE_ROW = "  - id: persistence\n    plugin: tether.persist.sqlite\n"
 BACKEND = {"name": "jsonl"}
 """Where sessions are stored (``--backend``)."""
 
+PRICES_ROWS = """\
+  - id: llm
+    plugin: tether.llm.service
+    config:
+      models:
+        "openai-compatible:bench":
+          context_window: 65536
+          prices: {input: 0.27, output: 1.10, cached_input: 0.07}
+"""
+PRICES = {"on": False}
+"""Whether the model has prices in the settings (``--prices``)."""
+
 
 def overlay(server: FakeServer, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
@@ -69,6 +84,8 @@ def overlay(server: FakeServer, directory: Path) -> Path:
     text = fake_model_overlay(server.url, "sk-bench")
     if BACKEND["name"] == "sqlite":
         text = text.rstrip("\n") + "\n" + SQLITE_ROW
+    if PRICES["on"]:
+        text = text.rstrip("\n") + "\n" + PRICES_ROWS
     path.write_text(text)
     return path
 
@@ -253,6 +270,7 @@ async def memory(server: FakeServer, sessions: int, home: Path) -> tuple[float, 
 
 async def main(args: argparse.Namespace) -> None:
     BACKEND["name"] = args.backend
+    PRICES["on"] = args.prices
     async with FakeServer() as server:
         with tempfile.TemporaryDirectory() as directory:
             home = Path(directory)
@@ -298,4 +316,7 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--backend", choices=("jsonl", "sqlite"), default="jsonl")
     parser.add_argument("--only", choices=("prompts",), default=None)
+    parser.add_argument(
+        "--prices", action="store_true", help="give the model a context window and prices"
+    )
     asyncio.run(main(parser.parse_args()))

@@ -11,7 +11,17 @@ The ``scripted`` model answers from the conversation's last message:
 * ``long``: stops at its output token limit;
 * ``decline``: starts an answer, then the provider refuses (a ``refusal`` finish);
 * ``forever``: calls ``bash true`` at every step, never answering;
-* anything else: ``echo: <text>``, streamed in three pieces.
+* ``which model``: answers ``model: <the request's model>``;
+* ``how many``: answers ``messages: <messages in the request>``;
+* ``plan``: calls ``todo`` with two tasks (then answers ``done: …``);
+* a request for a session's title (its system prompt asks to name a
+  conversation): ``"Scripted: <the prompt's first 20 characters>."``;
+* anything else: ``echo: <text>``, streamed in three pieces, with usage
+  figures (input: 10 per message of the request, 4 of them cached; output:
+  the answer's words, 1 of them reasoning).
+
+The plugin also registers the slash command ``/shout <text>`` (answers the
+text in capitals).
 
 A prompt containing ``forbidden`` is vetoed by the pre-step hook (the turn
 ends ``blocked``).
@@ -36,9 +46,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from tether.agent import Agent, UserMessage
+from tether.agent.commands import COMMANDS, Command, CommandCall, CommandError
 from tether.agent.events import AGENT_CREATED
 from tether.content import TextBlock, ToolMessage, UserRoleMessage
-from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
+from tether.llm.chunks import (
+    Finish,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from tether.llm.request import ModelRequest
 from tether.loop.hooks import PRE_STEP
 from tether.runtime import CancelSignal, Context, Veto
@@ -104,6 +122,9 @@ class ScriptedModel:
         elif text == "decline":
             yield TextDelta("I can")
             yield Finish("refusal")
+        elif (answered := _about_the_request(text, request)) is not None:
+            for chunk in answered:
+                yield chunk
         else:
             if text.startswith("think "):
                 text = text[len("think ") :]
@@ -112,7 +133,35 @@ class ScriptedModel:
             third = max(1, len(answer) // 3)
             for start in range(0, len(answer), third):
                 yield TextDelta(answer[start : start + third])
+            yield Usage(
+                input_tokens=10 * len(request.messages),
+                output_tokens=len(answer.split()),
+                reasoning_tokens=1,
+                cached_tokens=4,
+            )
             yield Finish("stop")
+
+
+def _about_the_request(text: str, request: ModelRequest) -> list[StreamChunk] | None:
+    """The answers to ``which model``, ``how many``, ``plan`` and to a request for a
+    session's title; ``None`` for other text."""
+    if request.system and request.system.startswith("You name conversations"):
+        return [TextDelta(f'"Scripted: {text[:20]}."\nmore'), Finish("stop")]
+    if text == "which model":
+        return [TextDelta(f"model: {request.model}"), Finish("stop")]
+    if text == "how many":
+        return [TextDelta(f"messages: {len(request.messages)}"), Finish("stop")]
+    if text == "plan":
+        tasks = [
+            {"content": "read the code", "status": "completed", "priority": "high"},
+            {"content": "write the fix", "status": "in_progress"},
+        ]
+        arguments = json.dumps({"tasks": tasks})
+        return [
+            ToolCallDelta(index=0, id="call-p", name="todo", args_delta=arguments),
+            Finish("tool-calls"),
+        ]
+    return None
 
 
 def _prompt_of(request: ModelRequest) -> str:
@@ -164,8 +213,17 @@ async def no_forbidden(
     return await next_(value)  # type: ignore[no-any-return]
 
 
+async def shout(call: CommandCall) -> str:
+    if not call.argument:
+        raise CommandError("/shout needs some text")
+    return call.argument.upper()
+
+
 async def apply(ctx: Context, config: None) -> None:
     await ctx.llm.register("scripted", ScriptedModel())
+    commands = ctx.get(COMMANDS)
+    if commands is not None:
+        await commands.register(Command("shout", "Say it louder", shout, hint="text"))
     if ctx.tools.get("bash") is None:
         await ctx.tools.register(
             Tool(name="bash", description="Run a command.", args=BashArgs, execute=bash)

@@ -80,6 +80,7 @@ def test_every_update_is_what_the_sdk_models_serialize() -> None:
         "user_message_chunk",
         "tool_call",
         "tool_call_update",
+        "session_info_update",
     }
     for update in produced:
         assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
@@ -114,3 +115,61 @@ def test_a_frame_with_text_utf8_cannot_carry_is_still_written_as_json() -> None:
     assert json.loads(encode_frame(frame)) == frame
     plain = {"jsonrpc": "2.0", "id": 1, "result": {"text": "é\u2028", "n": 1.5}}
     assert json.loads(encode_frame(plain)) == plain
+
+
+def test_usage_plan_title_options_and_commands_are_what_the_sdk_models_serialize() -> None:
+    from tether.acp.commands import available_commands
+    from tether.acp.options import config_options
+    from tether.acp.permissions import Mode
+    from tether.acp.usage import UsageMeter
+    from tether.llm.catalog import ModelCatalog, ModelEntry, Prices
+    from tether.session.settings import ConfigChanged, PlanEntry, PlanUpdated
+
+    catalog = ModelCatalog(
+        {"m:a": ModelEntry(name="A", context_window=100, prices=Prices(input=1.0, output=2.0))}
+    )
+    session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/"))
+    for payload in (
+        TurnStart(turn=1),
+        StepStart(turn=1, step=1),
+        UserMessageEvent(id="u1", source="user", content=(TextBlock("  a   title "),)),
+        AssistantMessageEvent(
+            content=(TextBlock("hi"),),
+            finish="stop",
+            usage={"input_tokens": 30, "output_tokens": 5, "cached_input_tokens": 10},
+        ),
+        PlanUpdated(entries=(PlanEntry("do", "high", "in_progress"),)),
+        StepEnd(turn=1, step=1),
+        TurnEnd(turn=1, reason=Completed()),
+        ConfigChanged(option="model", value="m:b"),
+    ):
+        session.append(payload)
+    live = UpdateMapper(live=True, meter=UsageMeter(catalog, "m:a"))
+    produced = [update for event in session.events for update in live.updates(event)]
+    replayed = list(replay(session.events, UsageMeter(catalog, "m:a")))
+    produced.append(available_commands(None))
+    for option in config_options(catalog, configured="m:a", model="m:b", mode=Mode.ASK):
+        produced.append({"sessionUpdate": "config_option_update", "configOptions": [option]})
+    kinds = {str(update["sessionUpdate"]) for update in produced}
+    assert {
+        "usage_update",
+        "plan",
+        "session_info_update",
+        "available_commands_update",
+        "config_option_update",
+    } <= kinds
+    for update in [*produced, *replayed]:
+        assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
+    usage = next(u for u in produced if u["sessionUpdate"] == "usage_update")
+    assert usage == {
+        "sessionUpdate": "usage_update",
+        "used": 35,
+        "size": 100,
+        "cost": {"amount": 4e-05, "currency": "USD"},
+    }
+    info = next(u for u in produced if u["sessionUpdate"] == "session_info_update")
+    assert info["title"] == "a title"
+    # A replay shows the same usage, title and plan as the live stream did.
+    assert [u for u in replayed if u["sessionUpdate"] != "user_message_chunk"] == [
+        u for u in produced[: len(replayed) - 1]
+    ]

@@ -332,3 +332,29 @@ async def test_cancel_mid_stream_closes_the_connection(
 
     assert chunks == [TextDelta("streaming"), Finish("aborted")]
     await server.all_closed()
+
+
+async def test_message_delta_nulls_keep_the_message_start_figures(
+    server: FakeServer, runtime: Runtime
+) -> None:
+    llm, _ = await mount_anthropic(runtime, server)
+    ending = message_end("end_turn", output_tokens=12)
+    ending[0][1]["usage"] = {
+        "input_tokens": None,
+        "cache_read_input_tokens": None,
+        "cache_creation_input_tokens": None,
+        "output_tokens": 12,
+    }
+    start = message_start(4, cache_read_input_tokens=30, cache_creation_input_tokens=6)
+    server.queue(stream([start, *anthropic_text("Hi")[1:-2], *ending]))
+
+    chunks = await collect(llm, ask(model=MODEL))
+
+    usage = chunks[-2]
+    assert usage == Usage(40, 12, cached_tokens=30, cache_creation_tokens=6)
+    assert isinstance(usage, Usage) and usage.figures() == {
+        "input_tokens": 40,
+        "output_tokens": 12,
+        "cached_input_tokens": 30,
+        "cache_creation_input_tokens": 6,
+    }

@@ -639,3 +639,17 @@ def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:
     encoded.clear()
     gc.collect()
     assert len(cache) == 0
+
+
+async def test_a_refusal_delta_ends_refusal_with_its_text_and_usage(
+    server: FakeServer, runtime: Runtime
+) -> None:
+    llm, _ = await mount_openai(runtime, server)
+    refusal = {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"refusal": "I can't "}}]}
+    more = {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"refusal": "help."}}]}
+    server.queue(stream([refusal, more, delta(finish="stop"), usage(6, 3), "[DONE]"]))
+
+    chunks = await collect(llm, ask())
+
+    assert chunks == [TextDelta("I can't "), TextDelta("help."), Usage(6, 3), Finish("refusal")]
+    assert assemble(chunks).message.content == (TextBlock("I can't help."),)

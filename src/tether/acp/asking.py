@@ -2,8 +2,9 @@
 
 The question fails closed: a client that errors, goes away, or answers
 anything but an allow option rejects the call; a cancel of the turn while the
-question is open withdraws it and rejects the call. "Always allow" is kept on
-the session's record for that tool's later calls.
+question is open withdraws it and rejects the call. "Always allow" is logged in the
+session (``permission/granted``) for that tool's later calls, so a load or a
+resume keeps it.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ async def ask_client(
     if not isinstance(outcome, AllowedOutcome):
         return PermissionDecision.REJECT
     if outcome.option_id == ALLOW_ALWAYS:
-        record.always_allowed.add(tool)
+        record.grant(tool)
         return PermissionDecision.ALLOW
     if outcome.option_id == ALLOW_ONCE:
         return PermissionDecision.ALLOW

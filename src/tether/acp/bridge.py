@@ -50,45 +50,66 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from tether.acp.asking import ask_client
+from tether.acp.commands import available_commands, builtin_commands, run_command
 from tether.acp.errors import (
     BridgeClosedError,
     BridgeError,
     CwdMismatchError,
     NotStoredError,
+    SessionIdleError,
     UnknownSessionError,
 )
-from tether.acp.permissions import PERMISSION_REQUEST, Mode, PermissionDecision
+from tether.acp.options import (
+    OPTION_IDS,
+    UnknownOptionError,
+    check_model,
+    config_options,
+    model_choices,
+    parse_mode,
+)
+from tether.acp.permissions import PERMISSION_REQUEST, UNASKED_TOOLS, Mode, PermissionDecision
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
+from tether.acp.titles import generate_title
 from tether.agent import (
     Agent,
     AgentCreateError,
+    AgentDisposedError,
     AgentHandle,
     AgentsView,
     UserMessage,
 )
+from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry, parse_command
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
+from tether.agent.types import AgentStatus
+from tether.llm.catalog import ModelCatalog
+from tether.llm.service import LLM
 from tether.persist.service import PERSISTENCE
-from tether.runtime import Veto
+from tether.runtime import CancelSignal, Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
     Event,
     Session,
 )
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionTitled
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
 
 if TYPE_CHECKING:
+    from tether.acp.updates import SessionUpdate
+    from tether.agent.commands import Command
     from tether.persist.backends.base import SessionSummary
     from tether.runtime import Context
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 name = "acp"
 inject = ("agents", "sessions")
@@ -105,6 +126,9 @@ class Config(BaseModel):
 
     mode: Mode = Mode.ASK
     """The permission mode new sessions start in."""
+    title_model: str | None = None
+    """The model that names sessions after their first prompt (``None``: the prompt
+    names them; see :mod:`tether.acp.titles`)."""
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -121,6 +145,8 @@ class Bridge:
         self._listening: dict[Session, SessionRecord] = {}
         """Records by session, from before their agent is published until its scope unwinds."""
         self._work: set[asyncio.Task[Any]] = set()
+        self._naming: dict[str, CancelSignal] = {}
+        """The signals of title requests still running, by session (a close cancels them)."""
         self._closing = False
         self._teardown: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -179,7 +205,49 @@ class Bridge:
             _check_cwd(open_record.agent, cwd)
             open_record.replay(open_record.agent.session.events)
             return open_record
-        return await self._owned(self._load(session_id, cwd))
+        return await self._owned(self._load(session_id, cwd, replay=True))
+
+    async def resume(self, session_id: str, cwd: str) -> SessionRecord:
+        """Open the stored session ``session_id`` without replaying its history.
+
+        The client keeps what it already shows; live updates follow from here.
+        Resuming a session this bridge already has open returns it as it is.
+
+        Raises:
+            As :meth:`load`.
+        """
+        open_record = self._records.get(session_id)
+        if open_record is not None:
+            _check_cwd(open_record.agent, cwd)
+            return open_record
+        return await self._owned(self._load(session_id, cwd, replay=False))
+
+    async def close_session(self, session_id: str) -> None:
+        """Dispose session ``session_id``'s agent; its log stays stored.
+
+        A prompt in flight answers ``cancelled``. When this returns, the
+        session's closing events are on disk and it can be loaded again.
+
+        Raises:
+            UnknownSessionError: the bridge has no such session.
+            BridgeClosedError: the bridge is closing (it disposes the session anyway).
+        """
+        record = self.record(session_id)
+        self._check_open()
+        del self._records[session_id]
+        naming = self._naming.pop(session_id, None)
+        if naming is not None:
+            naming.cancel("the session was closed")
+        if record.prompt is not None:
+            record.prompt.cancel_requested = True
+
+        async def dispose() -> None:
+            try:
+                await record.dispose()
+            finally:
+                record.settle_cancelled()
+
+        await self._owned(dispose())
 
     async def stored_sessions(self, cwd: str | None = None) -> list[SessionSummary]:
         """Readable stored sessions (newest activity first), those of ``cwd`` only if given."""
@@ -200,14 +268,16 @@ class Bridge:
         built: list[SessionRecord] = []
 
         async def setup(agent: Agent) -> None:
-            record = SessionRecord(agent, link, self.config.mode, hold=False)
+            record = SessionRecord(
+                agent, link, self.config.mode, hold=False, catalog=self._catalog, namer=self._namer
+            )
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
             built.append(record)
 
         handle = await self._agents.create(cwd=cwd, setup=setup)
         return await self._publish(built[0], handle)
 
-    async def _load(self, session_id: str, cwd: str) -> SessionRecord:
+    async def _load(self, session_id: str, cwd: str, *, replay: bool) -> SessionRecord:
         link = self._check_open()
         built: list[tuple[SessionRecord, int]] = []
         mismatch: list[CwdMismatchError] = []
@@ -218,7 +288,9 @@ class Bridge:
             except CwdMismatchError as exc:
                 mismatch.append(exc)
                 raise
-            record = SessionRecord(agent, link, self.config.mode, hold=True)
+            record = SessionRecord(
+                agent, link, self.config.mode, hold=True, catalog=self._catalog, namer=self._namer
+            )
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
             built.append((record, len(agent.session.events)))
 
@@ -230,7 +302,10 @@ class Bridge:
             raise
         record, stored = built[0]
         await self._publish(record, handle)
-        record.replay(record.agent.session.events[:stored])
+        if replay:
+            record.replay(record.agent.session.events[:stored])
+        else:
+            record.attach()
         return record
 
     async def _publish(self, record: SessionRecord, handle: AgentHandle) -> SessionRecord:
@@ -313,10 +388,144 @@ class Bridge:
     def set_mode(self, session_id: str, mode: Mode) -> None:
         """Switch session ``session_id`` to ``mode`` (the next tool call obeys it).
 
+        The change is logged; the client is told (:meth:`option_changed`).
+
         Raises:
             UnknownSessionError.
         """
-        self.record(session_id).mode = mode
+        record = self.record(session_id)
+        if record.set_mode(mode):
+            self.option_changed(record, MODE_OPTION)
+
+    def options(self, record: SessionRecord) -> list[dict[str, object]]:
+        """``record``'s ``configOptions`` now (see :mod:`tether.acp.options`)."""
+        return config_options(
+            record.catalog, configured=record.configured_model, model=record.model, mode=record.mode
+        )
+
+    def set_option(self, session_id: str, option: str, value: object) -> list[dict[str, object]]:
+        """Set configuration option ``option`` of session ``session_id``; the options after.
+
+        ``model`` takes effect at the next model request, ``mode`` at the next
+        tool call; both are logged (``session/config``). A mode change is also
+        told as updates (:meth:`option_changed`), for clients that show the
+        mode apart from the options.
+
+        Raises:
+            UnknownSessionError, UnknownOptionError: an unknown option or value.
+        """
+        record = self.record(session_id)
+        if not isinstance(value, str):
+            raise UnknownOptionError(f"option {option!r} takes a string value, got {value!r}")
+        if option == MODE_OPTION:
+            if record.set_mode(parse_mode(value)):
+                self.option_changed(record, MODE_OPTION)
+        elif option == MODEL_OPTION:
+            choices = model_choices(record.catalog, record.configured_model, record.model)
+            record.set_model(check_model(value, choices))
+        else:
+            known = ", ".join(repr(each) for each in OPTION_IDS)
+            raise UnknownOptionError(f"unknown config option {option!r}; the options are {known}")
+        return self.options(record)
+
+    def option_changed(self, record: SessionRecord, option: str) -> None:
+        """Tell the client that ``option`` of ``record`` changed: ``current_mode_update``
+        for the mode, then ``config_option_update`` with every option."""
+        if option == MODE_OPTION:
+            mode = record.mode.value
+            record.send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        options = self.options(record)
+        record.send({"sessionUpdate": "config_option_update", "configOptions": options})
+
+    # -- slash commands, steering ------------------------------------------------------
+
+    @property
+    def commands(self) -> CommandRegistry | None:
+        """The command registry, when one is mounted."""
+        return self._ctx.get(COMMANDS)
+
+    def commands_update(self) -> SessionUpdate:
+        """The ``available_commands_update`` for the commands registered now."""
+        return available_commands(self.commands)
+
+    def command_for(self, message: UserMessage) -> tuple[Command, str] | None:
+        """The registered command ``message`` runs, with its argument, if it names one."""
+        registry = self.commands
+        if registry is None or len(message.content) != 1:
+            return None
+        parsed = parse_command(message.plain_text)
+        if parsed is None:
+            return None
+        command = registry.get(parsed[0])
+        return None if command is None else (command, parsed[1])
+
+    async def run_command(self, session_id: str, command: Command, argument: str) -> None:
+        """Run ``command`` in session ``session_id``; its answer goes to the client.
+
+        Raises:
+            UnknownSessionError, BridgeClosedError, CommandError, BridgeError.
+        """
+        self._check_open()
+        record = self.record(session_id)
+        answer = await run_command(command, record, argument)
+        if answer:
+            record.send({"sessionUpdate": "agent_message_chunk", "content": _text(answer)})
+
+    def steer(self, session_id: str, message: UserMessage) -> None:
+        """Deliver ``message`` to the running turn of ``session_id`` at its next step.
+
+        Raises:
+            UnknownSessionError, BridgeClosedError,
+            SessionIdleError: no turn runs and no prompt is in flight.
+        """
+        self._check_open()
+        record = self.record(session_id)
+        if record.agent.status is not AgentStatus.RUNNING and record.prompt is None:
+            raise SessionIdleError(session_id)
+        _deliver(record.agent.steer, message)
+
+    def queue(self, session_id: str, message: UserMessage) -> None:
+        """Queue ``message`` as its own next turn of ``session_id``, without waiting for it.
+
+        Raises:
+            UnknownSessionError, BridgeClosedError.
+        """
+        self._check_open()
+        _deliver(self.record(session_id).agent.followup, message)
+
+    @property
+    def _namer(self) -> Callable[[SessionRecord, str], None] | None:
+        return None if self.config.title_model is None else self.name_session
+
+    def name_session(self, record: SessionRecord, prompt: str) -> None:
+        """Have the title model name ``record``'s session after ``prompt``, in a task the
+        bridge owns; the title is logged (``session/title``) if the session is still open."""
+        llm = self._ctx.get(LLM)
+        model = self.config.title_model
+        if self._closing or llm is None or model is None:
+            return
+        signal = self._naming[record.id] = CancelSignal()
+
+        async def name() -> None:
+            try:
+                title = await generate_title(llm, model, prompt, signal)
+            finally:
+                if self._naming.get(record.id) is signal:
+                    del self._naming[record.id]
+            if title is None or self._records.get(record.id) is not record:
+                return
+            if self._ctx.service(SESSIONS).is_live(record.agent.session):
+                record.agent.session.append(SessionTitled(title=title))
+
+        task = asyncio.get_running_loop().create_task(name(), name=f"title:{record.id}")
+        self._work.add(task)
+        task.add_done_callback(self._work_done)
+
+    def on_commands_changed(self, registry: CommandRegistry) -> None:
+        """``commands/changed``: tell every session's client what is available now."""
+        update = available_commands(registry)
+        for record in self._records.values():
+            record.send(update)
 
     # -- teardown ------------------------------------------------------------------
 
@@ -339,6 +548,8 @@ class Bridge:
         return self._closing
 
     async def _close(self) -> None:
+        for naming in list(self._naming.values()):
+            naming.cancel("the ACP connection is closing")
         records = list(self._records.values())
         for record in records:
             if record.prompt is not None:
@@ -397,7 +608,7 @@ class Bridge:
         record = self._record_of(agent)
         if record is None or agent is None:
             return await next_(invocation)
-        if record.mode is Mode.ASK:
+        if record.mode is Mode.ASK and invocation.tool_name not in UNASKED_TOOLS:
             decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
             if decision is not PermissionDecision.ALLOW:
                 raise Veto(f"the user did not allow this {invocation.tool_name} call")
@@ -427,6 +638,11 @@ class Bridge:
     def _agents(self) -> AgentsView:
         return self._ctx.service(AGENTS)
 
+    @property
+    def _catalog(self) -> ModelCatalog:
+        llm = self._ctx.get(LLM)
+        return ModelCatalog() if llm is None else llm.catalog
+
     def _check_open(self) -> ClientLink:
         if self._closing:
             raise BridgeClosedError("the ACP connection is closing")
@@ -434,13 +650,17 @@ class Bridge:
             raise BridgeError("the bridge serves no client")
         return self._link
 
+    def record_of(self, agent: Agent | None) -> SessionRecord | None:
+        """The bridge's record of ``agent``, if it is one of the bridge's sessions."""
+        return self._record_of(agent)
+
     def _record_of(self, agent: Agent | None) -> SessionRecord | None:
         if agent is None:
             return None
         record = self._records.get(agent.id)
         return record if record is not None and record.agent is agent else None
 
-    async def _owned(self, work: Coroutine[Any, Any, SessionRecord]) -> SessionRecord:
+    async def _owned(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` in a task the bridge owns (its teardown awaits it)."""
         try:
             self._check_open()
@@ -454,8 +674,24 @@ class Bridge:
 
     def _work_done(self, task: asyncio.Task[Any]) -> None:
         self._work.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: its awaiter (or the teardown) reports it
+        if (
+            not task.cancelled()
+            and task.exception() is not None
+            and task.get_name().startswith("title:")
+        ):
+            # Nobody awaits a title: its failure is logged here, never shown.
+            log.warning("naming a session failed", exc_info=task.exception())
+
+
+def _deliver(send: Callable[[UserMessage], None], message: UserMessage) -> None:
+    try:
+        send(message)
+    except AgentDisposedError as exc:
+        raise BridgeClosedError(str(exc)) from None
+
+
+def _text(text: str) -> dict[str, object]:
+    return {"type": "text", "text": text}
 
 
 def _check_cwd(agent: Agent, cwd: str) -> None:
@@ -478,8 +714,13 @@ async def apply(ctx: Context, config: Config) -> None:
         yield events.add(BEFORE_EXECUTE.name, bridge.before_execute)
         yield events.add(PERMISSION_REQUEST.name, bridge.answer_permission)
         yield events.add(AGENT_DISPOSED.name, bridge.forget)
+        yield events.add(COMMANDS_CHANGED.name, bridge.on_commands_changed)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close
 
     await ctx.effect(lifecycle, label="acp bridge")
+    commands = ctx.get(COMMANDS)
+    if commands is not None:
+        for command in builtin_commands(bridge.record_of, bridge.option_changed):
+            await commands.register(command)
     ctx.provide(ACP, bridge)

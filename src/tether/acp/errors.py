@@ -34,3 +34,11 @@ class BridgeClosedError(BridgeError):
 
 class NotStoredError(BridgeError):
     """What a request would acknowledge could not be written to disk."""
+
+
+class SessionIdleError(BridgeError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is idle: there is no turn to steer; "
+            "send session/prompt or _tether/queue instead"
+        )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether import __version__
+from tether.acp.steering import ADVERTISED
 
 PROTOCOL_VERSION = 1
 """The latest ACP protocol version tether speaks (a test pins it to the SDK's)."""
@@ -45,10 +46,11 @@ def initialize_result(*, images: bool, requested: int = PROTOCOL_VERSION) -> dic
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": "tether", "title": "tether", "version": __version__},
+        "_meta": ADVERTISED,
     }
 
 

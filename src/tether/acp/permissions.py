@@ -53,6 +53,10 @@ MODE_DESCRIPTIONS = {
     Mode.AUTO: ("Auto", "Run tool calls without asking."),
 }
 
+UNASKED_TOOLS = frozenset({"todo"})
+"""Tools that run without asking in ``ask`` mode: they change nothing outside the
+session (``todo`` only updates the session's plan)."""
+
 ALLOW_ONCE = "allow-once"
 ALLOW_ALWAYS = "allow-always"
 REJECT_ONCE = "reject-once"

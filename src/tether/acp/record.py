@@ -1,4 +1,10 @@
-"""One ACP session as the bridge keeps it: its agent, its updates, its prompt in flight."""
+"""One ACP session as the bridge keeps it: its agent, its updates, its prompt in flight.
+
+What the session is set to — its mode, its model, the tools granted "allow
+always" — lives in its log (:mod:`tether.session.settings`), not here: the
+record folds the log (:class:`SessionSettings`) and every change is an
+append, so a load or a resume restores exactly what the editor had set.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,19 @@ from tether.acp.errors import BridgeClosedError, PromptInFlightError
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, PendingPrompt, outcome_of
 from tether.acp.replay import replay
-from tether.acp.updates import SessionUpdate, UpdateMapper
+from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update
+from tether.acp.usage import UsageMeter
 from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
-from tether.session import Event, InboxSpliced, TurnEnd
+from tether.content import TextBlock
+from tether.llm.catalog import ModelCatalog
+from tether.session import Event, InboxSpliced, TurnEnd, UserMessageEvent
+from tether.session.settings import (
+    MODE_OPTION,
+    MODEL_OPTION,
+    ConfigChanged,
+    PermissionGranted,
+    SessionSettings,
+)
 from tether.tools.execute import ToolInvocation
 
 
@@ -40,19 +56,84 @@ class SessionRecord:
     while tracking the prompt in flight.
     """
 
-    def __init__(self, agent: Agent, link: ClientLink, mode: Mode, *, hold: bool) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        link: ClientLink,
+        mode: Mode,
+        *,
+        hold: bool,
+        catalog: ModelCatalog | None = None,
+        namer: Callable[[SessionRecord, str], None] | None = None,
+    ) -> None:
         self.agent = agent
-        self.mode = mode
-        self.always_allowed: set[str] = set()
+        self._default_mode = mode
         self.prompt: PendingPrompt | None = None
         self._link = link
-        self._mapper = UpdateMapper(live=True, turn=agent.session.last_turn)
+        events = agent.session.events
         self._held: list[Event] | None = [] if hold else None
         self._dispose: Callable[[], Awaitable[None]] | None = None
+        self.settings = SessionSettings(events)
+        """What the log says the session is set to (mode, model, grants, plan)."""
+        self.catalog = catalog or ModelCatalog()
+        self.configured_model = agent.session.header.meta.get(MODEL_OPTION, "offline")
+        """The model the session was created with (the agent loop's)."""
+        self.meter = self._new_meter()
+        for event in events:
+            self.meter.advance(event)
+        titled = any(event.type == UserMessageEvent.type for event in events)
+        self._namer = None if titled else namer
+        """Called once with the first prompt's text, to have a model name the session."""
+        self._mapper = UpdateMapper(
+            live=True, turn=agent.session.last_turn, meter=self.meter, titled=titled
+        )
 
     @property
     def id(self) -> str:
         return self.agent.id
+
+    # -- settings (each change is appended to the log) ------------------------------
+
+    @property
+    def mode(self) -> Mode:
+        """The permission mode: the log's last ``session/config mode``, else the default."""
+        stored = self.settings.options.get(MODE_OPTION)
+        try:
+            return self._default_mode if stored is None else Mode(stored)
+        except ValueError:
+            return self._default_mode
+
+    @property
+    def model(self) -> str:
+        """The model of the next request (as the agent loop reads it from the log)."""
+        return self.settings.options.get(MODEL_OPTION, self.configured_model)
+
+    @property
+    def always_allowed(self) -> frozenset[str]:
+        """The tools granted "allow always" in this session."""
+        return frozenset(self.settings.granted)
+
+    def set_mode(self, mode: Mode) -> bool:
+        """Log ``mode`` as the session's mode; whether it changed anything."""
+        if mode is self.mode:
+            return False
+        self.agent.session.append(ConfigChanged(option=MODE_OPTION, value=mode.value))
+        return True
+
+    def set_model(self, model: str) -> bool:
+        """Log ``model`` as the model of the next request; whether it changed anything."""
+        if model == self.model:
+            return False
+        self.agent.session.append(ConfigChanged(option=MODEL_OPTION, value=model))
+        return True
+
+    def grant(self, tool: str) -> None:
+        """Log that ``tool`` runs without asking from now on, in this session."""
+        if tool not in self.settings.granted:
+            self.agent.session.append(PermissionGranted(tool=tool))
+
+    def _new_meter(self) -> UsageMeter:
+        return UsageMeter(self.catalog, self.configured_model)
 
     def adopt(self, handle: AgentHandle) -> None:
         self._dispose = handle.dispose
@@ -65,6 +146,7 @@ class SessionRecord:
     # -- events -----------------------------------------------------------------
 
     def on_event(self, event: Event) -> None:
+        self.settings.advance(event)
         if self._held is not None:
             self._held.append(event)
             return
@@ -73,15 +155,40 @@ class SessionRecord:
     def replay(self, events: Sequence[Event]) -> None:
         """Send ``events`` as a replay, then the live events held back meanwhile."""
         send, session_id = self._link.send_update, self.id
-        for update in replay(events):
+        for update in replay(events, self._new_meter()):
             send(session_id, update)
+        self.attach()
+
+    def attach(self) -> None:
+        """Send the live events held back while the session was opening, and go live."""
         held, self._held = self._held or [], None
         for event in held:
             self._show(event)
 
+    def state_updates(self) -> list[SessionUpdate]:
+        """What a client re-attaching without a replay needs: the usage and the plan."""
+        updates = []
+        usage = self.meter.update()
+        if usage is not None:
+            updates.append(usage)
+        if self.settings.plan:
+            updates.append(plan_update(self.settings.plan))
+        return updates
+
+    def send(self, update: SessionUpdate) -> None:
+        """Send one update of this session to the client now."""
+        self._link.send_update(self.id, update)
+
     def _show(self, event: Event) -> None:
         for update in self._mapper.updates(event):
             self._link.send_update(self.id, update)
+        if self._namer is not None and event.type == UserMessageEvent.type:
+            payload = event.payload
+            assert isinstance(payload, UserMessageEvent)
+            text = "\n".join(b.text for b in payload.content if isinstance(b, TextBlock))
+            if text.strip():
+                namer, self._namer = self._namer, None
+                namer(self, text)
         if self.prompt is not None:
             self._track(self.prompt, event)
 

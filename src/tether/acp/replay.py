@@ -6,20 +6,25 @@ messages, agent messages and thoughts chunk by chunk as they streamed, and
 every tool call followed by its final status and output. Chunks of model
 request attempts that were abandoned and retried are left out
 (:mod:`tether.session.attempts`), so the replay shows the text the model's
-answer holds.
+answer holds. With a :class:`~tether.acp.usage.UsageMeter`, each answer that
+reported usage is followed by its ``usage_update``, as it was live.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from tether.acp.updates import SessionUpdate, UpdateMapper
 from tether.session import Event
 from tether.session.attempts import shown
 
+if TYPE_CHECKING:
+    from tether.acp.usage import UsageMeter
 
-def replay(events: Sequence[Event]) -> Iterator[SessionUpdate]:
+
+def replay(events: Sequence[Event], meter: UsageMeter | None = None) -> Iterator[SessionUpdate]:
     """The updates that show ``events`` (a session log, from its start) to a client."""
-    mapper = UpdateMapper(live=False)
+    mapper = UpdateMapper(live=False, meter=meter)
     for event in shown(events):
         yield from mapper.updates(event)

@@ -29,7 +29,6 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from acp.exceptions import RequestError
@@ -60,6 +59,7 @@ from tether.acp.transport import INVALID_REQUEST, FrameTransport
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
+    from tether.acp.record import SessionRecord
     from tether.acp.updates import SessionUpdate
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,12 @@ class AcpServer:
         with _errors():
             record = await bridge.create(directory)
             await bridge.acknowledge(record.id, created=True)
-        return NewSessionResponse(session_id=record.id, modes=_modes(record.mode))
+        self._after_answer(record.id, bridge.commands_update())
+        return NewSessionResponse(
+            session_id=record.id,
+            modes=_modes(record.mode),
+            config_options=bridge.options(record),  # type: ignore[arg-type]
+        )
 
     async def load_session(
         self,
@@ -169,33 +174,59 @@ class AcpServer:
         additional_directories: object = None,
         **_meta: object,
     ) -> LoadSessionResponse:
-        directory = _absolute(cwd)
+        bridge, record = await self._reopen(session_id, cwd, replay=True)
+        await self._drain()
+        self._after_answer(record.id, bridge.commands_update())
+        return LoadSessionResponse(
+            modes=_modes(record.mode),
+            config_options=bridge.options(record),  # type: ignore[arg-type]
+        )
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: object = None,
+        mcp_servers: object = None,
+        **_meta: object,
+    ) -> ResumeSessionResponse:
+        bridge, record = await self._reopen(session_id, cwd, replay=False)
+        self._after_answer(record.id, bridge.commands_update(), *record.state_updates())
+        return ResumeSessionResponse(
+            modes=_modes(record.mode),
+            config_options=bridge.options(record),  # type: ignore[arg-type]
+        )
+
+    async def close_session(self, session_id: str, **_meta: object) -> CloseSessionResponse | None:
         session_id = _text("sessionId", session_id)
         self._track_handler()
         bridge = await self._bridge()
         with _errors():
-            record = await bridge.load(session_id, directory)
-            await bridge.acknowledge(record.id)
-        await self._drain()
-        return LoadSessionResponse(modes=_modes(record.mode))
+            await bridge.close_session(session_id)
+        return CloseSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_meta: object
     ) -> ListSessionsResponse:
+        from tether.acp.lifecycle import iso_time, page_of
+
         directory = None if cwd is None else _absolute(cwd)
+        if cursor is not None and not isinstance(cursor, str):
+            raise _invalid("cursor must be a string returned by session/list")
         bridge = await self._bridge()
         with _errors():
-            stored = await bridge.stored_sessions(directory)
+            stored, next_cursor = page_of(await bridge.stored_sessions(directory), cursor)
         return ListSessionsResponse(
             sessions=[
                 SessionInfo(
                     session_id=summary.id,
                     cwd=summary.cwd or "",
                     title=summary.title,
-                    updated_at=datetime.fromtimestamp(summary.last_activity, UTC).isoformat(),
+                    updated_at=iso_time(summary.last_activity),
                 )
                 for summary in stored
-            ]
+            ],
+            next_cursor=next_cursor,
         )
 
     async def set_session_mode(
@@ -210,7 +241,19 @@ class AcpServer:
         bridge = await self._bridge()
         with _errors():
             bridge.set_mode(session_id, mode)
+            await bridge.acknowledge(session_id)
         return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **_meta: object
+    ) -> SetSessionConfigOptionResponse | None:
+        session_id = _text("sessionId", session_id)
+        config_id = _text("configId", config_id)
+        bridge = await self._bridge()
+        with _errors():
+            options = bridge.set_option(session_id, config_id, value)
+            await bridge.acknowledge(session_id)
+        return SetSessionConfigOptionResponse(config_options=options)  # type: ignore[arg-type]
 
     async def prompt(self, session_id: str, prompt: list[Any], **_meta: object) -> PromptResponse:
         # Imported here, not at the top: it loads the agent layer, which the
@@ -227,6 +270,13 @@ class AcpServer:
             raise _invalid(str(exc)) from None
         self._track_handler()
         bridge = await self._bridge()
+        command = bridge.command_for(message)
+        if command is not None:
+            with _errors():
+                await bridge.run_command(session_id, *command)
+                await asyncio.shield(bridge.acknowledge(session_id))
+            await self._drain()
+            return PromptResponse(stop_reason="end_turn")
         with _errors():
             answer = bridge.prompt(session_id, message)
         outcome = await asyncio.shield(answer)
@@ -260,11 +310,6 @@ class AcpServer:
     # -- what tether does not offer ------------------------------------------------------
     # The SDK routes these by name; each answers "method not found".
 
-    async def set_config_option(
-        self, config_id: str, session_id: str, value: str | bool, **_meta: object
-    ) -> SetSessionConfigOptionResponse | None:
-        raise RequestError.method_not_found("session/set_config_option")
-
     async def fork_session(
         self,
         session_id: str,
@@ -275,21 +320,41 @@ class AcpServer:
     ) -> ForkSessionResponse:
         raise RequestError.method_not_found("session/fork")
 
-    async def resume_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: object = None,
-        mcp_servers: object = None,
-        **_meta: object,
-    ) -> ResumeSessionResponse:
-        raise RequestError.method_not_found("session/resume")
-
-    async def close_session(self, session_id: str, **_meta: object) -> CloseSessionResponse | None:
-        raise RequestError.method_not_found("session/close")
-
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise RequestError.method_not_found(f"_{method}")
+        """``_tether/steer`` and ``_tether/queue`` (see :mod:`tether.acp.steering`)."""
+        from tether.acp.steering import QUEUE, STEER
+
+        if method not in (STEER, QUEUE):
+            raise RequestError.method_not_found(f"_{method}")
+        from acp.schema import PromptRequest
+        from pydantic import ValidationError
+
+        from tether.acp.content import UnsupportedContentError, to_message
+
+        session_id = _text("sessionId", params.get("sessionId"))
+        prompt = params.get("prompt")
+        if not isinstance(prompt, list) or not prompt:
+            raise _invalid("prompt must be a non-empty array of content blocks")
+        try:
+            blocks = PromptRequest.model_validate({"sessionId": session_id, "prompt": prompt})
+        except ValidationError as exc:
+            where = ".".join(str(part) for part in exc.errors()[0]["loc"])
+            reason = exc.errors()[0]["msg"]
+            raise _invalid(f"prompt: not ACP content blocks ({where}: {reason})") from None
+        try:
+            message = to_message(blocks.prompt, images=self._images)
+        except UnsupportedContentError as exc:
+            raise _invalid(str(exc)) from None
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            if method == STEER:
+                bridge.steer(session_id, message)
+            else:
+                bridge.queue(session_id, message)
+            # Acknowledged only once the delivery is on disk.
+            await asyncio.shield(bridge.acknowledge(session_id))
+        return {"messageId": message.id, "queue": "steering" if method == STEER else "queued"}
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.debug("extension notification _%s ignored", method)
@@ -308,6 +373,32 @@ class AcpServer:
             bridge.bind(self)
             self._bound = bridge
         return bridge
+
+    async def _reopen(
+        self, session_id: object, cwd: object, *, replay: bool
+    ) -> tuple[Bridge, SessionRecord]:
+        """``session/load`` (``replay``) or ``session/resume``: the session, opened and durable."""
+        directory = _absolute(cwd)
+        session_id = _text("sessionId", session_id)
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            if replay:
+                record = await bridge.load(session_id, directory)
+            else:
+                record = await bridge.resume(session_id, directory)
+            await bridge.acknowledge(record.id)
+        return bridge, record
+
+    def _after_answer(self, session_id: str, *updates: SessionUpdate) -> None:
+        """Send ``updates`` right after the answer the current handler returns.
+
+        The SDK writes the answer in the same step of the loop as the handler
+        returns; a callback scheduled now runs after it.
+        """
+        loop = asyncio.get_running_loop()
+        for update in updates:
+            loop.call_soon(self.send_update, session_id, update)
 
     def _track_handler(self) -> None:
         task = asyncio.current_task()
@@ -356,12 +447,17 @@ def _errors() -> Iterator[None]:
     """Bridge and agent-layer errors as specific JSON-RPC errors."""
     from tether.acp.errors import (
         BridgeClosedError,
+        BridgeError,
         CwdMismatchError,
         NotStoredError,
         PromptInFlightError,
+        SessionIdleError,
         UnknownSessionError,
     )
+    from tether.acp.lifecycle import BadCursorError
+    from tether.acp.options import UnknownOptionError
     from tether.agent import AgentConflictError, AgentError
+    from tether.agent.commands import CommandError
     from tether.persist.backends.errors import (
         InvalidSessionIdError,
         LogStoreError,
@@ -376,11 +472,22 @@ def _errors() -> Iterator[None]:
         CwdMismatchError,
         AgentConflictError,
         InvalidSessionIdError,
+        UnknownOptionError,
+        BadCursorError,
+        SessionIdleError,
+        CommandError,
     ) as exc:
         raise _invalid(str(exc)) from None
     except PromptInFlightError as exc:
         raise RequestError(INVALID_REQUEST, f"Invalid request: {exc}") from None
     except SessionNotFoundError as exc:
         raise RequestError(RESOURCE_NOT_FOUND, str(exc)) from None
-    except (BridgeClosedError, NotStoredError, AgentError, LogStoreError, SessionError) as exc:
+    except (
+        BridgeClosedError,
+        NotStoredError,
+        BridgeError,
+        AgentError,
+        LogStoreError,
+        SessionError,
+    ) as exc:
         raise RequestError(INTERNAL_ERROR, str(exc)) from None

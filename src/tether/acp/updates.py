@@ -10,7 +10,9 @@ event                update
                      (reasoning), one per streamed delta
 ``user/message``     ``user_message_chunk``, one per content block — on replay;
                      live only for input the client did not type itself
-                     (notices, plugins), since the client shows its own prompts
+                     (notices, plugins), since the client shows its own prompts;
+                     the session's first text also gives its title, a
+                     ``session_info_update`` (see :mod:`tether.acp.lifecycle`)
 ``tool/call``        ``tool_call`` (status ``pending``; for ``bash`` the title is
                      the command and the kind ``execute``)
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
@@ -19,7 +21,13 @@ event                update
                      its own (``[retrying: …, attempt 2/5]``), explaining the
                      repeated text; a replay leaves out the abandoned
                      attempt's chunks instead (:mod:`tether.session.attempts`)
+``plan/updated``     ``plan``, with every entry (content, priority, status)
+``session/title``    ``session_info_update`` with the title a model wrote
 ===================  ==========================================================
+
+With a :class:`~tether.acp.usage.UsageMeter`, an ``assistant/message`` that
+carries usage figures is shown as a ``usage_update`` (tokens in context, the
+context window, the session's cost), live and on a replay alike.
 
 Live, the bridge adds ``tool_call_update`` with status ``in_progress`` when a
 call is cleared to run (after any permission request). Tool call ids are
@@ -35,12 +43,15 @@ update against the SDK's models (it validates, and serializes back equal).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from acp.schema import ToolCallUpdate, ToolKind
 
+from tether.acp.lifecycle import iso_time
 from tether.content import ImageRef, TextBlock
 from tether.frozen import thaw
+from tether.persist.backends.summary import title_from
 from tether.session import (
     AssistantChunk,
     ContextCompacted,
@@ -53,6 +64,10 @@ from tether.session import (
 )
 from tether.session.attempts import retry_notice
 from tether.session.compaction import compaction_notice
+from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
+
+if TYPE_CHECKING:
+    from tether.acp.usage import UsageMeter
 
 SessionUpdate = dict[str, object]
 """The ``update`` of one ``session/update`` notification, as its JSON."""
@@ -60,7 +75,12 @@ SessionUpdate = dict[str, object]
 CLIENT_SOURCE = "user"
 """The ``source`` of messages a person typed (the client already shows those)."""
 
-_KINDS: Mapping[str, ToolKind] = {"bash": "execute", "bash_kill": "execute", "bash_output": "read"}
+_KINDS: Mapping[str, ToolKind] = {
+    "bash": "execute",
+    "bash_kill": "execute",
+    "bash_output": "read",
+    "todo": "think",
+}
 
 
 class UpdateMapper:
@@ -68,17 +88,31 @@ class UpdateMapper:
 
     ``live`` leaves out the client's own prompts. ``turn`` is the session's
     last turn when mapping starts part way through it (a live session
-    continuing after a replay).
+    continuing after a replay). ``meter`` (already holding the events before
+    that point) turns usage figures into ``usage_update``.
     """
 
-    __slots__ = ("_live", "_turn")
+    __slots__ = ("_live", "_meter", "_titled", "_turn")
 
-    def __init__(self, *, live: bool, turn: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        live: bool,
+        turn: int = 0,
+        meter: UsageMeter | None = None,
+        titled: bool = False,
+    ) -> None:
         self._live = live
         self._turn = turn
+        self._meter = meter
+        self._titled = titled
 
     def updates(self, event: Event) -> tuple[SessionUpdate, ...]:
         """The updates that show ``event`` (none for bookkeeping events)."""
+        meter = self._meter
+        if meter is not None and meter.advance(event):
+            usage = meter.update()
+            return () if usage is None else (usage,)
         payload = event.payload
         if isinstance(payload, AssistantChunk):
             kind = "agent_message_chunk" if payload.kind == "text" else "agent_thought_chunk"
@@ -88,16 +122,23 @@ class UpdateMapper:
         if isinstance(payload, ToolResultEvent):
             return (self._tool_result(payload),)
         if isinstance(payload, UserMessageEvent):
-            if self._live and payload.source == CLIENT_SOURCE:
-                return ()
-            return tuple(
-                {
-                    "sessionUpdate": "user_message_chunk",
-                    "content": _content_block(block),
-                    "messageId": payload.id,
-                }
-                for block in payload.content
-            )
+            shown: tuple[SessionUpdate, ...] = ()
+            if not (self._live and payload.source == CLIENT_SOURCE):
+                shown = tuple(
+                    {
+                        "sessionUpdate": "user_message_chunk",
+                        "content": _content_block(block),
+                        "messageId": payload.id,
+                    }
+                    for block in payload.content
+                )
+            if not self._titled:
+                title = title_from(b.text for b in payload.content if isinstance(b, TextBlock))
+                if title is not None:
+                    self._titled = True
+                    info = {"title": title, "updatedAt": iso_time(event.time)}
+                    shown += ({"sessionUpdate": "session_info_update", **info},)
+            return shown
         if isinstance(payload, RetryEvent | ContextCompacted):
             # Live news of what the loop did; a replay shows the conversation only.
             if not self._live:
@@ -105,6 +146,11 @@ class UpdateMapper:
             said = retry_notice if isinstance(payload, RetryEvent) else compaction_notice
             notice = _text(f"\n{said(event.data)}\n")
             return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
+        if isinstance(payload, PlanUpdated):
+            return (plan_update(payload.entries),)
+        if isinstance(payload, SessionTitled):
+            info = {"title": payload.title, "updatedAt": iso_time(event.time)}
+            return ({"sessionUpdate": "session_info_update", **info},)
         if isinstance(payload, TurnStart):
             self._turn = payload.turn
         return ()
@@ -150,6 +196,17 @@ class UpdateMapper:
         if result.content:
             update["content"] = [{"type": "content", "content": _text(result.content)}]
         return update
+
+
+def plan_update(entries: Sequence[PlanEntry]) -> SessionUpdate:
+    """The ``plan`` update showing ``entries`` (the client replaces its plan with it)."""
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": entry.content, "priority": entry.priority, "status": entry.status}
+            for entry in entries
+        ],
+    }
 
 
 def tool_title(tool: str, arguments: Mapping[str, object]) -> str:

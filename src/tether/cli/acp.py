@@ -129,7 +129,8 @@ class Boot:
             log.error("tether failed to start: %s", exc)
             raise
         try:
-            fiber = tether.runtime.ctx.plugin(bridge_plugin, {"mode": args.mode}, label="acp")
+            config = {"mode": args.mode, "title_model": args.title_model}
+            fiber = tether.runtime.ctx.plugin(bridge_plugin, config, label="acp")
             await fiber
             bridge = tether.runtime.ctx.get(bridge_plugin.ACP)
             if bridge is None:
@@ -161,8 +162,9 @@ async def serve(args: argparse.Namespace) -> int:
         # Out before the imports below block the loop for most of a second.
         await transport.drain()
         boot.start()
-    # Methods the SDK calls unstable are answered "method not found" by the
-    # server; the SDK's warning about each would only clutter the log.
+    # session/resume and session/close are "unstable" to the SDK: its router
+    # answers them only when allowed to (the server answers session/fork
+    # "method not found" itself).
     warnings.filterwarnings("ignore", message="The method .* is part of the unstable protocol")
     # Imported only now: the SDK's import is most of the start-up.
     from acp.agent.connection import AgentSideConnection
@@ -172,7 +174,7 @@ async def serve(args: argparse.Namespace) -> int:
 
     server = AcpServer(boot, transport, images=args.images)
     connection = AgentSideConnection(
-        server, RpcGate(transport, server.cancel_turn), listening=False
+        server, RpcGate(transport, server.cancel_turn), listening=False, use_unstable_protocol=True
     )
     loop = asyncio.get_running_loop()
     listening = loop.create_task(connection.listen(), name="acp-receive")

@@ -179,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     acp.add_argument(
         "--images", action="store_true", help="accept images in prompts (for models that read them)"
     )
+    acp.add_argument(
+        "--title-model",
+        metavar="MODEL",
+        default=None,
+        help="a model that names each session after its first prompt (default: the prompt does)",
+    )
 
     commands.add_parser("demo", help="tour the plugin runtime")
     return parser

@@ -76,14 +76,30 @@ class ToolCallDelta:
 class Usage:
     """Token counts of one request, as the provider reported them.
 
-    ``reasoning_tokens`` and ``cached_tokens`` are ``None`` when the provider
-    does not report them (not zero: zero is a report).
+    ``input_tokens`` counts the whole prompt, cached parts included;
+    ``cached_tokens`` is the part read from the provider's prompt cache and
+    ``cache_creation_tokens`` the part written to it (Anthropic reports it;
+    it is billed apart). ``output_tokens`` includes ``reasoning_tokens``.
+    The optional counts are ``None`` when the provider does not report them
+    (not zero: zero is a report).
     """
 
     input_tokens: int
     output_tokens: int
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+
+    def figures(self) -> dict[str, int]:
+        """Every reported count by its stored name (``assistant/message`` ``usage``)."""
+        figures = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.reasoning_tokens is not None:
+            figures["reasoning_tokens"] = self.reasoning_tokens
+        if self.cached_tokens is not None:
+            figures["cached_input_tokens"] = self.cached_tokens
+        if self.cache_creation_tokens is not None:
+            figures["cache_creation_input_tokens"] = self.cache_creation_tokens
+        return figures
 
 
 FinishReason = Literal["stop", "tool-calls", "max-tokens", "refusal", "error", "aborted"]

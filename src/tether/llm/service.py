@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from tether.llm.assemble import MISSING_FINISH
+from tether.llm.catalog import ModelCatalog, ModelEntry
 from tether.llm.chunks import (
     Finish,
     ReasoningDelta,
@@ -39,13 +41,14 @@ from tether.llm.chunks import (
 )
 from tether.llm.errors import ProviderConflictError, UnknownProviderError
 from tether.llm.request import ModelRequest, check_provider_name
+from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import ServiceKey
 from tether.runtime.signal import CancelSignal
 
 if TYPE_CHECKING:
     from tether.runtime import Context
 
-__all__ = ["LlmService", "LlmView", "ModelAdapter", "apply", "name"]
+__all__ = ["Config", "LlmService", "LlmView", "ModelAdapter", "apply", "name"]
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +87,12 @@ class LlmService:
     view, so every registration has an owning fiber.
     """
 
-    __slots__ = ("_adapters",)
+    __slots__ = ("_adapters", "catalog")
 
-    def __init__(self) -> None:
+    def __init__(self, catalog: ModelCatalog | None = None) -> None:
         self._adapters: dict[str, ModelAdapter] = {}
+        self.catalog = catalog or ModelCatalog()
+        """The models the settings list (context windows, prices)."""
 
     def for_caller(self, ctx: Context) -> LlmView:
         """The view of this service whose registrations ``ctx``'s fiber owns."""
@@ -185,6 +190,11 @@ class LlmView:
         """See :meth:`LlmService.providers`."""
         return self._service.providers()
 
+    @property
+    def catalog(self) -> ModelCatalog:
+        """See :attr:`LlmService.catalog`."""
+        return self._service.catalog
+
     def adapter(self, provider: str) -> ModelAdapter:
         """See :meth:`LlmService.adapter`."""
         return self._service.adapter(provider)
@@ -274,6 +284,16 @@ async def _close(adapter: ModelAdapter, chunks: AsyncIterator[StreamChunk]) -> N
 name = "llm"
 
 
-async def apply(ctx: Context, config: None) -> None:
-    """Provide ``ctx.llm``, with no providers registered."""
-    ctx.provide(LLM, LlmService())
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
+    """Configuration of the ``llm`` service."""
+
+    models: Mapping[str, ModelEntry] = field(
+        default_factory=dict,
+        metadata=meta("known models by reference: context window and prices (docs/models.md)"),
+    )
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    """Provide ``ctx.llm``, with no providers registered and the configured catalog."""
+    ctx.provide(LLM, LlmService(ModelCatalog(config.models)))

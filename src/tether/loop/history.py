@@ -5,8 +5,11 @@ is a per-event mapping over an append-only list, so the result for the first
 *n* events never changes — until a ``context/compacted`` event puts a
 summary in place of a range: this keeps the result and derives only the
 events appended since the last request, and derives the whole log again when
-one of them is a compaction. That keeps a long conversation's per-turn cost
-flat.
+one of them is a compaction or a ``history/cleared`` (which drops what came
+before it). That keeps a long conversation's per-turn cost flat.
+
+The same pass folds the session's settings (:class:`SessionSettings`): the
+model a ``session/config`` chose is the model of the next request.
 
 It also keeps the estimated size of the conversation (see
 :mod:`tether.loop.context`), message by message, so that checking a request
@@ -19,14 +22,16 @@ from tether.content import Message
 from tether.loop.context import message_tokens
 from tether.session import ContextCompacted, derive_messages
 from tether.session.log import Session
+from tether.session.settings import MODEL_OPTION, SessionSettings
 
 _COMPACTED = ContextCompacted.type
 
 
 class History:
-    """``derive_messages(session)``, computed incrementally, with its estimated size."""
+    """``derive_messages(session)``, computed incrementally, with its estimated size,
+    and the session's settings."""
 
-    __slots__ = ("_anchor", "_messages", "_seen", "_session", "_sizes", "_total")
+    __slots__ = ("_anchor", "_messages", "_seen", "_session", "_settings", "_sizes", "_total")
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -36,26 +41,39 @@ class History:
         self._seen = 0
         # (tokens the provider counted for a request, the estimate of what it sent)
         self._anchor: tuple[int, int] | None = None
+        self._settings = SessionSettings()
 
     def messages(self) -> tuple[Message, ...]:
         """The conversation the model sees now, equal to ``derive_messages(session)``."""
-        events = self._session.events
-        if len(events) > self._seen:
-            end = len(events)
-            new = events[self._seen : end]
-            if any(event.type == _COMPACTED for event in new):
-                self._messages = derive_messages(events[:end])
-                self._sizes = [message_tokens(message) for message in self._messages]
-                self._total = sum(self._sizes)
-                self._anchor = None
-            else:
-                added = derive_messages(new)
-                sizes = [message_tokens(message) for message in added]
-                self._messages.extend(added)
-                self._sizes.extend(sizes)
-                self._total += sum(sizes)
-            self._seen = end
+        self._advance()
         return tuple(self._messages)
+
+    def model(self, default: str) -> str:
+        """The model the session's log chose last (``session/config model``), else ``default``."""
+        self._advance()
+        return self._settings.options.get(MODEL_OPTION, default)
+
+    def _advance(self) -> None:
+        events = self._session.events
+        if len(events) <= self._seen:
+            return
+        end = len(events)
+        new = events[self._seen : end]
+        cleared = self._settings.cleared_at
+        for event in new:
+            self._settings.advance(event)
+        if self._settings.cleared_at != cleared or any(e.type == _COMPACTED for e in new):
+            self._messages = derive_messages(events[:end])
+            self._sizes = [message_tokens(message) for message in self._messages]
+            self._total = sum(self._sizes)
+            self._anchor = None
+        else:
+            added = derive_messages(new)
+            sizes = [message_tokens(message) for message in added]
+            self._messages.extend(added)
+            self._sizes.extend(sizes)
+            self._total += sum(sizes)
+        self._seen = end
 
     def tokens(self, overhead: int = 0) -> int:
         """The estimated tokens of a request of :meth:`messages` (as of its last call).

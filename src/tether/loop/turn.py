@@ -299,7 +299,9 @@ class TurnRunner:
         messages = await self._fit(driver, system, tools, signal)
         if messages is None:
             return _aborted_answer()
-        request = ModelRequest(model=options.model, messages=messages, system=system, tools=tools)
+        # The model a session/config chose in the log, else the agent's.
+        model = driver.history.model(options.model)
+        request = ModelRequest(model=model, messages=messages, system=system, tools=tools)
         request = await self._ctx.waterfall(REQUEST, request, agent)
         attempt = 0
         overflowed = False
@@ -325,7 +327,7 @@ class TurnRunner:
                         )
                     )
                     messages = driver.history.messages()
-                    request = ModelRequest(options.model, messages, system, tools)
+                    request = ModelRequest(model, messages, system, tools)
                     request = await self._ctx.waterfall(REQUEST, request, agent)
                     continue
             decision = await self._ctx.waterfall(
@@ -473,15 +475,11 @@ class TurnRunner:
 
 
 def _log_answer(session: Session, assembled: Assembled) -> None:
+    """Log the answer; an empty one only when it carries usage (the tokens were spent)."""
     message = assembled.message
-    if not message.content:
+    if not message.content and assembled.usage is None:
         return
-    usage = None
-    if assembled.usage is not None:
-        usage = {
-            "input_tokens": assembled.usage.input_tokens,
-            "output_tokens": assembled.usage.output_tokens,
-        }
+    usage = None if assembled.usage is None else assembled.usage.figures()
     session.append(
         AssistantMessageEvent(
             content=message.content,

@@ -9,6 +9,7 @@ from tether.content import AssistantMessage, Message, TextBlock, ToolMessage, Us
 from tether.session.compaction import ContextCompacted
 from tether.session.events import Event
 from tether.session.log import Session
+from tether.session.settings import HistoryCleared
 from tether.session.vocabulary import (
     AssistantMessageEvent,
     EventPayload,
@@ -17,6 +18,8 @@ from tether.session.vocabulary import (
 )
 
 __all__ = ["derive_messages", "derive_with_seqs", "summary_message"]
+
+_CLEARED = HistoryCleared.type
 
 _VISIBLE: dict[str, type[EventPayload]] = {
     cls.type: cls
@@ -49,6 +52,8 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
       summary inside that range (an earlier compaction) is replaced with the
       rest: the newer summary was made from it. Events between the range and
       the compaction stay as they are.
+    - ``history/cleared`` drops everything before it: the model sees only
+      what follows the last clear.
 
     Everything else is not model-visible and is skipped: turn and step
     markers, ``assistant/chunk`` (the assistant message carries the complete
@@ -76,6 +81,9 @@ def derive_with_seqs(source: Session | Iterable[Event]) -> tuple[list[Message], 
         # payload is built only when read.
         visible = _VISIBLE.get(event.type)
         if visible is None:
+            if event.type == _CLEARED:
+                messages.clear()
+                origins.clear()
             continue
         payload = event.payload
         if payload is None:

@@ -24,12 +24,18 @@ from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, h
 from tether.session.fields import freeze_data
 from tether.session.log_decoder import LogDecoder
 from tether.session.receipt import ToolStopped
+from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruct, format_error
 
 __all__ = ["DEFAULT_REGISTRY", "EventRegistry"]
 
-_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (*BUILTIN_PAYLOADS, ToolStopped, ContextCompacted)
+_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
+    *BUILTIN_PAYLOADS,
+    ToolStopped,
+    ContextCompacted,
+    *SETTINGS_PAYLOADS,
+)
 """Every type tether writes: a new registry knows them all."""
 
 _OBJECT = msgspec.json.Decoder(dict[str, object])

@@ -10,6 +10,8 @@
 Field names are the protocol's. Providers that speak it with extensions
 (DeepSeek, vLLM, llama.cpp server, Ollama) are covered by these rules:
 
+* ``delta.refusal`` (the model declined) streams as text and ends the
+  answer ``refusal``, whatever finish reason follows it;
 * reasoning arrives as ``delta.reasoning_content`` (DeepSeek, vLLM) or
   ``delta.reasoning`` and becomes :class:`ReasoningDelta`;
 * tool-call fragments are keyed by ``index``; a server that omits it gets
@@ -37,11 +39,18 @@ from tether.content import (
     ToolMessage,
     UserRoleMessage,
 )
-from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
+from tether.llm.adapters.decoding import (
+    closing_chunks,
+    event_data,
+    optional_count,
+    stream_error,
+    token_count,
+)
 from tether.llm.adapters.errors import ErrorCode
 from tether.llm.adapters.fragments import FragmentCache
 from tether.llm.adapters.http import dumps
 from tether.llm.chunks import (
+    Finish,
     FinishReason,
     ReasoningDelta,
     StreamChunk,
@@ -212,7 +221,15 @@ class StreamDecoder:
     usage after the finish reason, so both wait for the end).
     """
 
-    __slots__ = ("_calls", "_finish_reason", "_last_index", "_usage", "done", "provider")
+    __slots__ = (
+        "_calls",
+        "_finish_reason",
+        "_last_index",
+        "_refused",
+        "_usage",
+        "done",
+        "provider",
+    )
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
@@ -220,6 +237,8 @@ class StreamDecoder:
         """True once ``[DONE]`` arrived."""
         self._finish_reason: str | None = None
         self._usage: Usage | None = None
+        self._refused = False
+        """A ``delta.refusal`` arrived: the model declined to answer."""
         # Tool calls seen so far: index -> the id they go by.
         self._calls: dict[int, str] = {}
         self._last_index = 0
@@ -261,7 +280,7 @@ class StreamDecoder:
             ProviderError: the stream ended before a finish reason
                 (``transport``), or with one that reports a failure.
         """
-        return closing_chunks(
+        chunks = closing_chunks(
             self.provider,
             self._finish_reason,
             finishes=_FINISH,
@@ -269,6 +288,10 @@ class StreamDecoder:
             called_tools=bool(self._calls),
             usage=self._usage,
         )
+        if self._refused:
+            # The provider ends a refusal with an ordinary "stop".
+            chunks[-1] = Finish("refusal")
+        return chunks
 
     def _delta(self, delta: dict[str, Any], chunks: list[StreamChunk]) -> None:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -277,6 +300,11 @@ class StreamDecoder:
         content = delta.get("content")
         if isinstance(content, str) and content:
             chunks.append(TextDelta(content))
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            # The refusal's text is the answer the person sees.
+            self._refused = True
+            chunks.append(TextDelta(refusal))
         for call in delta.get("tool_calls") or ():
             if isinstance(call, dict):
                 chunks.append(self._call_delta(call))
@@ -322,13 +350,13 @@ def _usage(usage: dict[str, Any]) -> Usage:
     completion = token_count(usage.get("completion_tokens"))
     prompt_details = usage.get("prompt_tokens_details")
     completion_details = usage.get("completion_tokens_details")
-    cached = _optional_count(
+    cached = optional_count(
         prompt_details.get("cached_tokens") if isinstance(prompt_details, dict) else None
     )
     if cached is None:
         # DeepSeek reports cache hits beside the OpenAI details.
-        cached = _optional_count(usage.get("prompt_cache_hit_tokens"))
-    reasoning = _optional_count(
+        cached = optional_count(usage.get("prompt_cache_hit_tokens"))
+    reasoning = optional_count(
         completion_details.get("reasoning_tokens") if isinstance(completion_details, dict) else None
     )
     return Usage(
@@ -337,7 +365,3 @@ def _usage(usage: dict[str, Any]) -> Usage:
         reasoning_tokens=reasoning,
         cached_tokens=cached,
     )
-
-
-def _optional_count(value: object) -> int | None:
-    return None if value is None else token_count(value)

@@ -19,7 +19,14 @@ from tether.llm.chunks import Finish, FinishReason, StreamChunk, Usage
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
 
-__all__ = ["Decoder", "closing_chunks", "event_data", "stream_error", "token_count"]
+__all__ = [
+    "Decoder",
+    "closing_chunks",
+    "event_data",
+    "optional_count",
+    "stream_error",
+    "token_count",
+]
 
 
 class Decoder(Protocol):
@@ -83,6 +90,11 @@ def stream_error(provider: str, error: object) -> ProviderError:
 def token_count(value: object) -> int:
     """A token count as reported, or 0 for anything that is not a count."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def optional_count(value: object) -> int | None:
+    """A count the provider may leave out: ``None`` when absent or ``null``, not zero."""
+    return None if value is None else token_count(value)
 
 
 def closing_chunks(

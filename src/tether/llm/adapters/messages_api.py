@@ -36,7 +36,12 @@ from tether.content import (
     ToolMessage,
     UserRoleMessage,
 )
-from tether.llm.adapters.decoding import closing_chunks, event_data, stream_error, token_count
+from tether.llm.adapters.decoding import (
+    closing_chunks,
+    event_data,
+    optional_count,
+    stream_error,
+)
 from tether.llm.adapters.http import dumps
 from tether.llm.chunks import (
     FinishReason,
@@ -55,6 +60,15 @@ __all__ = ["ANTHROPIC_VERSION", "StreamDecoder", "request_body"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header this mapping follows."""
+
+_USAGE_FIGURES = (
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens",
+)
+"""The usage figures of the Messages API, each reported in ``message_start``
+or ``message_delta`` (``input_tokens`` excludes the cached parts)."""
 
 _FINISH: Mapping[str, FinishReason] = {
     "end_turn": "stop",
@@ -167,9 +181,7 @@ class StreamDecoder:
     """
 
     __slots__ = (
-        "_cached",
-        "_input",
-        "_output",
+        "_figures",
         "_stop_reason",
         "_tool_blocks",
         "_usage_seen",
@@ -182,9 +194,8 @@ class StreamDecoder:
         self.done = False
         """True once ``message_stop`` arrived."""
         self._stop_reason: str | None = None
-        self._input = 0
-        self._output = 0
-        self._cached: int | None = None
+        self._figures: dict[str, int] = {}
+        """The usage figures reported so far, by their wire names."""
         self._usage_seen = False
         self._tool_blocks: set[int] = set()
 
@@ -225,7 +236,15 @@ class StreamDecoder:
             ProviderError: the stream ended before a stop reason
                 (``transport``), or with one that reports a failure.
         """
-        usage = Usage(self._input, self._output, cached_tokens=self._cached)
+        figures = self._figures
+        read = figures.get("cache_read_input_tokens")
+        written = figures.get("cache_creation_input_tokens")
+        usage = Usage(
+            figures.get("input_tokens", 0) + (read or 0) + (written or 0),
+            figures.get("output_tokens", 0),
+            cached_tokens=read,
+            cache_creation_tokens=written,
+        )
         return closing_chunks(
             self.provider,
             self._stop_reason,
@@ -282,14 +301,13 @@ class StreamDecoder:
         return []
 
     def _read_usage(self, usage: dict[str, Any]) -> None:
+        """Fold one usage report in: ``message_start`` has the input figures,
+        ``message_delta`` the cumulative output (and, from some servers, the
+        input again). A figure that is absent or ``null`` keeps what an earlier
+        report said; it is not a report of zero."""
         self._usage_seen = True
-        fresh = token_count(usage.get("input_tokens"))
-        read = token_count(usage.get("cache_read_input_tokens"))
-        written = token_count(usage.get("cache_creation_input_tokens"))
-        if "input_tokens" in usage:
-            self._input = fresh + read + written
-        if "cache_read_input_tokens" in usage:
-            self._cached = read
-        if "output_tokens" in usage:
-            # Reported cumulatively: the last report is the total.
-            self._output = token_count(usage.get("output_tokens"))
+        for name in _USAGE_FIGURES:
+            count = optional_count(usage.get(name))
+            if count is not None:
+                # The output is reported cumulatively: the last report is the total.
+                self._figures[name] = count

@@ -72,6 +72,7 @@ _ENCODER = msgspec.json.Encoder()
 _EVENT_START = b'\n{"type":"'
 _TURN_START = b'\n{"type":"turn/start",'
 _USER_MESSAGE = b'\n{"type":"user/message",'
+_SESSION_TITLE = b'\n{"type":"session/title",'
 
 
 def header_line(header: HeaderRecord) -> bytes:
@@ -235,6 +236,16 @@ class SessionFile:
                 raise self._corrupt(self._line_number(start + found + 1), exc.reason) from None
             title = title_of(message.data_object())
             found = window.find(_USER_MESSAGE, line_end - 1)
+        named = window.rfind(_SESSION_TITLE)
+        if named >= 0:
+            # A title written for the session replaces the first prompt's.
+            line_end = window.index(b"\n", named + 1) + 1
+            try:
+                [titled] = parse_lines(window[named + 1 : line_end], None)
+            except BadRecordError as exc:
+                raise self._corrupt(self._line_number(start + named + 1), exc.reason) from None
+            written = titled.data_object().get("title")
+            title = written if isinstance(written, str) and written else title
         return Activity(window.count(_TURN_START), layout.last_event.time, title)
 
     def cut_torn_tail(self, layout: Layout) -> None:

@@ -32,6 +32,11 @@ def title_of(data: Mapping[str, object]) -> str | None:
         and block.get("type") == "text"
         and isinstance(block.get("text"), str)
     ]
+    return title_from(parts)
+
+
+def title_from(parts: Iterable[str]) -> str | None:
+    """The title made of the text ``parts`` of a first prompt (as :func:`title_of`)."""
     text = " ".join(" ".join(parts).split())
     if not text:
         return None
@@ -51,7 +56,8 @@ def _plain(data: Mapping[str, object] | msgspec.Raw) -> Mapping[str, object]:
 class Activity:
     """How far a session has got: its turns, its latest event and its title.
 
-    ``title`` comes from the first ``user/message`` that has text;
+    ``title`` comes from the first ``user/message`` that has text, or from the
+    last ``session/title`` when there is one;
     ``last_activity`` is ``None`` until the session has an event.
     """
 
@@ -86,5 +92,10 @@ class Activity:
                 turns += 1
             elif kind == "user/message" and title is None:
                 title = title_of(data())
+            elif kind == "session/title":
+                # A title written for the session replaces the first prompt's.
+                named = data().get("title")
+                if isinstance(named, str) and named:
+                    title = named
             last = time
         return Activity(turns, last, title)

@@ -1,0 +1,107 @@
+"""A session's configuration options (ACP ``configOptions``): the model and the mode.
+
+================  ===========  ================================================
+option id         category     values
+================  ===========  ================================================
+``model``         ``model``    the model the agent loop was configured with,
+                               the session's current model, then every model
+                               of the settings' catalog (:mod:`tether.llm.catalog`)
+``mode``          ``mode``     ``ask``, ``auto`` (:class:`~tether.acp.permissions.Mode`)
+================  ===========  ================================================
+
+Both are ``select`` options. A value outside the listed ones is refused
+(:class:`UnknownOptionError`, with the choices in its message); a model the
+provider then rejects fails the next prompt, and the session stays usable.
+Options are built as the JSON the wire carries, like the updates.
+"""
+
+from __future__ import annotations
+
+from tether.acp.errors import BridgeError
+from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
+from tether.llm.catalog import ModelCatalog
+from tether.session.settings import MODE_OPTION, MODEL_OPTION
+
+__all__ = [
+    "OPTION_IDS",
+    "UnknownOptionError",
+    "check_model",
+    "config_options",
+    "model_choices",
+    "parse_mode",
+]
+
+OPTION_IDS = (MODEL_OPTION, MODE_OPTION)
+
+
+class UnknownOptionError(BridgeError):
+    """A configuration option or a value the session does not offer."""
+
+
+def model_choices(catalog: ModelCatalog, configured: str, current: str) -> tuple[str, ...]:
+    """The models a session offers: the configured one, the current one, the catalog's."""
+    return tuple(dict.fromkeys((configured, current, *catalog.models)))
+
+
+def config_options(
+    catalog: ModelCatalog, *, configured: str, model: str, mode: Mode
+) -> list[dict[str, object]]:
+    """The ``configOptions`` of a session now (wire JSON)."""
+    models = []
+    for choice in model_choices(catalog, configured, model):
+        entry = catalog.get(choice)
+        option: dict[str, object] = {"value": choice, "name": catalog.label(choice)}
+        if entry is not None and entry.description:
+            option["description"] = entry.description
+        models.append(option)
+    return [
+        {
+            "id": MODEL_OPTION,
+            "name": "Model",
+            "description": "The model of the next request on.",
+            "category": "model",
+            "type": "select",
+            "currentValue": model,
+            "options": models,
+        },
+        {
+            "id": MODE_OPTION,
+            "name": "Mode",
+            "description": "When tool calls need the user's approval.",
+            "category": "mode",
+            "type": "select",
+            "currentValue": mode.value,
+            "options": [
+                {"value": each.value, "name": label, "description": description}
+                for each, (label, description) in MODE_DESCRIPTIONS.items()
+            ],
+        },
+    ]
+
+
+def parse_mode(value: str) -> Mode:
+    """The mode named ``value``.
+
+    Raises:
+        UnknownOptionError: there is none; the message lists the modes.
+    """
+    try:
+        return Mode(value)
+    except ValueError:
+        known = ", ".join(repr(m.value) for m in Mode)
+        raise UnknownOptionError(f"unknown mode {value!r}; the modes are {known}") from None
+
+
+def check_model(value: str, choices: tuple[str, ...]) -> str:
+    """``value`` if the session offers that model.
+
+    Raises:
+        UnknownOptionError: it does not; the message lists the models offered.
+    """
+    if value not in choices:
+        listed = ", ".join(repr(choice) for choice in choices)
+        raise UnknownOptionError(
+            f"unknown model {value!r}; this session offers {listed} "
+            "(add models to the llm settings, see docs/models.md)"
+        )
+    return value

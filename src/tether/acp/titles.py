@@ -1,0 +1,75 @@
+"""Session titles a model writes (``tether acp --title-model MODEL``).
+
+Right after a session's first prompt is logged, the bridge sends the
+heuristic title (the prompt's text, :mod:`tether.acp.lifecycle`) and, with a
+title model configured, asks that model for a short title in a request of its
+own: the prompt's text (its first 2,000 characters), a system prompt asking
+for at most six words, at most 32 output tokens. The answer's first line,
+without quotes or a final period and cut to 80 characters, is logged as
+``session/title`` and sent as ``session_info_update``; ``session/list`` and
+``tether sessions list`` show it from then on.
+
+The request is not part of the conversation (the model of the session never
+sees it) and costs tokens of its own, which are not counted in the session's
+usage. A model that fails, refuses or answers nothing leaves the heuristic
+title; the failure is logged, never shown as an error. Closing the session or
+the connection cancels a request still running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from tether.content import TextBlock, UserRoleMessage
+from tether.llm.assemble import Assembler
+from tether.llm.request import ModelRequest
+from tether.persist.backends.summary import title_from
+
+if TYPE_CHECKING:
+    from tether.llm.service import LlmView
+    from tether.runtime import CancelSignal
+
+__all__ = ["TITLE_SYSTEM", "generate_title"]
+
+log = logging.getLogger(__name__)
+
+TITLE_SYSTEM = (
+    "You name conversations. Answer with a title of at most six words for the "
+    "conversation that starts with the user's message, and nothing else."
+)
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
+"""Quotes a model may put around its title."""
+
+PROMPT_LIMIT = 2000
+"""Characters of the first prompt the title model reads."""
+
+
+async def generate_title(llm: LlmView, model: str, prompt: str, signal: CancelSignal) -> str | None:
+    """A title for a session that starts with ``prompt``; ``None`` if ``model`` gave none."""
+    try:
+        request = ModelRequest(
+            model=model,
+            messages=(UserRoleMessage((TextBlock(prompt[:PROMPT_LIMIT]),)),),
+            system=TITLE_SYSTEM,
+            max_tokens=32,
+        )
+    except ValueError as exc:
+        log.warning("title model %r: %s", model, exc)
+        return None
+    assembler = Assembler()
+    async with contextlib.aclosing(llm.stream(request, signal)) as stream:
+        async for chunk in stream:
+            assembler.feed(chunk)
+    answer = assembler.result()
+    if answer.finish.reason != "stop":
+        log.warning(
+            "title model %r gave no title (%s)", model, answer.finish.error or answer.finish.reason
+        )
+        return None
+    text = "".join(b.text for b in answer.message.content if isinstance(b, TextBlock))
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    return title_from([lines[0].strip().strip(_QUOTES).rstrip(".").strip()])

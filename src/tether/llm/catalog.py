@@ -1,0 +1,101 @@
+"""The models tether knows about: their context windows and prices, from settings.
+
+The ``llm`` service's configuration (the ``llm`` row of a composition) names
+models by their reference, each with what a client may want to show::
+
+    plugins:
+      - id: llm
+        config:
+          models:
+            "deepseek:deepseek-chat":
+              name: DeepSeek Chat
+              context_window: 131072
+              prices: {input: 0.27, output: 1.10, cached_input: 0.07}
+
+Prices are per million tokens, in ``currency`` (``USD`` unless set).
+:meth:`Prices.cost` prices one request's usage figures (as stored in
+``assistant/message``): cached input at ``cached_input`` and cache writes at
+``cache_creation`` when those are set, else at ``input``; output (reasoning
+included) at ``output``. Nothing here is guessed: a model the settings do not
+list has no context window and no price.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tether.runtime.checked import Checked, FieldError, meta
+
+__all__ = ["ModelCatalog", "ModelEntry", "Prices"]
+
+PER_TOKENS = 1_000_000
+"""Prices are per this many tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prices(Checked):
+    """What a model costs, per million tokens."""
+
+    input: float = field(metadata=meta("per million input tokens", ge=0))
+    output: float = field(metadata=meta("per million output tokens", ge=0))
+    cached_input: float | None = field(
+        default=None, metadata=meta("per million input tokens read from the cache", ge=0)
+    )
+    cache_creation: float | None = field(
+        default=None, metadata=meta("per million input tokens written to the cache", ge=0)
+    )
+    currency: str = field(default="USD", metadata=meta("ISO 4217 code"))
+
+    def __post_init__(self) -> None:
+        super(Prices, self).__post_init__()
+        if len(self.currency) != 3 or not self.currency.isalpha() or not self.currency.isupper():
+            raise FieldError(("currency",), f"must be an ISO 4217 code, got {self.currency!r}")
+
+    def cost(self, usage: Mapping[str, int]) -> float:
+        """The price of one request that used ``usage`` (``assistant/message`` figures)."""
+        prompt = usage.get("input_tokens", 0)
+        cached = usage.get("cached_input_tokens", 0)
+        written = usage.get("cache_creation_input_tokens", 0)
+        fresh = max(0, prompt - cached - written)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        written_price = self.input if self.cache_creation is None else self.cache_creation
+        total = (
+            fresh * self.input
+            + cached * cached_price
+            + written * written_price
+            + usage.get("output_tokens", 0) * self.output
+        )
+        return total / PER_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry(Checked):
+    """One model of the catalog."""
+
+    name: str | None = field(default=None, metadata=meta("the label a client shows"))
+    description: str | None = None
+    context_window: int | None = field(
+        default=None, metadata=meta("the model's context window, in tokens", ge=1)
+    )
+    prices: Prices | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCatalog:
+    """Known models by reference, in the order the settings list them."""
+
+    models: Mapping[str, ModelEntry] = field(default_factory=dict)
+
+    def get(self, model: str) -> ModelEntry | None:
+        """The entry of ``model``, or ``None`` when the settings do not list it."""
+        return self.models.get(model)
+
+    def label(self, model: str) -> str:
+        """What a client shows for ``model``: its configured name, else the reference."""
+        entry = self.models.get(model)
+        return model if entry is None or entry.name is None else entry.name
+
+    def choices(self, current: str) -> tuple[str, ...]:
+        """The models a picker offers: ``current`` first, then the catalog's others."""
+        return (current, *(model for model in self.models if model != current))
