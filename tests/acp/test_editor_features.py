@@ -150,7 +150,9 @@ async def test_slash_commands_and_the_todo_plan(tmp_path: Path) -> None:
         sid = await server.new_session()
         await server.client.wait_for(lambda: bool(updates_of(server, sid, AvailableCommandsUpdate)))
         offered = updates_of(server, sid, AvailableCommandsUpdate)[0].available_commands
-        assert {"clear", "model", "mode", "cost", "shout"} <= {c.name for c in offered}
+        assert {"clear", "compact", "model", "mode", "cost", "shout"} <= {c.name for c in offered}
+        assert await server.prompt(sid, "/compact") == "end_turn"
+        assert server.client.text(sid).endswith("nothing to compact yet")
 
         assert await server.prompt(sid, "/shout hi there") == "end_turn"
         assert server.client.text(sid).endswith("HI THERE")
