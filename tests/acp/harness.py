@@ -89,13 +89,15 @@ class Recorder:
     """The ACP client: records every update and permission request, answers as told.
 
     ``answer`` is the option id to pick, or ``"cancelled"``, or ``"error"``
-    (the client fails the request).
+    (the client fails the request); ``answers``, while it holds any, gives the
+    answers to the next requests in order instead.
     """
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, Any]] = []
         self.permission_requests: list[tuple[str, ToolCallUpdate, list[PermissionOption]]] = []
         self.answer = "allow-once"
+        self.answers: list[str] = []
         self._changed = asyncio.Event()
 
     async def session_update(self, session_id: str, update: Any, **_meta: Any) -> None:
@@ -111,12 +113,13 @@ class Recorder:
     ) -> RequestPermissionResponse:
         self.permission_requests.append((session_id, tool_call, options))
         self._changed.set()
-        if self.answer == "error":
+        answer = self.answers.pop(0) if self.answers else self.answer
+        if answer == "error":
             raise RequestError.internal_error({"details": "the client broke"})
-        if self.answer == "cancelled":
+        if answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
+            outcome=AllowedOutcome(outcome="selected", option_id=answer)
         )
 
     async def wait_for(self, predicate: Callable[[], bool]) -> None:

@@ -605,21 +605,22 @@ class Bridge:
     ) -> ToolInvocation:
         """``tool/before-execute``: apply the session's mode, then report the call running."""
         agent = invocation.exec.agent
-        record = self._record_of(agent)
+        record = self._governing(agent)
         if record is None or agent is None:
             return await next_(invocation)
         if record.mode is Mode.ASK and invocation.tool_name not in UNASKED_TOOLS:
             decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
             if decision is not PermissionDecision.ALLOW:
                 raise Veto(f"the user did not allow this {invocation.tool_name} call")
-        record.show_started(invocation.exec.call_id)
+        if record.agent is agent:
+            record.show_started(invocation.exec.call_id)
         return await next_(invocation)
 
     async def answer_permission(
         self, agent: Agent, invocation: ToolInvocation
     ) -> PermissionDecision | None:
         """``permission/request`` for the bridge's sessions: ask the client (fail closed)."""
-        record = self._record_of(agent)
+        record = self._governing(agent)
         if record is None or self._link is None:
             return None
         return await ask_client(self._link, record, invocation)
@@ -653,6 +654,24 @@ class Bridge:
     def record_of(self, agent: Agent | None) -> SessionRecord | None:
         """The bridge's record of ``agent``, if it is one of the bridge's sessions."""
         return self._record_of(agent)
+
+    def _governing(self, agent: Agent | None) -> SessionRecord | None:
+        """The session whose mode and grants rule ``agent``'s tool calls: its own,
+        or for a child agent (one another agent delegated to) its nearest
+        ancestor's, so a child never runs with more permission than the
+        session that started it. Its questions are asked in that session."""
+        agents = self._ctx.get(AGENTS)
+        for _level in range(16):
+            if agent is None:
+                return None
+            record = self._record_of(agent)
+            if record is not None:
+                return record
+            parent = agent.session.header.meta.get("parent")
+            if parent is None or agents is None:
+                return None
+            agent = agents.get(parent)
+        return None
 
     def _record_of(self, agent: Agent | None) -> SessionRecord | None:
         if agent is None:
