@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -59,6 +59,7 @@ from tether.acp.errors import (
     BridgeClosedError,
     BridgeError,
     CwdMismatchError,
+    McpUnsupportedError,
     NotStoredError,
     UnknownSessionError,
 )
@@ -85,6 +86,7 @@ from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
 
 if TYPE_CHECKING:
+    from tether.mcp.servers import ServerSpec
     from tether.persist.backends.base import SessionSummary
     from tether.runtime import Context
 
@@ -154,24 +156,33 @@ class Bridge:
 
     # -- session/new, session/load, session/list ----------------------------------
 
-    async def create(self, cwd: str) -> SessionRecord:
-        """Create a session (and its agent) working in ``cwd``.
+    async def create(self, cwd: str, servers: Sequence[ServerSpec] = ()) -> SessionRecord:
+        """Create a session (and its agent) working in ``cwd``, with the MCP ``servers``
+        the client offered started in the agent's scope (see :mod:`tether.mcp.plugin`).
 
         Raises:
             BridgeClosedError: the bridge is closing (nothing stays registered).
+            McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs.
             AgentError: from ``ctx.agents.create``.
         """
-        return await self._owned(self._create(cwd))
+        attach = self._mcp_setup(servers)
+        return await self._owned(self._create(cwd, attach))
 
-    async def load(self, session_id: str, cwd: str) -> SessionRecord:
+    async def load(
+        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
+    ) -> SessionRecord:
         """Open the stored session ``session_id`` and replay its history to the client.
 
         Every update of the replay is written before this returns. Loading a
         session this bridge already has open replays it again.
 
+        ``servers`` are started as for :meth:`create` (a session already open
+        keeps the servers it has).
+
         Raises:
             CwdMismatchError: the session belongs to another directory.
             BridgeClosedError: the bridge is closing (nothing stays registered).
+            McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs.
             AgentError, SessionNotFoundError, CorruptLogError: from ``ctx.agents.resume``.
         """
         open_record = self._records.get(session_id)
@@ -179,7 +190,8 @@ class Bridge:
             _check_cwd(open_record.agent, cwd)
             open_record.replay(open_record.agent.session.events)
             return open_record
-        return await self._owned(self._load(session_id, cwd))
+        attach = self._mcp_setup(servers)
+        return await self._owned(self._load(session_id, cwd, attach))
 
     async def stored_sessions(self, cwd: str | None = None) -> list[SessionSummary]:
         """Readable stored sessions (newest activity first), those of ``cwd`` only if given."""
@@ -195,19 +207,39 @@ class Bridge:
             and (cwd is None or _same_dir(summary.cwd, cwd))
         ]
 
-    async def _create(self, cwd: str) -> SessionRecord:
+    def _mcp_setup(self, servers: Sequence[ServerSpec]) -> Callable[[Agent], Awaitable[object]]:
+        """What starts ``servers`` in an agent's scope during its setup.
+
+        Raises:
+            McpUnsupportedError: there are servers and no ``mcp`` plugin.
+        """
+        if not servers:
+            return _nothing
+        from tether.mcp.plugin import MCP
+
+        mcp = self._ctx.get(MCP)
+        if mcp is None:
+            raise McpUnsupportedError()
+        return lambda agent: mcp.attach(agent, servers)
+
+    async def _create(
+        self, cwd: str, attach: Callable[[Agent], Awaitable[object]]
+    ) -> SessionRecord:
         link = self._check_open()
         built: list[SessionRecord] = []
 
         async def setup(agent: Agent) -> None:
             record = SessionRecord(agent, link, self.config.mode, hold=False)
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
+            await attach(agent)
             built.append(record)
 
         handle = await self._agents.create(cwd=cwd, setup=setup)
         return await self._publish(built[0], handle)
 
-    async def _load(self, session_id: str, cwd: str) -> SessionRecord:
+    async def _load(
+        self, session_id: str, cwd: str, attach: Callable[[Agent], Awaitable[object]]
+    ) -> SessionRecord:
         link = self._check_open()
         built: list[tuple[SessionRecord, int]] = []
         mismatch: list[CwdMismatchError] = []
@@ -220,6 +252,7 @@ class Bridge:
                 raise
             record = SessionRecord(agent, link, self.config.mode, hold=True)
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
+            await attach(agent)
             built.append((record, len(agent.session.events)))
 
         try:
@@ -456,6 +489,10 @@ class Bridge:
         self._work.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: its awaiter (or the teardown) reports it
+
+
+async def _nothing(agent: Agent) -> None:
+    """The MCP setup of a session the client offered no servers for."""
 
 
 def _check_cwd(agent: Agent, cwd: str) -> None:

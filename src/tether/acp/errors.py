@@ -34,3 +34,12 @@ class BridgeClosedError(BridgeError):
 
 class NotStoredError(BridgeError):
     """What a request would acknowledge could not be written to disk."""
+
+
+class McpUnsupportedError(BridgeError):
+    """The client offered MCP servers, but no ``mcp`` plugin is mounted to run them."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this tether runs no MCP servers: its composition has no 'mcp' plugin (tether.mcp)"
+        )

@@ -61,6 +61,7 @@ from tether.acp.transport import INVALID_REQUEST, FrameTransport
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
     from tether.acp.updates import SessionUpdate
+    from tether.mcp.servers import ServerSpec
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +153,11 @@ class AcpServer:
         **_meta: object,
     ) -> NewSessionResponse:
         directory = _absolute(cwd, existing=True)
-        if mcp_servers:
-            log.warning("MCP servers are not supported; ignoring the ones the client offered")
+        servers = _mcp_servers(mcp_servers)
         self._track_handler()
         bridge = await self._bridge()
         with _errors():
-            record = await bridge.create(directory)
+            record = await bridge.create(directory, servers)
             await bridge.acknowledge(record.id, created=True)
         return NewSessionResponse(session_id=record.id, modes=_modes(record.mode))
 
@@ -171,10 +171,11 @@ class AcpServer:
     ) -> LoadSessionResponse:
         directory = _absolute(cwd)
         session_id = _text("sessionId", session_id)
+        servers = _mcp_servers(mcp_servers)
         self._track_handler()
         bridge = await self._bridge()
         with _errors():
-            record = await bridge.load(session_id, directory)
+            record = await bridge.load(session_id, directory, servers)
             await bridge.acknowledge(record.id)
         await self._drain()
         return LoadSessionResponse(modes=_modes(record.mode))
@@ -332,6 +333,17 @@ def _modes(current: Mode) -> SessionModeState:
     )
 
 
+def _mcp_servers(value: object) -> tuple[ServerSpec, ...]:
+    """The ``mcpServers`` of a request, checked (a malformed entry is ``Invalid params``)."""
+    from tether.mcp.errors import McpConfigError
+    from tether.mcp.servers import from_acp
+
+    try:
+        return from_acp(value)
+    except McpConfigError as exc:
+        raise _invalid(str(exc)) from None
+
+
 def _invalid(message: str) -> RequestError:
     return RequestError(INVALID_PARAMS, f"Invalid params: {message}")
 
@@ -357,6 +369,7 @@ def _errors() -> Iterator[None]:
     from tether.acp.errors import (
         BridgeClosedError,
         CwdMismatchError,
+        McpUnsupportedError,
         NotStoredError,
         PromptInFlightError,
         UnknownSessionError,
@@ -376,6 +389,7 @@ def _errors() -> Iterator[None]:
         CwdMismatchError,
         AgentConflictError,
         InvalidSessionIdError,
+        McpUnsupportedError,
     ) as exc:
         raise _invalid(str(exc)) from None
     except PromptInFlightError as exc:
