@@ -13,6 +13,7 @@ import asyncio
 import os
 import sys
 import time
+from pathlib import Path
 
 from mcp.server.fastmcp import FastMCP
 
@@ -42,8 +43,7 @@ async def wait(seconds: float, marker: str = "") -> str:
     """Sleep asynchronously; write ``marker`` (a path) when done."""
     await asyncio.sleep(seconds)
     if marker:
-        with open(marker, "w") as out:
-            out.write("finished")
+        Path(marker).write_text("finished")  # noqa: ASYNC240
     return "waited"
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tests.acp.harness import AcpProcess, serving
-from tests.mcp.support import stdio, results, notices
+from tests.mcp.support import results, stdio
 
 
 async def new_session(server: AcpProcess, *servers: object, cwd: Path | None = None) -> str:

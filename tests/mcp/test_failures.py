@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 
@@ -148,6 +147,3 @@ def _running(server: object, sid: str) -> int:
 
     updates = server.client.of(sid)  # type: ignore[attr-defined]
     return sum(isinstance(u, ToolCallProgress) and u.status == "in_progress" for u in updates)
-
-
-del json

@@ -210,8 +210,9 @@ class StdioProcess:
 
     async def _pump_stdout(self, sink: MemoryObjectSendStream[Any]) -> None:
         import anyio
-        from mcp import types
         from mcp.shared.message import SessionMessage
+
+        from mcp import types
 
         stream = self._process.stdout
         assert stream is not None
