@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +57,30 @@ def notices(log: list[dict[str, Any]]) -> list[str]:
         if event["type"] == "user/message" and event["data"].get("source") == "notice"
         for block in event["data"]["content"]
     ]
+
+
+@asynccontextmanager
+async def http_server(mode: str) -> AsyncIterator[str]:
+    """The SDK test server over ``mode`` (``http`` or ``sse``) on 127.0.0.1; yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        SDK_SERVER,
+        mode,
+        str(port),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    try:
+        async with asyncio.timeout(30):
+            while b"Uvicorn running on" not in await process.stderr.readline():
+                pass
+        path = "/mcp" if mode == "http" else "/sse"
+        yield f"http://127.0.0.1:{port}{path}"
+    finally:
+        process.kill()
+        await process.wait()

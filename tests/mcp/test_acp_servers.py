@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.acp.harness import AcpProcess, serving
-from tests.mcp.support import results, stdio
+from tests.mcp.support import http, http_server, results, sse, stdio
 
 
 async def new_session(server: AcpProcess, *servers: object, cwd: Path | None = None) -> str:
@@ -87,3 +89,25 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@pytest.mark.parametrize("mode", ["http", "sse"])
+async def test_an_http_server_tools_are_called_over_its_transport(
+    tmp_path: Path, mode: str
+) -> None:
+    async with (
+        http_server(mode) as url,
+        serving(tmp_path, "--mode", "auto", model="offline") as server,
+    ):
+        offered = http("web", url) if mode == "http" else sse("web", url)
+        sid = await new_session(server, offered)
+        assert await server.prompt(sid, call("mcp__web__echo", text=mode)) == "end_turn"
+        assert results(server.log(sid)) == [("mcp__web__echo", f"echo: {mode}", False)]
+
+
+async def test_initialize_advertises_the_mcp_transports_that_work(tmp_path: Path) -> None:
+    async with serving(tmp_path, initialize=False) as server:
+        answer = await server.conn.initialize(protocol_version=1)
+        capabilities = answer.agent_capabilities
+        assert capabilities is not None and capabilities.mcp_capabilities is not None
+        assert capabilities.mcp_capabilities.http and capabilities.mcp_capabilities.sse
