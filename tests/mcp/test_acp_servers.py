@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.acp.harness import AcpProcess, serving
-from tests.mcp.support import http, http_server, results, sse, stdio
+from tests.acp.harness import SCRIPTED, AcpProcess, serving
+from tests.mcp.support import SDK_SERVER, http, http_server, results, sse, stdio
 
 
 async def new_session(server: AcpProcess, *servers: object, cwd: Path | None = None) -> str:
@@ -111,3 +112,36 @@ async def test_initialize_advertises_the_mcp_transports_that_work(tmp_path: Path
         capabilities = answer.agent_capabilities
         assert capabilities is not None and capabilities.mcp_capabilities is not None
         assert capabilities.mcp_capabilities.http and capabilities.mcp_capabilities.sse
+
+
+def configured(every: dict[str, object], agents: dict[str, object] | None = None) -> str:
+    """The test composition with the ``mcp`` row configured (JSON is YAML)."""
+    config = json.dumps({"servers": every, "agents": agents or {}})
+    escaped = config.replace("{", "{{").replace("}", "}}")
+    return SCRIPTED + f"  - id: mcp\n    plugin: tether.mcp.plugin\n    config: {escaped}\n"
+
+
+async def test_configured_servers_serve_every_session_and_their_own_agent(
+    tmp_path: Path,
+) -> None:
+    sdk = {"command": sys.executable, "args": [SDK_SERVER]}
+    home = tmp_path / "home"
+    async with serving(tmp_path, model="offline", home=home) as server:
+        stored = await new_session(server)
+    overlay = configured({"shared": sdk}, {stored: {"servers": {"own": sdk}}})
+    async with serving(tmp_path, "--mode", "auto", overlay=overlay, model="offline") as server:
+        fresh = await new_session(server)
+        await server.conn.load_session(cwd=str(home), session_id=stored, mcp_servers=[])
+        for sid in (fresh, stored):
+            assert await server.prompt(sid, call("mcp__shared__echo", text=sid)) == "end_turn"
+        assert await server.prompt(stored, call("mcp__own__echo", text="mine")) == "end_turn"
+        assert await server.prompt(fresh, call("mcp__own__echo", text="mine")) == "end_turn"
+        assert [r[1] for r in results(server.log(stored))] == [f"echo: {stored}", "echo: mine"]
+        assert [r[1] for r in results(server.log(fresh))] == [f"echo: {fresh}"]
+
+
+async def test_a_bad_mcp_configuration_names_the_field(tmp_path: Path) -> None:
+    overlay = configured({"broken": {"args": ["x"]}})
+    async with serving(tmp_path, overlay=overlay, model="offline") as server:
+        await new_session(server)
+    assert "config.servers.broken.command: must be a non-empty string" in server.stderr()

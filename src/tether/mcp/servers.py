@@ -116,7 +116,7 @@ def _entry(where: str, entry: Mapping[str, object], kind: object, *, pairs: bool
             name=name,
             command=command,
             args=_strings(f"{where}.args", entry.get("args", ())),
-            env=_variables(f"{where}.env", entry.get("env", ()), pairs=pairs),
+            env=_variables(f"{where}.env", entry.get("env", () if pairs else {}), pairs=pairs),
             cwd=cwd,
         )
     if kind in ("http", "sse"):
@@ -124,7 +124,9 @@ def _entry(where: str, entry: Mapping[str, object], kind: object, *, pairs: bool
         url = entry.get("url")
         if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", url):
             raise McpConfigError(f"{where}.url: must be an http:// or https:// URL")
-        headers = _variables(f"{where}.headers", entry.get("headers", ()), pairs=pairs)
+        headers = _variables(
+            f"{where}.headers", entry.get("headers", () if pairs else {}), pairs=pairs
+        )
         transport: Literal["http", "sse"] = "http" if kind == "http" else "sse"
         return HttpServer(name=name, url=url, transport=transport, headers=headers)
     raise McpConfigError(f"{where}.type: must be 'stdio', 'http' or 'sse', got {kind!r}")
