@@ -38,9 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.agent.events import AGENT_CREATED, AGENT_SETUP
 from tether.agent.types import Agent, UserMessage
-from tether.mcp.connection import McpConnection, McpSettings
 from tether.mcp.errors import McpConfigError, McpStartError
-from tether.mcp.servers import ServerSpec, from_config
 from tether.persist.location import data_dir
 from tether.runtime.checked import Checked, FieldError, meta
 from tether.runtime.keys import ServiceKey
@@ -50,6 +48,8 @@ from tether.tools.errors import ToolConflictError
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
+    from tether.mcp.connection import McpConnection, McpSettings
+    from tether.mcp.servers import ServerSpec
     from tether.runtime import Context
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,10 @@ class Config(Checked):
 
     def __post_init__(self) -> None:
         super(Config, self).__post_init__()
+        if not self.servers and not self.agents:
+            return
+        from tether.mcp.servers import from_config
+
         for where, rows in self._rows():
             try:
                 from_config(rows, where)
@@ -107,6 +111,8 @@ class Config(Checked):
 
     @property
     def settings(self) -> McpSettings:
+        from tether.mcp.connection import McpSettings
+
         return McpSettings(
             startup_timeout=self.startup_timeout_ms / 1000,
             call_timeout=self.call_timeout_ms / 1000 if self.call_timeout_ms else None,
@@ -120,9 +126,11 @@ class McpService:
     """``ctx.mcp``: starts servers for agents, in the agents' own scopes."""
 
     def __init__(self, config: Config, guard: OrphanGuard) -> None:
+        from tether.mcp.servers import from_config
+
         self._config = config
-        self.settings = config.settings
-        self._everyone = from_config(config.servers, "servers")
+        self._settings: McpSettings | None = None
+        self._everyone = from_config(config.servers, "servers") if config.servers else ()
         self._guard = guard
         self._attached: dict[str, tuple[Agent, set[str]]] = {}
         """The server names each live agent has, by agent id."""
@@ -134,6 +142,8 @@ class McpService:
         own = self._config.agents.get(agent.id)
         if own is None:
             return self._everyone
+        from tether.mcp.servers import from_config
+
         mine = from_config(own.servers, f"agents.{agent.id}.servers")
         names = {spec.name for spec in mine}
         return (*(spec for spec in self._everyone if spec.name not in names), *mine)
@@ -200,7 +210,16 @@ class McpService:
         agent.ctx.defer(forget, label="mcp servers")
         return names
 
+    @property
+    def settings(self) -> McpSettings:
+        """The limits servers run under (built when a first server starts)."""
+        if self._settings is None:
+            self._settings = self._config.settings
+        return self._settings
+
     async def _start(self, agent: Agent, spec: ServerSpec) -> list[str]:
+        from tether.mcp.connection import McpConnection
+
         connection = McpConnection(
             spec,
             self.settings,

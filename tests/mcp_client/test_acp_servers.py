@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.acp.harness import SCRIPTED, AcpProcess, serving
-from tests.mcp.support import SDK_SERVER, http, http_server, results, sse, stdio
+from tests.mcp_client.support import SDK_SERVER, http, http_server, results, sse, stdio
 
 
 async def new_session(server: AcpProcess, *servers: object, cwd: Path | None = None) -> str:

@@ -10,8 +10,8 @@ import pytest
 from acp.exceptions import RequestError
 
 from tests.acp.harness import SCRIPTED, serving
-from tests.mcp.support import RAW_SERVER, command, notices, results, stdio
-from tests.mcp.test_acp_servers import _alive, call, new_session
+from tests.mcp_client.support import RAW_SERVER, command, notices, results, stdio
+from tests.mcp_client.test_acp_servers import _alive, call, new_session
 
 QUICK = SCRIPTED + (
     "  - id: mcp\n    plugin: tether.mcp.plugin\n"

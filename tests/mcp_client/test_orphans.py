@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tests.acp.harness import serving
 from tests.acp.test_orphans import WITHIN, _recorded, _until, _watchdog_of, state_file
-from tests.mcp.support import SDK_SERVER, command, results
-from tests.mcp.test_acp_servers import call, new_session
+from tests.mcp_client.support import SDK_SERVER, command, results
+from tests.mcp_client.test_acp_servers import call, new_session
 from tests.shell.support import alive, ended
 
 
