@@ -137,6 +137,10 @@ class McpConnection:
         """Stop the session and the server; return when both are gone. Idempotent."""
         self._closing = True
         self._stop.set()
+        if self._session is None and self._process is not None:
+            # Not initialized (a start that failed or timed out): nothing to close
+            # gracefully, and a server stuck before its answer holds the task up.
+            await self._process.stop(self._settings.kill_grace)
         task = self._task
         if task is not None:
             try:
