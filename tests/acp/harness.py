@@ -87,7 +87,8 @@ class Recorder:
     """The ACP client: records every update and permission request, answers as told.
 
     ``answer`` is the option id to pick, or ``"cancelled"``, or ``"error"``
-    (the client fails the request).
+    (the client fails the request), or ``"unsupported"`` (it answers ``-32601``),
+    or ``"never"`` (it never answers).
     """
 
     def __init__(self) -> None:
@@ -111,6 +112,10 @@ class Recorder:
         self._changed.set()
         if self.answer == "error":
             raise RequestError.internal_error({"details": "the client broke"})
+        if self.answer == "unsupported":
+            raise RequestError.method_not_found("session/request_permission")
+        if self.answer == "never":
+            await asyncio.Event().wait()
         if self.answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(

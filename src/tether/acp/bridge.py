@@ -52,7 +52,7 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tether.acp.asking import ask_client
 from tether.acp.errors import (
@@ -107,6 +107,8 @@ class Config(BaseModel):
 
     mode: Mode = Mode.ASK
     """The permission mode new sessions start in."""
+    permission_timeout: float = Field(default=600.0, gt=0)
+    """Seconds a permission question may stay unanswered; then it is a rejection."""
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -433,6 +435,10 @@ class Bridge:
         if record.mode is Mode.ASK:
             decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
             if decision is not PermissionDecision.ALLOW:
+                if invocation.exec.signal.cancelled:
+                    # The question was withdrawn by a cancel: the pipeline ends the
+                    # call as cancelled, not as denied.
+                    return invocation
                 raise Veto(f"the user did not allow this {invocation.tool_name} call")
         record.show_started(invocation.exec.call_id)
         return await next_(invocation)
@@ -444,7 +450,9 @@ class Bridge:
         record = self._record_of(agent)
         if record is None or self._link is None:
             return None
-        return await ask_client(self._link, record, invocation)
+        return await ask_client(
+            self._link, record, invocation, answer_within=self.config.permission_timeout
+        )
 
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: a session disposed by another owner leaves the bridge."""

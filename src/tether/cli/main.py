@@ -116,9 +116,27 @@ def build_parser() -> argparse.ArgumentParser:
     acp.add_argument(
         "--images", action="store_true", help="accept images in prompts (for models that read them)"
     )
+    acp.add_argument(
+        "--permission-timeout",
+        type=_positive_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="a permission question the editor leaves unanswered this long is a rejection "
+        "(default: 600)",
+    )
 
     commands.add_parser("demo", help="tour the plugin runtime")
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,6 +44,7 @@ from tether.runtime.signal import Cancelled, CancelSignal
 
 if TYPE_CHECKING:
     from mcp import ClientSession, types
+
     from tether.agent.types import Agent
     from tether.shell.guard import OrphanGuard
 
