@@ -127,9 +127,6 @@ class McpConnection:
                 f"it did not answer initialize and tools/list within "
                 f"{self._settings.startup_timeout:g} s"
             ) from None
-        except McpStartError:
-            await self.close()
-            raise
         except BaseException:
             await self.close()
             raise
@@ -165,14 +162,17 @@ class McpConnection:
                 await self._until_stopped()
         except BaseException as exc:
             if not ready.done():
-                ready.set_exception(_start_error(exc, self._process))
+                if self._closing or not isinstance(exc, Exception):
+                    ready.cancel()  # nobody waits for it any more
+                else:
+                    ready.set_exception(_start_error(exc, self._process))
             elif not self._closing:
                 self._lose(f"its connection failed: {_describe(exc)}")
             if not isinstance(exc, Exception):
                 raise
         finally:
             self._session = None
-        if ready.done() and ready.exception() is None and not self._closing:
+        if not ready.cancelled() and ready.exception() is None and not self._closing:
             self._lose(self._exit_reason())
 
     async def _until_stopped(self) -> None:
@@ -373,8 +373,8 @@ def _next_request_id(session: ClientSession) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _start_error(exc: BaseException, process: StdioProcess | None) -> BaseException:
-    if isinstance(exc, McpStartError) or not isinstance(exc, Exception):
+def _start_error(exc: Exception, process: StdioProcess | None) -> Exception:
+    if isinstance(exc, McpStartError):
         return exc
     if process is not None and process.exited.done():
         return McpStartError(f"it {process.describe_exit()}")
