@@ -22,66 +22,48 @@ def call(tool: str, **arguments: object) -> str:
 
 
 async def test_a_stdio_server_tools_are_called_as_mcp_server_tool(tmp_path: Path) -> None:
-    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
-        sid = await new_session(server, stdio("files"))
-        assert await server.prompt(sid, call("mcp__files__echo", text="hi")) == "end_turn"
-        assert results(server.log(sid)) == [("mcp__files__echo", "echo: hi", False)]
+    """Called with their arguments checked against the server's schema; the server's
+    environment is a tool's (no secrets) plus the entry's own ``env``; the session's
+    permission mode applies."""
+    secret = {"OPENAI_API_KEY": "sk-hidden"}
+    async with serving(tmp_path, "--mode", "auto", model="offline", env=secret) as server:
+        sid = await new_session(server, stdio("files", GREETING="hello"))
+        for prompt in (
+            call("mcp__files__echo", text="hi"),
+            call("mcp__files__echo", text=5),
+            call("mcp__files__env", name="GREETING"),
+            call("mcp__files__env", name="OPENAI_API_KEY"),
+        ):
+            assert await server.prompt(sid, prompt) == "end_turn"
+        echo, invalid, greeting, key = results(server.log(sid))
+        assert echo == ("mcp__files__echo", "echo: hi", False)
+        assert invalid[2] and "invalid arguments" in invalid[1] and "text" in invalid[1]
+        assert greeting[1:] == ("hello", False) and key[1:] == ("<unset>", False)
+
+        await server.conn.set_session_mode(session_id=sid, mode_id="ask")
+        server.client.answer = "reject-once"
+        assert await server.prompt(sid, call("mcp__files__echo", text="no")) == "end_turn"
+        ((_, tool_call, _),) = server.client.permission_requests
+        assert "mcp__files__echo" in (tool_call.title or "")
+        content, is_error = results(server.log(sid))[-1][1:]
+        assert is_error and content.startswith("denied")
 
 
 async def test_a_server_of_session_a_is_invisible_to_b_and_dies_with_a(tmp_path: Path) -> None:
     async with serving(tmp_path, "--mode", "auto", model="offline") as server:
         a = await new_session(server, stdio("files"))
-        b = await new_session(server)
+        b = await new_session(server, stdio("other"))
         assert await server.prompt(a, call("mcp__files__pid")) == "end_turn"
-        pid = int(results(server.log(a))[0][1])
+        assert await server.prompt(b, call("mcp__other__pid")) == "end_turn"
+        pids = [int(results(server.log(sid))[0][1]) for sid in (a, b)]
+        assert pids[0] != pids[1] and all(_alive(pid) for pid in pids)
         assert await server.prompt(b, call("mcp__files__pid")) == "end_turn"
         # B's model is not even offered A's tools.
-        assert results(server.log(b)) == []
+        assert len(results(server.log(b))) == 1
         assert "There is no tool 'mcp__files__pid' here" in server.client.text(b)
         assert "mcp__files__pid" not in server.client.text(b).partition("offered are:")[2]
-        assert _alive(pid)
         await server.close_stdin()
-        assert not _alive(pid)
-
-
-async def test_each_session_gets_its_own_server_process(tmp_path: Path) -> None:
-    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
-        pids = []
-        for _ in range(2):
-            sid = await new_session(server, stdio("files"))
-            assert await server.prompt(sid, call("mcp__files__pid")) == "end_turn"
-            pids.append(int(results(server.log(sid))[0][1]))
-        assert pids[0] != pids[1] and all(_alive(pid) for pid in pids)
-
-
-async def test_the_server_environment_has_no_secrets_and_gets_its_env(tmp_path: Path) -> None:
-    secret = {"OPENAI_API_KEY": "sk-hidden"}
-    async with serving(tmp_path, "--mode", "auto", model="offline", env=secret) as server:
-        sid = await new_session(server, stdio("files", GREETING="hello"))
-        assert await server.prompt(sid, call("mcp__files__env", name="GREETING")) == "end_turn"
-        assert (
-            await server.prompt(sid, call("mcp__files__env", name="OPENAI_API_KEY")) == "end_turn"
-        )
-        assert [r[1] for r in results(server.log(sid))] == ["hello", "<unset>"]
-
-
-async def test_ask_mode_asks_the_client_before_an_mcp_call(tmp_path: Path) -> None:
-    async with serving(tmp_path, model="offline") as server:
-        sid = await new_session(server, stdio("files"))
-        server.client.answer = "reject-once"
-        assert await server.prompt(sid, call("mcp__files__echo", text="no")) == "end_turn"
-        ((_, tool_call, _),) = server.client.permission_requests
-        assert "mcp__files__echo" in (tool_call.title or "")
-        ((_, content, is_error),) = results(server.log(sid))
-        assert is_error and content.startswith("denied")
-
-
-async def test_invalid_arguments_are_refused_by_the_server_schema(tmp_path: Path) -> None:
-    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
-        sid = await new_session(server, stdio("files"))
-        assert await server.prompt(sid, call("mcp__files__echo", text=5)) == "end_turn"
-        ((_, content, is_error),) = results(server.log(sid))
-        assert is_error and "invalid arguments" in content and "text" in content
+        assert not any(_alive(pid) for pid in pids)
 
 
 def _alive(pid: int) -> bool:

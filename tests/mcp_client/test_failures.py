@@ -20,26 +20,25 @@ QUICK = SCRIPTED + (
 """The test composition, with short MCP timeouts."""
 
 
-@pytest.mark.parametrize(
-    ("entry", "error"),
-    [
-        ({"name": "x"}, "mcpServers[0].command: must be a non-empty string"),
-        ({"name": "", "command": "true", "args": [], "env": []}, "mcpServers[0].name"),
-        ({"type": "http", "name": "x", "url": "ftp://h", "headers": []}, "must be an http://"),
-        ({"type": "pigeon", "name": "x"}, "mcpServers[0]"),
-        ("a string", "mcpServers[0]"),
-    ],
-)
-async def test_a_malformed_mcp_servers_entry_is_invalid_params(
-    tmp_path: Path, entry: object, error: str
-) -> None:
+MALFORMED = [
+    ({"name": "x"}, "mcpServers[0].command: must be a non-empty string"),
+    ({"name": "", "command": "true", "args": [], "env": []}, "mcpServers[0].name"),
+    ({"type": "http", "name": "x", "url": "ftp://h", "headers": []}, "must be an http://"),
+    ({"type": "pigeon", "name": "x"}, "mcpServers[0]"),
+    ("a string", "mcpServers[0]"),
+]
+
+
+async def test_a_malformed_mcp_servers_entry_is_invalid_params(tmp_path: Path) -> None:
     async with serving(tmp_path, model="offline") as server:
-        params = {"cwd": str(server.home), "mcpServers": [entry]}
-        answer = await server.frame_answer(
-            {"jsonrpc": "2.0", "id": 90, "method": "session/new", "params": params}, 90
-        )
-        assert answer["error"]["code"] == -32602
-        assert error in answer["error"]["message"]
+        for number, (entry, error) in enumerate(MALFORMED, start=90):
+            for method in ("session/new", "session/load"):
+                params = {"cwd": str(server.home), "sessionId": "s", "mcpServers": [entry]}
+                frame = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+                answer = await server.frame_answer(frame, number)
+                assert answer["error"]["code"] == -32602, (method, entry)
+                assert error in answer["error"]["message"], (method, entry)
+        assert server.ledger() == []  # no session was created
 
 
 async def test_two_servers_with_one_name_are_refused(tmp_path: Path) -> None:
