@@ -171,8 +171,14 @@ class McpService:
         names = self._names_of(agent)
         fresh = [spec for spec in specs if spec.name not in names]
         names.update(spec.name for spec in fresh)
-        reports = await asyncio.gather(*(self._start(agent, spec) for spec in fresh))
-        problems = [problem for report in reports for problem in report]
+        try:
+            async with asyncio.TaskGroup() as group:
+                starts = [group.create_task(self._start(agent, spec)) for spec in fresh]
+        except BaseExceptionGroup as failed:
+            if len(failed.exceptions) == 1:
+                raise failed.exceptions[0] from None
+            raise
+        problems = [problem for start in starts for problem in start.result()]
         if problems:
             for problem in problems:
                 log.warning("session %s: %s", agent.id, problem)
