@@ -89,8 +89,9 @@ class Recorder:
     """The ACP client: records every update and permission request, answers as told.
 
     ``answer`` is the option id to pick, or ``"cancelled"``, or ``"error"``
-    (the client fails the request); ``answers``, while it holds any, gives the
-    answers to the next requests in order instead.
+    (the client fails the request), or ``"unsupported"`` (it answers ``-32601``),
+    or ``"never"`` (it never answers); ``answers``, while it holds any, gives
+    the answers to the next requests in order instead.
     """
 
     def __init__(self) -> None:
@@ -116,6 +117,10 @@ class Recorder:
         answer = self.answers.pop(0) if self.answers else self.answer
         if answer == "error":
             raise RequestError.internal_error({"details": "the client broke"})
+        if answer == "unsupported":
+            raise RequestError.method_not_found("session/request_permission")
+        if answer == "never":
+            await asyncio.Event().wait()
         if answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(

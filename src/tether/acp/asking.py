@@ -1,10 +1,16 @@
 """Asking the client whether a tool call may run (``session/request_permission``).
 
-The question fails closed: a client that errors, goes away, or answers
-anything but an allow option rejects the call; a cancel of the turn while the
-question is open withdraws it and rejects the call. "Always allow" is logged in the
-session (``permission/granted``) for that tool's later calls, so a load or a
-resume keeps it.
+The question fails closed, and it always ends:
+
+* a client that errors, goes away, or answers anything but an allow option
+  rejects the call (a client that does not implement the method, ``-32601``,
+  rejects it quietly: that is an answer, not a failure);
+* a question left unanswered for ``answer_within`` seconds is a rejection;
+* a cancel of the turn while the question is open withdraws it at once, and
+  the call ends cancelled (the bridge does not report it as denied).
+
+"Always allow" is logged in the session (``permission/granted``) for that
+tool's later calls, so a load or a resume keeps it.
 """
 
 from __future__ import annotations
@@ -24,10 +30,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+METHOD_NOT_FOUND = -32601
+
+
 async def ask_client(
-    link: ClientLink, record: SessionRecord, invocation: ToolInvocation
+    link: ClientLink, record: SessionRecord, invocation: ToolInvocation, *, answer_within: float
 ) -> PermissionDecision:
-    """Ask ``link``'s client about ``invocation`` in session ``record``; the decision."""
+    """Ask ``link``'s client about ``invocation`` in session ``record``; the decision
+    (within ``answer_within`` seconds, or on the cancel of the call: see the module docs)."""
     tool = invocation.tool_name
     if tool in record.always_allowed:
         return PermissionDecision.ALLOW
@@ -40,15 +50,30 @@ async def ask_client(
     )
     stopped = asyncio.ensure_future(invocation.exec.signal.wait())
     try:
-        await asyncio.wait({asking, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            {asking, stopped}, timeout=answer_within, return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         for waiter in (asking, stopped):
             waiter.cancel()
         await asyncio.gather(asking, stopped, return_exceptions=True)
     if asking.cancelled():
+        if not stopped.cancelled() or invocation.exec.signal.cancelled:
+            return PermissionDecision.REJECT
+        log.warning(
+            "session %s: the permission request for %s was not answered within %g s; rejected",
+            record.id,
+            tool,
+            answer_within,
+        )
         return PermissionDecision.REJECT
     if (error := asking.exception()) is not None:
-        log.warning("session %s: the permission request failed (%s); rejected", record.id, error)
+        if getattr(error, "code", None) == METHOD_NOT_FOUND:
+            log.debug("session %s: the client does not answer permission requests", record.id)
+        else:
+            log.warning(
+                "session %s: the permission request failed (%s); rejected", record.id, error
+            )
         return PermissionDecision.REJECT
     outcome = asking.result().outcome
     if not isinstance(outcome, AllowedOutcome):

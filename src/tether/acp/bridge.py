@@ -49,10 +49,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tether.acp.asking import ask_client
 from tether.acp.commands import available_commands, builtin_commands, run_command
@@ -60,6 +60,7 @@ from tether.acp.errors import (
     BridgeClosedError,
     BridgeError,
     CwdMismatchError,
+    McpUnsupportedError,
     NotStoredError,
     SessionIdleError,
     UnknownSessionError,
@@ -104,6 +105,7 @@ from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
 if TYPE_CHECKING:
     from tether.acp.updates import SessionUpdate
     from tether.agent.commands import Command
+    from tether.mcp.servers import ServerSpec
     from tether.persist.backends.base import SessionSummary
     from tether.runtime import Context
 
@@ -129,6 +131,8 @@ class Config(BaseModel):
     title_model: str | None = None
     """The model that names sessions after their first prompt (``None``: the prompt
     names them; see :mod:`tether.acp.titles`)."""
+    permission_timeout: float = Field(default=600.0, gt=0)
+    """Seconds a permission question may stay unanswered; then it is a rejection."""
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -180,24 +184,33 @@ class Bridge:
 
     # -- session/new, session/load, session/list ----------------------------------
 
-    async def create(self, cwd: str) -> SessionRecord:
-        """Create a session (and its agent) working in ``cwd``.
+    async def create(self, cwd: str, servers: Sequence[ServerSpec] = ()) -> SessionRecord:
+        """Create a session (and its agent) working in ``cwd``, with the MCP ``servers``
+        the client offered started in the agent's scope (see :mod:`tether.mcp.plugin`).
 
         Raises:
             BridgeClosedError: the bridge is closing (nothing stays registered).
+            McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs.
             AgentError: from ``ctx.agents.create``.
         """
-        return await self._owned(self._create(cwd))
+        attach = self._mcp_setup(servers)
+        return await self._owned(self._create(cwd, attach))
 
-    async def load(self, session_id: str, cwd: str) -> SessionRecord:
+    async def load(
+        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
+    ) -> SessionRecord:
         """Open the stored session ``session_id`` and replay its history to the client.
 
         Every update of the replay is written before this returns. Loading a
         session this bridge already has open replays it again.
 
+        ``servers`` are started as for :meth:`create` (a session already open
+        keeps the servers it has).
+
         Raises:
             CwdMismatchError: the session belongs to another directory.
             BridgeClosedError: the bridge is closing (nothing stays registered).
+            McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs.
             AgentError, SessionNotFoundError, CorruptLogError: from ``ctx.agents.resume``.
         """
         open_record = self._records.get(session_id)
@@ -205,13 +218,17 @@ class Bridge:
             _check_cwd(open_record.agent, cwd)
             open_record.replay(open_record.agent.session.events)
             return open_record
-        return await self._owned(self._load(session_id, cwd, replay=True))
+        attach = self._mcp_setup(servers)
+        return await self._owned(self._load(session_id, cwd, attach, replay=True))
 
-    async def resume(self, session_id: str, cwd: str) -> SessionRecord:
+    async def resume(
+        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
+    ) -> SessionRecord:
         """Open the stored session ``session_id`` without replaying its history.
 
         The client keeps what it already shows; live updates follow from here.
         Resuming a session this bridge already has open returns it as it is.
+        ``servers`` are started as for :meth:`load`.
 
         Raises:
             As :meth:`load`.
@@ -220,7 +237,8 @@ class Bridge:
         if open_record is not None:
             _check_cwd(open_record.agent, cwd)
             return open_record
-        return await self._owned(self._load(session_id, cwd, replay=False))
+        attach = self._mcp_setup(servers)
+        return await self._owned(self._load(session_id, cwd, attach, replay=False))
 
     async def close_session(self, session_id: str) -> None:
         """Dispose session ``session_id``'s agent; its log stays stored.
@@ -263,7 +281,24 @@ class Bridge:
             and (cwd is None or _same_dir(summary.cwd, cwd))
         ]
 
-    async def _create(self, cwd: str) -> SessionRecord:
+    def _mcp_setup(self, servers: Sequence[ServerSpec]) -> Callable[[Agent], Awaitable[object]]:
+        """What starts ``servers`` in an agent's scope during its setup.
+
+        Raises:
+            McpUnsupportedError: there are servers and no ``mcp`` plugin.
+        """
+        if not servers:
+            return _nothing
+        from tether.mcp.plugin import MCP
+
+        mcp = self._ctx.get(MCP)
+        if mcp is None:
+            raise McpUnsupportedError()
+        return lambda agent: mcp.attach(agent, servers)
+
+    async def _create(
+        self, cwd: str, attach: Callable[[Agent], Awaitable[object]]
+    ) -> SessionRecord:
         link = self._check_open()
         built: list[SessionRecord] = []
 
@@ -272,12 +307,20 @@ class Bridge:
                 agent, link, self.config.mode, hold=False, catalog=self._catalog, namer=self._namer
             )
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
+            await attach(agent)
             built.append(record)
 
         handle = await self._agents.create(cwd=cwd, setup=setup)
         return await self._publish(built[0], handle)
 
-    async def _load(self, session_id: str, cwd: str, *, replay: bool) -> SessionRecord:
+    async def _load(
+        self,
+        session_id: str,
+        cwd: str,
+        attach: Callable[[Agent], Awaitable[object]],
+        *,
+        replay: bool,
+    ) -> SessionRecord:
         link = self._check_open()
         built: list[tuple[SessionRecord, int]] = []
         mismatch: list[CwdMismatchError] = []
@@ -292,6 +335,7 @@ class Bridge:
                 agent, link, self.config.mode, hold=True, catalog=self._catalog, namer=self._namer
             )
             await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
+            await attach(agent)
             built.append((record, len(agent.session.events)))
 
         try:
@@ -611,6 +655,10 @@ class Bridge:
         if record.mode is Mode.ASK and invocation.tool_name not in UNASKED_TOOLS:
             decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
             if decision is not PermissionDecision.ALLOW:
+                if invocation.exec.signal.cancelled:
+                    # The question was withdrawn by a cancel: the pipeline ends the
+                    # call as cancelled, not as denied.
+                    return invocation
                 raise Veto(f"the user did not allow this {invocation.tool_name} call")
         if record.agent is agent:
             record.show_started(invocation.exec.call_id)
@@ -623,7 +671,9 @@ class Bridge:
         record = self._governing(agent)
         if record is None or self._link is None:
             return None
-        return await ask_client(self._link, record, invocation)
+        return await ask_client(
+            self._link, record, invocation, answer_within=self.config.permission_timeout
+        )
 
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: a session disposed by another owner leaves the bridge."""
@@ -711,6 +761,10 @@ def _deliver(send: Callable[[UserMessage], None], message: UserMessage) -> None:
 
 def _text(text: str) -> dict[str, object]:
     return {"type": "text", "text": text}
+
+
+async def _nothing(agent: Agent) -> None:
+    """The MCP setup of a session the client offered no servers for."""
 
 
 def _check_cwd(agent: Agent, cwd: str) -> None:

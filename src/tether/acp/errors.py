@@ -42,3 +42,12 @@ class SessionIdleError(BridgeError):
             f"session {session_id!r} is idle: there is no turn to steer; "
             "send session/prompt or _tether/queue instead"
         )
+
+
+class McpUnsupportedError(BridgeError):
+    """The client offered MCP servers, but no ``mcp`` plugin is mounted to run them."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this tether runs no MCP servers: its composition has no 'mcp' plugin (tether.mcp)"
+        )

@@ -16,6 +16,9 @@ sees a frame, what the SDK would get wrong:
   prompt answers ``cancelled``); a reference to anything else — another
   method, a request already answered, no request at all — is ignored
   quietly. Sent with an ``id``, it is answered with a ``null`` result.
+* **Malformed ``mcpServers``** in ``session/new`` or ``session/load`` get
+  ``-32602`` naming the entry and field (the SDK would drop a malformed
+  entry silently, and the session would start without that server).
 * **An id already in use** by a request still in progress gets ``-32600``:
   every answer must name exactly one request, and a cancel exactly one prompt.
 
@@ -55,11 +58,27 @@ REQUEST_METHODS = frozenset(
 NOTIFICATION_METHODS = frozenset({"session/cancel", CANCEL_REQUEST})
 """Notifications the server acts on (``_``-prefixed extensions aside)."""
 
+SERVER_METHODS = frozenset({"session/new", "session/load"})
+"""Requests whose ``mcpServers`` start servers."""
+
+INVALID_PARAMS = -32602
+
 MAX_WARNED_TOPICS = 64
 """Distinct warnings a connection logs at most (a client inventing methods cannot flood the log)."""
 
 CancelPrompt = Callable[[str], None]
 """Cancels the turn of a session (the prompt it answers then says ``cancelled``)."""
+
+
+def _mcp_servers_problem(value: object) -> str | None:
+    from tether.mcp.errors import McpConfigError
+    from tether.mcp.servers import from_acp
+
+    try:
+        from_acp(value)
+    except McpConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _key(frame_id: object) -> tuple[str, object]:
@@ -119,6 +138,13 @@ class RpcGate:
             )
             return False
         params = frame.get("params")
+        if method in SERVER_METHODS and isinstance(params, dict):
+            problem = _mcp_servers_problem(params.get("mcpServers"))
+            if problem is not None:
+                self._transport.write(
+                    error_frame(frame["id"], INVALID_PARAMS, f"Invalid params: {problem}")
+                )
+                return False
         session = params.get("sessionId") if isinstance(params, dict) else None
         prompt = method == "session/prompt" and isinstance(session, str)
         self._in_progress[key] = session if prompt else None

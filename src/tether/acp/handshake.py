@@ -47,6 +47,8 @@ def initialize_result(*, images: bool, requested: int = PROTOCOL_VERSION) -> dic
             "loadSession": True,
             "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            # stdio servers are the baseline every agent supports; both HTTP transports work too.
+            "mcpCapabilities": {"http": True, "sse": True},
         },
         "authMethods": [],
         "agentInfo": {"name": "tether", "title": "tether", "version": __version__},

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
     from tether.acp.record import SessionRecord
     from tether.acp.updates import SessionUpdate
+    from tether.mcp.servers import ServerSpec
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +153,11 @@ class AcpServer:
         **_meta: object,
     ) -> NewSessionResponse:
         directory = _absolute(cwd, existing=True)
-        if mcp_servers:
-            log.warning("MCP servers are not supported; ignoring the ones the client offered")
+        servers = _mcp_servers(mcp_servers)
         self._track_handler()
         bridge = await self._bridge()
         with _errors():
-            record = await bridge.create(directory)
+            record = await bridge.create(directory, servers)
             await bridge.acknowledge(record.id, created=True)
         self._after_answer(record.id, bridge.commands_update())
         return NewSessionResponse(
@@ -174,7 +174,7 @@ class AcpServer:
         additional_directories: object = None,
         **_meta: object,
     ) -> LoadSessionResponse:
-        bridge, record = await self._reopen(session_id, cwd, replay=True)
+        bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=True)
         await self._drain()
         self._after_answer(record.id, bridge.commands_update())
         return LoadSessionResponse(
@@ -190,7 +190,7 @@ class AcpServer:
         mcp_servers: object = None,
         **_meta: object,
     ) -> ResumeSessionResponse:
-        bridge, record = await self._reopen(session_id, cwd, replay=False)
+        bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=False)
         self._after_answer(record.id, bridge.commands_update(), *record.state_updates())
         return ResumeSessionResponse(
             modes=_modes(record.mode),
@@ -375,18 +375,19 @@ class AcpServer:
         return bridge
 
     async def _reopen(
-        self, session_id: object, cwd: object, *, replay: bool
+        self, session_id: object, cwd: object, mcp_servers: object, *, replay: bool
     ) -> tuple[Bridge, SessionRecord]:
         """``session/load`` (``replay``) or ``session/resume``: the session, opened and durable."""
         directory = _absolute(cwd)
         session_id = _text("sessionId", session_id)
+        servers = _mcp_servers(mcp_servers)
         self._track_handler()
         bridge = await self._bridge()
         with _errors():
             if replay:
-                record = await bridge.load(session_id, directory)
+                record = await bridge.load(session_id, directory, servers)
             else:
-                record = await bridge.resume(session_id, directory)
+                record = await bridge.resume(session_id, directory, servers)
             await bridge.acknowledge(record.id)
         return bridge, record
 
@@ -423,6 +424,17 @@ def _modes(current: Mode) -> SessionModeState:
     )
 
 
+def _mcp_servers(value: object) -> tuple[ServerSpec, ...]:
+    """The ``mcpServers`` of a request, checked (a malformed entry is ``Invalid params``)."""
+    from tether.mcp.errors import McpConfigError
+    from tether.mcp.servers import from_acp
+
+    try:
+        return from_acp(value)
+    except McpConfigError as exc:
+        raise _invalid(str(exc)) from None
+
+
 def _invalid(message: str) -> RequestError:
     return RequestError(INVALID_PARAMS, f"Invalid params: {message}")
 
@@ -449,6 +461,7 @@ def _errors() -> Iterator[None]:
         BridgeClosedError,
         BridgeError,
         CwdMismatchError,
+        McpUnsupportedError,
         NotStoredError,
         PromptInFlightError,
         SessionIdleError,
@@ -476,6 +489,7 @@ def _errors() -> Iterator[None]:
         BadCursorError,
         SessionIdleError,
         CommandError,
+        McpUnsupportedError,
     ) as exc:
         raise _invalid(str(exc)) from None
     except PromptInFlightError as exc:

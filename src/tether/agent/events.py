@@ -13,6 +13,12 @@ from tether.runtime.keys import Notice, Parallel
 AGENT_CREATED = Notice[Agent]("agent/created")
 """``(agent)``: the agent was published (its session entered and announced)."""
 
+AGENT_SETUP = Parallel[Agent]("agent/setup")
+"""``(agent)``, parallel: the agent is built and its creator's ``setup`` has run, but
+nothing is published yet. Listeners compose its scoped world (``agent.ctx``:
+scoped tools, resources such as MCP servers) and are awaited together; one
+that raises rolls the creation back, so a listener contains its own failures."""
+
 AGENT_SESSION_START = Notice[Agent]("agent/session-start")
 """``(agent)``: right after ``agent/created``, before the driver starts."""
 

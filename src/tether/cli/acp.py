@@ -129,7 +129,11 @@ class Boot:
             log.error("tether failed to start: %s", exc)
             raise
         try:
-            config = {"mode": args.mode, "title_model": args.title_model}
+            config = {
+                "mode": args.mode,
+                "title_model": args.title_model,
+                "permission_timeout": args.permission_timeout,
+            }
             fiber = tether.runtime.ctx.plugin(bridge_plugin, config, label="acp")
             await fiber
             bridge = tether.runtime.ctx.get(bridge_plugin.ACP)

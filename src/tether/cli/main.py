@@ -50,6 +50,40 @@ def add_resume_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_acp_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``tether acp`` and its options."""
+    acp = commands.add_parser(
+        "acp",
+        help="serve an editor over the Agent Client Protocol on stdio",
+        description="Serve one ACP client (an editor) on stdin/stdout until stdin closes. "
+        "stdout carries protocol frames only; logs go to stderr.",
+    )
+    add_model_options(acp)
+    acp.add_argument(
+        "--mode",
+        choices=("ask", "auto"),
+        default="ask",
+        help="permission mode of new sessions: ask before every tool call, or not (default: ask)",
+    )
+    acp.add_argument(
+        "--images", action="store_true", help="accept images in prompts (for models that read them)"
+    )
+    acp.add_argument(
+        "--title-model",
+        metavar="MODEL",
+        default=None,
+        help="a model that names each session after its first prompt (default: the prompt does)",
+    )
+    acp.add_argument(
+        "--permission-timeout",
+        type=_positive_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="a permission question the editor leaves unanswered this long is a rejection "
+        "(default: 600)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tether",
@@ -163,31 +197,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_model_options(doctor)
 
-    acp = commands.add_parser(
-        "acp",
-        help="serve an editor over the Agent Client Protocol on stdio",
-        description="Serve one ACP client (an editor) on stdin/stdout until stdin closes. "
-        "stdout carries protocol frames only; logs go to stderr.",
-    )
-    add_model_options(acp)
-    acp.add_argument(
-        "--mode",
-        choices=("ask", "auto"),
-        default="ask",
-        help="permission mode of new sessions: ask before every tool call, or not (default: ask)",
-    )
-    acp.add_argument(
-        "--images", action="store_true", help="accept images in prompts (for models that read them)"
-    )
-    acp.add_argument(
-        "--title-model",
-        metavar="MODEL",
-        default=None,
-        help="a model that names each session after its first prompt (default: the prompt does)",
-    )
+    add_acp_parser(commands)
 
     commands.add_parser("demo", help="tour the plugin runtime")
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,8 @@
 An agent's whole life is **one composite effect**. Its body, in order:
 
 1. open the agent's scope (a fiber for its scoped registrations);
-2. build the agent and run the ``setup`` callback (scoped tools, listeners);
+2. build the agent, run the ``setup`` callback (scoped tools, listeners), then
+   the ``agent/setup`` listeners (plugins composing every agent's scope);
 3. check that every owner is still alive — otherwise publish nothing;
 4. publish: enter the session, enter the agent, announce the session,
    emit ``agent/created`` and ``agent/session-start``, start the driver.
@@ -30,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tether.agent.errors import AgentConflictError, AgentCreateError, AgentError
-from tether.agent.events import AGENT_CREATED, AGENT_SESSION_START
+from tether.agent.events import AGENT_CREATED, AGENT_SESSION_START, AGENT_SETUP
 from tether.agent.registry import AGENTS, AgentRegistry, Setup
 from tether.agent.types import AgentHandle, AgentOptions
 from tether.loop.driver import AgentDriver
@@ -150,6 +151,7 @@ class LoopFactory:
                 result = setup(agent)
                 if inspect.isawaitable(result):
                     await result
+            await self._ctx.parallel(AGENT_SETUP, agent)
             for owner in owners:
                 owner.check_accepts_effects(f"agent {session.id!r}")
             store.enter(session)

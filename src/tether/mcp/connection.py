@@ -1,0 +1,388 @@
+"""One MCP server of one agent: its connection, its calls, its end.
+
+An :class:`McpConnection` runs the SDK's ``ClientSession`` in a task of its
+own (the SDK's task groups must be entered and left by one task), which
+:meth:`~McpConnection.close` stops and awaits: nothing it starts outlives it.
+
+**Start** (:meth:`~McpConnection.start`): the transport is opened (a stdio
+server's process is spawned), ``initialize`` is sent and every page of
+``tools/list`` read, all within ``startup_timeout``. Any failure — a missing
+command, a process that exits at once, a server that never answers — is a
+:class:`~tether.mcp.errors.McpStartError` whose message says which, and the
+process is stopped before it is raised.
+
+**Calls** (:meth:`~McpConnection.call`): a tool call waits for its answer or
+for the call's cancel signal. On cancel tether sends MCP's
+``notifications/cancelled`` for the request and a ``ping``, and waits up to
+``cancel_grace``: a server that answers either (the cancelled call, or the
+ping) honours cancellation and keeps running. One that answers neither is
+stuck in the call: a stdio server is then stopped (SIGTERM, then SIGKILL),
+an HTTP one is left alone, and the call ends cancelled either way.
+
+**Loss**: a stdio server whose process exits while the agent lives is
+*lost*: calls in flight end with an error, later calls are refused with the
+reason (its exit status and last stderr lines), and ``on_lost`` hears it
+once. A lost server is not restarted: the session keeps working without its
+tools (see ``docs/mcp.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from tether import __version__
+from tether.mcp.errors import McpStartError, McpUnavailableError
+from tether.mcp.servers import ServerSpec, StdioServer
+from tether.mcp.stdio import StdioProcess
+from tether.runtime.signal import Cancelled, CancelSignal
+
+if TYPE_CHECKING:
+    from mcp import ClientSession, types
+
+    from tether.agent.types import Agent
+    from tether.shell.guard import OrphanGuard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class McpSettings:
+    """The limits every server of the ``mcp`` plugin runs under (seconds and sizes)."""
+
+    startup_timeout: float = 10.0
+    """From spawn (or first connect) to a listed set of tools."""
+    call_timeout: float | None = None
+    """A tool call that is not answered by then ends with an error; ``None``: no limit."""
+    cancel_grace: float = 1.0
+    """How long a cancelled call waits for the server to show it honoured the cancel."""
+    kill_grace: float = 2.0
+    """Between SIGTERM and SIGKILL when a stdio server is stopped."""
+    max_result_chars: int = 100_000
+    """A tool result longer than this is cut, with a note saying how much was left out."""
+    max_message_bytes: int = 32 << 20
+    """A stdio server that sends a longer message is stopped."""
+
+
+class McpConnection:
+    """A connection to one server, owned by one agent (see the module docs)."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        settings: McpSettings,
+        *,
+        cwd: str | None,
+        guard: OrphanGuard | None,
+        owner: Agent,
+        on_lost: Callable[[McpConnection, str], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self._settings = settings
+        self._cwd = cwd
+        self._guard = guard
+        self.owner = owner
+        """The agent the server belongs to."""
+        self._on_lost = on_lost
+        self._process: StdioProcess | None = None
+        self._session: ClientSession | None = None
+        self._ready: asyncio.Future[list[types.Tool]] | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.lost: str | None = None
+        """Why the server is no longer usable, once it is not."""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def pid(self) -> int | None:
+        """The stdio server's process id (``None`` for an HTTP server, or before it started)."""
+        return self._process.pid if self._process is not None else None
+
+    # -- start and close -------------------------------------------------------------
+
+    async def start(self) -> list[types.Tool]:
+        """Connect, initialize, and list the server's tools.
+
+        Raises:
+            McpStartError: see the module docs; the server is stopped first.
+        """
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        self._task = loop.create_task(self._run(), name=f"mcp:{self.owner.id}:{self.name}")
+        try:
+            async with asyncio.timeout(self._settings.startup_timeout):
+                return await asyncio.shield(self._ready)
+        except TimeoutError:
+            await self.close()
+            raise McpStartError(
+                f"it did not answer initialize and tools/list within "
+                f"{self._settings.startup_timeout:g} s"
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Stop the session and the server; return when both are gone. Idempotent."""
+        self._closing = True
+        self._stop.set()
+        if self._session is None and self._process is not None:
+            # Not initialized (a start that failed or timed out): nothing to close
+            # gracefully, and a server stuck before its answer holds the task up.
+            await self._process.stop(self._settings.kill_grace)
+        task = self._task
+        if task is not None:
+            try:
+                async with asyncio.timeout(self._settings.kill_grace):
+                    await asyncio.shield(task)
+            except TimeoutError:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        if self._process is not None:
+            await self._process.stop(self._settings.kill_grace)
+
+    async def _run(self) -> None:
+        ready = self._ready
+        assert ready is not None
+        try:
+            async with self._session_of() as session:
+                tools = await _list_tools(session)
+                self._session = session
+                ready.set_result(tools)
+                await self._until_stopped()
+        except BaseException as exc:
+            if not ready.done():
+                if self._closing or not isinstance(exc, Exception):
+                    ready.cancel()  # nobody waits for it any more
+                else:
+                    ready.set_exception(_start_error(exc, self._process))
+            elif not self._closing:
+                self._lose(f"its connection failed: {_describe(exc)}")
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._session = None
+        if not ready.cancelled() and ready.exception() is None and not self._closing:
+            self._lose(self._exit_reason())
+
+    async def _until_stopped(self) -> None:
+        """Until :meth:`close`, or until a stdio server's process exits."""
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._stop.wait())]
+        if self._process is not None:
+            waits.append(self._process.exited)
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waits[0].cancel()
+
+    @contextlib.asynccontextmanager
+    async def _session_of(self) -> AsyncIterator[ClientSession]:
+        from mcp import ClientSession, types
+
+        info = types.Implementation(name="tether", version=__version__)
+        async with (
+            self._transport() as (read, write),
+            ClientSession(read, write, client_info=info) as session,
+        ):
+            await session.initialize()
+            yield session
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        spec = self.spec
+        if isinstance(spec, StdioServer):
+            self._process = await StdioProcess.spawn(
+                spec,
+                cwd=self._cwd,
+                guard=self._guard,
+                label=f"mcp:{spec.name}:{self.owner.id}",
+                max_message_bytes=self._settings.max_message_bytes,
+            )
+            async with self._process.streams() as streams:
+                yield streams
+        elif spec.transport == "http":
+            from mcp.client.streamable_http import streamablehttp_client
+
+            async with streamablehttp_client(spec.url, headers=dict(spec.headers)) as (r, w, _):
+                yield r, w
+        else:
+            from mcp.client.sse import sse_client
+
+            async with sse_client(spec.url, headers=dict(spec.headers)) as (read, write):
+                yield read, write
+
+    # -- calls -----------------------------------------------------------------------
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], signal: CancelSignal
+    ) -> types.CallToolResult:
+        """Call ``tool`` with ``arguments``; see the module docs for cancel.
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            Cancelled: ``signal`` was cancelled (the call is over on tether's side).
+            McpError (the SDK's), pydantic.ValidationError: the server answered
+                with an error, or with a result that is not a valid one.
+        """
+        from mcp import types
+
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        request_id = _next_request_id(session)
+        request = types.ClientRequest(
+            types.CallToolRequest(
+                params=types.CallToolRequestParams(name=tool, arguments=arguments)
+            )
+        )
+        timeout = self._settings.call_timeout
+        limit = None if timeout is None else timedelta(seconds=timeout)
+        answer = asyncio.ensure_future(
+            session.send_request(request, types.CallToolResult, request_read_timeout_seconds=limit)
+        )
+        cancelled = asyncio.ensure_future(signal.wait())
+        try:
+            await asyncio.wait({answer, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            if not answer.done():
+                await self._cancel(session, request_id, answer, tool)
+                raise Cancelled(signal.reason)
+            failure = answer.exception()
+            if failure is not None and await self._died():
+                raise McpUnavailableError(
+                    f"MCP server {self.name!r} {self.lost} (during the call)"
+                ) from None
+            return answer.result()
+        finally:
+            cancelled.cancel()
+            if not answer.done():
+                answer.cancel()
+            await asyncio.gather(answer, cancelled, return_exceptions=True)
+
+    async def _died(self) -> bool:
+        """Whether the server is gone (a failed call may be the first sign of an exit)."""
+        process = self._process
+        if process is not None and not self._closing:
+            await asyncio.wait([process.exited], timeout=self._settings.cancel_grace)
+            if process.exited.done():
+                self._lose(self._exit_reason())
+        return self.lost is not None
+
+    async def _cancel(
+        self, session: ClientSession, request_id: int | None, answer: asyncio.Future[Any], tool: str
+    ) -> None:
+        """Tell the server; stop it if it shows no sign of having heard (module docs)."""
+        if await self._honours_cancel(session, request_id, answer, "the call was cancelled"):
+            return
+        log.warning(
+            "mcp server %s did not honour the cancellation of %s within %g s",
+            self.name,
+            tool,
+            self._settings.cancel_grace,
+        )
+        if self._process is not None:
+            self._lose(f"was stopped: it did not honour the cancellation of a {tool} call")
+            await self._process.stop(self._settings.kill_grace)
+
+    async def _honours_cancel(
+        self,
+        session: ClientSession,
+        request_id: int | None,
+        answer: asyncio.Future[Any],
+        reason: object,
+    ) -> bool:
+        from mcp import types
+
+        if request_id is None:
+            return False
+        try:
+            async with asyncio.timeout(self._settings.cancel_grace):
+                await session.send_notification(
+                    types.ClientNotification(
+                        types.CancelledNotification(
+                            params=types.CancelledNotificationParams(
+                                requestId=request_id, reason=str(reason)
+                            )
+                        )
+                    )
+                )
+                ping = asyncio.ensure_future(session.send_ping())
+                try:
+                    await asyncio.wait({answer, ping}, return_when=asyncio.FIRST_COMPLETED)
+                    if ping.done() and ping.exception() is not None:
+                        return answer.done()
+                    return True
+                finally:
+                    ping.cancel()
+                    await asyncio.gather(ping, return_exceptions=True)
+        except TimeoutError:
+            return answer.done()
+        except Exception:
+            log.debug("mcp server %s: sending the cancellation failed", self.name, exc_info=True)
+            return answer.done()
+
+    # -- loss ------------------------------------------------------------------------
+
+    def _lose(self, reason: str) -> None:
+        if self.lost is not None:
+            return
+        self.lost = reason
+        if self._closing:
+            return
+        log.warning("mcp server %s (session %s) %s", self.name, self.owner.id, reason)
+        if self._on_lost is not None:
+            try:
+                self._on_lost(self, reason)
+            except Exception:
+                log.exception("mcp server %s: reporting its loss failed", self.name)
+
+    def _exit_reason(self) -> str:
+        process = self._process
+        if process is None:
+            return "closed its connection"
+        if process.fault is not None:
+            return process.fault
+        return process.describe_exit()
+
+
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
+        tools.extend(page.tools)
+        cursor = page.nextCursor
+        if not cursor:
+            return tools
+    raise McpStartError("its tools/list did not end after 1000 pages")
+
+
+def _next_request_id(session: ClientSession) -> int | None:
+    """The JSON-RPC id the session's next request will carry (the SDK numbers them in
+    order and does not say which id a call got), needed to cancel that request."""
+    value = getattr(session, "_request_id", None)
+    return value if isinstance(value, int) else None
+
+
+def _start_error(exc: Exception, process: StdioProcess | None) -> Exception:
+    if isinstance(exc, McpStartError):
+        return exc
+    if process is not None and process.exited.done():
+        return McpStartError(f"it {process.describe_exit()}")
+    return McpStartError(f"it could not be initialized: {_describe(exc)}")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _describe(exc.exceptions[0])
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,298 @@
+"""The ``mcp`` plugin: MCP servers owned by the session whose agent they serve.
+
+It provides ``ctx.mcp`` (:class:`McpService`). Servers come from two places:
+
+* the ACP client: the bridge hands a session's ``mcpServers`` to
+  :meth:`McpService.attach` while it creates or loads the session;
+* this plugin's configuration: ``servers`` for every agent, ``agents.<id>.servers``
+  for the agent of that session id. They are attached on ``agent/setup``,
+  after the creator's own (a server the client offers wins over a configured
+  one of the same name).
+
+**Ownership.** Each server is an effect of the agent's scope: started there
+(before the agent is published, so its first prompt sees the tools), its
+tools registered there under the agent's scope (``mcp__<server>__<tool>``,
+visible to no other agent), and stopped when the scope unwinds — the last
+step of the agent's teardown. A stdio server's process is recorded with the
+host's running process groups, like a tool process, so a crash of tether
+leaves none behind (:mod:`tether.mcp.stdio`). When the plugin itself
+unloads, it stops every server still running.
+
+**Failures never fail the session.** A server that does not start is
+logged and reported to the agent as a notice (the model and the client's
+transcript both see it); the agent runs without its tools. A server lost
+later is reported the same way, and calls of its tools are error results.
+
+The SDK (``mcp``) is imported only once a server is actually started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from tether.agent.events import AGENT_CREATED, AGENT_SETUP
+from tether.agent.types import Agent, UserMessage
+from tether.mcp.errors import McpConfigError, McpStartError
+from tether.persist.location import data_dir
+from tether.runtime.checked import Checked, FieldError, meta
+from tether.runtime.keys import ServiceKey
+from tether.shell.guard import OrphanGuard
+from tether.shell.orphans import state_path
+from tether.tools.errors import ToolConflictError
+from tether.tools.registry import TOOLS
+
+if TYPE_CHECKING:
+    from tether.mcp.connection import McpConnection, McpSettings
+    from tether.mcp.servers import ServerSpec
+    from tether.runtime import Context
+
+log = logging.getLogger(__name__)
+
+name = "mcp"
+
+NOTICE_SOURCE = "notice"
+
+_NO_SERVERS: Mapping[str, Mapping[str, object]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class AgentServers(Checked):
+    """The servers of one agent (by session id), on top of those of every agent."""
+
+    servers: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: _NO_SERVERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
+    """Configuration of the ``mcp`` plugin (see ``docs/mcp.md``)."""
+
+    servers: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: _NO_SERVERS)
+    """Servers for every agent: ``{name: {command, args, env, cwd}}`` or
+    ``{name: {type: http|sse, url, headers}}``."""
+    agents: Mapping[str, AgentServers] = field(default_factory=lambda: MappingProxyType({}))
+    """Servers for the agent of one session id only."""
+    startup_timeout_ms: int = field(default=10_000, metadata=meta(ge=100))
+    """From spawn to initialized with its tools listed; a slower server fails to start."""
+    call_timeout_ms: int = field(default=0, metadata=meta(ge=0))
+    """A tool call unanswered by then is an error result; 0: no limit."""
+    cancel_grace_ms: int = field(default=1_000, metadata=meta(ge=0))
+    """How long a cancelled call waits for the server to show it honoured the cancel."""
+    kill_grace_ms: int = field(default=2_000, metadata=meta(ge=0))
+    """Between SIGTERM and SIGKILL when a stdio server is stopped."""
+    max_result_chars: int = field(default=100_000, metadata=meta(ge=1))
+    """Longer tool results are cut, with a note."""
+    state_dir: str | None = None
+    """Where the host's record of running process groups is (the shell's, by default:
+    ``<data dir>/run``)."""
+
+    def __post_init__(self) -> None:
+        super(Config, self).__post_init__()
+        if not self.servers and not self.agents:
+            return
+        from tether.mcp.servers import from_config
+
+        for where, rows in self._rows():
+            try:
+                from_config(rows, where)
+            except McpConfigError as exc:
+                path, _, message = str(exc).partition(": ")
+                raise FieldError(tuple(path.split(".")), message) from None
+
+    def _rows(self) -> list[tuple[str, Mapping[str, Mapping[str, object]]]]:
+        rows = [("servers", self.servers)]
+        rows += [(f"agents.{key}.servers", value.servers) for key, value in self.agents.items()]
+        return rows
+
+    @property
+    def settings(self) -> McpSettings:
+        from tether.mcp.connection import McpSettings
+
+        return McpSettings(
+            startup_timeout=self.startup_timeout_ms / 1000,
+            call_timeout=self.call_timeout_ms / 1000 if self.call_timeout_ms else None,
+            cancel_grace=self.cancel_grace_ms / 1000,
+            kill_grace=self.kill_grace_ms / 1000,
+            max_result_chars=self.max_result_chars,
+        )
+
+
+class McpService:
+    """``ctx.mcp``: starts servers for agents, in the agents' own scopes."""
+
+    def __init__(self, config: Config, guard: OrphanGuard) -> None:
+        from tether.mcp.servers import from_config
+
+        self._config = config
+        self._settings: McpSettings | None = None
+        self._everyone = from_config(config.servers, "servers") if config.servers else ()
+        self._guard = guard
+        self._attached: dict[str, tuple[Agent, set[str]]] = {}
+        """The server names each live agent has, by agent id."""
+        self._live: set[McpConnection] = set()
+        self._closed = False
+
+    def configured_for(self, agent: Agent) -> tuple[ServerSpec, ...]:
+        """The configured servers of ``agent``: every agent's, then its own."""
+        own = self._config.agents.get(agent.id)
+        if own is None:
+            return self._everyone
+        from tether.mcp.servers import from_config
+
+        mine = from_config(own.servers, f"agents.{agent.id}.servers")
+        names = {spec.name for spec in mine}
+        return (*(spec for spec in self._everyone if spec.name not in names), *mine)
+
+    def connections(self, agent: Agent) -> list[McpConnection]:
+        """The running connections of ``agent`` (for tests and diagnostics)."""
+        return [c for c in self._live if c.owner is agent]
+
+    async def attach(self, agent: Agent, specs: Sequence[ServerSpec]) -> list[str]:
+        """Start ``specs`` for ``agent`` (concurrently) and register their tools in its scope.
+
+        Call it while the agent is being set up (the ``setup`` of
+        ``ctx.agents.create`` / ``resume``, or ``agent/setup``). A server whose
+        name the agent already has is skipped. Returns the problems (a server
+        that failed to start, a tool left out); each is also logged and
+        delivered to the agent as a notice once it is published.
+
+        Raises:
+            FiberInactiveError: the agent's scope is unwinding (what started is stopped).
+        """
+        if self._closed:
+            return [
+                f"MCP server {spec.name!r} was not started: tether is stopping" for spec in specs
+            ]
+        names = self._names_of(agent)
+        fresh = [spec for spec in specs if spec.name not in names]
+        names.update(spec.name for spec in fresh)
+        try:
+            async with asyncio.TaskGroup() as group:
+                starts = [group.create_task(self._start(agent, spec)) for spec in fresh]
+        except BaseExceptionGroup as failed:
+            if len(failed.exceptions) == 1:
+                raise failed.exceptions[0] from None
+            raise
+        problems = [problem for start in starts for problem in start.result()]
+        if problems:
+            for problem in problems:
+                log.warning("session %s: %s", agent.id, problem)
+            notice = _notice(problems)
+            agent.ctx.on(AGENT_CREATED, lambda published: published.inject(notice))
+        return problems
+
+    async def on_agent_setup(self, agent: Agent) -> None:
+        """``agent/setup``: attach the configured servers of ``agent``."""
+        specs = self.configured_for(agent)
+        if specs:
+            await self.attach(agent, specs)
+
+    async def shutdown(self) -> None:
+        """Stop every server still running (the plugin unloads), then the guard."""
+        self._closed = True
+        await asyncio.gather(*(c.close() for c in list(self._live)), return_exceptions=True)
+        self._live.clear()
+        await self._guard.close()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _names_of(self, agent: Agent) -> set[str]:
+        entry = self._attached.get(agent.id)
+        if entry is not None and entry[0] is agent:
+            return entry[1]
+        names: set[str] = set()
+        self._attached[agent.id] = (agent, names)
+
+        def forget() -> None:
+            current = self._attached.get(agent.id)
+            if current is not None and current[0] is agent:
+                del self._attached[agent.id]
+
+        agent.ctx.defer(forget, label="mcp servers")
+        return names
+
+    @property
+    def settings(self) -> McpSettings:
+        """The limits servers run under (built when a first server starts)."""
+        if self._settings is None:
+            self._settings = self._config.settings
+        return self._settings
+
+    async def _start(self, agent: Agent, spec: ServerSpec) -> list[str]:
+        from tether.mcp.connection import McpConnection
+
+        connection = McpConnection(
+            spec,
+            self.settings,
+            cwd=agent.session.header.cwd,
+            guard=self._guard,
+            owner=agent,
+            on_lost=self._lost,
+        )
+        listed: list[Any] = []
+
+        async def lifetime() -> Any:
+            self._live.add(connection)
+            try:
+                listed.extend(await connection.start())
+            except BaseException:
+                self._live.discard(connection)
+                raise
+            yield self._closer(connection)
+
+        try:
+            await agent.ctx.effect(lifetime, label=f"mcp:{spec.name}")
+        except McpStartError as exc:
+            return [f"MCP server {spec.name!r} failed to start: {exc}"]
+        from tether.mcp.tools import build_tools
+
+        tools, problems = build_tools(connection, listed, self.settings.max_result_chars)
+        registry = agent.ctx.service(TOOLS)
+        for tool in tools:
+            try:
+                await registry.register(tool, scope=agent.id)
+            except ToolConflictError as exc:
+                problems.append(f"a tool was left out: {exc}")
+        log.info(
+            "session %s: MCP server %s started with %d tool(s)", agent.id, spec.name, len(tools)
+        )
+        return [f"MCP server {spec.name!r}: {problem}" for problem in problems]
+
+    def _closer(self, connection: McpConnection) -> Any:
+        async def close() -> None:
+            try:
+                await connection.close()
+            finally:
+                self._live.discard(connection)
+
+        return close
+
+    def _lost(self, connection: McpConnection, reason: str) -> None:
+        owner = connection.owner
+        owner.inject(
+            _notice([f"MCP server {connection.name!r} {reason}; its tools are unavailable"])
+        )
+
+
+def _notice(problems: list[str]) -> UserMessage:
+    return UserMessage.text("\n".join(problems), source=NOTICE_SOURCE)
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    """Provide ``ctx.mcp``; listen to ``agent/setup``; stop every server when unloading."""
+    state_dir = Path(config.state_dir) if config.state_dir is not None else data_dir() / "run"
+    guard = OrphanGuard(state_path(state_dir))
+    guard.sweep()
+    service = McpService(config, guard)
+    await ctx.effect(lambda: service.shutdown, label="stop MCP servers")
+    ctx.on(AGENT_SETUP, service.on_agent_setup)
+    ctx.provide(MCP, service)
+
+
+MCP = ServiceKey[McpService]("mcp")
+"""``ctx.mcp``: the MCP servers of agents."""

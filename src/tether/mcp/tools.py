@@ -1,0 +1,177 @@
+"""An MCP server's tools as tether tools: ``mcp__<server>__<tool>``.
+
+Each tool the server lists becomes a :class:`~tether.tools.Tool` whose
+argument model carries the server's own JSON Schema (what the model is
+shown) and validates a call's arguments against it with ``jsonschema``
+before anything is sent, so a call goes through tether's pipeline like any
+other (permission mode, cancel, error results).
+
+Names: provider APIs accept ``^[a-zA-Z][a-zA-Z0-9_-]{0,63}$``. Characters
+outside that set become ``_``; a name that would be longer than 64 is cut and
+ends with 8 hex digits of a hash of the full name, so two tools never share
+a name by truncation.
+
+Results: text content is kept as it is; images, audio and binary resources
+are described (tether's tool results are text); structured content is shown
+as JSON when there is no other content. A result longer than
+``max_result_chars`` is cut with a note.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from tether.mcp.errors import McpUnavailableError
+from tether.tools.definition import Tool, ToolExec, ToolOutput
+
+if TYPE_CHECKING:
+    from mcp import types
+
+    from tether.mcp.connection import McpConnection
+
+log = logging.getLogger(__name__)
+
+PREFIX = "mcp"
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+_MAX_NAME = 64
+
+
+def tool_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``, made acceptable to every provider (see the module docs)."""
+    full = f"{PREFIX}__{_UNSAFE.sub('_', server)}__{_UNSAFE.sub('_', tool)}"
+    if len(full) <= _MAX_NAME:
+        return full
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    return f"{full[: _MAX_NAME - 9]}_{digest}"
+
+
+def build_tools(
+    connection: McpConnection, listed: list[types.Tool], max_result_chars: int
+) -> tuple[list[Tool[Any]], list[str]]:
+    """The tools of ``connection`` (one per listed tool), and a problem per tool left out
+    (an unusable schema, a name that collides with another of the server's tools)."""
+    tools: list[Tool[Any]] = []
+    problems: list[str] = []
+    names: set[str] = set()
+    for item in listed:
+        name = tool_name(connection.name, item.name)
+        if name in names:
+            problems.append(f"tool {item.name!r} was left out: its name collides as {name!r}")
+            continue
+        try:
+            args = arguments_model(item.inputSchema)
+        except ValueError as exc:
+            problems.append(f"tool {item.name!r} was left out: its input schema is unusable: {exc}")
+            continue
+        names.add(name)
+        hints = item.annotations
+        tools.append(
+            Tool(
+                name=name,
+                description=item.description
+                or item.title
+                or f"{item.name} (MCP server {connection.name})",
+                args=args,
+                execute=_caller(connection, item.name, max_result_chars),
+                concurrency_safe=bool(hints is not None and hints.readOnlyHint),
+            )
+        )
+    return tools, problems
+
+
+def _caller(connection: McpConnection, remote: str, limit: int) -> Any:
+    async def execute(args: Any, exec: ToolExec) -> ToolOutput:
+        from mcp.shared.exceptions import McpError
+        from pydantic import ValidationError
+
+        try:
+            result = await connection.call(remote, dict(args.root), exec.signal)
+        except McpUnavailableError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except McpError as exc:
+            return ToolOutput(f"MCP server {connection.name!r}: {exc.error.message}", is_error=True)
+        except ValidationError as exc:
+            return ToolOutput(
+                f"MCP server {connection.name!r} answered {remote} with a malformed result "
+                f"({exc.error_count()} problem(s); first: {exc.errors()[0]['msg']})",
+                is_error=True,
+            )
+        return render_result(result, limit)
+
+    return execute
+
+
+def arguments_model(schema: object) -> type[Any]:
+    """A pydantic model (a root of JSON object arguments) that shows ``schema`` to the
+    model and validates arguments against it.
+
+    Raises:
+        ValueError: ``schema`` is not a valid JSON Schema of an object.
+    """
+    import jsonschema  # type: ignore[import-untyped]
+    from pydantic import RootModel, model_validator
+    from pydantic_core import PydanticCustomError
+
+    if not isinstance(schema, dict):
+        raise ValueError("it is not a JSON object")
+    shown: dict[str, Any] = json.loads(json.dumps(schema))
+    if shown.setdefault("type", "object") != "object":
+        raise ValueError(f"it describes {shown['type']!r}, not an object")
+    try:
+        validator_class = jsonschema.validators.validator_for(shown)
+        validator_class.check_schema(shown)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(exc.message) from None
+    validator = validator_class(shown)
+
+    class McpArguments(RootModel[dict[str, Any]]):
+        @model_validator(mode="after")
+        def _check(self) -> McpArguments:
+            errors = sorted(validator.iter_errors(self.root), key=lambda e: list(e.absolute_path))
+            if errors:
+                detail = "; ".join(_located(error) for error in errors[:5])
+                raise PydanticCustomError("mcp_schema", "{detail}", {"detail": detail})
+            return self
+
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            copied: dict[str, Any] = json.loads(json.dumps(shown))
+            return copied
+
+    return McpArguments
+
+
+def _located(error: Any) -> str:
+    path = ".".join(str(part) for part in error.absolute_path)
+    return f"{path}: {error.message}" if path else str(error.message)
+
+
+def render_result(result: types.CallToolResult, limit: int) -> ToolOutput:
+    """``result`` as the text the model reads, cut at ``limit`` characters."""
+    from mcp import types
+
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, types.ImageContent | types.AudioContent):
+            kind = "image" if isinstance(block, types.ImageContent) else "audio"
+            parts.append(f"[{kind}: {block.mimeType}, {len(block.data) * 3 // 4} bytes]")
+        elif isinstance(block, types.ResourceLink):
+            parts.append(f"[resource link: {block.uri}]")
+        elif isinstance(block, types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, types.TextResourceContents):
+                parts.append(resource.text)
+            else:
+                parts.append(f"[resource {resource.uri}: {resource.mimeType or 'binary'}]")
+    if not parts and result.structuredContent is not None:
+        parts.append(json.dumps(result.structuredContent, ensure_ascii=False))
+    text = "\n".join(parts)
+    if len(text) > limit:
+        text = f"{text[:limit]}\n[truncated: {limit} of {len(text)} characters shown]"
+    return ToolOutput(text, is_error=bool(result.isError))

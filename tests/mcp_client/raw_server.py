@@ -1,0 +1,48 @@
+"""A hand-written stdio MCP server that misbehaves on purpose: ``python raw_server.py``.
+
+It answers ``initialize`` and ``tools/list`` (one tool, ``bad``, and one with
+an unusable schema, ``broken``), and answers every ``tools/call`` with a
+result whose content is not valid MCP content. Only the standard library, so
+it starts in milliseconds (the benchmarks use it too, with ``--good``: then
+``bad`` answers a valid text result).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+GOOD = "--good" in sys.argv
+
+
+def answer(request_id: object, result: object) -> None:
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + "\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    message = json.loads(line)
+    method = message.get("method")
+    if "id" not in message:
+        continue
+    if method == "initialize":
+        answer(
+            message["id"],
+            {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw", "version": "1"},
+            },
+        )
+    elif method == "tools/list":
+        tools = [{"name": "bad", "inputSchema": {"type": "object"}}]
+        if not GOOD:
+            tools.append({"name": "broken", "inputSchema": {"type": "object", "properties": 3}})
+        answer(message["id"], {"tools": tools})
+    elif method == "tools/call":
+        if GOOD:
+            answer(message["id"], {"content": [{"type": "text", "text": "ok"}]})
+        else:
+            answer(message["id"], {"content": [{"type": "bogus", "what": 1}]})
+    elif method == "ping":
+        answer(message["id"], {})

@@ -1,0 +1,76 @@
+"""An MCP server written with the SDK (FastMCP), for the tests: ``python sdk_server.py
+[stdio | http PORT | sse PORT]``.
+
+Tools: ``echo``, ``pid`` (its process id), ``env`` (one variable), ``wait``
+(sleeps asynchronously: honours cancellation), ``stuck`` (blocks the whole
+server: cannot honour it), ``huge`` (a long text), ``exit`` (the process
+exits at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from mcp.server.fastmcp import FastMCP
+
+server = FastMCP("tests")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Answer with the text."""
+    return f"echo: {text}"
+
+
+@server.tool()
+def pid() -> str:
+    """The server's process id."""
+    return str(os.getpid())
+
+
+@server.tool()
+def env(name: str) -> str:
+    """The value of one environment variable (or <unset>)."""
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool()
+async def wait(seconds: float, marker: str = "") -> str:
+    """Sleep asynchronously; write ``marker`` (a path) when done."""
+    await asyncio.sleep(seconds)
+    if marker:
+        Path(marker).write_text("finished")  # noqa: ASYNC240
+    return "waited"
+
+
+@server.tool()
+def stuck(seconds: float) -> str:
+    """Block the whole server for ``seconds``."""
+    time.sleep(seconds)
+    return "unstuck"
+
+
+@server.tool()
+def huge(size: int) -> str:
+    """A text of ``size`` characters."""
+    return "x" * size
+
+
+@server.tool()
+def exit() -> str:
+    """The process ends at once."""
+    os._exit(7)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if mode == "stdio":
+        server.run("stdio")
+    else:
+        server.settings.host = "127.0.0.1"
+        server.settings.port = int(sys.argv[2])
+        server.run("streamable-http" if mode == "http" else "sse")
