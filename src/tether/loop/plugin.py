@@ -10,15 +10,16 @@ it is stored, and creates it otherwise.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from msgspec import Meta
 
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
 from tether.loop.factory import LoopFactory
 from tether.loop.turn import TurnRunner
 from tether.persist.service import PERSISTENCE
-from tether.runtime.checked import Checked, FieldError, meta
+from tether.runtime.schema import FieldError, Schema
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -29,8 +30,7 @@ name = "agent_loop"
 inject = ("sessions", "llm", "tools", "agents")
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRow(Checked):
+class AgentRow(Schema, frozen=True):
     """An agent created from configuration."""
 
     name: str
@@ -41,19 +41,17 @@ class AgentRow(Checked):
     session_id: str | None = None
 
     def __post_init__(self) -> None:
-        super(AgentRow, self).__post_init__()
         if not self.name:
             raise FieldError(("name",), "must not be empty")
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the agent loop: the defaults of its agents, and agents to create."""
 
     model: str = "offline"
     """The default model reference (``provider`` or ``provider:model``)."""
     system: str | None = None
-    max_steps: int = field(default=50, metadata=meta(ge=1, le=10_000))
+    max_steps: Annotated[int, Meta(ge=1, le=10_000)] = 50
     agents: tuple[AgentRow, ...] = ()
 
 
