@@ -30,12 +30,12 @@ from typing import Annotated, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-import msgspec  # noqa: E402
-from msgspec import Meta  # noqa: E402
+import msgspec
+from msgspec import Meta
 
-from tether.plugins.tool_bash import BashArgs  # noqa: E402
-from tether.runtime.schema import SchemaError, decode  # noqa: E402
-from tether.shell.local import Config as ShellConfig  # noqa: E402
+from tether.plugins.tool_bash import BashArgs
+from tether.runtime.schema import SchemaError, decode
+from tether.shell.local import Config as ShellConfig
 
 ARGS = {"command": "ls -la /tmp", "description": "list", "timeout_ms": "5000", "workdir": "sub"}
 CONFIG = {"default_timeout_ms": 60_000, "max_timeout_ms": 300_000, "bash": "bash", "cwd": "/tmp"}
@@ -126,7 +126,6 @@ def old_models(root: Path) -> tuple[Any, type[Any], type[Any]]:
             state_dir: str | None = None
         """
     )
-    namespace: dict[str, Any] = {"__name__": "old_models"}
     sys.modules["old_models"] = type(sys)("old_models")
     exec(compile(source, "old_models", "exec"), sys.modules["old_models"].__dict__)
     namespace = sys.modules["old_models"].__dict__
