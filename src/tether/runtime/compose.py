@@ -29,10 +29,12 @@ import importlib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from tether.runtime.errors import CompositionError, RuntimeFault
 from tether.runtime.fiber import Fiber, FiberState
@@ -69,8 +71,7 @@ class PluginRow(Schema, frozen=True):
             raise FieldError(("plugin",), "must not be empty")
 
 
-@dataclass(frozen=True, slots=True)
-class RowProblem:
+class RowProblem(msgspec.Struct, frozen=True):
     """Why one row could not be used."""
 
     row: str
@@ -81,8 +82,7 @@ class RowProblem:
         return f"row {self.row}: {self.message}"
 
 
-@dataclass(frozen=True, slots=True)
-class Composition:
+class Composition(msgspec.Struct, frozen=True):
     """Parsed rows plus the rows that were rejected while parsing."""
 
     rows: tuple[PluginRow, ...]
@@ -211,8 +211,7 @@ def _raw_rows(document: object, source: str) -> list[Mapping[str, object]]:
     return rows
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedPlugin:
+class ResolvedPlugin(msgspec.Struct, frozen=True):
     """A row's ``plugin`` reference, imported."""
 
     plugin: object
@@ -279,15 +278,14 @@ class RowState:
         return str(self.fiber.state) if self.fiber is not None else "unmounted"
 
 
-@dataclass(frozen=True, slots=True)
-class ApplyReport:
+class ApplyReport(msgspec.Struct, frozen=True):
     """What :meth:`Composer.apply` did, row id by row id."""
 
     mounted: tuple[str, ...] = ()
     remounted: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
-    problems: tuple[RowProblem, ...] = field(default=())
+    problems: tuple[RowProblem, ...] = ()
 
     @property
     def ok(self) -> bool:
