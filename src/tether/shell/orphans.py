@@ -41,9 +41,8 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import msgspec.structs
 
 FORMAT_VERSION = 1
 
@@ -72,7 +71,8 @@ def _stat_fields(pid: int | str) -> list[str] | None:
     return [field.decode() for field in fields] if len(fields) > 19 else None
 
 
-class Owner(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Owner:
     """A process, named so that a reused pid is not mistaken for it."""
 
     pid: int
@@ -88,7 +88,8 @@ class Owner(msgspec.Struct, frozen=True):
         return start_time(self.pid) == self.start
 
 
-class GroupRecord(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
     """One running command's process group, and who started it."""
 
     pgid: int
@@ -103,7 +104,8 @@ class GroupRecord(msgspec.Struct, frozen=True):
         return Owner(self.owner_pid, self.owner_start)
 
 
-class Swept(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Swept:
     """What a sweep did about one recorded group."""
 
     record: GroupRecord
@@ -224,10 +226,7 @@ def _read(path: Path) -> list[GroupRecord]:
 
 
 def _write(path: Path, records: list[GroupRecord]) -> None:
-    payload = {
-        "version": FORMAT_VERSION,
-        "groups": [msgspec.structs.asdict(record) for record in records],
-    }
+    payload = {"version": FORMAT_VERSION, "groups": [asdict(record) for record in records]}
     # Writers hold the lock, so one temporary name per process is enough.
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
