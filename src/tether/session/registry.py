@@ -21,9 +21,10 @@ from tether.session.errors import (
 )
 from tether.session.events import EVENT_BUILDERS, LAZY_PAYLOADS, Event, assemble, holding
 from tether.session.fields import freeze_data
+from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.receipt import ToolStopped
 from tether.session.stored import StoredEvent
-from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruct, format_error
+from tether.session.vocabulary import BUILTIN_PAYLOADS
 
 __all__ = ["DEFAULT_REGISTRY", "EventRegistry"]
 
