@@ -197,6 +197,16 @@ def test_a_field_without_a_json_form_is_a_definition_error_naming_it() -> None:
     check_model(Everything)
 
 
+class Tree(Schema, frozen=True):
+    children: tuple[Tree, ...] = ()
+
+
+def test_a_schema_that_contains_itself_is_a_definition_error() -> None:
+    with pytest.raises(TypeError, match="Tree contains itself"):
+        check_model(Tree)
+    assert decode(Tree, {"children": [{}]}) == Tree((Tree(),))
+
+
 class Account(Schema, frozen=True):
     key: Secret | None = None
     teams: Mapping[str, Member] = {}

@@ -205,7 +205,10 @@ def json_schema(model: type[Any]) -> dict[str, Any]:
         raise TypeError(f"{_culprit(model)}: {_first_line(exc)}") from None
     except NameError as exc:
         raise TypeError(f"{model.__name__}: cannot resolve an annotation ({exc})") from None
-    inlined = _inlined(document, document.get("$defs", {}))
+    try:
+        inlined = _inlined(document, document.get("$defs", {}))
+    except TypeError as exc:
+        raise TypeError(f"{model.__name__}: {exc}") from None
     assert isinstance(inlined, dict)
     return inlined
 
@@ -245,26 +248,35 @@ def _builtins(value: object, *, reveal: bool) -> object:
     return msgspec.json.decode(msgspec.json.encode(value, enc_hook=encode))
 
 
-def _inlined(node: object, definitions: Mapping[str, Any]) -> object:
+def _inlined(node: object, definitions: Mapping[str, Any], inside: tuple[str, ...] = ()) -> object:
+    """``node`` with every ``$ref`` replaced by its definition (``inside``: those
+    being inlined around it) and the titles left out.
+
+    Raises:
+        TypeError: a definition refers to itself, which no inlined schema can show.
+    """
     if isinstance(node, list):
-        return [_inlined(item, definitions) for item in node]
+        return [_inlined(item, definitions, inside) for item in node]
     if not isinstance(node, dict):
         return node
     result: dict[str, object] = {}
     reference = node.get("$ref")
     if isinstance(reference, str):
-        # A reference's siblings (a field's default, its description) stay.
-        target = _inlined(definitions[reference.rsplit("/", 1)[-1]], definitions)
+        name = reference.rsplit("/", 1)[-1]
+        if name in inside:
+            raise TypeError(f"{name} contains itself: a tool's JSON Schema cannot describe it")
+        target = _inlined(definitions[name], definitions, (*inside, name))
         assert isinstance(target, dict)
         result.update(target)
+        # A reference's siblings (a field's default, its description) stay.
         node = {key: item for key, item in node.items() if key != "$ref"}
     for key, item in node.items():
         if key in ("title", "$defs"):
             continue
         if key == "properties":
-            result[key] = {name: _inlined(prop, definitions) for name, prop in item.items()}
+            result[key] = {name: _inlined(prop, definitions, inside) for name, prop in item.items()}
         else:
-            result[key] = _inlined(item, definitions)
+            result[key] = _inlined(item, definitions, inside)
     if result.get("required") == []:
         del result["required"]
     if result.get("additionalProperties") == {}:
