@@ -1,7 +1,12 @@
 """``tether acp`` benchmarks: a real subprocess driven by the SDK's client side; prints its figures.
 
 Usage: python bench/bench_acp.py [--spawns N] [--prompts N] [--cancels N] [--sessions N]
-                                 [--backend jsonl|sqlite] [--only prompts] [--prices]
+                                 [--backend jsonl|sqlite] [--only prompts|startup] [--prices]
+                                 [--vs SRC]
+
+``--only startup`` prints the spawn figures alone; with ``--vs SRC`` (the
+``src`` directory of another checkout) its spawns alternate with this
+tree's, one each in turn, so both see the same drift of a noisy machine.
 
 The model is an OpenAI-compatible adapter talking to the project's fake
 server (``tests/adapters/fake_server.py``) on loopback, in this process.
@@ -64,6 +69,8 @@ class Client:
 SQLITE_ROW = "  - id: persistence\n    plugin: tether.persist.sqlite\n"
 BACKEND = {"name": "jsonl"}
 """Where sessions are stored (``--backend``)."""
+SOURCE: dict[str, str | None] = {"pythonpath": None}
+"""The ``PYTHONPATH`` the spawned tether runs from (``None``: this interpreter's own)."""
 
 PRICES_ROWS = """\
   - id: llm
@@ -97,6 +104,8 @@ async def spawned(
     """A ``tether acp`` process, initialized; yields it with the spawn → initialize time."""
     config = overlay(server, home)
     env = {**os.environ, "TETHER_HOME": str(home)}
+    if SOURCE["pythonpath"] is not None:
+        env["PYTHONPATH"] = SOURCE["pythonpath"]
     start = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -268,12 +277,35 @@ async def memory(server: FakeServer, sessions: int, home: Path) -> tuple[float, 
         return idle, rss_mb(process.pid)
 
 
+async def compare_startup(server: FakeServer, spawns: int, other: str) -> None:
+    """This tree's spawn figures and ``other``'s, their spawns interleaved."""
+    figures: dict[str, tuple[list[float], list[float]]] = {"this tree": ([], []), other: ([], [])}
+    for _ in range(spawns):
+        for name, pythonpath in (("this tree", None), (other, other)):
+            SOURCE["pythonpath"] = pythonpath
+            handshakes, sessions = await spawn_to_initialize(server, 1)
+            figures[name][0].extend(handshakes)
+            figures[name][1].extend(sessions)
+    SOURCE["pythonpath"] = None
+    for name, (handshakes, sessions) in figures.items():
+        print(f"{name}: spawn -> initialize answered: {ms(handshakes)}")
+        print(f"{name}: spawn -> first session/new answered: {ms(sessions)}")
+
+
 async def main(args: argparse.Namespace) -> None:
     BACKEND["name"] = args.backend
     PRICES["on"] = args.prices
     async with FakeServer() as server:
         with tempfile.TemporaryDirectory() as directory:
             home = Path(directory)
+            if args.only == "startup":
+                if args.vs is not None:
+                    await compare_startup(server, args.spawns, args.vs)
+                    return
+                handshakes, sessions = await spawn_to_initialize(server, args.spawns)
+                print(f"spawn -> initialize answered: {ms(handshakes)}")
+                print(f"spawn -> first session/new answered: {ms(sessions)}")
+                return
             if args.only == "prompts":
                 prompts = await prompt_latency(server, args.prompts, home / "prompts")
                 print(
@@ -315,7 +347,8 @@ if __name__ == "__main__":
     parser.add_argument("--exits", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--backend", choices=("jsonl", "sqlite"), default="jsonl")
-    parser.add_argument("--only", choices=("prompts",), default=None)
+    parser.add_argument("--only", choices=("prompts", "startup"), default=None)
+    parser.add_argument("--vs", default=None, help="with --only startup: another tree's src")
     parser.add_argument(
         "--prices", action="store_true", help="give the model a context window and prices"
     )

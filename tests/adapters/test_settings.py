@@ -10,7 +10,7 @@ from tether.llm.adapters.settings import (
     ModelSettingsError,
     resolve_model_settings,
 )
-from tether.runtime.checked import Secret
+from tether.runtime.schema import Secret
 
 DEEPSEEK = {"DEEPSEEK_API_KEY": "sk-deep"}
 

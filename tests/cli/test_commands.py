@@ -76,8 +76,8 @@ def test_an_offline_run_starts_without_pydantic_and_resumes_the_collector(
     tmp_path: Path,
 ) -> None:
     # Importing pydantic is a third of an offline run's start-up: the default
-    # composition's configs and the bash tool's arguments are Checked
-    # dataclasses, so an offline run, tool call included, never imports it.
+    # composition's configs and the bash tool's arguments are msgspec
+    # schemas, so an offline run, tool call included, never imports it.
     result = python(tmp_path, "-c", STARTUP_PROBE, "run", "$ echo probe")
     assert result.returncode == 0, result.stderr
     assert "probe" in result.stdout

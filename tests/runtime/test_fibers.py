@@ -2,9 +2,10 @@
 
 import asyncio
 import types
-from dataclasses import dataclass, field
+from typing import Annotated
 
 import pytest
+from msgspec import Meta
 from pydantic import BaseModel
 
 from tether.runtime import (
@@ -15,8 +16,8 @@ from tether.runtime import (
     PluginStartError,
     Runtime,
 )
-from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import Notice, ServiceKey
+from tether.runtime.schema import Schema
 
 SOMETHING = Notice("something")
 HALF_BUILT = ServiceKey("half_built")
@@ -69,25 +70,28 @@ async def test_config_is_validated_and_defaults_fill_gaps(runtime: Runtime) -> N
         runtime.ctx.plugin(Server(), {"port": "not a number"})
 
 
-@dataclass(frozen=True, slots=True)
-class CheckedPortConfig(Checked):
-    port: int = field(default=8080, metadata=meta(ge=1, le=65535))
+class Widget:
+    """A type with no JSON form."""
+
+
+class SchemaPortConfig(Schema, frozen=True):
+    port: Annotated[int, Meta(ge=1, le=65535)] = 8080
     host: str = "127.0.0.1"
 
 
-async def test_a_checked_config_is_validated_and_defaults_fill_gaps(runtime: Runtime) -> None:
-    received: list[CheckedPortConfig] = []
+async def test_a_schema_config_is_validated_and_defaults_fill_gaps(runtime: Runtime) -> None:
+    received: list[SchemaPortConfig] = []
 
     class Server:
         name = "server"
-        Config = CheckedPortConfig
+        Config = SchemaPortConfig
 
-        def apply(self, ctx: Context, config: CheckedPortConfig) -> None:
+        def apply(self, ctx: Context, config: SchemaPortConfig) -> None:
             received.append(config)
 
     await runtime.ctx.plugin(Server())
     await runtime.ctx.plugin(Server(), {"port": 9000})
-    assert received == [CheckedPortConfig(), CheckedPortConfig(port=9000)]
+    assert received == [SchemaPortConfig(), SchemaPortConfig(port=9000)]
     for raw, message in (
         ({"port": 0}, "config.port: must be at least 1, got 0"),
         ({"port": "eighty"}, "config.port: must be an integer, got 'eighty'"),
@@ -107,12 +111,11 @@ async def test_config_must_be_a_schema_class(runtime: Runtime) -> None:
         def apply(self, ctx: Context, config: object) -> None:
             pass
 
-    with pytest.raises(PluginDefinitionError, match="Checked dataclass or a pydantic model"):
+    with pytest.raises(PluginDefinitionError, match="neither a Schema nor a pydantic model"):
         runtime.ctx.plugin(Loose())
 
-    @dataclass(frozen=True)
-    class Unsupported(Checked):
-        tags: list[str] = field(default_factory=list)
+    class Unsupported(Schema, frozen=True):
+        tags: Widget | None = None
 
     class Odd:
         name = "odd"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
+from msgspec import Meta
 from pydantic import BaseModel, Field, RootModel
 
 from tether.runtime import CancelSignal
-from tether.runtime.checked import Checked, meta
+from tether.runtime.schema import Schema
 from tether.tools import Tool, ToolExec, ToolOutput, ToolResult, ToolSpec, tool
 
 from .support import echo_tool, fake_agent
@@ -70,13 +71,12 @@ def test_the_schema_is_a_json_schema_object_without_derived_titles() -> None:
     assert json.loads(json.dumps(schema)) == schema
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class MoveArgs(Checked):
-    direction: Literal["up", "down"] = dataclasses.field(metadata=meta("where to go"))
-    steps: int = dataclasses.field(default=1, metadata=meta(ge=1))
+class MoveArgs(Schema, frozen=True):
+    direction: Annotated[Literal["up", "down"], Meta(description="where to go")]
+    steps: Annotated[int, Meta(ge=1)] = 1
 
 
-def test_a_checked_model_gives_its_schema_and_works_with_the_decorator() -> None:
+def test_a_schema_model_gives_its_schema_and_works_with_the_decorator() -> None:
     @tool()
     async def move(args: MoveArgs, exec: ToolExec) -> str:
         """Move the cursor."""
@@ -86,7 +86,7 @@ def test_a_checked_model_gives_its_schema_and_works_with_the_decorator() -> None
     assert move.parameters == {
         "type": "object",
         "properties": {
-            "direction": {"enum": ["up", "down"], "description": "where to go"},
+            "direction": {"enum": ["down", "up"], "description": "where to go"},
             "steps": {"type": "integer", "minimum": 1, "default": 1},
         },
         "required": ["direction"],
@@ -103,7 +103,7 @@ def test_arguments_that_are_not_a_json_object_are_rejected() -> None:
 
 
 def test_a_tool_checks_the_types_of_its_parts() -> None:
-    with pytest.raises(TypeError, match="a pydantic model or a Checked dataclass"):
+    with pytest.raises(TypeError, match="a Schema or a pydantic model"):
         Tool("t", "d", dict, draw)  # type: ignore[arg-type, type-var]
     with pytest.raises(TypeError, match="description must be str"):
         Tool("t", None, DrawArgs, draw)  # type: ignore[arg-type]

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from msgspec import Meta
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.content import ToolCallBlock
 from tether.runtime import CancelSignal, Runtime, Veto
-from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import Next
+from tether.runtime.schema import Schema
 from tether.tools import (
     AFTER_EXECUTE,
     BEFORE_EXECUTE,
@@ -385,19 +386,18 @@ async def test_asyncio_cancellation_is_not_turned_into_a_result(registry: ToolRe
     assert hang.cleaned == ["c1"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class CheckedCountArgs(Checked):
-    count: int = dataclasses.field(metadata=meta("how many", ge=1))
+class SchemaCountArgs(Schema, frozen=True):
+    count: Annotated[int, Meta(ge=1, description="how many")]
     unit: str = "items"
 
 
-async def test_checked_arguments_are_validated_and_reach_listeners_as_json(
+async def test_schema_arguments_are_validated_and_reach_listeners_as_json(
     runtime: Runtime, registry: ToolRegistry
 ) -> None:
-    seen: list[CheckedCountArgs] = []
+    seen: list[SchemaCountArgs] = []
     invocations: list[ToolInvocation] = []
 
-    async def run(args: CheckedCountArgs, exec: ToolExec) -> str:
+    async def run(args: SchemaCountArgs, exec: ToolExec) -> str:
         seen.append(args)
         return f"{args.count} {args.unit}"
 
@@ -406,10 +406,10 @@ async def test_checked_arguments_are_validated_and_reach_listeners_as_json(
         return await next(invocation)
 
     runtime.ctx.on(BEFORE_EXECUTE, before)
-    await registry.register(Tool("count", "Count.", CheckedCountArgs, run))
+    await registry.register(Tool("count", "Count.", SchemaCountArgs, run))
     result = await registry.execute(call("count", count=2), exec_for())
     assert result == ToolResult("c1", "count", "2 items", is_error=False)
-    assert seen == [CheckedCountArgs(2)]
+    assert seen == [SchemaCountArgs(2)]
     assert dict(invocations[0].args) == {"count": 2, "unit": "items"}
     for arguments, details in (
         ({}, "arguments.count: required"),

@@ -15,16 +15,14 @@ import os
 import stat
 import sys
 import threading
-from dataclasses import dataclass
-from typing import IO
+from typing import IO, NamedTuple
 
 STREAM_LIMIT = 1024 * 1024
 """The stream reader's buffer limit; longer frames are read in pieces (the
 frame limit itself is the transport's, see ``MAX_FRAME_BYTES``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProtocolStreams:
+class ProtocolStreams(NamedTuple):
     """The protocol's own input and output, as asyncio streams."""
 
     reader: asyncio.StreamReader

@@ -36,10 +36,9 @@ import json
 import logging
 import math
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
-
-import msgspec
 
 log = logging.getLogger(__name__)
 
@@ -231,17 +230,39 @@ def encode_frame(frame: Mapping[str, Any]) -> bytes:
     """``frame`` as one line of JSON (without the newline).
 
     msgspec encodes it, several times faster than the standard library (a
-    replayed session writes tens of thousands of frames); text it cannot
-    encode as UTF-8 (a lone surrogate) falls back to the standard library,
-    which escapes it.
+    replayed session writes tens of thousands of frames), once it has been
+    imported: the ``initialize`` answer, written before tether boots, does
+    not wait for that import, and goes out through the standard library like
+    text msgspec cannot encode as UTF-8 (a lone surrogate, which the
+    standard library escapes).
     """
-    try:
-        return _ENCODER.encode(frame)
-    except (msgspec.EncodeError, UnicodeEncodeError, TypeError):
+    return _ENCODER.encode(frame)
+
+
+class _FrameEncoder:
+    """msgspec's JSON encoder once msgspec is imported; the standard library before."""
+
+    __slots__ = ("_encode", "_refused")
+
+    def __init__(self) -> None:
+        self._encode: Callable[[object], bytes] | None = None
+        self._refused: tuple[type[Exception], ...] = ()
+
+    def encode(self, frame: Mapping[str, Any]) -> bytes:
+        if self._encode is None:
+            msgspec = sys.modules.get("msgspec")
+            if msgspec is not None and hasattr(msgspec, "json"):
+                self._encode = msgspec.json.Encoder().encode
+                self._refused = (msgspec.EncodeError, UnicodeEncodeError, TypeError)
+        if self._encode is not None:
+            try:
+                return self._encode(frame)
+            except self._refused:
+                pass
         return json.dumps(frame, separators=(",", ":")).encode()
 
 
-_ENCODER = msgspec.json.Encoder()
+_ENCODER = _FrameEncoder()
 
 
 def decode(line: bytes) -> object:

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
+
 from tether.content import ImageRef, TextBlock
 
 if TYPE_CHECKING:
@@ -159,8 +161,7 @@ class Agent(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class AgentHandle:
+class AgentHandle(msgspec.Struct, frozen=True):
     """An agent plus the capability to tear it down.
 
     ``dispose()`` runs the agent's one memoized teardown; when it returns, the
@@ -171,8 +172,7 @@ class AgentHandle:
     dispose: Callable[[], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class AgentOptions:
+class AgentOptions(msgspec.Struct, frozen=True):
     """What an agent is created with (beyond its session)."""
 
     model: str = "offline"

@@ -13,9 +13,9 @@ from tether.runtime import RuntimeFault
 def config_show(args: argparse.Namespace) -> int:
     import yaml
 
-    from tether.runtime.checked import as_data
     from tether.runtime.compose import parse_composition, resolve_plugin
     from tether.runtime.plugin import plugin_spec
+    from tether.runtime.schema import to_data
 
     document = composed(args, with_model=True, model=args.model)
     composition = parse_composition(document, source="tether.yml")
@@ -28,7 +28,7 @@ def config_show(args: argparse.Namespace) -> int:
         try:
             spec = plugin_spec(resolve_plugin(row.plugin).plugin)
             config = spec.validate_config(row.config)
-            entry["config"] = as_data(config) if config is not None else {}
+            entry["config"] = to_data(config) if config is not None else {}
             if spec.inject:
                 entry["inject"] = list(spec.inject)
         except RuntimeFault as exc:

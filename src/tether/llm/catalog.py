@@ -23,9 +23,13 @@ list has no context window and no price.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
-from tether.runtime.checked import Checked, FieldError, meta
+import msgspec
+from msgspec import Meta
+
+from tether.runtime.schema import FieldError, Schema
 
 __all__ = ["ModelCatalog", "ModelEntry", "Prices"]
 
@@ -33,22 +37,22 @@ PER_TOKENS = 1_000_000
 """Prices are per this many tokens."""
 
 
-@dataclass(frozen=True, slots=True)
-class Prices(Checked):
+class Prices(Schema, frozen=True):
     """What a model costs, per million tokens."""
 
-    input: float = field(metadata=meta("per million input tokens", ge=0))
-    output: float = field(metadata=meta("per million output tokens", ge=0))
-    cached_input: float | None = field(
-        default=None, metadata=meta("per million input tokens read from the cache", ge=0)
-    )
-    cache_creation: float | None = field(
-        default=None, metadata=meta("per million input tokens written to the cache", ge=0)
-    )
-    currency: str = field(default="USD", metadata=meta("ISO 4217 code"))
+    input: Annotated[float, Meta(ge=0, description="per million input tokens")]
+    output: Annotated[float, Meta(ge=0, description="per million output tokens")]
+    cached_input: (
+        Annotated[float, Meta(ge=0, description="per million input tokens read from the cache")]
+        | None
+    ) = None
+    cache_creation: (
+        Annotated[float, Meta(ge=0, description="per million input tokens written to the cache")]
+        | None
+    ) = None
+    currency: Annotated[str, Meta(description="ISO 4217 code")] = "USD"
 
     def __post_init__(self) -> None:
-        super(Prices, self).__post_init__()
         if len(self.currency) != 3 or not self.currency.isalpha() or not self.currency.isupper():
             raise FieldError(("currency",), f"must be an ISO 4217 code, got {self.currency!r}")
 
@@ -69,15 +73,14 @@ class Prices(Checked):
         return total / PER_TOKENS
 
 
-@dataclass(frozen=True, slots=True)
-class ModelEntry(Checked):
+class ModelEntry(Schema, frozen=True):
     """One model of the catalog."""
 
-    name: str | None = field(default=None, metadata=meta("the label a client shows"))
+    name: Annotated[str, Meta(description="the label a client shows")] | None = None
     description: str | None = None
-    context_window: int | None = field(
-        default=None, metadata=meta("the model's context window, in tokens", ge=1)
-    )
+    context_window: (
+        Annotated[int, Meta(ge=1, description="the model's context window, in tokens")] | None
+    ) = None
     prices: Prices | None = None
 
 
@@ -85,7 +88,7 @@ class ModelEntry(Checked):
 class ModelCatalog:
     """Known models by reference, in the order the settings list them."""
 
-    models: Mapping[str, ModelEntry] = field(default_factory=dict)
+    models: Mapping[str, ModelEntry] = msgspec.field(default_factory=dict)
 
     def get(self, model: str) -> ModelEntry | None:
         """The entry of ``model``, or ``None`` when the settings do not list it."""

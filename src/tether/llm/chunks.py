@@ -16,8 +16,9 @@ its callers whatever the adapter did.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, get_args
+
+import msgspec
 
 __all__ = [
     "FINISH_REASONS",
@@ -31,15 +32,13 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(msgspec.Struct, frozen=True):
     """A piece of the answer's text."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReasoningDelta:
+class ReasoningDelta(msgspec.Struct, frozen=True):
     """A piece of the model's reasoning.
 
     ``signature`` is the provider's opaque replay token for the reasoning block
@@ -50,8 +49,7 @@ class ReasoningDelta:
     signature: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallDelta:
+class ToolCallDelta(msgspec.Struct, frozen=True):
     """A fragment of the tool call at position ``index`` of the answer.
 
     ``id`` and ``name`` arrive on the first fragment of an index (later ones
@@ -72,8 +70,7 @@ class ToolCallDelta:
             raise ValueError(f"ToolCallDelta.index must be >= 0, got {self.index}")
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True):
     """Token counts of one request, as the provider reported them.
 
     ``input_tokens`` counts the whole prompt, cached parts included;
@@ -110,8 +107,7 @@ filter stopped the answer), the request failed, or the caller cancelled it."""
 FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
+class Finish(msgspec.Struct, frozen=True):
     """The end of a stream.
 
     ``error`` (a human-readable message) and ``error_code`` (a short code, such

@@ -33,8 +33,10 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncGenerator, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+from msgspec import Meta
 
 from tether.content import (
     AssistantMessage,
@@ -48,7 +50,7 @@ from tether.content import (
 from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta, Usage
 from tether.llm.request import ModelRequest
 from tether.llm.service import LLM
-from tether.runtime.checked import Checked, meta
+from tether.runtime.schema import Schema
 from tether.runtime.signal import CancelSignal
 
 if TYPE_CHECKING:
@@ -239,11 +241,10 @@ name = "offline"
 inject = ("llm",)
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the ``offline`` provider."""
 
-    chunk_size: int = field(default=8, metadata=meta(ge=1))
+    chunk_size: Annotated[int, Meta(ge=1)] = 8
     """Characters per streamed piece."""
 
 

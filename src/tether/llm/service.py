@@ -26,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 from tether.llm.assemble import MISSING_FINISH
 from tether.llm.catalog import ModelCatalog, ModelEntry
@@ -41,8 +42,8 @@ from tether.llm.chunks import (
 )
 from tether.llm.errors import ProviderConflictError, UnknownProviderError
 from tether.llm.request import ModelRequest, check_provider_name
-from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import ServiceKey
+from tether.runtime.schema import Schema
 from tether.runtime.signal import CancelSignal
 
 if TYPE_CHECKING:
@@ -284,14 +285,10 @@ async def _close(adapter: ModelAdapter, chunks: AsyncIterator[StreamChunk]) -> N
 name = "llm"
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the ``llm`` service."""
 
-    models: Mapping[str, ModelEntry] = field(
-        default_factory=dict,
-        metadata=meta("known models by reference: context window and prices (docs/models.md)"),
-    )
+    models: Mapping[str, ModelEntry] = msgspec.field(default_factory=dict)
 
 
 async def apply(ctx: Context, config: Config) -> None:

@@ -30,6 +30,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import msgspec.structs
+
 from tether.agent.errors import AgentConflictError, AgentCreateError, AgentError
 from tether.agent.events import AGENT_CREATED, AGENT_SESSION_START, AGENT_SETUP
 from tether.agent.registry import AGENTS, AgentRegistry, Setup
@@ -235,9 +237,7 @@ def _distinct(*fibers: Fiber) -> tuple[Fiber, ...]:
 
 
 def _with_model(options: AgentOptions, model: str) -> AgentOptions:
-    from dataclasses import replace
-
-    return replace(options, model=model)
+    return msgspec.structs.replace(options, model=model)
 
 
 def _only_about(session: Session) -> Callable[[str, tuple[object, ...]], bool]:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import msgspec
+from msgspec import Meta
 
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
@@ -29,7 +31,7 @@ from tether.loop.prompt import PromptSettings
 from tether.loop.turn import TurnRunner
 from tether.persist.location import data_dir
 from tether.persist.service import PERSISTENCE
-from tether.runtime.checked import Checked, FieldError, meta
+from tether.runtime.schema import FieldError, Schema
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -44,8 +46,7 @@ USER_INSTRUCTIONS = "AGENTS.md"
 MIN_WINDOW = 1_024
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRow(Checked):
+class AgentRow(Schema, frozen=True):
     """An agent created from configuration."""
 
     name: str
@@ -57,25 +58,22 @@ class AgentRow(Checked):
     session_id: str | None = None
 
     def __post_init__(self) -> None:
-        super(AgentRow, self).__post_init__()
         if not self.name:
             raise FieldError(("name",), "must not be empty")
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionConfig(Checked):
+class CompactionConfig(Schema, frozen=True):
     """When to compact a conversation, and how much of it to keep verbatim."""
 
     enabled: bool = True
     """Compact on its own before a request that passes ``threshold``."""
-    threshold: float = field(default=0.8, metadata=meta(gt=0, le=1))
+    threshold: Annotated[float, Meta(gt=0, le=1)] = 0.8
     """The share of the model's context window a request may fill."""
-    keep_recent: float = field(default=0.25, metadata=meta(ge=0, le=1))
+    keep_recent: Annotated[float, Meta(ge=0, le=1)] = 0.25
     """The share of the window the most recent messages may keep verbatim."""
-    summary_max_tokens: int = field(default=4_096, metadata=meta(ge=256, le=100_000))
+    summary_max_tokens: Annotated[int, Meta(ge=256, le=100_000)] = 4_096
 
     def __post_init__(self) -> None:
-        super(CompactionConfig, self).__post_init__()
         if self.keep_recent >= self.threshold:
             raise FieldError(
                 ("keep_recent",),
@@ -84,8 +82,7 @@ class CompactionConfig(Checked):
             )
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the agent loop: the defaults of its agents, and agents to create."""
 
     model: str = "offline"
@@ -98,18 +95,17 @@ class Config(Checked):
     """Add the project's AGENTS.md (or CLAUDE.md, GEMINI.md) files to the system prompt."""
     user_instructions: str | None = None
     """The user's own instruction file; default ``AGENTS.md`` in tether's home directory."""
-    instructions_max_bytes: int = field(default=32_768, metadata=meta(ge=256))
+    instructions_max_bytes: Annotated[int, Meta(ge=256)] = 32_768
     """The most bytes of one instruction file the model is given."""
-    instructions_max_total_bytes: int = field(default=65_536, metadata=meta(ge=256))
+    instructions_max_total_bytes: Annotated[int, Meta(ge=256)] = 65_536
     """The most bytes of all instruction files together."""
-    context_windows: Mapping[str, int] = field(default_factory=dict)
+    context_windows: Mapping[str, int] = msgspec.field(default_factory=dict)
     """Context windows in tokens, by model reference or model name."""
-    compaction: CompactionConfig = field(default_factory=CompactionConfig)
-    max_steps: int = field(default=50, metadata=meta(ge=1, le=10_000))
+    compaction: CompactionConfig = msgspec.field(default_factory=CompactionConfig)
+    max_steps: Annotated[int, Meta(ge=1, le=10_000)] = 50
     agents: tuple[AgentRow, ...] = ()
 
     def __post_init__(self) -> None:
-        super(Config, self).__post_init__()
         for model, tokens in self.context_windows.items():
             if not model.strip():
                 raise FieldError(("context_windows",), "a model name must not be empty")

@@ -35,10 +35,12 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from msgspec import Meta
 
 from tether.loop.hooks import REQUEST_ERROR, RequestError
-from tether.runtime.checked import Checked, meta
+from tether.runtime.schema import Schema
 from tether.session.vocabulary import RetryEvent
 
 if TYPE_CHECKING:
@@ -89,19 +91,18 @@ name = "retry"
 inject: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the retry policy."""
 
-    max_attempts: int = field(
-        default=5, metadata=meta("requests per step, the first included", ge=1)
-    )
-    base_delay: float = field(default=1.0, metadata=meta("seconds before the first retry", ge=0))
-    max_delay: float = field(default=30.0, metadata=meta("the backoff's ceiling, in seconds", ge=0))
-    jitter: float = field(default=0.5, metadata=meta("share of the delay randomized", ge=0, le=1))
-    max_retry_after: float = field(
-        default=120.0, metadata=meta("a longer Retry-After gives up instead of waiting", ge=0)
-    )
+    max_attempts: Annotated[
+        int, Meta(ge=1, description="requests per step, the first included")
+    ] = 5
+    base_delay: Annotated[float, Meta(ge=0, description="seconds before the first retry")] = 1.0
+    max_delay: Annotated[float, Meta(ge=0, description="the backoff's ceiling, in seconds")] = 30.0
+    jitter: Annotated[float, Meta(ge=0, le=1, description="share of the delay randomized")] = 0.5
+    max_retry_after: Annotated[
+        float, Meta(ge=0, description="a longer Retry-After gives up instead of waiting")
+    ] = 120.0
     retry_on: tuple[str, ...] = tuple(sorted(RETRYABLE))
 
     def policy(self) -> RetryPolicy:

@@ -31,17 +31,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from tether.agent.events import AGENT_CREATED, AGENT_SETUP
 from tether.agent.types import Agent, UserMessage
 from tether.mcp.errors import McpConfigError, McpStartError
 from tether.persist.location import data_dir
-from tether.runtime.checked import Checked, FieldError, meta
 from tether.runtime.keys import ServiceKey
+from tether.runtime.schema import FieldError, Schema
 from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import state_path
 from tether.tools.errors import ToolConflictError
@@ -61,38 +63,35 @@ NOTICE_SOURCE = "notice"
 _NO_SERVERS: Mapping[str, Mapping[str, object]] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class AgentServers(Checked):
+class AgentServers(Schema, frozen=True):
     """The servers of one agent (by session id), on top of those of every agent."""
 
-    servers: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: _NO_SERVERS)
+    servers: Mapping[str, Mapping[str, Any]] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the ``mcp`` plugin (see ``docs/mcp.md``)."""
 
-    servers: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: _NO_SERVERS)
+    servers: Mapping[str, Mapping[str, Any]] = msgspec.field(default_factory=dict)
     """Servers for every agent: ``{name: {command, args, env, cwd}}`` or
     ``{name: {type: http|sse, url, headers}}``."""
-    agents: Mapping[str, AgentServers] = field(default_factory=lambda: MappingProxyType({}))
+    agents: Mapping[str, AgentServers] = msgspec.field(default_factory=dict)
     """Servers for the agent of one session id only."""
-    startup_timeout_ms: int = field(default=10_000, metadata=meta(ge=100))
+    startup_timeout_ms: Annotated[int, Meta(ge=100)] = 10_000
     """From spawn to initialized with its tools listed; a slower server fails to start."""
-    call_timeout_ms: int = field(default=0, metadata=meta(ge=0))
+    call_timeout_ms: Annotated[int, Meta(ge=0)] = 0
     """A tool call unanswered by then is an error result; 0: no limit."""
-    cancel_grace_ms: int = field(default=1_000, metadata=meta(ge=0))
+    cancel_grace_ms: Annotated[int, Meta(ge=0)] = 1_000
     """How long a cancelled call waits for the server to show it honoured the cancel."""
-    kill_grace_ms: int = field(default=2_000, metadata=meta(ge=0))
+    kill_grace_ms: Annotated[int, Meta(ge=0)] = 2_000
     """Between SIGTERM and SIGKILL when a stdio server is stopped."""
-    max_result_chars: int = field(default=100_000, metadata=meta(ge=1))
+    max_result_chars: Annotated[int, Meta(ge=1)] = 100_000
     """Longer tool results are cut, with a note."""
     state_dir: str | None = None
     """Where the host's record of running process groups is (the shell's, by default:
     ``<data dir>/run``)."""
 
     def __post_init__(self) -> None:
-        super(Config, self).__post_init__()
         if not self.servers and not self.agents:
             return
         from tether.mcp.servers import from_config

@@ -31,9 +31,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from msgspec import Meta
 
 from tether.persist.backends.base import LogBackend, SessionSummary, TornTail
 from tether.persist.backends.bulk import collector_paused
@@ -41,8 +42,8 @@ from tether.persist.backends.errors import StoreConflictError
 from tether.persist.backends.lease import LeaseBook
 from tether.persist.backends.records import parse_header
 from tether.persist.writer import WriteBehind
-from tether.runtime.checked import Checked, meta
 from tether.runtime.keys import Notice, ServiceKey
+from tether.runtime.schema import Schema
 from tether.session.errors import SessionError
 from tether.session.log import Session, SessionHeader
 from tether.session.registry import DEFAULT_REGISTRY
@@ -63,13 +64,12 @@ PERSISTENCE = ServiceKey["Persistence"]("persistence")
 """``ctx.persistence``: load, resume, list and delete stored sessions."""
 
 
-@dataclass(frozen=True, slots=True)
-class PersistenceConfig(Checked):
+class PersistenceConfig(Schema, frozen=True):
     """Configuration shared by the persistence plugins."""
 
     data_dir: Path | None = None
     """Where logs are stored; default ``$TETHER_HOME``, else ``~/.local/share/tether``."""
-    batch_window_ms: float = field(default=20.0, metadata=meta(ge=0, le=1000))
+    batch_window_ms: Annotated[float, Meta(ge=0, le=1000)] = 20.0
     """How long the writer waits after an append to gather a batch (a flush skips it)."""
 
 

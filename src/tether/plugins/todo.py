@@ -14,10 +14,11 @@ program without one, it answers an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from tether.runtime.checked import Checked, meta
+from msgspec import Meta
+
+from tether.runtime.schema import Schema
 from tether.session.settings import PlanEntry, PlanUpdated
 from tether.tools import Tool, ToolExec, ToolOutput
 from tether.tools.registry import TOOLS
@@ -32,26 +33,26 @@ MAX_TASKS = 100
 """The longest list the tool accepts."""
 
 
-@dataclass(frozen=True, slots=True)
-class Task(Checked):
+class Task(Schema, frozen=True):
     """One task of the list."""
 
-    content: str = field(metadata=meta("what the task is, in a short imperative sentence"))
-    status: Literal["pending", "in_progress", "completed"] = field(
-        metadata=meta("pending, in_progress (being worked on now) or completed")
-    )
-    priority: Literal["high", "medium", "low"] = field(
-        default="medium", metadata=meta("high, medium or low")
-    )
+    content: Annotated[str, Meta(description="what the task is, in a short imperative sentence")]
+    status: Annotated[
+        Literal["pending", "in_progress", "completed"],
+        Meta(description="pending, in_progress (being worked on now) or completed"),
+    ]
+    priority: Annotated[
+        Literal["high", "medium", "low"], Meta(description="high, medium or low")
+    ] = "medium"
 
 
-@dataclass(frozen=True, slots=True)
-class TodoArgs(Checked):
+class TodoArgs(Schema, frozen=True):
     """Replace the session's task list."""
 
-    tasks: tuple[Task, ...] = field(
-        metadata=meta("the whole task list, in order, with every task's current status")
-    )
+    tasks: Annotated[
+        tuple[Task, ...],
+        Meta(description="the whole task list, in order, with every task's current status"),
+    ]
 
 
 async def todo(args: TodoArgs, exec: ToolExec) -> ToolOutput:

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from msgspec import Meta
 
 from tether.agent import Agent, AgentDisposedError, AgentStatus, Target, UserMessage
 from tether.agent.events import (
@@ -44,7 +45,7 @@ from tether.agent.events import (
 from tether.agent.registry import AGENTS
 from tether.loop.hooks import TURN_CLOSING
 from tether.plugins.stop_receipt import StopReceipts
-from tether.runtime.checked import Checked, meta
+from tether.runtime.schema import Schema
 from tether.shell import (
     BashTask,
     ShellError,
@@ -69,36 +70,33 @@ inject = ("tools", "shell")
 NOTICE_SOURCE = "notice"
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the bash tools: how completions reach an idle owner."""
 
     wake_idle_owner: bool = True
     """Deliver a completion to an idle owner as a follow-up, so the model reacts."""
-    max_consecutive_wakes: int = field(default=3, metadata=meta(ge=0))
+    max_consecutive_wakes: Annotated[int, Meta(ge=0)] = 3
     """How many notice-only turns in a row may be started before notices are only injected."""
 
 
-@dataclass(frozen=True, slots=True)
-class BashArgs(Checked):
+class BashArgs(Schema, frozen=True):
     """Run a shell command with bash."""
 
-    command: str = field(metadata=meta("the command line, run with bash -c"))
-    description: str | None = field(default=None, metadata=meta("what it does, in a few words"))
-    timeout_ms: int | None = field(default=None, metadata=meta("foreground time limit", gt=0))
-    workdir: str | None = field(
-        default=None, metadata=meta("working directory; relative to the session's cwd")
-    )
-    run_in_background: bool = field(
-        default=False, metadata=meta("start it as a background task and return at once")
-    )
+    command: Annotated[str, Meta(description="the command line, run with bash -c")]
+    description: Annotated[str, Meta(description="what it does, in a few words")] | None = None
+    timeout_ms: Annotated[int, Meta(gt=0, description="foreground time limit")] | None = None
+    workdir: (
+        Annotated[str, Meta(description="working directory; relative to the session's cwd")] | None
+    ) = None
+    run_in_background: Annotated[
+        bool, Meta(description="start it as a background task and return at once")
+    ] = False
 
 
-@dataclass(frozen=True, slots=True)
-class TaskArgs(Checked):
+class TaskArgs(Schema, frozen=True):
     """Name a background task."""
 
-    task_id: str = field(metadata=meta("the id of a background task, e.g. bash-1"))
+    task_id: Annotated[str, Meta(description="the id of a background task, e.g. bash-1")]
 
 
 def owner_token(exec: ToolExec) -> str | None:

@@ -47,8 +47,11 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from tether.agent import (
     Agent,
@@ -63,7 +66,7 @@ from tether.agent import (
 from tether.agent.events import AGENT_STOPPING, CANCEL_REQUESTED
 from tether.agent.registry import AGENTS
 from tether.loop.hooks import TURN_ABORTING, TURN_CLOSING
-from tether.runtime.checked import Checked, meta
+from tether.runtime.schema import Schema
 from tether.session import (
     Aborted,
     AssistantMessageEvent,
@@ -98,8 +101,7 @@ NOTICE_SOURCE = "notice"
 PROMPT_SOURCE = "parent"
 
 
-@dataclass(frozen=True, slots=True)
-class Profile(Checked):
+class Profile(Schema, frozen=True):
     """A named kind of child agent (``agent`` argument of ``task``)."""
 
     system: str | None = None
@@ -110,33 +112,30 @@ class Profile(Checked):
     """Its model (default: the parent's)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Limits of delegation, and the profiles children can be given."""
 
-    max_depth: int = field(default=2, metadata=meta("levels of delegation below a root", ge=1))
-    max_children: int = field(default=8, metadata=meta("running children per parent", ge=1))
-    max_agents: int = field(default=64, metadata=meta("live agents in the process", ge=1))
-    profiles: Mapping[str, Profile] = field(default_factory=dict)
+    max_depth: Annotated[int, Meta(ge=1, description="levels of delegation below a root")] = 2
+    max_children: Annotated[int, Meta(ge=1, description="running children per parent")] = 8
+    max_agents: Annotated[int, Meta(ge=1, description="live agents in the process")] = 64
+    profiles: Mapping[str, Profile] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class TaskArgs(Checked):
+class TaskArgs(Schema, frozen=True):
     """Delegate a task to a child agent."""
 
-    description: str = field(metadata=meta("the task in a few words"))
-    prompt: str = field(metadata=meta("everything the child needs to know to do it"))
-    agent: str | None = field(default=None, metadata=meta("a profile from the settings"))
-    run_in_background: bool = field(
-        default=False, metadata=meta("return the task id at once; a notice tells when it is done")
-    )
+    description: Annotated[str, Meta(description="the task in a few words")]
+    prompt: Annotated[str, Meta(description="everything the child needs to know to do it")]
+    agent: Annotated[str, Meta(description="a profile from the settings")] | None = None
+    run_in_background: Annotated[
+        bool, Meta(description="return the task id at once; a notice tells when it is done")
+    ] = False
 
 
-@dataclass(frozen=True, slots=True)
-class TaskIdArgs(Checked):
+class TaskIdArgs(Schema, frozen=True):
     """Name a task."""
 
-    task_id: str = field(metadata=meta("the task id that task returned"))
+    task_id: Annotated[str, Meta(description="the task id that task returned")]
 
 
 def parent_of(agent: Agent) -> str | None:

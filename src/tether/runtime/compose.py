@@ -29,14 +29,16 @@ import importlib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from tether.runtime.checked import Checked, FieldError, build
+import msgspec
+
 from tether.runtime.errors import CompositionError, RuntimeFault
 from tether.runtime.fiber import Fiber, FiberState
+from tether.runtime.schema import FieldError, Schema, SchemaError, decode
 
 if TYPE_CHECKING:
     from tether.runtime.context import Context
@@ -50,17 +52,15 @@ ROW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A row id: a letter or digit, then letters, digits, ``_``, ``.`` or ``-``; 64 at most."""
 
 
-@dataclass(frozen=True, slots=True)
-class PluginRow(Checked):
+class PluginRow(Schema, frozen=True):
     """One row of a composition: which plugin, with what config, under which id."""
 
     id: str
     plugin: str
-    config: Mapping[str, object] = field(default_factory=dict)
+    config: Mapping[str, Any] = {}
     disabled: bool = False
 
     def __post_init__(self) -> None:
-        super(PluginRow, self).__post_init__()
         if not ROW_ID.fullmatch(self.id):
             raise FieldError(
                 ("id",),
@@ -71,8 +71,7 @@ class PluginRow(Checked):
             raise FieldError(("plugin",), "must not be empty")
 
 
-@dataclass(frozen=True, slots=True)
-class RowProblem:
+class RowProblem(msgspec.Struct, frozen=True):
     """Why one row could not be used."""
 
     row: str
@@ -83,8 +82,7 @@ class RowProblem:
         return f"row {self.row}: {self.message}"
 
 
-@dataclass(frozen=True, slots=True)
-class Composition:
+class Composition(msgspec.Struct, frozen=True):
     """Parsed rows plus the rows that were rejected while parsing."""
 
     rows: tuple[PluginRow, ...]
@@ -112,12 +110,13 @@ def parse_composition(document: object, *, source: str = "<composition>") -> Com
         label = f"#{index}"
         if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
             label = repr(raw["id"])
+        if not isinstance(raw, Mapping):
+            problems.append(RowProblem(label, f"{source}: a row must be a mapping, got {raw!r}"))
+            continue
         try:
-            if not isinstance(raw, Mapping):
-                raise FieldError((), f"a row must be a mapping, got {raw!r}")
-            row = build(PluginRow, raw)
-        except FieldError as exc:
-            problems.append(RowProblem(label, f"{source}: {exc.located(root='')}"))
+            row = decode(PluginRow, raw, root="")
+        except SchemaError as exc:
+            problems.append(RowProblem(label, f"{source}: {exc}"))
             continue
         if row.id in seen:
             problems.append(RowProblem(label, f"{source}: duplicate id (an earlier row has it)"))
@@ -212,8 +211,7 @@ def _raw_rows(document: object, source: str) -> list[Mapping[str, object]]:
     return rows
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedPlugin:
+class ResolvedPlugin(msgspec.Struct, frozen=True):
     """A row's ``plugin`` reference, imported."""
 
     plugin: object
@@ -280,15 +278,14 @@ class RowState:
         return str(self.fiber.state) if self.fiber is not None else "unmounted"
 
 
-@dataclass(frozen=True, slots=True)
-class ApplyReport:
+class ApplyReport(msgspec.Struct, frozen=True):
     """What :meth:`Composer.apply` did, row id by row id."""
 
     mounted: tuple[str, ...] = ()
     remounted: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
-    problems: tuple[RowProblem, ...] = field(default=())
+    problems: tuple[RowProblem, ...] = ()
 
     @property
     def ok(self) -> bool:

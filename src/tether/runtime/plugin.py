@@ -5,10 +5,10 @@ A plugin carries metadata:
 * ``name`` — defaults to the module's last component or the class name;
 * ``inject`` — the service names it needs; the fiber stays pending until all
   are provided, and unloads when one goes away;
-* ``Config`` — a :class:`~tether.runtime.checked.Checked` dataclass or a
-  pydantic model; the config given at mount is validated against it, and its
-  defaults fill what was omitted. pydantic is imported only when a plugin
-  with a pydantic ``Config`` mounts.
+* ``Config`` — a :class:`~tether.runtime.schema.Schema` or a pydantic model;
+  the config given at mount is decoded into it, and its defaults fill what
+  was omitted. pydantic is imported only when a plugin with a pydantic
+  ``Config`` mounts.
 
 Forms:
 
@@ -29,16 +29,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from tether.runtime.checked import (
-    Checked,
-    FieldError,
-    build,
-    check_schema,
-    describe_validation_error,
-    is_pydantic_model,
-)
 from tether.runtime.errors import PluginConfigError, PluginDefinitionError
 from tether.runtime.keys import ServiceKey, service_name
+from tether.runtime.schema import SchemaError, check_model, decode
 
 if TYPE_CHECKING:
     from tether.runtime.context import Context
@@ -54,7 +47,7 @@ class PluginSpec:
     name: str
     inject: tuple[str, ...]
     config_model: type | None
-    """A :class:`Checked` dataclass or a pydantic model class."""
+    """A :class:`~tether.runtime.schema.Schema` or a pydantic model class."""
     apply: Apply
     module: str | None
     """The module the plugin's code lives in: what a reload re-imports."""
@@ -65,6 +58,7 @@ class PluginSpec:
         """Validate ``raw`` (a mapping, a ``Config`` instance or ``None``) against ``Config``.
 
         Returns the ``Config`` instance, or ``None`` for a plugin without one.
+        An instance is checked too, as if it had been given as data.
 
         Raises:
             PluginConfigError: the message names the plugin and the bad field.
@@ -74,31 +68,16 @@ class PluginSpec:
             if raw is None or raw == {}:
                 return None
             raise PluginConfigError(f"plugin {self.name!r} takes no config, got {raw!r}")
-        if isinstance(raw, model):
-            return raw
         if raw is None:
             raw = {}
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, Mapping | model):
             raise PluginConfigError(
                 f"plugin {self.name!r}: config must be a mapping, got {type(raw).__name__}"
             )
-        if issubclass(model, Checked):
-            try:
-                return build(model, raw)
-            except FieldError as exc:
-                raise PluginConfigError(
-                    f"plugin {self.name!r}: invalid config: {exc.located()}"
-                ) from None
-            except (TypeError, ValueError) as exc:  # a check of the schema's own __post_init__
-                raise PluginConfigError(f"plugin {self.name!r}: invalid config: {exc}") from None
-        from pydantic import ValidationError
-
         try:
-            return model.model_validate(raw)  # type: ignore[attr-defined]
-        except ValidationError as exc:
-            raise PluginConfigError(
-                f"plugin {self.name!r}: invalid config: {describe_validation_error(exc)}"
-            ) from None
+            return decode(model, raw)
+        except SchemaError as exc:
+            raise PluginConfigError(f"plugin {self.name!r}: invalid config: {exc}") from None
 
 
 def plugin_spec(plugin: object) -> PluginSpec:
@@ -129,15 +108,11 @@ def plugin_spec(plugin: object) -> PluginSpec:
         raise PluginDefinitionError(f"plugin {plugin!r}: 'name' must be a non-empty string")
     inject = _inject_of(plugin, name)
     config_model = getattr(plugin, "Config", None)
-    if isinstance(config_model, type) and issubclass(config_model, Checked):
+    if config_model is not None:
         try:
-            check_schema(config_model)
+            check_model(config_model)
         except TypeError as exc:
             raise PluginDefinitionError(f"plugin {name!r}: bad 'Config': {exc}") from None
-    elif config_model is not None and not is_pydantic_model(config_model):
-        raise PluginDefinitionError(
-            f"plugin {name!r}: 'Config' must be a Checked dataclass or a pydantic model class"
-        )
     return PluginSpec(
         target=plugin,
         name=name,

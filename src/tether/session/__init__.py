@@ -22,6 +22,7 @@ from tether.session.errors import (
 from tether.session.events import Event
 from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Lineage, Observer, Session, SessionEvents, SessionHeader
+from tether.session.payload import EventPayload, EventStruct
 from tether.session.receipt import Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
@@ -35,8 +36,6 @@ from tether.session.vocabulary import (
     ChunkKind,
     Completed,
     Errored,
-    EventPayload,
-    EventStruct,
     InboxOp,
     InboxQueue,
     InboxSpliced,

@@ -21,8 +21,9 @@ from msgspec import Raw
 from tether.frozen import thaw
 from tether.session.errors import EventFormatError
 from tether.session.fields import freeze_data
+from tether.session.payload import EventPayload, EventStruct, encode_data
 from tether.session.receipt import ToolStopped
-from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruct, encode_data
+from tether.session.vocabulary import BUILTIN_PAYLOADS
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry

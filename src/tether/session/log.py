@@ -18,9 +18,10 @@ from tether.session.errors import (
     SessionInvariantError,
 )
 from tether.session.events import Event, build_event
+from tether.session.payload import EventPayload
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.structure import IN_STEP_ONLY, PendingToolCall, Structure
-from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload
+from tether.session.vocabulary import BUILTIN_PAYLOADS
 
 __all__ = ["Lineage", "Observer", "Session", "SessionEvents", "SessionHeader"]
 

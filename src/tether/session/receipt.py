@@ -34,7 +34,7 @@ import msgspec
 
 from tether.session.errors import EventFormatError
 from tether.session.fields import check_seconds
-from tether.session.vocabulary import EventStruct
+from tether.session.payload import EventStruct
 
 StoppedKind = Literal["call", "task"]
 _KINDS: tuple[str, ...] = get_args(StoppedKind)

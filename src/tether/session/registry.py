@@ -23,10 +23,11 @@ from tether.session.errors import (
 from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, holding
 from tether.session.fields import freeze_data
 from tether.session.log_decoder import LogDecoder
+from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.receipt import ToolStopped
 from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.stored import StoredEvent
-from tether.session.vocabulary import BUILTIN_PAYLOADS, EventPayload, EventStruct, format_error
+from tether.session.vocabulary import BUILTIN_PAYLOADS
 
 __all__ = ["DEFAULT_REGISTRY", "EventRegistry"]
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
+
 from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
@@ -109,8 +111,7 @@ class ShellExecSpec:
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StopReport:
+class StopReport(msgspec.Struct, frozen=True, kw_only=True):
     """What stopping one command did: the receipt of a stop.
 
     ``signals`` are the signals sent to the process group, in order
@@ -127,8 +128,7 @@ class StopReport:
     seconds: float | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellResult:
+class ShellResult(msgspec.Struct, frozen=True, kw_only=True):
     """How a foreground command ended, and what it wrote.
 
     ``stdout``/``stderr`` hold the last ``max_output_bytes`` of each stream
@@ -172,8 +172,7 @@ class TaskStatus(enum.StrEnum):
     """The executor stopped it: ``kill``, ``kill_owned_by``, or shutdown."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BashTask:
+class BashTask(msgspec.Struct, frozen=True, kw_only=True):
     """A snapshot of one background task. Its owner is deliberately not here:
     :meth:`ShellExecutor.owner_of` is the one way to read it."""
 
@@ -189,8 +188,7 @@ class BashTask:
     """The receipt of the kill, for a task that was killed."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutputRead:
+class OutputRead(msgspec.Struct, frozen=True, kw_only=True):
     """What one :meth:`ShellExecutor.read_output` call returns: output not read before.
 
     ``*_truncated`` is set when part of the unread output had already left
@@ -211,8 +209,7 @@ class OutputRead:
     stderr_spill: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskDone:
+class TaskDone(msgspec.Struct, frozen=True):
     """A background task finished; pending until a consumer acknowledges it."""
 
     task: BashTask

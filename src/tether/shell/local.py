@@ -30,12 +30,13 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from msgspec import Meta
 
 from tether.persist.location import data_dir
-from tether.runtime.checked import Checked, FieldError, meta
+from tether.runtime.schema import FieldError, Schema
 from tether.shell.definition import (
     SHELL,
     BashTask,
@@ -67,23 +68,22 @@ log = logging.getLogger(__name__)
 name = "shell"
 
 
-@dataclass(frozen=True, slots=True)
-class Config(Checked):
+class Config(Schema, frozen=True):
     """Configuration of the local shell executor."""
 
-    default_timeout_ms: int = field(default=120_000, metadata=meta(ge=1))
+    default_timeout_ms: Annotated[int, Meta(ge=1)] = 120_000
     """The timeout of a foreground run whose request names none."""
-    max_timeout_ms: int = field(default=600_000, metadata=meta(ge=1))
+    max_timeout_ms: Annotated[int, Meta(ge=1)] = 600_000
     """Longer requested timeouts are cut to this."""
-    default_output_bytes: int = field(default=1 << 20, metadata=meta(ge=1))
+    default_output_bytes: Annotated[int, Meta(ge=1)] = 1 << 20
     """Bytes of each stream kept in memory when the request names no cap."""
-    max_output_bytes: int = field(default=64 << 20, metadata=meta(ge=1))
+    max_output_bytes: Annotated[int, Meta(ge=1)] = 64 << 20
     """Larger requested caps are cut to this."""
     cwd: str | None = None
     """The default working directory (absolute); the process's when unset."""
-    max_background_per_owner: int = field(default=10, metadata=meta(ge=1))
+    max_background_per_owner: Annotated[int, Meta(ge=1)] = 10
     """Background tasks one owner may run at once (unowned tasks count as one owner)."""
-    kill_grace_ms: int = field(default=2_000, metadata=meta(ge=0))
+    kill_grace_ms: Annotated[int, Meta(ge=0)] = 2_000
     """Time between SIGTERM and SIGKILL when a process group is stopped."""
     spill_dir: str | None = None
     """Where the private spill directory is created; the system's temp dir when unset."""
@@ -94,7 +94,6 @@ class Config(Checked):
     :mod:`tether.shell.orphans`); ``<data dir>/run`` when unset."""
 
     def __post_init__(self) -> None:
-        super(Config, self).__post_init__()
         if self.default_timeout_ms > self.max_timeout_ms:
             raise FieldError(("default_timeout_ms",), "must not exceed max_timeout_ms")
         if self.default_output_bytes > self.max_output_bytes:

@@ -1,7 +1,7 @@
 """What a tool is: a name, a description, an argument model and an async function.
 
-A tool's arguments are a pydantic model or a
-:class:`~tether.runtime.checked.Checked` dataclass (see
+A tool's arguments are a :class:`~tether.runtime.schema.Schema` or a
+pydantic model (see
 :mod:`tether.tools.arguments`). Its JSON Schema is what the model sees, and
 validation against the model is what the arguments of a call go through
 before the tool runs, so a tool's function only ever receives a valid
@@ -31,8 +31,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tether.runtime.schema import is_model
 from tether.runtime.signal import CancelSignal
-from tether.tools.arguments import arguments_schema, is_arguments_model
+from tether.tools.arguments import arguments_schema
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent
@@ -149,11 +150,11 @@ class Tool(Generic[A]):
     """A tool the model can call.
 
     ``name`` matches ``^[a-zA-Z][a-zA-Z0-9_-]{0,63}$`` (what model providers
-    accept). ``args`` is the model of the arguments (a pydantic model or a
-    ``Checked`` dataclass): its JSON Schema
-    is advertised to the model and a call's arguments are validated against it
-    before ``execute`` runs. Whether unknown argument names are rejected is the
-    model's choice (``model_config = ConfigDict(extra="forbid")``).
+    accept). ``args`` is the model of the arguments (a ``Schema`` or a
+    pydantic model): its JSON Schema is advertised to the model and a call's
+    arguments are validated against it before ``execute`` runs. A ``Schema``
+    rejects unknown argument names; for a pydantic model that is its choice
+    (``model_config = ConfigDict(extra="forbid")``).
 
     ``concurrency_safe`` tools may run in parallel with other safe tools of the
     same batch of calls; every other tool runs alone.
@@ -183,10 +184,8 @@ class Tool(Generic[A]):
             )
         if not isinstance(self.description, str):
             raise TypeError(f"tool {self.name!r}: description must be str")
-        if not is_arguments_model(self.args):
-            raise TypeError(
-                f"tool {self.name!r}: args must be a pydantic model or a Checked dataclass"
-            )
+        if not is_model(self.args):
+            raise TypeError(f"tool {self.name!r}: args must be a Schema or a pydantic model")
         if not callable(self.execute):
             raise TypeError(f"tool {self.name!r}: execute must be an async function")
         if not isinstance(self.concurrency_safe, bool):
@@ -250,10 +249,10 @@ def _args_annotation(fn: Callable[..., object], tool_name: str) -> type[Any]:
             "pass args= to @tool"
         ) from None
     annotation = hints.get(parameters[0])
-    if not isinstance(annotation, type) or not is_arguments_model(annotation):
+    if not isinstance(annotation, type) or not is_model(annotation):
         raise TypeError(
-            f"tool {tool_name!r}: annotate {parameters[0]!r} with a pydantic model or a "
-            "Checked dataclass, or pass args= to @tool"
+            f"tool {tool_name!r}: annotate {parameters[0]!r} with a Schema or a pydantic "
+            "model, or pass args= to @tool"
         )
     return annotation
 

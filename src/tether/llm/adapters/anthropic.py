@@ -16,18 +16,27 @@ unloads.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from msgspec import Meta
 
 from tether.fence import environ
-from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
+from tether.llm.adapters.endpoint import (
+    ConnectTimeout,
+    Endpoint,
+    EndpointConfig,
+    MaxConnections,
+    ReadTimeout,
+    http_options,
+    resolve_endpoint,
+)
 from tether.llm.adapters.http import HttpClient
 from tether.llm.adapters.messages_api import ANTHROPIC_VERSION, StreamDecoder, request_body
 from tether.llm.adapters.providers import PRESETS
 from tether.llm.adapters.streaming import HttpAdapter
 from tether.llm.request import ModelRequest, check_provider_name
 from tether.llm.service import LLM
-from tether.runtime.checked import FieldError, meta
+from tether.runtime.schema import FieldError
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -79,21 +88,26 @@ name = "anthropic"
 inject = ("llm",)
 
 
-@dataclass(frozen=True)
-class Config(HttpConfig, EndpointConfig):
-    """Configuration of the Anthropic adapter plugin (``None`` keeps the preset's value)."""
+class Config(EndpointConfig, frozen=True):
+    """Configuration of the Anthropic adapter plugin (``None`` keeps the preset's value).
 
-    provider: str = field(default="anthropic", metadata=meta("the provider name to register"))
-    max_tokens: int = field(
-        default=8192, metadata=meta("output token limit when a request sets none", ge=1)
-    )
-    thinking_budget: int | None = field(
-        default=None, metadata=meta("enable extended thinking with this token budget", ge=1024)
-    )
+    Its HTTP fields are :class:`~.endpoint.HttpConfig`'s.
+    """
+
+    connect_timeout: ConnectTimeout = 10.0
+    read_timeout: ReadTimeout = 120.0
+    max_connections: MaxConnections = 20
+    provider: Annotated[str, Meta(description="the provider name to register")] = "anthropic"
+    max_tokens: Annotated[
+        int, Meta(ge=1, description="output token limit when a request sets none")
+    ] = 8192
+    thinking_budget: (
+        Annotated[int, Meta(ge=1024, description="enable extended thinking with this token budget")]
+        | None
+    ) = None
     anthropic_version: str = ANTHROPIC_VERSION
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         try:
             check_provider_name(self.provider)
         except ValueError as exc:
@@ -108,7 +122,7 @@ def endpoint(config: Config, env: Mapping[str, str]) -> Endpoint:
 async def apply(ctx: Context, config: Config) -> None:
     """Register the provider on ``ctx.llm`` until this plugin unloads."""
     llm = ctx.service(LLM)
-    http = HttpClient(config.http_options())
+    http = HttpClient(http_options(config))
     await ctx.effect(lambda: http.aclose, label="anthropic http client")
     resolved = endpoint(config, environ())
     adapter = MessagesAdapter(

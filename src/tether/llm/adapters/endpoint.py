@@ -3,7 +3,9 @@
 Shared by the adapter plugins:
 
 * :class:`EndpointConfig` and :class:`HttpConfig` — the configuration fields
-  every provider and every adapter plugin has;
+  every provider and every adapter plugin has (a plugin whose config is both
+  declares the HTTP fields with the same types: a ``Struct`` has one base
+  with fields);
 * :func:`resolve_endpoint` — a :class:`~.providers.Preset` with configuration
   applied and its key found, or the reason it cannot be used.
 
@@ -18,6 +20,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Annotated, Protocol
+
+from msgspec import Meta
 
 from tether.llm.adapters.errors import ProviderError
 from tether.llm.adapters.http import HttpOptions
@@ -28,53 +33,74 @@ from tether.llm.adapters.providers import (
     check_key,
     find_key,
 )
-from tether.runtime.checked import Checked, Secret, meta
+from tether.runtime.schema import Schema, Secret
 
 __all__ = [
+    "ConnectTimeout",
     "Endpoint",
     "EndpointConfig",
     "HttpConfig",
+    "MaxConnections",
+    "ReadTimeout",
+    "http_options",
     "resolve_endpoint",
 ]
 
 
-# The adapters' configs are combined by inheritance (the Anthropic plugin's is
-# both an HttpConfig and an EndpointConfig), which slotted classes cannot be.
+ConnectTimeout = Annotated[float, Meta(gt=0, description="seconds to connect")]
+ReadTimeout = Annotated[
+    float, Meta(gt=0, description="seconds to wait for the next bytes of an answer")
+]
+MaxConnections = Annotated[int, Meta(ge=1, description="pooled connections")]
 
 
-@dataclass(frozen=True)
-class HttpConfig(Checked):
+class HttpFields(Protocol):
+    """What an adapter plugin's config says about its HTTP client."""
+
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def read_timeout(self) -> float: ...
+    @property
+    def max_connections(self) -> int: ...
+
+
+class HttpConfig(Schema, frozen=True):
     """Timeouts (seconds) and pool size of an adapter plugin's HTTP client."""
 
-    connect_timeout: float = field(default=10.0, metadata=meta("seconds to connect", gt=0))
-    read_timeout: float = field(
-        default=120.0, metadata=meta("seconds to wait for the next bytes of an answer", gt=0)
+    connect_timeout: ConnectTimeout = 10.0
+    read_timeout: ReadTimeout = 120.0
+    max_connections: MaxConnections = 20
+
+
+def http_options(config: HttpFields) -> HttpOptions:
+    """The HTTP client options ``config`` gives."""
+    return HttpOptions(
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+        max_connections=config.max_connections,
     )
-    max_connections: int = field(default=20, metadata=meta("pooled connections", ge=1))
-
-    def http_options(self) -> HttpOptions:
-        return HttpOptions(
-            connect_timeout=self.connect_timeout,
-            read_timeout=self.read_timeout,
-            max_connections=self.max_connections,
-        )
 
 
-@dataclass(frozen=True)
-class EndpointConfig(Checked):
+class EndpointConfig(Schema, frozen=True):
     """Settings of one provider; a field left ``None`` keeps the preset's value.
 
     Prefer ``api_key_env`` (the variables a key is read from) to ``api_key``:
     a key written in a composition file is a key on disk.
     """
 
-    base_url: str | None = field(
-        default=None, metadata=meta("the API root, up to and including its version path")
-    )
+    base_url: (
+        Annotated[str, Meta(description="the API root, up to and including its version path")]
+        | None
+    ) = None
     api_key: Secret | None = None
-    api_key_env: tuple[str, ...] | None = field(
-        default=None, metadata=meta(f"variables to read the key from ({GENERIC_KEY_ENV} follows)")
-    )
+    api_key_env: (
+        Annotated[
+            tuple[str, ...],
+            Meta(description=f"variables to read the key from ({GENERIC_KEY_ENV} follows)"),
+        ]
+        | None
+    ) = None
     key_required: bool | None = None
     default_model: str | None = None
 
@@ -128,7 +154,7 @@ def resolve_endpoint(
     overrides: dict[str, object] = {}
     if config is not None:
         # Any field of the config that a preset has too (subclasses add some).
-        for name in {spec.name for spec in dataclasses.fields(config)} & _PRESET_FIELDS:
+        for name in set(config.__struct_fields__) & _PRESET_FIELDS:
             value = getattr(config, name)
             if value is not None:
                 overrides[name] = value

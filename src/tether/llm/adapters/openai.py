@@ -30,18 +30,26 @@ the plugin's ``connect_timeout`` and ``read_timeout``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from msgspec import Meta
 
 from tether.fence import environ
 from tether.llm.adapters.chat_completions import RequestEncoder, StreamDecoder, request_body
-from tether.llm.adapters.endpoint import Endpoint, EndpointConfig, HttpConfig, resolve_endpoint
+from tether.llm.adapters.endpoint import (
+    Endpoint,
+    EndpointConfig,
+    HttpConfig,
+    http_options,
+    resolve_endpoint,
+)
 from tether.llm.adapters.http import HttpClient
 from tether.llm.adapters.providers import OPENAI_PLUGIN, PRESETS
 from tether.llm.adapters.streaming import HttpAdapter
 from tether.llm.request import ModelRequest, check_provider_name
 from tether.llm.service import LLM
-from tether.runtime.checked import FieldError, meta
+from tether.runtime.schema import FieldError
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -87,29 +95,29 @@ name = "openai"
 inject = ("llm",)
 
 
-@dataclass(frozen=True)
-class ProviderConfig(EndpointConfig):
+class ProviderConfig(EndpointConfig, frozen=True):
     """One provider of the plugin; ``None`` keeps the preset's value."""
 
-    replay_reasoning: bool | None = field(
-        default=None,
-        metadata=meta("send reasoning_content back on assistant messages that called tools"),
-    )
+    replay_reasoning: (
+        Annotated[
+            bool,
+            Meta(description="send reasoning_content back on assistant messages that called tools"),
+        ]
+        | None
+    ) = None
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
 
 
-@dataclass(frozen=True)
-class Config(HttpConfig):
+class Config(HttpConfig, frozen=True):
     """Configuration of the OpenAI-compatible adapter plugin."""
 
-    providers: Mapping[str, ProviderConfig] = field(
-        default_factory=dict,
-        metadata=meta("per-provider settings over the presets; a new name adds a provider"),
-    )
-    presets: bool = field(default=True, metadata=meta("register the built-in presets"))
+    providers: Annotated[
+        Mapping[str, ProviderConfig],
+        Meta(description="per-provider settings over the presets; a new name adds a provider"),
+    ] = {}
+    presets: Annotated[bool, Meta(description="register the built-in presets")] = True
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         for provider in self.providers:
             try:
                 check_provider_name(provider)
@@ -137,7 +145,7 @@ def endpoints(config: Config, env: Mapping[str, str]) -> list[Endpoint]:
 async def apply(ctx: Context, config: Config) -> None:
     """Register every configured provider on ``ctx.llm`` until this plugin unloads."""
     llm = ctx.service(LLM)
-    http = HttpClient(config.http_options())
+    http = HttpClient(http_options(config))
     await ctx.effect(lambda: http.aclose, label="openai http client")
     for endpoint in endpoints(config, environ()):
         await llm.register(endpoint.provider, ChatCompletionsAdapter(endpoint, http))

@@ -42,7 +42,7 @@ from tether.llm.adapters.providers import (
 )
 from tether.llm.errors import LlmError
 from tether.llm.request import parse_model_ref
-from tether.runtime.checked import Secret
+from tether.runtime.schema import Secret
 
 __all__ = [
     "AGENT_LOOP_ROW",
@@ -101,7 +101,7 @@ class ModelSettings:
         """The composition rows the choice needs: both adapter plugins and the retry policy.
 
         The row of the chosen provider's plugin carries its base URL and key
-        (as a :class:`~tether.runtime.checked.Secret`), when they were resolved
+        (as a :class:`~tether.runtime.schema.Secret`), when they were resolved
         here. The offline model needs none of them, so none are added for it
         (nothing network-related is imported); a composition that still wants
         them lists them itself.
