@@ -1,0 +1,503 @@
+"""The file tools: ``read``, ``write``, ``edit``, ``glob`` and ``grep``.
+
+Paths resolve against the session's cwd, which is the **workspace**; what
+lies outside it (after ``..`` and symlinks are resolved) is reached only as
+``outside_workspace`` says: ``deny``; ``ask`` (the default) — the call's
+preview asks for approval, so a frontend that asks people (the ACP bridge)
+puts it to the user whatever the session's mode, and a call nobody approved
+is refused; ``allow``.
+
+``read`` shows numbered lines (``offset``/``limit`` page through files of any
+size) and refuses binary files and images. ``write`` creates or overwrites
+a file; ``edit`` replaces exact strings, one or several edits to one file
+applied all or none. Writes are atomic and keep the file's permission bits.
+An existing file is changed only if the model read it in this session and it
+has not changed since (see :mod:`tether.plugins.fs.snapshots`). ``glob`` and
+``grep`` search the disk, ``.gitignore`` respected.
+
+Reads and writes go through :data:`~tether.plugins.fs.access.FILE_ACCESS`:
+the editor's buffers when a frontend serves them for the calling agent, else
+the disk. Every failure is an error result with its reason; nothing is left
+half-written.
+
+Each tool gives a preview (:mod:`tether.tools.preview`): its kind, the file
+and line it touches, and for ``write``/``edit`` the diff it would apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from tether.agent.events import AGENT_DISPOSED
+from tether.agent.types import Agent
+from tether.plugins.fs.access import FILE_ACCESS, DiskFiles, FileAccess
+from tether.plugins.fs.edits import Edit, apply_edits
+from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.search import GrepMode, GrepQuery, Hit, glob_files, grep
+from tether.plugins.fs.snapshots import Snapshot, Snapshots, digest
+from tether.plugins.fs.text import cut
+from tether.plugins.fs.workspace import Resolved, Workspace
+from tether.runtime.checked import Checked, meta
+from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools.preview import Diff, Location, ToolKind, ToolPreview
+from tether.tools.registry import TOOLS
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+
+name = "tool_fs"
+inject = ("tools",)
+
+READ_LINES = 2000
+MAX_LINE_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Config(Checked):
+    """Configuration of the file tools."""
+
+    outside_workspace: Literal["deny", "ask", "allow"] = "ask"
+    """Paths outside the session's cwd: refused, asked for, or allowed."""
+    max_file_bytes: int = field(default=32 * 1024 * 1024, metadata=meta(ge=1))
+    """The largest file ``edit`` and ``write`` handle whole (``read`` pages any size)."""
+    max_results: int = field(default=200, metadata=meta(ge=1))
+    """The most paths or lines ``glob`` and ``grep`` return unless asked for fewer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadArgs(Checked):
+    """Read a text file."""
+
+    path: str = field(metadata=meta("the file; relative to the session's cwd, or absolute"))
+    offset: int | None = field(default=None, metadata=meta("first line to show (1-based)", ge=1))
+    limit: int | None = field(
+        default=None, metadata=meta(f"how many lines (default {READ_LINES})", ge=1)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WriteArgs(Checked):
+    """Create or overwrite a file."""
+
+    path: str = field(metadata=meta("the file; relative to the session's cwd, or absolute"))
+    content: str = field(metadata=meta("the whole new content of the file"))
+
+
+@dataclass(frozen=True, slots=True)
+class EditItem(Checked):
+    """One exact replacement."""
+
+    old_string: str = field(metadata=meta("the exact text to replace"))
+    new_string: str = field(metadata=meta("what replaces it"))
+    replace_all: bool = field(default=False, metadata=meta("replace every occurrence"))
+
+
+@dataclass(frozen=True, slots=True)
+class EditArgs(Checked):
+    """Replace exact text in a file: one edit, or several applied all or none."""
+
+    path: str = field(metadata=meta("the file; relative to the session's cwd, or absolute"))
+    old_string: str | None = field(default=None, metadata=meta("the exact text to replace"))
+    new_string: str | None = field(default=None, metadata=meta("what replaces it"))
+    replace_all: bool = field(default=False, metadata=meta("replace every occurrence"))
+    edits: tuple[EditItem, ...] | None = field(
+        default=None, metadata=meta("several edits, applied in order (instead of old_string)")
+    )
+
+    def all(self) -> tuple[Edit, ...]:
+        """The edits to apply.
+
+        Raises:
+            FileToolError: neither or both of ``old_string`` and ``edits``.
+        """
+        single = self.old_string is not None or self.new_string is not None
+        if single and self.edits is not None:
+            raise FileToolError("give either old_string/new_string or edits, not both")
+        if self.edits is not None:
+            return tuple(Edit(e.old_string, e.new_string, e.replace_all) for e in self.edits)
+        if self.old_string is None or self.new_string is None:
+            raise FileToolError("give old_string and new_string (or edits)")
+        return (Edit(self.old_string, self.new_string, self.replace_all),)
+
+
+@dataclass(frozen=True, slots=True)
+class GlobArgs(Checked):
+    """Find files by name pattern, newest first."""
+
+    pattern: str = field(metadata=meta("a glob such as **/*.py or src/*.{c,h}"))
+    path: str | None = field(default=None, metadata=meta("the directory to search; the cwd"))
+
+
+@dataclass(frozen=True, slots=True)
+class GrepArgs(Checked):
+    """Search file contents with a regular expression."""
+
+    pattern: str = field(metadata=meta("a Python regular expression"))
+    path: str | None = field(
+        default=None, metadata=meta("the file or directory to search; the cwd")
+    )
+    glob: str | None = field(default=None, metadata=meta("only files matching this glob"))
+    output_mode: GrepMode = field(
+        default="files_with_matches",
+        metadata=meta("files_with_matches (newest first), content (lines) or count"),
+    )
+    context: int = field(
+        default=0, metadata=meta("lines of context around each match (content mode)", ge=0)
+    )
+    ignore_case: bool = False
+    head_limit: int | None = field(
+        default=None, metadata=meta("at most this many files or lines", ge=1)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    resolved: Resolved
+    access: FileAccess
+    owner: str
+
+
+class FileTools:
+    """The five tools, their previews, and the snapshot tables."""
+
+    def __init__(self, ctx: Context, config: Config) -> None:
+        self._ctx = ctx
+        self._config = config
+        self._disk = DiskFiles(config.max_file_bytes)
+        self.snapshots = Snapshots()
+
+    # -- common -----------------------------------------------------------------
+
+    async def _target(self, path: str, exec: ToolExec) -> _Target:
+        """Resolve ``path`` for ``exec`` and check it may be reached.
+
+        Raises:
+            FileToolError: outside the workspace, and not allowed.
+        """
+        resolved = self._workspace(exec).resolve(path)
+        refusal = self._outside_refusal(resolved, exec)
+        if refusal is not None:
+            raise FileToolError(refusal)
+        access: FileAccess | None = None
+        if exec.agent is not None:
+            access = await self._ctx.serial(FILE_ACCESS, exec.agent)
+        owner = exec.agent.id if exec.agent is not None else ""
+        return _Target(resolved, access or self._disk, owner)
+
+    def _workspace(self, exec: ToolExec) -> Workspace:
+        return Workspace(exec.cwd or os.getcwd())
+
+    def _outside_refusal(self, resolved: Resolved, exec: ToolExec) -> str | None:
+        if resolved.inside:
+            return None
+        mode = self._config.outside_workspace
+        if mode == "allow" or (mode == "ask" and exec.approved):
+            return None
+        where = self._workspace(exec).root
+        if mode == "deny":
+            return f"{resolved.shown} is outside the workspace ({where}); access there is denied"
+        return (
+            f"{resolved.shown} is outside the workspace ({where}); it needs the user's "
+            "approval, and none was given"
+        )
+
+    def _approval(self, resolved: Resolved) -> str | None:
+        if resolved.inside or self._config.outside_workspace != "ask":
+            return None
+        return f"{resolved.real} is outside the workspace"
+
+    def _preview(
+        self,
+        kind: ToolKind,
+        title: str,
+        resolved: Resolved,
+        line: int | None = None,
+        diffs: tuple[Diff, ...] = (),
+    ) -> ToolPreview:
+        return ToolPreview(
+            kind=kind,
+            title=title,
+            locations=(Location(resolved.real, line),),
+            diffs=diffs,
+            approval=self._approval(resolved),
+        )
+
+    # -- read --------------------------------------------------------------------
+
+    async def read(self, args: ReadArgs, exec: ToolExec) -> ToolOutput:
+        try:
+            target = await self._target(args.path, exec)
+            page, snapshot = await target.access.read(
+                target.resolved.real,
+                args.path,
+                args.offset or 1,
+                args.limit or READ_LINES,
+            )
+        except FileToolError as exc:
+            return ToolOutput(exc.message, is_error=True)
+        self.snapshots.saw(target.owner, target.resolved.real, snapshot)
+        return ToolOutput(page.render(args.path))
+
+    async def preview_read(self, args: ReadArgs, exec: ToolExec) -> ToolPreview:
+        resolved = self._workspace(exec).resolve(args.path)
+        return self._preview("read", f"read {args.path}", resolved, args.offset or 1)
+
+    # -- write -------------------------------------------------------------------
+
+    async def write(self, args: WriteArgs, exec: ToolExec) -> ToolOutput:
+        try:
+            target = await self._target(args.path, exec)
+            real = target.resolved.real
+            existed = await self._check_fresh(target, args.path)
+            version = await target.access.write_text(real, args.path, args.content)
+        except FileToolError as exc:
+            return ToolOutput(exc.message, is_error=True)
+        self.snapshots.saw(target.owner, real, Snapshot(version, digest(args.content)))
+        lines = args.content.count("\n") + (0 if args.content.endswith("\n") else 1)
+        lines = lines if args.content else 0
+        verb = "overwrote" if existed else "created"
+        return ToolOutput(f"{verb} {args.path} ({lines} lines)")
+
+    async def _check_fresh(self, target: _Target, shown: str) -> bool:
+        """Whether the file exists; refuse if it does and the model's view of it is stale.
+
+        Raises:
+            FileToolError: a directory, never read, or changed since it was read.
+        """
+        real = target.resolved.real
+        version = await target.access.version(real)
+        if version is None:
+            return False
+        current = await target.access.read_text(real, shown)
+        self.snapshots.check(target.owner, real, shown, current.version, current.text)
+        return True
+
+    async def preview_write(self, args: WriteArgs, exec: ToolExec) -> ToolPreview:
+        target = await self._target_for_preview(args.path, exec)
+        old: str | None = None
+        if target is not None and await target.access.version(target.resolved.real) is not None:
+            try:
+                old = (await target.access.read_text(target.resolved.real, args.path)).text
+            except FileToolError:
+                old = None
+        resolved = self._workspace(exec).resolve(args.path)
+        diff = Diff(resolved.real, old, args.content)
+        return self._preview("edit", f"write {args.path}", resolved, 1, (diff,))
+
+    async def _target_for_preview(self, path: str, exec: ToolExec) -> _Target | None:
+        """The target of a preview: as for the call, but reachable regardless of approval."""
+        resolved = self._workspace(exec).resolve(path)
+        if not resolved.inside and self._config.outside_workspace == "deny":
+            return None
+        access = await self._ctx.serial(FILE_ACCESS, exec.agent) if exec.agent else None
+        owner = exec.agent.id if exec.agent is not None else ""
+        return _Target(resolved, access or self._disk, owner)
+
+    # -- edit --------------------------------------------------------------------
+
+    async def edit(self, args: EditArgs, exec: ToolExec) -> ToolOutput:
+        try:
+            edits = args.all()
+            target = await self._target(args.path, exec)
+            real = target.resolved.real
+            current = await target.access.read_text(real, args.path)
+            self.snapshots.check(target.owner, real, args.path, current.version, current.text)
+            edited = apply_edits(current.text, edits, args.path)
+            version = await target.access.write_text(real, args.path, edited.text)
+        except FileToolError as exc:
+            return ToolOutput(exc.message, is_error=True)
+        self.snapshots.saw(target.owner, real, Snapshot(version, digest(edited.text)))
+        plural = "" if edited.replacements == 1 else "s"
+        return ToolOutput(
+            f"edited {args.path}: {edited.replacements} replacement{plural}; "
+            f"the first change is at line {edited.first_line}:\n"
+            + _excerpt(edited.text, edited.first_line)
+        )
+
+    async def preview_edit(self, args: EditArgs, exec: ToolExec) -> ToolPreview:
+        resolved = self._workspace(exec).resolve(args.path)
+        target = await self._target_for_preview(args.path, exec)
+        if target is None:
+            return self._preview("edit", f"edit {args.path}", resolved)
+        try:
+            current = await target.access.read_text(resolved.real, args.path)
+            edited = apply_edits(current.text, args.all(), args.path)
+        except FileToolError:
+            # The call will fail with the reason; there is no diff to show.
+            return self._preview("edit", f"edit {args.path}", resolved)
+        diff = Diff(resolved.real, current.text, edited.text)
+        return self._preview("edit", f"edit {args.path}", resolved, edited.first_line, (diff,))
+
+    # -- glob, grep ------------------------------------------------------------------
+
+    def _directory(self, path: str | None, exec: ToolExec) -> tuple[Workspace, Resolved]:
+        """Resolve the place a search starts from (blocking: run it in a thread).
+
+        Raises:
+            FileToolError: outside the workspace and not allowed, or missing.
+        """
+        workspace = self._workspace(exec)
+        resolved = workspace.resolve(path or ".")
+        refusal = self._outside_refusal(resolved, exec)
+        if refusal is not None:
+            raise FileToolError(refusal)
+        if not os.path.exists(resolved.real):
+            raise FileToolError(f"{resolved.shown} does not exist")
+        return workspace, resolved
+
+    async def glob(self, args: GlobArgs, exec: ToolExec) -> ToolOutput:
+        def search() -> tuple[Workspace, list[str]]:
+            workspace, resolved = self._directory(args.path, exec)
+            if not os.path.isdir(resolved.real):
+                raise FileToolError(f"{resolved.shown} is not a directory")
+            return workspace, glob_files(resolved.real, args.pattern, _stopped(exec))
+
+        try:
+            workspace, found = await asyncio.to_thread(search)
+        except FileToolError as exc:
+            return ToolOutput(exc.message, is_error=True)
+        if not found:
+            return ToolOutput(f"no files match {args.pattern}")
+        return ToolOutput(_listed([workspace.relative(p) for p in found], self._config.max_results))
+
+    async def grep(self, args: GrepArgs, exec: ToolExec) -> ToolOutput:
+        query = GrepQuery(
+            pattern=args.pattern,
+            mode=args.output_mode,
+            glob=args.glob,
+            ignore_case=args.ignore_case,
+            before=args.context,
+            after=args.context,
+        )
+        limit = args.head_limit or self._config.max_results
+
+        def search() -> tuple[Workspace, list[Hit]]:
+            workspace, resolved = self._directory(args.path, exec)
+            stopped = _stopped(exec)
+            return workspace, list(
+                grep(resolved.real, query, max_chars=MAX_LINE_CHARS, stopped=stopped)
+            )
+
+        try:
+            workspace, hits = await asyncio.to_thread(search)
+        except FileToolError as exc:
+            return ToolOutput(exc.message, is_error=True)
+        if not hits:
+            return ToolOutput(f"no matches for {args.pattern}")
+        if query.mode == "files_with_matches":
+            hits.sort(key=lambda hit: (-hit.mtime, hit.path))
+            return ToolOutput(_listed([workspace.relative(h.path) for h in hits], limit))
+        hits.sort(key=lambda hit: hit.path)
+        if query.mode == "count":
+            rows = [f"{workspace.relative(h.path)}:{h.count}" for h in hits]
+            return ToolOutput(_listed(rows, limit))
+        rows = []
+        for hit in hits:
+            shown = workspace.relative(hit.path)
+            previous: int | None = None
+            for number, text, matched in hit.lines:
+                if previous is not None and number != previous + 1 and query.before:
+                    rows.append("--")
+                rows.append(
+                    f"{shown}{':' if matched else '-'}{number}{':' if matched else '-'}{text}"
+                )
+                previous = number
+        return ToolOutput(_listed(rows, limit))
+
+    async def preview_glob(self, args: GlobArgs, exec: ToolExec) -> ToolPreview:
+        resolved = self._workspace(exec).resolve(args.path or ".")
+        return self._preview("search", f"glob {args.pattern}", resolved)
+
+    async def preview_grep(self, args: GrepArgs, exec: ToolExec) -> ToolPreview:
+        resolved = self._workspace(exec).resolve(args.path or ".")
+        return self._preview("search", f"grep {args.pattern}", resolved)
+
+    def forget(self, agent: Agent) -> None:
+        """``agent/disposed``: drop the agent's snapshots."""
+        self.snapshots.forget(agent.id)
+
+
+def _stopped(exec: ToolExec) -> Callable[[], bool]:
+    """Whether the call was cancelled: asked by a search running in a worker thread."""
+    signal = exec.signal
+    return lambda: signal.cancelled
+
+
+def _listed(rows: list[str], limit: int) -> str:
+    shown = "\n".join(rows[:limit])
+    if len(rows) > limit:
+        shown += f"\n[{len(rows) - limit} more not shown; narrow the search]"
+    return shown
+
+
+def _excerpt(text: str, line: int, around: int = 3) -> str:
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    start = max(1, line - around)
+    end = min(len(lines), line + around)
+    return "\n".join(f"{n:>6}\t{cut(lines[n - 1], MAX_LINE_CHARS)}" for n in range(start, end + 1))
+
+
+def definitions(tools: FileTools) -> list[Tool[Any]]:
+    """The five tools over ``tools``."""
+    return [
+        Tool(
+            name="read",
+            description="Read a text file; lines are numbered from 1. Pages through big "
+            f"files with offset and limit (default {READ_LINES} lines). Read a file before "
+            "editing it.",
+            args=ReadArgs,
+            execute=tools.read,
+            concurrency_safe=True,
+            preview=tools.preview_read,
+        ),
+        Tool(
+            name="write",
+            description="Create a file, or overwrite one read in this session, with the "
+            "given content (parent directories are created).",
+            args=WriteArgs,
+            execute=tools.write,
+            preview=tools.preview_write,
+        ),
+        Tool(
+            name="edit",
+            description="Replace exact text in a file read in this session: old_string must "
+            "occur once (or set replace_all); several edits in `edits` apply all or none. "
+            "Copy old_string from the file without the line-number prefix.",
+            args=EditArgs,
+            execute=tools.edit,
+            preview=tools.preview_edit,
+        ),
+        Tool(
+            name="glob",
+            description="List files matching a glob pattern (e.g. **/*.py), newest first; "
+            ".gitignore is respected.",
+            args=GlobArgs,
+            execute=tools.glob,
+            concurrency_safe=True,
+            preview=tools.preview_glob,
+        ),
+        Tool(
+            name="grep",
+            description="Search file contents with a regular expression; .gitignore is "
+            "respected. output_mode: files_with_matches (default), content (path:line:text, "
+            "with context), count.",
+            args=GrepArgs,
+            execute=tools.grep,
+            concurrency_safe=True,
+            preview=tools.preview_grep,
+        ),
+    ]
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    tools = FileTools(ctx, config)
+    registry = ctx.service(TOOLS)
+    for definition in definitions(tools):
+        await registry.register(definition)
+    ctx.on(AGENT_DISPOSED, tools.forget)
