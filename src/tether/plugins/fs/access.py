@@ -151,7 +151,7 @@ class DiskFiles:
 
     def read_now(self, path: str, shown: str, offset: int, limit: int) -> tuple[Page, Snapshot]:
         info = _stat_file(path, shown)
-        if info.st_size <= WHOLE_READ_BYTES:
+        if info.st_size <= min(WHOLE_READ_BYTES, self.max_bytes):
             return page_text(self.read_text_now(path, shown), offset, limit)
         try:
             with open(path, "rb") as stream:
