@@ -260,7 +260,8 @@ class FileTools:
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") else 1)
         lines = lines if args.content else 0
         verb = "overwrote" if existed else "created"
-        return ToolOutput(f"{verb} {args.path} ({lines} lines)")
+        noun = "line" if lines == 1 else "lines"
+        return ToolOutput(f"{verb} {args.path} ({lines} {noun})")
 
     async def _check_fresh(self, target: _Target, shown: str) -> bool:
         """Whether the file exists; refuse if it does and the model's view of it is stale.
