@@ -95,7 +95,7 @@ async def test_write_refuses_to_overwrite_a_file_it_never_read(fs: Files) -> Non
     assert (fs.root / "kept.txt").read_text() == "mine\n"
     await fs.ok("read", path="kept.txt")
     assert (
-        await fs.ok("write", path="kept.txt", content="theirs\n") == "overwrote kept.txt (1 lines)"
+        await fs.ok("write", path="kept.txt", content="theirs\n") == "overwrote kept.txt (1 line)"
     )
 
 
