@@ -6,6 +6,7 @@ The ``scripted`` model answers from the conversation's last message:
 * ``hold``: streams ``holding``, then waits for the cancel;
 * ``bash <command>``: calls the ``bash`` tool with ``<command>``;
 * ``bg <command>``: the same, with ``run_in_background`` (for the real ``bash`` tool);
+* ``call <tool> <json>``: calls ``<tool>`` with the JSON arguments (the file tools);
 * ``fail``: the request fails with ``the model is unavailable``;
 * ``think <text>``: reasons ``pondering <text>``, then answers ``echo: <text>``;
 * ``long``: stops at its output token limit;
@@ -95,6 +96,10 @@ class ScriptedModel:
                 else {"command": command}
             )
             yield ToolCallDelta(index=0, id="call-1", name="bash", args_delta=arguments)
+            yield Finish("tool-calls")
+        elif text.startswith("call "):
+            tool, _, arguments = text[len("call ") :].partition(" ")
+            yield ToolCallDelta(index=0, id="call-1", name=tool, args_delta=arguments or "{}")
             yield Finish("tool-calls")
         elif text == "fail":
             yield Finish("error", error="the model is unavailable", error_code="bad-request")

@@ -50,6 +50,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -83,6 +84,7 @@ from tether.session import (
 )
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
+from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
@@ -392,16 +394,30 @@ class Bridge:
         invocation: ToolInvocation,
         next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
     ) -> ToolInvocation:
-        """``tool/before-execute``: apply the session's mode, then report the call running."""
+        """``tool/before-execute``: show the call's preview, apply the session's mode (a
+        call whose preview needs approval is asked in any mode), then report it running.
+
+        An allowed call goes on marked ``approved``.
+        """
         agent = invocation.exec.agent
         record = self._record_of(agent)
         if record is None or agent is None:
             return await next_(invocation)
-        if record.mode is Mode.ASK:
-            decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
-            if decision is not PermissionDecision.ALLOW:
-                raise Veto(f"the user did not allow this {invocation.tool_name} call")
-        record.show_started(invocation.exec.call_id)
+        call_id = invocation.exec.call_id
+        preview = await _preview_of(invocation)
+        if preview is not None:
+            record.show_preview(call_id, preview)
+            record.previews[call_id] = preview
+        try:
+            needs_approval = preview is not None and preview.approval is not None
+            if record.mode is Mode.ASK or needs_approval:
+                decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
+                if decision is not PermissionDecision.ALLOW:
+                    raise Veto(f"the user did not allow this {invocation.tool_name} call")
+                invocation = replace(invocation, exec=replace(invocation.exec, approved=True))
+        finally:
+            record.previews.pop(call_id, None)
+        record.show_started(call_id)
         return await next_(invocation)
 
     async def answer_permission(
@@ -456,6 +472,15 @@ class Bridge:
         self._work.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: its awaiter (or the teardown) reports it
+
+
+async def _preview_of(invocation: ToolInvocation) -> ToolPreview | None:
+    """The call's preview, or ``None`` (none given, or the tool's preview failed: logged)."""
+    try:
+        return await invocation.preview()
+    except Exception:
+        log.warning("the preview of a %s call failed", invocation.tool_name, exc_info=True)
+        return None
 
 
 def _check_cwd(agent: Agent, cwd: str) -> None:

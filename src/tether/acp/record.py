@@ -16,6 +16,7 @@ from tether.acp.updates import SessionUpdate, UpdateMapper
 from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
 from tether.session import Event, InboxSpliced, TurnEnd
 from tether.tools.execute import ToolInvocation
+from tether.tools.preview import ToolPreview
 
 
 class ClientLink(Protocol):
@@ -44,9 +45,13 @@ class SessionRecord:
         self.agent = agent
         self.mode = mode
         self.always_allowed: set[str] = set()
+        self.previews: dict[str, ToolPreview] = {}
+        """The previews of this session's calls that are waiting to run, by call id."""
         self.prompt: PendingPrompt | None = None
         self._link = link
-        self._mapper = UpdateMapper(live=True, turn=agent.session.last_turn)
+        self._mapper = UpdateMapper(
+            live=True, turn=agent.session.last_turn, cwd=agent.session.header.cwd
+        )
         self._held: list[Event] | None = [] if hold else None
         self._dispose: Callable[[], Awaitable[None]] | None = None
 
@@ -73,7 +78,7 @@ class SessionRecord:
     def replay(self, events: Sequence[Event]) -> None:
         """Send ``events`` as a replay, then the live events held back meanwhile."""
         send, session_id = self._link.send_update, self.id
-        for update in replay(events):
+        for update in replay(events, self.agent.session.header.cwd):
             send(session_id, update)
         held, self._held = self._held or [], None
         for event in held:
@@ -88,8 +93,16 @@ class SessionRecord:
     def show_started(self, call_id: str) -> None:
         self._link.send_update(self.id, self._mapper.started(call_id))
 
-    def pending_call(self, invocation: ToolInvocation) -> ToolCallUpdate:
-        return self._mapper.pending(invocation.exec.call_id, invocation.tool_name, invocation.args)
+    def show_preview(self, call_id: str, preview: ToolPreview) -> None:
+        """Show what the call will do (kind, title, locations, diff) before it runs."""
+        self._link.send_update(self.id, self._mapper.previewed(call_id, preview))
+
+    def pending_call(
+        self, invocation: ToolInvocation, preview: ToolPreview | None = None
+    ) -> ToolCallUpdate:
+        return self._mapper.pending(
+            invocation.exec.call_id, invocation.tool_name, invocation.args, preview
+        )
 
     # -- the prompt in flight ---------------------------------------------------------
 

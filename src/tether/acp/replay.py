@@ -18,8 +18,11 @@ from tether.session import Event
 from tether.session.attempts import shown
 
 
-def replay(events: Sequence[Event]) -> Iterator[SessionUpdate]:
-    """The updates that show ``events`` (a session log, from its start) to a client."""
-    mapper = UpdateMapper(live=False)
+def replay(events: Sequence[Event], cwd: str | None = None) -> Iterator[SessionUpdate]:
+    """The updates that show ``events`` (a session log, from its start) to a client.
+
+    ``cwd`` is the session's, against which relative paths of locations resolve.
+    """
+    mapper = UpdateMapper(live=False, cwd=cwd)
     for event in shown(events):
         yield from mapper.updates(event)

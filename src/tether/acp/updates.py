@@ -12,17 +12,22 @@ event                update
                      live only for input the client did not type itself
                      (notices, plugins), since the client shows its own prompts
 ``tool/call``        ``tool_call`` (status ``pending``; for ``bash`` the title is
-                     the command and the kind ``execute``)
+                     the command and the kind ``execute``; for the file tools
+                     the kind — ``read``, ``edit``, ``search`` — and the file
+                     as a location)
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
-                     ``failed`` and the output as content
+                     ``failed`` and the output as content (after the diff of
+                     a completed edit, live)
 ``llm/retry``        live only: an ``agent_message_chunk`` notice on a line of
                      its own (``[retrying: …, attempt 2]``), explaining the
                      repeated text; a replay leaves out the abandoned
                      attempt's chunks instead (:mod:`tether.session.attempts`)
 ===================  ==========================================================
 
-Live, the bridge adds ``tool_call_update`` with status ``in_progress`` when a
-call is cleared to run (after any permission request). Tool call ids are
+Live, the bridge adds a ``tool_call_update`` with what the tool's preview
+says (:mod:`tether.tools.preview`: kind, title, locations with lines, and
+``diff`` content for an edit) before any permission request, and one with
+status ``in_progress`` when a call is cleared to run. Tool call ids are
 ``<turn>:<call id>``, unique in the session even if a provider reuses call ids
 across turns.
 
@@ -35,6 +40,7 @@ update against the SDK's models (it validates, and serializes back equal).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from acp.schema import ToolCallUpdate, ToolKind
@@ -51,6 +57,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.attempts import retry_notice
+from tether.tools.preview import ToolPreview
 
 SessionUpdate = dict[str, object]
 """The ``update`` of one ``session/update`` notification, as its JSON."""
@@ -58,7 +65,19 @@ SessionUpdate = dict[str, object]
 CLIENT_SOURCE = "user"
 """The ``source`` of messages a person typed (the client already shows those)."""
 
-_KINDS: Mapping[str, ToolKind] = {"bash": "execute", "bash_kill": "execute", "bash_output": "read"}
+_KINDS: Mapping[str, ToolKind] = {
+    "bash": "execute",
+    "bash_kill": "execute",
+    "bash_output": "read",
+    "read": "read",
+    "write": "edit",
+    "edit": "edit",
+    "glob": "search",
+    "grep": "search",
+}
+
+_PATH_TOOLS = frozenset({"read", "write", "edit", "glob", "grep"})
+"""Tools whose ``path`` argument names the file (or directory) they touch."""
 
 
 class UpdateMapper:
@@ -66,14 +85,17 @@ class UpdateMapper:
 
     ``live`` leaves out the client's own prompts. ``turn`` is the session's
     last turn when mapping starts part way through it (a live session
-    continuing after a replay).
+    continuing after a replay). ``cwd`` (the session's) makes relative paths
+    of locations absolute.
     """
 
-    __slots__ = ("_live", "_turn")
+    __slots__ = ("_cwd", "_diffs", "_live", "_turn")
 
-    def __init__(self, *, live: bool, turn: int = 0) -> None:
+    def __init__(self, *, live: bool, turn: int = 0, cwd: str | None = None) -> None:
         self._live = live
         self._turn = turn
+        self._cwd = cwd
+        self._diffs: dict[str, list[dict[str, object]]] = {}
 
     def updates(self, event: Event) -> tuple[SessionUpdate, ...]:
         """The updates that show ``event`` (none for bookkeeping events)."""
@@ -117,18 +139,42 @@ class UpdateMapper:
             "status": "in_progress",
         }
 
-    def pending(self, call_id: str, tool: str, arguments: Mapping[str, object]) -> ToolCallUpdate:
+    def previewed(self, call_id: str, preview: ToolPreview) -> SessionUpdate:
+        """The update showing ``preview`` of call ``call_id``; its diffs are kept for its end."""
+        update: SessionUpdate = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": self.tool_call_id(call_id),
+            **_preview_fields(preview),
+        }
+        diffs = _diff_content(preview)
+        if diffs:
+            self._diffs[self.tool_call_id(call_id)] = diffs
+        return update
+
+    def pending(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, object],
+        preview: ToolPreview | None = None,
+    ) -> ToolCallUpdate:
         """The tool call as shown in a permission request (the SDK sends that one)."""
-        return ToolCallUpdate(
-            tool_call_id=self.tool_call_id(call_id),
-            title=tool_title(tool, arguments),
-            kind=_KINDS.get(tool, "other"),
-            status="pending",
-            raw_input=thaw(arguments),
-        )
+        fields: dict[str, object] = {
+            "toolCallId": self.tool_call_id(call_id),
+            "title": tool_title(tool, arguments),
+            "kind": _KINDS.get(tool, "other"),
+            "status": "pending",
+            "rawInput": thaw(arguments),
+        }
+        locations = self._locations(tool, arguments)
+        if locations:
+            fields["locations"] = locations
+        if preview is not None:
+            fields.update(_preview_fields(preview))
+        return ToolCallUpdate.model_validate(fields)
 
     def _tool_call(self, call: ToolCallEvent) -> SessionUpdate:
-        return {
+        update: SessionUpdate = {
             "sessionUpdate": "tool_call",
             "toolCallId": self.tool_call_id(call.id),
             "title": tool_title(call.name, call.arguments),
@@ -136,16 +182,65 @@ class UpdateMapper:
             "status": "pending",
             "rawInput": thaw(call.arguments),
         }
+        locations = self._locations(call.name, call.arguments)
+        if locations:
+            update["locations"] = locations
+        return update
+
+    def _locations(self, tool: str, arguments: Mapping[str, object]) -> list[dict[str, object]]:
+        path = arguments.get("path")
+        if tool not in _PATH_TOOLS:
+            return []
+        if not isinstance(path, str) or not path:
+            path = "."
+        if not os.path.isabs(path):
+            if self._cwd is None:
+                return []
+            path = os.path.normpath(os.path.join(self._cwd, path))
+        location: dict[str, object] = {"path": path}
+        offset = arguments.get("offset")
+        if tool == "read" and isinstance(offset, int) and not isinstance(offset, bool):
+            location["line"] = offset
+        return [location]
 
     def _tool_result(self, result: ToolResultEvent) -> SessionUpdate:
+        call_id = self.tool_call_id(result.id)
         update: SessionUpdate = {
             "sessionUpdate": "tool_call_update",
-            "toolCallId": self.tool_call_id(result.id),
+            "toolCallId": call_id,
             "status": "failed" if result.is_error else "completed",
         }
+        diffs = self._diffs.pop(call_id, [])
+        content = [] if result.is_error else diffs
         if result.content:
-            update["content"] = [{"type": "content", "content": _text(result.content)}]
+            content = [*content, {"type": "content", "content": _text(result.content)}]
+        if content:
+            update["content"] = content
         return update
+
+
+def _preview_fields(preview: ToolPreview) -> dict[str, object]:
+    """The fields of a tool call a preview sets: kind, title, locations, diff content."""
+    fields: dict[str, object] = {"kind": preview.kind, "title": preview.title}
+    if preview.locations:
+        fields["locations"] = [
+            {"path": loc.path} if loc.line is None else {"path": loc.path, "line": loc.line}
+            for loc in preview.locations
+        ]
+    diffs = _diff_content(preview)
+    if diffs:
+        fields["content"] = diffs
+    return fields
+
+
+def _diff_content(preview: ToolPreview) -> list[dict[str, object]]:
+    content: list[dict[str, object]] = []
+    for diff in preview.diffs:
+        entry: dict[str, object] = {"type": "diff", "path": diff.path, "newText": diff.new_text}
+        if diff.old_text is not None:
+            entry["oldText"] = diff.old_text
+        content.append(entry)
+    return content
 
 
 def tool_title(tool: str, arguments: Mapping[str, object]) -> str:
