@@ -6,9 +6,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from acp.schema import FileEditToolCallContent, ToolCallProgress, ToolCallStart
+from acp.exceptions import RequestError
+from acp.schema import (
+    ClientCapabilities,
+    FileEditToolCallContent,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
+    ToolCallProgress,
+    ToolCallStart,
+    WriteTextFileResponse,
+)
 
-from tests.acp.harness import AcpProcess, serving
+from tests.acp.harness import AcpProcess, Recorder, serving
 
 
 def call(tool: str, **arguments: Any) -> str:
@@ -117,3 +126,92 @@ async def test_outside_the_workspace_is_asked_even_in_auto_mode(tmp_path: Path) 
         await server.prompt(sid, call("read", path="../elsewhere.txt"))
         assert len(client.permission_requests) == 2
         assert progress(server, sid)[-1].status == "failed"
+
+
+class Editor(Recorder):
+    """A client that serves files from its buffers: unsaved text wins over the disk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffers: dict[str, str] = {}
+        self.reads: list[str] = []
+        self.writes: list[str] = []
+
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **_meta: Any,
+    ) -> ReadTextFileResponse:
+        self.reads.append(path)
+        if path in self.buffers:
+            return ReadTextFileResponse(content=self.buffers[path])
+        try:
+            return ReadTextFileResponse(content=_on_disk(path))
+        except OSError:
+            raise RequestError.resource_not_found(path) from None
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **_meta: Any
+    ) -> WriteTextFileResponse:
+        self.writes.append(path)
+        self.buffers[path] = content
+        return WriteTextFileResponse()
+
+
+def _on_disk(path: str) -> str:
+    return Path(path).read_text()
+
+
+EDITOR_FS = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
+
+
+async def test_file_tools_use_the_editors_buffers_when_it_serves_them(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("saved text\n")
+    editor = Editor()
+    editor.buffers[str(work / "a.txt")] = "unsaved text\n"
+    async with serving(tmp_path, "--mode", "auto", client=editor, capabilities=EDITOR_FS) as server:
+        sid = await server.new_session(work)
+        await server.prompt(sid, call("read", path="a.txt"))
+        assert server.client.text(sid) == "done:      1\tunsaved text"
+        edit = call("edit", path="a.txt", old_string="unsaved", new_string="edited")
+        assert await server.prompt(sid, edit) == "end_turn"
+        assert editor.buffers[str(work / "a.txt")] == "edited text\n"
+        assert (work / "a.txt").read_text() == "saved text\n"  # the disk is the editor's to save
+        await server.prompt(sid, call("write", path="new.txt", content="fresh\n"))
+        assert editor.buffers[str(work / "new.txt")] == "fresh\n"
+        assert not (work / "new.txt").exists()
+        assert editor.writes == [str(work / "a.txt"), str(work / "new.txt")]
+
+
+async def test_a_buffer_changed_in_the_editor_since_the_read_is_stale(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("one\n")
+    editor = Editor()
+    async with serving(tmp_path, "--mode", "auto", client=editor, capabilities=EDITOR_FS) as server:
+        sid = await server.new_session(work)
+        await server.prompt(sid, call("read", path="a.txt"))
+        editor.buffers[str(work / "a.txt")] = "one, typed in the editor\n"
+        await server.prompt(sid, call("edit", path="a.txt", old_string="one", new_string="1"))
+        assert "changed on disk since it was last read" in server.client.text(sid)
+        assert editor.writes == []
+        await server.prompt(sid, call("read", path="missing.txt"))
+        assert server.client.text(sid).endswith("done: missing.txt does not exist")
+
+
+async def test_without_the_capability_the_disk_is_used(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("disk\n")
+    editor = Editor()
+    async with serving(tmp_path, "--mode", "auto", client=editor) as server:
+        sid = await server.new_session(work)
+        await server.prompt(sid, call("read", path="a.txt"))
+        await server.prompt(sid, call("edit", path="a.txt", old_string="disk", new_string="d"))
+        assert (work / "a.txt").read_text() == "d\n"
+        assert editor.reads == [] and editor.writes == []

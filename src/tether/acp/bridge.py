@@ -38,10 +38,12 @@ Events:
 
 Listeners (registered by the plugin): ``session/event`` feeds each session's
 record (one listener for all sessions, whatever their number);
-``tool/before-execute`` applies the
-session's mode (see :mod:`tether.acp.permissions`) and reports a call as
-``in_progress``; ``permission/request`` asks the client for the bridge's own
-sessions; ``agent/disposed`` forgets a session disposed by another owner.
+``fs/access`` serves the file tools from the editor's buffers when the
+client offers them (:mod:`tether.acp.editor_files`); ``tool/before-execute``
+shows the call's preview, applies the session's mode (see
+:mod:`tether.acp.permissions`) and reports a call as ``in_progress``;
+``permission/request`` asks the client for the bridge's own sessions;
+``agent/disposed`` forgets a session disposed by another owner.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from tether.acp.asking import ask_client
+from tether.acp.editor_files import EditorFiles
 from tether.acp.errors import (
     BridgeClosedError,
     BridgeError,
@@ -76,6 +79,7 @@ from tether.agent import (
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
 from tether.persist.service import PERSISTENCE
+from tether.plugins.fs.access import FILE_ACCESS, FileAccess
 from tether.runtime import Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
@@ -429,6 +433,18 @@ class Bridge:
             return None
         return await ask_client(self._link, record, invocation)
 
+    def file_access(self, agent: Agent, disk: FileAccess) -> FileAccess | None:
+        """``fs/access``: the editor's buffers for the bridge's sessions, when the client
+        serves files (see :mod:`tether.acp.editor_files`)."""
+        record = self._record_of(agent) or self._listening.get(agent.session)
+        link = self._link
+        if record is None or link is None:
+            return None
+        features = link.features
+        if not (features.read_text_file or features.write_text_file):
+            return None
+        return EditorFiles(link, record.id, features, disk)
+
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: a session disposed by another owner leaves the bridge."""
         record = self._record_of(agent)
@@ -502,6 +518,7 @@ async def apply(ctx: Context, config: Config) -> None:
         yield events.add(SESSION_EVENT.name, bridge.on_session_event)
         yield events.add(BEFORE_EXECUTE.name, bridge.before_execute)
         yield events.add(PERMISSION_REQUEST.name, bridge.answer_permission)
+        yield events.add(FILE_ACCESS.name, bridge.file_access)
         yield events.add(AGENT_DISPOSED.name, bridge.forget)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
+from tether.acp.editor_files import ClientFeatures
 from tether.acp.errors import BridgeClosedError, PromptInFlightError
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, PendingPrompt, outcome_of
@@ -30,6 +31,19 @@ class ClientLink(Protocol):
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> RequestPermissionResponse:
         """Ask the client; raises when the client fails or goes away."""
+        ...
+
+    @property
+    def features(self) -> ClientFeatures:
+        """What the client advertised it serves (files, terminals)."""
+        ...
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        """``fs/read_text_file``: the text of the client's buffer (or file) at ``path``."""
+        ...
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        """``fs/write_text_file``: replace the client's buffer (or file) at ``path``."""
         ...
 
 

@@ -182,11 +182,15 @@ class FileTools:
         refusal = self._outside_refusal(resolved, exec)
         if refusal is not None:
             raise FileToolError(refusal)
-        access: FileAccess | None = None
-        if exec.agent is not None:
-            access = await self._ctx.serial(FILE_ACCESS, exec.agent)
         owner = exec.agent.id if exec.agent is not None else ""
-        return _Target(resolved, access or self._disk, owner)
+        return _Target(resolved, await self._access(exec), owner)
+
+    async def _access(self, exec: ToolExec) -> FileAccess:
+        """The editor's buffers when a frontend serves them for the caller, else the disk."""
+        if exec.agent is None:
+            return self._disk
+        access = await self._ctx.serial(FILE_ACCESS, exec.agent, self._disk)
+        return access if access is not None else self._disk
 
     def _workspace(self, exec: ToolExec) -> Workspace:
         return Workspace(exec.cwd or os.getcwd())
@@ -294,9 +298,9 @@ class FileTools:
         resolved = self._workspace(exec).resolve(path)
         if not resolved.inside and self._config.outside_workspace == "deny":
             return None
-        access = await self._ctx.serial(FILE_ACCESS, exec.agent) if exec.agent else None
+        access = await self._access(exec)
         owner = exec.agent.id if exec.agent is not None else ""
-        return _Target(resolved, access or self._disk, owner)
+        return _Target(resolved, access, owner)
 
     # -- edit --------------------------------------------------------------------
 

@@ -85,11 +85,12 @@ class FileAccess(Protocol):
         ...
 
 
-FILE_ACCESS = Serial[FileAccess | None, Agent]("fs/access")
-"""Serial ``(agent) -> FileAccess | None``: who serves the files of ``agent``'s calls.
+FILE_ACCESS = Serial[FileAccess | None, Agent, FileAccess]("fs/access")
+"""Serial ``(agent, disk) -> FileAccess | None``: who serves the files of ``agent``'s calls.
 
 The first listener that answers wins (the ACP bridge answers for its own
-sessions when its client serves files); with no answer, the disk.
+sessions when its client serves files; ``disk`` is what it may fall back on
+for what the client does not serve); with no answer, the disk.
 """
 
 
