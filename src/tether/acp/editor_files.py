@@ -83,17 +83,18 @@ class EditorFiles:
             raise FileToolError(f"the editor could not read {shown}: {exc}") from None
         if "\0" in text[:PROBE_BYTES]:
             raise FileToolError(f"{shown} is a binary file (it holds NUL bytes), not a text file")
-        return FileText(text, digest(text))
+        return FileText(text, digest(text.encode("utf-8")))
 
     async def version(self, path: str) -> str | None:
         if not self._features.read_text_file:
             return await self._disk.version(path)
         try:
-            return digest(await self._link.read_text_file(self._session_id, path))
+            text = await self._link.read_text_file(self._session_id, path)
         except Exception:
             return None
+        return digest(text.encode("utf-8"))
 
-    async def write_text(self, path: str, shown: str, text: str) -> str:
+    async def write_text(self, path: str, shown: str, text: str) -> Snapshot:
         if not self._features.write_text_file:
             return await self._disk.write_text(path, shown, text)
         if _is_dir(path):
@@ -102,7 +103,8 @@ class EditorFiles:
             await self._link.write_text_file(self._session_id, path, text)
         except Exception as exc:
             raise FileToolError(f"the editor could not write {shown}: {exc}") from None
-        return digest(text)
+        version = digest(text.encode("utf-8"))
+        return Snapshot(version, version)
 
 
 def _is_dir(path: str) -> bool:

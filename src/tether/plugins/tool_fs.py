@@ -38,7 +38,7 @@ from tether.plugins.fs.access import FILE_ACCESS, DiskFiles, FileAccess
 from tether.plugins.fs.edits import Edit, apply_edits
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.fs.search import GrepMode, GrepQuery, Hit, glob_files, grep
-from tether.plugins.fs.snapshots import Snapshot, Snapshots, digest
+from tether.plugins.fs.snapshots import Snapshots
 from tether.plugins.fs.text import cut
 from tether.plugins.fs.workspace import Resolved, Workspace
 from tether.runtime.checked import Checked, meta
@@ -257,10 +257,10 @@ class FileTools:
             target = await self._target(args.path, exec)
             real = target.resolved.real
             existed = await self._check_fresh(target, args.path)
-            version = await target.access.write_text(real, args.path, args.content)
+            written = await target.access.write_text(real, args.path, args.content)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
-        self.snapshots.saw(target.owner, real, Snapshot(version, digest(args.content)))
+        self.snapshots.saw(target.owner, real, written)
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") else 1)
         lines = lines if args.content else 0
         verb = "overwrote" if existed else "created"
@@ -278,7 +278,7 @@ class FileTools:
         if version is None:
             return False
         current = await target.access.read_text(real, shown)
-        self.snapshots.check(target.owner, real, shown, current.version, current.text)
+        self.snapshots.check(target.owner, real, shown, current.version, current.digest)
         return True
 
     async def preview_write(self, args: WriteArgs, exec: ToolExec) -> ToolPreview:
@@ -310,17 +310,18 @@ class FileTools:
             target = await self._target(args.path, exec)
             real = target.resolved.real
             current = await target.access.read_text(real, args.path)
-            self.snapshots.check(target.owner, real, args.path, current.version, current.text)
+            self.snapshots.check(target.owner, real, args.path, current.version, current.digest)
             edited = apply_edits(current.text, edits, args.path)
-            version = await target.access.write_text(real, args.path, edited.text)
+            written = await target.access.write_text(real, args.path, edited.text)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
-        self.snapshots.saw(target.owner, real, Snapshot(version, digest(edited.text)))
+        self.snapshots.saw(target.owner, real, written)
         plural = "" if edited.replacements == 1 else "s"
+        line = edited.first_line
         return ToolOutput(
             f"edited {args.path}: {edited.replacements} replacement{plural}; "
-            f"the first change is at line {edited.first_line}:\n"
-            + _excerpt(edited.text, edited.first_line)
+            f"the first change is at line {line}:\n"
+            + _excerpt(edited.text, edited.first_offset, line)
         )
 
     async def preview_edit(self, args: EditArgs, exec: ToolExec) -> ToolPreview:
@@ -439,13 +440,26 @@ def _listed(rows: list[str], limit: int) -> str:
     return shown
 
 
-def _excerpt(text: str, line: int, around: int = 3) -> str:
-    lines = text.split("\n")
+def _excerpt(text: str, offset: int, line: int, around: int = 3) -> str:
+    """The lines around the one holding ``offset`` (line ``line``), numbered; found
+    from the offset, without splitting the whole text (it may be megabytes)."""
+    begin, first = text.rfind("\n", 0, offset) + 1, line
+    while begin > 0 and line - first < around:
+        begin = text.rfind("\n", 0, begin - 1) + 1
+        first -= 1
+    end = offset
+    for _ in range(around + 1):
+        found = text.find("\n", end)
+        if found < 0:
+            end = len(text)
+            break
+        end = found + 1
+    lines = text[begin:end].split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()
-    start = max(1, line - around)
-    end = min(len(lines), line + around)
-    return "\n".join(f"{n:>6}\t{cut(lines[n - 1], MAX_LINE_CHARS)}" for n in range(start, end + 1))
+    return "\n".join(
+        f"{n:>6}\t{cut(piece, MAX_LINE_CHARS)}" for n, piece in enumerate(lines, first)
+    )
 
 
 def definitions(tools: FileTools) -> list[Tool[Any]]:

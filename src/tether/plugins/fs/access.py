@@ -11,8 +11,13 @@ may have changed (on disk: inode, size and modification time); the stale-read
 protection compares versions, and content digests where it has them
 (:mod:`tether.plugins.fs.snapshots`).
 
+Writes are not followed by ``fsync`` unless ``durable`` is set: the rename
+makes the change atomic for every reader, and ext4, XFS and btrfs flush a
+file renamed over another before the rename is committed; ``fsync`` costs
+more than everything else of a 10 MB edit.
+
 Writes to disk are atomic: the new text goes to a temporary file beside the
-target, is flushed to disk, takes the target's permission bits (a new file
+target, takes the target's permission bits (a new file
 gets those the umask allows), and is renamed over the target. A write that
 fails leaves the target as it was and no temporary file behind.
 """
@@ -39,10 +44,15 @@ __all__ = ["FILE_ACCESS", "DiskFiles", "FileAccess", "FileText", "page_text"]
 
 @dataclass(frozen=True, slots=True)
 class FileText:
-    """A whole file's text and its version."""
+    """A whole file's text and its version; ``data`` its bytes, when they were read."""
 
     text: str
     version: str
+    data: bytes | None = None
+
+    def digest(self) -> str:
+        """The digest of the content (see :func:`~tether.plugins.fs.snapshots.digest`)."""
+        return digest(self.data if self.data is not None else self.text.encode("utf-8"))
 
 
 class FileAccess(Protocol):
@@ -73,8 +83,8 @@ class FileAccess(Protocol):
         """The current version of ``path``; ``None`` when it does not exist."""
         ...
 
-    async def write_text(self, path: str, shown: str, text: str) -> str:
-        """Replace (or create) ``path`` with ``text``, all or nothing; the new version.
+    async def write_text(self, path: str, shown: str, text: str) -> Snapshot:
+        """Replace (or create) ``path`` with ``text``, all or nothing; what it now is.
 
         Missing parent directories are created.
 
@@ -131,8 +141,9 @@ class DiskFiles:
 
     where = "disk"
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, *, durable: bool = False) -> None:
         self.max_bytes = max_bytes
+        self.durable = durable
         self._umask = _umask()
 
     async def read(self, path: str, shown: str, offset: int, limit: int) -> tuple[Page, Snapshot]:
@@ -145,7 +156,7 @@ class DiskFiles:
     async def version(self, path: str) -> str | None:
         return await asyncio.to_thread(self.version_now, path)
 
-    async def write_text(self, path: str, shown: str, text: str) -> str:
+    async def write_text(self, path: str, shown: str, text: str) -> Snapshot:
         return await asyncio.to_thread(self.write_text_now, path, shown, text)
 
     # -- the same, blocking -------------------------------------------------------
@@ -173,7 +184,7 @@ class DiskFiles:
                 data = stream.read()
         except OSError as exc:
             raise _failure(exc, shown) from None
-        return FileText(decode(data, shown), disk_version(info))
+        return FileText(decode(data, shown), disk_version(info), data)
 
     def version_now(self, path: str) -> str | None:
         try:
@@ -181,7 +192,7 @@ class DiskFiles:
         except OSError:
             return None
 
-    def write_text_now(self, path: str, shown: str, text: str) -> str:
+    def write_text_now(self, path: str, shown: str, text: str) -> Snapshot:
         directory = os.path.dirname(path)
         try:
             os.makedirs(directory, exist_ok=True)
@@ -214,7 +225,8 @@ class DiskFiles:
                 out.write(data)
                 out.flush()
                 os.fchmod(out.fileno(), mode)
-                os.fsync(out.fileno())
+                if self.durable:
+                    os.fsync(out.fileno())
             os.replace(temporary, path)
         except BaseException as exc:
             with contextlib.suppress(OSError):
@@ -222,7 +234,7 @@ class DiskFiles:
             if isinstance(exc, OSError):
                 raise _failure(exc, shown) from None
             raise
-        return disk_version(os.stat(path))
+        return Snapshot(disk_version(os.stat(path)), digest(data))
 
 
 def _stat_file(path: str, shown: str) -> os.stat_result:
@@ -250,4 +262,4 @@ def page_text(whole: FileText, offset: int, limit: int) -> tuple[Page, Snapshot]
     if lines[-1] == "":
         lines.pop()
     page = page_of(lines, offset, limit, MAX_LINE_CHARS)
-    return page, Snapshot(whole.version, digest(whole.text))
+    return page, Snapshot(whole.version, whole.digest())

@@ -23,11 +23,16 @@ class Edit:
 
 @dataclass(frozen=True, slots=True)
 class Edited:
-    """The new text, how many replacements were made, and the first changed line (1-based)."""
+    """The new text, how many replacements were made, and where the first change is
+    (``first_offset`` in the new text; ``first_line``, 1-based)."""
 
     text: str
     replacements: int
-    first_line: int
+    first_offset: int
+
+    @property
+    def first_line(self) -> int:
+        return self.text.count("\n", 0, self.first_offset) + 1
 
 
 def apply_edits(text: str, edits: Sequence[Edit], shown: str) -> Edited:
@@ -53,14 +58,19 @@ def apply_edits(text: str, edits: Sequence[Edit], shown: str) -> Edited:
                 f"{which}old_string was not found in {shown}; read the file again and copy "
                 "the text exactly (whitespace and indentation included)"
             )
-        count = text.count(edit.old_string)
+        if edit.replace_all:
+            count = text.count(edit.old_string)
+        else:
+            # One scan: a second occurrence is all that matters, not how many there are.
+            again = text.find(edit.old_string, at + 1)
+            count = 1 if again < 0 else 1 + text.count(edit.old_string, again)
         if count > 1 and not edit.replace_all:
             raise FileToolError(
                 f"{which}old_string occurs {count} times in {shown}; include more surrounding "
                 "text to make it unique, or set replace_all"
             )
-        line = text.count("\n", 0, at) + 1
-        first = line if first is None else min(first, line)
+        # An edit after the first change leaves it where it is; one before it is the new first.
+        first = at if first is None else min(first, at)
         if edit.replace_all:
             text = text.replace(edit.old_string, edit.new_string)
         else:

@@ -3,10 +3,12 @@
 Each agent has its own table, path → :class:`Snapshot`. A read records the
 file's version (and, when it read the whole file, a digest of its content);
 a write or an edit records what it wrote. An edit or an overwrite is refused
-when the model never read the file, or when the file changed since: its
-content digest differs from the one recorded, or — when only a page was
-read, so there is no digest — its version differs. A file rewritten with the
-very content the model saw still counts as unchanged when a digest is known.
+when the model never read the file, or when the file changed since. A file
+whose version is the one recorded is unchanged (on disk: the same inode,
+size and modification time, so this costs one ``stat``); one whose version
+differs is still unchanged when its content has the digest recorded (it was
+rewritten with the very text the model saw), and stale otherwise — always
+stale when only a page was read, so no digest is known.
 
 The tables live in the plugin and are dropped with their agent; a reload of
 the plugin forgets them, and the model is told to read a file again.
@@ -15,14 +17,15 @@ the plugin forgets them, and the model is told to read a file again.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tether.plugins.fs.errors import FileToolError
 
 
-def digest(text: str) -> str:
-    """A digest of ``text`` (its UTF-8 bytes), to compare contents by."""
-    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+def digest(data: bytes) -> str:
+    """A digest of ``data`` (a text's UTF-8 bytes), to compare contents by."""
+    return hashlib.sha1(data, usedforsecurity=False).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +49,13 @@ class Snapshots:
     def get(self, owner: str, path: str) -> Snapshot | None:
         return self._tables.get(owner, {}).get(path)
 
-    def check(self, owner: str, path: str, shown: str, version: str, text: str | None) -> None:
-        """Refuse a change to ``path``, now at ``version`` with content ``text``, if stale.
+    def check(
+        self, owner: str, path: str, shown: str, version: str, content: Callable[[], str]
+    ) -> None:
+        """Refuse a change to ``path``, now at ``version``, if ``owner``'s view of it is stale.
+
+        ``content()`` gives the digest of the current content; it is called only
+        when the version differs from the one recorded.
 
         Raises:
             FileToolError: never read by this agent, or changed since it was read.
@@ -57,11 +65,9 @@ class Snapshots:
             raise FileToolError(
                 f"{shown} has not been read in this session; read it first, then edit it"
             )
-        if seen.digest is not None and text is not None:
-            unchanged = digest(text) == seen.digest
-        else:
-            unchanged = version == seen.version
-        if not unchanged:
+        if version == seen.version:
+            return
+        if seen.digest is None or content() != seen.digest:
             raise FileToolError(
                 f"{shown} changed on disk since it was last read; read it again before editing"
             )
