@@ -39,7 +39,9 @@ Events:
 Listeners (registered by the plugin): ``session/event`` feeds each session's
 record (one listener for all sessions, whatever their number);
 ``fs/access`` serves the file tools from the editor's buffers when the
-client offers them (:mod:`tether.acp.editor_files`); ``tool/before-execute``
+client offers them (:mod:`tether.acp.editor_files`); ``shell/client-terminal``
+runs foreground commands in the client's terminals when chosen
+(:mod:`tether.acp.editor_terminal`); ``tool/before-execute``
 shows the call's preview, applies the session's mode (see
 :mod:`tether.acp.permissions`) and reports a call as ``in_progress``;
 ``permission/request`` asks the client for the bridge's own sessions;
@@ -53,12 +55,13 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from tether.acp.asking import ask_client
 from tether.acp.editor_files import EditorFiles
+from tether.acp.editor_terminal import EditorTerminals
 from tether.acp.errors import (
     BridgeClosedError,
     BridgeError,
@@ -80,6 +83,7 @@ from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
 from tether.persist.service import PERSISTENCE
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
+from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
 from tether.runtime import Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
@@ -111,6 +115,9 @@ class Config(BaseModel):
 
     mode: Mode = Mode.ASK
     """The permission mode new sessions start in."""
+    terminal: Literal["local", "client"] = "local"
+    """Where foreground ``bash`` commands run: locally, or in the client's terminals
+    (when the client advertises ``terminal``; see :mod:`tether.acp.editor_terminal`)."""
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -445,6 +452,15 @@ class Bridge:
             return None
         return EditorFiles(link, record.id, features, disk)
 
+    def client_terminal(self, agent: Agent) -> Terminals | None:
+        """``shell/client-terminal``: the client's terminals for the bridge's sessions, when
+        the client advertises them and the ``terminal`` setting chooses them."""
+        record = self._record_of(agent) or self._listening.get(agent.session)
+        link = self._link
+        if record is None or link is None or self.config.terminal != "client":
+            return None
+        return EditorTerminals(link, record) if link.features.terminal else None
+
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: a session disposed by another owner leaves the bridge."""
         record = self._record_of(agent)
@@ -519,6 +535,7 @@ async def apply(ctx: Context, config: Config) -> None:
         yield events.add(BEFORE_EXECUTE.name, bridge.before_execute)
         yield events.add(PERMISSION_REQUEST.name, bridge.answer_permission)
         yield events.add(FILE_ACCESS.name, bridge.file_access)
+        yield events.add(CLIENT_TERMINAL.name, bridge.client_terminal)
         yield events.add(AGENT_DISPOSED.name, bridge.forget)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close

@@ -46,6 +46,30 @@ class ClientLink(Protocol):
         """``fs/write_text_file``: replace the client's buffer (or file) at ``path``."""
         ...
 
+    async def create_terminal(
+        self, session_id: str, command: str, args: list[str], cwd: str, output_byte_limit: int
+    ) -> str:
+        """``terminal/create``: the new terminal's id."""
+        ...
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str
+    ) -> tuple[int | None, str | None]:
+        """``terminal/wait_for_exit``: the exit code and signal."""
+        ...
+
+    async def terminal_output(self, session_id: str, terminal_id: str) -> tuple[str, bool]:
+        """``terminal/output``: the output kept, and whether its head was cut."""
+        ...
+
+    async def kill_terminal(self, session_id: str, terminal_id: str) -> None:
+        """``terminal/kill``."""
+        ...
+
+    async def release_terminal(self, session_id: str, terminal_id: str) -> None:
+        """``terminal/release``."""
+        ...
+
 
 class SessionRecord:
     """One ACP session: its agent, the handle's disposer, its mode, its prompt in flight.
@@ -106,6 +130,10 @@ class SessionRecord:
 
     def show_started(self, call_id: str) -> None:
         self._link.send_update(self.id, self._mapper.started(call_id))
+
+    def show_terminal(self, call_id: str, terminal_id: str) -> None:
+        """Show the client's terminal running call ``call_id`` in that tool call."""
+        self._link.send_update(self.id, self._mapper.terminal(call_id, terminal_id))
 
     def show_preview(self, call_id: str, preview: ToolPreview) -> None:
         """Show what the call will do (kind, title, locations, diff) before it runs."""

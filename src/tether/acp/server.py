@@ -146,6 +146,38 @@ class AcpServer:
     async def write_text_file(self, session_id: str, path: str, content: str) -> None:
         await self._connected().write_text_file(session_id=session_id, path=path, content=content)
 
+    async def create_terminal(
+        self, session_id: str, command: str, args: list[str], cwd: str, output_byte_limit: int
+    ) -> str:
+        response = await self._connected().create_terminal(
+            session_id=session_id,
+            command=command,
+            args=args,
+            cwd=cwd,
+            output_byte_limit=output_byte_limit,
+        )
+        return response.terminal_id
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str
+    ) -> tuple[int | None, str | None]:
+        response = await self._connected().wait_for_terminal_exit(
+            session_id=session_id, terminal_id=terminal_id
+        )
+        return response.exit_code, response.signal
+
+    async def terminal_output(self, session_id: str, terminal_id: str) -> tuple[str, bool]:
+        response = await self._connected().terminal_output(
+            session_id=session_id, terminal_id=terminal_id
+        )
+        return response.output, response.truncated
+
+    async def kill_terminal(self, session_id: str, terminal_id: str) -> None:
+        await self._connected().kill_terminal(session_id=session_id, terminal_id=terminal_id)
+
+    async def release_terminal(self, session_id: str, terminal_id: str) -> None:
+        await self._connected().release_terminal(session_id=session_id, terminal_id=terminal_id)
+
     def _connected(self) -> Client:
         if self._client is None:
             raise ConnectionError("no client is connected")

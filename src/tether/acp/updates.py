@@ -89,13 +89,14 @@ class UpdateMapper:
     of locations absolute.
     """
 
-    __slots__ = ("_cwd", "_diffs", "_live", "_turn")
+    __slots__ = ("_cwd", "_kept", "_live", "_turn")
 
     def __init__(self, *, live: bool, turn: int = 0, cwd: str | None = None) -> None:
         self._live = live
         self._turn = turn
         self._cwd = cwd
-        self._diffs: dict[str, list[dict[str, object]]] = {}
+        self._kept: dict[str, list[dict[str, object]]] = {}
+        """Content shown while a call ran that its final update keeps: diffs, a terminal."""
 
     def updates(self, event: Event) -> tuple[SessionUpdate, ...]:
         """The updates that show ``event`` (none for bookkeeping events)."""
@@ -148,8 +149,18 @@ class UpdateMapper:
         }
         diffs = _diff_content(preview)
         if diffs:
-            self._diffs[self.tool_call_id(call_id)] = diffs
+            self._kept[self.tool_call_id(call_id)] = diffs
         return update
+
+    def terminal(self, call_id: str, terminal_id: str) -> SessionUpdate:
+        """The update showing the client's terminal that runs call ``call_id``; kept for its end."""
+        content: list[dict[str, object]] = [{"type": "terminal", "terminalId": terminal_id}]
+        self._kept[self.tool_call_id(call_id)] = content
+        return {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": self.tool_call_id(call_id),
+            "content": content,
+        }
 
     def pending(
         self,
@@ -210,8 +221,11 @@ class UpdateMapper:
             "toolCallId": call_id,
             "status": "failed" if result.is_error else "completed",
         }
-        diffs = self._diffs.pop(call_id, [])
-        content = [] if result.is_error else diffs
+        kept = self._kept.pop(call_id, [])
+        # A failed edit changed nothing: its diff goes; a terminal stays whatever happened.
+        if result.is_error:
+            kept = [item for item in kept if item["type"] != "diff"]
+        content = kept
         if result.content:
             content = [*content, {"type": "content", "content": _text(result.content)}]
         if content:

@@ -129,7 +129,8 @@ class Boot:
             log.error("tether failed to start: %s", exc)
             raise
         try:
-            fiber = tether.runtime.ctx.plugin(bridge_plugin, {"mode": args.mode}, label="acp")
+            config = {"mode": args.mode, "terminal": getattr(args, "terminal", "local")}
+            fiber = tether.runtime.ctx.plugin(bridge_plugin, config, label="acp")
             await fiber
             bridge = tether.runtime.ctx.get(bridge_plugin.ACP)
             if bridge is None:

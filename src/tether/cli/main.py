@@ -116,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     acp.add_argument(
         "--images", action="store_true", help="accept images in prompts (for models that read them)"
     )
+    acp.add_argument(
+        "--terminal",
+        choices=("local", "client"),
+        default="local",
+        help="where foreground bash commands run: locally, or in the editor's terminals when "
+        "it offers them (default: local)",
+    )
 
     commands.add_parser("demo", help="tour the plugin runtime")
     return parser

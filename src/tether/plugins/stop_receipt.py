@@ -3,7 +3,8 @@
 :class:`StopReceipts` collects, per agent, what a stop reached while a turn
 was being cancelled — each foreground ``bash`` call the cancel stopped, with
 the shell's :class:`~tether.shell.StopReport`, and each background task a
-disposal stopped — and writes it as one ``tool/stopped`` event
+disposal stopped, and each call whose command ran in a client's terminal —
+and writes it as one ``tool/stopped`` event
 (:class:`~tether.session.ToolStopped`) when the turn closes, just before its
 ``turn/end``. Order of events for a disposal: ``agent/cancel-requested``
 (cause ``disposed``) stops the agent's background tasks at once, alongside
@@ -26,6 +27,7 @@ from tether.session.receipt import StoppedKind
 
 if TYPE_CHECKING:
     from tether.agent import Agent
+    from tether.plugins.terminal import TerminalStop
     from tether.shell import ShellExecutor, StopReport
 
 log = logging.getLogger(__name__)
@@ -36,12 +38,25 @@ class StopReceipts:
 
     def __init__(self, shell: ShellExecutor) -> None:
         self._shell = shell
-        self._calls: dict[str, list[tuple[str, StopReport]]] = {}
+        self._calls: dict[str, list[Stopped]] = {}
         self._tasks: dict[str, list[str]] = {}
 
     def call_stopped(self, agent: Agent, call_id: str, report: StopReport) -> None:
         """Record that the cancel of ``agent``'s turn stopped the command of ``call_id``."""
-        self._calls.setdefault(agent.id, []).append((call_id, report))
+        self._calls.setdefault(agent.id, []).append(_entry("call", call_id, report))
+
+    def terminal_stopped(self, agent: Agent, call_id: str, stop: TerminalStop) -> None:
+        """Record that the cancel stopped call ``call_id``'s command in a client's terminal."""
+        entry = Stopped(
+            kind="terminal",
+            id=call_id,
+            pgid=0,
+            signals=stop.methods,
+            exit_code=stop.exit_code,
+            exit_signal=stop.exit_signal,
+            seconds=stop.seconds,
+        )
+        self._calls.setdefault(agent.id, []).append(entry)
 
     def on_cancel_requested(self, agent: Agent, cause: object) -> None:
         """A disposal mid-turn stops the agent's background tasks now, so the turn's receipt
@@ -68,7 +83,7 @@ class StopReceipts:
         """Write what this turn's stop did (nothing when it stopped no command)."""
         calls = self._calls.pop(agent.id, [])
         tasks = self._tasks.pop(agent.id, [])
-        entries = [_entry("call", call_id, report) for call_id, report in calls]
+        entries = list(calls)
         for task_id in tasks:
             snapshot = self._shell.get(task_id)
             if snapshot is not None and snapshot.stop is not None:
