@@ -77,7 +77,9 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def _relative(path: str, start: str) -> str:
-    return os.path.relpath(path, start).replace(os.sep, "/")
+    """``path`` (found by walking ``start``) relative to ``start``, ``/``-separated."""
+    rel = path[len(start.rstrip(os.sep)) + 1 :]
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
 
 
 def _mtime(entry: os.DirEntry[str]) -> float:
@@ -179,13 +181,16 @@ def grep(
         try:
             with open(path, "rb") as stream:
                 data = stream.read()
-            mtime = os.stat(path).st_mtime
         except OSError:
             continue
         if b"\0" in data[:PROBE_BYTES]:
             continue
         first = regex.search(data)
         if first is None:
+            continue
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
             continue
         if query.mode == "files_with_matches":
             yield Hit(path, mtime, 1)

@@ -28,7 +28,10 @@ class _Rules:
     spec: PathSpec[Any]
 
     def excludes(self, path: str, is_dir: bool) -> bool:
-        rel = os.path.relpath(path, self.base).replace(os.sep, "/")
+        # ``path`` lies under ``base`` (the walk built it from there): a slice, not relpath.
+        rel = path[len(self.base) + 1 :]
+        if os.sep != "/":
+            rel = rel.replace(os.sep, "/")
         return self.spec.match_file(rel + "/" if is_dir else rel)
 
 
