@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -354,3 +355,44 @@ async def test_bad_arguments_name_the_field(fs: Files) -> None:
     content, failed = await fs.call("read")
     assert failed and "path" in content
     assert await fs.refused("read", path="") == "the path is empty"
+
+
+QUERIES = [
+    {"pattern": "needle"},
+    {"pattern": "needle", "output_mode": "content"},
+    {"pattern": "needle", "output_mode": "count"},
+    {"pattern": "^needle", "output_mode": "content", "context": 1},
+    {"pattern": "needle", "glob": "*.py", "output_mode": "content"},
+    {"pattern": "NEEDLE", "ignore_case": True},
+    {"pattern": "-x"},
+    {"pattern": "absent"},
+]
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+async def test_ripgrep_and_python_give_the_same_answers(tmp_path: Path) -> None:
+    answers: dict[str, list[tuple[str, bool]]] = {}
+    for engine in ("rg", "python"):
+        async with file_tools(tmp_path / engine, grep_engine=engine) as fs:
+            tree(fs.root)
+            (fs.root / "src" / "dash.txt").write_text("a -x flag\n")
+            os.utime(fs.root / "src" / "dash.txt", (500, 500))
+            answers[engine] = [await fs.call("grep", **query) for query in QUERIES]
+    assert answers["rg"] == answers["python"]
+    assert answers["rg"][1][0].splitlines()[0] == "src/a.py:2:needle = 1"
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+async def test_a_pattern_ripgrep_cannot_run_is_searched_in_python(tmp_path: Path) -> None:
+    async with file_tools(tmp_path, grep_engine="rg") as fs:
+        tree(fs.root)
+        found = await fs.ok("grep", pattern=r"(?<=a )needle", output_mode="content")
+        assert found == "src/c.txt:1:a needle"
+
+
+async def test_grep_engine_rg_without_rg_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    async with file_tools(tmp_path, grep_engine="rg") as fs:
+        assert await fs.refused("grep", pattern="x") == "grep_engine is rg, but rg is not installed"

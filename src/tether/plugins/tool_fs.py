@@ -27,7 +27,9 @@ and line it touches, and for ``write``/``edit`` the diff it would apply.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +39,7 @@ from tether.agent.types import Agent
 from tether.plugins.fs.access import FILE_ACCESS, DiskFiles, FileAccess
 from tether.plugins.fs.edits import Edit, apply_edits
 from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.ripgrep import Unsupported, rg_grep
 from tether.plugins.fs.search import GrepMode, GrepQuery, Hit, glob_files, grep
 from tether.plugins.fs.snapshots import Snapshots
 from tether.plugins.fs.text import cut
@@ -48,6 +51,8 @@ from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
     from tether.runtime import Context
+
+log = logging.getLogger(__name__)
 
 name = "tool_fs"
 inject = ("tools",)
@@ -66,6 +71,8 @@ class Config(Checked):
     """The largest file ``edit`` and ``write`` handle whole (``read`` pages any size)."""
     max_results: int = field(default=200, metadata=meta(ge=1))
     """The most paths or lines ``glob`` and ``grep`` return unless asked for fewer."""
+    grep_engine: Literal["auto", "rg", "python"] = "auto"
+    """What ``grep`` searches with: ripgrep when it is on ``PATH`` (``auto``), or always one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,10 +390,7 @@ class FileTools:
 
         def search() -> tuple[Workspace, list[Hit]]:
             workspace, resolved = self._directory(args.path, exec)
-            stopped = _stopped(exec)
-            return workspace, list(
-                grep(resolved.real, query, max_chars=MAX_LINE_CHARS, stopped=stopped)
-            )
+            return workspace, self._search(resolved.real, query, _stopped(exec))
 
         try:
             workspace, hits = await asyncio.to_thread(search)
@@ -413,6 +417,25 @@ class FileTools:
                 )
                 previous = number
         return ToolOutput(_listed(rows, limit))
+
+    def _search(self, start: str, query: GrepQuery, stopped: Callable[[], bool]) -> list[Hit]:
+        """Every hit of ``query`` under ``start``: with ripgrep when the engine setting
+        lets it and it accepts the query, else in Python (blocking).
+
+        Raises:
+            FileToolError: an invalid regex or glob, ripgrep chosen but missing, or cancelled.
+        """
+        query.compile()  # the pattern is a Python regex, whoever runs it
+        engine = self._config.grep_engine
+        rg = shutil.which("rg") if engine != "python" else None
+        if engine == "rg" and rg is None:
+            raise FileToolError("grep_engine is rg, but rg is not installed")
+        if rg is not None and not os.path.isfile(start):
+            try:
+                return list(rg_grep(rg, start, query, max_chars=MAX_LINE_CHARS, stopped=stopped))
+            except Unsupported as exc:
+                log.info("ripgrep refused %r (%s); searching in Python", query.pattern, exc)
+        return list(grep(start, query, max_chars=MAX_LINE_CHARS, stopped=stopped))
 
     async def preview_glob(self, args: GlobArgs, exec: ToolExec) -> ToolPreview:
         resolved = self._workspace(exec).resolve(args.path or ".")
