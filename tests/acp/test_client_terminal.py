@@ -123,20 +123,24 @@ class TerminalClient(Recorder):
 TERMINAL = ClientCapabilities(terminal=True)
 
 
+def in_terminals(tmp_path: Path, client: TerminalClient, *args: str) -> Any:
+    """``tether acp --terminal client ARGS`` with the real bash tools, served by ``client``."""
+    return serving(
+        tmp_path,
+        "--terminal",
+        "client",
+        *args,
+        overlay=REAL_BASH,
+        client=client,
+        capabilities=TERMINAL,
+    )
+
+
 async def test_a_command_runs_in_the_clients_terminal_shown_live(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     client = TerminalClient()
-    async with serving(
-        tmp_path,
-        "--mode",
-        "auto",
-        "--terminal",
-        "client",
-        overlay=REAL_BASH,
-        client=client,
-        capabilities=TERMINAL,
-    ) as server:
+    async with in_terminals(tmp_path, client, "--mode", "auto") as server:
         sid = await server.new_session(work)
         assert await server.prompt(sid, "bash echo from the editor; pwd; exit 3") == "end_turn"
         assert [(m, s) for m, s, _ in client.calls] == [
@@ -171,14 +175,7 @@ async def test_cancel_kills_and_releases_the_terminal_and_writes_the_receipt(
 ) -> None:
     gate = Gate(tmp_path / "gate")
     client = TerminalClient()
-    async with serving(
-        tmp_path,
-        "--terminal",
-        "client",
-        overlay=REAL_BASH,
-        client=client,
-        capabilities=TERMINAL,
-    ) as server:
+    async with in_terminals(tmp_path, client) as server:
         sid = await server.new_session()
         line = asyncio.ensure_future(gate.line())
         held = server.start_prompt(sid, f"bash echo $$ > {gate}; exec sleep 30")
@@ -225,16 +222,7 @@ async def test_without_the_setting_or_the_capability_commands_run_locally(tmp_pa
 
 async def test_background_tasks_stay_in_the_local_executor(tmp_path: Path) -> None:
     client = TerminalClient()
-    async with serving(
-        tmp_path,
-        "--mode",
-        "auto",
-        "--terminal",
-        "client",
-        overlay=REAL_BASH,
-        client=client,
-        capabilities=TERMINAL,
-    ) as server:
+    async with in_terminals(tmp_path, client, "--mode", "auto") as server:
         sid = await server.new_session()
         assert await server.prompt(sid, "bg echo later") == "end_turn"
         assert client.calls == []

@@ -20,6 +20,15 @@ from acp.schema import (
 from tests.acp.harness import AcpProcess, Recorder, serving
 
 
+def workspace(tmp_path: Path, text: str | None = None) -> Path:
+    """The session's cwd, holding ``a.txt`` with ``text`` if given."""
+    work = tmp_path / "work"
+    work.mkdir()
+    if text is not None:
+        (work / "a.txt").write_text(text)
+    return work
+
+
 def call(tool: str, **arguments: Any) -> str:
     return f"call {tool} {json.dumps(arguments)}"
 
@@ -37,9 +46,7 @@ def diffs(update: Any) -> list[FileEditToolCallContent]:
 
 
 async def test_file_calls_show_their_kind_and_location(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("one\ntwo\n")
+    work = workspace(tmp_path, "one\ntwo\n")
     async with serving(tmp_path, "--mode", "auto") as server:
         sid = await server.new_session(work)
         assert await server.prompt(sid, call("read", path="a.txt", offset=2)) == "end_turn"
@@ -53,9 +60,7 @@ async def test_file_calls_show_their_kind_and_location(tmp_path: Path) -> None:
 
 
 async def test_an_edit_streams_its_diff_and_keeps_it_when_done(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("hello world\n")
+    work = workspace(tmp_path, "hello world\n")
     async with serving(tmp_path, "--mode", "auto") as server:
         sid = await server.new_session(work)
         await server.prompt(sid, call("read", path="a.txt"))
@@ -81,9 +86,7 @@ async def test_an_edit_streams_its_diff_and_keeps_it_when_done(tmp_path: Path) -
 
 
 async def test_ask_mode_shows_the_diff_and_allow_always_covers_every_edit(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("v1\n")
+    work = workspace(tmp_path, "v1\n")
     async with serving(tmp_path) as server:
         client = server.client
         sid = await server.new_session(work)
@@ -110,8 +113,7 @@ async def test_ask_mode_shows_the_diff_and_allow_always_covers_every_edit(tmp_pa
 
 
 async def test_outside_the_workspace_is_asked_even_in_auto_mode(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
+    work = workspace(tmp_path)
     (tmp_path / "elsewhere.txt").write_text("far\n")
     async with serving(tmp_path, "--mode", "auto") as server:
         client = server.client
@@ -169,9 +171,7 @@ EDITOR_FS = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, wr
 
 
 async def test_file_tools_use_the_editors_buffers_when_it_serves_them(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("saved text\n")
+    work = workspace(tmp_path, "saved text\n")
     editor = Editor()
     editor.buffers[str(work / "a.txt")] = "unsaved text\n"
     async with serving(tmp_path, "--mode", "auto", client=editor, capabilities=EDITOR_FS) as server:
@@ -189,9 +189,7 @@ async def test_file_tools_use_the_editors_buffers_when_it_serves_them(tmp_path: 
 
 
 async def test_a_buffer_changed_in_the_editor_since_the_read_is_stale(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("one\n")
+    work = workspace(tmp_path, "one\n")
     editor = Editor()
     async with serving(tmp_path, "--mode", "auto", client=editor, capabilities=EDITOR_FS) as server:
         sid = await server.new_session(work)
@@ -205,9 +203,7 @@ async def test_a_buffer_changed_in_the_editor_since_the_read_is_stale(tmp_path: 
 
 
 async def test_without_the_capability_the_disk_is_used(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("disk\n")
+    work = workspace(tmp_path, "disk\n")
     editor = Editor()
     async with serving(tmp_path, "--mode", "auto", client=editor) as server:
         sid = await server.new_session(work)

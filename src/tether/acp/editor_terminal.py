@@ -28,8 +28,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from tether.plugins.terminal import TerminalResult, TerminalStop
+from tether.plugins.terminal import TERMINAL_PGID, TerminalResult
 from tether.runtime.signal import CancelSignal
+from tether.shell.definition import StopReport
 
 if TYPE_CHECKING:
     from tether.acp.record import ClientLink, SessionRecord
@@ -107,13 +108,21 @@ class EditorTerminals:
         session_id: str,
         terminal_id: str,
         exited: asyncio.Future[tuple[int | None, str | None]],
-    ) -> TerminalStop:
+    ) -> StopReport:
         """``terminal/kill``, then the exit (or ``None`` seconds if it does not come in time)."""
         start = time.monotonic()
         await self._link.kill_terminal(session_id, terminal_id)
+        exit_code = exit_signal = seconds = None
         try:
             async with asyncio.timeout(KILL_GRACE):
                 exit_code, exit_signal = await asyncio.shield(exited)
+            seconds = time.monotonic() - start
         except TimeoutError:
-            return TerminalStop((KILL,), None, None, None)
-        return TerminalStop((KILL,), exit_code, exit_signal, time.monotonic() - start)
+            pass  # no exit reported in time: the receipt says so (seconds None)
+        return StopReport(
+            pgid=TERMINAL_PGID,
+            signals=(KILL,),
+            exit_code=exit_code,
+            exit_signal=exit_signal,
+            seconds=seconds,
+        )

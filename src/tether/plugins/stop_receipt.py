@@ -27,7 +27,6 @@ from tether.session.receipt import StoppedKind
 
 if TYPE_CHECKING:
     from tether.agent import Agent
-    from tether.plugins.terminal import TerminalStop
     from tether.shell import ShellExecutor, StopReport
 
 log = logging.getLogger(__name__)
@@ -41,22 +40,12 @@ class StopReceipts:
         self._calls: dict[str, list[Stopped]] = {}
         self._tasks: dict[str, list[str]] = {}
 
-    def call_stopped(self, agent: Agent, call_id: str, report: StopReport) -> None:
-        """Record that the cancel of ``agent``'s turn stopped the command of ``call_id``."""
-        self._calls.setdefault(agent.id, []).append(_entry("call", call_id, report))
-
-    def terminal_stopped(self, agent: Agent, call_id: str, stop: TerminalStop) -> None:
-        """Record that the cancel stopped call ``call_id``'s command in a client's terminal."""
-        entry = Stopped(
-            kind="terminal",
-            id=call_id,
-            pgid=0,
-            signals=stop.methods,
-            exit_code=stop.exit_code,
-            exit_signal=stop.exit_signal,
-            seconds=stop.seconds,
-        )
-        self._calls.setdefault(agent.id, []).append(entry)
+    def call_stopped(
+        self, agent: Agent, call_id: str, report: StopReport, *, kind: StoppedKind = "call"
+    ) -> None:
+        """Record that the cancel of ``agent``'s turn stopped the command of ``call_id``
+        (``kind`` ``terminal`` when it ran in a client's terminal)."""
+        self._calls.setdefault(agent.id, []).append(_entry(kind, call_id, report))
 
     def on_cancel_requested(self, agent: Agent, cause: object) -> None:
         """A disposal mid-turn stops the agent's background tasks now, so the turn's receipt

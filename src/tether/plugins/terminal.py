@@ -23,22 +23,13 @@ from typing import Protocol
 from tether.agent.types import Agent
 from tether.runtime.keys import Serial
 from tether.runtime.signal import CancelSignal
+from tether.shell.definition import StopReport
 
-__all__ = ["CLIENT_TERMINAL", "TerminalResult", "TerminalStop", "Terminals"]
+__all__ = ["CLIENT_TERMINAL", "TERMINAL_PGID", "TerminalResult", "Terminals"]
 
 
-@dataclass(frozen=True, slots=True)
-class TerminalStop:
-    """What stopping a client's terminal did: the method sent, how it ended, how fast.
-
-    ``seconds`` runs from the kill to the reported exit; ``None`` when no exit was
-    reported in time.
-    """
-
-    methods: tuple[str, ...]
-    exit_code: int | None
-    exit_signal: str | None
-    seconds: float | None
+TERMINAL_PGID = 0
+"""The ``pgid`` of a stop of a client's terminal: its processes are the client's, not tether's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +43,10 @@ class TerminalResult:
     signal: str | None
     timed_out: bool = False
     aborted: bool = False
-    stop: TerminalStop | None = None
+    stop: StopReport | None = None
+    """How the stop went: ``pgid`` :data:`TERMINAL_PGID`, ``signals`` the methods sent
+    (``terminal/kill``), ``seconds`` from the kill to the reported exit (``None`` when
+    no exit was reported in time)."""
 
 
 class Terminals(Protocol):

@@ -227,7 +227,7 @@ class BashTools:
             log.warning("bash in the client's terminal failed", exc_info=True)
             return ToolOutput(f"the client's terminal failed: {exc}", is_error=True)
         if result.aborted and result.stop is not None:
-            self.receipts.terminal_stopped(agent, exec.call_id, result.stop)
+            self.receipts.call_stopped(agent, exec.call_id, result.stop, kind="terminal")
         failed = result.timed_out or result.aborted or result.exit_code != 0
         return ToolOutput(render_terminal(result, spec.timeout_ms), is_error=failed)
 
