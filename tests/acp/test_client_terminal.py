@@ -227,3 +227,24 @@ async def test_background_tasks_stay_in_the_local_executor(tmp_path: Path) -> No
         assert await server.prompt(sid, "bg echo later") == "end_turn"
         assert client.calls == []
         assert "started background task bash-1" in server.client.text(sid)
+
+
+class BrokenTerminals(TerminalClient):
+    """A client that advertises terminals but fails to create one."""
+
+    async def create_terminal(self, command: str, session_id: str, **kwargs: Any) -> Any:
+        self.calls.append(("create", session_id, ""))
+        raise RequestError.internal_error({"details": "no terminals today"})
+
+
+async def test_a_client_that_fails_the_terminal_fails_the_call_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    client = BrokenTerminals()
+    async with in_terminals(tmp_path, client, "--mode", "auto") as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, "bash echo never") == "end_turn"
+        assert [m for m, _, _ in client.calls] == ["create"]
+        final = [u for u in server.client.of(sid) if isinstance(u, ToolCallProgress)][-1]
+        assert final.status == "failed"
+        assert "the client's terminal failed" in server.client.text(sid)

@@ -211,3 +211,27 @@ async def test_without_the_capability_the_disk_is_used(tmp_path: Path) -> None:
         await server.prompt(sid, call("edit", path="a.txt", old_string="disk", new_string="d"))
         assert (work / "a.txt").read_text() == "d\n"
         assert editor.reads == [] and editor.writes == []
+
+
+class ReadOnlyEditor(Editor):
+    """A client whose buffers refuse writes."""
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **_meta: Any
+    ) -> WriteTextFileResponse:
+        self.writes.append(path)
+        raise RequestError.internal_error({"details": "the buffer is read-only"})
+
+
+async def test_a_write_the_editor_refuses_is_an_error_result_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    work = workspace(tmp_path, "text\n")
+    editor = ReadOnlyEditor()
+    async with serving(tmp_path, "--mode", "auto", client=editor, capabilities=EDITOR_FS) as server:
+        sid = await server.new_session(work)
+        await server.prompt(sid, call("read", path="a.txt"))
+        await server.prompt(sid, call("edit", path="a.txt", old_string="text", new_string="t"))
+        assert "the editor could not write a.txt" in server.client.text(sid)
+        assert editor.writes == [str(work / "a.txt")]
+        assert (work / "a.txt").read_text() == "text\n"
