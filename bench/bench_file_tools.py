@@ -30,13 +30,8 @@ from typing import Any, cast
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from tether.plugins.tool_fs import (  # noqa: E402
-    Config,
-    EditArgs,
-    FileTools,
-    GrepArgs,
-    ReadArgs,
-)
+from tether.plugins.fs.tools import FileTools  # noqa: E402
+from tether.plugins.tool_fs import Config, EditArgs, GrepArgs, ReadArgs  # noqa: E402
 from tether.runtime import CancelSignal  # noqa: E402
 from tether.tools import ToolExec  # noqa: E402
 

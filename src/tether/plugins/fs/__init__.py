@@ -6,9 +6,16 @@
 * :mod:`~tether.plugins.fs.edits` — exact-string edits, applied all or none;
 * :mod:`~tether.plugins.fs.snapshots` — what the model last read (stale-read protection);
 * :mod:`~tether.plugins.fs.tree` — walking a tree as git sees it (``.gitignore``);
-* :mod:`~tether.plugins.fs.search` — ``glob`` and ``grep`` over that walk.
+* :mod:`~tether.plugins.fs.search` — ``glob`` and ``grep`` over that walk;
+* :mod:`~tether.plugins.fs.ripgrep` — ``grep`` through ripgrep, when installed;
+* :mod:`~tether.plugins.fs.tools` — what each tool call does (imported on the first call).
 """
+
+from typing import Literal
 
 from tether.plugins.fs.errors import FileToolError
 
-__all__ = ["FileToolError"]
+GrepMode = Literal["files_with_matches", "content", "count"]
+"""What ``grep`` answers with: the matching files, the matching lines, or counts."""
+
+__all__ = ["FileToolError", "GrepMode"]

@@ -29,14 +29,13 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from typing import Protocol
 
 from tether.agent.types import Agent
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.fs.snapshots import Snapshot, digest
-from tether.plugins.fs.text import Page, decode, page_of, read_page
+from tether.plugins.fs.text import MAX_LINE_CHARS, Page, decode, page_of, read_page
 from tether.runtime.keys import Serial
 
 __all__ = ["FILE_ACCESS", "DiskFiles", "FileAccess", "FileText", "page_text"]
@@ -214,6 +213,8 @@ class DiskFiles:
                 f"the new content of {shown} is {len(data):,} bytes, over the "
                 f"{self.max_bytes:,}-byte cap"
             )
+        import tempfile
+
         try:
             fd, temporary = tempfile.mkstemp(
                 prefix=f".{os.path.basename(path)}.", suffix=".tether-tmp", dir=directory
@@ -248,9 +249,6 @@ def _stat_file(path: str, shown: str) -> os.stat_result:
         raise FileToolError(f"{shown} is not a regular file")
     return info
 
-
-MAX_LINE_CHARS = 2000
-"""Characters of one line a page shows; the rest is cut with a marker."""
 
 WHOLE_READ_BYTES = 1 << 20
 """Files up to this size are read whole by ``read`` (their snapshot gets a digest)."""

@@ -18,13 +18,11 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
 
+from tether.plugins.fs import GrepMode
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.fs.text import PROBE_BYTES, cut
 from tether.plugins.fs.tree import walk
-
-GrepMode = Literal["files_with_matches", "content", "count"]
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:

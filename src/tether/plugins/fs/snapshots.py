@@ -16,7 +16,6 @@ the plugin forgets them, and the model is told to read a file again.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +24,8 @@ from tether.plugins.fs.errors import FileToolError
 
 def digest(data: bytes) -> str:
     """A digest of ``data`` (a text's UTF-8 bytes), to compare contents by."""
+    import hashlib  # on first use: its import is a measurable part of start-up
+
     return hashlib.sha1(data, usedforsecurity=False).hexdigest()
 
 

@@ -18,6 +18,12 @@ from tether.plugins.fs.errors import FileToolError
 PROBE_BYTES = 8192
 """How much of a file's head is looked at to tell text from binary."""
 
+READ_LINES = 2000
+"""Lines ``read`` shows when no ``limit`` is given."""
+
+MAX_LINE_CHARS = 2000
+"""Characters of one line a page shows; the rest is cut with a marker."""
+
 _IMAGES = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
