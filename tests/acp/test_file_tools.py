@@ -235,3 +235,15 @@ async def test_a_write_the_editor_refuses_is_an_error_result_and_changes_nothing
         assert "the editor could not write a.txt" in server.client.text(sid)
         assert editor.writes == [str(work / "a.txt")]
         assert (work / "a.txt").read_text() == "text\n"
+
+
+async def test_bad_input_is_answered_by_the_call_without_a_traceback(tmp_path: Path) -> None:
+    work = workspace(tmp_path)
+    async with serving(tmp_path, "--mode", "auto") as server:
+        sid = await server.new_session(work)
+        await server.prompt(sid, call("read", path=""))
+        await server.prompt(sid, call("grep", pattern="("))
+        text = server.client.text(sid)
+        assert "done: the path is empty" in text
+        assert "done: invalid regular expression '('" in text
+    assert "Traceback" not in server.stderr()

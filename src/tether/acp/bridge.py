@@ -83,6 +83,7 @@ from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
 from tether.persist.service import PERSISTENCE
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
+from tether.plugins.fs.errors import FileToolError
 from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
 from tether.runtime import Veto
 from tether.runtime.keys import Notice, ServiceKey
@@ -507,9 +508,13 @@ class Bridge:
 
 
 async def _preview_of(invocation: ToolInvocation) -> ToolPreview | None:
-    """The call's preview, or ``None`` (none given, or the tool's preview failed: logged)."""
+    """The call's preview, or ``None``: none given, bad input (the call itself will
+    answer it with the reason), or the tool's preview failed (logged)."""
     try:
         return await invocation.preview()
+    except FileToolError as exc:
+        log.debug("no preview of a %s call: %s", invocation.tool_name, exc)
+        return None
     except Exception:
         log.warning("the preview of a %s call failed", invocation.tool_name, exc_info=True)
         return None
