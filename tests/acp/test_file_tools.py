@@ -247,3 +247,17 @@ async def test_bad_input_is_answered_by_the_call_without_a_traceback(tmp_path: P
         assert "done: the path is empty" in text
         assert "done: invalid regular expression '('" in text
     assert "Traceback" not in server.stderr()
+
+
+async def test_a_loaded_session_shows_file_calls_with_their_kind_and_location(
+    tmp_path: Path,
+) -> None:
+    work = workspace(tmp_path, "one\n")
+    async with serving(tmp_path, "--mode", "auto") as server:
+        sid = await server.new_session(work)
+        await server.prompt(sid, call("read", path="a.txt"))
+    async with serving(tmp_path) as server:
+        await server.conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[])
+        (start,) = starts(server, sid)
+        assert start.kind == "read"
+        assert [loc.path for loc in start.locations or []] == [str(work / "a.txt")]
