@@ -396,3 +396,30 @@ async def test_grep_engine_rg_without_rg_is_refused(
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     async with file_tools(tmp_path, grep_engine="rg") as fs:
         assert await fs.refused("grep", pattern="x") == "grep_engine is rg, but rg is not installed"
+
+
+async def test_durable_writes_fsync_before_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tether-tmp"):  # not the session log's
+            order.append("fsync")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        if str(src).endswith(".tether-tmp"):
+            order.append("replace")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    async with file_tools(tmp_path / "durable", durable_writes=True) as fs:
+        await fs.ok("write", path="a.txt", content="kept\n")
+        assert order == ["fsync", "replace"]
+    order.clear()
+    async with file_tools(tmp_path / "default") as fs:
+        await fs.ok("write", path="a.txt", content="kept\n")
+        assert order == ["replace"]

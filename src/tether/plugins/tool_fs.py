@@ -58,6 +58,8 @@ class Config(Checked):
     """The largest file ``edit`` and ``write`` handle whole (``read`` pages any size)."""
     max_results: int = field(default=200, metadata=meta(ge=1))
     """The most paths or lines ``glob`` and ``grep`` return unless asked for fewer."""
+    durable_writes: bool = False
+    """``fsync`` each written file before it is renamed over the old one (slower)."""
     grep_engine: Literal["auto", "rg", "python"] = "auto"
     """What ``grep`` searches with: ripgrep when it is on ``PATH`` (``auto``), or always one."""
 

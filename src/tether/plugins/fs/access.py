@@ -11,7 +11,8 @@ may have changed (on disk: inode, size and modification time); the stale-read
 protection compares versions, and content digests where it has them
 (:mod:`tether.plugins.fs.snapshots`).
 
-Writes are not followed by ``fsync`` unless ``durable`` is set: the rename
+Writes are not followed by ``fsync`` unless ``durable`` is set (the
+plugin's ``durable_writes``): the rename
 makes the change atomic for every reader, and ext4, XFS and btrfs flush a
 file renamed over another before the rename is committed; ``fsync`` costs
 more than everything else of a 10 MB edit.

@@ -51,7 +51,7 @@ class FileTools:
     def __init__(self, ctx: Context, config: Config) -> None:
         self._ctx = ctx
         self._config = config
-        self._disk = DiskFiles(config.max_file_bytes)
+        self._disk = DiskFiles(config.max_file_bytes, durable=config.durable_writes)
         self.snapshots = Snapshots()
 
     # -- common -----------------------------------------------------------------
