@@ -26,6 +26,7 @@ from acp.schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
     AllowedOutcome,
+    ClientCapabilities,
     DeniedOutcome,
     PermissionOption,
     RequestPermissionResponse,
@@ -241,11 +242,14 @@ async def serving(
     model: str = "scripted",
     env: dict[str, str] | None = None,
     home: Path | None = None,
+    client: Recorder | None = None,
+    capabilities: ClientCapabilities | None = None,
 ) -> AsyncIterator[AcpProcess]:
     """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected.
 
     ``env`` adds to its environment; ``TETHER_HOME`` is ``home``, by default
-    ``tmp_path / "home"``.
+    ``tmp_path / "home"``. ``client`` answers the server (a :class:`Recorder`
+    by default), and ``initialize`` advertises ``capabilities``.
     """
     os.makedirs(tmp_path, exist_ok=True)
     home = home or tmp_path / "home"
@@ -274,7 +278,7 @@ async def serving(
             limit=16 * 1024 * 1024,
         )
     assert process.stdin is not None and process.stdout is not None
-    client = Recorder()
+    client = client or Recorder()
     server = AcpProcess(process, None, client, home, stderr_path, ledger)  # type: ignore[arg-type]
 
     def observe(event: StreamEvent) -> None:
@@ -285,7 +289,7 @@ async def serving(
     server.conn = connect_to_agent(client, process.stdin, process.stdout, observers=[observe])
     try:
         if initialize:
-            await server.conn.initialize(protocol_version=1)
+            await server.conn.initialize(protocol_version=1, client_capabilities=capabilities)
         yield server
     finally:
         if process.returncode is None:

@@ -6,6 +6,7 @@ The ``scripted`` model answers from the conversation's last message:
 * ``hold``: streams ``holding``, then waits for the cancel;
 * ``bash <command>``: calls the ``bash`` tool with ``<command>``;
 * ``bg <command>``: the same, with ``run_in_background`` (for the real ``bash`` tool);
+* ``call <tool> <json>``: calls ``<tool>`` with the JSON arguments (the file tools);
 * ``fail``: the request fails with ``the model is unavailable``;
 * ``think <text>``: reasons ``pondering <text>``, then answers ``echo: <text>``;
 * ``long``: stops at its output token limit;
@@ -73,20 +74,21 @@ class ScriptedModel:
         self._failed: set[int] = set()
         """Lengths of conversations whose ``flaky`` request already failed once."""
 
+    def _flaky(self, request: ModelRequest) -> list[StreamChunk]:
+        """Fails mid-stream once; the retry then streams the whole answer."""
+        if len(request.messages) not in self._failed:
+            self._failed.add(len(request.messages))
+            failed = Finish("error", error="529 overloaded", error_code="server")
+            return [TextDelta("Hello"), failed]
+        return [TextDelta("Hello, "), TextDelta("world!"), Finish("stop")]
+
     async def stream(
         self, request: ModelRequest, signal: CancelSignal
     ) -> AsyncIterator[StreamChunk]:
         last = request.messages[-1]
-        if _prompt_of(request) == "flaky" and len(request.messages) not in self._failed:
-            # Fails mid-stream once; the retry then streams the whole answer.
-            self._failed.add(len(request.messages))
-            yield TextDelta("Hello")
-            yield Finish("error", error="529 overloaded", error_code="server")
-            return
         if _prompt_of(request) == "flaky":
-            yield TextDelta("Hello, ")
-            yield TextDelta("world!")
-            yield Finish("stop")
+            for chunk in self._flaky(request):
+                yield chunk
             return
         if _prompt_of(request) == "forever":
             yield ToolCallDelta(index=0, id="call-f", name="bash", args_delta='{"command": "true"}')
@@ -113,6 +115,10 @@ class ScriptedModel:
                 else {"command": command}
             )
             yield ToolCallDelta(index=0, id="call-1", name="bash", args_delta=arguments)
+            yield Finish("tool-calls")
+        elif text.startswith("call "):
+            tool, _, arguments = text[len("call ") :].partition(" ")
+            yield ToolCallDelta(index=0, id="call-1", name=tool, args_delta=arguments or "{}")
             yield Finish("tool-calls")
         elif text == "fail":
             yield Finish("error", error="the model is unavailable", error_code="bad-request")

@@ -1,6 +1,7 @@
 """Updates are built as wire JSON; each kind is exactly what the SDK's models would send."""
 
 import time
+from typing import Any
 
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
@@ -173,3 +174,45 @@ def test_usage_plan_title_options_and_commands_are_what_the_sdk_models_serialize
     assert [u for u in replayed if u["sessionUpdate"] != "user_message_chunk"] == [
         u for u in produced[: len(replayed) - 1]
     ]
+
+
+def test_file_tool_updates_carry_kind_locations_and_diffs_as_the_sdk_models_do() -> None:
+    from tether.tools.preview import Diff, Location, ToolPreview
+
+    live = UpdateMapper(live=True, cwd="/ws")
+    edit = ToolCallEvent(id="e1", name="edit", arguments={"path": "a.txt", "old_string": "a"})
+    read = ToolCallEvent(id="r1", name="read", arguments={"path": "/abs/b.txt", "offset": 7})
+    session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/ws"))
+    session.append(TurnStart(turn=1))
+    session.append(StepStart(turn=1, step=1))
+    blocks = tuple(ToolCallBlock(c.id, c.name, c.arguments) for c in (edit, read))
+    session.append(AssistantMessageEvent(content=blocks, finish="tool-calls"))
+
+    def _event(payload: object) -> Any:
+        return session.append(payload)  # type: ignore[arg-type]
+
+    (call,) = live.updates(_event(edit))
+    assert call["kind"] == "edit" and call["locations"] == [{"path": "/ws/a.txt"}]
+    preview = ToolPreview(
+        kind="edit",
+        title="edit a.txt",
+        locations=(Location("/ws/a.txt", 3),),
+        diffs=(Diff("/ws/a.txt", "a\n", "b\n"), Diff("/ws/new.txt", None, "new\n")),
+    )
+    shown = live.previewed("e1", preview)
+    assert shown["locations"] == [{"path": "/ws/a.txt", "line": 3}]
+    assert shown["content"] == [
+        {"type": "diff", "path": "/ws/a.txt", "oldText": "a\n", "newText": "b\n"},
+        {"type": "diff", "path": "/ws/new.txt", "newText": "new\n"},
+    ]
+    (done,) = live.updates(
+        _event(ToolResultEvent(id="e1", name="edit", content="edited", is_error=False))
+    )
+    assert [c["type"] for c in done["content"]] == ["diff", "diff", "content"]  # type: ignore[union-attr, index]
+    (read_call,) = live.updates(_event(read))
+    assert read_call["kind"] == "read"
+    assert read_call["locations"] == [{"path": "/abs/b.txt", "line": 7}]
+    for update in (call, shown, done, read_call):
+        assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
+    pending = live.pending("e1", "edit", edit.arguments, preview)
+    assert pending.kind == "edit" and pending.content is not None and len(pending.content) == 2

@@ -204,3 +204,75 @@ async def test_slash_tool_prompt_explains_unknown_tools_and_bad_json(llm: LlmVie
     assert "no tool 'nosuch'" in unknown.text and "bash" in unknown.text
     bad = await answer(llm, request(user("/tool bash {not json")))
     assert "not JSON" in bad.text and not bad.message.tool_calls
+
+
+FILE_TOOLS = tuple(
+    ToolSpec(name, f"The {name} tool.", {"type": "object"})
+    for name in ("read", "write", "edit", "grep", "glob")
+)
+
+
+def file_request(*messages: UserRoleMessage | AssistantMessage | ToolMessage) -> ModelRequest:
+    return ModelRequest("offline", messages, tools=FILE_TOOLS)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "tool", "arguments"),
+    [
+        ("read src/a.py", "read", {"path": "src/a.py"}),
+        (
+            "write notes.txt: hello world",
+            "write",
+            {"path": "notes.txt", "content": "hello world\n"},
+        ),
+        ("grep def main", "grep", {"pattern": "def main", "output_mode": "content"}),
+        (
+            "grep TODO in src",
+            "grep",
+            {"pattern": "TODO", "output_mode": "content", "path": "src"},
+        ),
+        ("glob **/*.py", "glob", {"pattern": "**/*.py"}),
+    ],
+)
+async def test_file_directives_call_the_file_tools(
+    llm: LlmView, prompt: str, tool: str, arguments: dict[str, object]
+) -> None:
+    result = await answer(llm, file_request(user(prompt)))
+    (call,) = result.message.tool_calls
+    assert (call.name, dict(call.arguments)) == (tool, arguments)
+
+
+async def test_an_edit_directive_reads_first_then_edits_then_summarizes(llm: LlmView) -> None:
+    prompt = user("edit hello.txt: world => tether")
+    first = await answer(llm, file_request(prompt))
+    (read,) = first.message.tool_calls
+    assert (read.name, dict(read.arguments)) == ("read", {"path": "hello.txt"})
+    seen = ToolMessage(read.id, "read", "     1\thello world", is_error=False)
+    second = await answer(llm, file_request(prompt, first.message, seen))
+    (edit,) = second.message.tool_calls
+    assert edit.name == "edit" and edit.id != read.id
+    assert dict(edit.arguments) == {
+        "path": "hello.txt",
+        "old_string": "world",
+        "new_string": "tether",
+    }
+    done = ToolMessage(edit.id, "edit", "edited hello.txt: 1 replacement", is_error=False)
+    third = await answer(llm, file_request(prompt, first.message, seen, second.message, done))
+    assert third.message.tool_calls == ()
+    assert third.text.startswith("The edit call finished:")
+
+
+async def test_an_edit_directive_stops_when_the_read_fails(llm: LlmView) -> None:
+    prompt = user("edit gone.txt: a => b")
+    first = await answer(llm, file_request(prompt))
+    (read,) = first.message.tool_calls
+    failed = ToolMessage(read.id, "read", "gone.txt does not exist", is_error=True)
+    second = await answer(llm, file_request(prompt, first.message, failed))
+    assert second.message.tool_calls == ()
+    assert "gone.txt does not exist" in second.text
+
+
+async def test_a_file_directive_without_its_tool_gets_an_explanation(llm: LlmView) -> None:
+    result = await answer(llm, request(user("read a.txt")))
+    assert result.message.tool_calls == ()
+    assert "cannot call read" in result.text

@@ -420,3 +420,44 @@ async def test_schema_arguments_are_validated_and_reach_listeners_as_json(
         assert result.is_error
         assert result.content.startswith(f"invalid arguments for tool 'count': {details}")
     assert len(seen) == 1
+
+
+async def test_a_listener_reads_the_tools_preview_of_the_arguments_as_they_stand(
+    runtime: Runtime, registry: ToolRegistry
+) -> None:
+    from tether.tools.preview import Location, ToolPreview
+
+    async def run(args: CountArgs, exec: ToolExec) -> str:
+        return f"ran with approved={exec.approved}"
+
+    async def preview(args: CountArgs, exec: ToolExec) -> ToolPreview:
+        return ToolPreview(kind="read", title=f"count {args.count}", locations=(Location("/x"),))
+
+    await registry.register(Tool("previewed", "Previewed.", CountArgs, run, preview=preview))
+    await registry.register(echo_tool("plain"))
+    seen: list[ToolPreview | None] = []
+
+    async def look(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
+        seen.append(await invocation.preview())
+        if invocation.tool_name == "previewed":
+            rewritten = dataclasses.replace(invocation, args={"count": 9})
+            seen.append(await rewritten.preview())
+            approved = dataclasses.replace(
+                rewritten, exec=dataclasses.replace(rewritten.exec, approved=True)
+            )
+            return await next_(approved)
+        return await next_(invocation)
+
+    runtime.ctx.on(BEFORE_EXECUTE, look)
+    result = await registry.execute(call("previewed", count=2), exec_for())
+    assert result.content == "ran with approved=True"
+    await registry.execute(call("plain", text="hi"), exec_for())
+    titles = [p.title if p is not None else None for p in seen]
+    assert titles == ["count 2", "count 9", None]
+
+
+def test_a_preview_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="preview must be an async function"):
+        Tool("bad", "Bad.", CountArgs, Recorder().run, preview="nope")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="approved must be bool"):
+        ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd=None, approved="yes")  # type: ignore[arg-type]

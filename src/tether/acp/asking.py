@@ -10,7 +10,9 @@ The question fails closed, and it always ends:
   the call ends cancelled (the bridge does not report it as denied).
 
 "Always allow" is logged in the session (``permission/granted``) for that
-tool's later calls, so a load or a resume keeps it.
+tool's later calls — or, for an edit, for every later edit — so a load or a
+resume keeps it. The question shows the call's preview (locations and diff)
+when the bridge has one for it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,18 @@ from typing import TYPE_CHECKING
 
 from acp.schema import AllowedOutcome, PermissionOption
 
-from tether.acp.permissions import ALLOW_ALWAYS, ALLOW_ONCE, OPTIONS, PermissionDecision
+from tether.acp.permissions import (
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    EDITS,
+    PermissionDecision,
+    options_for,
+)
 
 if TYPE_CHECKING:
     from tether.acp.record import ClientLink, SessionRecord
     from tether.tools.execute import ToolInvocation
+    from tether.tools.preview import ToolPreview
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +48,17 @@ async def ask_client(
     """Ask ``link``'s client about ``invocation`` in session ``record``; the decision
     (within ``answer_within`` seconds, or on the cancel of the call: see the module docs)."""
     tool = invocation.tool_name
-    if tool in record.always_allowed:
+    preview = record.previews.get(invocation.exec.call_id)
+    remembered = _remembered_as(tool, preview)
+    if remembered is not None and remembered in record.always_allowed:
         return PermissionDecision.ALLOW
+    kind = preview.kind if preview is not None else None
     options = [
-        PermissionOption(option_id=option_id, name=label, kind=kind)
-        for option_id, label, kind in OPTIONS
+        PermissionOption(option_id=option_id, name=label, kind=option_kind)
+        for option_id, label, option_kind in options_for(kind, rememberable=remembered is not None)
     ]
     asking = asyncio.ensure_future(
-        link.request_permission(record.id, record.pending_call(invocation), options)
+        link.request_permission(record.id, record.pending_call(invocation, preview), options)
     )
     stopped = asyncio.ensure_future(invocation.exec.signal.wait())
     try:
@@ -78,9 +90,19 @@ async def ask_client(
     outcome = asking.result().outcome
     if not isinstance(outcome, AllowedOutcome):
         return PermissionDecision.REJECT
-    if outcome.option_id == ALLOW_ALWAYS:
-        record.grant(tool)
+    if outcome.option_id == ALLOW_ALWAYS and remembered is not None:
+        record.grant(remembered)
         return PermissionDecision.ALLOW
     if outcome.option_id == ALLOW_ONCE:
         return PermissionDecision.ALLOW
     return PermissionDecision.REJECT
+
+
+def _remembered_as(tool: str, preview: ToolPreview | None) -> str | None:
+    """What "allow always" covers for this call: every edit, the tool, or — for a call
+    that needs approval whatever the mode — nothing (it is asked every time)."""
+    if preview is not None and preview.approval is not None:
+        return None
+    if preview is not None and preview.kind == "edit":
+        return EDITS
+    return tool

@@ -38,10 +38,14 @@ Events:
 
 Listeners (registered by the plugin): ``session/event`` feeds each session's
 record (one listener for all sessions, whatever their number);
-``tool/before-execute`` applies the
-session's mode (see :mod:`tether.acp.permissions`) and reports a call as
-``in_progress``; ``permission/request`` asks the client for the bridge's own
-sessions; ``agent/disposed`` forgets a session disposed by another owner.
+``fs/access`` serves the file tools from the editor's buffers when the
+client offers them (:mod:`tether.acp.editor_files`); ``shell/client-terminal``
+runs foreground commands in the client's terminals when chosen
+(:mod:`tether.acp.editor_terminal`); ``tool/before-execute``
+shows the call's preview, applies the session's mode (see
+:mod:`tether.acp.permissions`) and reports a call as ``in_progress``;
+``permission/request`` asks the client for the bridge's own sessions;
+``agent/disposed`` forgets a session disposed by another owner.
 """
 
 from __future__ import annotations
@@ -50,12 +54,15 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.acp.asking import ask_client
 from tether.acp.commands import available_commands, builtin_commands, run_command
+from tether.acp.editor_files import EditorFiles
+from tether.acp.editor_terminal import EditorTerminals
 from tether.acp.errors import (
     BridgeClosedError,
     BridgeError,
@@ -92,6 +99,9 @@ from tether.agent.types import AgentStatus
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
 from tether.persist.service import PERSISTENCE
+from tether.plugins.fs.access import FILE_ACCESS, FileAccess
+from tether.plugins.fs.errors import FileToolError
+from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
 from tether.runtime import CancelSignal, Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
@@ -101,6 +111,7 @@ from tether.session import (
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionTitled
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
+from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
     from tether.acp.updates import SessionUpdate
@@ -133,6 +144,9 @@ class Config(BaseModel):
     names them; see :mod:`tether.acp.titles`)."""
     permission_timeout: float = Field(default=600.0, gt=0)
     """Seconds a permission question may stay unanswered; then it is a rejection."""
+    terminal: Literal["local", "client"] = "local"
+    """Where foreground ``bash`` commands run: locally, or in the client's terminals
+    (when the client advertises ``terminal``; see :mod:`tether.acp.editor_terminal`)."""
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -647,21 +661,40 @@ class Bridge:
         invocation: ToolInvocation,
         next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
     ) -> ToolInvocation:
-        """``tool/before-execute``: apply the session's mode, then report the call running."""
+        """``tool/before-execute``: show the call's preview, apply the session's mode (a
+        call whose preview needs approval is asked in any mode), then report it running.
+
+        An allowed call goes on marked ``approved``.
+        """
         agent = invocation.exec.agent
         record = self._governing(agent)
         if record is None or agent is None:
             return await next_(invocation)
-        if record.mode is Mode.ASK and invocation.tool_name not in UNASKED_TOOLS:
-            decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
-            if decision is not PermissionDecision.ALLOW:
-                if invocation.exec.signal.cancelled:
-                    # The question was withdrawn by a cancel: the pipeline ends the
-                    # call as cancelled, not as denied.
-                    return invocation
-                raise Veto(f"the user did not allow this {invocation.tool_name} call")
-        if record.agent is agent:
-            record.show_started(invocation.exec.call_id)
+        call_id = invocation.exec.call_id
+        # A child agent's calls are asked in its root's session, but shown
+        # only through the parent's own task call.
+        own = record.agent is agent
+        preview = await _preview_of(invocation)
+        if preview is not None:
+            if own:
+                record.show_preview(call_id, preview)
+            record.previews[call_id] = preview
+        try:
+            needs_approval = preview is not None and preview.approval is not None
+            asked = record.mode is Mode.ASK and invocation.tool_name not in UNASKED_TOOLS
+            if asked or needs_approval:
+                decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
+                if decision is not PermissionDecision.ALLOW:
+                    if invocation.exec.signal.cancelled:
+                        # The question was withdrawn by a cancel: the pipeline ends the
+                        # call as cancelled, not as denied.
+                        return invocation
+                    raise Veto(f"the user did not allow this {invocation.tool_name} call")
+                invocation = replace(invocation, exec=replace(invocation.exec, approved=True))
+        finally:
+            record.previews.pop(call_id, None)
+        if own:
+            record.show_started(call_id)
         return await next_(invocation)
 
     async def answer_permission(
@@ -674,6 +707,27 @@ class Bridge:
         return await ask_client(
             self._link, record, invocation, answer_within=self.config.permission_timeout
         )
+
+    def file_access(self, agent: Agent, disk: FileAccess) -> FileAccess | None:
+        """``fs/access``: the editor's buffers for the bridge's sessions, when the client
+        serves files (see :mod:`tether.acp.editor_files`)."""
+        record = self._record_of(agent) or self._listening.get(agent.session)
+        link = self._link
+        if record is None or link is None:
+            return None
+        features = link.features
+        if not (features.read_text_file or features.write_text_file):
+            return None
+        return EditorFiles(link, record.id, features, disk)
+
+    def client_terminal(self, agent: Agent) -> Terminals | None:
+        """``shell/client-terminal``: the client's terminals for the bridge's sessions, when
+        the client advertises them and the ``terminal`` setting chooses them."""
+        record = self._record_of(agent) or self._listening.get(agent.session)
+        link = self._link
+        if record is None or link is None or self.config.terminal != "client":
+            return None
+        return EditorTerminals(link, record) if link.features.terminal else None
 
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: a session disposed by another owner leaves the bridge."""
@@ -767,6 +821,19 @@ async def _nothing(agent: Agent) -> None:
     """The MCP setup of a session the client offered no servers for."""
 
 
+async def _preview_of(invocation: ToolInvocation) -> ToolPreview | None:
+    """The call's preview, or ``None``: none given, bad input (the call itself will
+    answer it with the reason), or the tool's preview failed (logged)."""
+    try:
+        return await invocation.preview()
+    except FileToolError as exc:
+        log.debug("no preview of a %s call: %s", invocation.tool_name, exc)
+        return None
+    except Exception:
+        log.warning("the preview of a %s call failed", invocation.tool_name, exc_info=True)
+        return None
+
+
 def _check_cwd(agent: Agent, cwd: str) -> None:
     stored = agent.session.header.cwd
     if not _same_dir(stored, cwd):
@@ -786,6 +853,8 @@ async def apply(ctx: Context, config: Config) -> None:
         yield events.add(SESSION_EVENT.name, bridge.on_session_event)
         yield events.add(BEFORE_EXECUTE.name, bridge.before_execute)
         yield events.add(PERMISSION_REQUEST.name, bridge.answer_permission)
+        yield events.add(FILE_ACCESS.name, bridge.file_access)
+        yield events.add(CLIENT_TERMINAL.name, bridge.client_terminal)
         yield events.add(AGENT_DISPOSED.name, bridge.forget)
         yield events.add(COMMANDS_CHANGED.name, bridge.on_commands_changed)
         # Last in, first out: the sessions close while the listeners still stand.

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
+from tether.acp.editor_files import ClientFeatures
 from tether.acp.errors import BridgeClosedError, PromptInFlightError
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, PendingPrompt, outcome_of
@@ -32,6 +33,7 @@ from tether.session.settings import (
     SessionSettings,
 )
 from tether.tools.execute import ToolInvocation
+from tether.tools.preview import ToolPreview
 
 
 class ClientLink(Protocol):
@@ -45,6 +47,43 @@ class ClientLink(Protocol):
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> RequestPermissionResponse:
         """Ask the client; raises when the client fails or goes away."""
+        ...
+
+    @property
+    def features(self) -> ClientFeatures:
+        """What the client advertised it serves (files, terminals)."""
+        ...
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        """``fs/read_text_file``: the text of the client's buffer (or file) at ``path``."""
+        ...
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        """``fs/write_text_file``: replace the client's buffer (or file) at ``path``."""
+        ...
+
+    async def create_terminal(
+        self, session_id: str, command: str, args: list[str], cwd: str, output_byte_limit: int
+    ) -> str:
+        """``terminal/create``: the new terminal's id."""
+        ...
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str
+    ) -> tuple[int | None, str | None]:
+        """``terminal/wait_for_exit``: the exit code and signal."""
+        ...
+
+    async def terminal_output(self, session_id: str, terminal_id: str) -> tuple[str, bool]:
+        """``terminal/output``: the output kept, and whether its head was cut."""
+        ...
+
+    async def kill_terminal(self, session_id: str, terminal_id: str) -> None:
+        """``terminal/kill``."""
+        ...
+
+    async def release_terminal(self, session_id: str, terminal_id: str) -> None:
+        """``terminal/release``."""
         ...
 
 
@@ -68,6 +107,8 @@ class SessionRecord:
     ) -> None:
         self.agent = agent
         self._default_mode = mode
+        self.previews: dict[str, ToolPreview] = {}
+        """The previews of this session's calls that are waiting to run, by call id."""
         self.prompt: PendingPrompt | None = None
         self._link = link
         events = agent.session.events
@@ -85,7 +126,11 @@ class SessionRecord:
         self._namer = None if titled else namer
         """Called once with the first prompt's text, to have a model name the session."""
         self._mapper = UpdateMapper(
-            live=True, turn=agent.session.last_turn, meter=self.meter, titled=titled
+            live=True,
+            turn=agent.session.last_turn,
+            meter=self.meter,
+            titled=titled,
+            cwd=agent.session.header.cwd,
         )
 
     @property
@@ -155,7 +200,7 @@ class SessionRecord:
     def replay(self, events: Sequence[Event]) -> None:
         """Send ``events`` as a replay, then the live events held back meanwhile."""
         send, session_id = self._link.send_update, self.id
-        for update in replay(events, self._new_meter()):
+        for update in replay(events, self._new_meter(), self.agent.session.header.cwd):
             send(session_id, update)
         self.attach()
 
@@ -195,8 +240,20 @@ class SessionRecord:
     def show_started(self, call_id: str) -> None:
         self._link.send_update(self.id, self._mapper.started(call_id))
 
-    def pending_call(self, invocation: ToolInvocation) -> ToolCallUpdate:
-        return self._mapper.pending(invocation.exec.call_id, invocation.tool_name, invocation.args)
+    def show_terminal(self, call_id: str, terminal_id: str) -> None:
+        """Show the client's terminal running call ``call_id`` in that tool call."""
+        self._link.send_update(self.id, self._mapper.terminal(call_id, terminal_id))
+
+    def show_preview(self, call_id: str, preview: ToolPreview) -> None:
+        """Show what the call will do (kind, title, locations, diff) before it runs."""
+        self._link.send_update(self.id, self._mapper.previewed(call_id, preview))
+
+    def pending_call(
+        self, invocation: ToolInvocation, preview: ToolPreview | None = None
+    ) -> ToolCallUpdate:
+        return self._mapper.pending(
+            invocation.exec.call_id, invocation.tool_name, invocation.args, preview
+        )
 
     # -- the prompt in flight ---------------------------------------------------------
 

@@ -23,8 +23,13 @@ if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
 
 
-def replay(events: Sequence[Event], meter: UsageMeter | None = None) -> Iterator[SessionUpdate]:
-    """The updates that show ``events`` (a session log, from its start) to a client."""
-    mapper = UpdateMapper(live=False, meter=meter)
+def replay(
+    events: Sequence[Event], meter: UsageMeter | None = None, cwd: str | None = None
+) -> Iterator[SessionUpdate]:
+    """The updates that show ``events`` (a session log, from its start) to a client.
+
+    ``cwd`` is the session's, against which relative paths of locations resolve.
+    """
+    mapper = UpdateMapper(live=False, meter=meter, cwd=cwd)
     for event in shown(events):
         yield from mapper.updates(event)

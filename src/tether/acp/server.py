@@ -59,6 +59,7 @@ from tether.acp.transport import INVALID_REQUEST, FrameTransport
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
+    from tether.acp.editor_files import ClientFeatures
     from tether.acp.record import SessionRecord
     from tether.acp.updates import SessionUpdate
     from tether.mcp.servers import ServerSpec
@@ -93,10 +94,20 @@ class BridgeSource(Protocol):
 class AcpServer:
     """The ``Agent`` the SDK dispatches to; one per connection."""
 
-    def __init__(self, source: BridgeSource, transport: FrameTransport, *, images: bool) -> None:
+    def __init__(
+        self,
+        source: BridgeSource,
+        transport: FrameTransport,
+        *,
+        images: bool,
+        client_capabilities: object = None,
+    ) -> None:
+        from tether.acp.editor_files import ClientFeatures
+
         self._source = source
         self._transport = transport
         self._images = images
+        self._features = ClientFeatures.parse(client_capabilities)
         self._client: Client | None = None
         self._bound: Bridge | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
@@ -125,6 +136,54 @@ class AcpServer:
             session_id=session_id, tool_call=tool_call, options=options
         )
 
+    @property
+    def features(self) -> ClientFeatures:
+        return self._features
+
+    async def read_text_file(self, session_id: str, path: str) -> str:
+        response = await self._connected().read_text_file(session_id=session_id, path=path)
+        return response.content
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> None:
+        await self._connected().write_text_file(session_id=session_id, path=path, content=content)
+
+    async def create_terminal(
+        self, session_id: str, command: str, args: list[str], cwd: str, output_byte_limit: int
+    ) -> str:
+        response = await self._connected().create_terminal(
+            session_id=session_id,
+            command=command,
+            args=args,
+            cwd=cwd,
+            output_byte_limit=output_byte_limit,
+        )
+        return response.terminal_id
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str
+    ) -> tuple[int | None, str | None]:
+        response = await self._connected().wait_for_terminal_exit(
+            session_id=session_id, terminal_id=terminal_id
+        )
+        return response.exit_code, response.signal
+
+    async def terminal_output(self, session_id: str, terminal_id: str) -> tuple[str, bool]:
+        response = await self._connected().terminal_output(
+            session_id=session_id, terminal_id=terminal_id
+        )
+        return response.output, response.truncated
+
+    async def kill_terminal(self, session_id: str, terminal_id: str) -> None:
+        await self._connected().kill_terminal(session_id=session_id, terminal_id=terminal_id)
+
+    async def release_terminal(self, session_id: str, terminal_id: str) -> None:
+        await self._connected().release_terminal(session_id=session_id, terminal_id=terminal_id)
+
+    def _connected(self) -> Client:
+        if self._client is None:
+            raise ConnectionError("no client is connected")
+        return self._client
+
     # -- the Agent interface ----------------------------------------------------------
 
     async def initialize(
@@ -136,6 +195,9 @@ class AcpServer:
     ) -> InitializeResponse:
         if not valid_protocol_version(protocol_version):
             raise _invalid("protocolVersion must be an integer from 0 to 65535")
+        from tether.acp.editor_files import ClientFeatures
+
+        self._features = ClientFeatures.parse(client_capabilities)
         # The response is written before the boot task first runs.
         self._source.start()
         result = initialize_result(images=self._images, requested=protocol_version)

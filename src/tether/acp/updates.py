@@ -14,9 +14,12 @@ event                update
                      the session's first text also gives its title, a
                      ``session_info_update`` (see :mod:`tether.acp.lifecycle`)
 ``tool/call``        ``tool_call`` (status ``pending``; for ``bash`` the title is
-                     the command and the kind ``execute``)
+                     the command and the kind ``execute``; for the file tools
+                     the kind — ``read``, ``edit``, ``search`` — and the file
+                     as a location)
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
-                     ``failed`` and the output as content
+                     ``failed`` and the output as content (after the diff of
+                     a completed edit, live)
 ``llm/retry``        live only: an ``agent_message_chunk`` notice on a line of
                      its own (``[retrying: …, attempt 2/5]``), explaining the
                      repeated text; a replay leaves out the abandoned
@@ -29,8 +32,10 @@ With a :class:`~tether.acp.usage.UsageMeter`, an ``assistant/message`` that
 carries usage figures is shown as a ``usage_update`` (tokens in context, the
 context window, the session's cost), live and on a replay alike.
 
-Live, the bridge adds ``tool_call_update`` with status ``in_progress`` when a
-call is cleared to run (after any permission request). Tool call ids are
+Live, the bridge adds a ``tool_call_update`` with what the tool's preview
+says (:mod:`tether.tools.preview`: kind, title, locations with lines, and
+``diff`` content for an edit) before any permission request, and one with
+status ``in_progress`` when a call is cleared to run. Tool call ids are
 ``<turn>:<call id>``, unique in the session even if a provider reuses call ids
 across turns.
 
@@ -43,6 +48,7 @@ update against the SDK's models (it validates, and serializes back equal).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -65,6 +71,7 @@ from tether.session import (
 from tether.session.attempts import retry_notice
 from tether.session.compaction import compaction_notice
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
+from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
@@ -80,7 +87,15 @@ _KINDS: Mapping[str, ToolKind] = {
     "bash_kill": "execute",
     "bash_output": "read",
     "todo": "think",
+    "read": "read",
+    "write": "edit",
+    "edit": "edit",
+    "glob": "search",
+    "grep": "search",
 }
+
+_PATH_TOOLS = frozenset({"read", "write", "edit", "glob", "grep"})
+"""Tools whose ``path`` argument names the file (or directory) they touch."""
 
 
 class UpdateMapper:
@@ -89,10 +104,11 @@ class UpdateMapper:
     ``live`` leaves out the client's own prompts. ``turn`` is the session's
     last turn when mapping starts part way through it (a live session
     continuing after a replay). ``meter`` (already holding the events before
-    that point) turns usage figures into ``usage_update``.
+    that point) turns usage figures into ``usage_update``. ``cwd`` (the
+    session's) makes relative paths of locations absolute.
     """
 
-    __slots__ = ("_live", "_meter", "_titled", "_turn")
+    __slots__ = ("_cwd", "_kept", "_live", "_meter", "_titled", "_turn")
 
     def __init__(
         self,
@@ -101,11 +117,15 @@ class UpdateMapper:
         turn: int = 0,
         meter: UsageMeter | None = None,
         titled: bool = False,
+        cwd: str | None = None,
     ) -> None:
         self._live = live
         self._turn = turn
         self._meter = meter
         self._titled = titled
+        self._cwd = cwd
+        self._kept: dict[str, list[dict[str, object]]] = {}
+        """Content shown while a call ran that its final update keeps: diffs, a terminal."""
 
     def updates(self, event: Event) -> tuple[SessionUpdate, ...]:
         """The updates that show ``event`` (none for bookkeeping events)."""
@@ -167,18 +187,52 @@ class UpdateMapper:
             "status": "in_progress",
         }
 
-    def pending(self, call_id: str, tool: str, arguments: Mapping[str, object]) -> ToolCallUpdate:
+    def previewed(self, call_id: str, preview: ToolPreview) -> SessionUpdate:
+        """The update showing ``preview`` of call ``call_id``; its diffs are kept for its end."""
+        update: SessionUpdate = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": self.tool_call_id(call_id),
+            **_preview_fields(preview),
+        }
+        diffs = _diff_content(preview)
+        if diffs:
+            self._kept[self.tool_call_id(call_id)] = diffs
+        return update
+
+    def terminal(self, call_id: str, terminal_id: str) -> SessionUpdate:
+        """The update showing the client's terminal that runs call ``call_id``; kept for its end."""
+        content: list[dict[str, object]] = [{"type": "terminal", "terminalId": terminal_id}]
+        self._kept[self.tool_call_id(call_id)] = content
+        return {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": self.tool_call_id(call_id),
+            "content": content,
+        }
+
+    def pending(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, object],
+        preview: ToolPreview | None = None,
+    ) -> ToolCallUpdate:
         """The tool call as shown in a permission request (the SDK sends that one)."""
-        return ToolCallUpdate(
-            tool_call_id=self.tool_call_id(call_id),
-            title=tool_title(tool, arguments),
-            kind=_KINDS.get(tool, "other"),
-            status="pending",
-            raw_input=thaw(arguments),
-        )
+        fields: dict[str, object] = {
+            "toolCallId": self.tool_call_id(call_id),
+            "title": tool_title(tool, arguments),
+            "kind": _KINDS.get(tool, "other"),
+            "status": "pending",
+            "rawInput": thaw(arguments),
+        }
+        locations = self._locations(tool, arguments)
+        if locations:
+            fields["locations"] = locations
+        if preview is not None:
+            fields.update(_preview_fields(preview))
+        return ToolCallUpdate.model_validate(fields)
 
     def _tool_call(self, call: ToolCallEvent) -> SessionUpdate:
-        return {
+        update: SessionUpdate = {
             "sessionUpdate": "tool_call",
             "toolCallId": self.tool_call_id(call.id),
             "title": tool_title(call.name, call.arguments),
@@ -186,15 +240,43 @@ class UpdateMapper:
             "status": "pending",
             "rawInput": thaw(call.arguments),
         }
+        locations = self._locations(call.name, call.arguments)
+        if locations:
+            update["locations"] = locations
+        return update
+
+    def _locations(self, tool: str, arguments: Mapping[str, object]) -> list[dict[str, object]]:
+        path = arguments.get("path")
+        if tool not in _PATH_TOOLS:
+            return []
+        if not isinstance(path, str) or not path:
+            path = "."
+        if not os.path.isabs(path):
+            if self._cwd is None:
+                return []
+            path = os.path.normpath(os.path.join(self._cwd, path))
+        location: dict[str, object] = {"path": path}
+        offset = arguments.get("offset")
+        if tool == "read" and isinstance(offset, int) and not isinstance(offset, bool):
+            location["line"] = offset
+        return [location]
 
     def _tool_result(self, result: ToolResultEvent) -> SessionUpdate:
+        call_id = self.tool_call_id(result.id)
         update: SessionUpdate = {
             "sessionUpdate": "tool_call_update",
-            "toolCallId": self.tool_call_id(result.id),
+            "toolCallId": call_id,
             "status": "failed" if result.is_error else "completed",
         }
+        kept = self._kept.pop(call_id, [])
+        # A failed edit changed nothing: its diff goes; a terminal stays whatever happened.
+        if result.is_error:
+            kept = [item for item in kept if item["type"] != "diff"]
+        content = kept
         if result.content:
-            update["content"] = [{"type": "content", "content": _text(result.content)}]
+            content = [*content, {"type": "content", "content": _text(result.content)}]
+        if content:
+            update["content"] = content
         return update
 
 
@@ -207,6 +289,30 @@ def plan_update(entries: Sequence[PlanEntry]) -> SessionUpdate:
             for entry in entries
         ],
     }
+
+
+def _preview_fields(preview: ToolPreview) -> dict[str, object]:
+    """The fields of a tool call a preview sets: kind, title, locations, diff content."""
+    fields: dict[str, object] = {"kind": preview.kind, "title": preview.title}
+    if preview.locations:
+        fields["locations"] = [
+            {"path": loc.path} if loc.line is None else {"path": loc.path, "line": loc.line}
+            for loc in preview.locations
+        ]
+    diffs = _diff_content(preview)
+    if diffs:
+        fields["content"] = diffs
+    return fields
+
+
+def _diff_content(preview: ToolPreview) -> list[dict[str, object]]:
+    content: list[dict[str, object]] = []
+    for diff in preview.diffs:
+        entry: dict[str, object] = {"type": "diff", "path": diff.path, "newText": diff.new_text}
+        if diff.old_text is not None:
+            entry["oldText"] = diff.old_text
+        content.append(entry)
+    return content
 
 
 def tool_title(tool: str, arguments: Mapping[str, object]) -> str:

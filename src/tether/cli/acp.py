@@ -133,6 +133,7 @@ class Boot:
                 "mode": args.mode,
                 "title_model": args.title_model,
                 "permission_timeout": args.permission_timeout,
+                "terminal": getattr(args, "terminal", "local"),
             }
             fiber = tether.runtime.ctx.plugin(bridge_plugin, config, label="acp")
             await fiber
@@ -176,7 +177,10 @@ async def serve(args: argparse.Namespace) -> int:
     from tether.acp.gate import RpcGate
     from tether.acp.server import AcpServer
 
-    server = AcpServer(boot, transport, images=args.images)
+    # The client's capabilities come with its initialize, even the one answered early.
+    params = first.get("params") if answer is not None else None
+    capabilities = params.get("clientCapabilities") if isinstance(params, dict) else None
+    server = AcpServer(boot, transport, images=args.images, client_capabilities=capabilities)
     connection = AgentSideConnection(
         server, RpcGate(transport, server.cancel_turn), listening=False, use_unstable_protocol=True
     )

@@ -82,6 +82,13 @@ def add_acp_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="a permission question the editor leaves unanswered this long is a rejection "
         "(default: 600)",
     )
+    acp.add_argument(
+        "--terminal",
+        choices=("local", "client"),
+        default="local",
+        help="where foreground bash commands run: locally, or in the editor's terminals when "
+        "it offers them (default: local)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

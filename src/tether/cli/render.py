@@ -135,7 +135,11 @@ def _receipt(entries: object) -> Iterator[str]:
             ended = "still exiting"
         seconds = entry.get("seconds")
         took = f" in {seconds * 1000:.0f} ms" if isinstance(seconds, int | float) else ""
+        where = (
+            "in the client's terminal"
+            if entry.get("kind") == "terminal"
+            else f"process group {entry.get('pgid')}"
+        )
         yield (
-            f"stopped {entry.get('kind')} {entry.get('id')}: process group {entry.get('pgid')}, "
-            f"sent {signals}, {ended}{took}"
+            f"stopped {entry.get('kind')} {entry.get('id')}: {where}, sent {signals}, {ended}{took}"
         )

@@ -9,13 +9,24 @@ nothing; it answers from the request's messages alone, deterministically:
 * a prompt starting with ``"& "``: the same, with ``"run_in_background": true``;
 * a prompt ``"/tool NAME {json}"``: it calls tool ``NAME`` with those
   arguments (so any tool, a plugin's included, can be exercised offline);
+* the file directives (the same words a real model would understand):
+
+  - ``read PATH`` calls ``read``;
+  - ``write PATH: TEXT`` calls ``write`` with ``TEXT`` (and a final newline);
+  - ``edit PATH: OLD => NEW`` calls ``read``, then — once the read succeeded —
+    ``edit`` replacing ``OLD`` with ``NEW``, as a careful model does;
+  - ``grep PATTERN`` (or ``grep PATTERN in PATH``) calls ``grep`` in content mode;
+  - ``glob PATTERN`` calls ``glob``;
+
 * the last message is a tool result: it answers with a short summary of it
-  (its first lines, and the exit code when the output reports one);
+  (its first lines, and the exit code when the output reports one) — unless
+  the directive has a next call to make;
 * anything else: a short reply that echoes the prompt and says how to
   configure a real model.
 
 When the request offers no ``bash`` tool, a ``"$ "`` or ``"& "`` prompt gets a
-text reply saying so instead of a call.
+text reply saying so instead of a call; the same for a file directive whose
+tool is not offered.
 
 The answer streams in pieces of ``chunk_size`` characters (tool-call arguments
 too), yielding to the event loop and checking the cancel signal between
@@ -125,14 +136,74 @@ def _answer(request: ModelRequest) -> TextBlock | ToolCallBlock:
     """The scripted answer to ``request``: a text, or the one tool call to make."""
     last = request.messages[-1] if request.messages else None
     if isinstance(last, ToolMessage):
-        return TextBlock(_summary(last))
+        follow_up = _next_file_call(request, last)
+        return follow_up if follow_up is not None else TextBlock(_summary(last))
     prompt = _text_of(last) if isinstance(last, UserRoleMessage) else ""
     if prompt.startswith(_TOOL):
         return _tool_call(request, prompt[len(_TOOL) :].strip())
     for prefix, background in ((_FOREGROUND, False), (_BACKGROUND, True)):
         if prompt.startswith(prefix):
             return _shell_call(request, prompt[len(prefix) :].strip(), background=background)
+    directive = _file_directive(prompt)
+    if directive is not None:
+        tool, arguments = directive
+        if tool == "edit":
+            tool, arguments = "read", {"path": arguments["path"]}
+        return _offered_call(request, tool, arguments)
     return TextBlock(_reply(prompt))
+
+
+_READ = re.compile(r"read (\S+)\Z")
+_WRITE = re.compile(r"write (\S+?): (.*)\Z", re.DOTALL)
+_EDIT = re.compile(r"edit (\S+?): (.+?) => (.*)\Z", re.DOTALL)
+_GREP = re.compile(r"grep (.+?)(?: in (\S+))?\Z")
+_GLOB = re.compile(r"glob (\S+)\Z")
+
+
+def _file_directive(prompt: str) -> tuple[str, dict[str, object]] | None:
+    """The file tool a prompt names, and its arguments (see the module docs)."""
+    text = prompt.strip()
+    if match := _READ.match(text):
+        return "read", {"path": match.group(1)}
+    if match := _WRITE.match(text):
+        return "write", {"path": match.group(1), "content": match.group(2) + "\n"}
+    if match := _EDIT.match(text):
+        path, old, new = match.groups()
+        return "edit", {"path": path, "old_string": old, "new_string": new}
+    if match := _GREP.match(text):
+        arguments: dict[str, object] = {"pattern": match.group(1), "output_mode": "content"}
+        if match.group(2):
+            arguments["path"] = match.group(2)
+        return "grep", arguments
+    if match := _GLOB.match(text):
+        return "glob", {"pattern": match.group(1)}
+    return None
+
+
+def _next_file_call(request: ModelRequest, result: ToolMessage) -> ToolCallBlock | None:
+    """The edit that follows the successful read of an ``edit`` directive, if this is one."""
+    if result.name != "read" or result.is_error:
+        return None
+    prompt = next(
+        (_text_of(m) for m in reversed(request.messages) if isinstance(m, UserRoleMessage)), ""
+    )
+    directive = _file_directive(prompt)
+    if directive is None or directive[0] != "edit":
+        return None
+    if request.tool("edit") is None:
+        return None
+    return ToolCallBlock(_call_id(request), "edit", directive[1])
+
+
+def _offered_call(
+    request: ModelRequest, tool: str, arguments: dict[str, object]
+) -> TextBlock | ToolCallBlock:
+    if request.tool(tool) is None:
+        return TextBlock(
+            f"I cannot call {tool}: the tool is not available to this agent. "
+            "(This is the offline model: a script, not an LLM.)"
+        )
+    return ToolCallBlock(_call_id(request), tool, arguments)
 
 
 def _tool_call(request: ModelRequest, spec: str) -> TextBlock | ToolCallBlock:
@@ -206,7 +277,8 @@ def _reply(prompt: str) -> str:
     return (
         f"{opening}\n"
         f'Start a prompt with "{_FOREGROUND}" to run a shell command, or with '
-        f'"{_BACKGROUND}" to run it in the background.\n'
+        f'"{_BACKGROUND}" to run it in the background; "read PATH", "write PATH: TEXT", '
+        '"edit PATH: OLD => NEW", "grep PATTERN" and "glob PATTERN" use the file tools.\n'
         f"{CONFIGURE_HINT}"
     )
 

@@ -3,7 +3,8 @@
 :class:`StopReceipts` collects, per agent, what a stop reached while a turn
 was being cancelled — each foreground ``bash`` call the cancel stopped, with
 the shell's :class:`~tether.shell.StopReport`, and each background task a
-disposal stopped — and writes it as one ``tool/stopped`` event
+disposal stopped, and each call whose command ran in a client's terminal —
+and writes it as one ``tool/stopped`` event
 (:class:`~tether.session.ToolStopped`) when the turn closes, just before its
 ``turn/end``. Order of events for a disposal: ``agent/cancel-requested``
 (cause ``disposed``) stops the agent's background tasks at once, alongside
@@ -36,12 +37,15 @@ class StopReceipts:
 
     def __init__(self, shell: ShellExecutor) -> None:
         self._shell = shell
-        self._calls: dict[str, list[tuple[str, StopReport]]] = {}
+        self._calls: dict[str, list[Stopped]] = {}
         self._tasks: dict[str, list[str]] = {}
 
-    def call_stopped(self, agent: Agent, call_id: str, report: StopReport) -> None:
-        """Record that the cancel of ``agent``'s turn stopped the command of ``call_id``."""
-        self._calls.setdefault(agent.id, []).append((call_id, report))
+    def call_stopped(
+        self, agent: Agent, call_id: str, report: StopReport, *, kind: StoppedKind = "call"
+    ) -> None:
+        """Record that the cancel of ``agent``'s turn stopped the command of ``call_id``
+        (``kind`` ``terminal`` when it ran in a client's terminal)."""
+        self._calls.setdefault(agent.id, []).append(_entry(kind, call_id, report))
 
     def on_cancel_requested(self, agent: Agent, cause: object) -> None:
         """A disposal mid-turn stops the agent's background tasks now, so the turn's receipt
@@ -68,7 +72,7 @@ class StopReceipts:
         """Write what this turn's stop did (nothing when it stopped no command)."""
         calls = self._calls.pop(agent.id, [])
         tasks = self._tasks.pop(agent.id, [])
-        entries = [_entry("call", call_id, report) for call_id, report in calls]
+        entries = list(calls)
         for task_id in tasks:
             snapshot = self._shell.get(task_id)
             if snapshot is not None and snapshot.stop is not None:

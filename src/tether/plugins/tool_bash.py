@@ -24,6 +24,11 @@ step to each agent's scope, which unwinds as the last step of its teardown.
 A cancelled turn closes with a stop receipt (``tool/stopped``, see
 :mod:`tether.plugins.stop_receipt`): every command the cancel stopped, with
 its process group, the signals sent, its exit status and its time to exit.
+
+A foreground command of an agent whose frontend runs commands in its
+client's terminals (:mod:`tether.plugins.terminal`) runs there instead, so
+the person sees it live; the cancel kills that terminal, and the receipt
+lists it as ``kind: "terminal"``. Background tasks always run locally.
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ from tether.agent.events import (
 from tether.agent.registry import AGENTS
 from tether.loop.hooks import TURN_CLOSING
 from tether.plugins.stop_receipt import StopReceipts
+from tether.plugins.terminal import CLIENT_TERMINAL, TerminalResult, Terminals
 from tether.runtime.schema import Schema
 from tether.shell import (
     BashTask,
     ShellError,
     ShellExecRequest,
+    ShellExecSpec,
     ShellExecutor,
     ShellResult,
     TaskDone,
@@ -122,6 +129,22 @@ def render_result(result: ShellResult, timeout_ms: int) -> str:
     for stream, spill in (("stdout", result.stdout_spill), ("stderr", result.stderr_spill)):
         if spill is not None:
             parts.append(f"[{stream} truncated; the whole stream is in {spill}]")
+    parts.extend(_endings(result, timeout_ms))
+    return "\n".join(parts)
+
+
+def render_terminal(result: TerminalResult, timeout_ms: int) -> str:
+    """A command run in a client's terminal as the model reads it: its output, then markers."""
+    parts = [result.output.rstrip("\n") if result.output else "(no output)"]
+    if result.truncated:
+        parts.append("[output truncated: the terminal kept only its end]")
+    parts.extend(_endings(result, timeout_ms))
+    return "\n".join(parts)
+
+
+def _endings(result: ShellResult | TerminalResult, timeout_ms: int) -> list[str]:
+    """The markers saying how a foreground command ended."""
+    parts = []
     if result.timed_out:
         parts.append(f"[timed out after {timeout_ms} ms]")
     elif result.aborted:
@@ -130,7 +153,7 @@ def render_result(result: ShellResult, timeout_ms: int) -> str:
         parts.append(f"[killed by signal: {result.signal}]")
     elif result.exit_code is not None:
         parts.append(f"[exit code: {result.exit_code}]")
-    return "\n".join(parts)
+    return parts
 
 
 def describe(task: BashTask) -> str:
@@ -169,6 +192,9 @@ class BashTools:
             if args.run_in_background:
                 task = await self._shell.start(spec)
                 return ToolOutput(f"started background task {task.id}")
+            terminals = await self._terminals(exec)
+            if terminals is not None and exec.agent is not None:
+                return await self._in_terminal(terminals, exec.agent, spec, exec)
             result = await self._shell.run(spec, exec.signal)
         except ShellError as exc:
             return ToolOutput(str(exc), is_error=True)
@@ -176,6 +202,32 @@ class BashTools:
             self.receipts.call_stopped(exec.agent, exec.call_id, result.stop)
         failed = result.timed_out or result.aborted or result.exit_code != 0
         return ToolOutput(render_result(result, spec.timeout_ms), is_error=failed)
+
+    async def _terminals(self, exec: ToolExec) -> Terminals | None:
+        """The client's terminals, when a frontend runs the caller's commands there."""
+        if exec.agent is None:
+            return None
+        return await self._ctx.serial(CLIENT_TERMINAL, exec.agent)
+
+    async def _in_terminal(
+        self, terminals: Terminals, agent: Agent, spec: ShellExecSpec, exec: ToolExec
+    ) -> ToolOutput:
+        """Run ``spec`` in a terminal of the client; a stop goes on the turn's receipt."""
+        try:
+            result = await terminals.run(
+                spec.command,
+                cwd=spec.cwd,
+                timeout_ms=spec.timeout_ms,
+                call_id=exec.call_id,
+                signal=exec.signal,
+            )
+        except Exception as exc:
+            log.warning("bash in the client's terminal failed", exc_info=True)
+            return ToolOutput(f"the client's terminal failed: {exc}", is_error=True)
+        if result.aborted and result.stop is not None:
+            self.receipts.call_stopped(agent, exec.call_id, result.stop, kind="terminal")
+        failed = result.timed_out or result.aborted or result.exit_code != 0
+        return ToolOutput(render_terminal(result, spec.timeout_ms), is_error=failed)
 
     def _refusal(self, task_id: str, exec: ToolExec) -> str | None:
         """Why the caller may not touch ``task_id``, or ``None`` if it may.

@@ -8,7 +8,10 @@ command the stop reached: each foreground tool call that was running
 (``kind: "call"``, by its call id) and each background task that was killed
 (``kind: "task"``, by its task id), with its process group, the signals
 sent, how the leader ended, and the seconds from the stop to the end of the
-command (``null`` if it had not ended when the receipt was written)::
+command (``null`` if it had not ended when the receipt was written). A
+foreground call that ran in a terminal of the ACP client is
+``kind: "terminal"``: its processes are the client's, so ``pgid`` is 0 and
+``signals`` names the protocol method sent (``terminal/kill``)::
 
     {"turn": 3, "cause": "user", "stopped": [
       {"kind": "call", "id": "call-1", "pgid": 4242, "signals": ["SIGTERM"],
@@ -36,7 +39,7 @@ from tether.session.errors import EventFormatError
 from tether.session.fields import check_seconds
 from tether.session.payload import EventStruct
 
-StoppedKind = Literal["call", "task"]
+StoppedKind = Literal["call", "task", "terminal"]
 _KINDS: tuple[str, ...] = get_args(StoppedKind)
 _TYPE = "tool/stopped"
 
@@ -58,7 +61,10 @@ class Stopped(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise EventFormatError(f"{where}: kind must be one of {_KINDS}, got {self.kind!r}")
         if not isinstance(self.id, str) or not self.id:
             raise EventFormatError(f"{where}: id must be a non-empty string, got {self.id!r}")
-        if not _int(self.pgid) or self.pgid <= 0:
+        if self.kind == "terminal":
+            if not _int(self.pgid) or self.pgid != 0:
+                raise EventFormatError(f"{where}: a terminal's pgid is 0, got {self.pgid!r}")
+        elif not _int(self.pgid) or self.pgid <= 0:
             raise EventFormatError(f"{where}: pgid must be a positive int, got {self.pgid!r}")
         if not isinstance(self.signals, tuple) or not all(isinstance(s, str) for s in self.signals):
             raise EventFormatError(f"{where}: signals must be strings, got {self.signals!r}")

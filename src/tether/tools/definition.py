@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from tether.runtime.schema import is_model
 from tether.runtime.signal import CancelSignal
 from tether.tools.arguments import arguments_schema
+from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent
@@ -43,6 +44,7 @@ __all__ = [
     "ToolExec",
     "ToolFunction",
     "ToolOutput",
+    "ToolPreviewer",
     "ToolResult",
     "ToolSpec",
     "tool",
@@ -62,13 +64,17 @@ class ToolExec:
     should stop; tools are cooperative and decide themselves how to honour it
     (see :class:`~tether.runtime.signal.CancelSignal`). ``cwd`` is the working
     directory the call should act in: the agent session's cwd when there is an
-    agent (see :meth:`for_call`).
+    agent (see :meth:`for_call`). ``approved`` is set by a permission policy
+    (a ``tool/before-execute`` listener) once a person allowed this very call;
+    a tool may then do what it refuses unasked (see
+    :attr:`~tether.tools.preview.ToolPreview.approval`).
     """
 
     agent: Agent | None
     call_id: str
     signal: CancelSignal
     cwd: str | None
+    approved: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.call_id, str):
@@ -77,6 +83,8 @@ class ToolExec:
             raise TypeError(f"ToolExec.signal must be a CancelSignal, got {self.signal!r}")
         if not isinstance(self.cwd, str | None):
             raise TypeError(f"ToolExec.cwd must be str or None, got {self.cwd!r}")
+        if not isinstance(self.approved, bool):
+            raise TypeError(f"ToolExec.approved must be bool, got {self.approved!r}")
 
     @classmethod
     def for_call(cls, call_id: str, signal: CancelSignal, agent: Agent | None = None) -> ToolExec:
@@ -144,6 +152,9 @@ class ToolSpec:
 ToolFunction = Callable[[A, ToolExec], Awaitable[ToolOutput | str]]
 """The body of a tool: ``async def run(args, exec) -> ToolOutput | str``."""
 
+ToolPreviewer = Callable[[A, ToolExec], Awaitable[ToolPreview]]
+"""How a tool describes a call before it runs (see :mod:`tether.tools.preview`)."""
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Tool(Generic[A]):
@@ -158,6 +169,10 @@ class Tool(Generic[A]):
 
     ``concurrency_safe`` tools may run in parallel with other safe tools of the
     same batch of calls; every other tool runs alone.
+
+    ``preview``, when given, describes a call before it runs (its kind, the
+    files it touches, the diff it would apply) and changes nothing; a
+    frontend shows it, and a permission request carries it.
 
     Tools compare by identity: two tools with equal fields are still two
     registrations.
@@ -174,6 +189,7 @@ class Tool(Generic[A]):
     args: type[A]
     execute: ToolFunction[A]
     concurrency_safe: bool = False
+    preview: ToolPreviewer[A] | None = None
     _schema: dict[str, Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -190,6 +206,8 @@ class Tool(Generic[A]):
             raise TypeError(f"tool {self.name!r}: execute must be an async function")
         if not isinstance(self.concurrency_safe, bool):
             raise TypeError(f"tool {self.name!r}: concurrency_safe must be bool")
+        if self.preview is not None and not callable(self.preview):
+            raise TypeError(f"tool {self.name!r}: preview must be an async function")
         object.__setattr__(self, "_schema", _object_schema(self.name, self.args))
 
     @property

@@ -57,6 +57,7 @@ from tether.runtime.keys import Waterfall
 from tether.runtime.signal import Cancelled, CancelSignal, cancelling_current_task
 from tether.tools.arguments import ArgumentsError, arguments_data, parse
 from tether.tools.definition import Tool, ToolExec, ToolOutput, ToolResult
+from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
     from tether.content import ToolCallBlock
@@ -81,12 +82,28 @@ class ToolInvocation:
     ``args`` are the validated arguments as JSON data (defaults filled in,
     keys as the schema names them), read-only. A listener that replaces them
     has its replacement validated again before the tool runs.
+
+    :meth:`preview` describes the call as its tool would run it (``None``
+    when the tool gives no preview).
     """
 
     tool_name: str
     # Excluded from hashing because mappings are unhashable.
     args: Mapping[str, object] = field(hash=False)
     exec: ToolExec
+    tool: Tool[Any] | None = field(default=None, compare=False, repr=False)
+
+    async def preview(self) -> ToolPreview | None:
+        """The tool's preview of this invocation's arguments, or ``None`` if it has none.
+
+        Raises:
+            ArgumentsError: the arguments (as a listener rewrote them) are invalid.
+            Exception: whatever the tool's preview raises.
+        """
+        tool = self.tool
+        if tool is None or tool.preview is None:
+            return None
+        return await tool.preview(parse(tool.args, thaw(self.args)), self.exec)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -218,7 +235,7 @@ async def _prepare(
     if tool is None:
         raise _Refusal(_unknown_tool(call.name, scheduled.tools))
     args = _validate(tool, thaw(call.arguments))
-    invocation = ToolInvocation(tool.name, _as_json(tool, args), exec)
+    invocation = ToolInvocation(tool.name, _as_json(tool, args), exec, tool)
     approved = await _before_execute(ctx, invocation)
     if approved.args is not invocation.args:
         args = _validate(

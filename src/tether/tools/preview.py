@@ -1,0 +1,52 @@
+"""How a tool call is shown before it runs: its kind, the places it touches, its diffs.
+
+A tool may describe a call before executing it (:attr:`Tool.preview
+<tether.tools.definition.Tool.preview>`): a frontend shows that to a person —
+an editor follows the locations and renders the diffs, and a permission
+request carries them so the person approves exactly what will be applied.
+A preview never changes anything; it reads at most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Diff", "Location", "ToolKind", "ToolPreview"]
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+"""What a call does, in the vocabulary editors use (ACP's ``ToolKind``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A file a call touches (absolute ``path``), and the 1-based ``line`` if one."""
+
+    path: str
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """A change to the file at ``path``: ``old_text`` (``None`` for a new file) to ``new_text``."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPreview:
+    """A call as it will run.
+
+    ``approval`` is set when the call needs a person's approval whatever the
+    permission mode (it says why, e.g. a path outside the workspace); a tool
+    refuses such a call unless it arrives approved
+    (:attr:`~tether.tools.definition.ToolExec.approved`).
+    """
+
+    kind: ToolKind
+    title: str
+    locations: tuple[Location, ...] = ()
+    diffs: tuple[Diff, ...] = ()
+    approval: str | None = None

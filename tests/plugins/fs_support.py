@@ -1,0 +1,73 @@
+"""A world with the file tools mounted, and a way to call them as an agent would."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.agent.world import World, build_world
+from tether.agent import Agent
+from tether.content import ToolCallBlock
+from tether.runtime import CancelSignal
+from tether.runtime.compose import PluginRow
+from tether.tools import ToolExec
+
+
+@dataclass
+class Files:
+    world: World
+    agent: Agent
+    root: Path
+
+    async def call(
+        self,
+        tool: str,
+        *,
+        approved: bool = False,
+        agent: Agent | None = None,
+        signal: CancelSignal | None = None,
+        **arguments: Any,
+    ) -> tuple[str, bool]:
+        """Call ``tool`` through the registry as the agent: (content, is_error)."""
+        caller = agent or self.agent
+        result = await self.world.get("tools").execute(
+            ToolCallBlock(id="c", name=tool, arguments=arguments),
+            ToolExec(
+                agent=caller,
+                call_id="c",
+                signal=signal or CancelSignal(),
+                cwd=caller.session.header.cwd,
+                approved=approved,
+            ),
+        )
+        return str(result.content), bool(result.is_error)
+
+    async def ok(self, tool: str, **arguments: Any) -> str:
+        content, failed = await self.call(tool, **arguments)
+        assert not failed, content
+        return content
+
+    async def refused(self, tool: str, **arguments: Any) -> str:
+        content, failed = await self.call(tool, **arguments)
+        assert failed, content
+        return content
+
+
+@asynccontextmanager
+async def file_tools(tmp_path: Path, **config: Any) -> AsyncIterator[Files]:
+    """A world whose agent works in ``tmp_path / "ws"``, with ``tool_fs`` mounted."""
+    world = await build_world(tmp_path / "data")
+    try:
+        report = await world.composer.apply(
+            [PluginRow(id="tool_fs", plugin="tether.plugins.tool_fs", config=config)]
+        )
+        assert report.ok, report.problems
+        root = tmp_path / "ws"
+        root.mkdir()
+        agent = (await world.get("agents").create(cwd=str(root))).agent
+        yield Files(world, agent, root)
+    finally:
+        await world.runtime.dispose()
