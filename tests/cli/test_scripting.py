@@ -207,3 +207,31 @@ def test_a_file_that_is_not_an_export_is_refused_with_its_line(tmp_path: Path) -
     missing = tether(tmp_path / "b", "sessions", "import", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 1 and "No such file" in missing.stderr
     assert listed_ids(tmp_path / "b") == []
+
+
+def test_resume_uses_the_model_given_and_says_when_the_sessions_model_is_not_here(
+    tmp_path: Path,
+) -> None:
+    overlay = tmp_path / "broken.yml"
+    overlay.write_text("plugins:\n  - id: broken\n    plugin: tests.cli.broken_model\n")
+    made = tether(tmp_path, "--config", str(overlay), "run", "--model", "broken", "hello")
+    sid = session_id(made.stderr)
+    # Here no plugin provides the session's model.
+    missing = tether(tmp_path, "run", "--resume", sid, "again")
+    assert missing.returncode == 1
+    assert errors(missing.stderr)[-1] == (
+        f"tether: session {sid} uses model 'broken', whose provider is not configured here; "
+        "configure it, or give --model to continue with another"
+    )
+    switched = tether(tmp_path, "run", "--resume", sid, "--model", "offline", "again")
+    assert switched.returncode == 0, switched.stderr
+    assert "offline model" in switched.stdout
+    exported = tether(tmp_path, "sessions", "export", sid).stdout.splitlines()
+    records = [json.loads(line) for line in exported[1:]]
+    [switch] = [r for r in records if r["type"] == "session/config"]
+    assert switch["data"] == {"option": "model", "value": "offline"}
+    # The switch is logged once; the next resume continues on the new model.
+    again = tether(tmp_path, "run", "--resume", sid, "once more")
+    assert again.returncode == 0, again.stderr
+    exported = tether(tmp_path, "sessions", "export", sid).stdout.splitlines()
+    assert sum('"session/config"' in line for line in exported) == 1

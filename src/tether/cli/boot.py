@@ -15,7 +15,7 @@ from tether.cli.process import end_startup
 from tether.persist.location import data_dir as default_data_dir
 
 if TYPE_CHECKING:
-    from tether.agent import AgentHandle
+    from tether.agent import Agent, AgentHandle
     from tether.host import Overlay, Tether
 
 
@@ -274,6 +274,58 @@ async def open_agent(
     except (AgentError, LookupError, LogStoreError, SessionError) as exc:
         print(f"tether: {exc}", file=sys.stderr)
         return None
+
+
+async def open_for(tether: Tether, args: argparse.Namespace, *, cwd: str) -> AgentHandle | None:
+    """:func:`open_agent` as ``run`` and ``chat`` ask for it (``--resume``,
+    ``--continue``), and a resumed session on a model that works here
+    (:func:`resumed_model`); ``None`` once the reason it cannot is printed."""
+    resuming = bool(args.resume or args.continue_)
+    handle = await open_agent(tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd)
+    if handle is None or not resuming:
+        return handle
+    unusable = resumed_model(tether, handle.agent, explicit=bool(args.model or args.base_url))
+    if unusable is None:
+        return handle
+    print(f"tether: {unusable}", file=sys.stderr)
+    await handle.dispose()
+    return None
+
+
+def resumed_model(tether: Tether, agent: Agent, *, explicit: bool) -> str | None:
+    """Make a resumed session use the model the command line chose, or check its own.
+
+    With ``explicit`` (``--model`` or ``--base-url`` given), the composed model
+    becomes the session's for its next requests, the switch logged as
+    ``session/config model`` when it changes anything. Otherwise the model the
+    session last used must have a provider here. Returns why not, in one line,
+    or ``None``.
+    """
+    from tether.llm.request import parse_model_ref
+    from tether.llm.service import LLM
+    from tether.session.settings import MODEL_OPTION, ConfigChanged, SessionSettings
+
+    session = agent.session
+    current = SessionSettings(session.events).options.get(
+        MODEL_OPTION, session.header.meta.get(MODEL_OPTION, "offline")
+    )
+    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
+    chosen = str(loop.config.model) if loop is not None and loop.config is not None else None
+    if explicit and chosen is not None:
+        if chosen != current:
+            session.append(ConfigChanged(option=MODEL_OPTION, value=chosen))
+        return None
+    llm = tether.runtime.ctx.get(LLM)
+    try:
+        provider = parse_model_ref(current)[0]
+    except ValueError:
+        return f"session {agent.id} names a model tether cannot read ({current!r}); give --model"
+    if llm is not None and provider not in llm.providers():
+        return (
+            f"session {agent.id} uses model {current!r}, whose provider is not configured "
+            "here; configure it, or give --model to continue with another"
+        )
+    return None
 
 
 async def resolve_session(tether: Tether, wanted: str | None, *, cwd: str) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from tether.agent import Agent, AgentStatus, CancelCause, UserMessage
 from tether.agent.events import AGENT_STATUS
-from tether.cli.boot import open_agent, start
+from tether.cli.boot import open_for, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.run import StreamPrinter
 from tether.host import Tether
@@ -92,9 +92,7 @@ async def chat(args: argparse.Namespace) -> int:
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
-        handle = await open_agent(
-            tether, resume=args.resume, resume_latest=args.continue_, cwd=os.getcwd()
-        )
+        handle = await open_for(tether, args, cwd=os.getcwd())
         if handle is None:
             return 1
         agent = handle.agent

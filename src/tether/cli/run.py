@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from tether.agent import Agent, UserMessage
-from tether.cli.boot import UsageError, open_agent, start
+from tether.cli.boot import UsageError, open_for, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.failures import describe
 from tether.cli.output import EventLines, turn_result
@@ -157,12 +157,7 @@ async def run(args: argparse.Namespace) -> int:
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
-        handle = await open_agent(
-            tether,
-            resume=args.resume,
-            resume_latest=args.continue_,
-            cwd=str(args.cwd or os.getcwd()),
-        )
+        handle = await open_for(tether, args, cwd=str(args.cwd or os.getcwd()))
         if handle is None:
             return EXIT_FAILED
         agent = handle.agent
