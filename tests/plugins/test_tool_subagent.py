@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.agent.world import ScriptedModel, World, build_world, call, say
+from tests.plugins.test_tool_bash import call_as
 from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
 from tether.agent.events import AGENT_CREATED
 from tether.persist.backends import JsonlBackend
@@ -93,6 +94,21 @@ async def child_reaching_gate(world: World, parent: Agent, key: str, **extra: ob
     parent.followup(UserMessage.text("delegate"))
     reached, _release = world.gates.get(key)
     await asyncio.wait_for(reached.wait(), 10)
+    [child] = children_of(world, parent)
+    return child
+
+
+async def background_child(world: World, parent: Agent, key: str) -> Agent:
+    """The parent delegates a background task (``kid`` profile) whose child waits on
+    gate ``key``; returns the child once the parent is idle again."""
+    world.model.queue(
+        task_call(f"wait on {key}", run_in_background=True, agent="kid"), say("started it")
+    )
+    kids(world).queue(call("wait", json.dumps({"key": key})))
+    parent.followup(UserMessage.text("delegate"))
+    reached, _release = world.gates.get(key)
+    await asyncio.wait_for(reached.wait(), 10)
+    await asyncio.wait_for(parent.when_idle(), 10)
     [child] = children_of(world, parent)
     return child
 
@@ -181,16 +197,7 @@ async def test_disposing_a_running_parent_disposes_its_children_first(world: Wor
 async def test_disposing_an_idle_parent_stops_its_background_children(world: World) -> None:
     handle = await new_parent(world)
     parent = handle.agent
-    world.model.queue(
-        task_call("wait in the background", run_in_background=True, agent="kid"),
-        say("started it"),
-    )
-    kids(world).queue(call("wait", json.dumps({"key": "bg"})))
-    parent.followup(UserMessage.text("delegate"))
-    reached, _release = world.gates.get("bg")
-    await asyncio.wait_for(reached.wait(), 10)
-    await asyncio.wait_for(parent.when_idle(), 10)
-    [child] = children_of(world, parent)
+    child = await background_child(world, parent, "bg")
     assert str(results(parent)[0]["content"]).startswith(f"started task {child.id}")
 
     await asyncio.wait_for(handle.dispose(), 10)
@@ -231,16 +238,8 @@ async def test_a_background_task_tells_its_parent_and_only_its_parent_may_read_i
 ) -> None:
     parent = (await new_parent(world)).agent
     other = (await new_parent(world)).agent
-    world.model.queue(
-        task_call("work", run_in_background=True, call_id="bg1", agent="kid"), say("started")
-    )
-    kids(world).queue(call("wait", json.dumps({"key": "work"})))
-    parent.followup(UserMessage.text("delegate"))
-    reached, release = world.gates.get("work")
-    await asyncio.wait_for(reached.wait(), 10)
-    await asyncio.wait_for(parent.when_idle(), 10)
-    [child] = children_of(world, parent)
-    from tests.plugins.test_tool_bash import call_as
+    child = await background_child(world, parent, "work")
+    _reached, release = world.gates.get("work")
 
     denied = await call_as(world, other, "task_output", task_id=child.id)
     assert denied == (f"no task {child.id} in this session", True)
@@ -274,14 +273,7 @@ async def test_a_background_task_tells_its_parent_and_only_its_parent_may_read_i
 
 async def test_task_kill_stops_a_running_background_task(world: World) -> None:
     parent = (await new_parent(world)).agent
-    world.model.queue(task_call("work", run_in_background=True, agent="kid"), say("started"))
-    kids(world).queue(call("wait", json.dumps({"key": "kill"})))
-    parent.followup(UserMessage.text("delegate"))
-    reached, _release = world.gates.get("kill")
-    await asyncio.wait_for(reached.wait(), 10)
-    await asyncio.wait_for(parent.when_idle(), 10)
-    [child] = children_of(world, parent)
-    from tests.plugins.test_tool_bash import call_as
+    child = await background_child(world, parent, "kill")
 
     killed = await call_as(world, parent, "task_kill", task_id=child.id)
     assert killed == (f"killed task {child.id}: its turn ended aborted (parent)", False)
