@@ -93,7 +93,7 @@ class StreamPrinter:
         elif event.type == "tool/call":
             self.end_line()
             arguments = data.get("arguments")
-            summary = (arguments.get("command") if isinstance(arguments, Mapping) else None) or ""
+            summary = _summary(arguments)
             self._err.write(f"[tool] {data.get('name')} {summary}\n".rstrip() + "\n")
             self._err.flush()
         elif event.type == "tool/result":
@@ -108,6 +108,17 @@ class StreamPrinter:
         if self._line_open:
             self._write("\n")
             self._line_open = False
+
+
+def _summary(arguments: object) -> str:
+    """What a tool-activity line shows of a call: its command, path, pattern or task."""
+    if not isinstance(arguments, Mapping):
+        return ""
+    for key in ("command", "path", "pattern", "description", "task_id"):
+        value = arguments.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def outcome(agent: Agent) -> tuple[int, str | None]:
