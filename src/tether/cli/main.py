@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(run)
     add_resume_options(run)
     run.add_argument(
+        "--mode",
+        choices=("ask", "auto"),
+        default="auto",
+        help="ask on the terminal before each tool call, or not (default: auto)",
+    )
+    run.add_argument(
         "--output-format",
         choices=("text", "json", "stream-json"),
         default="text",

@@ -164,6 +164,10 @@ def read_task(args: argparse.Namespace) -> str:
 
 
 async def run(args: argparse.Namespace) -> int:
+    if args.mode == "ask":
+        from tether.cli.asking import check_can_ask
+
+        check_can_ask("run")
     task = read_task(args)
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
@@ -178,6 +182,10 @@ async def run(args: argparse.Namespace) -> int:
         hold = not args.stream and not _is_terminal(sys.stdout)
         printer = StreamPrinter(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold)
         agent.ctx.on(SESSION_EVENT, printer)
+        if args.mode == "ask":
+            from tether.cli.asking import ask_on_terminal
+
+            ask_on_terminal(agent)
         lines = EventLines(sys.stdout)
         if args.output_format == "stream-json":
             agent.ctx.on(SESSION_EVENT, lines)
@@ -194,19 +202,9 @@ async def run(args: argparse.Namespace) -> int:
         printer.release()  # the turn is on disk (or ``unstored`` says why not)
         status, reason = _verdict(agent, printer, terminations)
         if not text_out:
-            status = EXIT_FAILED if unstored is not None else status
-            lines.write(
-                turn_result(
-                    agent,
-                    first_seq,
-                    exit_code=status,
-                    error=unstored or reason,
-                    stored=unstored is None,
-                )
+            status, reason = _write_result(
+                lines, agent, first_seq, status=status, reason=reason, unstored=unstored
             )
-            if lines.output_error is not None:
-                status = EXIT_FAILED
-                reason = f"the result could not be written: {describe(lines.output_error)}"
         if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
         failed, release_logs = await dispose_reporting(handle, unstored, verbose=args.verbose)
@@ -216,6 +214,25 @@ async def run(args: argparse.Namespace) -> int:
             await tether.stop()
         finally:
             release_logs()
+
+
+def _write_result(
+    lines: EventLines,
+    agent: Agent,
+    first_seq: int,
+    *,
+    status: int,
+    reason: str | None,
+    unstored: str | None,
+) -> tuple[int, str | None]:
+    """Write the JSON result line; the exit status and reason, as writing it left them."""
+    status = EXIT_FAILED if unstored is not None else status
+    error = unstored or reason
+    stored = unstored is None
+    lines.write(turn_result(agent, first_seq, exit_code=status, error=error, stored=stored))
+    if lines.output_error is not None:
+        return EXIT_FAILED, f"the result could not be written: {describe(lines.output_error)}"
+    return status, reason
 
 
 class _Interrupts:
