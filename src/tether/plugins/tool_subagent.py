@@ -97,6 +97,8 @@ DEPTH = "depth"
 """Header label of a child session: 1 for a child, 2 for a grandchild, …"""
 DESCRIPTION = "task"
 """Header label of a child session: the task's short description."""
+TASK_TOOL = "task"
+"""The name of the tool that delegates to a child."""
 NOTICE_SOURCE = "notice"
 PROMPT_SOURCE = "parent"
 
@@ -537,7 +539,7 @@ async def apply(ctx: Context, config: Config) -> None:
     subagents = SubagentTools(ctx, config)
     definitions: list[Tool[Any]] = [
         Tool(
-            name="task",
+            name=TASK_TOOL,
             description="Delegate a task to a child agent with its own context. It returns the "
             "child's answer (or, with run_in_background, a task id at once). Give the child "
             "everything it needs in the prompt: it does not see this conversation.",
