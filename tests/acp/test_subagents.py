@@ -156,3 +156,34 @@ async def test_children_are_listed_with_their_parent_and_sessions_show_prints_th
         f"  {child['sessionId']}  outer job",
         f"    {grandchild['sessionId']}  inner job",
     ]
+
+
+async def test_a_background_childs_work_never_overwrites_its_answered_task_call(
+    tmp_path: Path,
+) -> None:
+    background = "/tool task " + json.dumps(
+        {"description": "later", "prompt": "$ echo from the background", "run_in_background": True}
+    )
+    async with serving(tmp_path, overlay="plugins:\n", model="offline") as server:
+        sid = await server.new_session()
+        await server.conn.set_session_mode(mode_id="auto", session_id=sid)
+        assert await server.prompt(sid, background) == "end_turn"
+        # Its completion comes as a notice, which the parent's model answers.
+        await server.frame(
+            lambda f: (
+                f.get("method") == "session/update"
+                and f["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+                and "background task" in f["params"]["update"]["content"]["text"]
+            )
+        )
+        frames = list(server.frames)
+    updates = _updates(frames, sid)
+    [call] = [u for u in updates if u["sessionUpdate"] == "tool_call" and u["title"] == "task"]
+    of_call = [
+        u
+        for u in updates
+        if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == call["toolCallId"]
+    ]
+    assert of_call[-1]["status"] == "completed"
+    assert _progress(of_call[-1]).startswith("started task ")
+    assert not any("\u25b8 bash" in _progress(u) for u in of_call if "content" in u)

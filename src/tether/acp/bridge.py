@@ -102,7 +102,7 @@ from tether.persist.service import PERSISTENCE
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
-from tether.plugins.tool_subagent import PARENT, PARENT_CALL
+from tether.plugins.tool_subagent import BACKGROUND, PARENT, PARENT_CALL
 from tether.runtime import CancelSignal, Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
@@ -647,8 +647,8 @@ class Bridge:
             return
         meta = session.header.meta
         parent = meta.get(PARENT)
-        if parent is None:
-            return
+        if parent is None or BACKGROUND in meta:
+            return  # a background child's call has answered already
         record = self._records.get(parent)
         call_id = meta.get(PARENT_CALL)
         if record is not None and call_id is not None:

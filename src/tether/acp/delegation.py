@@ -11,8 +11,9 @@ child is done, as it does on a replay.
 
 Only the events of a **direct** child of a bridge session are shown, and
 only while the call that started it is open: a grandchild's work appears as
-its parent's ``task`` line, and a background child (whose call answered at
-once) is told of by its completion notice.
+its parent's ``task`` line, and a background child (its header labelled
+``background``: its call answered at once) is told of by its completion
+notice.
 """
 
 from __future__ import annotations
