@@ -196,6 +196,15 @@ def test_list_reports_turns_title_and_activity_newest_first(backend: LogBackend)
     assert all(s.error is None for s in summaries)
 
 
+def test_list_reports_each_sessions_header_labels(backend: LogBackend) -> None:
+    backend.write(header("root"), events(0, 1))
+    backend.write(header("child", meta={"parent": "root", "task": "a job"}), events(0, 1))
+
+    labels = {s.id: dict(s.meta) for s in backend.list()}
+
+    assert labels == {"root": {}, "child": {"parent": "root", "task": "a job"}}
+
+
 def test_list_reports_a_corrupt_session_instead_of_failing(backend: LogBackend) -> None:
     backend.write(header("good"), events(0, 2))
     backend.write(header("bad"), events(0, 2))

@@ -129,6 +129,7 @@ async def test_a_foreground_task_answers_with_the_childs_answer_and_records_its_
     assert children_of(world, parent) == [] and world.get("agents").get(child_id) is None
     meta = header(world, child_id)["meta"]
     assert meta["parent"] == parent.id and meta["parent_call"] == "t1" and meta["depth"] == "1"
+    assert "background" not in meta
     child_log = stored(world, child_id)
     assert reasons(child_log) == [{"kind": "completed"}]
     [prompt] = [r for r in child_log if r["type"] == "user/message"]
@@ -240,6 +241,7 @@ async def test_a_background_task_tells_its_parent_and_only_its_parent_may_read_i
     other = (await new_parent(world)).agent
     child = await background_child(world, parent, "work")
     _reached, release = world.gates.get("work")
+    assert child.session.header.meta["background"] == "true"
 
     denied = await call_as(world, other, "task_output", task_id=child.id)
     assert denied == (f"no task {child.id} in this session", True)

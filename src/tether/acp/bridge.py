@@ -102,6 +102,7 @@ from tether.persist.service import PERSISTENCE
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
+from tether.plugins.tool_subagent import BACKGROUND, PARENT, PARENT_CALL
 from tether.runtime import CancelSignal, Veto
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
@@ -637,10 +638,21 @@ class Bridge:
     # -- listeners -------------------------------------------------------------------
 
     def on_session_event(self, session: Session, event: Event) -> None:
-        """``session/event``: hand the event to its session's record, if the bridge has one."""
+        """``session/event``: hand the event to its session's record, if the bridge has one;
+        an event of a child agent of one of the bridge's sessions goes to that session,
+        to be shown in the ``task`` call that started the child."""
         record = self._listening.get(session)
         if record is not None:
             record.on_event(event)
+            return
+        meta = session.header.meta
+        parent = meta.get(PARENT)
+        if parent is None or BACKGROUND in meta:
+            return  # a background child's call has answered already
+        record = self._records.get(parent)
+        call_id = meta.get(PARENT_CALL)
+        if record is not None and call_id is not None:
+            record.show_child(call_id, event)
 
     def _listen(self, record: SessionRecord) -> Callable[[], None]:
         """Route ``record``'s session events to it; returns the function that stops it.
@@ -771,7 +783,7 @@ class Bridge:
             record = self._record_of(agent)
             if record is not None:
                 return record
-            parent = agent.session.header.meta.get("parent")
+            parent = agent.session.header.meta.get(PARENT)
             if parent is None or agents is None:
                 return None
             agent = agents.get(parent)

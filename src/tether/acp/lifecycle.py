@@ -7,6 +7,13 @@ after it, so a session created or updated between two requests moves to the
 front and is neither shown twice nor skipped among the older ones. A cursor
 tether did not write is invalid params.
 
+**Children.** A child agent's session (one a ``task`` call started,
+:mod:`tether.plugins.tool_subagent`) is listed like any other, in the same
+order, with its lineage in the entry's ``_meta``:
+``{"tether": {"parent": "<parent session id>", "task": "<description>"}}``
+(:func:`lineage_meta`); a client nests it under its parent from there. Only
+child sessions carry ``_meta``.
+
 **Titles.** A session's title is its first prompt's text, whitespace
 collapsed and cut to 80 characters (the title ``session/list`` and
 ``tether sessions list`` show, :func:`tether.persist.backends.summary.title_of`).
@@ -19,16 +26,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from tether.acp.errors import BridgeError
+from tether.plugins.tool_subagent import DESCRIPTION, PARENT
 
 if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
 
-__all__ = ["PAGE_SIZE", "BadCursorError", "Page", "iso_time", "page_of"]
+__all__ = ["PAGE_SIZE", "BadCursorError", "Page", "iso_time", "lineage_meta", "page_of"]
 
 PAGE_SIZE = 50
 """Sessions per ``session/list`` page."""
@@ -84,3 +92,16 @@ def page_of(summaries: Sequence[SessionSummary], cursor: str | None, size: int =
 def iso_time(timestamp: float) -> str:
     """``timestamp`` (seconds since the epoch) as ISO 8601, in UTC."""
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+def lineage_meta(labels: Mapping[str, str]) -> dict[str, object] | None:
+    """The ``_meta`` of a ``session/list`` entry with header ``labels``: a child
+    session's parent and task, or ``None`` for a session nobody delegated to."""
+    parent = labels.get(PARENT)
+    if parent is None:
+        return None
+    lineage = {"parent": parent}
+    task = labels.get(DESCRIPTION)
+    if task is not None:
+        lineage["task"] = task
+    return {"tether": lineage}

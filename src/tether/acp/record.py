@@ -14,6 +14,7 @@ from typing import Protocol
 
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
+from tether.acp.delegation import ChildProgress
 from tether.acp.editor_files import ClientFeatures
 from tether.acp.errors import BridgeClosedError, PromptInFlightError
 from tether.acp.permissions import Mode
@@ -24,7 +25,15 @@ from tether.acp.usage import UsageMeter
 from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
 from tether.content import TextBlock
 from tether.llm.catalog import ModelCatalog
-from tether.session import Event, InboxSpliced, TurnEnd, UserMessageEvent
+from tether.plugins.tool_subagent import TASK_TOOL
+from tether.session import (
+    Event,
+    InboxSpliced,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    UserMessageEvent,
+)
 from tether.session.settings import (
     MODE_OPTION,
     MODEL_OPTION,
@@ -120,6 +129,8 @@ class SessionRecord:
         self.configured_model = agent.session.header.meta.get(MODEL_OPTION, "offline")
         """The model the session was created with (the agent loop's)."""
         self.meter = self._new_meter()
+        self._tasks: dict[str, ChildProgress] = {}
+        """The ``task`` calls of the running turn still waiting on their child, by call id."""
         for event in events:
             self.meter.advance(event)
         titled = any(event.type == UserMessageEvent.type for event in events)
@@ -227,6 +238,13 @@ class SessionRecord:
     def _show(self, event: Event) -> None:
         for update in self._mapper.updates(event):
             self._link.send_update(self.id, update)
+        payload = event.payload
+        if isinstance(payload, ToolCallEvent) and payload.name == TASK_TOOL:
+            self._tasks[payload.id] = ChildProgress()
+        elif isinstance(payload, ToolResultEvent):
+            self._tasks.pop(payload.id, None)
+        elif isinstance(payload, TurnEnd):
+            self._tasks.clear()
         if self._namer is not None and event.type == UserMessageEvent.type:
             payload = event.payload
             assert isinstance(payload, UserMessageEvent)
@@ -236,6 +254,13 @@ class SessionRecord:
                 namer(self, text)
         if self.prompt is not None:
             self._track(self.prompt, event)
+
+    def show_child(self, call_id: str, event: Event) -> None:
+        """Show ``event`` of the child agent started by this session's ``task`` call
+        ``call_id`` in that call, while it runs (see :mod:`tether.acp.delegation`)."""
+        progress = self._tasks.get(call_id)
+        if progress is not None and self._held is None and progress.advance(event):
+            self._link.send_update(self.id, progress.update(self._mapper.tool_call_id(call_id)))
 
     def show_started(self, call_id: str) -> None:
         self._link.send_update(self.id, self._mapper.started(call_id))

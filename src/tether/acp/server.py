@@ -270,7 +270,7 @@ class AcpServer:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_meta: object
     ) -> ListSessionsResponse:
-        from tether.acp.lifecycle import iso_time, page_of
+        from tether.acp.lifecycle import iso_time, lineage_meta, page_of
 
         directory = None if cwd is None else _absolute(cwd)
         if cursor is not None and not isinstance(cursor, str):
@@ -285,6 +285,7 @@ class AcpServer:
                     cwd=summary.cwd or "",
                     title=summary.title,
                     updated_at=iso_time(summary.last_activity),
+                    field_meta=lineage_meta(summary.meta),
                 )
                 for summary in stored
             ],

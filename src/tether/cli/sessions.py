@@ -106,6 +106,34 @@ class ImportFileError(Exception):
     """A file given to ``sessions import`` is not a session export."""
 
 
+async def _delegated(persistence: Persistence, session_id: str) -> list[str]:
+    """The lines of the tree of child sessions ``session_id`` delegated to (``task``
+    calls), each ``<id>  <task description>``, a level deeper indented by two spaces;
+    none if it delegated nothing."""
+    from tether.plugins.tool_subagent import DESCRIPTION, PARENT
+
+    below: dict[str, list[SessionSummary]] = {}
+    for summary in await persistence.list():
+        parent = summary.meta.get(PARENT)
+        if parent is not None:
+            below.setdefault(parent, []).append(summary)
+    lines: list[str] = []
+    seen = {session_id}
+
+    def walk(parent: str, depth: int) -> None:
+        children = sorted(below.get(parent, ()), key=lambda s: (s.created_at or 0.0, s.id))
+        for child in children:
+            if child.id in seen:
+                continue
+            seen.add(child.id)
+            task = child.meta.get(DESCRIPTION) or "(no description)"
+            lines.append(f"{'  ' * depth}{child.id}  {task}")
+            walk(child.id, depth + 1)
+
+    walk(session_id, 1)
+    return ["", "delegated to:", *lines] if lines else []
+
+
 async def _say_if_live(persistence: Persistence, session: Session) -> None:
     """On stderr: the session is open in a running process, and its turn is not over."""
     holder = await persistence.holder(session.id)
@@ -148,6 +176,8 @@ async def sessions(args: argparse.Namespace) -> int:
             elif args.sessions_command == "show":
                 session = await persistence.load(args.id)
                 for line in transcript(session, thinking=args.thinking):
+                    print(line)
+                for line in await _delegated(persistence, session.id):
                     print(line)
                 await _say_if_live(persistence, session)
             elif args.sessions_command == "export":

@@ -4,7 +4,8 @@
 ``ctx.agents`` *in the parent agent's scoped context*, so the parent's scope
 owns it: whatever disposes the parent disposes its children. The child has a
 session of its own, whose header records where it came from (``parent``: the
-parent's session id, ``parent_call``: the tool call, ``depth``); the parent's
+parent's session id, ``parent_call``: the tool call, ``depth``, ``task``: the
+description, ``background`` for a background task); the parent's
 log holds the call and, as its result, the child's answer. A child's id is
 its session id, and is the task id the parent's model uses.
 
@@ -97,6 +98,10 @@ DEPTH = "depth"
 """Header label of a child session: 1 for a child, 2 for a grandchild, …"""
 DESCRIPTION = "task"
 """Header label of a child session: the task's short description."""
+BACKGROUND = "background"
+"""Header label of a child session started with ``run_in_background``: ``"true"``."""
+TASK_TOOL = "task"
+"""The name of the tool that delegates to a child."""
 NOTICE_SOURCE = "notice"
 PROMPT_SOURCE = "parent"
 
@@ -340,6 +345,8 @@ class SubagentTools:
             DEPTH: str(depth_of(parent) + 1),
             DESCRIPTION: args.description,
         }
+        if args.run_in_background:
+            labels[BACKGROUND] = "true"
         try:
             handle = await parent.ctx.service(AGENTS).create(
                 cwd=parent.session.header.cwd, options=options, meta=labels
@@ -537,7 +544,7 @@ async def apply(ctx: Context, config: Config) -> None:
     subagents = SubagentTools(ctx, config)
     definitions: list[Tool[Any]] = [
         Tool(
-            name="task",
+            name=TASK_TOOL,
             description="Delegate a task to a child agent with its own context. It returns the "
             "child's answer (or, with run_in_background, a task id at once). Give the child "
             "everything it needs in the prompt: it does not see this conversation.",

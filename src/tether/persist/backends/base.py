@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from tether.persist.backends.lease import Lease
@@ -64,7 +64,8 @@ class SessionSummary:
 
     ``turn_count`` counts ``turn/start`` events, ``last_activity`` is the time of
     the last event and ``title`` the text of the first ``user/message`` that has
-    text, shortened. A session that cannot be read has ``error`` set, ``cwd`` and
+    text, shortened; ``meta`` holds the header's labels (a child agent's
+    ``parent``, for one). A session that cannot be read has ``error`` set, ``cwd`` and
     ``created_at`` as ``None`` where unknown, and a ``last_activity`` taken from
     storage metadata where the backend has it.
     """
@@ -76,6 +77,7 @@ class SessionSummary:
     last_activity: float
     title: str | None
     error: str | None = None
+    meta: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @classmethod
     def unreadable(cls, session_id: str, last_activity: float, error: str) -> SessionSummary:

@@ -412,6 +412,7 @@ def _summarize(path: Path, session_id: str) -> SessionSummary | None:
             activity.last_activity if activity.last_activity is not None else header["created_at"]
         ),
         title=activity.title,
+        meta=header["meta"],
     )
 
 

@@ -300,6 +300,7 @@ class SqliteBackend:
                     turn_count=turn_count,
                     last_activity=last_activity,
                     title=title,
+                    meta=header["meta"],
                 )
             )
         return newest_first(summaries)
