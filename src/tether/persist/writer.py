@@ -154,8 +154,12 @@ class WriteBehind:
             self._urgent.clear()
             batch = list(self._dirty)
             self._dirty.clear()
-            for track in batch:
-                await self._write(track)
+            if len(batch) == 1:
+                await self._write(batch[0])
+            else:
+                # Sessions are written side by side: each write is one file (or
+                # one transaction), so their fsyncs need not wait on each other.
+                await asyncio.gather(*(self._write(track) for track in batch))
             if self._closing and not self._dirty:
                 self._stopped = True
                 return
