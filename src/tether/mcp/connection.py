@@ -165,6 +165,7 @@ class McpConnection:
                 if self._closing or not isinstance(exc, Exception):
                     ready.cancel()  # nobody waits for it any more
                 else:
+                    await _exit_seen(self._process)
                     ready.set_exception(_start_error(exc, self._process))
             elif not self._closing:
                 self._lose(f"its connection failed: {_describe(exc)}")
@@ -371,6 +372,16 @@ def _next_request_id(session: ClientSession) -> int | None:
     order and does not say which id a call got), needed to cancel that request."""
     value = getattr(session, "_request_id", None)
     return value if isinstance(value, int) else None
+
+
+async def _exit_seen(process: StdioProcess | None, within: float = 1.0) -> None:
+    """Give a server whose connection closed during start-up ``within`` seconds to be
+    seen exiting: its connection may close before its exit is reaped, and its exit
+    status is the better reason."""
+    if process is None or process.exited.done():
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(process.exited), within)
 
 
 def _start_error(exc: Exception, process: StdioProcess | None) -> Exception:
