@@ -88,6 +88,15 @@ def unknown_provider(model: str | None) -> list[str]:
     return [] if provider in PRESETS or provider == "offline" else [provider]
 
 
+def composed_model(tether: Tether) -> str | None:
+    """The model of the composed agent loop (its ``model`` setting), or ``None``
+    when no agent loop row started."""
+    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
+    if loop is None or loop.config is None:
+        return None
+    return str(loop.config.model)
+
+
 def check_model_provider(tether: Tether) -> None:
     """After boot: the agent loop's model must have a registered provider.
 
@@ -98,10 +107,9 @@ def check_model_provider(tether: Tether) -> None:
     from tether.llm.service import LLM
 
     llm = tether.runtime.ctx.get(LLM)
-    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
-    if llm is None or loop is None or loop.config is None:
+    model = composed_model(tether)
+    if llm is None or model is None:
         return
-    model = str(loop.config.model)
     provider = parse_model_ref(model)[0]
     if provider not in llm.providers():
         known = ", ".join(sorted(llm.providers())) or "none"
@@ -309,8 +317,7 @@ def resumed_model(tether: Tether, agent: Agent, *, explicit: bool) -> str | None
     current = SessionSettings(session.events).options.get(
         MODEL_OPTION, session.header.meta.get(MODEL_OPTION, "offline")
     )
-    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
-    chosen = str(loop.config.model) if loop is not None and loop.config is not None else None
+    chosen = composed_model(tether)
     if explicit and chosen is not None:
         if chosen != current:
             session.append(ConfigChanged(option=MODEL_OPTION, value=chosen))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tether.cli.boot import PERSISTENCE_ROW, data_dir_of, row_problem, start
+from tether.cli.boot import PERSISTENCE_ROW, composed_model, data_dir_of, row_problem, start
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -70,11 +70,10 @@ async def _check_model(tether: object) -> bool:
 
     assert isinstance(tether, Tether)
     llm = tether.runtime.ctx.get(LLM)
-    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
-    if llm is None or loop is None or loop.config is None:
+    model = composed_model(tether)
+    if llm is None or model is None:
         _say(False, "model", "no agent loop or model service is composed")
         return False
-    model = str(loop.config.model)
     if parse_model_ref(model)[0] == "offline":
         _say(
             False,

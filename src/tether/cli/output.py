@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from tether.agent import Agent
+from tether.cli.render import text_of
 from tether.frozen import thaw
 from tether.session import Event, Session
 
@@ -61,11 +62,7 @@ def turn_result(
     for event in events:
         data = event.data
         if event.type == "assistant/message":
-            answer = "".join(
-                str(block.get("text", ""))
-                for block in _blocks(data.get("content"))
-                if block.get("type") == "text"
-            )
+            answer = text_of(data.get("content"))
             counts = data.get("usage")
             if isinstance(counts, Mapping):
                 for name, value in counts.items():
@@ -104,9 +101,3 @@ def turn_result(
         "exit_code": exit_code,
         "stored": stored,
     }
-
-
-def _blocks(content: object) -> list[Mapping[str, object]]:
-    if not isinstance(content, list | tuple):
-        return []
-    return [block for block in content if isinstance(block, Mapping)]

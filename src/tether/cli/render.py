@@ -9,7 +9,8 @@ from tether.session import Event, Session
 from tether.session.compaction import COMPACTED_TYPE, compaction_notice
 
 
-def _text(content: object) -> str:
+def text_of(content: object) -> str:
+    """The text blocks of an event's ``content`` (stored form), joined."""
     if not isinstance(content, tuple | list):
         return ""
     parts = []
@@ -66,10 +67,10 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
         yield ""
         yield f"## Turn {data['turn']}" if markdown else f"── turn {data['turn']} ──"
     elif kind == "user/message":
-        text = _text(data.get("content"))
+        text = text_of(data.get("content"))
         yield f"**You:** {text}" if markdown else f"you: {text}"
     elif kind == "assistant/message":
-        text = _text(data.get("content"))
+        text = text_of(data.get("content"))
         marker = " [interrupted]" if data.get("interrupted") else ""
         if text:
             yield f"**Assistant{marker}:** {text}" if markdown else f"assistant{marker}: {text}"
