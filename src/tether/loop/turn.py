@@ -448,10 +448,11 @@ class TurnRunner:
             for call in batch:
                 session.append(ToolCallEvent(id=call.id, name=call.name, arguments=call.arguments))
 
+        model = driver.history.model(driver.options.model)
         results = await self._tools.execute_all(
             runnable,
             lambda call: ToolExec(
-                agent=agent, call_id=call.id, signal=signal, cwd=session.header.cwd
+                agent=agent, call_id=call.id, signal=signal, cwd=session.header.cwd, model=model
             ),
             only=driver.options.tools,
             on_start=started,
@@ -469,7 +470,11 @@ class TurnRunner:
                 )
             session.append(
                 ToolResultEvent(
-                    id=call.id, name=call.name, content=result.content, is_error=result.is_error
+                    id=call.id,
+                    name=call.name,
+                    content=result.content,
+                    is_error=result.is_error,
+                    images=result.images,
                 )
             )
 
