@@ -19,7 +19,8 @@ event                update
                      as a location)
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
                      ``failed`` and the output as content (after the diff of
-                     a completed edit, live)
+                     a completed edit), then each image it carries as
+                     ``image`` content
 ``llm/retry``        live only: an ``agent_message_chunk`` notice on a line of
                      its own (``[retrying: …, attempt 2/5]``), explaining the
                      repeated text; a replay leaves out the abandoned
@@ -275,6 +276,9 @@ class UpdateMapper:
         content = kept
         if result.content:
             content = [*content, {"type": "content", "content": _text(result.content)}]
+        if result.images:
+            shown = [{"type": "content", "content": _content_block(i)} for i in result.images]
+            content = [*content, *shown]
         if content:
             update["content"] = content
         return update
