@@ -232,3 +232,42 @@ def test_file_tool_updates_carry_kind_locations_and_diffs_as_the_sdk_models_do()
         assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
     pending = live.pending("e1", "edit", edit.arguments, preview)
     assert pending.kind == "edit" and pending.content is not None and len(pending.content) == 2
+
+
+def test_a_replayed_preview_is_the_live_one_and_a_shortened_diff_says_so() -> None:
+    from tether.acp.updates import stored_preview
+    from tether.session import ToolPreviewed
+    from tether.session.previews import PreviewDiff
+    from tether.tools.preview import Diff, Location, ToolPreview
+
+    session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/ws"))
+    block = ToolCallBlock("e1", "edit", {"path": "a.txt"})
+    preview = ToolPreview(
+        "edit", "edit a.txt", (Location("/ws/a.txt", 2),), (Diff("/ws/a.txt", "a\n", "b\n"),)
+    )
+    for payload in (
+        TurnStart(turn=1),
+        StepStart(turn=1, step=1),
+        AssistantMessageEvent(content=(block,), finish="tool-calls"),
+        ToolCallEvent(id="e1", name="edit", arguments=block.arguments),
+        stored_preview("e1", preview),
+    ):
+        session.append(payload)
+    live = UpdateMapper(live=True)
+    assert [u for e in session.events for u in live.updates(e)][-1]["sessionUpdate"] == "tool_call"
+    *_, replayed = replay(session.events)
+    assert replayed == UpdateMapper(live=True, turn=1).previewed("e1", preview)
+
+    shortened = ToolPreviewed(
+        "e1", "edit", "edit big.txt", diffs=(PreviewDiff("/ws/big.txt", "x\n", "y\n", 40, "cut"),)
+    )
+    mapper = UpdateMapper(live=False, turn=1)
+    shown = mapper.updates(session.append(shortened))
+    assert shown[0]["content"] == [
+        {"type": "diff", "path": "/ws/big.txt", "oldText": "x\n", "newText": "y\n"},
+        {"type": "content", "content": {"type": "text", "text": "[cut]"}},
+    ]
+    (failed,) = mapper.updates(session.append(ToolResultEvent("e1", "edit", "", is_error=True)))
+    assert "content" not in failed  # a failed edit changed nothing: diff and note go
+    for update in (replayed, *shown):
+        assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
