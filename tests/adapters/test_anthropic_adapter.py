@@ -219,7 +219,7 @@ async def test_a_tool_result_with_images_holds_its_text_and_image_blocks(
         ToolMessage(
             "toolu_1",
             "read",
-            "cat.png: a image/png image of 3 bytes, attached",
+            "cat.png: image/png, 3 bytes (the image is attached)",
             is_error=False,
             images=(ImageRef.inline("image/png", b"cat"),),
         ),
@@ -234,7 +234,7 @@ async def test_a_tool_result_with_images_holds_its_text_and_image_blocks(
                 "type": "tool_result",
                 "tool_use_id": "toolu_1",
                 "content": [
-                    {"type": "text", "text": "cat.png: a image/png image of 3 bytes, attached"},
+                    {"type": "text", "text": "cat.png: image/png, 3 bytes (the image is attached)"},
                     {
                         "type": "image",
                         "source": {"type": "base64", "media_type": "image/png", "data": "Y2F0"},

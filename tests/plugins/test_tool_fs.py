@@ -93,7 +93,7 @@ async def test_read_returns_an_image_by_its_signature_to_a_model_that_accepts_im
     (fs.root / name).write_bytes(data)
     result = await fs.result("read", path=name, model="anthropic:claude-sonnet-4-5")
     assert not result.is_error, result.content
-    assert result.content == f"{name}: a {media_type} image of {len(data):,} bytes, attached"
+    assert result.content == f"{name}: {media_type}, {len(data):,} bytes (the image is attached)"
     (image,) = result.images
     assert image.mime_type == media_type
     header, _, encoded = image.url.partition(",")

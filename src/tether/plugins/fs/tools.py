@@ -153,7 +153,7 @@ class FileTools:
             return ToolOutput(exc.message, is_error=True)
         self.snapshots.saw(target.owner, real, snapshot)
         return ToolOutput(
-            f"{shown}: a {media_type} image of {len(data):,} bytes, attached",
+            f"{shown}: {media_type}, {len(data):,} bytes (the image is attached)",
             images=(ImageRef.inline(media_type, data),),
         )
 
