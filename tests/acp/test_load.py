@@ -8,6 +8,7 @@ from acp.exceptions import RequestError
 from acp.schema import AvailableCommandsUpdate, ToolCallProgress, UserMessageChunk
 
 from tests.acp.harness import serving
+from tests.plugins.fs_support import PNG_1X1
 
 
 def dumped(updates: list[Any]) -> list[dict[str, Any]]:
@@ -46,12 +47,6 @@ async def test_load_replays_what_was_streamed_live(tmp_path: Path) -> None:
         # The loaded session goes on where it stopped.
         assert await server.prompt(sid, "and now?") == "end_turn"
         assert server.client.text(sid).endswith("echo: and now?")
-
-
-PNG_1X1 = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
-)
 
 
 async def test_load_replays_the_diffs_of_edits_and_writes_and_read_images(

@@ -15,6 +15,12 @@ from tether.runtime import CancelSignal
 from tether.runtime.compose import PluginRow
 from tether.tools import ToolExec, ToolResult
 
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
+"""A whole 1x1 PNG image."""
+
 
 @dataclass
 class Files:

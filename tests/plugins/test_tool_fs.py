@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.fs_support import Files, file_tools
+from tests.plugins.fs_support import PNG_1X1, Files, file_tools
 from tether.runtime import CancelSignal
 
 
@@ -64,11 +64,7 @@ async def test_read_refuses_missing_directories_binaries_images_and_non_utf8(fs:
     assert "is not UTF-8 text" in await fs.refused("read", path="latin.txt")
 
 
-# A 1x1 image of each kind, as the formats' own encoders write them.
-PNG_1X1 = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
-)
+# The head of an image of each other kind: what its signature is read from.
 JPEG_HEAD = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffd9")
 GIF_1X1 = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
 WEBP_HEAD = b"RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00/\x00\x00\x00" + bytes.fromhex(
