@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import msgspec
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from tether.session import DEFAULT_REGISTRY, ToolPreviewed
 from tether.session.previews import PreviewDiff, PreviewLocation, stored_diff
@@ -58,3 +60,22 @@ def test_a_preview_round_trips_through_its_stored_form() -> None:
     stored = StoredEvent("tool/previewed", 0, 1.0, msgspec.Raw(previewed.to_json()))
     (event,) = DEFAULT_REGISTRY.decode_stored([stored])
     assert event.payload == previewed
+
+
+lines = st.lists(st.sampled_from(["a\n", "b\n", "ab\n", "\n", "c"]), max_size=30)
+
+
+@given(lines, lines, lines)
+def test_a_shortened_diff_holds_every_change(
+    head: list[str], old: list[str], new: list[str]
+) -> None:
+    before = "".join(head + old + head)
+    after = "".join(head + new + head)
+    total = len(before) + len(after)
+    diff = stored_diff("/f", before, after, cap=max(0, total - 1))
+    assume(diff.shortened is not None and "too big" not in diff.shortened)
+    assert diff.old_text is not None
+    start = sum(len(line) for line in before.splitlines(keepends=True)[: diff.first_line - 1])
+    assert before[start : start + len(diff.old_text)] == diff.old_text
+    rest = before[start + len(diff.old_text) :]
+    assert before[:start] + diff.new_text + rest == after

@@ -106,42 +106,110 @@ def stored_diff(
     path: str, old_text: str | None, new_text: str, cap: int = STORED_DIFF_CHARS
 ) -> PreviewDiff:
     """The diff from ``old_text`` to ``new_text`` of ``path`` as it is stored: whole
-    when the texts hold at most ``cap`` characters together, else shortened."""
+    when the texts hold at most ``cap`` characters together, else shortened.
+
+    The change is found by comparing the texts from both ends in blocks, never
+    line by line, so shortening a 10 MB file's diff costs milliseconds.
+    """
     old = old_text or ""
-    if len(old) + len(new_text) <= cap:
-        return PreviewDiff(path, old_text, new_text)
-    old_lines = old.splitlines(keepends=True)
-    new_lines = new_text.splitlines(keepends=True)
-    same_head = 0
-    for before, after in zip(old_lines, new_lines, strict=False):
-        if before != after:
-            break
-        same_head += 1
-    room = min(len(old_lines), len(new_lines)) - same_head
-    same_tail = 0
-    while same_tail < room and old_lines[-1 - same_tail] == new_lines[-1 - same_tail]:
-        same_tail += 1
-    start = max(0, same_head - CONTEXT_LINES)
-    old_end = min(len(old_lines), len(old_lines) - same_tail + CONTEXT_LINES)
-    new_end = min(len(new_lines), len(new_lines) - same_tail + CONTEXT_LINES)
-    old_part = "".join(old_lines[start:old_end])
-    new_part = "".join(new_lines[start:new_end])
     total = len(old) + len(new_text)
+    if total <= cap:
+        return PreviewDiff(path, old_text, new_text)
+    head = _same_head(old, new_text)
+    tail = _same_tail(old, new_text, min(len(old), len(new_text)) - head)
+    start = _line_start(old, head, CONTEXT_LINES)  # the same in both: they agree up to head
+    # Both excerpts end the same distance from their text's end, inside the
+    # shared tail, at the later of the two ends: a line's end in both.
+    after = min(
+        len(old) - _line_end(old, len(old) - tail, CONTEXT_LINES),
+        len(new_text) - _line_end(new_text, len(new_text) - tail, CONTEXT_LINES),
+    )
+    old_part = old[start : len(old) - after]
+    new_part = new_text[start : len(new_text) - after]
+    first_line = old.count("\n", 0, start) + 1
     if len(old_part) + len(new_part) > cap:
         return PreviewDiff(
             path,
             None if old_text is None else "",
             "",
-            start + 1,
+            first_line,
             f"the change to {path} ({total:,} characters) is too big to keep in the log; "
             "it is not shown again",
         )
-    lines = f"{start + 1} to {start + max(old_end - start, new_end - start)}"
+    last = first_line + max(_lines(old_part), _lines(new_part)) - 1
     return PreviewDiff(
         path,
         None if old_text is None else old_part,
         new_part,
-        start + 1,
+        first_line,
         f"the diff of {path} ({total:,} characters) was kept in the log shortened: only "
-        f"lines {lines} and the changes in them are shown again",
+        f"lines {first_line} to {last} and the changes in them are shown again",
     )
+
+
+_BLOCK = 1 << 16
+
+
+def _same_head(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
+    limit = min(len(a), len(b))
+    at = 0
+    while at < limit:
+        end = min(limit, at + _BLOCK)
+        if a[at:end] != b[at:end]:
+            low, high = at, end  # the first difference is in [low, high)
+            while high - low > 1:
+                middle = (low + high) // 2
+                if a[low:middle] == b[low:middle]:
+                    low = middle
+                else:
+                    high = middle
+            return low
+        at = end
+    return limit
+
+
+def _same_tail(a: str, b: str, limit: int) -> int:
+    """How many trailing characters ``a`` and ``b`` share, at most ``limit``."""
+    at = 0
+    while at < limit:
+        end = min(limit, at + _BLOCK)
+        if a[len(a) - end : len(a) - at] != b[len(b) - end : len(b) - at]:
+            low, high = at, end  # the shared tail's length is in [low, high)
+            while high - low > 1:
+                middle = (low + high) // 2
+                if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
+                    low = middle
+                else:
+                    high = middle
+            return low
+        at = end
+    return limit
+
+
+def _line_start(text: str, at: int, back: int) -> int:
+    """Where the line holding ``text[at]`` starts, moved ``back`` lines earlier."""
+    start = text.rfind("\n", 0, at) + 1
+    for _ in range(back):
+        if start == 0:
+            break
+        start = text.rfind("\n", 0, start - 1) + 1
+    return start
+
+
+def _line_end(text: str, at: int, ahead: int) -> int:
+    """Where the line holding ``text[at - 1]`` ends (after its newline), moved
+    ``ahead`` lines later; ``at`` itself when that is a line's start."""
+    end = at if at == 0 or text[at - 1] == "\n" else _after_newline(text, at)
+    for _ in range(ahead):
+        end = _after_newline(text, end)
+    return end
+
+
+def _after_newline(text: str, at: int) -> int:
+    found = text.find("\n", at)
+    return len(text) if found < 0 else found + 1
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
