@@ -269,5 +269,12 @@ def test_a_replayed_preview_is_the_live_one_and_a_shortened_diff_says_so() -> No
     ]
     (failed,) = mapper.updates(session.append(ToolResultEvent("e1", "edit", "", is_error=True)))
     assert "content" not in failed  # a failed edit changed nothing: diff and note go
-    for update in (replayed, *shown):
+    too_big = PreviewDiff("/ws/gen.txt", None, "", 1, "too big")
+    (alone,) = mapper.updates(
+        session.append(ToolPreviewed("e1", "edit", "write", diffs=(too_big,)))
+    )
+    assert alone["content"] == [
+        {"type": "content", "content": {"type": "text", "text": "[too big]"}}
+    ]
+    for update in (replayed, *shown, alone):
         assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}

@@ -220,7 +220,12 @@ class UpdateMapper:
             kind=cast(PreviewKind, kind),
             title=stored.title,
             locations=tuple(Location(loc.path, loc.line) for loc in stored.locations),
-            diffs=tuple(Diff(d.path, d.old_text, d.new_text) for d in stored.diffs),
+            # A change too big to keep was stored without its texts: only its note shows.
+            diffs=tuple(
+                Diff(d.path, d.old_text, d.new_text)
+                for d in stored.diffs
+                if d.shortened is None or d.new_text or d.old_text
+            ),
         )
         update = self.previewed(stored.id, preview)
         notes: list[dict[str, object]] = [
