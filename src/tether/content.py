@@ -74,6 +74,14 @@ class ImageRef(msgspec.Struct, frozen=True, tag_field="type", tag="image"):
         if not (isinstance(self.url, str) and isinstance(self.mime_type, str | None)):
             _reject(self, url=str, mime_type=(str, type(None)))
 
+    @classmethod
+    def inline(cls, mime_type: str, data: bytes) -> ImageRef:
+        """The image whose bytes are ``data``, carried in a base64 ``data:`` URL."""
+        import base64
+
+        encoded = base64.b64encode(data).decode("ascii")
+        return cls(f"data:{mime_type};base64,{encoded}", mime_type)
+
 
 class ReasoningBlock(msgspec.Struct, frozen=True, tag_field="type", tag="reasoning"):
     """Reasoning the model emitted before answering.
@@ -126,19 +134,21 @@ _USER_BLOCKS = (TextBlock, ImageRef)
 _ASSISTANT_BLOCKS = (TextBlock, ReasoningBlock, ToolCallBlock)
 
 
-def _blocks(owner: str, content: object, allowed: tuple[type, ...]) -> tuple[object, ...]:
+def _blocks(
+    owner: str, content: object, allowed: tuple[type, ...], field: str = "content"
+) -> tuple[object, ...]:
     if type(content) is tuple:
         blocks: tuple[object, ...] = content
     # A str is iterable too; taking it as a sequence of blocks would only fail
     # later with a confusing message about its characters.
     elif isinstance(content, str | bytes) or not isinstance(content, Iterable):
-        raise TypeError(f"{owner}.content must be a sequence of blocks, got {content!r}")
+        raise TypeError(f"{owner}.{field} must be a sequence of blocks, got {content!r}")
     else:
         blocks = tuple(content)
     for block in blocks:
         if not isinstance(block, allowed):
             names = " or ".join(kind.__name__ for kind in allowed)
-            raise TypeError(f"{owner}.content entries must be {names}, got {block!r}")
+            raise TypeError(f"{owner}.{field} entries must be {names}, got {block!r}")
     return blocks
 
 
@@ -194,12 +204,17 @@ class AssistantMessage:
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class ToolMessage:
-    """The result of one tool call, answering the call with id ``call_id``."""
+    """The result of one tool call, answering the call with id ``call_id``.
+
+    ``content`` is its text; ``images`` are images the result carries beside
+    it (a ``read`` of an image file), for a model that accepts them.
+    """
 
     call_id: str
     name: str
     content: str
     is_error: bool
+    images: tuple[ImageRef, ...] = ()
 
     def __post_init__(self) -> None:
         if not (
@@ -209,6 +224,10 @@ class ToolMessage:
             and isinstance(self.is_error, bool)
         ):
             _reject(self, call_id=str, name=str, content=str, is_error=bool)
+        if self.images or type(self.images) is not tuple:
+            object.__setattr__(
+                self, "images", _blocks("ToolMessage", self.images, (ImageRef,), "images")
+            )
 
 
 Message = SystemMessage | UserRoleMessage | AssistantMessage | ToolMessage

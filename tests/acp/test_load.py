@@ -8,6 +8,7 @@ from acp.exceptions import RequestError
 from acp.schema import AvailableCommandsUpdate, ToolCallProgress, UserMessageChunk
 
 from tests.acp.harness import serving
+from tests.plugins.fs_support import PNG_1X1
 
 
 def dumped(updates: list[Any]) -> list[dict[str, Any]]:
@@ -46,6 +47,47 @@ async def test_load_replays_what_was_streamed_live(tmp_path: Path) -> None:
         # The loaded session goes on where it stopped.
         assert await server.prompt(sid, "and now?") == "end_turn"
         assert server.client.text(sid).endswith("echo: and now?")
+
+
+async def test_load_replays_the_diffs_of_edits_and_writes_and_read_images(
+    tmp_path: Path,
+) -> None:
+    import base64
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("hello world\n")
+    (project / "cat.png").write_bytes(PNG_1X1)
+    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+        sid = await server.new_session(project)
+        assert await server.prompt(sid, "edit a.txt: world => tether") == "end_turn"
+        assert await server.prompt(sid, "write b.txt: fresh") == "end_turn"
+        assert await server.prompt(sid, "read cat.png") == "end_turn"
+        assert server.client.text(sid).endswith("(I was shown an image: image/png)")
+        live = server.client.of(sid)
+    assert (project / "a.txt").read_text() == "hello tether\n"
+    async with serving(tmp_path, model="offline") as server:
+        await server.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+        replayed = server.client.of(sid)
+    live_shown = [
+        u
+        for u in live
+        if not (isinstance(u, ToolCallProgress) and u.status == "in_progress")
+        and not isinstance(u, AvailableCommandsUpdate)
+    ]
+    history = [u for u in replayed if not isinstance(u, UserMessageChunk | AvailableCommandsUpdate)]
+    assert dumped(history) == dumped(live_shown)
+    contents = [c for u in history if isinstance(u, ToolCallProgress) for c in u.content or []]
+    diffs = [(c.path, c.old_text, c.new_text) for c in contents if c.type == "diff"]
+    edited, created = str(project / "a.txt"), str(project / "b.txt")
+    assert diffs == [
+        (edited, "hello world\n", "hello tether\n"),  # the preview
+        (edited, "hello world\n", "hello tether\n"),  # kept when the edit completed
+        (created, None, "fresh\n"),
+        (created, None, "fresh\n"),
+    ]
+    (image,) = [c.content for c in contents if c.type == "content" and c.content.type == "image"]
+    assert (image.mime_type, base64.b64decode(image.data)) == ("image/png", PNG_1X1)
 
 
 async def test_load_refuses_another_cwd_and_unknown_sessions(tmp_path: Path) -> None:

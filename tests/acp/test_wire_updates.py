@@ -32,6 +32,7 @@ def _every_kind() -> Session:
         ToolCallBlock("c1", "bash", {"command": "ls -l", "timeout": None}),
         ToolCallBlock("c2", "bash_output", {"task_id": "bash-1"}),
         ToolCallBlock("c3", "grep", {"pattern": "x"}),
+        ToolCallBlock("c4", "read", {"path": "cat.png"}),
     )
     for payload in (
         TurnStart(turn=1),
@@ -55,8 +56,11 @@ def _every_kind() -> Session:
         ToolResultEvent(id="c1", name="bash", content="total 0", is_error=False),
         ToolResultEvent(id="c2", name="bash_output", content="", is_error=False),
         ToolResultEvent(id="c3", name="grep", content="no such tool", is_error=True),
+        ToolResultEvent(
+            "c4", "read", "cat.png: an image", False, (ImageRef.inline("image/png", b"cat"),)
+        ),
         StepEnd(turn=1, step=1),
-        ContextCompacted(0, 14, "summary", "auto", "offline", 100),
+        ContextCompacted(0, 16, "summary", "auto", "offline", 100),
         TurnEnd(turn=1, reason=Completed()),
     ):
         session.append(payload)
@@ -87,6 +91,18 @@ def test_every_update_is_what_the_sdk_models_serialize() -> None:
         assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
 
 
+def test_an_image_a_tool_result_carries_is_shown_as_image_content_live_and_replayed() -> None:
+    events = _every_kind().events
+    live = UpdateMapper(live=True)
+    shown_live = [u for e in events for u in live.updates(e) if u.get("toolCallId") == "1:c4"]
+    shown_replayed = [u for u in replay(events) if u.get("toolCallId") == "1:c4"]
+    assert shown_live == shown_replayed
+    assert shown_live[-1]["content"] == [
+        {"type": "content", "content": {"type": "text", "text": "cat.png: an image"}},
+        {"type": "content", "content": {"type": "image", "data": "Y2F0", "mimeType": "image/png"}},
+    ]
+
+
 def test_the_replay_shows_the_answer_the_model_holds_and_no_retry_notice() -> None:
     texts = [
         update["content"]["text"]  # type: ignore[index]
@@ -104,7 +120,7 @@ def test_a_live_session_is_told_of_a_compaction_and_a_replay_is_not() -> None:
         for update in live.updates(event)
         if update["sessionUpdate"] == "agent_message_chunk"
     ]
-    assert "\n(context compacted: events 0 to 14 summarized, " in texts[-1]
+    assert "\n(context compacted: events 0 to 16 summarized, " in texts[-1]
 
 
 def test_a_frame_with_text_utf8_cannot_carry_is_still_written_as_json() -> None:
@@ -216,3 +232,49 @@ def test_file_tool_updates_carry_kind_locations_and_diffs_as_the_sdk_models_do()
         assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
     pending = live.pending("e1", "edit", edit.arguments, preview)
     assert pending.kind == "edit" and pending.content is not None and len(pending.content) == 2
+
+
+def test_a_replayed_preview_is_the_live_one_and_a_shortened_diff_says_so() -> None:
+    from tether.acp.updates import stored_preview
+    from tether.session import ToolPreviewed
+    from tether.session.previews import PreviewDiff
+    from tether.tools.preview import Diff, Location, ToolPreview
+
+    session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/ws"))
+    block = ToolCallBlock("e1", "edit", {"path": "a.txt"})
+    preview = ToolPreview(
+        "edit", "edit a.txt", (Location("/ws/a.txt", 2),), (Diff("/ws/a.txt", "a\n", "b\n"),)
+    )
+    for payload in (
+        TurnStart(turn=1),
+        StepStart(turn=1, step=1),
+        AssistantMessageEvent(content=(block,), finish="tool-calls"),
+        ToolCallEvent(id="e1", name="edit", arguments=block.arguments),
+        stored_preview("e1", preview),
+    ):
+        session.append(payload)
+    live = UpdateMapper(live=True)
+    assert [u for e in session.events for u in live.updates(e)][-1]["sessionUpdate"] == "tool_call"
+    *_, replayed = replay(session.events)
+    assert replayed == UpdateMapper(live=True, turn=1).previewed("e1", preview)
+
+    shortened = ToolPreviewed(
+        "e1", "edit", "edit big.txt", diffs=(PreviewDiff("/ws/big.txt", "x\n", "y\n", 40, "cut"),)
+    )
+    mapper = UpdateMapper(live=False, turn=1)
+    shown = mapper.updates(session.append(shortened))
+    assert shown[0]["content"] == [
+        {"type": "diff", "path": "/ws/big.txt", "oldText": "x\n", "newText": "y\n"},
+        {"type": "content", "content": {"type": "text", "text": "[cut]"}},
+    ]
+    (failed,) = mapper.updates(session.append(ToolResultEvent("e1", "edit", "", is_error=True)))
+    assert "content" not in failed  # a failed edit changed nothing: diff and note go
+    too_big = PreviewDiff("/ws/gen.txt", None, "", 1, "too big")
+    (alone,) = mapper.updates(
+        session.append(ToolPreviewed("e1", "edit", "write", diffs=(too_big,)))
+    )
+    assert alone["content"] == [
+        {"type": "content", "content": {"type": "text", "text": "[too big]"}}
+    ]
+    for update in (replayed, *shown, alone):
+        assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}

@@ -209,6 +209,43 @@ async def test_history_maps_tool_results_thinking_and_images(
     ]
 
 
+async def test_a_tool_result_with_images_holds_its_text_and_image_blocks(
+    server: FakeServer, runtime: Runtime
+) -> None:
+    llm, _ = await mount_anthropic(runtime, server)
+    server.queue(stream(anthropic_text("a cat")))
+    history = (
+        AssistantMessage((ToolCallBlock("toolu_1", "read", {"path": "cat.png"}),)),
+        ToolMessage(
+            "toolu_1",
+            "read",
+            "cat.png: image/png, 3 bytes (the image is attached)",
+            is_error=False,
+            images=(ImageRef.inline("image/png", b"cat"),),
+        ),
+    )
+
+    await collect(llm, ask("", model=MODEL, messages=history))
+
+    assert server.requests[0].json["messages"][1] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": [
+                    {"type": "text", "text": "cat.png: image/png, 3 bytes (the image is attached)"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "Y2F0"},
+                    },
+                ],
+                "is_error": False,
+            }
+        ],
+    }
+
+
 @pytest.mark.parametrize(
     ("status", "provider_error", "code"),
     [

@@ -24,6 +24,7 @@ from tests.adapters.support import (
 )
 from tether.content import (
     AssistantMessage,
+    ImageRef,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
@@ -611,6 +612,64 @@ def test_encoded_body_decodes_to_the_request_body(replay_reasoning: bool, field:
             request, model="m", replay_reasoning=replay_reasoning, max_tokens_field=field
         )
         assert json.loads(encoder.encode(request, model="m")) == expected
+
+
+_IMAGE_ROUND = (
+    AssistantMessage(
+        (
+            ToolCallBlock("call_1", "read", {"path": "cat.png"}),
+            ToolCallBlock("call_2", "bash", {"command": "ls"}),
+            ToolCallBlock("call_3", "read", {"path": "dog.gif"}),
+        )
+    ),
+    ToolMessage(
+        "call_1", "read", "cat.png: an image", False, (ImageRef.inline("image/png", b"cat"),)
+    ),
+    ToolMessage("call_2", "bash", "cat.png dog.gif", is_error=False),
+    ToolMessage(
+        "call_3", "read", "dog.gif: an image", False, (ImageRef.inline("image/gif", b"dog"),)
+    ),
+)
+"""Three parallel calls, two of them answered with images."""
+
+
+async def test_images_of_tool_results_follow_the_tool_messages_in_a_user_message(
+    server: FakeServer, runtime: Runtime
+) -> None:
+    llm, _ = await mount_openai(runtime, server)
+    server.queue(stream(text_answer("a cat and a dog")))
+
+    await collect(llm, ask("what are they?", messages=_IMAGE_ROUND))
+
+    messages = server.requests[0].json["messages"]
+    assert [m["role"] for m in messages] == ["assistant", "tool", "tool", "tool", "user", "user"]
+    assert messages[1] == {"role": "tool", "tool_call_id": "call_1", "content": "cat.png: an image"}
+    assert messages[4] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "The image returned by the read call call_1:"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,Y2F0"}},
+            {"type": "text", "text": "The image returned by the read call call_3:"},
+            {"type": "image_url", "image_url": {"url": "data:image/gif;base64,ZG9n"}},
+        ],
+    }
+    assert messages[5] == {"role": "user", "content": "what are they?"}
+
+
+def test_encoded_images_of_tool_results_decode_to_the_request_body() -> None:
+    from tether.llm.adapters.chat_completions import RequestEncoder, request_body
+    from tether.llm.request import ModelRequest
+
+    encoder = RequestEncoder(replay_reasoning=False)
+    growing = [*_TOOL_ROUND, *_IMAGE_ROUND]
+    for request in (
+        ModelRequest(model="p:m", messages=tuple(growing)),  # the images come last
+        ModelRequest(model="p:m", messages=(*growing, UserRoleMessage((TextBlock("so?"),)))),
+        ModelRequest(model="p:m", messages=tuple(_TOOL_ROUND)),  # none at all
+    ):
+        expected = request_body(request, model="m", replay_reasoning=False)
+        assert json.loads(encoder.encode(request, model="m")) == expected
+    assert sum(m["role"] == "user" for m in expected["messages"]) == 1  # type: ignore[union-attr]
 
 
 def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:

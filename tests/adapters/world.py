@@ -58,13 +58,14 @@ async def build_world(
     model: str = "openai-compatible:test-model",
     retry: dict[str, Any] | None = None,
     loop: dict[str, Any] | None = None,
+    llm: dict[str, Any] | None = None,
 ) -> AdapterWorld:
     runtime = Runtime()
     world = AdapterWorld(runtime, server, data_dir)
     ctx = runtime.ctx
     await ctx.plugin(store_plugin)
     await ctx.plugin(jsonl_plugin, {"data_dir": str(data_dir), "batch_window_ms": 1})
-    await ctx.plugin(llm_plugin)
+    await ctx.plugin(llm_plugin, llm)
     base_url = f"{server.url}/v1"
     if provider == "anthropic":
         await ctx.plugin(anthropic_plugin, {"base_url": base_url, "api_key": KEY})

@@ -13,7 +13,13 @@ from tether.agent import Agent
 from tether.content import ToolCallBlock
 from tether.runtime import CancelSignal
 from tether.runtime.compose import PluginRow
-from tether.tools import ToolExec
+from tether.tools import ToolExec, ToolResult
+
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
+"""A whole 1x1 PNG image."""
 
 
 @dataclass
@@ -32,8 +38,22 @@ class Files:
         **arguments: Any,
     ) -> tuple[str, bool]:
         """Call ``tool`` through the registry as the agent: (content, is_error)."""
+        result = await self.result(tool, approved=approved, agent=agent, signal=signal, **arguments)
+        return str(result.content), bool(result.is_error)
+
+    async def result(
+        self,
+        tool: str,
+        *,
+        approved: bool = False,
+        agent: Agent | None = None,
+        signal: CancelSignal | None = None,
+        model: str | None = None,
+        **arguments: Any,
+    ) -> ToolResult:
+        """Call ``tool`` through the registry as the agent, for ``model``: the whole result."""
         caller = agent or self.agent
-        result = await self.world.get("tools").execute(
+        return await self.world.get("tools").execute(
             ToolCallBlock(id="c", name=tool, arguments=arguments),
             ToolExec(
                 agent=caller,
@@ -41,9 +61,9 @@ class Files:
                 signal=signal or CancelSignal(),
                 cwd=caller.session.header.cwd,
                 approved=approved,
+                model=model,
             ),
         )
-        return str(result.content), bool(result.is_error)
 
     async def ok(self, tool: str, **arguments: Any) -> str:
         content, failed = await self.call(tool, **arguments)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.fs_support import Files, file_tools
+from tests.plugins.fs_support import PNG_1X1, Files, file_tools
 from tether.runtime import CancelSignal
 
 
@@ -56,12 +56,69 @@ async def test_read_refuses_missing_directories_binaries_images_and_non_utf8(fs:
     (fs.root / "bin").write_bytes(b"abc\0def")
     assert "is a binary file" in await fs.refused("read", path="bin")
     (fs.root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
-    assert (
-        await fs.refused("read", path="pic.png")
-        == "pic.png is an image (image/png), not a text file"
+    assert await fs.refused("read", path="pic.png") == (
+        "pic.png is an image (image/png), not a text file; "
+        "images are returned only to a model that accepts them"
     )
     (fs.root / "latin.txt").write_bytes("café".encode("latin-1"))
     assert "is not UTF-8 text" in await fs.refused("read", path="latin.txt")
+
+
+# The head of an image of each other kind: what its signature is read from.
+JPEG_HEAD = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffd9")
+GIF_1X1 = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
+WEBP_HEAD = b"RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00/\x00\x00\x00" + bytes.fromhex(
+    "100710111188 88fe0700".replace(" ", "")
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "media_type"),
+    [
+        ("shot.dat", PNG_1X1, "image/png"),
+        ("photo.txt", JPEG_HEAD, "image/jpeg"),
+        ("anim", GIF_1X1, "image/gif"),
+        ("pic.png", WEBP_HEAD, "image/webp"),
+    ],
+)
+async def test_read_returns_an_image_by_its_signature_to_a_model_that_accepts_images(
+    fs: Files, name: str, data: bytes, media_type: str
+) -> None:
+    import base64
+
+    (fs.root / name).write_bytes(data)
+    result = await fs.result("read", path=name, model="anthropic:claude-sonnet-4-5")
+    assert not result.is_error, result.content
+    assert result.content == f"{name}: {media_type}, {len(data):,} bytes (the image is attached)"
+    (image,) = result.images
+    assert image.mime_type == media_type
+    header, _, encoded = image.url.partition(",")
+    assert header == f"data:{media_type};base64"
+    assert base64.b64decode(encoded) == data
+
+
+async def test_read_refuses_an_image_for_a_model_that_does_not_accept_images(
+    fs: Files,
+) -> None:
+    (fs.root / "shot.png").write_bytes(PNG_1X1)
+    result = await fs.result("read", path="shot.png", model="deepseek:deepseek-chat")
+    assert result.is_error and result.images == ()
+    assert result.content == (
+        "shot.png is an image (image/png), not a text file; the model in use "
+        "(deepseek:deepseek-chat) does not accept images (if it does, set images: true "
+        "in its entry of the llm models settings)"
+    )
+
+
+async def test_read_refuses_an_image_over_the_cap(tmp_path: Path) -> None:
+    async with file_tools(tmp_path, max_image_bytes=1000) as files:
+        (files.root / "big.png").write_bytes(PNG_1X1 + b"\0" * 1000)
+        result = await files.result("read", path="big.png", model="offline")
+        assert result.is_error and result.images == ()
+        assert result.content == (
+            f"big.png is an image of {len(PNG_1X1) + 1000:,} bytes, over the 1,000-byte "
+            "cap for images"
+        )
 
 
 async def test_permission_denied_is_an_error_result(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from tether.plugins.fs.access import FileAccess, FileText, page_text
 from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.images import ImageFileError, image_on_disk
 from tether.plugins.fs.snapshots import Snapshot, digest
 from tether.plugins.fs.text import PROBE_BYTES, Page
 
@@ -75,6 +76,10 @@ class EditorFiles:
             return await self._disk.read_text(path, shown)
         if _is_dir(path):
             raise FileToolError(f"{shown} is a directory, not a file")
+        media_type = image_on_disk(path)
+        if media_type is not None:
+            # An editor serves text buffers; an image is read from the disk.
+            raise ImageFileError(shown, media_type)
         try:
             text = await self._link.read_text_file(self._session_id, path)
         except Exception as exc:

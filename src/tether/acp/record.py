@@ -20,7 +20,7 @@ from tether.acp.errors import BridgeClosedError, PromptInFlightError
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, PendingPrompt, outcome_of
 from tether.acp.replay import replay
-from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update
+from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update, stored_preview
 from tether.acp.usage import UsageMeter
 from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
 from tether.content import TextBlock
@@ -270,7 +270,9 @@ class SessionRecord:
         self._link.send_update(self.id, self._mapper.terminal(call_id, terminal_id))
 
     def show_preview(self, call_id: str, preview: ToolPreview) -> None:
-        """Show what the call will do (kind, title, locations, diff) before it runs."""
+        """Show what the call will do (kind, title, locations, diff) before it runs,
+        and log it (``tool/previewed``) so a replay shows it again."""
+        self.agent.session.append(stored_preview(call_id, preview))
         self._link.send_update(self.id, self._mapper.previewed(call_id, preview))
 
     def pending_call(

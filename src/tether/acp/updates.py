@@ -19,11 +19,16 @@ event                update
                      as a location)
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
                      ``failed`` and the output as content (after the diff of
-                     a completed edit, live)
+                     a completed edit), then each image it carries as
+                     ``image`` content
 ``llm/retry``        live only: an ``agent_message_chunk`` notice on a line of
                      its own (``[retrying: …, attempt 2/5]``), explaining the
                      repeated text; a replay leaves out the abandoned
                      attempt's chunks instead (:mod:`tether.session.attempts`)
+``tool/previewed``   on a replay only: the ``tool_call_update`` that showed the
+                     call's preview live (kind, title, locations, diffs), so
+                     a loaded session shows an edit's diff as it was shown; a
+                     diff the log kept shortened is followed by a note
 ``plan/updated``     ``plan``, with every entry (content, priority, status)
 ``session/title``    ``session_info_update`` with the title a model wrote
 ===================  ==========================================================
@@ -34,7 +39,8 @@ context window, the session's cost), live and on a replay alike.
 
 Live, the bridge adds a ``tool_call_update`` with what the tool's preview
 says (:mod:`tether.tools.preview`: kind, title, locations with lines, and
-``diff`` content for an edit) before any permission request, and one with
+``diff`` content for an edit) before any permission request — recording it
+as ``tool/previewed``, which a replay shows in its place — and one with
 status ``in_progress`` when a call is cleared to run. Tool call ids are
 ``<turn>:<call id>``, unique in the session even if a provider reuses call ids
 across turns.
@@ -50,7 +56,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast, get_args
 
 from acp.schema import ToolCallUpdate, ToolKind
 
@@ -70,8 +76,10 @@ from tether.session import (
 )
 from tether.session.attempts import retry_notice
 from tether.session.compaction import compaction_notice
+from tether.session.previews import PreviewLocation, ToolPreviewed, stored_diff
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
-from tether.tools.preview import ToolPreview
+from tether.tools.preview import Diff, Location, ToolPreview
+from tether.tools.preview import ToolKind as PreviewKind
 
 if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
@@ -93,6 +101,8 @@ _KINDS: Mapping[str, ToolKind] = {
     "glob": "search",
     "grep": "search",
 }
+
+_PREVIEW_KINDS: frozenset[str] = frozenset(get_args(PreviewKind))
 
 _PATH_TOOLS = frozenset({"read", "write", "edit", "glob", "grep"})
 """Tools whose ``path`` argument names the file (or directory) they touch."""
@@ -166,6 +176,9 @@ class UpdateMapper:
             said = retry_notice if isinstance(payload, RetryEvent) else compaction_notice
             notice = _text(f"\n{said(event.data)}\n")
             return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
+        if isinstance(payload, ToolPreviewed):
+            # Live, the bridge showed the preview itself, whole (see record.show_preview).
+            return () if self._live else (self._replayed_preview(payload),)
         if isinstance(payload, PlanUpdated):
             return (plan_update(payload.entries),)
         if isinstance(payload, SessionTitled):
@@ -197,6 +210,33 @@ class UpdateMapper:
         diffs = _diff_content(preview)
         if diffs:
             self._kept[self.tool_call_id(call_id)] = diffs
+        return update
+
+    def _replayed_preview(self, stored: ToolPreviewed) -> SessionUpdate:
+        """The preview update as the client saw it live, from its stored form; a
+        diff stored shortened is followed by a note that says so."""
+        kind = stored.kind if stored.kind in _PREVIEW_KINDS else "other"
+        preview = ToolPreview(
+            kind=cast(PreviewKind, kind),
+            title=stored.title,
+            locations=tuple(Location(loc.path, loc.line) for loc in stored.locations),
+            # A change too big to keep was stored without its texts: only its note shows.
+            diffs=tuple(
+                Diff(d.path, d.old_text, d.new_text)
+                for d in stored.diffs
+                if d.shortened is None or d.new_text or d.old_text
+            ),
+        )
+        update = self.previewed(stored.id, preview)
+        notes: list[dict[str, object]] = [
+            {"type": "content", "content": _text(f"[{d.shortened}]")}
+            for d in stored.diffs
+            if d.shortened is not None
+        ]
+        if notes:
+            content = cast(list[dict[str, object]], update.get("content", []))
+            update["content"] = [*content, *notes]
+            self._kept[self.tool_call_id(stored.id)] = [*content, *notes]
         return update
 
     def terminal(self, call_id: str, terminal_id: str) -> SessionUpdate:
@@ -269,12 +309,18 @@ class UpdateMapper:
             "status": "failed" if result.is_error else "completed",
         }
         kept = self._kept.pop(call_id, [])
-        # A failed edit changed nothing: its diff goes; a terminal stays whatever happened.
+        # A failed edit changed nothing: its diff (and a note on it) goes; a
+        # terminal stays whatever happened.
         if result.is_error:
-            kept = [item for item in kept if item["type"] != "diff"]
+            kept = [item for item in kept if item["type"] == "terminal"]
         content = kept
         if result.content:
             content = [*content, {"type": "content", "content": _text(result.content)}]
+        if result.images:
+            shown: list[dict[str, object]] = [
+                {"type": "content", "content": _content_block(i)} for i in result.images
+            ]
+            content = [*content, *shown]
         if content:
             update["content"] = content
         return update
@@ -303,6 +349,18 @@ def _preview_fields(preview: ToolPreview) -> dict[str, object]:
     if diffs:
         fields["content"] = diffs
     return fields
+
+
+def stored_preview(call_id: str, preview: ToolPreview) -> ToolPreviewed:
+    """``tool/previewed``: ``preview`` of call ``call_id`` as the log keeps it (a huge
+    diff shortened, see :mod:`tether.session.previews`)."""
+    return ToolPreviewed(
+        id=call_id,
+        kind=preview.kind,
+        title=preview.title,
+        locations=tuple(PreviewLocation(loc.path, loc.line) for loc in preview.locations),
+        diffs=tuple(stored_diff(d.path, d.old_text, d.new_text) for d in preview.diffs),
+    )
 
 
 def _diff_content(preview: ToolPreview) -> list[dict[str, object]]:

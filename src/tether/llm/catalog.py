@@ -13,6 +13,9 @@ models by their reference, each with what a client may want to show::
               prices: {input: 0.27, output: 1.10, cached_input: 0.07}
 
 Prices are per million tokens, in ``currency`` (``USD`` unless set).
+``images`` says whether the model accepts images (in prompts and in tool
+results, such as a ``read`` of a PNG); unset, :meth:`ModelCatalog.accepts_images`
+answers from :data:`IMAGE_MODELS`, tether's defaults for common models.
 :meth:`Prices.cost` prices one request's usage figures (as stored in
 ``assistant/message``): cached input at ``cached_input`` and cache writes at
 ``cache_creation`` when those are set, else at ``input``; output (reasoning
@@ -31,7 +34,7 @@ from msgspec import Meta
 
 from tether.runtime.schema import FieldError, Schema
 
-__all__ = ["ModelCatalog", "ModelEntry", "Prices"]
+__all__ = ["DEFAULT_MODELS", "IMAGE_MODELS", "ModelCatalog", "ModelEntry", "Prices"]
 
 PER_TOKENS = 1_000_000
 """Prices are per this many tokens."""
@@ -82,6 +85,47 @@ class ModelEntry(Schema, frozen=True):
         Annotated[int, Meta(ge=1, description="the model's context window, in tokens")] | None
     ) = None
     prices: Prices | None = None
+    images: (
+        Annotated[
+            bool,
+            Meta(description="whether the model accepts images; unset: tether's default"),
+        ]
+        | None
+    ) = None
+
+
+DEFAULT_MODELS: Mapping[str, str] = {
+    "deepseek": "deepseek-chat",
+    "openai": "gpt-4.1",
+    "anthropic": "claude-sonnet-4-5",
+}
+"""The model a bare provider reference (``--model anthropic``) stands for."""
+
+IMAGE_MODELS: Mapping[str, bool] = {
+    # provider-neutral model-name prefixes; the longest match wins
+    "claude-": True,
+    "claude-2": False,
+    "claude-instant": False,
+    "gpt-4o": True,
+    "gpt-4.1": True,
+    "gpt-4-turbo": True,
+    "gpt-5": True,
+    "o1": True,
+    "o1-mini": False,
+    "o3": True,
+    "o3-mini": False,
+    "o4-mini": True,
+    "gemini-": True,
+    "llama3.2-vision": True,
+    "qwen2.5vl": True,
+    "qwen2.5-vl": True,
+    "llava": True,
+}
+"""Which common models accept images, by model-name prefix; a model no prefix
+matches does not (DeepSeek's chat models, most local ones)."""
+
+_SCRIPTED = "offline"
+"""The scripted model: it accepts images (it reports what it was sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +142,31 @@ class ModelCatalog:
         """What a client shows for ``model``: its configured name, else the reference."""
         entry = self.models.get(model)
         return model if entry is None or entry.name is None else entry.name
+
+    def accepts_images(self, model: str) -> bool:
+        """Whether ``model`` (a model reference) accepts images.
+
+        Its entry's ``images`` when set; else :data:`IMAGE_MODELS` by the
+        longest prefix of the model name, after any ``vendor/`` (a bare
+        provider reference stands for its default model,
+        :data:`DEFAULT_MODELS`); else no. The offline model accepts them.
+        """
+        entry = self.models.get(model)
+        if entry is not None and entry.images is not None:
+            return entry.images
+        provider, _, name = model.partition(":")
+        if provider == _SCRIPTED:
+            return True
+        name = name or DEFAULT_MODELS.get(provider, "")
+        entry = self.models.get(name)
+        if entry is not None and entry.images is not None:
+            return entry.images
+        # A router's names carry the vendor: "anthropic/claude-sonnet-4.5".
+        name = name.rpartition("/")[2]
+        best = max(
+            (prefix for prefix in IMAGE_MODELS if name.startswith(prefix)), key=len, default=""
+        )
+        return IMAGE_MODELS.get(best, False)
 
     def choices(self, current: str) -> tuple[str, ...]:
         """The models a picker offers: ``current`` first, then the catalog's others."""

@@ -19,8 +19,10 @@ nothing; it answers from the request's messages alone, deterministically:
   - ``glob PATTERN`` calls ``glob``;
 
 * the last message is a tool result: it answers with a short summary of it
-  (its first lines, and the exit code when the output reports one) — unless
-  the directive has a next call to make;
+  (its first lines, the exit code when the output reports one, and the type
+  of each image it carries: the offline model accepts images, so ``read
+  PATH`` of an image exercises image results) — unless the directive has a
+  next call to make;
 * anything else: a short reply that echoes the prompt and says how to
   configure a real model.
 
@@ -247,6 +249,13 @@ def _shell_call(
 
 
 def _summary(result: ToolMessage) -> str:
+    summary = _text_summary(result)
+    for image in result.images:
+        summary += f"\n(I was shown an image: {image.mime_type or 'of an unknown type'})"
+    return summary
+
+
+def _text_summary(result: ToolMessage) -> str:
     outcome = "failed" if result.is_error else "finished"
     output = result.content.strip()
     if not output:

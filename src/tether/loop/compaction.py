@@ -200,7 +200,8 @@ def transcript(messages: tuple[Message, ...], max_chars: int) -> str:
 def _entry(message: Message, limit: int) -> str:
     if isinstance(message, ToolMessage):
         outcome = "error" if message.is_error else "result"
-        return f"[{message.name} {outcome}]\n{_shorten(message.content, limit)}"
+        images = "".join(f"\n(an image: {i.mime_type or 'image'})" for i in message.images)
+        return f"[{message.name} {outcome}]\n{_shorten(message.content, limit)}{images}"
     if isinstance(message, UserRoleMessage):
         text = _text(message)
         if text.startswith(SUMMARY_PREFIX):

@@ -29,6 +29,7 @@ from tether.content import (
     ToolMessage,
     UserRoleMessage,
 )
+from tether.llm.catalog import DEFAULT_MODELS
 from tether.llm.request import ToolSpec, parse_model_ref
 from tether.session.vocabulary import encode_data
 
@@ -74,11 +75,6 @@ DEFAULT_WINDOWS: Mapping[str, int] = {
 }
 """Context windows of common models, in tokens, by model-name prefix."""
 
-_PROVIDER_DEFAULTS: Mapping[str, str] = {
-    "deepseek": "deepseek-chat",
-    "openai": "gpt-4.1",
-    "anthropic": "claude-sonnet-4-5",
-}
 _OFFLINE_WINDOW = 1_000_000
 """The offline script reads only the last message: its window never fills."""
 
@@ -102,7 +98,7 @@ def context_window(model: str, overrides: Mapping[str, int] = {}) -> int:
         return overrides[name]
     if provider == "offline":
         return _OFFLINE_WINDOW
-    name = name or _PROVIDER_DEFAULTS.get(provider)
+    name = name or DEFAULT_MODELS.get(provider)
     if name is None:
         return FALLBACK_WINDOW
     best = max(
@@ -119,7 +115,8 @@ def text_tokens(text: str) -> int:
 def message_tokens(message: Message) -> int:
     """The estimated tokens ``message`` takes in a request."""
     if isinstance(message, ToolMessage):
-        return MESSAGE_OVERHEAD + text_tokens(message.content) + text_tokens(message.name)
+        size = MESSAGE_OVERHEAD + text_tokens(message.content) + text_tokens(message.name)
+        return size + IMAGE_TOKENS * len(message.images)
     if isinstance(message, SystemMessage):
         return MESSAGE_OVERHEAD + text_tokens(message.text)
     size = MESSAGE_OVERHEAD

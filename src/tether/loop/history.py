@@ -11,6 +11,10 @@ before it). That keeps a long conversation's per-turn cost flat.
 The same pass folds the session's settings (:class:`SessionSettings`): the
 model a ``session/config`` chose is the model of the next request.
 
+A model that does not accept images is sent the tool results that hold
+some (a ``read`` made while the session used another model) with a note in
+their place (:meth:`History.without_tool_images`).
+
 It also keeps the estimated size of the conversation (see
 :mod:`tether.loop.context`), message by message, so that checking a request
 against the model's context window is a sum, not a walk.
@@ -18,7 +22,7 @@ against the model's context window is a sum, not a walk.
 
 from __future__ import annotations
 
-from tether.content import Message
+from tether.content import Message, ToolMessage
 from tether.loop.context import message_tokens
 from tether.session import ContextCompacted, derive_messages
 from tether.session.log import Session
@@ -31,7 +35,16 @@ class History:
     """``derive_messages(session)``, computed incrementally, with its estimated size,
     and the session's settings."""
 
-    __slots__ = ("_anchor", "_messages", "_seen", "_session", "_settings", "_sizes", "_total")
+    __slots__ = (
+        "_anchor",
+        "_messages",
+        "_seen",
+        "_session",
+        "_settings",
+        "_sizes",
+        "_tool_images",
+        "_total",
+    )
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -42,6 +55,7 @@ class History:
         # (tokens the provider counted for a request, the estimate of what it sent)
         self._anchor: tuple[int, int] | None = None
         self._settings = SessionSettings()
+        self._tool_images = 0
 
     def messages(self) -> tuple[Message, ...]:
         """The conversation the model sees now, equal to ``derive_messages(session)``."""
@@ -67,13 +81,33 @@ class History:
             self._sizes = [message_tokens(message) for message in self._messages]
             self._total = sum(self._sizes)
             self._anchor = None
+            self._tool_images = _with_images(self._messages)
         else:
             added = derive_messages(new)
             sizes = [message_tokens(message) for message in added]
             self._messages.extend(added)
             self._sizes.extend(sizes)
             self._total += sum(sizes)
+            self._tool_images += _with_images(added)
         self._seen = end
+
+    @property
+    def has_tool_images(self) -> bool:
+        """Whether a tool result of :meth:`messages` (as of its last call) holds images."""
+        return self._tool_images > 0
+
+    def without_tool_images(self, messages: tuple[Message, ...], model: str) -> tuple[Message, ...]:
+        """``messages`` (as :meth:`messages` returned them) for a model that does not
+        accept images: each tool result's images replaced by a line saying one was
+        there. The log keeps them; a later model that accepts images sees them."""
+        if not self._tool_images:
+            return messages
+        return tuple(
+            _imageless(message, model)
+            if type(message) is ToolMessage and message.images
+            else message
+            for message in messages
+        )
 
     def tokens(self, overhead: int = 0) -> int:
         """The estimated tokens of a request of :meth:`messages` (as of its last call).
@@ -101,3 +135,16 @@ class History:
     def sizes(self) -> tuple[int, ...]:
         """The estimated tokens of each message of :meth:`messages`."""
         return tuple(self._sizes)
+
+
+def _with_images(messages: list[Message]) -> int:
+    """How many of ``messages`` are tool results with images."""
+    return sum(1 for m in messages if type(m) is ToolMessage and m.images)
+
+
+def _imageless(message: ToolMessage, model: str) -> ToolMessage:
+    count = len(message.images)
+    noun = "an image" if count == 1 else f"{count} images"
+    note = f"[the result held {noun}, left out: the model in use ({model}) does not accept images]"
+    content = f"{message.content}\n{note}" if message.content else note
+    return ToolMessage(message.call_id, message.name, content, message.is_error)

@@ -301,6 +301,7 @@ class TurnRunner:
             return _aborted_answer()
         # The model a session/config chose in the log, else the agent's.
         model = driver.history.model(options.model)
+        messages = self._for_model(driver, messages, model)
         request = ModelRequest(model=model, messages=messages, system=system, tools=tools)
         request = await self._ctx.waterfall(REQUEST, request, agent)
         attempt = 0
@@ -326,7 +327,7 @@ class TurnRunner:
                             delay=0.0,
                         )
                     )
-                    messages = driver.history.messages()
+                    messages = self._for_model(driver, driver.history.messages(), model)
                     request = ModelRequest(model, messages, system, tools)
                     request = await self._ctx.waterfall(REQUEST, request, agent)
                     continue
@@ -351,6 +352,16 @@ class TurnRunner:
                 # The attempt was abandoned at its boundary: what it streamed
                 # is not an answer, so the model never sees it.
                 return assembled
+
+    def _for_model(
+        self, driver: AgentDriver, messages: tuple[Message, ...], model: str
+    ) -> tuple[Message, ...]:
+        """``messages`` as ``model`` can take them: without the images of tool
+        results when it does not accept images (see :class:`History`)."""
+        history = driver.history
+        if not history.has_tool_images or self._llm.catalog.accepts_images(model):
+            return messages
+        return history.without_tool_images(messages, model)
 
     async def _stream(
         self, driver: AgentDriver, request: ModelRequest, signal: CancelSignal
@@ -448,10 +459,11 @@ class TurnRunner:
             for call in batch:
                 session.append(ToolCallEvent(id=call.id, name=call.name, arguments=call.arguments))
 
+        model = driver.history.model(driver.options.model)
         results = await self._tools.execute_all(
             runnable,
             lambda call: ToolExec(
-                agent=agent, call_id=call.id, signal=signal, cwd=session.header.cwd
+                agent=agent, call_id=call.id, signal=signal, cwd=session.header.cwd, model=model
             ),
             only=driver.options.tools,
             on_start=started,
@@ -469,7 +481,11 @@ class TurnRunner:
                 )
             session.append(
                 ToolResultEvent(
-                    id=call.id, name=call.name, content=result.content, is_error=result.is_error
+                    id=call.id,
+                    name=call.name,
+                    content=result.content,
+                    is_error=result.is_error,
+                    images=result.images,
                 )
             )
 

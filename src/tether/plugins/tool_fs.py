@@ -8,7 +8,10 @@ puts it to the user whatever the session's mode, and a call nobody approved
 is refused; ``allow``.
 
 ``read`` shows numbered lines (``offset``/``limit`` page through files of any
-size) and refuses binary files and images. ``write`` creates or overwrites
+size) and refuses binary files. An image (PNG, JPEG, GIF, WebP, told by its
+first bytes) is returned as image content when the model that made the call
+accepts images, up to ``max_image_bytes``; otherwise it is refused with the
+reason. ``write`` creates or overwrites
 a file; ``edit`` replaces exact strings, one or several edits to one file
 applied all or none. Writes are atomic and keep the file's permission bits.
 An existing file is changed only if the model read it in this session and it
@@ -34,6 +37,7 @@ from msgspec import Meta
 from tether.agent.events import AGENT_DISPOSED
 from tether.plugins.fs import GrepMode
 from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.images import MAX_IMAGE_BYTES
 from tether.plugins.fs.text import READ_LINES
 from tether.runtime.schema import Schema
 from tether.tools import Tool, ToolExec
@@ -62,10 +66,12 @@ class Config(Schema, frozen=True):
     """``fsync`` each written file before it is renamed over the old one (slower)."""
     grep_engine: Literal["auto", "rg", "python"] = "auto"
     """What ``grep`` searches with: ripgrep when it is on ``PATH`` (``auto``), or always one."""
+    max_image_bytes: Annotated[int, Meta(ge=1)] = MAX_IMAGE_BYTES
+    """The largest image ``read`` returns (3.75 MiB: its base64 form fits 5 MiB)."""
 
 
 class ReadArgs(Schema, frozen=True):
-    """Read a text file."""
+    """Read a text file (or an image, for a model that accepts images)."""
 
     path: Annotated[str, Meta(description="the file; relative to the session's cwd, or absolute")]
     offset: Annotated[int, Meta(ge=1, description="first line to show (1-based)")] | None = None
@@ -186,7 +192,8 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             name="read",
             description="Read a text file; lines are numbered from 1. Pages through big "
             f"files with offset and limit (default {READ_LINES} lines). Read a file before "
-            "editing it.",
+            "editing it. An image file (PNG, JPEG, GIF, WebP) is shown to you as an image "
+            "when you accept images.",
             args=ReadArgs,
             execute=tools.call("read"),
             concurrency_safe=True,

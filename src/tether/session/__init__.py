@@ -23,6 +23,7 @@ from tether.session.events import Event
 from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Lineage, Observer, Session, SessionEvents, SessionHeader
 from tether.session.payload import EventPayload, EventStruct
+from tether.session.previews import ToolPreviewed
 from tether.session.receipt import Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
@@ -92,6 +93,7 @@ __all__ = [
     "Stopped",
     "StoppedAgent",
     "ToolCallEvent",
+    "ToolPreviewed",
     "ToolResultEvent",
     "ToolStopped",
     "TurnEnd",

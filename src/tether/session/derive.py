@@ -45,7 +45,7 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
     - ``user/message`` becomes a `UserRoleMessage`.
     - ``assistant/message`` becomes an `AssistantMessage`; an interrupted one is
       kept, with ``interrupted=True`` and the content that had streamed.
-    - ``tool/result`` becomes a `ToolMessage`.
+    - ``tool/result`` becomes a `ToolMessage`, with the images it carries.
     - ``context/compacted`` replaces the messages of the events it summarizes
       (``first_seq`` … ``last_seq``, among those given) with one user message
       holding its summary (`summary_message`), where the first of them was. A
@@ -97,7 +97,9 @@ def derive_with_seqs(source: Session | Iterable[Event]) -> tuple[list[Message], 
             messages.append(AssistantMessage(payload.content, payload.interrupted))
         elif isinstance(payload, ToolResultEvent):
             messages.append(
-                ToolMessage(payload.id, payload.name, payload.content, payload.is_error)
+                ToolMessage(
+                    payload.id, payload.name, payload.content, payload.is_error, payload.images
+                )
             )
         origins.append(event.seq)
     return messages, origins

@@ -24,6 +24,7 @@ from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, h
 from tether.session.fields import freeze_data
 from tether.session.log_decoder import LogDecoder
 from tether.session.payload import EventPayload, EventStruct, format_error
+from tether.session.previews import ToolPreviewed
 from tether.session.receipt import ToolStopped
 from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.stored import StoredEvent
@@ -34,6 +35,7 @@ __all__ = ["DEFAULT_REGISTRY", "EventRegistry"]
 _CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     *BUILTIN_PAYLOADS,
     ToolStopped,
+    ToolPreviewed,
     ContextCompacted,
     *SETTINGS_PAYLOADS,
 )

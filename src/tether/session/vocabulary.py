@@ -194,12 +194,14 @@ _USER_BLOCKS: tuple[type[UserBlock], ...] = (TextBlock, ImageRef)
 _ASSISTANT_BLOCKS: tuple[type[AssistantBlock], ...] = (TextBlock, ReasoningBlock, ToolCallBlock)
 
 
-def _content(type_name: str, value: object, allowed: tuple[type, ...]) -> tuple[object, ...]:
-    blocks = as_tuple(type_name, "content", value)
+def _content(
+    type_name: str, value: object, allowed: tuple[type, ...], field: str = "content"
+) -> tuple[object, ...]:
+    blocks = as_tuple(type_name, field, value)
     for block in blocks:
         if not isinstance(block, allowed):
             names = ", ".join(kind.__name__ for kind in allowed)
-            raise bad_field(type_name, "content entries", f"one of {names}", block)
+            raise bad_field(type_name, f"{field} entries", f"one of {names}", block)
     return blocks
 
 
@@ -332,8 +334,15 @@ class ToolCallEvent(EventStruct, frozen=True):
         return hash((self.id, self.name))
 
 
-class ToolResultEvent(EventStruct, frozen=True):
-    """The result of a requested tool call (model-visible)."""
+class ToolResultEvent(EventStruct, frozen=True, omit_defaults=True):
+    """The result of a requested tool call (model-visible).
+
+    ``images`` are images the result carries beside its text (``{"type":
+    "image", "url": "data:…;base64,…", "mime_type": …}``, as in a user
+    message). Stored only when there are some, so a result without images
+    is stored as it always was, and logs written before images existed
+    load unchanged.
+    """
 
     type: ClassVar[str] = "tool/result"
 
@@ -341,12 +350,15 @@ class ToolResultEvent(EventStruct, frozen=True):
     name: str
     content: str
     is_error: bool
+    images: tuple[ImageRef, ...] = ()
 
     def __post_init__(self) -> None:
         check_id(self.type, "id", self.id)
         check_id(self.type, "name", self.name)
         check_str(self.type, "content", self.content)
         check_bool(self.type, "is_error", self.is_error)
+        if self.images or type(self.images) is not tuple:
+            _set(self, "images", _content(self.type, self.images, (ImageRef,), "images"))
 
 
 # -- inbox --------------------------------------------------------------------------

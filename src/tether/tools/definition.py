@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tether.content import ImageRef
 from tether.runtime.schema import is_model
 from tether.runtime.signal import CancelSignal
 from tether.tools.arguments import arguments_schema
@@ -67,7 +68,10 @@ class ToolExec:
     agent (see :meth:`for_call`). ``approved`` is set by a permission policy
     (a ``tool/before-execute`` listener) once a person allowed this very call;
     a tool may then do what it refuses unasked (see
-    :attr:`~tether.tools.preview.ToolPreview.approval`).
+    :attr:`~tether.tools.preview.ToolPreview.approval`). ``model`` is the
+    reference of the model whose answer made the call (``None`` when no
+    model did), so a tool can shape its output for it (``read`` returns an
+    image only to a model that accepts images).
     """
 
     agent: Agent | None
@@ -75,6 +79,7 @@ class ToolExec:
     signal: CancelSignal
     cwd: str | None
     approved: bool = False
+    model: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.call_id, str):
@@ -85,6 +90,8 @@ class ToolExec:
             raise TypeError(f"ToolExec.cwd must be str or None, got {self.cwd!r}")
         if not isinstance(self.approved, bool):
             raise TypeError(f"ToolExec.approved must be bool, got {self.approved!r}")
+        if not isinstance(self.model, str | None):
+            raise TypeError(f"ToolExec.model must be str or None, got {self.model!r}")
 
     @classmethod
     def for_call(cls, call_id: str, signal: CancelSignal, agent: Agent | None = None) -> ToolExec:
@@ -95,21 +102,26 @@ class ToolExec:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """What a tool returns: text for the model, flagged as an error or not.
+    """What a tool returns: text for the model, flagged as an error or not,
+    and images beside the text.
 
     A tool may return a plain ``str`` instead; it means ``ToolOutput(text)``.
     Returning ``is_error=True`` is how a tool reports a failure it understood
     (a missing file, a non-zero exit); raising is for the unexpected.
+    ``images`` reach the model with the text; return them only when
+    :attr:`ToolExec.model` accepts images.
     """
 
     content: str
     is_error: bool = False
+    images: tuple[ImageRef, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.content, str):
             raise TypeError(f"ToolOutput.content must be str, got {self.content!r}")
         if not isinstance(self.is_error, bool):
             raise TypeError(f"ToolOutput.is_error must be bool, got {self.is_error!r}")
+        _check_images("ToolOutput", self.images)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,19 +130,26 @@ class ToolResult:
 
     Every call yields exactly one result, whether the tool ran, failed, was
     unknown, got invalid arguments, was denied or was cancelled; ``is_error``
-    tells the model which.
+    tells the model which. ``images`` are the images the tool returned.
     """
 
     call_id: str
     name: str
     content: str
     is_error: bool
+    images: tuple[ImageRef, ...] = ()
 
     def __post_init__(self) -> None:
         for name, kind in (("call_id", str), ("name", str), ("content", str), ("is_error", bool)):
             value = getattr(self, name)
             if not isinstance(value, kind):
                 raise TypeError(f"ToolResult.{name} must be {kind.__name__}, got {value!r}")
+        _check_images("ToolResult", self.images)
+
+
+def _check_images(owner: str, images: object) -> None:
+    if type(images) is not tuple or (images and not all(isinstance(i, ImageRef) for i in images)):
+        raise TypeError(f"{owner}.images must be a tuple of ImageRef, got {images!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,7 +155,7 @@ async def run_call(ctx: Context, scheduled: ScheduledCall) -> ToolResult:
     except _Refusal as refusal:
         return ToolResult(call.id, call.name, refusal.message, is_error=True)
     output = await _invoke(tool, args, invocation.exec)
-    result = ToolResult(call.id, tool.name, output.content, output.is_error)
+    result = ToolResult(call.id, tool.name, output.content, output.is_error, output.images)
     return await _after_execute(ctx, result, invocation)
 
 

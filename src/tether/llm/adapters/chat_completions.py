@@ -19,12 +19,18 @@ Field names are the protocol's. Providers that speak it with extensions
 * with ``replay_reasoning``, an assistant message that called tools carries
   its reasoning back as ``reasoning_content`` (DeepSeek rejects the next
   request of a tool loop without it; messages without tool calls never carry
-  it, as DeepSeek ignores it there).
+  it, as DeepSeek ignores it there);
+* a tool message holds text only, so the images of tool results follow the
+  run of tool messages they belong to, in one ``user`` message: a line naming
+  each call, then its images as ``image_url`` parts (``data:`` URLs). They
+  cannot come between the tool messages, which must directly follow the
+  assistant message that made the calls.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -93,11 +99,33 @@ def request_body(
     messages: list[dict[str, object]] = []
     if request.system:
         messages.append(_system(request.system))
+    with_images: list[ToolMessage] = []
     for message in request.messages:
+        if with_images and type(message) is not ToolMessage:
+            messages.append(_images_message(with_images))
+            with_images = []
         wire = message_to_wire(message, replay_reasoning=replay_reasoning)
         if wire is not None:
             messages.append(wire)
+        if type(message) is ToolMessage and message.images:
+            with_images.append(message)
+    if with_images:
+        messages.append(_images_message(with_images))
     return {"model": model, "messages": messages, **_settings(request, max_tokens_field)}
+
+
+def _image_parts(message: ToolMessage) -> list[dict[str, object]]:
+    """The parts that show the images of tool result ``message`` in a user message."""
+    noun = "image" if len(message.images) == 1 else "images"
+    label = f"The {noun} returned by the {message.name} call {message.call_id}:"
+    parts: list[dict[str, object]] = [{"type": "text", "text": label}]
+    parts.extend({"type": "image_url", "image_url": {"url": i.url}} for i in message.images)
+    return parts
+
+
+def _images_message(results: list[ToolMessage]) -> dict[str, object]:
+    """The user message that carries the images of the tool results ``results``."""
+    return {"role": "user", "content": [part for r in results for part in _image_parts(r)]}
 
 
 class RequestEncoder:
@@ -109,26 +137,58 @@ class RequestEncoder:
     :func:`request_body` returns.
     """
 
-    __slots__ = ("_fragments", "_max_tokens_field")
+    __slots__ = ("_fragments", "_image_parts", "_imaged", "_max_tokens_field")
 
     def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
         self._max_tokens_field = max_tokens_field
+        self._imaged: weakref.WeakSet[ToolMessage] = weakref.WeakSet()
+        """Tool results with images this encoder met that are still alive: while
+        there are none, no request needs the walk that places their images."""
 
         def encode(message: Message) -> str:
+            if type(message) is ToolMessage and message.images:
+                self._imaged.add(message)
             wire = message_to_wire(message, replay_reasoning=replay_reasoning)
             return "" if wire is None else dumps(wire)
 
+        def encode_images(message: Message) -> str:
+            assert isinstance(message, ToolMessage)
+            return dumps(_image_parts(message))[1:-1]
+
         self._fragments = FragmentCache(encode)
+        self._image_parts = FragmentCache(encode_images)
 
     def encode(self, request: ModelRequest, *, model: str) -> bytes:
         """The JSON body asking ``model`` for the answer to ``request``."""
         parts = self._fragments.fragments(request.messages)
+        if self._imaged:
+            parts = self._place_images(request.messages, parts)
         if request.system:
             parts.insert(0, dumps(_system(request.system)))
         # The settings always hold the model, so the object is never empty.
         settings = dumps({"model": model, **_settings(request, self._max_tokens_field)})
         messages = ",".join(filter(None, parts))  # "" is a message that is not sent
         return f'{settings[:-1]},"messages":[{messages}]}}'.encode()
+
+    def _place_images(self, messages: tuple[Message, ...], parts: list[str]) -> list[str]:
+        """``parts`` with the user message carrying tool results' images after each
+        run of tool messages that has some (as :func:`request_body` places it)."""
+        placed: list[str] = []
+        held: list[str] = []
+        for message, part in zip(messages, parts, strict=True):
+            if held and type(message) is not ToolMessage:
+                placed.append(_user_parts(held))
+                held = []
+            placed.append(part)
+            if type(message) is ToolMessage and message.images:
+                held.extend(self._image_parts.fragments((message,)))
+        if held:
+            placed.append(_user_parts(held))
+        return placed
+
+
+def _user_parts(parts: list[str]) -> str:
+    return f'{{"role":"user","content":[{",".join(parts)}]}}'
 
 
 def _system(text: str) -> dict[str, object]:

@@ -9,9 +9,9 @@
 
 Field names are the protocol's. How tether's messages map:
 
-* tool results are ``tool_result`` blocks of a ``user`` message, and
-  consecutive messages of one role are merged (the API wants the roles to
-  alternate);
+* tool results are ``tool_result`` blocks of a ``user`` message (a result
+  with images holds its text and ``image`` blocks), and consecutive messages
+  of one role are merged (the API wants the roles to alternate);
 * reasoning goes back as ``thinking`` blocks with their ``signature``; a
   reasoning block without one (another provider's, or one cut off before its
   signature arrived) is left out, as the API rejects unsigned thinking;
@@ -130,11 +130,17 @@ def _wire(
     message: UserRoleMessage | AssistantMessage | ToolMessage,
 ) -> tuple[str, list[dict[str, object]]]:
     if isinstance(message, ToolMessage):
+        content: str | list[dict[str, object]] = message.content
+        if message.images:
+            parts: list[dict[str, object]] = []
+            if message.content:
+                parts.append({"type": "text", "text": message.content})
+            content = parts + [_image_block(image) for image in message.images]
         return "user", [
             {
                 "type": "tool_result",
                 "tool_use_id": message.call_id,
-                "content": message.content,
+                "content": content,
                 "is_error": message.is_error,
             }
         ]
@@ -163,6 +169,10 @@ def _has_content(block: TextBlock | ImageRef) -> bool:
 def _user_block(block: TextBlock | ImageRef) -> dict[str, object]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
+    return _image_block(block)
+
+
+def _image_block(block: ImageRef) -> dict[str, object]:
     if block.url.startswith("data:"):
         header, _, data = block.url.partition(",")
         media_type = header[len("data:") :].partition(";")[0] or block.mime_type or "image/png"

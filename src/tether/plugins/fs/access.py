@@ -35,6 +35,7 @@ from typing import Protocol
 
 from tether.agent.types import Agent
 from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.images import image_type
 from tether.plugins.fs.snapshots import Snapshot, digest
 from tether.plugins.fs.text import MAX_LINE_CHARS, Page, decode, page_of, read_page
 from tether.runtime.keys import Serial
@@ -185,6 +186,35 @@ class DiskFiles:
         except OSError as exc:
             raise _failure(exc, shown) from None
         return FileText(decode(data, shown), disk_version(info), data)
+
+    async def read_image(
+        self, path: str, shown: str, max_bytes: int
+    ) -> tuple[str, bytes, Snapshot]:
+        """The image at ``path``: its media type, its bytes, and what was seen.
+
+        Raises:
+            FileToolError: missing, unreadable, over ``max_bytes``, or not an image.
+        """
+        return await asyncio.to_thread(self.read_image_now, path, shown, max_bytes)
+
+    def read_image_now(self, path: str, shown: str, max_bytes: int) -> tuple[str, bytes, Snapshot]:
+        info = _stat_file(path, shown)
+        if info.st_size > max_bytes:
+            raise FileToolError(
+                f"{shown} is an image of {info.st_size:,} bytes, over the {max_bytes:,}-byte "
+                "cap for images"
+            )
+        try:
+            with open(path, "rb") as stream:
+                data = stream.read(max_bytes + 1)
+        except OSError as exc:
+            raise _failure(exc, shown) from None
+        if len(data) > max_bytes:
+            raise FileToolError(f"{shown} grew over the {max_bytes:,}-byte cap for images")
+        media_type = image_type(data[:16])
+        if media_type is None:
+            raise FileToolError(f"{shown} is no longer an image; read it again")
+        return media_type, data, Snapshot(disk_version(info), digest(data))
 
     def version_now(self, path: str) -> str | None:
         try:

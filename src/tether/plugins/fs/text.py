@@ -1,7 +1,8 @@
 """What the file tools count as text, and line-numbered pages of it.
 
 A file is text when it is UTF-8 and its first 8 KiB hold no NUL byte; images
-are recognized by their signature so the refusal can say what they are. A
+are recognized by their signature (:mod:`tether.plugins.fs.images`), so
+``read`` can return them as images, or say what they are. A
 page is a run of lines, numbered from 1 like ``cat -n``, each cut at
 ``max_line_chars``; reading a page from disk reads only the lines it shows
 (plus the ones it skips), never the whole file.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.images import ImageFileError, image_type
 
 PROBE_BYTES = 8192
 """How much of a file's head is looked at to tell text from binary."""
@@ -23,14 +25,6 @@ READ_LINES = 2000
 
 MAX_LINE_CHARS = 2000
 """Characters of one line a page shows; the rest is cut with a marker."""
-
-_IMAGES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-    (b"RIFF", "image/webp"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +52,12 @@ def refuse_binary(head: bytes, shown: str) -> None:
     """Raise when ``head`` (a file's first bytes) is not the start of a text file.
 
     Raises:
-        FileToolError: it is an image, or holds a NUL byte.
+        ImageFileError: it is an image.
+        FileToolError: it holds a NUL byte.
     """
-    for signature, mime in _IMAGES:
-        if head.startswith(signature) and (mime != "image/webp" or head[8:12] == b"WEBP"):
-            raise FileToolError(f"{shown} is an image ({mime}), not a text file")
+    media_type = image_type(head)
+    if media_type is not None:
+        raise ImageFileError(shown, media_type)
     if b"\0" in head[:PROBE_BYTES]:
         raise FileToolError(f"{shown} is a binary file (it holds NUL bytes), not a text file")
 

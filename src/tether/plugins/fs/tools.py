@@ -13,9 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tether.content import ImageRef
+from tether.llm.catalog import ModelCatalog
+from tether.llm.service import LLM
 from tether.plugins.fs.access import FILE_ACCESS, DiskFiles, FileAccess
 from tether.plugins.fs.edits import apply_edits
 from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.images import ImageFileError
 from tether.plugins.fs.search import GrepQuery, Hit, glob_files, grep
 from tether.plugins.fs.snapshots import Snapshots
 from tether.plugins.fs.text import MAX_LINE_CHARS, READ_LINES, cut
@@ -125,10 +129,47 @@ class FileTools:
                 args.offset or 1,
                 args.limit or READ_LINES,
             )
+        except ImageFileError as image:
+            return await self._read_image(target, args.path, image, exec)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
         self.snapshots.saw(target.owner, target.resolved.real, snapshot)
         return ToolOutput(page.render(args.path))
+
+    async def _read_image(
+        self, target: _Target, shown: str, image: ImageFileError, exec: ToolExec
+    ) -> ToolOutput:
+        """The image ``read`` found, as image content if the calling model accepts
+        images, else the refusal with the reason. Images are read from the disk."""
+        refusal = self._image_refusal(exec)
+        if refusal is not None:
+            return ToolOutput(f"{image.message}; {refusal}", is_error=True)
+        real = target.resolved.real
+        try:
+            media_type, data, snapshot = await self._disk.read_image(
+                real, shown, self._config.max_image_bytes
+            )
+        except FileToolError as exc:
+            return ToolOutput(exc.message, is_error=True)
+        self.snapshots.saw(target.owner, real, snapshot)
+        return ToolOutput(
+            f"{shown}: {media_type}, {len(data):,} bytes (the image is attached)",
+            images=(ImageRef.inline(media_type, data),),
+        )
+
+    def _image_refusal(self, exec: ToolExec) -> str | None:
+        """Why the model of ``exec`` gets no image; ``None`` when it accepts images."""
+        model = exec.model
+        if model is None:
+            return "images are returned only to a model that accepts them"
+        llm = self._ctx.get(LLM)
+        catalog = llm.catalog if llm is not None else ModelCatalog()
+        if catalog.accepts_images(model):
+            return None
+        return (
+            f"the model in use ({model}) does not accept images "
+            "(if it does, set images: true in its entry of the llm models settings)"
+        )
 
     async def preview_read(self, args: ReadArgs, exec: ToolExec) -> ToolPreview:
         resolved = self._workspace(exec).resolve(args.path)

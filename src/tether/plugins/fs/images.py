@@ -1,0 +1,56 @@
+"""Image files: told by their signature, read whole for a model that accepts images.
+
+An image is recognized by its first bytes (PNG, JPEG, GIF, WebP), never by
+its name. ``read`` returns it as image content when the model that made the
+call accepts images (:meth:`~tether.llm.catalog.ModelCatalog.accepts_images`),
+and refuses it with the reason otherwise.
+
+Images are sent to the provider as they are, base64-encoded, so the cap is
+on their size: :data:`MAX_IMAGE_BYTES` by default, whose base64 form is
+exactly Anthropic's 5 MiB per-image limit (OpenAI and Gemini accept more).
+Nothing is resized or re-encoded.
+"""
+
+from __future__ import annotations
+
+from tether.plugins.fs.errors import FileToolError
+
+__all__ = ["MAX_IMAGE_BYTES", "ImageFileError", "image_on_disk", "image_type"]
+
+MAX_IMAGE_BYTES = 3 * 1024 * 1024 + 768 * 1024
+"""3.75 MiB: the largest image whose base64 form fits 5 MiB (5,242,880 bytes)."""
+
+_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def image_type(head: bytes) -> str | None:
+    """The media type of the image whose file starts with ``head``; ``None`` if not one."""
+    for signature, media_type in _SIGNATURES:
+        if head.startswith(signature):
+            return media_type
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def image_on_disk(path: str) -> str | None:
+    """The media type of the image file at ``path``; ``None`` if it is not one (or
+    cannot be read). Reads 16 bytes: cheap enough for the event loop."""
+    try:
+        with open(path, "rb") as stream:
+            return image_type(stream.read(16))
+    except OSError:
+        return None
+
+
+class ImageFileError(FileToolError):
+    """The file is an image, not text: ``media_type`` says which kind."""
+
+    def __init__(self, shown: str, media_type: str) -> None:
+        super().__init__(f"{shown} is an image ({media_type}), not a text file")
+        self.media_type = media_type

@@ -1,0 +1,76 @@
+"""An image ``read`` returns reaches a model that accepts images, through its adapter;
+a later model that does not is sent a note in its place, and the log keeps the image."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.fake_server import FakeServer, stream
+from tests.adapters.support import call, delta, text_answer
+from tests.adapters.world import build_world
+from tests.plugins.fs_support import PNG_1X1
+from tether.agent import UserMessage
+from tether.content import ImageRef
+from tether.plugins import tool_fs
+from tether.session import ToolResultEvent
+from tether.session.settings import MODEL_OPTION, ConfigChanged
+
+VISION = "openai-compatible:vision-model"
+"""Listed in the catalog as accepting images; the default ``test-model`` is not."""
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeServer]:
+    async with FakeServer() as fake:
+        yield fake
+
+
+def read_call(path: str) -> list[object]:
+    arguments = '{"path": "' + path + '"}'
+    return [
+        delta(calls=[call(0, arguments, id="call_r", name="read")]),
+        delta(finish="tool_calls"),
+        "[DONE]",
+    ]
+
+
+async def test_an_image_read_reaches_a_vision_model_and_a_later_text_model_gets_a_note(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    llm = {"models": {VISION: {"images": True}}}
+    world = await build_world(tmp_path / "data", server, model=VISION, llm=llm)
+    try:
+        await world.runtime.ctx.plugin(tool_fs)
+        (tmp_path / "data" / "cat.png").write_bytes(PNG_1X1)
+        server.queue(stream(read_call("cat.png")), stream(text_answer("a cat")))
+        agent = await world.agent()
+        agent.followup(UserMessage.text("what is in cat.png?"))
+        await agent.when_idle()
+
+        image = ImageRef.inline("image/png", PNG_1X1)
+        (result,) = [e.payload for e in agent.session.events if e.type == "tool/result"]
+        assert isinstance(result, ToolResultEvent) and result.images == (image,)
+        sent = server.requests[1].json["messages"]
+        assert sent[-1]["role"] == "user"
+        assert sent[-1]["content"][1] == {"type": "image_url", "image_url": {"url": image.url}}
+
+        agent.session.append(
+            ConfigChanged(option=MODEL_OPTION, value="openai-compatible:test-model")
+        )
+        server.queue(stream(text_answer("no idea")))
+        agent.followup(UserMessage.text("and now?"))
+        await agent.when_idle()
+
+        again = server.requests[2].json
+        assert again["model"] == "test-model"
+        tool = next(m for m in again["messages"] if m["role"] == "tool")
+        assert tool["content"].endswith(
+            "\n[the result held an image, left out: the model in use "
+            "(openai-compatible:test-model) does not accept images]"
+        )
+        assert "image_url" not in server.requests[2].body.decode()
+    finally:
+        await world.runtime.dispose()
