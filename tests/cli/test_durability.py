@@ -457,7 +457,7 @@ def test_sqlite_on_a_read_only_home_shows_what_a_killed_writer_left_in_its_wal(
         database = sqlite3.connect(f"file:{home / 'sessions.sqlite3'}?mode=ro", uri=True)
         query = (
             "SELECT count(*) FROM batches WHERE session_id = ?"
-            " AND instr(lines, CAST('\"type\":\"user/message\"' AS BLOB))"
+            ' AND instr(lines, CAST(\'"type":"user/message"\' AS BLOB))'
         )
         for _ in range(500):  # until the turn's prompt is committed (at most 5 s)
             if database.execute(query, (sid,)).fetchone()[0]:

@@ -181,6 +181,16 @@ def test_json_schema_describes_fields_bounds_and_defaults_with_references_inline
     assert "$ref" not in text and "$defs" not in text and "title" not in text
 
 
+def test_json_schema_is_built_once_and_every_caller_gets_its_own_copy() -> None:
+    first = json_schema(Everything)
+    first["properties"]["count"]["minimum"] = 99
+    first["required"].append("ratio")
+    second = json_schema(Everything)
+    assert second["properties"]["count"]["minimum"] == 1
+    assert second["required"] == ["count"]
+    assert second is not json_schema(Everything)
+
+
 class Opaque:
     """A type with no JSON form."""
 
