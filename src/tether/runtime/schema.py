@@ -35,12 +35,16 @@ value meant for a :class:`Secret` is never quoted.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import re
 import sys
+import typing
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from types import CodeType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -230,6 +234,7 @@ def _schema_of(model: type[Any]) -> dict[str, Any]:
 def _build_schema(model: type[Any]) -> dict[str, Any]:
     if not (isinstance(model, type) and issubclass(model, Schema)):
         return _pydantic_schema(model)
+    _resolve_annotations(model)
     try:
         document = msgspec.json.schema(model, schema_hook=_schema_custom)
     except TypeError as exc:
@@ -242,6 +247,65 @@ def _build_schema(model: type[Any]) -> dict[str, Any]:
         raise TypeError(f"{model.__name__}: {exc}") from None
     assert isinstance(inlined, dict)
     return inlined
+
+
+def _resolve_annotations(model: type[Schema]) -> None:
+    """Evaluate the postponed (string) annotations of ``model`` and of the schemas
+    its fields hold, in place, as msgspec would evaluate them.
+
+    msgspec evaluates a class's string annotations each time it inspects the
+    class (a JSON Schema, a decoder), compiling every one anew: measured on
+    ``tether run``, that was most of what building the schemas of the
+    plugin configs and tools cost at start-up. Evaluated once here, with
+    each distinct annotation compiled once, they cost msgspec nothing after.
+    An annotation that does not evaluate here (a name only known to type
+    checkers, a class local to a function) is left as it is, for msgspec to
+    evaluate or to report as before.
+    """
+    pending: list[type] = [model]
+    while pending:
+        cls = pending.pop()
+        for klass in cls.__mro__:
+            if klass is Schema or not issubclass(klass, Schema) or klass in _RESOLVED:
+                continue
+            _RESOLVED.add(klass)
+            own = inspect.get_annotations(klass)
+            namespace = dict(vars(klass))
+            module = getattr(sys.modules.get(klass.__module__), "__dict__", {})
+            resolved = {name: _evaluated(value, namespace, module) for name, value in own.items()}
+            if resolved != own:
+                klass.__annotations__ = resolved
+            for value in resolved.values():
+                pending.extend(_schemas_in(value))
+
+
+def _evaluated(annotation: object, namespace: dict[str, Any], module: dict[str, Any]) -> object:
+    """A string annotation evaluated in the namespaces msgspec evaluates it in (the
+    module's names first, then the class's); anything else, or one that does not
+    evaluate, as it is."""
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return eval(_compiled(annotation), namespace, module)
+    except Exception:  # left for msgspec to evaluate, which names the failure
+        return annotation
+
+
+_RESOLVED: weakref.WeakSet[type] = weakref.WeakSet()
+"""The schema classes whose annotations :func:`_resolve_annotations` has evaluated."""
+
+
+@functools.cache
+def _compiled(annotation: str) -> CodeType:
+    return compile(annotation, "<annotation>", "eval")
+
+
+def _schemas_in(annotation: object) -> Iterator[type]:
+    """The schema classes an evaluated annotation names, at any depth."""
+    if isinstance(annotation, type) and issubclass(annotation, Schema):
+        yield annotation
+    for argument in typing.get_args(annotation):
+        yield from _schemas_in(argument)
 
 
 # --- custom types -----------------------------------------------------------
