@@ -10,8 +10,9 @@ page is a run of lines, numbered from 1 like ``cat -n``, each cut at
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import BinaryIO
+
+import msgspec
 
 from tether.plugins.fs.errors import FileToolError
 
@@ -33,8 +34,7 @@ _IMAGES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
+class Page(msgspec.Struct, frozen=True):
     """Lines ``first`` … ``first + len(lines) - 1`` of a file; ``more`` if lines follow."""
 
     lines: tuple[str, ...]
