@@ -1,6 +1,12 @@
 """``tether run`` from spawn to answer, and its peak memory; prints its figures.
 
-Usage: python bench/bench_cli.py [--runs N]
+Usage: python bench/bench_cli.py [--runs N] [--vs SRC]
+
+With ``--vs SRC`` (another tree's ``src``), it compares ``tether run hello``
+of this tree against that tree's instead: whole processes, interleaved
+(A B A B ...), the ratio taken pair by pair, both with their bytecode
+cached. ``bench/bench_instructions.py --vs SRC`` counts the instructions of
+the same command, which a shared machine's load does not move.
 
 Targets (from the command-line contract): spawn -> answer printed <= 300 ms,
 peak RSS <= 90 MB, for the offline model and for the OpenAI-compatible
@@ -42,7 +48,25 @@ def child_env(home: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def one_run(task: str, home: str, extra: dict[str, str] | None = None) -> tuple[float, float]:
+def tree_command(src: Path) -> list[str]:
+    """``tether`` as the tree at ``src`` runs it: its console script's entry point
+    (``tether.cli.launch``, or ``tether.cli.main`` in trees older than it)."""
+    code = (
+        "import importlib, importlib.util, sys\n"
+        f"sys.path.insert(0, {str(src)!r})\n"
+        "name = 'tether.cli.launch' if importlib.util.find_spec('tether.cli.launch') "
+        "else 'tether.cli.main'\n"
+        "sys.exit(importlib.import_module(name).entry())\n"
+    )
+    return [sys.executable, "-c", code]
+
+
+def one_run(
+    task: str,
+    home: str,
+    extra: dict[str, str] | None = None,
+    command: list[str] | None = None,
+) -> tuple[float, float]:
     """Seconds from spawn to the answer's last byte on stdout, and from spawn to exit.
 
     The answer is printed once the turn ends; what follows (the agent disposed,
@@ -51,7 +75,7 @@ def one_run(task: str, home: str, extra: dict[str, str] | None = None) -> tuple[
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         process = subprocess.Popen(
-            [*tether_command(), "run", task],
+            [*(command or tether_command()), "run", task],
             env=child_env(home, extra),
             stdout=subprocess.PIPE,
             stderr=err,
@@ -167,6 +191,30 @@ def fence_cost(runs: int) -> tuple[list[float], list[float]]:
     return plain, fenced
 
 
+def compare(src: Path, runs: int) -> None:
+    """``tether run hello`` of this tree against the tree at ``src``; prints the figures."""
+    ours, theirs = tree_command(Path(__file__).resolve().parent.parent / "src"), tree_command(src)
+    ratios, exits = [], {"this tree": [], str(src): []}
+    with tempfile.TemporaryDirectory() as home:
+        for command in (ours, theirs):
+            one_run("hello", home, command=command)  # writes the bytecode cache
+        for _ in range(runs):
+            mine = one_run("hello", home, command=ours)[1]
+            other = one_run("hello", home, command=theirs)[1]
+            exits["this tree"].append(mine)
+            exits[str(src)].append(other)
+            ratios.append(mine / other)
+        for name, values in exits.items():
+            print(
+                f"tether run 'hello', {name}: spawn -> exit median {ms(statistics.median(values))} "
+                f"(range {ms(min(values))}-{ms(max(values))})"
+            )
+        print(
+            f"this tree over {src}, {runs} interleaved pairs: median "
+            f"{statistics.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f}x)"
+        )
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
@@ -179,7 +227,11 @@ def percentile(values: list[float], fraction: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--vs", type=Path, help="compare with the tree whose src this is")
     args = parser.parse_args()
+    if args.vs is not None:
+        compare(args.vs, args.runs)
+        return
     print(
         f"reference: python -c 'import asyncio', spawn -> exit median {ms(baseline(args.runs))} "
         "(the machine's speed right now; runs vary with it)"

@@ -455,7 +455,10 @@ def test_sqlite_on_a_read_only_home_shows_what_a_killed_writer_left_in_its_wal(
     with tmpfs(tmp_path / "home", size="4m") as home:
         process, sid = slow_run(home, config)
         database = sqlite3.connect(f"file:{home / 'sessions.sqlite3'}?mode=ro", uri=True)
-        query = "SELECT count(*) FROM events WHERE session_id = ? AND type = 'user/message'"
+        query = (
+            "SELECT count(*) FROM batches WHERE session_id = ?"
+            ' AND instr(lines, CAST(\'"type":"user/message"\' AS BLOB))'
+        )
         for _ in range(500):  # until the turn's prompt is committed (at most 5 s)
             if database.execute(query, (sid,)).fetchone()[0]:
                 break

@@ -236,7 +236,7 @@ def test_delete_removes_everything(backend: LogBackend, store_root: Path) -> Non
         assert stored_files(store_root) == ["s2.jsonl"]
     if isinstance(backend, SqliteBackend):
         with sqlite3.connect(backend.path) as conn:
-            assert conn.execute("SELECT DISTINCT session_id FROM events").fetchall() == [("s2",)]
+            assert conn.execute("SELECT DISTINCT session_id FROM batches").fetchall() == [("s2",)]
     # The id is free again: a new session starts from seq 0.
     backend.write(header("s1"), events(0, 1))
     assert records(backend.load("s1")) == events(0, 1)

@@ -8,6 +8,7 @@ here, good or damaged, must give the same events or the same error both ways.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
@@ -167,16 +168,30 @@ JSONL_DAMAGE = {
 }
 
 
+def damage_line(backend: LogBackend, line: bytes) -> None:
+    """Replace the stored line of the event at seq 2 (a JSONL file's, a SQLite batch's)."""
+    if isinstance(backend, JsonlBackend):
+        path = backend.path(SID)
+        lines = path.read_bytes().split(b"\n")
+        lines[3] = line  # after the header line
+        path.write_bytes(b"\n".join(lines))
+        return
+    assert isinstance(backend, SqliteBackend)
+    with sqlite3.connect(backend.path) as conn:
+        [(stored,)] = conn.execute("SELECT lines FROM batches WHERE session_id = ?", (SID,))
+        lines = stored.split(b"\n")
+        lines[2] = line
+        conn.execute("UPDATE batches SET lines = ?", (b"\n".join(lines),))
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
 @pytest.mark.parametrize("damage", sorted(JSONL_DAMAGE))
 def test_a_damaged_line_fails_the_one_pass_load_as_it_fails_the_checked_one(
-    damage: str, tmp_path: Path
+    damage: str, name: str, tmp_path: Path
 ) -> None:
-    backend = JsonlBackend(tmp_path)
+    backend = BACKENDS[name](tmp_path)
     write(backend)
-    path = backend.path(SID)
-    lines = path.read_bytes().split(b"\n")
-    lines[3] = JSONL_DAMAGE[damage]  # the event at seq 2
-    path.write_bytes(b"\n".join(lines))
+    damage_line(backend, JSONL_DAMAGE[damage])
     fast, checked = both_ways(backend, DEFAULT_REGISTRY)
     assert fast == checked
     assert fast[0] == "error"
@@ -207,24 +222,30 @@ SQLITE_DAMAGE = {
 }
 
 
+def schema_1_database(root: Path, damage: str | None = None) -> SqliteBackend:
+    """The fixture database, one row per event (schema 1), with ``damage`` done to its
+    rows, opened writable: its rows are moved into batches."""
+    shutil.copytree(FIXTURES / "sqlite", root)
+    with sqlite3.connect(root / "sessions.sqlite3") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+        if damage is not None:
+            conn.execute(damage)
+    return SqliteBackend(root)
+
+
 @pytest.mark.parametrize("damage", sorted(SQLITE_DAMAGE))
-def test_a_damaged_row_fails_the_one_pass_load_as_it_fails_the_checked_one(
+def test_a_damaged_row_of_schema_1_still_fails_to_load_once_moved_into_a_batch(
     damage: str, tmp_path: Path
 ) -> None:
-    backend = SqliteBackend(tmp_path)
-    write(backend)
-    with sqlite3.connect(backend.path) as conn:
-        conn.execute(SQLITE_DAMAGE[damage])
+    backend = schema_1_database(tmp_path / "store", SQLITE_DAMAGE[damage])
     fast, checked = both_ways(backend, DEFAULT_REGISTRY)
     assert fast == checked
     assert fast[0] == "error"
+    assert "seq 1: " in str(fast[2]) or "seq 2: " in str(fast[2])
 
 
-def test_a_whole_number_time_in_sqlite_loads_as_a_float(tmp_path: Path) -> None:
-    backend = SqliteBackend(tmp_path)
-    write(backend)
-    with sqlite3.connect(backend.path) as conn:
-        conn.execute("UPDATE events SET time = 7 WHERE seq = 2")
+def test_a_whole_number_time_of_schema_1_loads_as_a_float(tmp_path: Path) -> None:
+    backend = schema_1_database(tmp_path / "store", "UPDATE events SET time = 7 WHERE seq = 2")
     fast, checked = both_ways(backend, DEFAULT_REGISTRY)
     assert fast == checked
     assert backend.load_events(SID, DEFAULT_REGISTRY).events[2].time == 7.0

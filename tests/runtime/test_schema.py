@@ -181,6 +181,31 @@ def test_json_schema_describes_fields_bounds_and_defaults_with_references_inline
     assert "$ref" not in text and "$defs" not in text and "title" not in text
 
 
+class Later(Schema, frozen=True):
+    """One annotation names a schema of this module, one a class no code can see."""
+
+    member: Member | None = None
+    ghost: Unseen | None = None  # noqa: F821
+
+
+def test_an_annotation_that_does_not_resolve_is_reported_and_the_rest_still_work() -> None:
+    with pytest.raises(TypeError, match=r"Later: cannot resolve an annotation.*Unseen"):
+        check_model(Later)
+    with pytest.raises(TypeError, match=r"Later: cannot resolve an annotation.*Unseen"):
+        check_model(Later)
+    assert json_schema(Member)["required"] == ["name"]
+
+
+def test_json_schema_is_built_once_and_every_caller_gets_its_own_copy() -> None:
+    first = json_schema(Everything)
+    first["properties"]["count"]["minimum"] = 99
+    first["required"].append("ratio")
+    second = json_schema(Everything)
+    assert second["properties"]["count"]["minimum"] == 1
+    assert second["required"] == ["count"]
+    assert second is not json_schema(Everything)
+
+
 class Opaque:
     """A type with no JSON form."""
 

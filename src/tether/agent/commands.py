@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.agent.errors import AgentError
 from tether.agent.types import Agent
@@ -62,8 +63,7 @@ class CommandConflictError(CommandError):
     """A command of that name is already registered."""
 
 
-@dataclass(frozen=True, slots=True)
-class CommandCall:
+class CommandCall(msgspec.Struct, frozen=True):
     """One run of a command: the agent it acts on and the text after its name."""
 
     agent: Agent
@@ -75,8 +75,7 @@ CommandFunction = Callable[[CommandCall], Awaitable[str | None]]
 :class:`CommandError` for input it refuses."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Command:
+class Command(msgspec.Struct, frozen=True, eq=False):
     """A slash command.
 
     Raises:

@@ -34,9 +34,10 @@ import logging
 import weakref
 from bisect import bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.agent.types import Agent, AgentStatus
 from tether.content import (
@@ -114,8 +115,7 @@ class CompactionCancelledError(CompactionError):
     """The compaction was cancelled (its signal): nothing was appended."""
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionSettings:
+class CompactionSettings(msgspec.Struct, frozen=True):
     """When and how much to compact (the agent loop's ``compaction`` settings)."""
 
     enabled: bool = True
@@ -127,12 +127,11 @@ class CompactionSettings:
     """The share of the window that recent messages may keep verbatim."""
     summary_max_tokens: int = 4_096
     """The most tokens the summary may take (at most a quarter of the window)."""
-    windows: Mapping[str, int] = field(default_factory=dict)
+    windows: Mapping[str, int] = msgspec.field(default_factory=dict)
     """Context windows by model reference or name (``context_windows``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Cut:
+class Cut(msgspec.Struct, frozen=True):
     """The range a compaction summarizes, and the messages it stands for."""
 
     first_seq: int

@@ -16,8 +16,9 @@ import contextlib
 import datetime
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from tether.shell.environment import child_environment
 
@@ -29,8 +30,7 @@ GIT_TIMEOUT = 3.0
 """Seconds ``git status`` may take before the snapshot gives up on it."""
 
 
-@dataclass(frozen=True, slots=True)
-class GitState:
+class GitState(msgspec.Struct, frozen=True):
     """The repository the cwd is in."""
 
     root: Path
@@ -42,8 +42,7 @@ class GitState:
     """HEAD's commit (abbreviated), when known."""
 
 
-@dataclass(frozen=True, slots=True)
-class Environment:
+class Environment(msgspec.Struct, frozen=True):
     """One snapshot of the facts the system prompt states."""
 
     cwd: Path

@@ -18,8 +18,9 @@ file that cannot be read is named with the reason instead of its text.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 __all__ = ["INSTRUCTION_NAMES", "Instructions", "discover", "read_instructions"]
 
@@ -27,8 +28,7 @@ INSTRUCTION_NAMES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
 """The names looked for in each directory; the first that exists is used."""
 
 
-@dataclass(frozen=True, slots=True)
-class Instructions:
+class Instructions(msgspec.Struct, frozen=True):
     """One instruction file as the model gets it."""
 
     path: Path

@@ -125,11 +125,14 @@ class McpService:
     """``ctx.mcp``: starts servers for agents, in the agents' own scopes."""
 
     def __init__(self, config: Config, guard: OrphanGuard) -> None:
-        from tether.mcp.servers import from_config
-
         self._config = config
         self._settings: McpSettings | None = None
-        self._everyone = from_config(config.servers, "servers") if config.servers else ()
+        self._everyone: tuple[ServerSpec, ...] = ()
+        if config.servers:
+            # Imported only when servers are configured: most commands have none.
+            from tether.mcp.servers import from_config
+
+            self._everyone = from_config(config.servers, "servers")
         self._guard = guard
         self._attached: dict[str, tuple[Agent, set[str]]] = {}
         """The server names each live agent has, by agent id."""

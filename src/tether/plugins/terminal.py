@@ -17,8 +17,9 @@ returns, whatever happened.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from tether.agent.types import Agent
 from tether.runtime.keys import Serial
@@ -32,8 +33,7 @@ TERMINAL_PGID = 0
 """The ``pgid`` of a stop of a client's terminal: its processes are the client's, not tether's."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TerminalResult:
+class TerminalResult(msgspec.Struct, frozen=True, kw_only=True):
     """How a command in a client's terminal ended, and its output (stdout and stderr, merged)."""
 
     terminal_id: str

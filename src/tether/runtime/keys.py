@@ -34,7 +34,7 @@ that takes one argument too few or of the wrong type does not match.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Generic, TypeVar, TypeVarTuple
 
 Args = TypeVarTuple("Args")
 T = TypeVar("T")
@@ -64,6 +64,15 @@ class _Key:
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.name))
+
+    if not TYPE_CHECKING:
+
+        def __class_getitem__(cls, parameters: object) -> type:
+            # The parameters are for type checkers alone: a key's behaviour is
+            # its class and its name. typing's own subscription (with a
+            # variadic tuple) costs about 30 us per key, and every module
+            # declaring keys pays it at import, on every command's start-up.
+            return cls
 
 
 class EventKey(_Key):

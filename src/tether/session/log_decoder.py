@@ -4,16 +4,14 @@ A load decodes every record of a session, so what one record costs is what
 a load costs. `EventRegistry.decode_stored` takes records that a backend has
 already decoded once (`StoredEvent`, data left raw) and decodes each one's
 data a second time, into its payload. A `LogDecoder` does it in one step:
-
-* event lines (JSONL) are decoded by one msgspec call into a tagged union
-  with one record class per registered `EventStruct` type (tagged by
-  ``type``), so each line becomes its typed payload in C;
-* rows (SQLite: seq, type, time and data in columns) have each data decoded
-  once, straight into the payload class of its type.
+the event lines both backends store (a JSONL file's, the batches of a
+SQLite database) are decoded by one msgspec call into a tagged union with
+one record class per registered `EventStruct` type (tagged by ``type``), so
+each line becomes its typed payload in C.
 
 The one-pass decode is the fast path, not a second definition of what a
 valid log is: it refuses everything the checked path refuses, and more. It
-answers ``None`` for any batch it cannot take whole: a line or row that is
+answers ``None`` for any log it cannot take whole: a line that is
 damaged, out of order or of a type it has no class for (an ignorable type
 without a class, a payload class of the hand-written style). The caller then
 takes the checked path (backend records, then `EventRegistry.decode_stored`),
@@ -22,7 +20,7 @@ which is what names the damage, with its line or seq.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Union, cast
 
 import msgspec
@@ -66,11 +64,10 @@ class LogDecoder:
     core payload's data built only when read.
     """
 
-    __slots__ = ("_lines", "_rows", "_types")
+    __slots__ = ("_lines", "_types")
 
     def __init__(self, registry: EventRegistry) -> None:
         records: list[type[_Record]] = []
-        rows: dict[str, tuple[Callable[[str], object], _Finish, bool]] = {}
         types: dict[str, tuple[_Finish, bool]] = {}
         for type_name in registry.type_names():
             cls = registry.payload_class(type_name)
@@ -89,17 +86,14 @@ class LogDecoder:
                     forbid_unknown_fields=True,
                     namespace={"type_name": type_name},
                 )
-                decode: Callable[[str], object] = msgspec.json.Decoder(stored_type).decode
                 msgspec.json.Decoder(record)
             except TypeError:
                 # A stored type msgspec cannot decode into: its events take
                 # the checked path, which says why it fails there.
                 continue
             records.append(cast(type[_Record], record))
-            rows[type_name] = (decode, finish, lazy)
             types[type_name] = (finish, lazy)
         self._types = types
-        self._rows = rows
         # A union of one class is no union: msgspec wants the class itself.
         union: object = Union[tuple(records)] if len(records) > 1 else records[0]  # noqa: UP007
         self._lines = msgspec.json.Decoder(union).decode_lines
@@ -135,39 +129,6 @@ class LogDecoder:
                 append(event)
                 continue
             append(build(type_name, index, record.time, None, payload))
-        return events
-
-    def rows(self, rows: Sequence[tuple[int, str, float, str]]) -> list[Event] | None:
-        """The events of stored rows ``(seq, type, time, data)``, in seq order from 0.
-
-        ``data`` is the event's data as JSON text. The types are the columns'
-        declared ones; a value of another type (SQLite stores what it is
-        given) is refused here like any invalid row. Returns ``None`` unless
-        every row is valid, of a type this decoder has a class for, and at
-        its place in the log.
-        """
-        decoders = self._rows
-        events: list[Event] = []
-        append = events.append
-        build = _build
-        try:
-            for index, (seq, type_name, time, text) in enumerate(rows):
-                # SQLite's loose typing lets anything into a column: a type
-                # that is no key, a time that is no float, data that is
-                # neither text nor bytes all leave the fast path.
-                decode, finish, lazy = decoders[type_name]
-                if seq != index or type(time) is not float:
-                    return None
-                payload = decode(text)
-                if finish is not None or not lazy:
-                    event = _finished(type_name, index, time, payload, finish)
-                    if event is None:
-                        return None
-                    append(event)
-                    continue
-                append(build(type_name, index, time, None, payload))
-        except (KeyError, TypeError, ValueError, msgspec.DecodeError):
-            return None
         return events
 
 

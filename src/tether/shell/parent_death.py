@@ -6,6 +6,7 @@ is installed, else a ``preexec_fn`` around ``prctl(PR_SET_PDEATHSIG)``).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -16,8 +17,14 @@ from signal import SIGKILL
 _PR_SET_PDEATHSIG = 1
 
 
+@functools.cache
 def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
-    """libc's ``prctl`` (Linux), ready to call; ``None`` elsewhere."""
+    """libc's ``prctl`` (Linux), ready to call; ``None`` elsewhere.
+
+    Loaded on the first spawn that needs it, not at import: ``ctypes`` costs
+    every command a few milliseconds of start-up, and with ``setpriv`` no
+    spawn needs it.
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -31,9 +38,6 @@ def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
     prctl.restype = ctypes.c_int
     function: Callable[[int, int, int, int, int], int] = prctl
     return function
-
-
-_prctl = _load_prctl()
 
 
 def die_with_parent(parent: int) -> Callable[[], None] | None:
@@ -51,7 +55,7 @@ def die_with_parent(parent: int) -> Callable[[], None] | None:
     ``vfork``): about 10 ms each on the development machine. So
     :func:`parent_death` prefers ``setpriv``.
     """
-    prctl = _prctl
+    prctl = _load_prctl()
     if prctl is None:
         return None
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether.content import ImageRef
-from tether.runtime.schema import is_model
+from tether.runtime.schema import copy_json, is_model
 from tether.runtime.signal import CancelSignal
 from tether.tools.arguments import arguments_schema
 from tether.tools.preview import ToolPreview
@@ -232,7 +232,7 @@ class Tool(Generic[A]):
     @property
     def parameters(self) -> dict[str, Any]:
         """The JSON Schema of the arguments; a fresh copy on every read."""
-        copied: dict[str, Any] = _copy_json(self._schema)
+        copied: dict[str, Any] = copy_json(self._schema)
         return copied
 
     def spec(self) -> ToolSpec:
@@ -292,19 +292,6 @@ def _args_annotation(fn: Callable[..., object], tool_name: str) -> type[Any]:
             "model, or pass args= to @tool"
         )
     return annotation
-
-
-def _copy_json(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts, lists, scalars).
-
-    Specs are copied for every model request; this is several times faster
-    than :func:`copy.deepcopy`, which handles any object graph.
-    """
-    if isinstance(value, dict):
-        return {key: _copy_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(item) for item in value]
-    return value
 
 
 def _object_schema(tool_name: str, args: type[Any]) -> dict[str, Any]:

@@ -9,8 +9,9 @@ A preview never changes anything; it reads at most.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 __all__ = ["Diff", "Location", "ToolKind", "ToolPreview"]
 
@@ -18,16 +19,14 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 """What a call does, in the vocabulary editors use (ACP's ``ToolKind``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
+class Location(msgspec.Struct, frozen=True):
     """A file a call touches (absolute ``path``), and the 1-based ``line`` if one."""
 
     path: str
     line: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Diff:
+class Diff(msgspec.Struct, frozen=True):
     """A change to the file at ``path``: ``old_text`` (``None`` for a new file) to ``new_text``."""
 
     path: str
@@ -35,8 +34,7 @@ class Diff:
     new_text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolPreview:
+class ToolPreview(msgspec.Struct, frozen=True):
     """A call as it will run.
 
     ``approval`` is set when the call needs a person's approval whatever the

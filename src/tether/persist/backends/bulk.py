@@ -21,7 +21,7 @@ from tether.persist.backends.errors import InvalidRecordError
 from tether.persist.backends.records import check_event
 from tether.session.stored import StoredEvent, decode_event_line, decode_event_lines
 
-__all__ = ["BadRecordError", "collector_paused", "decode_event_lines_of", "events_from_rows"]
+__all__ = ["BadRecordError", "collector_paused", "decode_event_lines_of"]
 
 
 class BadRecordError(Exception):
@@ -63,40 +63,6 @@ def decode_event_lines_of(text: str, first_seq: int | None) -> list[StoredEvent]
     # Every record's data must be an object; checked for each one (counting
     # ``"data":{`` in the text is fooled by a nested ``data`` key).
     check_data(events)
-    return events
-
-
-_RAW = msgspec.json.Decoder(msgspec.Raw)
-
-
-def events_from_rows(rows: Sequence[tuple[int, str, float, str]]) -> list[StoredEvent]:
-    """Build the stored events of rows ``(seq, type, time, data)``, which begin at seq 0.
-
-    Raises:
-        BadRecordError: the first row whose fields or data are invalid.
-    """
-    events: list[StoredEvent] = []
-    append = events.append
-    raw = _RAW.decode
-    for index, (seq, kind, stored_time, data) in enumerate(rows):
-        # The columns hold what a record does, save what SQLite's loose
-        # typing lets through: that is checked here, field by field.
-        if type(kind) is not str or not kind:
-            raise BadRecordError(index, f"event type must be a non-empty string, got {kind!r}")
-        time = stored_time
-        if type(time) is not float:
-            if type(time) is not int:
-                raise BadRecordError(index, f"event time must be a number, got {time!r}")
-            time = float(time)
-        try:
-            event = StoredEvent(kind, seq, time, raw(data))
-        except (msgspec.DecodeError, TypeError) as exc:
-            raise BadRecordError(index, f"invalid JSON in event data: {exc}") from None
-        # Written compactly, stored data starts with its brace.
-        if data[:1] != "{":
-            check_data([event], index)
-        append(event)
-    check_seqs(events, 0)
     return events
 
 

@@ -50,8 +50,9 @@ from tether.persist.backends.errors import (
     StoreConflictError,
     UnsupportedFormatError,
 )
-from tether.persist.backends.jsonl_format import SessionFile, encode_lines, header_line
+from tether.persist.backends.jsonl_format import SessionFile, header_line
 from tether.persist.backends.lease import FileLease, lock_holder, process_alive
+from tether.persist.backends.lines import encode_lines
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,

@@ -21,25 +21,21 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import msgspec
-
-from tether.persist.backends.bulk import BadRecordError, decode_event_lines_of
+from tether.persist.backends.bulk import BadRecordError
 from tether.persist.backends.errors import (
     CorruptLogError,
     InvalidRecordError,
     UnsupportedFormatError,
 )
+from tether.persist.backends.lines import decode_lines, parse_lines
 from tether.persist.backends.records import (
-    EventRecord,
     HeaderRecord,
     encode_json,
-    encode_record,
     parse_header,
 )
 from tether.persist.backends.summary import Activity, title_of
@@ -53,10 +49,8 @@ __all__ = [
     "FORMAT_VERSION",
     "Layout",
     "SessionFile",
-    "encode_lines",
     "header_line",
     "is_json",
-    "parse_lines",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,7 +59,6 @@ FORMAT_VERSION = 1
 """The file format this module writes, and the newest it reads."""
 
 _CHUNK = 1 << 16
-_ENCODER = msgspec.json.Encoder()
 
 # Event lines in the compact form written here start with these bytes;
 # listing counts and finds events by them instead of parsing every line.
@@ -200,11 +193,10 @@ class SessionFile:
             CorruptLogError: a line is not a valid event, or its seq is out of order.
             UnknownEventTypeError, EventFormatError: as `EventRegistry.decode_stored`.
         """
-        block = self.read(start, end)
-        events = registry.log_decoder().lines(block)
-        if events is None:
-            events = registry.decode_stored(self._parse_block(block, start))
-        return events
+        try:
+            return decode_lines(self.read(start, end), registry)
+        except BadRecordError as exc:
+            raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
 
     def _parse_block(self, block: bytes, start: int) -> builtins.list[StoredEvent]:
         try:
@@ -322,53 +314,9 @@ class SessionFile:
         return CorruptLogError(self.session_id, reason, path=self.path, line=line)
 
 
-def parse_lines(block: bytes, first_seq: int | None) -> builtins.list[StoredEvent]:
-    """Parse newline-terminated event lines; with ``first_seq``, seqs must count up from it.
-
-    Raises:
-        BadRecordError: the first line that is not valid UTF-8, JSON or an event.
-    """
-    try:
-        text = block.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        index = block.count(b"\n", 0, exc.start)
-        column = exc.start - block.rfind(b"\n", 0, exc.start)
-        raise BadRecordError(index, f"invalid UTF-8 at byte {column} of the line") from None
-    return decode_event_lines_of(text, first_seq)
-
-
 def is_json(line: bytes) -> bool:
     try:
         json.loads(line.decode("utf-8"))
     except ValueError:
         return False
     return True
-
-
-def encode_lines(batch: Sequence[EventRecord]) -> bytes:
-    """The event lines of a batch checked by `records.parse_batch`, each ending in a newline.
-
-    Data that comes encoded is stored as it is, save for a newline in its
-    whitespace, which a line cannot hold: such data is stored compacted.
-    """
-    if not batch:
-        return b""
-    # A batch whose data all comes encoded (what the writer hands over) holds
-    # nothing the strict encoder would refuse or mend but a lone surrogate in
-    # a type name, which msgspec refuses: one call encodes it all.
-    if all(type(event["data"]) is msgspec.Raw for event in batch):
-        try:
-            lines = _ENCODER.encode_lines(batch)
-        except UnicodeEncodeError:
-            pass
-        else:
-            if lines.count(b"\n") == len(batch):
-                return lines
-    return b"".join([encode_record(_on_one_line(event)) + b"\n" for event in batch])
-
-
-def _on_one_line(event: EventRecord) -> EventRecord:
-    data = event["data"]
-    if type(data) is msgspec.Raw and b"\n" in bytes(data):
-        return {**event, "data": msgspec.Raw(msgspec.json.format(data, indent=-1))}
-    return event

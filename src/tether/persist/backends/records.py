@@ -322,13 +322,6 @@ def encode_record(event: EventRecord) -> bytes:
     return encode_json_bytes(event)
 
 
-def encode_data(data: dict[str, object] | msgspec.Raw) -> str:
-    """An event's data as stored JSON text (see :func:`encode_json`)."""
-    if type(data) is msgspec.Raw:
-        return bytes(data).decode("utf-8")
-    return encode_json(data)
-
-
 def encode_json_bytes(obj: object) -> bytes:
     """:func:`encode_json`, as UTF-8 bytes."""
     # msgspec encodes about 8x faster than the stdlib, but writes NaN and the

@@ -7,6 +7,13 @@ not at all, and writers in other processes are serialised by SQLite. The
 listing columns of ``sessions`` (turn count, last activity, title) are kept up
 to date in the same transaction, so listing reads one row per session.
 
+A batch is stored as one row of ``batches`` holding its event lines, the
+form the JSONL backend appends to its files (:mod:`~tether.persist.backends.lines`):
+loading a session reads a few rows and decodes their lines in one pass,
+where one row per event made fetching the rows cost as much as decoding
+them. Databases of schema 1 (one row per event, in ``events``) are
+migrated when opened writable, and read as they are when opened read-only.
+
 A session's lease is a row of ``leases`` (see
 :mod:`tether.persist.backends.lease`). The database is created mode 0600 (its
 WAL and shared-memory files take the same mode) in a directory created 0700.
@@ -26,8 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+import msgspec
+
 from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
-from tether.persist.backends.bulk import BadRecordError, events_from_rows
+from tether.persist.backends.bulk import BadRecordError
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -35,10 +44,10 @@ from tether.persist.backends.errors import (
     UnsupportedFormatError,
 )
 from tether.persist.backends.lease import SessionLeasedError, process_alive, process_start
+from tether.persist.backends.lines import decode_lines, encode_lines, parse_lines
 from tether.persist.backends.records import (
     HeaderRecord,
     check_continues,
-    encode_data,
     encode_json,
     parse_batch,
     parse_header,
@@ -46,20 +55,19 @@ from tether.persist.backends.records import (
 )
 from tether.persist.backends.summary import Activity
 from tether.persist.location import private_dir
-from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
 
 log = logging.getLogger(__name__)
 
-_Row = tuple[int, str, float, str]
-"""An event row as stored: ``(seq, type, time, data)``."""
-
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema this module creates (kept in ``PRAGMA user_version``), and the newest it reads."""
 
-_SCHEMA = (
+_EVENT_ROWS = 1
+"""The schema that kept one row per event, in ``events``."""
+
+_SESSIONS_AND_BATCHES = (
     """
     CREATE TABLE IF NOT EXISTS sessions (
         id TEXT PRIMARY KEY,
@@ -70,15 +78,15 @@ _SCHEMA = (
         title TEXT
     ) WITHOUT ROWID
     """,
+    # A rowid table: its rows are large, which a WITHOUT ROWID table keeps badly.
     """
-    CREATE TABLE IF NOT EXISTS events (
+    CREATE TABLE IF NOT EXISTS batches (
         session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL,
-        type TEXT NOT NULL,
-        time REAL NOT NULL,
-        data TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq)
-    ) WITHOUT ROWID
+        first_seq INTEGER NOT NULL,
+        end_seq INTEGER NOT NULL,
+        lines BLOB NOT NULL,
+        UNIQUE (session_id, first_seq)
+    )
     """,
 )
 
@@ -117,6 +125,7 @@ class SqliteBackend:
         self._unreleased: set[str] = set()
         """Sessions whose lease row this backend failed to delete (it may take them again)."""
         self._path = Path(root) / "sessions.sqlite3"
+        self._version = SCHEMA_VERSION
         if self._path.is_file() and _read_only_file_system(self._path):
             wal = self._path.with_name(f"{self._path.name}-wal")
             pending = wal.is_file() and wal.stat().st_size > 0
@@ -124,7 +133,7 @@ class SqliteBackend:
             uri = f"file:{quote(str(self._path))}?{mode}"
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             try:
-                self._check_version(conn)
+                self._version = self._check_version(conn)
             except sqlite3.OperationalError as exc:
                 conn.close()
                 if not pending:
@@ -183,7 +192,7 @@ class SqliteBackend:
         """The seq the session's next event must carry; 0 if it is not stored."""
         validate_session_id(session_id)
         with self._connection() as conn:
-            return _next_seq(conn, session_id)
+            return self._next_seq(conn, session_id)
 
     def write(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
         """Store a batch in one transaction; see :meth:`LogBackend.write` for the contract.
@@ -194,10 +203,7 @@ class SqliteBackend:
         """
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
-        rows = [
-            (session_id, event["seq"], event["type"], event["time"], encode_data(event["data"]))
-            for event in batch
-        ]
+        lines = encode_lines(batch)
         with self._transaction() as conn:
             stored = conn.execute(
                 "SELECT turn_count, last_activity, title FROM sessions WHERE id = ?",
@@ -224,16 +230,18 @@ class SqliteBackend:
                     ),
                 )
             elif batch:
-                check_continues(session_id, batch, _next_seq(conn, session_id))
+                check_continues(session_id, batch, self._next_seq(conn, session_id))
                 activity = Activity(*stored).extend_written(batch)
                 conn.execute(
                     "UPDATE sessions SET turn_count = ?, last_activity = ?, title = ? WHERE id = ?",
                     (activity.turn_count, activity.last_activity, activity.title, session_id),
                 )
-            conn.executemany(
-                "INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
+            if batch:
+                conn.execute(
+                    "INSERT INTO batches (session_id, first_seq, end_seq, lines)"
+                    " VALUES (?, ?, ?, ?)",
+                    (session_id, batch[0]["seq"], batch[-1]["seq"] + 1, lines),
+                )
 
     def load(self, session_id: str) -> StoredLog:
         """Read and validate the whole log; see :meth:`LogBackend.load`.
@@ -245,24 +253,32 @@ class SqliteBackend:
             CorruptLogError: the stored header or an event is invalid, or seqs
                 have a gap; it names the session and seq.
         """
-        header, rows = self._read(session_id)
-        return StoredLog(header, _stored_events(session_id, rows))
+        header, lines = self._read(session_id)
+        try:
+            return StoredLog(header, parse_lines(lines, 0))
+        except BadRecordError as exc:
+            raise _corrupt(session_id, exc) from None
 
     def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
         """Read the whole log and decode it; see :meth:`LogBackend.load_events`.
 
-        Each row's data is decoded once, straight into its payload
-        (`LogDecoder.rows`); rows that do not allow it are read as
-        :meth:`load` reads them, then decoded by ``registry``.
+        The event lines of all its batches are decoded in one pass
+        (`decode_lines`), as the JSONL backend decodes a file's.
         """
-        header, rows = self._read(session_id)
-        events = registry.log_decoder().rows(rows)
-        if events is None:
-            events = registry.decode_stored(_stored_events(session_id, rows))
-        return LoadedLog(header, events)
+        header, lines = self._read(session_id)
+        try:
+            return LoadedLog(header, decode_lines(lines, registry))
+        except BadRecordError as exc:
+            raise _corrupt(session_id, exc) from None
 
-    def _read(self, session_id: str) -> tuple[HeaderRecord, builtins.list[_Row]]:
-        """The session's header and its event rows ``(seq, type, time, data)`` in seq order."""
+    def _read(self, session_id: str) -> tuple[HeaderRecord, bytes]:
+        """The session's header and the event lines of its whole log, in seq order.
+
+        Raises:
+            SessionNotFoundError: the session has no row.
+            CorruptLogError: the stored header is invalid, or a batch holds
+                something other than event lines.
+        """
         validate_session_id(session_id)
         with self._transaction(write=False) as conn:
             stored = conn.execute(
@@ -270,11 +286,15 @@ class SqliteBackend:
             ).fetchone()
             if stored is None:
                 raise SessionNotFoundError(session_id)
-            rows: builtins.list[_Row] = conn.execute(
-                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        return _parse_stored_header(session_id, stored[0]), rows
+            if self._version == _EVENT_ROWS:
+                lines = _lines_of_event_rows(conn, session_id)
+            else:
+                batches = conn.execute(
+                    "SELECT first_seq, lines FROM batches WHERE session_id = ? ORDER BY first_seq",
+                    (session_id,),
+                ).fetchall()
+                lines = _joined(session_id, batches)
+        return _parse_stored_header(session_id, stored[0]), lines
 
     def list(self) -> builtins.list[SessionSummary]:
         """Summarise every session from its row, newest activity first; see :meth:`LogBackend.list`.
@@ -413,6 +433,18 @@ class SqliteBackend:
                     conn.execute("ROLLBACK")
                 raise
 
+    def _next_seq(self, conn: sqlite3.Connection, session_id: str) -> int:
+        if self._version == _EVENT_ROWS:
+            query = "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?"
+        else:
+            query = (
+                "SELECT coalesce(max(end_seq), 0) FROM"
+                " (SELECT end_seq FROM batches WHERE session_id = ?"
+                " ORDER BY first_seq DESC LIMIT 1)"
+            )
+        (next_seq,) = conn.execute(query, (session_id,)).fetchone()
+        return int(next_seq)
+
     def _check_version(self, conn: sqlite3.Connection) -> int:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
         if version > SCHEMA_VERSION:
@@ -424,8 +456,10 @@ class SqliteBackend:
         try:
             version = self._check_version(conn)
             if version < SCHEMA_VERSION:
-                for statement in _SCHEMA:
+                for statement in _SESSIONS_AND_BATCHES:
                     conn.execute(statement)
+                if version == _EVENT_ROWS:
+                    _migrate_event_rows(conn)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute(_LEASES)
             conn.execute("COMMIT")
@@ -463,11 +497,83 @@ class _RowLease:
             )
 
 
-def _stored_events(session_id: str, rows: Sequence[_Row]) -> builtins.list[StoredEvent]:
-    try:
-        return events_from_rows(rows)
-    except BadRecordError as exc:
-        raise CorruptLogError(session_id, exc.reason, seq=rows[exc.index][0]) from None
+def _corrupt(session_id: str, exc: BadRecordError) -> CorruptLogError:
+    """The error naming the bad line of a whole log: line ``n`` holds seq ``n``."""
+    return CorruptLogError(session_id, exc.reason, seq=exc.index)
+
+
+def _joined(session_id: str, batches: Sequence[tuple[int, object]]) -> bytes:
+    """The lines of batch rows ``(first_seq, lines)``, in their order, as one block.
+
+    Raises:
+        CorruptLogError: a row's lines are neither bytes nor text (SQLite
+            stores what it is given).
+    """
+    blocks: builtins.list[bytes] = []
+    for first_seq, lines in batches:
+        if type(lines) is bytes:
+            blocks.append(lines)
+        elif type(lines) is str:
+            blocks.append(lines.encode("utf-8"))
+        else:
+            raise CorruptLogError(
+                session_id, "the batch stored from here holds no event lines", seq=first_seq
+            )
+    return b"".join(blocks)
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def _lines_of_event_rows(conn: sqlite3.Connection, session_id: str) -> bytes:
+    """The event lines holding a session's rows of the schema 1 layout, in seq order.
+
+    A row's data stored as text goes in as it is (whitespace that holds a
+    newline compacted, as a line cannot hold one); every other value goes
+    in as its JSON value. So a row that schema 1 refused to load (data that
+    is no JSON object, a type or time of the wrong type, a gap in the seqs)
+    is a line that is refused to load, at the same seq.
+    """
+    rows = conn.execute(
+        "SELECT type, seq, time, data FROM events WHERE session_id = ? ORDER BY seq",
+        (session_id,),
+    ).fetchall()
+    return _ENCODER.encode_lines(
+        [
+            {"type": kind, "seq": seq, "time": time, "data": _stored_data(data)}
+            for kind, seq, time, data in rows
+        ]
+    )
+
+
+def _stored_data(data: object) -> object:
+    """A schema 1 data column as the data of an event line."""
+    if not isinstance(data, str):
+        return data
+    text = data.encode("utf-8")
+    if b"\n" in text:
+        try:
+            text = msgspec.json.format(text, indent=-1)
+        except msgspec.DecodeError:
+            return data  # Not JSON: stored as a string, which no event's data is.
+    return msgspec.Raw(text)
+
+
+def _migrate_event_rows(conn: sqlite3.Connection) -> None:
+    """Move every session's event rows (schema 1) into one batch row, then drop them.
+
+    Runs inside the migration's transaction.
+    """
+    sessions = conn.execute("SELECT DISTINCT session_id FROM events").fetchall()
+    for (session_id,) in sessions:
+        conn.execute(
+            "INSERT INTO batches (session_id, first_seq, end_seq, lines) VALUES"
+            " (?, 0, (SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?), ?)",
+            (session_id, session_id, _lines_of_event_rows(conn, session_id)),
+        )
+    conn.execute("DROP TABLE events")
+    if sessions:
+        log.info("moved the events of %d sessions into the batch layout", len(sessions))
 
 
 def _read_only_file_system(path: Path) -> bool:
@@ -482,10 +588,3 @@ def _parse_stored_header(session_id: str, text: object) -> HeaderRecord:
     if header["id"] != session_id:
         raise CorruptLogError(session_id, f"stored header names session {header['id']!r}")
     return header
-
-
-def _next_seq(conn: sqlite3.Connection, session_id: str) -> int:
-    (next_seq,) = conn.execute(
-        "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    return int(next_seq)

@@ -11,8 +11,9 @@ page is a run of lines, numbered from 1 like ``cat -n``, each cut at
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import BinaryIO
+
+import msgspec
 
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.fs.images import ImageFileError, image_type
@@ -27,8 +28,7 @@ MAX_LINE_CHARS = 2000
 """Characters of one line a page shows; the rest is cut with a marker."""
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
+class Page(msgspec.Struct, frozen=True):
     """Lines ``first`` … ``first + len(lines) - 1`` of a file; ``more`` if lines follow."""
 
     lines: tuple[str, ...]

@@ -1,0 +1,90 @@
+"""Event lines: how both backends store a batch of events.
+
+A batch is stored as its event lines: each event in compact JSON with its
+keys in the order ``type, seq, time, data``, each line ending in a newline.
+The JSONL backend appends them to a session's file; the SQLite backend
+keeps each batch's lines in one row. Reading a log back is then the same for
+both: the lines of the whole log, from seq 0, decoded in one pass
+(`LogDecoder.lines`), or, when that pass refuses them, parsed line by line
+so the first bad one is named.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from tether.persist.backends.bulk import BadRecordError, decode_event_lines_of
+from tether.persist.backends.records import EventRecord, encode_record
+from tether.session.stored import StoredEvent
+
+if TYPE_CHECKING:
+    from tether.session.events import Event
+    from tether.session.registry import EventRegistry
+
+__all__ = ["decode_lines", "encode_lines", "parse_lines"]
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_lines(batch: Sequence[EventRecord]) -> bytes:
+    """The event lines of a batch checked by `records.parse_batch`, each ending in a newline.
+
+    Data that comes encoded is stored as it is, save for a newline in its
+    whitespace, which a line cannot hold: such data is stored compacted.
+    """
+    if not batch:
+        return b""
+    # A batch whose data all comes encoded (what the writer hands over) holds
+    # nothing the strict encoder would refuse or mend but a lone surrogate in
+    # a type name, which msgspec refuses: one call encodes it all.
+    if all(type(event["data"]) is msgspec.Raw for event in batch):
+        try:
+            lines = _ENCODER.encode_lines(batch)
+        except UnicodeEncodeError:
+            pass
+        else:
+            if lines.count(b"\n") == len(batch):
+                return lines
+    return b"".join([encode_record(_on_one_line(event)) + b"\n" for event in batch])
+
+
+def _on_one_line(event: EventRecord) -> EventRecord:
+    data = event["data"]
+    if type(data) is msgspec.Raw and b"\n" in bytes(data):
+        return {**event, "data": msgspec.Raw(msgspec.json.format(data, indent=-1))}
+    return event
+
+
+def parse_lines(block: bytes, first_seq: int | None) -> builtins.list[StoredEvent]:
+    """Parse newline-terminated event lines; with ``first_seq``, seqs must count up from it.
+
+    Raises:
+        BadRecordError: the first line that is not valid UTF-8, JSON or an event.
+    """
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        index = block.count(b"\n", 0, exc.start)
+        column = exc.start - block.rfind(b"\n", 0, exc.start)
+        raise BadRecordError(index, f"invalid UTF-8 at byte {column} of the line") from None
+    return decode_event_lines_of(text, first_seq)
+
+
+def decode_lines(block: bytes, registry: EventRegistry) -> builtins.list[Event]:
+    """Decode the event lines of a whole log, which begin at seq 0, into events.
+
+    In one pass when every line allows it; otherwise parsed as
+    :func:`parse_lines` parses them, then decoded by ``registry``.
+
+    Raises:
+        BadRecordError: a line is not a valid event, or its seq is out of order.
+        UnknownEventTypeError, EventFormatError: as `EventRegistry.decode_stored`.
+    """
+    events = registry.log_decoder().lines(block)
+    if events is None:
+        events = registry.decode_stored(parse_lines(block, 0))
+    return events
