@@ -80,7 +80,7 @@ from tether.acp.options import (
     model_choices,
     parse_mode,
 )
-from tether.acp.permissions import PERMISSION_REQUEST, UNASKED_TOOLS, Mode, PermissionDecision
+from tether.acp.permissions import PERMISSION_REQUEST, Mode, PermissionDecision
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
 from tether.acp.titles import generate_title
@@ -112,6 +112,7 @@ from tether.session import (
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionTitled
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
+from tether.tools.permission import needs_asking
 from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
@@ -692,9 +693,8 @@ class Bridge:
                 record.show_preview(call_id, preview)
             record.previews[call_id] = preview
         try:
-            needs_approval = preview is not None and preview.approval is not None
-            asked = record.mode is Mode.ASK and invocation.tool_name not in UNASKED_TOOLS
-            if asked or needs_approval:
+            approval = None if preview is None else preview.approval
+            if needs_asking(record.mode, invocation.tool_name, approval):
                 decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
                 if decision is not PermissionDecision.ALLOW:
                     if invocation.exec.signal.cancelled:
