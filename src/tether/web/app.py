@@ -76,7 +76,7 @@ REPLAY_BATCH = 2000
 RETRY_MS = 2000
 """How long a browser waits before it reconnects a stream that ended."""
 
-_TASK_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_TASK_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 
 schemas = SchemaGenerator(
     {

@@ -169,7 +169,7 @@ function apply(record) {
     }
     case "user/message": {
       const box = el("div", "user", textOf(data.content));
-      (view.turn || transcript()).append(box);
+      container().append(box);
       view.stream = null;
       break;
     }
@@ -223,6 +223,7 @@ function apply(record) {
       view.step = null;
       view.stream = null;
       view.running = false;
+      view.turnsEnded = true;
       break;
     }
     default:
@@ -248,6 +249,10 @@ function onEvents(message) {
   body.dups = String(view.dups);
   renderUsage();
   renderStatus();
+  if (view.turnsEnded) {
+    view.turnsEnded = false;
+    if (!document.getElementById("title").dataset.titled) loadSession();
+  }
   if (follow) transcript().scrollTop = transcript().scrollHeight;
 }
 
@@ -385,7 +390,9 @@ async function killTask(taskId) {
 async function loadSession() {
   try {
     const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
-    document.getElementById("title").textContent = info.title || info.id;
+    const title = document.getElementById("title");
+    title.textContent = info.title || info.id;
+    if (info.title) title.dataset.titled = "true";
     document.title = "tether — " + (info.title || info.id);
     const meta = document.getElementById("meta");
     meta.replaceChildren(
