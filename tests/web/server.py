@@ -32,7 +32,7 @@ class Served:
 
 @asynccontextmanager
 async def served(
-    data_dir: Path, *, mode: str = "auto", timeout: float = 600.0
+    data_dir: Path, *, mode: str = "auto", permission_timeout: float = 600.0
 ) -> AsyncIterator[Served]:
     """Tether with the web plugin, its app served by uvicorn on a loopback port."""
     tether = await Tether(data_dir=data_dir).start()
@@ -41,7 +41,9 @@ async def served(
     task: asyncio.Task[None] | None = None
     try:
         ctx = tether.runtime.ctx
-        await ctx.plugin(web_plugin, {"mode": mode, "permission_timeout": timeout}, label="web")
+        await ctx.plugin(
+            web_plugin, {"mode": mode, "permission_timeout": permission_timeout}, label="web"
+        )
         hub = ctx.get(web_plugin.WEB)
         assert hub is not None
         app = build_app(ctx, hub, TOKEN, default_model="offline")
@@ -50,7 +52,8 @@ async def served(
         )
         server = uvicorn.Server(config)
         task = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
-        while not server.started:
+        while not server.started:  # uvicorn offers no event to await
+            assert not task.done(), "the server did not start"
             await asyncio.sleep(0.005)
         port = listener.getsockname()[1]
         base = f"http://127.0.0.1:{port}"

@@ -47,9 +47,9 @@ async def _prompt(web: Served, session_id: str, text: str, **extra: object) -> N
     assert response.status_code == 202, response.text
 
 
-async def _until(condition: object, timeout: float = 10.0) -> None:
+async def _until(condition: object, within: float = 10.0) -> None:
     """Wait (bounded) for ``condition()`` to hold: state outside the log, seen from here."""
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + within
     while not condition():  # type: ignore[operator]
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.01)
