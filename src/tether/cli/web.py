@@ -8,18 +8,24 @@ to open, holding a fresh access token, is the one line on stdout; a host
 that is not a loopback address is warned about on stderr.
 
 Ctrl-C, SIGTERM or SIGHUP: uvicorn stops taking requests and closes the
-streams (within :data:`GRACE` seconds), then tether stops — every session
-the web app opened is disposed, its closing events on disk.
+streams (within :data:`GRACE` seconds; a second Ctrl-C at once), then tether
+stops — every session the web app opened is disposed, its closing events on
+disk — and the process exits 0 (Ctrl-C) or 128 + the signal's number.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import ipaddress
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 from typing import NoReturn
 
+from tether.cli.ending import TERMINATING
 from tether.cli.process import exit_now
 
 GRACE = 2
@@ -28,8 +34,6 @@ GRACE = 2
 
 def run_web(args: argparse.Namespace) -> NoReturn:
     """``tether web``: :func:`serve`, then :func:`exit_now` with its status."""
-    import asyncio
-
     exit_now(asyncio.run(serve(args)))
 
 
@@ -56,9 +60,17 @@ async def serve(args: argparse.Namespace) -> int:
     from tether.cli.boot import composed_model, start
 
     tether = await start(args, model=args.model, persistent=True)
-    try:
-        import uvicorn
+    import uvicorn
 
+    class _Server(uvicorn.Server):
+        """uvicorn's server without its signal handling: its handlers re-raise the
+        signal after serving, which would end the process before tether stops."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    try:
         from tether.web import hub as web_plugin
         from tether.web.app import build_app
         from tether.web.security import new_token
@@ -81,7 +93,7 @@ async def serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         print(f"http://{shown}:{port}/?token={token}", flush=True)
-        server = uvicorn.Server(
+        server = _Server(
             uvicorn.Config(
                 app,
                 log_level="warning",
@@ -90,8 +102,24 @@ async def serve(args: argparse.Namespace) -> int:
                 timeout_graceful_shutdown=GRACE,
             )
         )
-        await server.serve(sockets=[listener])
-        return 0
+        stopped_by: list[int] = []
+
+        def stop(signum: int) -> None:
+            stopped_by.append(signum)
+            # A second Ctrl-C stops waiting for open streams.
+            server.force_exit = server.should_exit and signum == signal.SIGINT
+            server.should_exit = True
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, *TERMINATING):
+            loop.add_signal_handler(signum, stop, signum)
+        try:
+            await server.serve(sockets=[listener])
+        finally:
+            for signum in (signal.SIGINT, *TERMINATING):
+                loop.remove_signal_handler(signum)
+        terminated = [signum for signum in stopped_by if signum != signal.SIGINT]
+        return 128 + terminated[0] if terminated else 0
     finally:
         listener.close()
         await tether.stop()
