@@ -21,7 +21,10 @@ the last one yielded:
   this branch delegates to it instead of ending.
 
 Waking is cheap and shared: one ``session/event`` listener for every
-follower; each follower is one :class:`asyncio.Event` and a cursor.
+follower; each follower is one :class:`asyncio.Event` and a cursor. A view
+that also shows state kept outside the log (the web app's permission
+questions) is woken for it by :meth:`Follows.nudge`: the follower then yields
+an **empty** batch, and the view reads that state again.
 """
 
 from __future__ import annotations
@@ -42,21 +45,31 @@ class Follows:
     def __init__(self, store: SessionStore, persistence: Persistence | None) -> None:
         self._store = store
         self._persistence = persistence
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters: dict[str, set[_Follower]] = {}
 
     def on_session_event(self, session: Session, event: Event) -> None:
         """``session/event``: wake every follower of ``session``."""
-        for waiter in self._waiters.get(session.id, ()):
-            waiter.set()
+        for follower in self._waiters.get(session.id, ()):
+            follower.wake.set()
+
+    def nudge(self, session_id: str) -> None:
+        """Have every follower of ``session_id`` yield an empty batch (see the module docs)."""
+        for follower in self._waiters.get(session_id, ()):
+            follower.nudged = True
+            follower.wake.set()
 
     def followers(self, session_id: str) -> int:
         """How many followers ``session_id`` has now."""
         return len(self._waiters.get(session_id, ()))
 
     async def follow(
-        self, session_id: str, after_seq: int = -1
+        self, session_id: str, after_seq: int = -1, *, batch_window: float = 0.0
     ) -> AsyncGenerator[Sequence[Event], None]:
         """The events of ``session_id`` with seq > ``after_seq``, in batches, then live.
+
+        With ``batch_window``, a live batch gathers what is appended within that
+        many seconds of its first event (a streamed answer's chunks come one by
+        one: each follower then wakes and writes once per window, not per chunk).
 
         The iteration ends only for a session live in another process (see the
         module docs); otherwise it runs until the consumer stops it (closes the
@@ -67,9 +80,10 @@ class Follows:
             InvalidSessionIdError: ``session_id`` is not a session id.
             CorruptLogError, SessionError: the stored log cannot be read.
         """
-        wake = asyncio.Event()
+        follower = _Follower()
+        wake = follower.wake
         waiters = self._waiters.setdefault(session_id, set())
-        waiters.add(wake)
+        waiters.add(follower)
         try:
             cursor = after_seq
             if self._store.get(session_id) is None:
@@ -83,6 +97,9 @@ class Follows:
                         return
             while True:
                 wake.clear()
+                if follower.nudged:
+                    follower.nudged = False
+                    yield ()
                 session = self._store.get(session_id)
                 if session is not None:
                     batch = session.events[cursor + 1 :]
@@ -91,8 +108,10 @@ class Follows:
                         yield batch
                         continue
                 await wake.wait()
+                if batch_window and not follower.nudged:
+                    await asyncio.sleep(batch_window)
         finally:
-            waiters.discard(wake)
+            waiters.discard(follower)
             if not waiters and self._waiters.get(session_id) is waiters:
                 del self._waiters[session_id]
 
@@ -108,3 +127,13 @@ class Follows:
         if self._persistence is None or self._store.get(session_id) is not None:
             return False
         return await self._persistence.holder(session_id) is not None
+
+
+class _Follower:
+    """One follower: what wakes it, and whether a nudge did."""
+
+    __slots__ = ("nudged", "wake")
+
+    def __init__(self) -> None:
+        self.wake = asyncio.Event()
+        self.nudged = False

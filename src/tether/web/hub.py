@@ -146,21 +146,6 @@ class Question:
         }
 
 
-class Changes:
-    """Wakes whoever waits on one session's state (questions, status): ``wait`` returns
-    at the next :meth:`notify`."""
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def notify(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-
-
 class WebHub:
     """The ``web`` service (see the module docs)."""
 
@@ -174,7 +159,6 @@ class WebHub:
         self._opening: dict[str, asyncio.Task[Agent]] = {}
         self._stopping: dict[str, asyncio.Task[None]] = {}
         self._questions: dict[str, Question] = {}
-        self._changes: dict[str, Changes] = {}
         self._ids = itertools.count(1)
         self._closing = False
         self._teardown: asyncio.Task[None] | None = None
@@ -204,13 +188,6 @@ class WebHub:
             return Mode(value) if value is not None else self.config.mode
         except ValueError:
             return self.config.mode
-
-    def changes(self, session_id: str) -> Changes:
-        """What wakes a view of ``session_id`` when its questions change."""
-        changes = self._changes.get(session_id)
-        if changes is None:
-            changes = self._changes[session_id] = Changes()
-        return changes
 
     def questions(self, session_id: str) -> list[Question]:
         """The questions open in ``session_id``'s page, oldest first."""
@@ -281,6 +258,7 @@ class WebHub:
             await handle.dispose()
             raise HubClosedError("the web app is shutting down")
         self._handles[handle.agent.id] = handle
+        self.follows.nudge(handle.agent.id)  # its views show it live now
         return handle.agent
 
     async def prompt(self, session_id: str, text: str, *, steer: bool = False) -> Agent:
@@ -420,7 +398,7 @@ class WebHub:
             answer=asyncio.get_running_loop().create_future(),
         )
         self._questions[question.id] = question
-        self.changes(question.session_id).notify()
+        self.follows.nudge(question.session_id)
         withdrawn = asyncio.ensure_future(invocation.exec.signal.wait())
         try:
             await asyncio.wait(
@@ -431,7 +409,7 @@ class WebHub:
         finally:
             withdrawn.cancel()
             del self._questions[question.id]
-            self.changes(question.session_id).notify()
+            self.follows.nudge(question.session_id)
         if question.answer.done() and not question.answer.cancelled():
             return question.answer.result()
         question.answer.cancel()
@@ -458,6 +436,7 @@ class WebHub:
         handle = self._handles.get(agent.id)
         if handle is not None and handle.agent is agent and not self._closing:
             del self._handles[agent.id]
+            self.follows.nudge(agent.id)
 
     def close(self) -> Awaitable[None]:
         """Dispose every session the web app opened (once; every call awaits the one run).

@@ -231,9 +231,26 @@ function apply(record) {
   }
 }
 
+// How long live records took from their append on the server to a painted page (ms),
+// the last 1000: what `bench/bench_web.py` reads. Replayed records (older than the page) are
+// not counted.
+const lag = (window.tetherLag = []);
+const pageOpened = Date.now();
+
+function measureLag(records) {
+  const appended = records.filter((r) => r.time * 1000 >= pageOpened).map((r) => r.time * 1000);
+  if (!appended.length) return;
+  requestAnimationFrame(() => {
+    const painted = Date.now();
+    for (const at of appended) lag.push(painted - at);
+    if (lag.length > 1000) lag.splice(0, lag.length - 1000);
+  });
+}
+
 function onEvents(message) {
   const records = JSON.parse(message.data);
   const follow = atBottom();
+  measureLag(records);
   for (const record of records) {
     if (record.seq <= view.lastSeq) {
       view.dups += 1;
