@@ -52,6 +52,12 @@ function streamBlock(kind) {
   return node;
 }
 
+function linesOf(text) {
+  const lines = String(text).split("\n");
+  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+
 function renderArgs(name, args) {
   const box = el("div", "args");
   if ((name === "edit" || name === "write") && args && typeof args.path === "string") {
@@ -59,8 +65,8 @@ function renderArgs(name, args) {
     const diff = el("pre", "diff");
     const removed = name === "edit" ? String(args.old_string ?? args.old ?? "") : "";
     const added = String(args.new_string ?? args.new ?? args.content ?? "");
-    for (const line of removed ? removed.split("\n") : []) diff.append(el("div", "del", "- " + line));
-    for (const line of added.split("\n")) diff.append(el("div", "add", "+ " + line));
+    for (const line of removed ? linesOf(removed) : []) diff.append(el("div", "del", "- " + line));
+    for (const line of linesOf(added)) diff.append(el("div", "add", "+ " + line));
     box.append(diff);
     return box;
   }
@@ -296,12 +302,13 @@ function renderQuestions(questions) {
     const card = el("div", "question");
     card.dataset.questionId = q.id;
     card.append(el("div", "question-title", `Allow ${q.tool}${q.title ? ": " + q.title : ""}?`));
-    card.append(renderArgs(q.tool, q.arguments));
-    for (const d of q.diffs || []) {
+    const diffs = q.diffs || [];
+    if (!diffs.length) card.append(renderArgs(q.tool, q.arguments));
+    for (const d of diffs) {
       const diff = el("pre", "diff");
       diff.append(el("div", "path", d.path));
-      for (const line of (d.old_text || "").split("\n")) if (d.old_text) diff.append(el("div", "del", "- " + line));
-      for (const line of d.new_text.split("\n")) diff.append(el("div", "add", "+ " + line));
+      for (const line of d.old_text ? linesOf(d.old_text) : []) diff.append(el("div", "del", "- " + line));
+      for (const line of linesOf(d.new_text)) diff.append(el("div", "add", "+ " + line));
       card.append(diff);
     }
     const allow = el("button", "allow", "Allow");
