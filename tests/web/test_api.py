@@ -24,6 +24,7 @@ API_ROUTES = [
     ("POST", "/api/sessions"),
     ("GET", "/api/sessions/{session_id}"),
     ("GET", "/api/sessions/{session_id}/events"),
+    ("GET", "/api/sessions/{session_id}/usage"),
     ("POST", "/api/sessions/{session_id}/prompt"),
     ("POST", "/api/sessions/{session_id}/cancel"),
     ("GET", "/api/sessions/{session_id}/questions"),
@@ -141,6 +142,9 @@ async def test_create_prompt_and_stream_a_bash_turn_then_list_and_show_it(tmp_pa
         assert (await web.client.get("/api/sessions", params={"q": "nothing-like-it"})).json() == {
             "sessions": []
         }
+        (used,) = (await web.client.get(f"/api/sessions/{session_id}/usage")).json()["turns"]
+        assert used["turn"] == 1 and used["input_tokens"] > 0 and used["output_tokens"] > 0
+        assert used["cost"] is None  # the offline model has no prices
         shown = (await web.client.get(f"/api/sessions/{session_id}")).json()
         assert shown["cwd"] == str(tmp_path) and shown["mode"] == "auto"
         assert shown["live"] == "here" and shown["holder"] == os.getpid()

@@ -19,10 +19,16 @@ whatever the mode (a file outside the workspace).
 from __future__ import annotations
 
 import enum
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tether.agent.types import Agent
+from tether.runtime.errors import Veto
 from tether.runtime.keys import Serial
 from tether.tools.execute import ToolInvocation
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
 
 
 class PermissionDecision(enum.StrEnum):
@@ -52,3 +58,24 @@ def needs_asking(mode: Mode, tool_name: str, approval: str | None) -> bool:
     """Whether a call of ``tool_name`` is put to the person first: in ``ask`` mode
     unless the tool is unasked; in any mode when its preview needs ``approval``."""
     return approval is not None or (mode is Mode.ASK and tool_name not in UNASKED_TOOLS)
+
+
+async def approve(
+    ctx: Context, agent: Agent, invocation: ToolInvocation, mode: Mode, approval: str | None
+) -> ToolInvocation | None:
+    """Apply ``mode`` to ``invocation`` (whose preview asked for ``approval``, if any):
+    the invocation to run on — marked ``approved`` when it was asked and allowed, as it
+    is when nothing needed asking — or ``None`` when the question was withdrawn by a
+    cancel of the call (the pipeline then ends it as cancelled, not denied).
+
+    Raises:
+        Veto: the person (or, failing closed, nobody) did not allow the call.
+    """
+    if not needs_asking(mode, invocation.tool_name, approval):
+        return invocation
+    decision = await ctx.serial(PERMISSION_REQUEST, agent, invocation)
+    if decision is not PermissionDecision.ALLOW:
+        if invocation.exec.signal.cancelled:
+            return None
+        raise Veto(f"the user did not allow this {invocation.tool_name} call")
+    return replace(invocation, exec=replace(invocation.exec, approved=True))

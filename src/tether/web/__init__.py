@@ -9,6 +9,7 @@ One concern per module:
   owner fence;
 * :mod:`tether.web.security` — the access token, CSRF and the
   Content-Security-Policy, as ASGI middleware;
+* :mod:`tether.web.usage` — tokens and cost of each turn;
 * :mod:`tether.web.app` — the Starlette app: pages, the JSON API, the event
   stream (Server-Sent Events), the OpenAPI document;
 * ``static/`` — the front end: plain HTML, CSS and JavaScript, no build step.

@@ -152,6 +152,7 @@ def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | Non
         Route("/api/sessions", api.create_session, methods=["POST"]),
         Route("/api/sessions/{session_id}", api.get_session),
         Route("/api/sessions/{session_id}/events", api.events),
+        Route("/api/sessions/{session_id}/usage", api.usage),
         Route("/api/sessions/{session_id}/prompt", api.prompt, methods=["POST"]),
         Route("/api/sessions/{session_id}/cancel", api.cancel, methods=["POST"]),
         Route("/api/sessions/{session_id}/questions", api.questions),
@@ -383,6 +384,27 @@ class Api:
                 "events": len(session.events),
             }
         )
+
+    async def usage(self, request: Request) -> Response:
+        """
+        summary: Tokens and cost of each turn (cost only where the model's prices are set).
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{turns: [{turn, input_tokens, output_tokens, cost, currency}]}"}
+          404: {description: no such session}
+        """
+        from tether.llm.catalog import ModelCatalog
+        from tether.llm.service import LLM
+        from tether.web.usage import usage_by_turn
+
+        session_id = _session_id(request)
+        agent = self._hub.live_agent(session_id)
+        session = agent.session if agent is not None else await self._load(session_id)
+        llm = self._ctx.get(LLM)
+        catalog = ModelCatalog() if llm is None else llm.catalog
+        first = session.header.meta.get(MODEL_OPTION) or self._default_model or "offline"
+        turns = usage_by_turn(session.events, catalog, first)
+        return JSONResponse({"turns": [turn.to_json() for turn in turns]})
 
     async def _load(self, session_id: str) -> Session:
         persistence = self._ctx.get(PERSISTENCE)

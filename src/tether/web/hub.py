@@ -60,7 +60,7 @@ from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged, Se
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
-from tether.tools.permission import PERMISSION_REQUEST, Mode, PermissionDecision, needs_asking
+from tether.tools.permission import PERMISSION_REQUEST, Mode, PermissionDecision, approve
 from tether.web.follow import Follows
 
 if TYPE_CHECKING:
@@ -311,9 +311,7 @@ class WebHub:
         Raises:
             UnknownTaskError: no such task, or another session's.
         """
-        shell = self._ctx.get(SHELL)
-        if shell is None or not self._fenced(shell, task_id, session_id):
-            raise UnknownTaskError(session_id, task_id)
+        shell = self._owned_task(session_id, task_id)
         task = shell.get(task_id)
         assert task is not None
         stdout, stderr = shell.output_tail(task_id)
@@ -325,13 +323,22 @@ class WebHub:
         Raises:
             UnknownTaskError: no such task, or another session's.
         """
-        shell = self._ctx.get(SHELL)
-        if shell is None or not self._fenced(shell, task_id, session_id):
-            raise UnknownTaskError(session_id, task_id)
+        shell = self._owned_task(session_id, task_id)
         task = shell.get(task_id)
         if task is not None and task.status is not TaskStatus.RUNNING:
             return task
         return await shell.kill(task_id)
+
+    def _owned_task(self, session_id: str, task_id: str) -> ShellExecutor:
+        """The executor, once ``task_id`` is known to be ``session_id``'s.
+
+        Raises:
+            UnknownTaskError: no such task, or another session's.
+        """
+        shell = self._ctx.get(SHELL)
+        if shell is None or not self._fenced(shell, task_id, session_id):
+            raise UnknownTaskError(session_id, task_id)
+        return shell
 
     @staticmethod
     def _fenced(shell: ShellExecutor, task_id: str, session_id: str) -> bool:
@@ -356,24 +363,15 @@ class WebHub:
     ) -> ToolInvocation:
         """``tool/before-execute``: apply the governing session's mode; an allowed call
         goes on marked ``approved``."""
-        from dataclasses import replace
-
         agent = invocation.exec.agent
         governing = self._governing(agent)
         if agent is None or governing is None:
             return await next_(invocation)
         preview = await _preview_of(invocation)
         approval = None if preview is None else preview.approval
-        if needs_asking(self.mode_of(governing), invocation.tool_name, approval):
-            decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
-            if decision is not PermissionDecision.ALLOW:
-                if invocation.exec.signal.cancelled:
-                    return invocation
-                from tether.runtime import Veto
-
-                raise Veto(f"the user did not allow this {invocation.tool_name} call")
-            invocation = replace(invocation, exec=replace(invocation.exec, approved=True))
-        return await next_(invocation)
+        mode = self.mode_of(governing)
+        approved = await approve(self._ctx, agent, invocation, mode, approval)
+        return invocation if approved is None else await next_(approved)
 
     async def ask(self, agent: Agent, invocation: ToolInvocation) -> PermissionDecision | None:
         """``permission/request``: put the question to the governing session's page."""

@@ -14,7 +14,6 @@ const view = {
   stream: null, // {kind, node} the text or reasoning block being streamed
   step: null, // the element holding the current step's output
   calls: new Map(), // tool call id -> element
-  usage: [], // per turn: {turn, input, output}
   running: false,
   live: false,
 };
@@ -142,23 +141,22 @@ function endReason(reason) {
   return reason.kind;
 }
 
-function addUsage(turn, usage) {
-  if (!usage) return;
-  let row = view.usage.find((u) => u.turn === turn);
-  if (!row) {
-    row = { turn, input: 0, output: 0 };
-    view.usage.push(row);
+async function loadUsage() {
+  let data;
+  try {
+    data = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/usage`);
+  } catch (error) {
+    return;
   }
-  row.input += usage.input_tokens || usage.prompt_tokens || usage.input || 0;
-  row.output += usage.output_tokens || usage.completion_tokens || usage.output || 0;
-}
-
-function renderUsage() {
   const box = document.getElementById("usage");
-  if (!view.usage.length) return;
+  if (!data.turns.length) return;
   box.classList.remove("muted");
-  const lines = view.usage.map((u) => `turn ${u.turn}: ${u.input} in, ${u.output} out`);
-  box.textContent = lines.join("\n");
+  box.textContent = data.turns
+    .map((u) => {
+      const cost = u.cost === null ? "" : `, ${u.cost.toFixed(4)} ${u.currency}`;
+      return `turn ${u.turn}: ${u.input_tokens} in, ${u.output_tokens} out${cost}`;
+    })
+    .join("\n");
 }
 
 function apply(record) {
@@ -195,7 +193,6 @@ function apply(record) {
     }
     case "assistant/message":
       if (data.interrupted && view.stream) view.stream.node.classList.add("interrupted");
-      addUsage(view.turn ? Number(view.turn.dataset.turn) : 0, data.usage);
       view.stream = null;
       break;
     case "llm/retry": {
@@ -270,10 +267,10 @@ function onEvents(message) {
   body.lastSeq = String(view.lastSeq);
   body.gaps = String(view.gaps);
   body.dups = String(view.dups);
-  renderUsage();
   renderStatus();
   if (view.turnsEnded) {
     view.turnsEnded = false;
+    loadUsage();
     if (!document.getElementById("title").dataset.titled) loadSession();
   }
   if (follow) transcript().scrollTop = transcript().scrollHeight;
