@@ -425,3 +425,20 @@ def test_loopback_hosts_are_not_warned_about(host: str) -> None:
     assert is_loopback(host)
     assert not is_loopback("0.0.0.0")
     assert not is_loopback("192.0.2.1")
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        command = ["tether.cli.main", "--data-dir", str(tmp_path), "web", "--port", str(port)]
+        done = subprocess.run(
+            [sys.executable, "-m", *command],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr

@@ -365,7 +365,12 @@ class Api:
             for summary in await persistence.list():
                 if summary.meta.get("parent") == session_id:
                     children.append(
-                        {"id": summary.id, "task": summary.meta.get("task"), "title": summary.title}
+                        {
+                            "id": summary.id,
+                            "task": summary.meta.get("task"),
+                            "title": summary.title,
+                            "call": summary.meta.get("parent_call"),
+                        }
                     )
                 if summary.id == session_id:
                     title = summary.title

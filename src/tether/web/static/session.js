@@ -208,6 +208,7 @@ function apply(record) {
       break;
     case "tool/result":
       renderResult(data);
+      if (data.name === "task") view.turnsEnded = true; // a subagent: refresh the links
       break;
     case "tool/stopped":
       renderReceipt(data);
@@ -435,6 +436,12 @@ async function loadSession() {
       link.href = "/s/" + encodeURIComponent(child.id);
       item.append(link);
       children.append(item);
+      const call = child.call && view.calls.get(child.call);
+      if (call && !call.querySelector("a.child")) {
+        const open = el("a", "child", "open the subagent's session");
+        open.href = link.href;
+        call.append(open);
+      }
     }
     document.getElementById("no-children").hidden = info.children.length > 0;
   } catch (error) {
