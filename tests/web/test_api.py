@@ -302,6 +302,10 @@ async def test_a_client_gone_mid_stream_leaves_no_follower_and_the_turn_goes_on(
         end = agent.session.events[-1]
         assert end.type == "turn/end" and end.to_record()["data"]["reason"]["kind"] == "completed"  # type: ignore[index]
         assert "finished-anyway" in str([e.to_record() for e in agent.session.events])
+        # A tab closed while its session is idle (nothing more to write) is gone too.
+        idle = await read_stream(web.client, session_id)
+        assert idle.records[-1]["type"] == "turn/end"
+        await _until(lambda: web.hub.follows.followers(session_id) == 0)
 
 
 async def test_a_hundred_stop_clicks_are_one_cancel_and_the_receipt_is_logged(
