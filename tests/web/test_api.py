@@ -446,3 +446,14 @@ def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
         )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+async def test_a_steered_prompt_joins_the_running_turn(tmp_path: Path) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        await _prompt(web, session_id, "$ sleep 0.5; echo first")
+        await read_stream(web.client, session_id, until="tool/call")
+        await _prompt(web, session_id, "steered words", steer=True)
+        got = await read_stream(web.client, session_id)  # up to the first turn's end
+        prompts = [r for r in got.records if r["type"] == "user/message"]
+        assert len(prompts) == 2 and "steered words" in str(prompts[1]["data"])
