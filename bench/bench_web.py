@@ -38,7 +38,7 @@ from bench_acp_load import SESSION_ID, write_session
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-TURNS = 12
+TURNS = 30
 """Turns of the ``tabs`` workload (each a bash call and a streamed summary)."""
 CHROMIUM_ARGS = [
     "--headless",

@@ -188,6 +188,7 @@ def test_a_permission_question_is_answered_in_the_page(
     question = page.locator(".question")
     question.wait_for()
     assert "Allow bash" in question.inner_text() and "permitted-in-page" in question.inner_text()
+    page.locator(".tool-call.asking").wait_for()
     question.locator("button.allow").click()
     page.locator(".tool-output", has_text="permitted-in-page").wait_for()
     page.locator(".question").wait_for(state="detached")

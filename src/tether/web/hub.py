@@ -126,6 +126,7 @@ class Question:
     session_id: str
     """The session whose page asks (a child agent's calls are asked in its root's)."""
     agent_id: str
+    call_id: str
     tool: str
     arguments: dict[str, object]
     title: str | None
@@ -138,6 +139,7 @@ class Question:
             "id": self.id,
             "session_id": self.session_id,
             "agent_id": self.agent_id,
+            "call_id": self.call_id,
             "tool": self.tool,
             "arguments": self.arguments,
             "title": self.title,
@@ -383,6 +385,7 @@ class WebHub:
             id=f"q{next(self._ids)}",
             session_id=governing.id,
             agent_id=agent.id,
+            call_id=invocation.exec.call_id,
             tool=invocation.tool_name,
             arguments=_plain(invocation.args),
             title=None if preview is None else preview.title,

@@ -14,6 +14,7 @@ const view = {
   stream: null, // {kind, node} the text or reasoning block being streamed
   step: null, // the element holding the current step's output
   calls: new Map(), // tool call id -> element
+  asking: new Set(), // ids of the calls a question is open about
   running: false,
   live: false,
 };
@@ -87,6 +88,7 @@ function renderCall(data) {
   if (data.name === "task" && data.arguments && data.arguments.description) {
     call.append(el("div", "muted", "subagent: " + data.arguments.description));
   }
+  if (view.asking.has(data.id)) call.classList.add("asking");
   container().append(call);
   view.calls.set(data.id, call);
 }
@@ -97,6 +99,7 @@ function renderResult(data) {
     renderCall({ id: data.id, name: data.name, arguments: {} });
     call = view.calls.get(data.id);
   }
+  call.classList.remove("asking");
   const state = call.querySelector(".tool-state");
   state.textContent = data.is_error ? "failed" : "done";
   call.classList.add(data.is_error ? "error" : "ok");
@@ -296,7 +299,11 @@ function onState(message) {
 function renderQuestions(questions) {
   const box = document.getElementById("questions");
   box.replaceChildren();
+  for (const call of view.calls.values()) call.classList.remove("asking");
+  view.asking = new Set(questions.map((q) => q.call_id));
   for (const q of questions) {
+    const call = view.calls.get(q.call_id);
+    if (call) call.classList.add("asking");
     const card = el("div", "question");
     card.dataset.questionId = q.id;
     card.append(el("div", "question-title", `Allow ${q.tool}${q.title ? ": " + q.title : ""}?`));
