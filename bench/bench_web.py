@@ -5,7 +5,8 @@ Usage: python bench/bench_web.py [--runs R] [--events N] [--tabs T] [--only NAME
 Figures (targets in docs/web.md):
 
 * ``start``: spawn ``tether web`` → its first page answered (the URL printed,
-  then ``GET /`` with the token served), R times.
+  then ``GET /`` with the token served), R times; and the server's CPU time
+  by then.
 * ``paint``: the session page of a stored N-event session (default 10,000), in
   Chromium: navigation → first contentful paint, and → every record rendered.
 * ``live``: a live session followed by one page; for every record appended
@@ -104,15 +105,19 @@ def spread(values: list[float], unit: str = "ms", scale: float = 1000.0) -> str:
 
 
 def bench_start(runs: int) -> None:
-    times = []
+    times, cpu = [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
             web = Web(Path(tmp))
             try:
                 times.append(web.serving())
+                cpu.append(web.cpu_seconds())
             finally:
                 web.stop()
     print(f"start → serving: {spread(times)}  (target ≤ 1000 ms)")
+    print(
+        f"  … the server's CPU time by then (the figure a busy machine moves least): {spread(cpu)}"
+    )
 
 
 def bench_paint(runs: int, events: int) -> None:
