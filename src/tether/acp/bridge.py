@@ -54,7 +54,6 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,7 +79,7 @@ from tether.acp.options import (
     model_choices,
     parse_mode,
 )
-from tether.acp.permissions import PERMISSION_REQUEST, UNASKED_TOOLS, Mode, PermissionDecision
+from tether.acp.permissions import PERMISSION_REQUEST, Mode, PermissionDecision
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
 from tether.acp.titles import generate_title
@@ -103,7 +102,7 @@ from tether.plugins.fs.access import FILE_ACCESS, FileAccess
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
 from tether.plugins.tool_subagent import BACKGROUND, PARENT, PARENT_CALL
-from tether.runtime import CancelSignal, Veto
+from tether.runtime import CancelSignal
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
     Event,
@@ -112,6 +111,7 @@ from tether.session import (
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionTitled
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
+from tether.tools.permission import approve
 from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
@@ -692,17 +692,11 @@ class Bridge:
                 record.show_preview(call_id, preview)
             record.previews[call_id] = preview
         try:
-            needs_approval = preview is not None and preview.approval is not None
-            asked = record.mode is Mode.ASK and invocation.tool_name not in UNASKED_TOOLS
-            if asked or needs_approval:
-                decision = await self._ctx.serial(PERMISSION_REQUEST, agent, invocation)
-                if decision is not PermissionDecision.ALLOW:
-                    if invocation.exec.signal.cancelled:
-                        # The question was withdrawn by a cancel: the pipeline ends the
-                        # call as cancelled, not as denied.
-                        return invocation
-                    raise Veto(f"the user did not allow this {invocation.tool_name} call")
-                invocation = replace(invocation, exec=replace(invocation.exec, approved=True))
+            approval = None if preview is None else preview.approval
+            approved = await approve(self._ctx, agent, invocation, record.mode, approval)
+            if approved is None:
+                return invocation
+            invocation = approved
         finally:
             record.previews.pop(call_id, None)
         if own:

@@ -1,13 +1,8 @@
 """Asking the person at the editor before a tool runs.
 
-A **policy** decides that a tool call needs approval; a **frontend** asks
-someone. They meet at one event:
-
-* ``permission/request`` — **serial**; args ``(agent, invocation)`` where
-  ``invocation`` is the :class:`~tether.tools.execute.ToolInvocation` about to
-  run. The first listener that returns a :class:`PermissionDecision` answers;
-  a listener returns ``None`` for agents it does not serve. When nobody
-  answers, the asking policy must **fail closed** (treat it as a rejection).
+The decision, the ``permission/request`` event and the modes are shared with
+every frontend (:mod:`tether.tools.permission`); this module holds what is
+ACP's own: the options offered and their labels.
 
 The ACP bridge answers for its own sessions with ``session/request_permission``
 (options: allow once, allow always, reject once). A client that answers
@@ -26,41 +21,35 @@ outside the workspace): that one is always asked, with no "allow always".
 
 from __future__ import annotations
 
-import enum
-
 from acp.schema import PermissionOptionKind
 
-from tether.agent.types import Agent
-from tether.runtime.keys import Serial
-from tether.tools.execute import ToolInvocation
+from tether.tools.permission import (
+    PERMISSION_REQUEST,
+    UNASKED_TOOLS,
+    Mode,
+    PermissionDecision,
+)
 
-
-class PermissionDecision(enum.StrEnum):
-    ALLOW = "allow"
-    REJECT = "reject"
-
-
-PERMISSION_REQUEST = Serial[PermissionDecision, Agent, ToolInvocation]("permission/request")
-"""Serial event ``(agent, invocation) -> PermissionDecision | None`` (see the module docs)."""
-
-
-class Mode(enum.StrEnum):
-    """A session's permission mode (ACP ``session/set_mode``)."""
-
-    ASK = "ask"
-    """Ask the client before every tool call."""
-    AUTO = "auto"
-    """Run tool calls without asking."""
+__all__ = [
+    "ALLOW_ALWAYS",
+    "ALLOW_ONCE",
+    "EDITS",
+    "EDIT_ALWAYS_LABEL",
+    "MODE_DESCRIPTIONS",
+    "OPTIONS",
+    "PERMISSION_REQUEST",
+    "REJECT_ONCE",
+    "UNASKED_TOOLS",
+    "Mode",
+    "PermissionDecision",
+    "options_for",
+]
 
 
 MODE_DESCRIPTIONS = {
     Mode.ASK: ("Ask", "Ask for permission before every tool call (shell commands included)."),
     Mode.AUTO: ("Auto", "Run tool calls without asking."),
 }
-
-UNASKED_TOOLS = frozenset({"todo"})
-"""Tools that run without asking in ``ask`` mode: they change nothing outside the
-session (``todo`` only updates the session's plan)."""
 
 ALLOW_ONCE = "allow-once"
 ALLOW_ALWAYS = "allow-always"

@@ -91,6 +91,38 @@ def add_acp_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
 
 
+def add_web_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``tether web`` and its options."""
+    web = commands.add_parser(
+        "web",
+        help="watch, steer and stop sessions in a browser",
+        description="Serve the web app and its API (docs/web.md). Prints the URL to open, "
+        "with its access token, on stdout.",
+    )
+    add_model_options(web)
+    web.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default: 127.0.0.1; any other is warned about)",
+    )
+    web.add_argument(
+        "--port", type=int, default=0, metavar="N", help="the port (default: one the OS picks)"
+    )
+    web.add_argument(
+        "--mode",
+        choices=("ask", "auto"),
+        default="ask",
+        help="permission mode of sessions that name none (default: ask)",
+    )
+    web.add_argument(
+        "--permission-timeout",
+        type=_positive_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="a permission question left unanswered this long is a rejection (default: 600)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tether",
@@ -211,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(doctor)
 
     add_acp_parser(commands)
+    add_web_parser(commands)
 
     commands.add_parser("demo", help="tour the plugin runtime")
     return parser
@@ -296,6 +329,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from tether.cli.acp import run_acp
 
         run_acp(args)
+    if args.command == "web":
+        from tether.cli.web import run_web
+
+        run_web(args)
     if args.command == "demo":
         from tether.cli.demo import run_demo
 

@@ -111,6 +111,15 @@ def owner_token(exec: ToolExec) -> str | None:
     return exec.agent.id if exec.agent is not None else None
 
 
+def may_touch(shell: ShellExecutor, task_id: str, token: str | None) -> bool:
+    """The owner fence: whether a caller whose token is ``token`` may read or kill
+    background task ``task_id`` — it exists, and it is unowned or the caller's own."""
+    if shell.get(task_id) is None:
+        return False
+    owner = shell.owner_of(task_id)
+    return owner is None or owner == token
+
+
 def resolve_workdir(session_cwd: str | None, workdir: str) -> str:
     """An absolute ``workdir`` wins; a relative one resolves against the session's cwd."""
     base = session_cwd or os.getcwd()
@@ -236,12 +245,8 @@ class BashTools:
         id that does not exist, so ids cannot be probed for other sessions'
         tasks.
         """
-        missing = f"no background task {task_id} in this session"
-        if self._shell.get(task_id) is None:
-            return missing
-        owner = self._shell.owner_of(task_id)
-        if owner is not None and owner != owner_token(exec):
-            return missing
+        if not may_touch(self._shell, task_id, owner_token(exec)):
+            return f"no background task {task_id} in this session"
         return None
 
     async def bash_output(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:

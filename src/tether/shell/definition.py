@@ -294,6 +294,17 @@ class ShellExecutor(Protocol):
         """
         ...
 
+    def output_tail(self, task_id: str) -> tuple[str, str]:
+        """The last of the task's stdout and stderr still in memory, decoded; a look
+        that takes nothing (what :meth:`read_output` hands out next is unchanged).
+
+        Empty once a finished task's output was all read (memory is released then).
+
+        Raises:
+            TaskNotFoundError: unknown id.
+        """
+        ...
+
     async def wait(self, task_id: str) -> BashTask:
         """Wait until the task has finished (all its output captured); return its snapshot.
 

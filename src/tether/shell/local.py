@@ -326,6 +326,11 @@ class LocalShell:
             stderr_spill=stderr.spill_path,
         )
 
+    def output_tail(self, task_id: str) -> tuple[str, str]:
+        """See :meth:`ShellExecutor.output_tail`."""
+        process = self._task(task_id).process
+        return process.stdout.tail(), process.stderr.tail()
+
     async def wait(self, task_id: str) -> BashTask:
         """See :meth:`ShellExecutor.wait`."""
         task = self._task(task_id)

@@ -1,0 +1,125 @@
+"""``tether web``: serve the web app and its API on this machine (see docs/web.md).
+
+tether boots as ``tether acp`` boots it — the same composition, plugins and
+persistence, and it never serves unpersisted — with the ``web`` plugin
+mounted (:mod:`tether.web.hub`), then serves the app with uvicorn on
+``--host``/``--port`` (``127.0.0.1``, an OS-chosen port by default). The URL
+to open, holding a fresh access token, is the one line on stdout; a host
+that is not a loopback address is warned about on stderr.
+
+Ctrl-C, SIGTERM or SIGHUP: uvicorn stops taking requests and closes the
+streams (within :data:`GRACE` seconds; a second Ctrl-C at once), then tether
+stops — every session the web app opened is disposed, its closing events on
+disk — and the process exits 0 (Ctrl-C) or 128 + the signal's number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from typing import NoReturn
+
+from tether.cli.ending import TERMINATING
+from tether.cli.process import exit_now
+
+GRACE = 2
+"""Seconds uvicorn gives open requests (event streams) at shutdown."""
+
+
+def run_web(args: argparse.Namespace) -> NoReturn:
+    """``tether web``: :func:`serve`, then :func:`exit_now` with its status."""
+    exit_now(asyncio.run(serve(args)))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost`` or a loopback address)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Boot tether, mount the web plugin and serve until a signal; the exit status."""
+    try:
+        listener = socket.create_server((args.host, args.port), reuse_port=False)
+    except OSError as exc:
+        print(
+            f"tether: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 1
+    from tether.cli.boot import composed_model, start
+
+    tether = await start(args, model=args.model, persistent=True)
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        """uvicorn's server without its signal handling: its handlers re-raise the
+        signal after serving, which would end the process before tether stops."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    try:
+        from tether.web import hub as web_plugin
+        from tether.web.app import build_app
+        from tether.web.security import new_token
+
+        ctx = tether.runtime.ctx
+        config = {"mode": args.mode, "permission_timeout": args.permission_timeout}
+        await ctx.plugin(web_plugin, config, label="web")
+        hub = ctx.get(web_plugin.WEB)
+        if hub is None:
+            print("tether: the web plugin did not start (see the log above)", file=sys.stderr)
+            return 1
+        token = new_token()
+        app = build_app(ctx, hub, token, default_model=composed_model(tether))
+        host, port = listener.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        if not is_loopback(args.host):
+            print(
+                f"tether: warning: serving on {args.host}, reachable from other machines; "
+                "anyone with the URL below can run commands as you",
+                file=sys.stderr,
+            )
+        print(f"http://{shown}:{port}/?token={token}", flush=True)
+        server = _Server(
+            uvicorn.Config(
+                app,
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=GRACE,
+            )
+        )
+        stopped_by: list[int] = []
+
+        def stop(signum: int) -> None:
+            stopped_by.append(signum)
+            # A second Ctrl-C stops waiting for open streams.
+            server.force_exit = server.should_exit and signum == signal.SIGINT
+            server.should_exit = True
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, *TERMINATING):
+            loop.add_signal_handler(signum, stop, signum)
+        try:
+            await server.serve(sockets=[listener])
+        finally:
+            for signum in (signal.SIGINT, *TERMINATING):
+                loop.remove_signal_handler(signum)
+        terminated = [signum for signum in stopped_by if signum != signal.SIGINT]
+        return 128 + terminated[0] if terminated else 0
+    finally:
+        listener.close()
+        await tether.stop()

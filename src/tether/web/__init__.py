@@ -1,0 +1,19 @@
+"""``tether web``: watch, steer and stop live sessions in a browser.
+
+One concern per module:
+
+* :mod:`tether.web.follow` — the one way a view reads a session: its events
+  after a seq, then live (no gap, no duplicate);
+* :mod:`tether.web.hub` — the ``web`` plugin: the sessions the web app opened,
+  prompts, the one stop, permission questions, background tasks behind the
+  owner fence;
+* :mod:`tether.web.security` — the access token, CSRF and the
+  Content-Security-Policy, as ASGI middleware;
+* :mod:`tether.web.usage` — tokens and cost of each turn;
+* :mod:`tether.web.app` — the Starlette app: pages, the JSON API, the event
+  stream (Server-Sent Events), the OpenAPI document;
+* ``static/`` — the front end: plain HTML, CSS and JavaScript, no build step.
+
+Starlette and uvicorn are imported only here, and only ``tether web`` imports
+this package (see docs/web.md).
+"""

@@ -1,0 +1,724 @@
+"""The web app: two pages, a JSON API, and each session's event stream.
+
+Pages: ``/`` (the sessions) and ``/s/{session_id}`` (one session), plain
+files from ``static/``. The API is under ``/api/`` and its OpenAPI document is
+``/api/openapi.json``, generated from the ``---`` part of each endpoint's
+docstring (Starlette's ``SchemaGenerator``).
+
+**The event stream** (``GET /api/sessions/{id}/events``, Server-Sent
+Events) is :meth:`~tether.web.follow.Follows.follow` on the wire. Each
+``events`` message is a JSON array of log records ``{type, seq, time,
+data}`` with ``id:`` the seq of its last record, so a browser that
+reconnects sends ``Last-Event-ID`` and gets exactly what follows it (a
+script may give ``?after=SEQ`` instead). ``state`` messages (no ``id``)
+carry what is not in the log: the open permission questions and whether the
+agent is live here. A record is encoded once, however many tabs follow its
+session (:class:`EncodedLogs`). A tab that goes away ends its follower at
+once; the session and its turn go on.
+
+Errors are JSON ``{"error": "..."}`` with a status that says which: 400 a bad
+value (a session id is checked with ``validate_session_id``, so no path
+can be smuggled in one), 404 an unknown session or task, 409 a session live
+in another process (``holder`` is its pid), 413 a prompt over
+:data:`MAX_PROMPT_BYTES`, 503 the app shutting down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.schemas import SchemaGenerator
+from starlette.staticfiles import StaticFiles
+
+from tether.persist.backends.errors import InvalidSessionIdError, SessionNotFoundError
+from tether.persist.backends.records import validate_session_id
+from tether.persist.service import PERSISTENCE
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
+from tether.tools.permission import Mode
+from tether.web.hub import (
+    HubClosedError,
+    LiveElsewhereError,
+    UnknownSessionError,
+    UnknownTaskError,
+    WebHub,
+)
+from tether.web.security import Guard
+
+if TYPE_CHECKING:
+    from tether.persist.backends.base import SessionSummary
+    from tether.persist.service import Persistence
+    from tether.runtime import Context
+    from tether.session import Event, Session
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).with_name("static")
+
+MAX_PROMPT_BYTES = 256 * 1024
+"""The largest prompt request body accepted (413 beyond)."""
+
+REPLAY_BATCH = 2000
+"""Records per ``events`` message while a stream catches up (so a page renders as it loads)."""
+
+BATCH_WINDOW = 0.008
+"""Seconds a live batch gathers events before it is sent (see :meth:`Follows.follow`):
+with many tabs, far fewer writes for a few milliseconds of latency."""
+
+RETRY_MS = 2000
+"""How long a browser waits before it reconnects a stream that ended."""
+
+_TASK_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+
+schemas = SchemaGenerator(
+    {
+        "openapi": "3.0.0",
+        "info": {
+            "title": "tether web",
+            "version": "1",
+            "description": "Sessions of a running `tether web`: list, create, prompt, stop, "
+            "answer permission questions, background tasks, and the live event stream. "
+            "Every request needs the access token: `Authorization: Bearer <token>`.",
+        },
+    }
+)
+
+
+class ApiError(Exception):
+    """A request refused with ``status`` and a one-line ``message``."""
+
+    def __init__(self, status: int, message: str, **extra: object) -> None:
+        super().__init__(message)
+        self.status = status
+        self.extra = extra
+
+
+class EncodedLogs:
+    """Log records encoded once for every follower of a session (by session, by seq);
+    a session's entries are dropped when it has no follower left."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, list[bytes | None]] = {}
+        self._users: dict[str, int] = {}
+
+    def enter(self, session_id: str) -> None:
+        self._users[session_id] = self._users.get(session_id, 0) + 1
+
+    def leave(self, session_id: str) -> None:
+        left = self._users[session_id] - 1
+        if left:
+            self._users[session_id] = left
+        else:
+            del self._users[session_id]
+            self._records.pop(session_id, None)
+
+    def message(self, session_id: str, events: Sequence[Event]) -> bytes:
+        """One SSE ``events`` message holding ``events`` (contiguous, seq order)."""
+        records = self._records.setdefault(session_id, [])
+        last = events[-1].seq
+        if len(records) <= last:
+            records.extend([None] * (last + 1 - len(records)))
+        parts: list[bytes] = []
+        for event in events:
+            encoded = records[event.seq]
+            if encoded is None:
+                encoded = records[event.seq] = msgspec.json.encode(event.to_record())
+            parts.append(encoded)
+        return b"id: %d\nevent: events\ndata: [%b]\n\n" % (last, b",".join(parts))
+
+
+def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | None) -> Guard:
+    """The app for ``hub``, behind the token guard (see :mod:`tether.web.security`);
+    ``default_model`` is what a new session runs when it names none."""
+    api = Api(ctx, hub, default_model)
+    routes = [
+        Route("/", api.page_sessions, include_in_schema=False),
+        Route("/s/{session_id}", api.page_session, include_in_schema=False),
+        Route("/api/openapi.json", api.openapi, include_in_schema=False),
+        Route("/api/models", api.models),
+        Route("/api/sessions", api.list_sessions, methods=["GET"]),
+        Route("/api/sessions", api.create_session, methods=["POST"]),
+        Route("/api/sessions/{session_id}", api.get_session),
+        Route("/api/sessions/{session_id}/events", api.events),
+        Route("/api/sessions/{session_id}/usage", api.usage),
+        Route("/api/sessions/{session_id}/prompt", api.prompt, methods=["POST"]),
+        Route("/api/sessions/{session_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/sessions/{session_id}/questions", api.questions),
+        Route(
+            "/api/sessions/{session_id}/questions/{question_id}",
+            api.answer,
+            methods=["POST"],
+        ),
+        Route("/api/sessions/{session_id}/tasks", api.tasks),
+        Route("/api/sessions/{session_id}/tasks/{task_id}", api.task),
+        Route("/api/sessions/{session_id}/tasks/{task_id}/kill", api.kill, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            Exception: _internal_error,
+        },
+    )
+    return Guard(app, token)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse({"error": str(exc), **exc.extra}, status_code=exc.status)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"error": "internal error (see the server's log)"}, status_code=500)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+
+class Api:
+    """The endpoints (their OpenAPI descriptions are in their docstrings)."""
+
+    def __init__(self, ctx: Context, hub: WebHub, default_model: str | None) -> None:
+        self._ctx = ctx
+        self._hub = hub
+        self._default_model = default_model
+        self._encoded = EncodedLogs()
+
+    # -- pages ---------------------------------------------------------------------------
+
+    async def page_sessions(self, request: Request) -> Response:
+        return FileResponse(STATIC / "sessions.html")
+
+    async def page_session(self, request: Request) -> Response:
+        _session_id(request)
+        return FileResponse(STATIC / "session.html")
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(schemas.get_schema(routes=request.app.routes))
+
+    # -- sessions --------------------------------------------------------------------
+
+    async def models(self, request: Request) -> Response:
+        """
+        summary: The model providers configured here, and the default model and mode.
+        responses:
+          200: {description: "{providers: [str], default_model: str, modes: [str]}"}
+        """
+        from tether.llm.service import LLM
+
+        llm = self._ctx.get(LLM)
+        providers = [] if llm is None else llm.providers()
+        return JSONResponse(
+            {
+                "providers": providers,
+                "default_model": self._default_model,
+                "modes": [mode.value for mode in Mode],
+                "default_mode": self._hub.config.mode.value,
+            }
+        )
+
+    async def list_sessions(self, request: Request) -> Response:
+        """
+        summary: Stored and live sessions, most recently active first.
+        parameters:
+          - {name: q, in: query, schema: {type: string}, description: "title, id or cwd holds it"}
+          - {name: live, in: query, schema: {type: boolean}, description: "only live ones"}
+          - {name: limit, in: query, schema: {type: integer}}
+        responses:
+          200: {description: "{sessions: [{id, title, cwd, model, last_activity, turns,
+            live: here|elsewhere|null, holder, running, parent}]}"}
+        """
+        needle = request.query_params.get("q", "").casefold()
+        only_live = request.query_params.get("live") in ("1", "true")
+        limit = _int_param(request, "limit", default=200, low=1)
+        rows = await self._rows()
+        if needle:
+            rows = [
+                row
+                for row in rows
+                if any(
+                    needle in str(row.get(key) or "").casefold() for key in ("title", "id", "cwd")
+                )
+            ]
+        if only_live:
+            rows = [row for row in rows if row["live"] is not None]
+        return JSONResponse({"sessions": rows[:limit]})
+
+    async def _rows(self) -> list[dict[str, object]]:
+        persistence = self._ctx.get(PERSISTENCE)
+        summaries: list[SessionSummary] = [] if persistence is None else await persistence.list()
+        rows: dict[str, dict[str, object]] = {}
+        holders = await asyncio.gather(
+            *(self._holder_of(persistence, s.id) for s in summaries if s.error is None)
+        )
+        readable = [s for s in summaries if s.error is None]
+        for summary, holder in zip(readable, holders, strict=True):
+            rows[summary.id] = {
+                "id": summary.id,
+                "title": summary.title,
+                "cwd": summary.cwd,
+                "model": summary.meta.get(MODEL_OPTION),
+                "last_activity": summary.last_activity,
+                "turns": summary.turn_count,
+                "live": None if holder is None else "elsewhere",
+                "holder": holder,
+                "running": False,
+                "parent": summary.meta.get("parent"),
+            }
+        for agent in self._hub.live_agents():
+            row = rows.get(agent.id) or {
+                "id": agent.id,
+                "title": None,
+                "cwd": agent.session.header.cwd,
+                "turns": 0,
+                "parent": agent.session.header.meta.get("parent"),
+            }
+            events = agent.session.events
+            row.update(
+                live="here",
+                holder=os.getpid(),
+                running=agent.session.open_turn is not None,
+                model=_model_of(agent.session),
+                last_activity=events[-1].time if events else agent.session.header.created_at,
+            )
+            rows[agent.id] = row
+        return sorted(rows.values(), key=lambda row: -float(row["last_activity"] or 0))  # type: ignore[arg-type]
+
+    async def _holder_of(self, persistence: Persistence | None, session_id: str) -> int | None:
+        if persistence is None or self._hub.live_agent(session_id) is not None:
+            return None
+        return await persistence.holder(session_id)
+
+    async def create_session(self, request: Request) -> Response:
+        """
+        summary: Create a session (owned by this server) and return its id.
+        requestBody:
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [cwd]
+                properties:
+                  cwd: {type: string, description: an existing directory (absolute)}
+                  model: {type: string, description: "PROVIDER:MODEL; default: the configured one"}
+                  mode: {type: string, enum: [ask, auto]}
+        responses:
+          201: {description: "{id}"}
+          400: {description: a bad cwd, model or mode}
+        """
+        body = await _json_body(request, limit=64 * 1024)
+        cwd = body.get("cwd")
+        if not isinstance(cwd, str) or not await asyncio.to_thread(_is_dir, cwd):
+            raise ApiError(400, f"cwd must be an existing absolute directory, got {cwd!r}")
+        model = body.get("model") or None
+        if model is not None:
+            _check_model(self._ctx, model)
+        mode_given = body.get("mode") or None
+        try:
+            mode = Mode(mode_given) if mode_given is not None else None
+        except ValueError:
+            raise ApiError(400, f"mode must be ask or auto, got {mode_given!r}") from None
+        try:
+            agent = await self._hub.create(_normal(cwd), model=model, mode=mode)
+        except HubClosedError as exc:
+            raise ApiError(503, str(exc)) from None
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is not None:
+            await persistence.store(agent.session)
+        return JSONResponse({"id": agent.id}, status_code=201)
+
+    async def get_session(self, request: Request) -> Response:
+        """
+        summary: One session's header, settings and where it is live.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{id, cwd, title, model, mode, live, holder, running, parent,
+            children, events}"}
+          404: {description: no such session}
+        """
+        session_id = _session_id(request)
+        agent = self._hub.live_agent(session_id)
+        session = agent.session if agent is not None else await self._load(session_id)
+        holder = None if agent is not None else await self._hub.holder(session_id)
+        settings = SessionSettings(session.events).options
+        persistence = self._ctx.get(PERSISTENCE)
+        children = []
+        title = None
+        if persistence is not None:
+            for summary in await persistence.list():
+                if summary.meta.get("parent") == session_id:
+                    children.append(
+                        {
+                            "id": summary.id,
+                            "task": summary.meta.get("task"),
+                            "title": summary.title,
+                            "call": summary.meta.get("parent_call"),
+                        }
+                    )
+                if summary.id == session_id:
+                    title = summary.title
+        return JSONResponse(
+            {
+                "id": session_id,
+                "cwd": session.header.cwd,
+                "title": title,
+                "model": _model_of(session),
+                "mode": settings.get(MODE_OPTION, self._hub.config.mode.value),
+                "live": "here" if agent is not None else (None if holder is None else "elsewhere"),
+                "holder": os.getpid() if agent is not None else holder,
+                "running": session.open_turn is not None and agent is not None,
+                "parent": session.header.meta.get("parent"),
+                "children": children,
+                "events": len(session.events),
+            }
+        )
+
+    async def usage(self, request: Request) -> Response:
+        """
+        summary: Tokens and cost of each turn (cost only where the model's prices are set).
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{turns: [{turn, input_tokens, output_tokens, cost, currency}]}"}
+          404: {description: no such session}
+        """
+        from tether.llm.catalog import ModelCatalog
+        from tether.llm.service import LLM
+        from tether.web.usage import usage_by_turn
+
+        session_id = _session_id(request)
+        agent = self._hub.live_agent(session_id)
+        session = agent.session if agent is not None else await self._load(session_id)
+        llm = self._ctx.get(LLM)
+        catalog = ModelCatalog() if llm is None else llm.catalog
+        first = session.header.meta.get(MODEL_OPTION) or self._default_model or "offline"
+        turns = usage_by_turn(session.events, catalog, first)
+        return JSONResponse({"turns": [turn.to_json() for turn in turns]})
+
+    async def _load(self, session_id: str) -> Session:
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None:
+            raise ApiError(404, f"no session {session_id}")
+        try:
+            return await persistence.load(session_id)
+        except SessionNotFoundError:
+            raise ApiError(404, f"no session {session_id}") from None
+
+    async def _check_exists(self, session_id: str) -> None:
+        if self._hub.live_agent(session_id) is not None:
+            return
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None or not await persistence.exists(session_id):
+            raise ApiError(404, f"no session {session_id}")
+
+    # -- the stream -------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        """
+        summary: The session's log records after a seq, then live (Server-Sent Events).
+        description: >
+          `events` messages hold a JSON array of records {type, seq, time, data}; their
+          `id` is the seq of the last record. Reconnect with `Last-Event-ID` (or `?after=`)
+          to continue with no gap and no duplicate. `state` messages (no id) hold
+          {live, questions}.
+        parameters:
+          - {name: session_id, in: path, required: true, schema: {type: string}}
+          - {name: after, in: query, schema: {type: integer}, description: "seq; default -1"}
+          - {name: Last-Event-ID, in: header, schema: {type: integer}}
+        responses:
+          200: {description: "text/event-stream"}
+          404: {description: no such session}
+        """
+        session_id = _session_id(request)
+        after = _after(request)
+        await self._check_exists(session_id)
+        return StreamingResponse(
+            self._stream(session_id, after),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    async def _stream(self, session_id: str, after: int) -> AsyncIterator[bytes]:
+        encoded = self._encoded
+        encoded.enter(session_id)
+        follow = self._hub.follows.follow(session_id, after, batch_window=BATCH_WINDOW)
+        try:
+            yield b"retry: %d\n\n" % RETRY_MS
+            yield self._state(session_id)
+            async for batch in follow:
+                if not batch:  # nudged: the questions changed
+                    yield self._state(session_id)
+                for start in range(0, len(batch), REPLAY_BATCH):
+                    yield encoded.message(session_id, batch[start : start + REPLAY_BATCH])
+        finally:
+            await follow.aclose()
+            encoded.leave(session_id)
+
+    def _state(self, session_id: str) -> bytes:
+        agent = self._hub.live_agent(session_id)
+        state = {
+            "live": agent is not None,
+            "questions": [q.to_json() for q in self._hub.questions(session_id)],
+        }
+        return b"event: state\ndata: %b\n\n" % msgspec.json.encode(state)
+
+    # -- steering ---------------------------------------------------------------------
+
+    async def prompt(self, request: Request) -> Response:
+        """
+        summary: Queue a prompt as the session's next turn, or steer the running turn.
+        description: A session stored and live nowhere is resumed here first.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        requestBody:
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [text]
+                properties:
+                  text: {type: string}
+                  steer: {type: boolean, description: "deliver at the running turn's next step"}
+        responses:
+          202: {description: "{queued: true}"}
+          404: {description: no such session}
+          409: {description: "live in another process; {holder} is its pid"}
+          413: {description: the prompt is too large}
+        """
+        session_id = _session_id(request)
+        body = await _json_body(request, limit=MAX_PROMPT_BYTES)
+        text = body.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ApiError(400, "text must be a non-empty string")
+        steer = body.get("steer", False) is True
+        try:
+            agent = await self._hub.prompt(session_id, text, steer=steer)
+        except LiveElsewhereError as exc:
+            raise ApiError(409, str(exc), holder=exc.holder) from None
+        except UnknownSessionError as exc:
+            raise ApiError(404, str(exc)) from None
+        except HubClosedError as exc:
+            raise ApiError(503, str(exc)) from None
+        await self._hub.flush(agent)
+        return JSONResponse({"queued": True, "steer": steer}, status_code=202)
+
+    async def cancel(self, request: Request) -> Response:
+        """
+        summary: Stop the session's work (cancel, cause user). Repeats while it settles do
+          nothing.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          202: {description: "{cancelled: bool} (false: a stop is already settling)"}
+          404: {description: no such session}
+          409: {description: live in another process}
+        """
+        session_id = _session_id(request)
+        try:
+            cancelled = self._hub.cancel(session_id)
+        except UnknownSessionError:
+            holder = await self._hub.holder(session_id)
+            if holder is not None:
+                raise ApiError(
+                    409, f"session {session_id} is live in process {holder}", holder=holder
+                ) from None
+            await self._check_exists(session_id)
+            cancelled = False  # stored, live nowhere: nothing runs
+        return JSONResponse({"cancelled": cancelled}, status_code=202)
+
+    # -- permission questions ----------------------------------------------------------
+
+    async def questions(self, request: Request) -> Response:
+        """
+        summary: The permission questions open in the session's page.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{questions: [{id, tool, arguments, title, diffs, agent_id}]}"}
+        """
+        session_id = _session_id(request)
+        await self._check_exists(session_id)
+        return JSONResponse({"questions": [q.to_json() for q in self._hub.questions(session_id)]})
+
+    async def answer(self, request: Request) -> Response:
+        """
+        summary: Answer a permission question.
+        parameters:
+          - {name: session_id, in: path, required: true, schema: {type: string}}
+          - {name: question_id, in: path, required: true, schema: {type: string}}
+        requestBody:
+          content:
+            application/json:
+              schema: {type: object, required: [allow], properties: {allow: {type: boolean}}}
+        responses:
+          200: {description: "{answered: true}"}
+          404: {description: no such open question}
+        """
+        session_id = _session_id(request)
+        body = await _json_body(request, limit=4096)
+        allow = body.get("allow")
+        if not isinstance(allow, bool):
+            raise ApiError(400, "allow must be true or false")
+        question_id = request.path_params["question_id"]
+        if not self._hub.answer(session_id, question_id, allow):
+            raise ApiError(404, f"no open question {question_id} in session {session_id}")
+        return JSONResponse({"answered": True})
+
+    # -- background tasks ------------------------------------------------------------
+
+    async def tasks(self, request: Request) -> Response:
+        """
+        summary: The background tasks the session owns.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{tasks: [{id, command, status, exit_code, signal, started_at,
+            finished_at}]}"}
+        """
+        session_id = _session_id(request)
+        await self._check_exists(session_id)
+        return JSONResponse(
+            {"tasks": [msgspec.to_builtins(task) for task in self._hub.tasks(session_id)]}
+        )
+
+    async def task(self, request: Request) -> Response:
+        """
+        summary: One background task of the session, with the tail of its output.
+        parameters:
+          - {name: session_id, in: path, required: true, schema: {type: string}}
+          - {name: task_id, in: path, required: true, schema: {type: string}}
+        responses:
+          200: {description: "{task, stdout, stderr}"}
+          404: {description: no such task in this session}
+        """
+        session_id = _session_id(request)
+        task_id = _task_id(request)
+        try:
+            task, stdout, stderr = self._hub.task_tail(session_id, task_id)
+        except UnknownTaskError as exc:
+            raise ApiError(404, str(exc)) from None
+        return JSONResponse({"task": msgspec.to_builtins(task), "stdout": stdout, "stderr": stderr})
+
+    async def kill(self, request: Request) -> Response:
+        """
+        summary: Kill a background task of the session (its process group).
+        parameters:
+          - {name: session_id, in: path, required: true, schema: {type: string}}
+          - {name: task_id, in: path, required: true, schema: {type: string}}
+        responses:
+          200: {description: "{task} (with its stop report)"}
+          404: {description: no such task in this session}
+        """
+        session_id = _session_id(request)
+        task_id = _task_id(request)
+        try:
+            task = await self._hub.kill(session_id, task_id)
+        except UnknownTaskError as exc:
+            raise ApiError(404, str(exc)) from None
+        return JSONResponse({"task": msgspec.to_builtins(task)})
+
+
+# -- request helpers ----------------------------------------------------------------------
+
+
+def _session_id(request: Request) -> str:
+    given = request.path_params["session_id"]
+    try:
+        return validate_session_id(given)
+    except InvalidSessionIdError:
+        raise ApiError(400, "invalid session id") from None
+
+
+def _is_dir(path: str) -> bool:
+    return os.path.isabs(path) and os.path.isdir(path)
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(path)
+
+
+def _task_id(request: Request) -> str:
+    given = request.path_params["task_id"]
+    if not _TASK_ID.fullmatch(given):
+        raise ApiError(400, "invalid task id")
+    return str(given)
+
+
+def _int_param(request: Request, name: str, *, default: int, low: int) -> int:
+    given = request.query_params.get(name)
+    if given is None:
+        return default
+    try:
+        value = int(given)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a whole number") from None
+    if value < low:
+        raise ApiError(400, f"{name} must be at least {low}")
+    return value
+
+
+def _after(request: Request) -> int:
+    """The seq the stream starts after: ``Last-Event-ID`` (a reconnect) wins over ``after``."""
+    given = request.headers.get("last-event-id") or request.query_params.get("after")
+    if given is None or given == "":
+        return -1
+    try:
+        value = int(given)
+    except ValueError:
+        raise ApiError(400, "the last event id must be a whole number") from None
+    if value < -1:
+        raise ApiError(400, "the last event id must be at least -1")
+    return value
+
+
+async def _json_body(request: Request, *, limit: int) -> dict[str, Any]:
+    """The request's JSON object, read up to ``limit`` bytes (413 beyond)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"the request body is over {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the request body is over {limit} bytes")
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        raise ApiError(400, "the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    return body
+
+
+def _model_of(session: Session) -> str | None:
+    model = SessionSettings(session.events).options.get(MODEL_OPTION)
+    return model if model is not None else session.header.meta.get(MODEL_OPTION)
+
+
+def _check_model(ctx: Context, model: object) -> None:
+    from tether.llm.request import parse_model_ref
+    from tether.llm.service import LLM
+
+    if not isinstance(model, str):
+        raise ApiError(400, "model must be a string")
+    try:
+        provider = parse_model_ref(model)[0]
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    llm = ctx.get(LLM)
+    if llm is not None and provider not in llm.providers():
+        raise ApiError(400, f"model {model!r}: provider {provider!r} is not configured here")

@@ -1,0 +1,519 @@
+"""The ``web`` plugin: what the web app does to sessions, and what it owns.
+
+``tether web`` mounts this plugin (name ``web``; it injects ``agents`` and
+``sessions``, and reads ``persistence`` and ``shell`` when mounted). It
+provides the ``web`` service, a :class:`WebHub`, which the HTTP app
+(:mod:`tether.web.app`) drives for every browser tab and script.
+
+**Ownership.** A session created, or resumed because it was prompted, goes
+through ``ctx.agents`` of this plugin's fiber: the hub keeps each handle and
+its teardown (:meth:`WebHub.close`, the plugin's unload) disposes every one,
+their closing events durable before it returns. A tab that goes away owns
+nothing: the session and its turn go on.
+
+**One live owner.** A session is prompted where it is live. One live in this
+process is prompted here; one whose lease another process holds is refused
+with :class:`LiveElsewhereError` naming the holder; one live nowhere is
+resumed here first.
+
+**The one stop.** :meth:`WebHub.cancel` calls ``agent.cancel(user)`` once per
+stop: while that stop is settling (until the agent is idle again), further
+calls return ``False`` and do nothing, so a hundred clicks are one cancel.
+
+**Permission questions.** The hub applies the session's mode before every tool
+call of an agent in this process (its own mode, or its nearest ancestor's
+for a child agent), and answers ``permission/request`` by putting the question
+to the page: it waits until someone answers in a tab, the call is cancelled
+(a rejection, withdrawn), or ``permission_timeout`` passes (a rejection).
+
+**Background tasks** are shown and killed only for the session that owns
+them, through the bash tools' owner fence
+(:func:`tether.plugins.tool_bash.may_touch`).
+
+Listeners (registered by the plugin): ``session/event`` wakes followers
+(:mod:`tether.web.follow`); ``tool/before-execute`` applies the mode;
+``permission/request`` asks the page; ``agent/disposed`` forgets a handle
+disposed by another owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated
+
+from msgspec import Meta
+
+from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
+from tether.agent.events import AGENT_DISPOSED
+from tether.agent.registry import AGENTS
+from tether.persist.service import PERSISTENCE
+from tether.plugins.tool_bash import may_touch
+from tether.plugins.tool_subagent import PARENT
+from tether.runtime.keys import ServiceKey
+from tether.runtime.schema import Schema
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged, SessionSettings
+from tether.session.store import SESSION_EVENT, SESSIONS
+from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
+from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
+from tether.tools.permission import PERMISSION_REQUEST, Mode, PermissionDecision, approve
+from tether.web.follow import Follows
+
+if TYPE_CHECKING:
+    from tether.agent import AgentsView
+    from tether.runtime import Context
+    from tether.tools.preview import ToolPreview
+
+log = logging.getLogger(__name__)
+
+name = "web"
+inject = ("agents", "sessions")
+
+WEB = ServiceKey["WebHub"]("web")
+"""``ctx.web``: the sessions the web app drives."""
+
+TAIL_CHARS = 4000
+"""How much of a background task's latest output the page shows."""
+
+
+class Config(Schema, frozen=True):
+    mode: Mode = Mode.ASK
+    """The permission mode of a session that does not name one (a resumed one)."""
+    permission_timeout: Annotated[float, Meta(gt=0)] = 600.0
+    """Seconds a permission question may stay unanswered; then it is a rejection."""
+
+
+class WebError(Exception):
+    """A request the hub refuses; the app maps each kind to its HTTP status."""
+
+
+class UnknownSessionError(WebError, LookupError):
+    """No session of this id is live here or stored."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id}")
+
+
+class LiveElsewhereError(WebError):
+    """The session is live in another process: only that process may prompt it."""
+
+    def __init__(self, session_id: str, holder: int) -> None:
+        where = f"process {holder}" if holder else "another process"
+        super().__init__(f"session {session_id} is live in {where}")
+        self.holder = holder
+
+
+class UnknownTaskError(WebError, LookupError):
+    """No background task of this id belongs to the session (or it does not exist)."""
+
+    def __init__(self, session_id: str, task_id: str) -> None:
+        super().__init__(f"no background task {task_id} in session {session_id}")
+
+
+class HubClosedError(WebError):
+    """The web app is shutting down."""
+
+
+@dataclass(eq=False)
+class Question:
+    """A tool call waiting for a person's answer in the page."""
+
+    id: str
+    session_id: str
+    """The session whose page asks (a child agent's calls are asked in its root's)."""
+    agent_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, object]
+    title: str | None
+    diffs: list[dict[str, object]]
+    asked_at: float
+    answer: asyncio.Future[PermissionDecision] = field(repr=False)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "agent_id": self.agent_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "title": self.title,
+            "diffs": self.diffs,
+            "asked_at": self.asked_at,
+        }
+
+
+class WebHub:
+    """The ``web`` service (see the module docs)."""
+
+    def __init__(self, ctx: Context, config: Config) -> None:
+        self._ctx = ctx
+        self.config = config
+        store = ctx.service(SESSIONS)
+        self.follows = Follows(store, ctx.get(PERSISTENCE))
+        """Every view's reader of session events (:meth:`Follows.follow`)."""
+        self._handles: dict[str, AgentHandle] = {}
+        self._opening: dict[str, asyncio.Task[Agent]] = {}
+        self._stopping: dict[str, asyncio.Task[None]] = {}
+        self._questions: dict[str, Question] = {}
+        self._ids = itertools.count(1)
+        self._closing = False
+        self._teardown: asyncio.Task[None] | None = None
+
+    # -- reading ---------------------------------------------------------------------
+
+    def live_agent(self, session_id: str) -> Agent | None:
+        """The agent of ``session_id`` if it is live in this process."""
+        return self._agents.get(session_id)
+
+    def live_agents(self) -> list[Agent]:
+        """Every agent live in this process, in the order they were published."""
+        return self._agents.list()
+
+    async def flush(self, agent: Agent) -> None:
+        """Return once everything appended to ``agent``'s session is on disk."""
+        await self._ctx.service(SESSIONS).flush(agent.session)
+
+    def owns(self, session_id: str) -> bool:
+        """Whether the web app opened ``session_id`` (and will dispose it)."""
+        return session_id in self._handles
+
+    def mode_of(self, agent: Agent) -> Mode:
+        """The permission mode ``agent``'s session is set to (its log says; else the default)."""
+        value = SessionSettings(agent.session.events).options.get(MODE_OPTION)
+        try:
+            return Mode(value) if value is not None else self.config.mode
+        except ValueError:
+            return self.config.mode
+
+    def questions(self, session_id: str) -> list[Question]:
+        """The questions open in ``session_id``'s page, oldest first."""
+        return [q for q in self._questions.values() if q.session_id == session_id]
+
+    async def holder(self, session_id: str) -> int | None:
+        """The pid of another process that has ``session_id`` live, else ``None``."""
+        if self.live_agent(session_id) is not None or self._ctx.service(SESSIONS).get(session_id):
+            return None
+        persistence = self._ctx.get(PERSISTENCE)
+        return None if persistence is None else await persistence.holder(session_id)
+
+    # -- sessions --------------------------------------------------------------------
+
+    async def create(self, cwd: str, *, model: str | None, mode: Mode | None) -> Agent:
+        """A new session working in ``cwd``, owned by the web app; ``model`` and ``mode``
+        are set in its log when given (else the composed model and the default mode).
+
+        Raises:
+            HubClosedError: the app is shutting down.
+            AgentError: from ``ctx.agents.create``.
+        """
+        self._check_open()
+
+        async def setup(agent: Agent) -> None:
+            if model is not None:
+                agent.session.append(ConfigChanged(option=MODEL_OPTION, value=model))
+            agent.session.append(ConfigChanged(option=MODE_OPTION, value=mode or self.config.mode))
+
+        handle = await self._agents.create(cwd=cwd, setup=setup)
+        return await self._keep(handle)
+
+    async def open(self, session_id: str) -> Agent:
+        """The agent of ``session_id``: live here, or resumed here (owned by the web app).
+
+        Concurrent opens of one session resume it once.
+
+        Raises:
+            LiveElsewhereError: another process has it live.
+            UnknownSessionError: it is neither live here nor stored.
+            HubClosedError, AgentError, CorruptLogError: the resume failed.
+        """
+        agent = self.live_agent(session_id)
+        if agent is not None:
+            return agent
+        self._check_open()
+        opening = self._opening.get(session_id)
+        if opening is None:
+            opening = asyncio.get_running_loop().create_task(
+                self._resume(session_id), name=f"web-resume:{session_id}"
+            )
+            self._opening[session_id] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(session_id, None))
+        return await asyncio.shield(opening)
+
+    async def _resume(self, session_id: str) -> Agent:
+        holder = await self.holder(session_id)
+        if holder is not None:
+            raise LiveElsewhereError(session_id, holder)
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None or not await persistence.exists(session_id):
+            raise UnknownSessionError(session_id)
+        handle = await self._agents.resume(session_id)
+        return await self._keep(handle)
+
+    async def _keep(self, handle: AgentHandle) -> Agent:
+        if self._closing:
+            await handle.dispose()
+            raise HubClosedError("the web app is shutting down")
+        self._handles[handle.agent.id] = handle
+        self.follows.nudge(handle.agent.id)  # its views show it live now
+        return handle.agent
+
+    async def prompt(self, session_id: str, text: str, *, steer: bool = False) -> Agent:
+        """Queue ``text`` as its own next turn of ``session_id`` — or, with ``steer``,
+        deliver it to the running turn at its next step (a turn starts when idle).
+
+        Raises:
+            As :meth:`open`.
+        """
+        agent = await self.open(session_id)
+        message = UserMessage.text(text)
+        if steer:
+            agent.steer(message)
+        else:
+            agent.followup(message)
+        return agent
+
+    def cancel(self, session_id: str) -> bool:
+        """Stop ``session_id``'s work (cause ``user``), once per stop; ``False`` when a stop
+        of it is still settling (nothing is done then). See the module docs.
+
+        Raises:
+            UnknownSessionError: the session is not live here.
+        """
+        agent = self.live_agent(session_id)
+        if agent is None:
+            raise UnknownSessionError(session_id)
+        if session_id in self._stopping:
+            return False
+        agent.cancel(CancelCause.USER)
+        stopping = asyncio.get_running_loop().create_task(
+            agent.when_idle(), name=f"web-stop:{session_id}"
+        )
+        self._stopping[session_id] = stopping
+        stopping.add_done_callback(lambda _: self._stopping.pop(session_id, None))
+        return True
+
+    # -- background tasks --------------------------------------------------------------
+
+    def tasks(self, session_id: str) -> list[BashTask]:
+        """The background tasks ``session_id`` owns, in start order."""
+        shell = self._ctx.get(SHELL)
+        if shell is None:
+            return []
+        return [task for task in shell.list() if self._fenced(shell, task.id, session_id)]
+
+    def task_tail(self, session_id: str, task_id: str) -> tuple[BashTask, str, str]:
+        """A task of ``session_id`` with the latest of its stdout and stderr (nothing taken).
+
+        Raises:
+            UnknownTaskError: no such task, or another session's.
+        """
+        shell = self._owned_task(session_id, task_id)
+        task = shell.get(task_id)
+        assert task is not None
+        stdout, stderr = shell.output_tail(task_id)
+        return task, stdout[-TAIL_CHARS:], stderr[-TAIL_CHARS:]
+
+    async def kill(self, session_id: str, task_id: str) -> BashTask:
+        """Kill a task of ``session_id``; its final snapshot (with the stop report).
+
+        Raises:
+            UnknownTaskError: no such task, or another session's.
+        """
+        shell = self._owned_task(session_id, task_id)
+        task = shell.get(task_id)
+        if task is not None and task.status is not TaskStatus.RUNNING:
+            return task
+        return await shell.kill(task_id)
+
+    def _owned_task(self, session_id: str, task_id: str) -> ShellExecutor:
+        """The executor, once ``task_id`` is known to be ``session_id``'s.
+
+        Raises:
+            UnknownTaskError: no such task, or another session's.
+        """
+        shell = self._ctx.get(SHELL)
+        if shell is None or not self._fenced(shell, task_id, session_id):
+            raise UnknownTaskError(session_id, task_id)
+        return shell
+
+    @staticmethod
+    def _fenced(shell: ShellExecutor, task_id: str, session_id: str) -> bool:
+        """The bash tools' owner fence, narrowed to tasks the session owns (an unowned
+        task belongs to no page)."""
+        return may_touch(shell, task_id, session_id) and shell.owner_of(task_id) == session_id
+
+    # -- permission questions ------------------------------------------------------------
+
+    def answer(self, session_id: str, question_id: str, allow: bool) -> bool:
+        """Answer an open question of ``session_id``; ``False`` if it is no longer open."""
+        question = self._questions.get(question_id)
+        if question is None or question.session_id != session_id or question.answer.done():
+            return False
+        question.answer.set_result(PermissionDecision.ALLOW if allow else PermissionDecision.REJECT)
+        return True
+
+    async def before_execute(
+        self,
+        invocation: ToolInvocation,
+        next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
+    ) -> ToolInvocation:
+        """``tool/before-execute``: apply the governing session's mode; an allowed call
+        goes on marked ``approved``."""
+        agent = invocation.exec.agent
+        governing = self._governing(agent)
+        if agent is None or governing is None:
+            return await next_(invocation)
+        preview = await _preview_of(invocation)
+        approval = None if preview is None else preview.approval
+        mode = self.mode_of(governing)
+        approved = await approve(self._ctx, agent, invocation, mode, approval)
+        return invocation if approved is None else await next_(approved)
+
+    async def ask(self, agent: Agent, invocation: ToolInvocation) -> PermissionDecision | None:
+        """``permission/request``: put the question to the governing session's page."""
+        governing = self._governing(agent)
+        if governing is None:
+            return None
+        preview = await _preview_of(invocation)
+        question = Question(
+            id=f"q{next(self._ids)}",
+            session_id=governing.id,
+            agent_id=agent.id,
+            call_id=invocation.exec.call_id,
+            tool=invocation.tool_name,
+            arguments=_plain(invocation.args),
+            title=None if preview is None else preview.title,
+            diffs=[]
+            if preview is None
+            else [
+                {"path": d.path, "old_text": d.old_text, "new_text": d.new_text}
+                for d in preview.diffs
+            ],
+            asked_at=time.time(),
+            answer=asyncio.get_running_loop().create_future(),
+        )
+        self._questions[question.id] = question
+        self.follows.nudge(question.session_id)
+        withdrawn = asyncio.ensure_future(invocation.exec.signal.wait())
+        try:
+            await asyncio.wait(
+                (question.answer, withdrawn),
+                timeout=self.config.permission_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            withdrawn.cancel()
+            del self._questions[question.id]
+            self.follows.nudge(question.session_id)
+        if question.answer.done() and not question.answer.cancelled():
+            return question.answer.result()
+        question.answer.cancel()
+        return PermissionDecision.REJECT
+
+    def _governing(self, agent: Agent | None) -> Agent | None:
+        """The agent whose mode rules ``agent``'s calls: itself, or for a child agent
+        its top live ancestor, so a child never has more permission than its root."""
+        found = agent
+        for _level in range(16):
+            if found is None:
+                return None
+            parent_id = found.session.header.meta.get(PARENT)
+            parent = None if parent_id is None else self._agents.get(parent_id)
+            if parent is None:
+                return found
+            found = parent
+        return found
+
+    # -- listeners and teardown ---------------------------------------------------------
+
+    def forget(self, agent: Agent) -> None:
+        """``agent/disposed``: a session disposed by another owner leaves the hub."""
+        handle = self._handles.get(agent.id)
+        if handle is not None and handle.agent is agent and not self._closing:
+            del self._handles[agent.id]
+            self.follows.nudge(agent.id)
+
+    def close(self) -> Awaitable[None]:
+        """Dispose every session the web app opened (once; every call awaits the one run).
+
+        Questions still open are rejected; stops settling are awaited.
+        """
+        if self._teardown is None:
+            self._closing = True
+            self._teardown = asyncio.get_running_loop().create_task(
+                self._close(), name="web-teardown"
+            )
+        return asyncio.shield(self._teardown)
+
+    async def _close(self) -> None:
+        for question in list(self._questions.values()):
+            if not question.answer.done():
+                question.answer.set_result(PermissionDecision.REJECT)
+        handles = list(self._handles.values())
+        outcomes = await asyncio.gather(
+            *(handle.dispose() for handle in handles),
+            *self._opening.values(),
+            *self._stopping.values(),
+            return_exceptions=True,
+        )
+        self._handles.clear()
+        failures = [o for o in outcomes if isinstance(o, Exception) and not _expected(o)]
+        if failures:
+            log.error(
+                "closing the web sessions: %d failure(s)",
+                len(failures),
+                exc_info=ExceptionGroup("web teardown", failures),
+            )
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise HubClosedError("the web app is shutting down")
+
+    @property
+    def _agents(self) -> AgentsView:
+        return self._ctx.service(AGENTS)
+
+
+def _expected(failure: Exception) -> bool:
+    """A failure of an open still in flight at teardown is its caller's to report."""
+    return isinstance(failure, WebError)
+
+
+def _plain(value: object) -> dict[str, object]:
+    from tether.frozen import thaw
+
+    thawed = thaw(value)
+    return thawed if isinstance(thawed, dict) else {"value": thawed}
+
+
+async def _preview_of(invocation: ToolInvocation) -> ToolPreview | None:
+    """The call's preview, or ``None`` (none given, or it failed: the call itself will
+    answer a bad input with the reason)."""
+    try:
+        return await invocation.preview()
+    except Exception as exc:
+        log.debug("no preview of a %s call: %s", invocation.tool_name, exc)
+        return None
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    """Provide the ``web`` service; its sessions and listeners unwind as one effect."""
+    hub = WebHub(ctx, config)
+    events = ctx.runtime.events
+
+    def lifecycle() -> Iterator[Callable[[], object]]:
+        yield events.add(SESSION_EVENT.name, hub.follows.on_session_event)
+        yield events.add(BEFORE_EXECUTE.name, hub.before_execute)
+        yield events.add(PERMISSION_REQUEST.name, hub.ask)
+        yield events.add(AGENT_DISPOSED.name, hub.forget)
+        # Last in, first out: the sessions close while the listeners still stand.
+        yield hub.close
+
+    await ctx.effect(lifecycle, label="web hub")
+    ctx.provide(WEB, hub)

@@ -1,0 +1,49 @@
+// Shared by both pages: the API client (CSRF header on every state change) and small helpers.
+"use strict";
+
+function csrfToken() {
+  const match = document.cookie.match(/(?:^|;\s*)tether_csrf=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: { "X-Tether-CSRF": csrfToken() }, credentials: "same-origin" };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  let data = null;
+  try {
+    data = await response.json();
+  } catch (_) {
+    data = null;
+  }
+  if (!response.ok) {
+    const error = new Error((data && data.error) || response.statusText);
+    error.status = response.status;
+    error.data = data;
+    throw error;
+  }
+  return data;
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+function when(seconds) {
+  if (!seconds) return "-";
+  const date = new Date(seconds * 1000);
+  return date.toLocaleString();
+}
+
+function showError(message) {
+  const bar = document.getElementById("error");
+  if (!bar) return;
+  bar.textContent = message || "";
+  bar.hidden = !message;
+}

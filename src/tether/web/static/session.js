@@ -1,0 +1,484 @@
+// The session page: the transcript as it streams, prompt / steer / stop, permission
+// questions, background tasks and subagents. Every record of the log arrives once, in seq
+// order, over one EventSource; the page checks that (data-last-seq, data-gaps, data-dups).
+"use strict";
+
+const sessionId = decodeURIComponent(window.location.pathname.split("/").pop());
+const transcript = () => document.getElementById("transcript");
+
+const view = {
+  lastSeq: -1,
+  gaps: 0,
+  dups: 0,
+  turn: null, // the element of the open turn
+  stream: null, // {kind, node} the text or reasoning block being streamed
+  step: null, // the element holding the current step's output
+  calls: new Map(), // tool call id -> element
+  asking: new Set(), // ids of the calls a question is open about
+  running: false,
+  live: false,
+};
+
+function atBottom() {
+  const t = transcript();
+  return t.scrollHeight - t.scrollTop - t.clientHeight < 80;
+}
+
+function container() {
+  if (view.step) return view.step;
+  if (view.turn) return view.turn;
+  return transcript();
+}
+
+function textOf(content) {
+  if (!Array.isArray(content)) return "";
+  return content.filter((b) => b && b.type === "text").map((b) => b.text).join("");
+}
+
+function streamBlock(kind) {
+  if (view.stream && view.stream.kind === kind) return view.stream.node;
+  let node;
+  if (kind === "reasoning") {
+    const details = el("details", "reasoning");
+    details.append(el("summary", "", "Reasoning"));
+    node = el("div", "reasoning-text");
+    details.append(node);
+    container().append(details);
+  } else {
+    node = el("div", "assistant");
+    container().append(node);
+  }
+  view.stream = { kind, node };
+  return node;
+}
+
+function linesOf(text) {
+  const lines = String(text).split("\n");
+  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+
+function renderArgs(name, args) {
+  const box = el("div", "args");
+  if ((name === "edit" || name === "write") && args && typeof args.path === "string") {
+    box.append(el("div", "path", args.path));
+    const diff = el("pre", "diff");
+    const removed = name === "edit" ? String(args.old_string ?? args.old ?? "") : "";
+    const added = String(args.new_string ?? args.new ?? args.content ?? "");
+    for (const line of removed ? linesOf(removed) : []) diff.append(el("div", "del", "- " + line));
+    for (const line of linesOf(added)) diff.append(el("div", "add", "+ " + line));
+    box.append(diff);
+    return box;
+  }
+  if (name === "bash" && args && typeof args.command === "string") {
+    box.append(el("pre", "command", "$ " + args.command + (args.run_in_background ? "   &" : "")));
+    return box;
+  }
+  box.append(el("pre", "json", JSON.stringify(args, null, 2)));
+  return box;
+}
+
+function renderCall(data) {
+  const call = el("details", "tool-call");
+  call.open = true;
+  call.dataset.callId = data.id;
+  const summary = el("summary", "");
+  summary.append(el("span", "tool-name", data.name), el("span", "tool-state", "running"));
+  call.append(summary, renderArgs(data.name, data.arguments));
+  if (data.name === "task" && data.arguments && data.arguments.description) {
+    call.append(el("div", "muted", "subagent: " + data.arguments.description));
+  }
+  if (view.asking.has(data.id)) call.classList.add("asking");
+  container().append(call);
+  view.calls.set(data.id, call);
+}
+
+function renderResult(data) {
+  let call = view.calls.get(data.id);
+  if (!call) {
+    renderCall({ id: data.id, name: data.name, arguments: {} });
+    call = view.calls.get(data.id);
+  }
+  call.classList.remove("asking");
+  const state = call.querySelector(".tool-state");
+  state.textContent = data.is_error ? "failed" : "done";
+  call.classList.add(data.is_error ? "error" : "ok");
+  const output = el("pre", "tool-output", data.content);
+  call.append(output);
+  if (/^started |background task/i.test(data.content) || data.name.startsWith("bash")) loadTasks();
+}
+
+function renderReceipt(data) {
+  const box = el("div", "receipt");
+  box.append(el("div", "receipt-title", "Stop receipt (cause: " + data.cause + ")"));
+  const list = el("ul", "");
+  for (const s of data.stopped || []) {
+    const how = (s.signals || []).join(" → ") || "no signal";
+    const end = s.exit_signal ? "ended by " + s.exit_signal : "exit " + s.exit_code;
+    const secs = s.seconds === null ? "still exiting" : s.seconds.toFixed(3) + " s";
+    list.append(el("li", "", `${s.kind} ${s.id}: process group ${s.pgid}, ${how}, ${end}, ${secs}`));
+  }
+  for (const a of data.agents || []) {
+    list.append(el("li", "", `subagent ${a.id}: ${a.ended}${a.cause ? " (" + a.cause + ")" : ""}`));
+  }
+  if (!list.children.length) list.append(el("li", "", "nothing was running"));
+  box.append(list);
+  container().append(box);
+}
+
+function renderPlan(data) {
+  const box = el("div", "plan");
+  box.append(el("div", "plan-title", "Plan"));
+  const list = el("ul", "");
+  for (const entry of data.entries || []) {
+    list.append(el("li", "plan-" + entry.status, `[${entry.status}] ${entry.content}`));
+  }
+  box.append(list);
+  container().append(box);
+}
+
+function endReason(reason) {
+  if (!reason) return "ended";
+  if (reason.kind === "aborted") return "cancelled (" + reason.cause + ")";
+  if (reason.kind === "error") return "error: " + reason.error;
+  return reason.kind;
+}
+
+async function loadUsage() {
+  let data;
+  try {
+    data = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/usage`);
+  } catch (error) {
+    return;
+  }
+  const box = document.getElementById("usage");
+  if (!data.turns.length) return;
+  box.classList.remove("muted");
+  box.textContent = data.turns
+    .map((u) => {
+      const cost = u.cost === null ? "" : `, ${u.cost.toFixed(4)} ${u.currency}`;
+      return `turn ${u.turn}: ${u.input_tokens} in, ${u.output_tokens} out${cost}`;
+    })
+    .join("\n");
+}
+
+function apply(record) {
+  const data = record.data || {};
+  switch (record.type) {
+    case "turn/start": {
+      view.turn = el("section", "turn");
+      view.turn.dataset.turn = data.turn;
+      view.turn.append(el("div", "turn-label", "Turn " + data.turn));
+      transcript().append(view.turn);
+      view.stream = null;
+      view.running = true;
+      break;
+    }
+    case "user/message": {
+      const box = el("div", "user", textOf(data.content));
+      container().append(box);
+      view.stream = null;
+      break;
+    }
+    case "step/start":
+      view.step = el("div", "step");
+      (view.turn || transcript()).append(view.step);
+      view.stream = null;
+      break;
+    case "step/end":
+      view.step = null;
+      view.stream = null;
+      break;
+    case "assistant/chunk": {
+      const node = streamBlock(data.kind === "reasoning" ? "reasoning" : "text");
+      node.textContent += data.delta;
+      break;
+    }
+    case "assistant/message":
+      if (data.interrupted && view.stream) view.stream.node.classList.add("interrupted");
+      view.stream = null;
+      break;
+    case "llm/retry": {
+      // The attempt's chunks are abandoned: the answer is what the next attempt streams.
+      if (view.step) for (const node of view.step.querySelectorAll(".assistant, .reasoning")) node.remove();
+      view.stream = null;
+      container().append(el("div", "retry", `retry ${data.attempt}: ${data.error} (in ${data.delay}s)`));
+      break;
+    }
+    case "tool/call":
+      view.stream = null;
+      renderCall(data);
+      break;
+    case "tool/result":
+      renderResult(data);
+      if (data.name === "task") view.turnsEnded = true; // a subagent: refresh the links
+      break;
+    case "tool/stopped":
+      renderReceipt(data);
+      break;
+    case "plan/updated":
+      renderPlan(data);
+      break;
+    case "session/title":
+      document.getElementById("title").textContent = data.title;
+      break;
+    case "turn/end": {
+      const label = endReason(data.reason);
+      const end = el("div", "turn-end " + (data.reason && data.reason.kind), label);
+      (view.turn || transcript()).append(end);
+      view.turn = null;
+      view.step = null;
+      view.stream = null;
+      view.running = false;
+      view.turnsEnded = true;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// How long live records took from their append on the server to a painted page (ms),
+// the last 1000: what `bench/bench_web.py` reads. Replayed records (older than the page) are
+// not counted.
+const lag = (window.tetherLag = []);
+const pageOpened = Date.now();
+
+function measureLag(records) {
+  const appended = records.filter((r) => r.time * 1000 >= pageOpened).map((r) => r.time * 1000);
+  if (!appended.length) return;
+  requestAnimationFrame(() => {
+    const painted = Date.now();
+    for (const at of appended) lag.push(painted - at);
+    if (lag.length > 1000) lag.splice(0, lag.length - 1000);
+  });
+}
+
+function onEvents(message) {
+  const records = JSON.parse(message.data);
+  const follow = atBottom();
+  measureLag(records);
+  for (const record of records) {
+    if (record.seq <= view.lastSeq) {
+      view.dups += 1;
+      continue;
+    }
+    if (record.seq !== view.lastSeq + 1) view.gaps += 1;
+    view.lastSeq = record.seq;
+    apply(record);
+  }
+  const body = document.body.dataset;
+  body.lastSeq = String(view.lastSeq);
+  body.gaps = String(view.gaps);
+  body.dups = String(view.dups);
+  renderStatus();
+  if (view.turnsEnded) {
+    view.turnsEnded = false;
+    loadUsage();
+    if (!document.getElementById("title").dataset.titled) loadSession();
+  }
+  if (follow) transcript().scrollTop = transcript().scrollHeight;
+}
+
+function renderStatus() {
+  const status = document.getElementById("status");
+  let text = view.live ? (view.running ? "running" : "idle") : "not live here";
+  if (!view.live && view.running) text = "running elsewhere";
+  status.textContent = text;
+  status.className = "status " + text.replace(/\s+/g, "-");
+  document.body.dataset.running = String(view.running);
+}
+
+function onState(message) {
+  const state = JSON.parse(message.data);
+  view.live = state.live;
+  renderStatus();
+  renderQuestions(state.questions);
+}
+
+function renderQuestions(questions) {
+  const box = document.getElementById("questions");
+  box.replaceChildren();
+  for (const call of view.calls.values()) call.classList.remove("asking");
+  view.asking = new Set(questions.map((q) => q.call_id));
+  for (const q of questions) {
+    const call = view.calls.get(q.call_id);
+    if (call) call.classList.add("asking");
+    const card = el("div", "question");
+    card.dataset.questionId = q.id;
+    card.append(el("div", "question-title", `Allow ${q.tool}${q.title ? ": " + q.title : ""}?`));
+    const diffs = q.diffs || [];
+    if (!diffs.length) card.append(renderArgs(q.tool, q.arguments));
+    for (const d of diffs) {
+      const diff = el("pre", "diff");
+      diff.append(el("div", "path", d.path));
+      for (const line of d.old_text ? linesOf(d.old_text) : []) diff.append(el("div", "del", "- " + line));
+      for (const line of linesOf(d.new_text)) diff.append(el("div", "add", "+ " + line));
+      card.append(diff);
+    }
+    const allow = el("button", "allow", "Allow");
+    const reject = el("button", "reject", "Reject");
+    allow.type = reject.type = "button";
+    allow.addEventListener("click", () => answer(q.id, true));
+    reject.addEventListener("click", () => answer(q.id, false));
+    card.append(allow, reject);
+    box.append(card);
+  }
+}
+
+async function answer(questionId, allow) {
+  try {
+    await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/questions/${questionId}`, { allow });
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function send(steer) {
+  const box = document.getElementById("prompt");
+  const text = box.value;
+  if (!text.trim()) return;
+  try {
+    await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/prompt`, { text, steer });
+    box.value = "";
+    showError("");
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function stop() {
+  try {
+    await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/cancel`);
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+let tasksTimer = null;
+
+async function loadTasks() {
+  clearTimeout(tasksTimer);
+  let data;
+  try {
+    data = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/tasks`);
+  } catch (error) {
+    return;
+  }
+  const list = document.getElementById("tasks");
+  const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.dataset.taskId));
+  list.replaceChildren();
+  for (const task of data.tasks) {
+    const item = el("li", "task " + task.status);
+    item.dataset.taskId = task.id;
+    const details = el("details", "");
+    details.dataset.taskId = task.id;
+    const summary = el("summary", "");
+    let status = task.status;
+    if (task.status !== "running") status += task.signal ? ` (${task.signal})` : ` (exit ${task.exit_code})`;
+    summary.append(el("code", "task-id", task.id), el("span", "task-status", status));
+    details.append(summary, el("pre", "task-command", "$ " + task.command));
+    const tail = el("pre", "task-tail", "");
+    details.append(tail);
+    details.addEventListener("toggle", () => details.open && loadTail(task.id, tail));
+    if (open.has(task.id)) {
+      details.open = true;
+      loadTail(task.id, tail);
+    }
+    item.append(details);
+    if (task.status === "running") {
+      const kill = el("button", "kill", "Kill");
+      kill.type = "button";
+      kill.addEventListener("click", () => killTask(task.id));
+      item.append(kill);
+    }
+    list.append(item);
+  }
+  document.getElementById("no-tasks").hidden = data.tasks.length > 0;
+  if (data.tasks.some((t) => t.status === "running")) tasksTimer = setTimeout(loadTasks, 1500);
+}
+
+async function loadTail(taskId, node) {
+  try {
+    const data = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/tasks/${taskId}`);
+    node.textContent = (data.stdout || "") + (data.stderr ? "\n[stderr]\n" + data.stderr : "") || "(no output yet)";
+  } catch (error) {
+    node.textContent = error.message;
+  }
+}
+
+async function killTask(taskId) {
+  try {
+    await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/tasks/${taskId}/kill`);
+  } catch (error) {
+    showError(error.message);
+  }
+  loadTasks();
+}
+
+async function loadSession() {
+  try {
+    const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
+    const title = document.getElementById("title");
+    title.textContent = info.title || info.id;
+    if (info.title) title.dataset.titled = "true";
+    document.title = "tether — " + (info.title || info.id);
+    const meta = document.getElementById("meta");
+    meta.replaceChildren(
+      el("span", "", info.cwd),
+      el("span", "", "model " + (info.model || "-")),
+      el("span", "", "mode " + info.mode),
+    );
+    if (info.parent) {
+      const up = el("a", "", "parent session");
+      up.href = "/s/" + encodeURIComponent(info.parent);
+      meta.append(up);
+    }
+    if (info.live === "elsewhere") meta.append(el("span", "warn", "live in process " + info.holder));
+    const children = document.getElementById("children");
+    children.replaceChildren();
+    for (const child of info.children) {
+      const item = el("li", "");
+      const link = el("a", "", child.task || child.title || child.id);
+      link.href = "/s/" + encodeURIComponent(child.id);
+      item.append(link);
+      children.append(item);
+      const call = child.call && view.calls.get(child.call);
+      if (call && !call.querySelector("a.child")) {
+        const open = el("a", "child", "open the subagent's session");
+        open.href = link.href;
+        call.append(open);
+      }
+    }
+    document.getElementById("no-children").hidden = info.children.length > 0;
+  } catch (error) {
+    showError(error.status === 404 ? "No such session." : error.message);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const form = document.getElementById("prompt-form");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send(false);
+  });
+  document.getElementById("prompt").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      send(false);
+    }
+  });
+  document.getElementById("steer").addEventListener("click", () => send(true));
+  document.getElementById("stop").addEventListener("click", stop);
+  loadSession();
+  loadTasks();
+  const source = new EventSource(`/api/sessions/${encodeURIComponent(sessionId)}/events`);
+  source.addEventListener("events", onEvents);
+  source.addEventListener("state", onState);
+  source.addEventListener("open", () => {
+    document.body.dataset.connected = "true";
+  });
+  source.addEventListener("error", () => {
+    document.body.dataset.connected = "false";
+  });
+});

@@ -1,0 +1,459 @@
+"""The HTTP API of `tether web`, over a real loopback server: auth, CSRF, CSP, every
+endpoint, and every kind of bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tether.agent.events import CANCEL_REQUESTED
+from tether.web.app import MAX_PROMPT_BYTES
+from tether.web.security import CSP
+
+from .server import TOKEN, Served, read_stream, served
+
+API_ROUTES = [
+    ("GET", "/api/models"),
+    ("GET", "/api/sessions"),
+    ("POST", "/api/sessions"),
+    ("GET", "/api/sessions/{session_id}"),
+    ("GET", "/api/sessions/{session_id}/events"),
+    ("GET", "/api/sessions/{session_id}/usage"),
+    ("POST", "/api/sessions/{session_id}/prompt"),
+    ("POST", "/api/sessions/{session_id}/cancel"),
+    ("GET", "/api/sessions/{session_id}/questions"),
+    ("POST", "/api/sessions/{session_id}/questions/{question_id}"),
+    ("GET", "/api/sessions/{session_id}/tasks"),
+    ("GET", "/api/sessions/{session_id}/tasks/{task_id}"),
+    ("POST", "/api/sessions/{session_id}/tasks/{task_id}/kill"),
+]
+
+
+async def _create(web: Served, cwd: Path, **extra: object) -> str:
+    response = await web.client.post("/api/sessions", json={"cwd": str(cwd), **extra})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+async def _prompt(web: Served, session_id: str, text: str, **extra: object) -> None:
+    response = await web.client.post(
+        f"/api/sessions/{session_id}/prompt", json={"text": text, **extra}
+    )
+    assert response.status_code == 202, response.text
+
+
+async def _until(condition: object, within: float = 10.0) -> None:
+    """Wait (bounded) for ``condition()`` to hold: state outside the log, seen from here."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not condition():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_every_request_without_the_right_token_is_401_and_says_nothing(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        async with httpx.AsyncClient(base_url=web.base) as anonymous:
+            paths = [
+                (m, p.format(session_id=session_id, question_id="q1", task_id="bash-1"))
+                for m, p in API_ROUTES
+            ]
+            paths += [("GET", "/"), ("GET", f"/s/{session_id}"), ("GET", "/api/openapi.json")]
+            for bad in ({}, {"Authorization": "Bearer wrong"}, {"Cookie": "tether_token=wrong"}):
+                for method, path in paths:
+                    response = await anonymous.request(method, path, headers=bad)
+                    assert response.status_code == 401, (method, path, bad)
+                    assert session_id not in response.text
+                    assert response.headers["content-security-policy"] == CSP
+            wrong_query = await anonymous.get("/?token=wrong")
+            assert wrong_query.status_code == 401
+
+
+async def test_the_token_in_the_url_becomes_a_strict_cookie_and_leaves_the_url(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web, httpx.AsyncClient(base_url=web.base) as browser:
+        entered = await browser.get(f"/s/x1?token={TOKEN}&keep=1")
+        assert entered.status_code == 303
+        assert entered.headers["location"] == "/s/x1?keep=1"
+        cookies = entered.headers.get_list("set-cookie")
+        assert any(c.startswith("tether_token=") and "HttpOnly" in c for c in cookies)
+        assert all("SameSite=Strict" in c for c in cookies)
+        page = await browser.get("/")
+        assert page.status_code == 200
+        assert '<script src="/static/sessions.js"' in page.text
+        assert "<script>" not in page.text  # no inline script: the CSP forbids it
+        assert page.headers["content-security-policy"] == CSP
+        assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+        static = await browser.get("/static/session.js")
+        assert static.status_code == 200
+        assert static.headers["content-security-policy"] == CSP
+
+
+async def test_a_state_change_with_the_cookie_needs_the_csrf_token_and_our_origin(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web, httpx.AsyncClient(base_url=web.base) as browser:
+        await browser.get(f"/?token={TOKEN}")
+        csrf = browser.cookies["tether_csrf"]
+        body = {"cwd": str(tmp_path)}
+        refused = await browser.post("/api/sessions", json=body)
+        assert refused.status_code == 403
+        forged = await browser.post("/api/sessions", json=body, headers={"X-Tether-CSRF": "x"})
+        assert forged.status_code == 403
+        cross = await browser.post(
+            "/api/sessions",
+            json=body,
+            headers={"X-Tether-CSRF": csrf, "Origin": "http://evil.example"},
+        )
+        assert cross.status_code == 403
+        allowed = await browser.post(
+            "/api/sessions", json=body, headers={"X-Tether-CSRF": csrf, "Origin": web.base}
+        )
+        assert allowed.status_code == 201
+        assert (await browser.get("/api/sessions")).status_code == 200  # reads need no header
+
+
+async def test_create_prompt_and_stream_a_bash_turn_then_list_and_show_it(tmp_path: Path) -> None:
+    async with served(tmp_path) as web:
+        models = (await web.client.get("/api/models")).json()
+        assert "offline" in models["providers"] and models["modes"] == ["ask", "auto"]
+        session_id = await _create(web, tmp_path, model="offline", mode="auto")
+        await _prompt(web, session_id, "$ echo streamed-out")
+        got = await read_stream(web.client, session_id)
+        results = [r for r in got.records if r["type"] == "tool/result"]
+        assert results and "streamed-out" in str(results[0]["data"])
+        assert got.records[-1]["type"] == "turn/end"
+        assert [r["seq"] for r in got.records] == list(range(len(got.records)))
+        assert got.ids == sorted(got.ids) and got.ids[-1] == got.records[-1]["seq"]
+        assert got.states[0] == {"live": True, "questions": []}
+        listed = (await web.client.get("/api/sessions", params={"q": "streamed"})).json()
+        assert [row["id"] for row in listed["sessions"]] == [session_id]
+        assert listed["sessions"][0]["live"] == "here"
+        assert listed["sessions"][0]["model"] == "offline"
+        assert (await web.client.get("/api/sessions", params={"q": "nothing-like-it"})).json() == {
+            "sessions": []
+        }
+        (used,) = (await web.client.get(f"/api/sessions/{session_id}/usage")).json()["turns"]
+        assert used["turn"] == 1 and used["input_tokens"] > 0 and used["output_tokens"] > 0
+        assert used["cost"] is None  # the offline model has no prices
+        shown = (await web.client.get(f"/api/sessions/{session_id}")).json()
+        assert shown["cwd"] == str(tmp_path) and shown["mode"] == "auto"
+        assert shown["live"] == "here" and shown["holder"] == os.getpid()
+
+
+async def test_a_reconnect_with_last_event_id_continues_with_no_gap_and_no_duplicate(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        await _prompt(web, session_id, "$ echo one; echo two")
+        whole = await read_stream(web.client, session_id)
+        last = int(whole.records[-1]["seq"])  # type: ignore[call-overload]
+        cut = last // 2
+        rest = await read_stream(web.client, session_id, headers={"Last-Event-ID": str(cut)})
+        assert [r["seq"] for r in rest.records] == list(range(cut + 1, last + 1))
+        by_query = await read_stream(web.client, session_id, after=cut)
+        assert by_query.records == rest.records
+        # Connected at the end, then live: the next turn arrives whole, nothing twice.
+        live = asyncio.ensure_future(
+            read_stream(web.client, session_id, headers={"Last-Event-ID": str(last)})
+        )
+        await _until(lambda: web.hub.follows.followers(session_id) == 1)
+        await _prompt(web, session_id, "$ echo three")
+        got = await live
+        seqs = [r["seq"] for r in got.records]
+        assert seqs[0] == last + 1 and seqs == list(range(last + 1, last + 1 + len(seqs)))
+        assert got.records[-1]["type"] == "turn/end"
+        bad = await web.client.get(
+            f"/api/sessions/{session_id}/events", headers={"Last-Event-ID": "x"}
+        )
+        assert bad.status_code == 400
+
+
+async def test_unknown_sessions_are_404_and_ids_that_are_not_ids_are_400(tmp_path: Path) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        for method, path in API_ROUTES:
+            if "{session_id}" not in path:
+                continue
+            unknown = path.format(session_id="no-such-session", question_id="q1", task_id="t1")
+            response = await web.client.request(method, unknown, json={"text": "x", "allow": True})
+            assert response.status_code == 404, (method, unknown, response.text)
+            assert "error" in response.json()
+            for bad_id in ("..", ".hidden", "a" * 200, "x%00y"):
+                bad = path.format(session_id=bad_id, question_id="q1", task_id="t1")
+                response = await web.client.request(method, bad, json={"text": "x"})
+                assert response.status_code in (400, 404), (method, bad)
+                assert "Traceback" not in response.text
+        traversal = await web.client.get("/api/sessions/..%2F..%2Fetc%2Fpasswd")
+        assert traversal.status_code == 404
+        dots = await web.client.get("/api/sessions/..")
+        assert dots.status_code in (400, 404)
+        task = await web.client.get(f"/api/sessions/{session_id}/tasks/.hidden")
+        assert task.status_code == 400
+        no_question = await web.client.post(
+            f"/api/sessions/{session_id}/questions/q99", json={"allow": True}
+        )
+        assert no_question.status_code == 404
+        bad_cwd = await web.client.post("/api/sessions", json={"cwd": "relative/dir"})
+        assert bad_cwd.status_code == 400
+        bad_model = await web.client.post(
+            "/api/sessions", json={"cwd": str(tmp_path), "model": "nowhere:x"}
+        )
+        assert bad_model.status_code == 400 and "nowhere" in bad_model.json()["error"]
+        bad_mode = await web.client.post("/api/sessions", json={"cwd": str(tmp_path), "mode": "x"})
+        assert bad_mode.status_code == 400
+        not_json = await web.client.post(f"/api/sessions/{session_id}/prompt", content=b"{")
+        assert not_json.status_code == 400
+
+
+async def test_an_oversized_prompt_is_413_and_queues_nothing(tmp_path: Path) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        events_before = len(web.hub.live_agent(session_id).session.events)  # type: ignore[union-attr]
+        huge = "x" * (MAX_PROMPT_BYTES + 1)
+        response = await web.client.post(f"/api/sessions/{session_id}/prompt", json={"text": huge})
+        assert response.status_code == 413
+
+        async def chunked() -> object:
+            yield b'{"text": "'
+            for _ in range(MAX_PROMPT_BYTES // 1024 + 1):
+                yield b"y" * 1024
+            yield b'"}'
+
+        streamed = await web.client.post(f"/api/sessions/{session_id}/prompt", content=chunked())
+        assert streamed.status_code == 413
+        agent = web.hub.live_agent(session_id)
+        assert agent is not None and len(agent.session.events) == events_before
+
+
+def _tether_run(data_dir: Path, task: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(data_dir), "run", task],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TETHER_MODEL": "offline"},
+    )
+
+
+async def test_a_session_live_in_another_process_is_409_naming_it_and_a_stored_one_resumes(
+    tmp_path: Path,
+) -> None:
+    finished = _tether_run(tmp_path, "$ echo earlier")
+    await asyncio.to_thread(finished.communicate, timeout=30)
+    async with served(tmp_path) as web:
+        (stored,) = (await web.client.get("/api/sessions")).json()["sessions"]
+        assert stored["live"] is None
+        other = _tether_run(tmp_path, "$ sleep 30")
+        try:
+
+            async def other_live() -> str | None:
+                rows = (await web.client.get("/api/sessions")).json()["sessions"]
+                live = [r for r in rows if r["live"] == "elsewhere"]
+                return str(live[0]["id"]) if live else None
+
+            deadline = asyncio.get_running_loop().time() + 20
+            held = await other_live()
+            while held is None:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+                held = await other_live()
+            refused = await web.client.post(f"/api/sessions/{held}/prompt", json={"text": "hi"})
+            assert refused.status_code == 409
+            assert refused.json()["holder"] == other.pid
+            assert str(other.pid) in refused.json()["error"]
+            stop = await web.client.post(f"/api/sessions/{held}/cancel")
+            assert stop.status_code == 409
+            # The stream of a session live elsewhere gives what is stored, then ends.
+            got = await read_stream(web.client, held, until=None)
+            assert got.records and got.records[0]["seq"] == 0
+        finally:
+            other.terminate()
+            await asyncio.to_thread(other.communicate, timeout=30)
+        await _prompt(web, str(stored["id"]), "$ echo resumed-here")
+        got = await read_stream(web.client, str(stored["id"]), after=0)
+        turn_ends = [r for r in got.records if r["type"] == "turn/end"]
+        assert turn_ends  # the first turn's end, from the stored log
+        assert web.hub.owns(str(stored["id"]))
+
+
+async def test_a_client_gone_mid_stream_leaves_no_follower_and_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        await _prompt(web, session_id, "$ sleep 0.5; echo finished-anyway")
+        first = await read_stream(web.client, session_id, until="tool/call")
+        assert first.records
+        await _until(lambda: web.hub.follows.followers(session_id) == 0)
+        agent = web.hub.live_agent(session_id)
+        assert agent is not None
+        await agent.when_idle()
+        end = agent.session.events[-1]
+        assert end.type == "turn/end" and end.to_record()["data"]["reason"]["kind"] == "completed"  # type: ignore[index]
+        assert "finished-anyway" in str([e.to_record() for e in agent.session.events])
+        # A tab closed while its session is idle (nothing more to write) is gone too.
+        idle = await read_stream(web.client, session_id)
+        assert idle.records[-1]["type"] == "turn/end"
+        await _until(lambda: web.hub.follows.followers(session_id) == 0)
+
+
+async def test_a_hundred_stop_clicks_are_one_cancel_and_the_receipt_is_logged(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        cancels: list[object] = []
+        web.tether.runtime.ctx.on(CANCEL_REQUESTED, lambda agent, cause: cancels.append(cause))
+        await _prompt(web, session_id, "$ sleep 30")
+        await read_stream(web.client, session_id, until="tool/call")
+        answers = await asyncio.gather(
+            *(web.client.post(f"/api/sessions/{session_id}/cancel") for _ in range(100))
+        )
+        assert {a.status_code for a in answers} == {202}
+        assert sum(a.json()["cancelled"] for a in answers) == 1
+        got = await read_stream(web.client, session_id)
+        types = [r["type"] for r in got.records]
+        assert "tool/stopped" in types
+        receipt = got.records[types.index("tool/stopped")]["data"]
+        assert receipt["cause"] == "user" and receipt["stopped"]  # type: ignore[index]
+        assert got.records[-1]["data"]["reason"] == {"kind": "aborted", "cause": "user"}  # type: ignore[index]
+        assert [str(c) for c in cancels] == ["user"]
+
+
+async def test_background_tasks_are_shown_and_killed_only_for_their_session(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web:
+        owner = await _create(web, tmp_path)
+        other = await _create(web, tmp_path)
+        await _prompt(web, owner, "& echo tail-line; sleep 30")
+        await read_stream(web.client, owner)
+        (task,) = (await web.client.get(f"/api/sessions/{owner}/tasks")).json()["tasks"]
+        assert task["status"] == "running" and "sleep 30" in task["command"]
+        assert (await web.client.get(f"/api/sessions/{other}/tasks")).json() == {"tasks": []}
+        task_id = task["id"]
+        assert (await web.client.get(f"/api/sessions/{other}/tasks/{task_id}")).status_code == 404
+        stolen = await web.client.post(f"/api/sessions/{other}/tasks/{task_id}/kill")
+        assert stolen.status_code == 404
+        assert (await web.client.get(f"/api/sessions/{owner}/tasks")).json()["tasks"][0][
+            "status"
+        ] == "running"
+
+        async def tail() -> str:
+            shown = await web.client.get(f"/api/sessions/{owner}/tasks/{task_id}")
+            return str(shown.json()["stdout"])
+
+        deadline = asyncio.get_running_loop().time() + 10
+        while "tail-line" not in await tail():
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.02)
+        killed = await web.client.post(f"/api/sessions/{owner}/tasks/{task_id}/kill")
+        assert killed.status_code == 200
+        assert killed.json()["task"]["status"] == "killed"
+        assert killed.json()["task"]["stop"]["signals"]
+
+
+async def test_a_permission_question_is_answered_from_the_api(tmp_path: Path) -> None:
+    async with served(tmp_path, mode="ask") as web:
+        session_id = await _create(web, tmp_path, mode="ask")
+        await _prompt(web, session_id, "$ echo allowed-run")
+        asked = await read_stream(web.client, session_id, until=None, until_state=True)
+        (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
+        assert question["tool"] == "bash" and question["arguments"]["command"] == "echo allowed-run"
+        listed = (await web.client.get(f"/api/sessions/{session_id}/questions")).json()
+        assert [q["id"] for q in listed["questions"]] == [question["id"]]
+        bad = await web.client.post(
+            f"/api/sessions/{session_id}/questions/{question['id']}", json={"allow": "yes"}
+        )
+        assert bad.status_code == 400
+        answered = await web.client.post(
+            f"/api/sessions/{session_id}/questions/{question['id']}", json={"allow": True}
+        )
+        assert answered.status_code == 200
+        got = await read_stream(web.client, session_id)
+        results = [r for r in got.records if r["type"] == "tool/result"]
+        assert "allowed-run" in str(results[0]["data"])
+        await _prompt(web, session_id, "$ echo refused-run")
+        asked = await read_stream(
+            web.client, session_id, until=None, until_state=True, after=got.ids[-1]
+        )
+        (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
+        await web.client.post(
+            f"/api/sessions/{session_id}/questions/{question['id']}", json={"allow": False}
+        )
+        got = await read_stream(web.client, session_id, after=got.ids[-1])
+        (result,) = [r for r in got.records if r["type"] == "tool/result"]
+        assert result["data"]["is_error"] and "did not allow" in result["data"]["content"]  # type: ignore[index]
+
+
+async def test_the_openapi_document_describes_every_api_route(tmp_path: Path) -> None:
+    async with served(tmp_path) as web:
+        spec = (await web.client.get("/api/openapi.json")).json()
+        assert spec["openapi"].startswith("3.")
+        documented = {
+            (method.upper(), path)
+            for path, operations in spec["paths"].items()
+            for method in operations
+        }
+        assert documented == set(API_ROUTES)
+        for operations in spec["paths"].values():
+            for operation in operations.values():
+                assert operation["summary"] and operation["responses"]
+        from tether.web.app import build_app
+
+        app = build_app(web.tether.runtime.ctx, web.hub, "t", default_model=None)
+        routes = {
+            (method, route.path)
+            for route in app._app.routes  # type: ignore[attr-defined]
+            if getattr(route, "path", "").startswith("/api/") and route.path != "/api/openapi.json"
+            for method in (route.methods or ()) - {"HEAD"}
+        }
+        assert routes == set(API_ROUTES)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
+def test_loopback_hosts_are_not_warned_about(host: str) -> None:
+    from tether.cli.web import is_loopback
+
+    assert is_loopback(host)
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("192.0.2.1")
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        command = ["tether.cli.main", "--data-dir", str(tmp_path), "web", "--port", str(port)]
+        done = subprocess.run(
+            [sys.executable, "-m", *command],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+async def test_a_steered_prompt_joins_the_running_turn(tmp_path: Path) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        await _prompt(web, session_id, "$ sleep 0.5; echo first")
+        await read_stream(web.client, session_id, until="tool/call")
+        await _prompt(web, session_id, "steered words", steer=True)
+        got = await read_stream(web.client, session_id)  # up to the first turn's end
+        prompts = [r for r in got.records if r["type"] == "user/message"]
+        assert len(prompts) == 2 and "steered words" in str(prompts[1]["data"])

@@ -1,0 +1,69 @@
+"""`Follows.follow`: a session's events after a seq, then live — no gap, no duplicate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tether.agent import UserMessage
+from tether.host import Tether
+from tether.session import Event
+from tether.session.store import SESSION_EVENT
+from tether.web.follow import Follows
+
+
+async def _until_turn_end(follow: object, seen: list[Event]) -> None:
+    async for batch in follow:  # type: ignore[attr-defined]
+        seen.extend(batch)
+        if seen and seen[-1].type == "turn/end":
+            return
+
+
+async def test_a_stored_session_is_followed_from_disk_then_live_once_resumed(
+    tmp_path: Path,
+) -> None:
+    async with Tether(data_dir=tmp_path) as tether:
+        handle = await tether.agents.create(cwd=str(tmp_path))
+        handle.agent.followup(UserMessage.text("$ echo stored-turn"))
+        await handle.agent.when_idle()
+        session_id = handle.agent.id
+        stored = len(handle.agent.session.events)
+        await handle.dispose()
+        assert tether.sessions.get(session_id) is None
+
+        follows = Follows(tether.sessions, tether.persistence)
+        tether.runtime.ctx.on(SESSION_EVENT, follows.on_session_event)
+        follow = follows.follow(session_id, after_seq=2)
+        first = await anext(follow)
+        assert [e.seq for e in first] == list(range(3, stored))
+        assert follows.followers(session_id) == 1
+
+        resumed = await tether.agents.resume(session_id)
+        resumed.agent.followup(UserMessage.text("$ echo live-turn"))
+        seen: list[Event] = []
+        await _until_turn_end(follow, seen)
+        assert [e.seq for e in seen] == list(range(stored, seen[-1].seq + 1))
+        assert "live-turn" in str([e.to_record() for e in seen])
+        await follow.aclose()
+        assert follows.followers(session_id) == 0
+        await resumed.dispose()
+
+
+async def test_a_nudge_yields_an_empty_batch_between_events(tmp_path: Path) -> None:
+    async with Tether(data_dir=tmp_path) as tether:
+        handle = await tether.agents.create(cwd=str(tmp_path))
+        handle.agent.followup(UserMessage.text("first"))
+        await handle.agent.when_idle()
+        follows = Follows(tether.sessions, tether.persistence)
+        tether.runtime.ctx.on(SESSION_EVENT, follows.on_session_event)
+        follow = follows.follow(handle.agent.id)
+        await anext(follow)  # the first turn
+        follows.nudge(handle.agent.id)
+        assert await anext(follow) == ()
+        handle.agent.followup(UserMessage.text("hi"))
+        seen: list[Event] = []
+        await _until_turn_end(follow, seen)
+        assert seen[0].seq > 0 and [e.seq for e in seen] == list(
+            range(seen[0].seq, seen[-1].seq + 1)
+        )
+        await follow.aclose()
+        await handle.dispose()
