@@ -59,7 +59,11 @@ Config = PostgresConfig
 
 
 class MissingDatabaseError(ValueError):
-    """No database URL was configured."""
+    """No database URL was configured, or a setting from the environment is invalid."""
+
+
+class DatabaseError(ConnectionError):
+    """The database cannot be reached or set up; the message is one line."""
 
 
 def _settings(config: PostgresConfig) -> tuple[str, str, str | None, float]:
@@ -96,15 +100,21 @@ async def apply(ctx: Context, config: PostgresConfig) -> None:
         if cluster:
             loop.call_soon_threadsafe(cluster[0].taken_over, session_id, new_host)
 
-    backend = await asyncio.to_thread(
-        PostgresBackend,
-        url,
-        schema=schema,
-        host_id=host,
-        lease_ttl=ttl,
-        pool_size=config.pool_size,
-        on_lease_lost=lost,
-    )
+    import psycopg
+
+    try:
+        backend = await asyncio.to_thread(
+            PostgresBackend,
+            url,
+            schema=schema,
+            host_id=host,
+            lease_ttl=ttl,
+            pool_size=config.pool_size,
+            on_lease_lost=lost,
+        )
+    except psycopg.Error as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DatabaseError(f"the session database cannot be used: {first}") from None
     try:
         cluster.append(Cluster(ctx, backend, url, doorbell))
         await mount_persistence(
