@@ -720,7 +720,9 @@ class PostgresBackend:
                             self._idle.append(conn)
 
     def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(self._url, autocommit=True, application_name="tether")
+        conn = psycopg.connect(
+            self._url, autocommit=True, application_name=f"tether {self._schema}"[:63]
+        )
         try:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self._schema)))
         except BaseException:
