@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -128,49 +129,61 @@ def test_the_heartbeat_keeps_a_lease_past_its_ttl(schema: str) -> None:
         other.close()
 
 
-class _KilledMidBatch(PostgresBackend):
-    """Terminates its own connection once, after a batch's rows are in and before commit."""
+class _Connection:
+    """A connection that, once, breaks around the statement that writes a batch:
+    before it (the server ends the connection) or after it (the answer is lost)."""
 
-    killed = 0
+    def __init__(self, conn: psycopg.Connection[Any], backend: _Breaking) -> None:
+        self._conn = conn
+        self._backend = backend
 
-    def _write(self, cur: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> None:
-        super()._write(cur, *args, **kwargs)
-        if not self.killed:
-            self.killed += 1
-            sql("SELECT pg_terminate_backend(%s)", cur.connection.info.backend_pid)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, query: Any, params: Any = None) -> Any:
+        breaking = "append_batch" in str(query) and not self._backend.broken
+        if breaking and self._backend.when == "before":
+            self._backend.broken = True
+            sql("SELECT pg_terminate_backend(%s)", self._conn.info.backend_pid)
+        result = self._conn.execute(query, params)
+        if breaking and self._backend.when == "after":
+            self._backend.broken = True
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return result
 
 
-def test_a_batch_whose_connection_is_terminated_before_commit_is_retried(schema: str) -> None:
-    backend = _KilledMidBatch(postgres.URL, schema=schema)
+class _Breaking(PostgresBackend):
+    def __init__(self, schema: str, when: str) -> None:
+        self.when = when
+        self.broken = True  # not while migrating
+        super().__init__(postgres.URL, schema=schema)
+        self.broken = False
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        with super()._connection() as conn:
+            yield _Connection(conn, self)
+
+
+def test_a_batch_whose_connection_is_terminated_is_written_on_a_new_one(schema: str) -> None:
+    backend = _Breaking(schema, "before")
     try:
         backend.write(header("s1"), events(0, 3))
+        assert backend.broken
         backend.write(header("s1"), events(3, 4))
-        assert backend.killed == 1
         assert records(backend.load("s1")) == events(0, 7)
     finally:
         backend.close()
 
 
-class _AnswerLost(PostgresBackend):
-    """Loses the answer to its first committed batch: the commit happened, the caller
-    saw the connection break."""
-
-    lost = 0
-
-    def _write(self, cur: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> None:
-        super()._write(cur, *args, **kwargs)
-        if not self.lost and kwargs.get("retried") is False:
-            self.lost += 1
-            cur.execute("COMMIT")
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-
-
 def test_a_batch_committed_before_the_connection_broke_is_not_stored_twice(schema: str) -> None:
-    backend = _AnswerLost(postgres.URL, schema=schema)
+    backend = _Breaking(schema, "after")
+    backend.broken = True
     try:
         backend.write(header("s1"), events(0, 2))
+        backend.broken = False
         backend.write(header("s1"), events(2, 3))  # committed, answer lost, retried
-        assert backend.lost == 1
+        assert backend.broken
         assert records(backend.load("s1")) == events(0, 5)
         assert backend.next_seq("s1") == 5
     finally:

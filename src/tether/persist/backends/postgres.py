@@ -57,6 +57,7 @@ from tether.persist.backends.bulk import BadRecordError, events_from_rows
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
+    InvalidRecordError,
     LogStoreError,
     SessionNotFoundError,
     StoreConflictError,
@@ -67,8 +68,8 @@ from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
     check_continues,
-    encode_data,
     encode_json,
+    encode_record,
     parse_batch,
     parse_header,
     validate_session_id,
@@ -89,6 +90,68 @@ _Row = tuple[int, str, float, str]
 
 SCHEMA_VERSION = 1
 """The newest schema this module creates, and the newest it reads."""
+
+_APPEND_FUNCTION = """
+CREATE FUNCTION append_batch(
+    p_id text, p_token bigint, p_header jsonb, p_created double precision, p_events jsonb,
+    p_first bigint, p_count integer, p_turns integer, p_last double precision, p_title text,
+    p_channel text
+) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    lease record;
+    stored_next bigint;
+BEGIN
+    -- The fence: FOR SHARE makes a takeover (an update of the row) wait for
+    -- this write, and this write wait for a takeover under way.
+    SELECT host, pid, token, expires_at > clock_timestamp() AS live INTO lease
+        FROM leases WHERE session_id = p_id FOR SHARE;
+    IF p_token IS NOT NULL THEN
+        IF lease IS NULL OR lease.token <> p_token THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT001', MESSAGE = coalesce(lease.host, '');
+        END IF;
+    ELSIF lease IS NOT NULL AND lease.live THEN
+        RAISE EXCEPTION USING ERRCODE = 'TT002', MESSAGE = lease.host || ' ' || lease.pid;
+    END IF;
+    SELECT next_seq INTO stored_next FROM sessions WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        IF p_header IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT004', MESSAGE = 'the session is not stored';
+        END IF;
+        IF p_count > 0 AND p_first <> 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT003', MESSAGE = '0';
+        END IF;
+        INSERT INTO sessions (id, header, created_at, next_seq, turn_count, last_activity, title)
+            VALUES (p_id, p_header, p_created, p_count, p_turns, coalesce(p_last, p_created),
+                    p_title)
+            ON CONFLICT (id) DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT005', MESSAGE = 'created by another writer';
+        END IF;
+    ELSIF p_count = 0 THEN
+        RETURN;
+    ELSE
+        IF stored_next <> p_first THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT003', MESSAGE = stored_next::text;
+        END IF;
+        UPDATE sessions SET next_seq = next_seq + p_count, turn_count = turn_count + p_turns,
+            last_activity = p_last, title = coalesce(title, p_title)
+            WHERE id = p_id;
+    END IF;
+    IF p_count > 0 THEN
+        INSERT INTO events (session_id, seq, type, time, data)
+            SELECT p_id, r.seq, r.type, r.time, r.data
+            FROM jsonb_to_recordset(p_events)
+                AS r(seq bigint, type text, time double precision, data jsonb);
+        PERFORM pg_notify(p_channel, p_id || ' ' || (p_first + p_count - 1));
+    END IF;
+END
+$$
+"""
+"""One batch, in one statement (one round trip, its own transaction): the fence,
+the seq check, the session row, the events, the doorbell. Errors by SQLSTATE:
+``TT001`` taken over (message: the new host), ``TT002`` leased by another
+(``host pid``), ``TT003`` seq conflict (the stored next seq), ``TT004`` a
+first write without a valid header, ``TT005`` created by another writer."""
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -124,6 +187,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
         "CREATE SEQUENCE lease_tokens",
+        _APPEND_FUNCTION,
     ),
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
@@ -260,7 +324,8 @@ class PostgresBackend:
 
         See :meth:`LogBackend.write`. When this backend holds the session's
         lease, the lease must still carry its token; when it does not, no
-        other holder may have the lease live.
+        other holder may have the lease live. The whole batch is one
+        statement (:data:`_APPEND_FUNCTION`): one round trip.
 
         Raises:
             InvalidRecordError: the header (first write) or an event is invalid.
@@ -270,17 +335,35 @@ class PostgresBackend:
         """
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
-        columns = (
-            [event["seq"] for event in batch],
-            [event["type"] for event in batch],
-            [event["time"] for event in batch],
-            [_storable(encode_data(event["data"])) for event in batch],
+        try:
+            record: HeaderRecord | None = parse_header(header)
+        except InvalidRecordError as exc:
+            record, bad_header = None, exc
+        activity = Activity().extend_written(batch)
+        params = (
+            session_id,
+            self._tokens.get(session_id),
+            None if record is None else _storable(encode_json(record)),
+            None if record is None else record["created_at"],
+            _storable(b"[" + b",".join(encode_record(event) for event in batch) + b"]"),
+            batch[0]["seq"] if batch else 0,
+            len(batch),
+            activity.turn_count,
+            activity.last_activity,
+            activity.title,
+            self._events_channel,
         )
         retried = False
         while True:
             try:
-                with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
-                    self._write(cur, session_id, header, batch, columns, retried=retried)
+                with self._connection() as conn:
+                    if retried and self._already_stored(conn, session_id, batch):
+                        return
+                    conn.execute(
+                        "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb,"
+                        " %s, %s, %s, %s, %s, %s)",
+                        params,
+                    )
                 return
             except psycopg.OperationalError as exc:
                 if retried or not _connection_lost(exc):
@@ -291,109 +374,52 @@ class PostgresBackend:
                     exc,
                 )
                 retried = True
+            except psycopg.Error as exc:
+                self._raise_refusal(exc, session_id, batch, bad_header if record is None else None)
+                raise
 
-    def _write(
+    def _raise_refusal(
         self,
-        cur: psycopg.Cursor[Any],
+        exc: psycopg.Error,
         session_id: str,
-        header: Mapping[str, object],
         batch: Sequence[EventRecord],
-        columns: tuple[list[int], list[str], list[float], list[str]],
-        *,
-        retried: bool,
+        bad_header: InvalidRecordError | None,
     ) -> None:
-        self._check_fence(cur, session_id)
-        stored = cur.execute(
-            "SELECT next_seq, turn_count, last_activity, title FROM sessions"
-            " WHERE id = %s FOR UPDATE",
-            (session_id,),
-        ).fetchone()
-        if stored is None:
-            record = parse_header(header)
-            if batch:
-                check_continues(session_id, batch, 0)
-            activity = Activity().extend_written(batch)
-            inserted = cur.execute(
-                "INSERT INTO sessions"
-                " (id, header, created_at, next_seq, turn_count, last_activity, title)"
-                " VALUES (%s, %s::jsonb, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (
-                    session_id,
-                    _storable(encode_json(record)),
-                    record["created_at"],
-                    len(batch),
-                    activity.turn_count,
-                    record["created_at"]
-                    if activity.last_activity is None
-                    else activity.last_activity,
-                    activity.title,
-                ),
-            ).rowcount
-            if inserted == 0:
-                raise StoreConflictError(f"session {session_id!r} was created by another writer")
-        elif batch:
-            next_seq = int(stored[0])
-            if retried and self._already_stored(cur, session_id, batch, next_seq):
-                return
-            check_continues(session_id, batch, next_seq)
-            activity = Activity(stored[1], stored[2], stored[3]).extend_written(batch)
-            cur.execute(
-                "UPDATE sessions SET next_seq = %s, turn_count = %s, last_activity = %s, title = %s"
-                " WHERE id = %s",
-                (
-                    next_seq + len(batch),
-                    activity.turn_count,
-                    activity.last_activity,
-                    activity.title,
-                    session_id,
-                ),
-            )
-        else:
-            return
-        if batch:
-            seqs, types, times, datas = columns
-            cur.execute(
-                "INSERT INTO events (session_id, seq, type, time, data)"
-                " SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::float8[], %s::jsonb[])",
-                (session_id, seqs, types, times, datas),
-            )
-            cur.execute(
-                "SELECT pg_notify(%s, %s)", (self._events_channel, f"{session_id} {seqs[-1]}")
-            )
+        """Turn a refusal of :data:`_APPEND_FUNCTION` into the backend's error; return otherwise."""
+        message = exc.diag.message_primary or ""
+        if exc.sqlstate == "TT001":
+            host = message or None
+            self._lost(session_id, host)
+            raise SessionTakenOverError(session_id, host) from None
+        if exc.sqlstate == "TT002":
+            host, _, pid = message.rpartition(" ")
+            raise SessionLeasedError(session_id, int(pid) or None, host=host) from None
+        if exc.sqlstate == "TT003":
+            check_continues(session_id, batch, int(message))
+            raise StoreConflictError(f"session {session_id!r}: the batch does not continue the log")
+        if exc.sqlstate == "TT004" and bad_header is not None:
+            raise bad_header from None
+        if exc.sqlstate == "TT005":
+            raise StoreConflictError(
+                f"session {session_id!r} was created by another writer"
+            ) from None
 
     def _already_stored(
-        self, cur: psycopg.Cursor[Any], session_id: str, batch: Sequence[EventRecord], next_seq: int
+        self, conn: psycopg.Connection[Any], session_id: str, batch: Sequence[EventRecord]
     ) -> bool:
         """Whether a retried batch was committed by the attempt whose connection broke."""
-        last = batch[-1]
-        if next_seq != last["seq"] + 1:
+        if not batch:
             return False
-        row = cur.execute(
-            "SELECT type, time FROM events WHERE session_id = %s AND seq = %s",
-            (session_id, batch[0]["seq"]),
+        row = conn.execute(
+            "SELECT s.next_seq, e.type, e.time FROM sessions s"
+            " LEFT JOIN events e ON e.session_id = s.id AND e.seq = %s WHERE s.id = %s",
+            (batch[0]["seq"], session_id),
         ).fetchone()
-        return row is not None and (row[0], row[1]) == (batch[0]["type"], batch[0]["time"])
-
-    def _check_fence(self, cur: psycopg.Cursor[Any], session_id: str) -> None:
-        """Check, in the write's transaction, that this write may store anything.
-
-        The row is read ``FOR SHARE``: a takeover (an update of the row)
-        waits until this transaction ends, and the write waits for a takeover
-        in progress, so a write is stored either before a takeover or never.
-        """
-        row = cur.execute(
-            "SELECT host, pid, token, expires_at > clock_timestamp() FROM leases"
-            " WHERE session_id = %s FOR SHARE",
-            (session_id,),
-        ).fetchone()
-        token = self._tokens.get(session_id)
-        if token is not None:
-            if row is None or row[2] != token:
-                host = None if row is None else row[0]
-                self._lost(session_id, host)
-                raise SessionTakenOverError(session_id, host)
-        elif row is not None and row[3]:
-            raise SessionLeasedError(session_id, row[1], host=row[0])
+        return (
+            row is not None
+            and row[0] == batch[-1]["seq"] + 1
+            and (row[1], row[2]) == (batch[0]["type"], batch[0]["time"])
+        )
 
     def load(self, session_id: str) -> StoredLog:
         """Read and validate the whole log; see :meth:`LogBackend.load`.
@@ -800,9 +826,11 @@ def _connection_lost(exc: psycopg.OperationalError) -> bool:
     )
 
 
-def _storable(text: str) -> str:
+def _storable(text: str | bytes) -> str:
     """JSON text ``jsonb`` accepts: a NUL character (``\\u0000``, which it
     refuses) in a string is stored as U+FFFD, as a lone surrogate is."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
     if "\\u0000" not in text:
         return text
     return encode_json(_without_nul(json.loads(text)))
