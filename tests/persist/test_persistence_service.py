@@ -268,3 +268,31 @@ async def test_a_stored_log_that_breaks_an_invariant_fails_to_load_naming_its_se
     with pytest.raises(SessionInvariantError, match=message) as caught:
         await world.persistence.load("broken")
     assert str(caught.value).startswith("session 'broken': seq 1: ")
+
+
+async def test_follow_gives_the_events_after_a_seq_then_each_new_one_in_order(
+    world: World,
+) -> None:
+    session = live(world.store, "followed")
+    prompt(session, "one")
+    await world.store.flush(session)
+    seen: list[int] = []
+
+    async def read() -> None:
+        async for event in world.persistence.follow("followed", 0):
+            seen.append(event.seq)
+            if event.type == "turn/end":
+                return
+
+    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+        group.create_task(read())
+        await asyncio.sleep(0)
+        complete(session, "done")
+        await world.store.flush(session)
+    assert seen == list(range(1, len(session.events)))
+
+
+async def test_following_a_session_that_is_not_stored_fails(world: World) -> None:
+    with pytest.raises(SessionNotFoundError):
+        async for _event in world.persistence.follow("absent"):
+            pass
