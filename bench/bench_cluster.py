@@ -1,4 +1,4 @@
-"""Several tether hosts on one PostgreSQL database: throughput, latency, takeover; prints its figures.
+"""Several tether hosts on one PostgreSQL database: throughput, latency, takeover; prints figures.
 
 Usage: python bench/bench_cluster.py [--only NAME ...] [--events N] [--prompts N]
                                      [--hosts N] [--sessions N] [--rounds N]
@@ -44,13 +44,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import bench_acp  # noqa: E402
 import psycopg  # noqa: E402
 from acp.helpers import text_block  # noqa: E402
 from psycopg import sql  # noqa: E402
-
 from tests.adapters.fake_server import FakeServer, stream, until_client_leaves  # noqa: E402
 from tests.adapters.support import delta, text_answer  # noqa: E402
+
+import bench_acp  # noqa: E402
 from tether.persist.backends.postgres import (  # noqa: E402
     CONTROL_CHANNEL,
     EVENTS_CHANNEL,
@@ -350,7 +350,9 @@ async def takeover(rounds: int, ttl: float = 2.0) -> None:
                             conn.prompt(session_id=sid, prompt=[text_block("think long")])
                         )
                         await streaming.wait()
-                        while not (info := b.lease_info(sid)) or not info.live:
+                        for _ in range(1000):  # the lease is taken by the first write
+                            if (info := b.lease_info(sid)) is not None and info.live:
+                                break
                             await asyncio.sleep(0.01)
                         process.send_signal(signal.SIGKILL)
                         await process.wait()

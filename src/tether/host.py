@@ -34,6 +34,7 @@ from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
     from tether.agent import AgentsView
+    from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
     from tether.session.store import SessionStore
 
@@ -210,6 +211,18 @@ class Tether:
         from tether.persist.service import PERSISTENCE
 
         return self._require(PERSISTENCE)
+
+    @property
+    def cluster(self) -> Cluster:
+        """Cross-host control of sessions kept in PostgreSQL: ``cancel(id)`` reaches
+        the host that has the session live, wherever it runs.
+
+        Raises:
+            LookupError: sessions are not kept in PostgreSQL here.
+        """
+        from tether.persist.cluster import CLUSTER
+
+        return self._require(CLUSTER)
 
     def _require(self, key: ServiceKey[S]) -> S:
         service = self.runtime.ctx.get(key)
