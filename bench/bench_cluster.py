@@ -51,12 +51,8 @@ from tests.adapters.fake_server import FakeServer, stream, until_client_leaves  
 from tests.adapters.support import delta, text_answer  # noqa: E402
 
 import bench_acp  # noqa: E402
-from tether.persist.backends.postgres import (  # noqa: E402
-    CONTROL_CHANNEL,
-    EVENTS_CHANNEL,
-    PostgresBackend,
-    channel,
-)
+from tether.persist.backends.channels import CONTROL_CHANNEL, EVENTS_CHANNEL, channel  # noqa: E402
+from tether.persist.backends.postgres import PostgresBackend  # noqa: E402
 
 URL = bench_acp.DATABASE_URL
 CHUNKS_PER_FLUSH = 200

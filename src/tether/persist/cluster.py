@@ -3,7 +3,7 @@
 The database is the system of record; ``LISTEN``/``NOTIFY`` is only a
 doorbell, delivered at commit, never replayed, never carrying data. Each
 host listens on two channels of its schema (see
-:func:`~tether.persist.backends.postgres.channel`):
+:func:`~tether.persist.backends.channels.channel`):
 
 * ``events``: every write notifies ``"<session id> <last seq>"``; the host
   rings its follow :class:`~tether.persist.follow.Doorbell`, and followers
@@ -30,8 +30,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from tether.persist.backends.channels import CONTROL_CHANNEL, EVENTS_CHANNEL, channel
 from tether.persist.backends.errors import LogStoreError
-from tether.persist.backends.postgres import CONTROL_CHANNEL, EVENTS_CHANNEL, channel
 from tether.persist.backends.records import validate_session_id
 from tether.runtime.keys import Notice, ServiceKey
 

@@ -54,6 +54,7 @@ from psycopg import sql
 
 from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import BadRecordError, events_from_rows
+from tether.persist.backends.channels import EVENTS_CHANNEL, channel
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -194,18 +195,6 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 _LOCK_CLASS = 0x7E7E
 """The first key of the advisory lock migrations take (the second is the schema's hash)."""
-
-CONTROL_CHANNEL = "control"
-EVENTS_CHANNEL = "events"
-
-
-def channel(schema: str, name: str) -> str:
-    """The NOTIFY channel ``name`` of the sessions kept in ``schema``.
-
-    Channels belong to the database, not to a schema, so hosts of another
-    schema on the same database do not hear this one's doorbells.
-    """
-    return f"tether.{schema}.{name}"
 
 
 def default_host_id() -> str:
