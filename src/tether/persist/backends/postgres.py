@@ -24,10 +24,12 @@ took the lease over, the former owner's writes are rejected with
 :class:`~tether.persist.backends.lease.SessionTakenOverError` and store
 nothing, however long it was paused.
 
-A write is one transaction: the lease check, the session row (locked, so two
-writers of one session are serialised and the seq check holds), the events
-(one statement for the batch), and a ``NOTIFY`` doorbell carrying only the
-session id and its last seq (see :mod:`tether.persist.doorbell`). A write
+A write is one statement, so one round trip and one transaction: a call of
+the schema's ``append_batch`` function, which checks the lease, locks the
+session row (two writers of one session are serialised and the seq check
+holds), inserts the batch (sent as one JSON document) and rings a ``NOTIFY``
+doorbell carrying only the session id and its last seq (see
+:mod:`tether.persist.follow` and :mod:`tether.persist.cluster`). A write
 whose connection breaks is retried once on a fresh connection; a retry that
 finds its batch already committed (the break hid the commit) succeeds
 without writing it twice.
@@ -324,10 +326,13 @@ class PostgresBackend:
         """
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
+        # The header matters only to a first write, which the server tells apart.
+        record: HeaderRecord | None = None
+        bad_header: InvalidRecordError | None = None
         try:
-            record: HeaderRecord | None = parse_header(header)
+            record = parse_header(header)
         except InvalidRecordError as exc:
-            record, bad_header = None, exc
+            bad_header = exc
         activity = Activity().extend_written(batch)
         params = (
             session_id,
@@ -364,7 +369,7 @@ class PostgresBackend:
                 )
                 retried = True
             except psycopg.Error as exc:
-                self._raise_refusal(exc, session_id, batch, bad_header if record is None else None)
+                self._raise_refusal(exc, session_id, batch, bad_header)
                 raise
 
     def _raise_refusal(
