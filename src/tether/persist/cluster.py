@@ -84,6 +84,11 @@ class Cluster:
         """This host's id."""
         return self._backend.host_id
 
+    @property
+    def schema(self) -> str:
+        """The schema the hosts share."""
+        return self._backend.schema
+
     async def listening(self) -> None:
         """Return once the control and events channels are listened to."""
         await self._listening.wait()
