@@ -19,8 +19,10 @@ Figures (targets from the scale-out issue):
 * ``takeover``: SIGKILL of the host holding a streaming session until another
   host holds its lease (<= TTL + 1 s; TTL 2 s here);
 * ``scale``: N ``tether acp`` hosts x S sessions x P prompts at once, then the
-  database is checked: acknowledged turns lost, duplicate seqs, events stored
-  after their writer lost the lease.
+  database is checked: acknowledged turns lost, duplicate seqs;
+* ``fencing``: a host with sessions mid-turn is paused past its TTL, another
+  loads (takes over) and prompts them, the paused host is let go on: events
+  it stored after the takeover are fencing violations.
 
 The server is ``$TETHER_BENCH_DATABASE_URL`` (default: the local one); each
 part uses a schema of its own, dropped afterwards.
@@ -428,13 +430,92 @@ async def scale(hosts: int, sessions: int, prompts: int) -> None:
     print(
         f"scale: {hosts} hosts x {sessions} sessions x {prompts} prompts at once: "
         f"{turns} acknowledged turns in {elapsed:.1f} s; acknowledged turns lost {lost}, "
-        f"duplicate seqs {duplicates}, fencing violations 0 possible without a takeover "
-        "(the paused-host test covers them)"
+        f"duplicate seqs {duplicates} (no takeover in this run: see fencing)"
+    )
+
+
+async def fencing(sessions: int, ttl: float = 1.0) -> None:
+    """A host with ``sessions`` sessions mid-turn is paused past its TTL; another host
+    loads (takes over) each of them and prompts it; the paused host is let go on. Counted:
+    events of the paused host stored after the takeover (a fencing violation)."""
+    schema = f"bench_fencing_{os.getpid()}"
+    bench_acp.BACKEND.update(name="postgres", schema=schema)
+    os.environ["TETHER_LEASE_TTL"] = str(ttl)
+    db = PostgresBackend(URL, schema=schema, host_id="observer")
+    violations = fenced_answers = 0
+    try:
+        async with FakeServer() as server:
+            with (
+                tempfile.TemporaryDirectory() as home_a,
+                tempfile.TemporaryDirectory() as home_b,
+                tempfile.TemporaryDirectory() as work,
+            ):
+                os.environ["TETHER_HOST_ID"] = "paused"
+                async with bench_acp.spawned(server, Path(home_a)) as (a, conn_a, client_a, _r):
+                    sids = [
+                        (await conn_a.new_session(cwd=work, mcp_servers=[])).session_id
+                        for _ in range(sessions)
+                    ]
+                    prompts = []
+                    for sid in sids:
+                        client_a.streaming[sid] = asyncio.Event()
+                        server.queue(until_client_leaves([delta("from the paused host")]))
+                        prompts.append(
+                            asyncio.ensure_future(
+                                conn_a.prompt(session_id=sid, prompt=[text_block("hold")])
+                            )
+                        )
+                    for sid in sids:
+                        await client_a.streaming[sid].wait()
+                    a.send_signal(signal.SIGSTOP)
+                    try:
+                        for sid in sids:
+                            for _ in range(int(ttl * 100) + 100):  # until the lease expires
+                                if (info := db.lease_info(sid)) is None or not info.live:
+                                    break
+                                await asyncio.sleep(0.01)
+                        os.environ["TETHER_HOST_ID"] = "taker"
+                        async with bench_acp.spawned(server, Path(home_b)) as (_b, conn_b, _c, _r):
+                            for sid in sids:
+                                await conn_b.load_session(cwd=work, session_id=sid, mcp_servers=[])
+                            taken = {sid: len(db.load(sid).events) for sid in sids}
+                            a.send_signal(signal.SIGCONT)
+                            for sid in sids:
+                                server.queue(stream(text_answer("an answer")))
+                                answer = await conn_b.prompt(
+                                    session_id=sid, prompt=[text_block("from the taker")]
+                                )
+                                assert answer.stop_reason == "end_turn", answer
+                            for prompt in prompts:
+                                try:
+                                    await prompt
+                                except Exception:
+                                    fenced_answers += 1
+                    finally:
+                        a.send_signal(signal.SIGCONT)
+        for sid in sids:
+            after = db.load(sid).events[taken[sid] :]
+            for event in after:
+                data = event.data_object()
+                texts = [b.get("text") for b in data.get("content", []) if isinstance(b, dict)]
+                aborted = event.type == "turn/end" and data["reason"]["kind"] != "completed"
+                prompted = event.type == "user/message" and texts != ["from the taker"]
+                violations += aborted or prompted
+    finally:
+        db.close()
+        drop(schema)
+        for name in ("TETHER_HOST_ID", "TETHER_LEASE_TTL"):
+            os.environ.pop(name, None)
+    print(
+        f"fencing: {sessions} sessions mid-turn on a host paused past its TTL (1 s), taken "
+        f"over and prompted by another host, the paused host let go on: its prompts answered "
+        f"with an error {fenced_answers}/{sessions}; its events stored after the takeover "
+        f"(fencing violations): {violations}"
     )
 
 
 async def main(args: argparse.Namespace) -> None:
-    only = set(args.only or ("drivers", "append", "acp", "cancel", "takeover", "scale"))
+    only = set(args.only or ("drivers", "append", "acp", "cancel", "takeover", "scale", "fencing"))
     if "drivers" in only:
         await drivers(args.rounds)
     if "append" in only:
@@ -447,6 +528,8 @@ async def main(args: argparse.Namespace) -> None:
         await takeover(3)
     if "scale" in only:
         await scale(args.hosts, args.sessions, args.scale_prompts)
+    if "fencing" in only:
+        await fencing(10)
 
 
 if __name__ == "__main__":
@@ -454,7 +537,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--only",
         nargs="*",
-        choices=("drivers", "append", "acp", "cancel", "takeover", "scale"),
+        choices=("drivers", "append", "acp", "cancel", "takeover", "scale", "fencing"),
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--events", type=int, default=40_000, help="per host, for append")
