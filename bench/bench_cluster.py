@@ -96,6 +96,29 @@ def psycopg_append(schema: str, batches: int, size: int) -> float:
         return time.perf_counter() - start
 
 
+def backend_append(schema: str, batches: int, size: int) -> float:
+    """The same batches through :class:`PostgresBackend` (one JSON document, one call)."""
+    import msgspec
+
+    backend = PostgresBackend(URL, schema=schema)
+    head = {"id": "b", "created_at": 1.0, "cwd": "/", "lineage": None, "meta": {}}
+    data = msgspec.Raw(DATA.encode())
+    try:
+        backend.write(head, [])
+        start = time.perf_counter()
+        for batch in range(batches):
+            backend.write(
+                head,
+                [
+                    {"type": "assistant/chunk", "seq": seq, "time": 1.0, "data": data}
+                    for seq in range(batch * size, (batch + 1) * size)
+                ],
+            )
+        return time.perf_counter() - start
+    finally:
+        backend.close()
+
+
 async def asyncpg_append(schema: str, batches: int, size: int) -> float:
     import asyncpg  # type: ignore[import-not-found]
 
@@ -122,13 +145,20 @@ async def drivers(rounds: int) -> None:
     else:
         have_asyncpg = True
     batches, size = 300, 100
-    figures: dict[str, list[float]] = {"psycopg": [], "asyncpg": []}
+    figures: dict[str, list[float]] = {
+        "psycopg, text arrays": [],
+        "asyncpg, arrays": [],
+        "psycopg, the backend's batch function": [],
+    }
     for round_ in range(rounds):
         schema = f"bench_drivers_{os.getpid()}_{round_}"
         try:
-            figures["psycopg"].append(psycopg_append(schema, batches, size))
+            figures["psycopg, text arrays"].append(psycopg_append(schema, batches, size))
             if have_asyncpg:
-                figures["asyncpg"].append(await asyncpg_append(schema, batches, size))
+                figures["asyncpg, arrays"].append(await asyncpg_append(schema, batches, size))
+            figures["psycopg, the backend's batch function"].append(
+                backend_append(schema, batches, size)
+            )
         finally:
             drop(schema)
     for name, times in figures.items():
