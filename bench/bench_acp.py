@@ -1,7 +1,8 @@
 """``tether acp`` benchmarks: a real subprocess driven by the SDK's client side; prints its figures.
 
 Usage: python bench/bench_acp.py [--spawns N] [--prompts N] [--cancels N] [--sessions N]
-                                 [--backend jsonl|sqlite] [--only prompts|startup] [--prices]
+                                 [--backend jsonl|sqlite|postgres] [--only prompts|startup]
+                                 [--prices]
                                  [--vs SRC]
 
 ``--only startup`` prints the spawn figures alone; with ``--vs SRC`` (the
@@ -67,7 +68,13 @@ class Client:
 
 
 SQLITE_ROW = "  - id: persistence\n    plugin: tether.persist.sqlite\n"
-BACKEND = {"name": "jsonl"}
+POSTGRES_ROW = (
+    "  - id: persistence\n    plugin: tether.persist.postgres\n"
+    "    config: {{url: {url!r}, db_schema: {schema}}}\n"
+)
+DATABASE_URL = os.environ.get("TETHER_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1/test")
+"""The PostgreSQL server of ``--backend postgres`` (each run uses a schema of its own)."""
+BACKEND = {"name": "jsonl", "schema": f"bench_acp_{os.getpid()}"}
 """Where sessions are stored (``--backend``)."""
 SOURCE: dict[str, str | None] = {"pythonpath": None}
 """The ``PYTHONPATH`` the spawned tether runs from (``None``: this interpreter's own)."""
@@ -91,6 +98,9 @@ def overlay(server: FakeServer, directory: Path) -> Path:
     text = fake_model_overlay(server.url, "sk-bench")
     if BACKEND["name"] == "sqlite":
         text = text.rstrip("\n") + "\n" + SQLITE_ROW
+    if BACKEND["name"] == "postgres":
+        row = POSTGRES_ROW.format(url=DATABASE_URL, schema=BACKEND["schema"])
+        text = text.rstrip("\n") + "\n" + row
     if PRICES["on"]:
         text = text.rstrip("\n") + "\n" + PRICES_ROWS
     path.write_text(text)
@@ -346,7 +356,7 @@ if __name__ == "__main__":
     parser.add_argument("--cancels", type=int, default=30)
     parser.add_argument("--exits", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=50)
-    parser.add_argument("--backend", choices=("jsonl", "sqlite"), default="jsonl")
+    parser.add_argument("--backend", choices=("jsonl", "sqlite", "postgres"), default="jsonl")
     parser.add_argument("--only", choices=("prompts", "startup"), default=None)
     parser.add_argument("--vs", default=None, help="with --only startup: another tree's src")
     parser.add_argument(

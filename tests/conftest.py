@@ -17,5 +17,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests import postgres
+
+    postgres.drop_created()
     for home in _created:
         shutil.rmtree(home, ignore_errors=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
+from tether.fence import environ
 from tether.runtime import Runtime
 from tether.runtime.compose import (
     Composer,
@@ -33,6 +34,7 @@ from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
     from tether.agent import AgentsView
+    from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
     from tether.session.store import SessionStore
 
@@ -76,6 +78,7 @@ def compose_document(
             document = overlay_rows(document, read_document(overlay), source=str(overlay))
         else:
             document = overlay_rows(document, overlay, source="overlay")
+    document = _database_from_environment(document)
     settings: dict[str, dict[str, object]] = {
         "persistence": {"data_dir": data_dir},
         "agent_loop": {"model": model},
@@ -96,6 +99,26 @@ def compose_document(
             patches.append({"id": row["id"], "config": config})
     if patches:
         document = overlay_rows(document, {"plugins": patches}, source="settings")
+    return document
+
+
+DEFAULT_PERSISTENCE = "tether.persist.jsonl"
+DATABASE_PERSISTENCE = "tether.persist.postgres"
+
+
+def _database_from_environment(document: object) -> object:
+    """With ``TETHER_DATABASE_URL`` set, the ``persistence`` row keeps sessions in
+    PostgreSQL, unless the composition chose a backend other than the default."""
+    if not environ().get("TETHER_DATABASE_URL") or not isinstance(document, Mapping):
+        return document
+    for row in document.get("plugins") or []:
+        if (
+            isinstance(row, Mapping)
+            and row.get("id") == "persistence"
+            and row.get("plugin") == DEFAULT_PERSISTENCE
+        ):
+            patch = {"id": "persistence", "plugin": DATABASE_PERSISTENCE}
+            return overlay_rows(document, {"plugins": [patch]}, source="TETHER_DATABASE_URL")
     return document
 
 
@@ -188,6 +211,18 @@ class Tether:
         from tether.persist.service import PERSISTENCE
 
         return self._require(PERSISTENCE)
+
+    @property
+    def cluster(self) -> Cluster:
+        """Cross-host control of sessions kept in PostgreSQL: ``cancel(id)`` reaches
+        the host that has the session live, wherever it runs.
+
+        Raises:
+            LookupError: sessions are not kept in PostgreSQL here.
+        """
+        from tether.persist.cluster import CLUSTER
+
+        return self._require(CLUSTER)
 
     def _require(self, key: ServiceKey[S]) -> S:
         service = self.runtime.ctx.get(key)

@@ -2,14 +2,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import postgres
+
+if TYPE_CHECKING:
+    import psycopg
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
+
+
+def postgres_backend(root: Path) -> LogBackend:
+    """A PostgreSQL backend on the schema that stands for ``root``."""
+    from tether.persist.backends.postgres import PostgresBackend
+
+    return PostgresBackend(postgres.URL, schema=postgres.schema_of(root))
+
+
+def postgres_connection(backend: LogBackend) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection (autocommit) to the schema of a PostgreSQL ``backend``, to look or damage."""
+    import psycopg
+    from psycopg import sql
+
+    from tether.persist.backends.postgres import PostgresBackend
+
+    assert isinstance(backend, PostgresBackend)
+    conn = psycopg.connect(postgres.URL, autocommit=True)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(backend.schema)))
+    return conn
+
 
 BACKENDS: dict[str, Callable[[Path], LogBackend]] = {
     "jsonl": JsonlBackend,
     "sqlite": SqliteBackend,
+    "postgres": postgres_backend,
 }
 
 

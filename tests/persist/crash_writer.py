@@ -1,6 +1,8 @@
 """A writer process for the crash test: appends forever, reporting each flush.
 
-Usage: python crash_writer.py {jsonl|sqlite} DATA_DIR SESSION_ID
+Usage: python crash_writer.py {jsonl|sqlite|postgres} DATA_DIR SESSION_ID
+
+(postgres: the database, schema and lease TTL come from ``TETHER_DATABASE_*``.)
 
 Each turn streams chunks; after every flush the process prints
 ``flushed N`` (N events are durable). It never closes its last turn: the test
@@ -11,7 +13,7 @@ import asyncio
 import sys
 
 from tether.content import TextBlock
-from tether.persist import jsonl, sqlite
+from tether.persist import jsonl, postgres, sqlite
 from tether.runtime import Runtime
 from tether.session import (
     AssistantChunk,
@@ -30,7 +32,7 @@ CHUNKS_PER_TURN = 40
 
 
 async def main(kind: str, data_dir: str, session_id: str) -> None:
-    plugin = {"jsonl": jsonl, "sqlite": sqlite}[kind]
+    plugin = {"jsonl": jsonl, "sqlite": sqlite, "postgres": postgres}[kind]
     async with Runtime() as runtime:
         await runtime.ctx.plugin(store_plugin)
         await runtime.ctx.plugin(plugin, {"data_dir": data_dir, "batch_window_ms": 1})

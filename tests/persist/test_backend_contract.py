@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.persist.conftest import BACKENDS
+from tests.persist.conftest import BACKENDS, postgres_connection
 from tests.persist.factory import (
     BASE_TIME,
     event,
@@ -34,6 +34,7 @@ from tether.persist.backends import (
     SqliteBackend,
     StoreConflictError,
 )
+from tether.persist.backends.postgres import PostgresBackend
 from tether.session import AssistantChunk, Session, SessionHeader, StepStart, TurnStart
 
 
@@ -237,6 +238,9 @@ def test_delete_removes_everything(backend: LogBackend, store_root: Path) -> Non
     if isinstance(backend, SqliteBackend):
         with sqlite3.connect(backend.path) as conn:
             assert conn.execute("SELECT DISTINCT session_id FROM batches").fetchall() == [("s2",)]
+    if isinstance(backend, PostgresBackend):
+        with postgres_connection(backend) as pg:
+            assert pg.execute("SELECT DISTINCT session_id FROM events").fetchall() == [("s2",)]
     # The id is free again: a new session starts from seq 0.
     backend.write(header("s1"), events(0, 1))
     assert records(backend.load("s1")) == events(0, 1)
@@ -367,6 +371,12 @@ def damage_header(backend: LogBackend, session_id: str) -> None:
         with sqlite3.connect(backend.path) as conn:
             conn.execute(
                 "UPDATE sessions SET header = ? WHERE id = ?",
+                (json.dumps({"id": session_id}), session_id),
+            )
+    elif isinstance(backend, PostgresBackend):
+        with postgres_connection(backend) as conn:
+            conn.execute(
+                "UPDATE sessions SET header = %s::jsonb WHERE id = %s",
                 (json.dumps({"id": session_id}), session_id),
             )
     else:

@@ -1,16 +1,20 @@
 """A real writer process killed with SIGKILL mid-stream loses nothing it flushed."""
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from tests import postgres as pg
 from tether.content import TextBlock
-from tether.persist import jsonl, sqlite
-from tether.persist.service import PERSISTENCE
+from tether.persist import jsonl, postgres, sqlite
+from tether.persist.backends.lease import SessionLeasedError
+from tether.persist.service import PERSISTENCE, Persistence
 from tether.runtime import Runtime
 from tether.session import (
     AssistantChunk,
@@ -20,15 +24,31 @@ from tether.session import (
     TurnStart,
     UserMessageEvent,
 )
+from tether.session.log import Session
 from tether.session.store import SESSIONS
 from tether.session.store import apply as store_plugin
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 
 
-def run_and_kill(kind: str, data_dir: Path, flushes: int) -> int:
+async def resume_once_free(persistence: Persistence, session_id: str) -> Session:
+    """Resume ``session_id`` once the dead writer's lease lets go (at once, but for a
+    lease that expires: PostgreSQL's, whose short TTL the test set)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        try:
+            return await persistence.prepare_resume(session_id)
+        except SessionLeasedError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+def run_and_kill(
+    kind: str, data_dir: Path, flushes: int, extra_env: dict[str, str] | None = None
+) -> int:
     """Start the writer, let it report ``flushes`` flushes, SIGKILL it; return the last count."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(extra_env or {})}
     process = subprocess.Popen(
         [sys.executable, str(WRITER), kind, str(data_dir), "crashy"],
         stdout=subprocess.PIPE,
@@ -50,19 +70,31 @@ def run_and_kill(kind: str, data_dir: Path, flushes: int) -> int:
     return durable
 
 
-@pytest.mark.parametrize("plugin", [jsonl, sqlite], ids=["jsonl", "sqlite"])
+@pytest.mark.parametrize("plugin", [jsonl, sqlite, postgres], ids=["jsonl", "sqlite", "postgres"])
 async def test_sigkill_mid_stream_keeps_flushed_events_and_repairs(
     plugin: object, tmp_path: Path
 ) -> None:
-    durable = run_and_kill(plugin.__name__.rsplit(".", 1)[-1], tmp_path, flushes=17)
+    config: dict[str, object] = {"data_dir": str(tmp_path)}
+    extra_env: dict[str, str] = {}
+    if plugin is postgres:
+        schema = pg.new_schema()
+        config.update(url=pg.URL, db_schema=schema)
+        # The dead writer's lease is taken over once its TTL has passed.
+        extra_env = {
+            "TETHER_DATABASE_URL": pg.URL,
+            "TETHER_DATABASE_SCHEMA": schema,
+            "TETHER_LEASE_TTL": "0.3",
+        }
+    kind = plugin.__name__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+    durable = run_and_kill(kind, tmp_path, flushes=17, extra_env=extra_env)
 
     async with Runtime() as runtime:
         await runtime.ctx.plugin(store_plugin)
-        await runtime.ctx.plugin(plugin, {"data_dir": str(tmp_path)})
+        await runtime.ctx.plugin(plugin, config)
         persistence = runtime.ctx.get(PERSISTENCE)
         store = runtime.ctx.get(SESSIONS)
 
-        session = await persistence.prepare_resume("crashy")
+        session = await resume_once_free(persistence, "crashy")
         events = list(session.events)
         assert len(events) >= durable
         # Every flushed event is there, exactly as written.

@@ -5,15 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests import postgres
 from tests.persist.factory import events, header, records
 from tests.persist.test_persistence_service import World, live, prompt, world  # noqa: F401
 from tether.persist.backends import LogBackend
 from tether.persist.backends.lease import LeaseBook, SessionLeasedError
+from tether.persist.backends.postgres import PostgresBackend
 
 
 def test_a_lease_is_refused_while_held_and_free_once_released(
@@ -23,7 +26,10 @@ def test_a_lease_is_refused_while_held_and_free_once_released(
     lease = owner.acquire_lease("s1")
     with pytest.raises(SessionLeasedError) as refused:
         other.acquire_lease("s1")
-    assert str(refused.value) == f"session s1 is open in another process (pid {os.getpid()})"
+    where = (
+        f"on host {owner.host_id}" if isinstance(owner, PostgresBackend) else "in another process"
+    )
+    assert str(refused.value) == f"session s1 is open {where} (pid {os.getpid()})"
     other.acquire_lease("s2").release()
     lease.release()
     lease.release()
@@ -47,6 +53,27 @@ def test_a_lease_dies_with_its_process(
     open_backend: Callable[[], LogBackend], tmp_path: Path
 ) -> None:
     backend = open_backend()
+    if isinstance(backend, PostgresBackend):
+        # A lease in the database outlives its holder by its TTL, not more.
+        script = (
+            "import os\n"
+            "from tether.persist.backends.postgres import PostgresBackend\n"
+            f"b = PostgresBackend({postgres.URL!r}, schema={backend.schema!r}, lease_ttl=0.3)\n"
+            "b.acquire_lease('s1')\n"
+            "os._exit(0)\n"
+        )
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
+        with pytest.raises(SessionLeasedError):
+            backend.acquire_lease("s1")
+        deadline = time.monotonic() + 1.3
+        while True:
+            try:
+                backend.acquire_lease("s1").release()
+                break
+            except SessionLeasedError:
+                assert time.monotonic() < deadline, "the dead holder's lease never expired"
+                time.sleep(0.05)
+        return
     root = backend.directory.parent if hasattr(backend, "directory") else backend.path.parent  # type: ignore[attr-defined]
     script = (
         "import os, sys\n"
@@ -90,7 +117,7 @@ async def test_resume_takes_the_lease_before_it_repairs(world: World) -> None:  
     stored = await world.persistence.load("open")
     assert stored.open_turn is None  # closed in memory: no process has it live
     # Another process holds it (an instance of the backend of its own).
-    elsewhere = type(world.persistence._backend)(world.data_dir)
+    elsewhere = world.other_backend()
     lease = elsewhere.acquire_lease("open")
     try:
         with pytest.raises(SessionLeasedError):
@@ -100,7 +127,7 @@ async def test_resume_takes_the_lease_before_it_repairs(world: World) -> None:  
         assert records(elsewhere.load("open"))[-1]["type"] == "user/message"
         held = await world.persistence.load("open")
         assert held.open_turn == 1 and held.events[-1].type == "user/message"
-        assert await world.persistence.holder("open") == os.getpid()
+        assert await world.persistence.holder("open") == os.getpid()  # the other "process"
     finally:
         lease.release()
         elsewhere.close()
@@ -112,7 +139,7 @@ async def test_a_disposed_session_gives_its_lease_up(world: World) -> None:  # n
     session = live(world.store, "mine")
     prompt(session, "hello")
     await world.store.flush(session)
-    elsewhere = type(world.persistence._backend)(world.data_dir)
+    elsewhere = world.other_backend()
     try:
         with pytest.raises(SessionLeasedError):
             elsewhere.acquire_lease("mine")

@@ -184,7 +184,9 @@ def damage_line(backend: LogBackend, line: bytes) -> None:
         conn.execute("UPDATE batches SET lines = ?", (b"\n".join(lines),))
 
 
-@pytest.mark.parametrize("name", sorted(BACKENDS))
+# Lines are what the file backends store; PostgreSQL keeps each event's data as
+# jsonb, which refuses such damage on the way in.
+@pytest.mark.parametrize("name", ["jsonl", "sqlite"])
 @pytest.mark.parametrize("damage", sorted(JSONL_DAMAGE))
 def test_a_damaged_line_fails_the_one_pass_load_as_it_fails_the_checked_one(
     damage: str, name: str, tmp_path: Path

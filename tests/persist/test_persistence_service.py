@@ -1,6 +1,6 @@
 """Persistence plugins over the runtime: write-behind, flush barrier, resume, repair.
 
-One contract, run against both the JSONL and the SQLite plugin.
+One contract, run against the JSONL, SQLite and PostgreSQL plugins.
 """
 
 import asyncio
@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests import postgres
 from tether.content import TextBlock, ToolCallBlock
 from tether.persist import jsonl as jsonl_plugin
+from tether.persist import postgres as postgres_plugin
 from tether.persist import sqlite as sqlite_plugin
-from tether.persist.backends import JsonlBackend, SqliteBackend
+from tether.persist.backends import LogBackend
 from tether.persist.backends.errors import SessionNotFoundError
+from tether.persist.backends.postgres import PostgresBackend
 from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence
 from tether.runtime import Fiber, Runtime
 from tether.session import (
@@ -42,26 +45,42 @@ class World:
     fiber: Fiber
     plugin: object
     data_dir: Path
+    config: dict[str, object]
 
     async def remount(self) -> None:
         """Unload and mount the persistence plugin again (a fresh writer)."""
         await self.fiber.dispose()
-        self.fiber = await self.runtime.ctx.plugin(self.plugin, {"data_dir": str(self.data_dir)})
+        self.fiber = await self.runtime.ctx.plugin(self.plugin, self.config)
         self.persistence = self.runtime.ctx.get(PERSISTENCE)
 
+    def other_backend(self) -> LogBackend:
+        """A backend of the same kind on the same storage: another process's, say."""
+        backend = self.persistence._backend
+        if isinstance(backend, PostgresBackend):
+            return PostgresBackend(postgres.URL, schema=backend.schema, host_id="elsewhere")
+        return type(backend)(self.data_dir)  # type: ignore[call-arg]
 
-@pytest.fixture(params=[jsonl_plugin, sqlite_plugin], ids=["jsonl", "sqlite"])
+
+PLUGINS = {"jsonl": jsonl_plugin, "sqlite": sqlite_plugin, "postgres": postgres_plugin}
+
+
+@pytest.fixture(params=sorted(PLUGINS))
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
+    config: dict[str, object] = {"data_dir": str(tmp_path)}
+    if request.param == "postgres":
+        config.update(url=postgres.URL, db_schema=postgres.new_schema())
+    plugin = PLUGINS[request.param]
     async with Runtime() as runtime:
         await runtime.ctx.plugin(store_plugin)
-        fiber = await runtime.ctx.plugin(request.param, {"data_dir": str(tmp_path)})
+        fiber = await runtime.ctx.plugin(plugin, config)
         yield World(
             runtime,
             runtime.ctx.get(SESSIONS),
             runtime.ctx.get(PERSISTENCE),
             fiber,
-            request.param,
+            plugin,
             tmp_path,
+            config,
         )
 
 
@@ -241,7 +260,7 @@ async def test_delete_removes_a_stored_session(world: World) -> None:
 async def test_a_stored_log_that_breaks_an_invariant_fails_to_load_naming_its_seq(
     world: World, second: dict[str, object], message: str
 ) -> None:
-    backend = (JsonlBackend if world.plugin is jsonl_plugin else SqliteBackend)(world.data_dir)
+    backend = world.other_backend()
     header = {"id": "broken", "created_at": 1.0, "cwd": "/", "lineage": None, "meta": {}}
     first = {"type": "turn/start", "seq": 0, "time": 1.0, "data": {"turn": 1}}
     backend.write(header, [first, {**second, "seq": 1, "time": 2.0}])
@@ -249,3 +268,31 @@ async def test_a_stored_log_that_breaks_an_invariant_fails_to_load_naming_its_se
     with pytest.raises(SessionInvariantError, match=message) as caught:
         await world.persistence.load("broken")
     assert str(caught.value).startswith("session 'broken': seq 1: ")
+
+
+async def test_follow_gives_the_events_after_a_seq_then_each_new_one_in_order(
+    world: World,
+) -> None:
+    session = live(world.store, "followed")
+    prompt(session, "one")
+    await world.store.flush(session)
+    seen: list[int] = []
+
+    async def read() -> None:
+        async for event in world.persistence.follow("followed", 0):
+            seen.append(event.seq)
+            if event.type == "turn/end":
+                return
+
+    async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+        group.create_task(read())
+        await asyncio.sleep(0)
+        complete(session, "done")
+        await world.store.flush(session)
+    assert seen == list(range(1, len(session.events)))
+
+
+async def test_following_a_session_that_is_not_stored_fails(world: World) -> None:
+    with pytest.raises(SessionNotFoundError):
+        async for _event in world.persistence.follow("absent"):
+            pass

@@ -33,10 +33,16 @@ def _say(ok: bool, what: str, detail: str) -> None:
 
 
 async def doctor(args: argparse.Namespace) -> int:
+    from tether.persist.cluster import CLUSTER
     from tether.persist.service import PERSISTENCE
 
     tether = await start(args, model=args.model, quiet_rows=(PERSISTENCE_ROW,))
-    where = data_dir_of(args)
+    cluster = tether.runtime.ctx.get(CLUSTER)
+    where = (
+        data_dir_of(args)
+        if cluster is None
+        else f"the PostgreSQL schema {cluster.schema} (as host {cluster.host_id})"
+    )
     healthy = True
     try:
         persistence = tether.runtime.ctx.get(PERSISTENCE)

@@ -38,6 +38,8 @@ def describe(exc: BaseException) -> str | None:
         return what + (f": {exc.filename}" if exc.filename else "")
     if type(exc).__module__ == "sqlite3":
         return f"the session database failed: {exc}"
+    if type(exc).__module__.startswith("psycopg"):
+        return f"the session database failed: {_first_line(exc).strip()}"
     return None
 
 

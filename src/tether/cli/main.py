@@ -123,6 +123,52 @@ def add_web_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
 
 
+def add_sessions_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``sessions`` command and its actions."""
+    sessions = commands.add_parser(
+        "sessions", help="list, show, export, tail, cancel or delete sessions"
+    )
+    session_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
+    session_commands.required = True
+    listing = session_commands.add_parser(
+        "list", help="stored sessions, most recently active first"
+    )
+    listing.add_argument(
+        "--cwd", type=Path, metavar="DIR", help="only sessions whose working directory is DIR"
+    )
+    listing.add_argument(
+        "--search", metavar="TEXT", help="only sessions whose title or prompts hold TEXT"
+    )
+    listing.add_argument("--limit", type=positive_int, metavar="N", help="at most N sessions")
+    show = session_commands.add_parser("show", help="a readable transcript")
+    show.add_argument("id")
+    show.add_argument("--thinking", action="store_true", help="include the model's reasoning")
+    imported = session_commands.add_parser(
+        "import", help="store a session from a file `sessions export` wrote (JSONL)"
+    )
+    imported.add_argument("file", type=Path)
+    export = session_commands.add_parser("export", help="the log as JSONL or Markdown")
+    export.add_argument("id")
+    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")
+    delete = session_commands.add_parser("delete", help="delete a stored session")
+    delete.add_argument("id")
+    tail = session_commands.add_parser(
+        "tail", help="print a session's events as JSON lines, then each new one as it is stored"
+    )
+    tail.add_argument("id")
+    tail.add_argument(
+        "--after",
+        type=int,
+        default=-1,
+        metavar="SEQ",
+        help="start after this seq (default: from the first event)",
+    )
+    cancel = session_commands.add_parser(
+        "cancel", help="cancel the work of a session live on any host (PostgreSQL)"
+    )
+    cancel.add_argument("id")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tether",
@@ -195,31 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(chat)
     add_resume_options(chat)
 
-    sessions = commands.add_parser("sessions", help="list, show, export or delete sessions")
-    session_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
-    session_commands.required = True
-    listing = session_commands.add_parser(
-        "list", help="stored sessions, most recently active first"
-    )
-    listing.add_argument(
-        "--cwd", type=Path, metavar="DIR", help="only sessions whose working directory is DIR"
-    )
-    listing.add_argument(
-        "--search", metavar="TEXT", help="only sessions whose title or prompts hold TEXT"
-    )
-    listing.add_argument("--limit", type=positive_int, metavar="N", help="at most N sessions")
-    show = session_commands.add_parser("show", help="a readable transcript")
-    show.add_argument("id")
-    show.add_argument("--thinking", action="store_true", help="include the model's reasoning")
-    imported = session_commands.add_parser(
-        "import", help="store a session from a file `sessions export` wrote (JSONL)"
-    )
-    imported.add_argument("file", type=Path)
-    export = session_commands.add_parser("export", help="the log as JSONL or Markdown")
-    export.add_argument("id")
-    export.add_argument("--format", choices=("jsonl", "md"), default="jsonl")
-    delete = session_commands.add_parser("delete", help="delete a stored session")
-    delete.add_argument("id")
+    add_sessions_parser(commands)
 
     config = commands.add_parser("config", help="inspect the composition")
     config_commands = config.add_subparsers(dest="config_command", metavar="ACTION")

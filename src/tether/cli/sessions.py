@@ -1,4 +1,4 @@
-"""``tether sessions``: list, show, export and delete stored sessions."""
+"""``tether sessions``: list, show, export, tail, cancel and delete stored sessions."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tether.cli.render import transcript
 
 if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
+    from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
     from tether.session import Session
     from tether.session.stored import StoredEvent
@@ -144,8 +145,73 @@ async def _say_if_live(persistence: Persistence, session: Session) -> None:
     print(f"tether: session {session.id} is open in {where}{running}", file=sys.stderr)
 
 
+async def _print_list(persistence: Persistence, args: argparse.Namespace, *, shared: bool) -> None:
+    """``sessions list``: one line per session; with ``shared`` (sessions in
+    PostgreSQL) the last column says which host has each live."""
+    summaries = await _listed(persistence, args)
+    if not summaries:
+        print("no sessions", file=sys.stderr)
+    elif sys.stdout.isatty():
+        print("ID\tCWD\tLAST ACTIVE\tTURNS\tTITLE" + ("\tHOLDER" if shared else ""))
+    for s in summaries:
+        title = s.title or ("(unreadable: " + s.error + ")" if s.error else "")
+        holder = (f"\tlive on {s.holder}" if s.holder else "\tnot live") if shared else ""
+        print(
+            f"{s.id}\t{s.cwd or '-'}\t{_when(s.last_activity)}\t"
+            f"{s.turn_count} turns\t{title}{holder}"
+        )
+
+
+async def _cancel(cluster: Cluster | None, session_id: str) -> int:
+    """``sessions cancel``: ask the host that has the session live to cancel its work.
+
+    Raises:
+        SessionNotLiveError, InvalidSessionIdError: no host has it live; a bad id.
+    """
+    if cluster is None:
+        print(
+            "tether: sessions cancel needs sessions shared in PostgreSQL (set TETHER_DATABASE_URL)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    host = await cluster.cancel(session_id)
+    print(f"cancel of {session_id} sent to host {host}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _tail(persistence: Persistence, session_id: str, after: int) -> None:
+    """Print the session's events after ``after`` as JSON lines, then each new one as
+    it is stored (on any host), until SIGINT or SIGTERM."""
+    import asyncio
+    import signal
+
+    from tether.persist.backends.records import encode_json
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def follow() -> None:
+        async for event in persistence.follow(session_id, after):
+            print(encode_json(event.to_record()), flush=True)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            following = group.create_task(follow())
+            stopping = group.create_task(stop.wait())
+            done, _ = await asyncio.wait((following, stopping), return_when="FIRST_COMPLETED")
+            for task in (following, stopping):
+                if task not in done:
+                    task.cancel()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
 async def sessions(args: argparse.Namespace) -> int:
     from tether.persist.backends.errors import LogStoreError
+    from tether.persist.cluster import CLUSTER
     from tether.persist.service import PERSISTENCE
     from tether.session import SessionError
 
@@ -158,17 +224,13 @@ async def sessions(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         try:
             if args.sessions_command == "list":
-                summaries = await _listed(persistence, args)
-                if not summaries:
-                    print("no sessions", file=sys.stderr)
-                elif sys.stdout.isatty():
-                    print("ID\tCWD\tLAST ACTIVE\tTURNS\tTITLE")
-                for s in summaries:
-                    title = s.title or ("(unreadable: " + s.error + ")" if s.error else "")
-                    print(
-                        f"{s.id}\t{s.cwd or '-'}\t{_when(s.last_activity)}\t"
-                        f"{s.turn_count} turns\t{title}"
-                    )
+                await _print_list(
+                    persistence, args, shared=tether.runtime.ctx.get(CLUSTER) is not None
+                )
+            elif args.sessions_command == "tail":
+                await _tail(persistence, args.id, args.after)
+            elif args.sessions_command == "cancel":
+                return await _cancel(tether.runtime.ctx.get(CLUSTER), args.id)
             elif args.sessions_command == "import":
                 header, events = read_export(args.file)
                 session = await persistence.import_log(header, events)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -41,6 +41,7 @@ from tether.persist.backends.bulk import collector_paused
 from tether.persist.backends.errors import StoreConflictError
 from tether.persist.backends.lease import LeaseBook
 from tether.persist.backends.records import parse_header
+from tether.persist.follow import Doorbell, follow
 from tether.persist.writer import WriteBehind
 from tether.runtime.keys import Notice, ServiceKey
 from tether.runtime.schema import Schema
@@ -73,16 +74,40 @@ class PersistenceConfig(Schema, frozen=True):
     """How long the writer waits after an append to gather a batch (a flush skips it)."""
 
 
+LOCAL_POLL = 0.25
+"""How often a follower reads again for writes no doorbell rings for (another process's)."""
+
+
 class Persistence:
     """Stored sessions: the read side of persistence, and resume."""
 
     def __init__(
-        self, backend: LogBackend, writer: WriteBehind, store: SessionStore, leases: LeaseBook
+        self,
+        backend: LogBackend,
+        writer: WriteBehind,
+        store: SessionStore,
+        leases: LeaseBook,
+        doorbell: Doorbell,
+        *,
+        poll: float = LOCAL_POLL,
     ) -> None:
         self._backend = backend
         self._writer = writer
         self._store = store
         self._leases = leases
+        self._doorbell = doorbell
+        self._poll = poll
+
+    def follow(self, session_id: str, after_seq: int = -1) -> AsyncIterator[StoredEvent]:
+        """The stored events of ``session_id`` after ``after_seq``, then each new
+        one as it is stored (here or, by the backend's doorbell, in another
+        process or host), in seq order with no gap and no duplicate; the
+        caller stops by leaving the iteration. See :mod:`tether.persist.follow`.
+
+        Raises (while iterating):
+            SessionNotFoundError, CorruptLogError: from the backend.
+        """
+        return follow(self._backend, self._doorbell, session_id, after_seq, poll=self._poll)
 
     async def load(self, session_id: str) -> Session:
         """Read a stored session for reading; a last turn that never closed is
@@ -269,9 +294,26 @@ def _load(backend: LogBackend, session_id: str) -> tuple[Session, TornTail | Non
             raise type(exc)(f"session {session_id!r}: {exc}") from exc
 
 
-async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float) -> None:
-    """Wire ``backend`` into ``ctx``'s fiber as the durability listener and service."""
+async def mount_persistence(
+    ctx: Context,
+    backend: LogBackend,
+    *,
+    window: float,
+    doorbell: Doorbell | None = None,
+    poll: float = LOCAL_POLL,
+) -> None:
+    """Wire ``backend`` into ``ctx``'s fiber as the durability listener and service.
+
+    ``doorbell`` (default: a new one) is rung after each written batch; a
+    backend that hears other hosts' writes rings it too, and sets ``poll``
+    (how often followers read again without a ring) accordingly.
+    """
     store = ctx.service(SESSIONS)
+    bell = Doorbell() if doorbell is None else doorbell
+
+    def written(session: Session, durable: int) -> None:
+        bell.ring(session.id)
+        ctx.emit(SESSION_WRITTEN, session, durable)
 
     async def body():  # type: ignore[no-untyped-def]
         leases = LeaseBook(backend.acquire_lease)
@@ -279,7 +321,7 @@ async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float)
             backend,
             leases=leases,
             window=window,
-            on_written=lambda session, durable: ctx.emit(SESSION_WRITTEN, session, durable),
+            on_written=written,
         )
         task = asyncio.get_running_loop().create_task(writer.run(), name="session-writer")
 
@@ -296,6 +338,6 @@ async def mount_persistence(ctx: Context, backend: LogBackend, *, window: float)
         yield events.add("session/event", lambda session, event: writer.notice(session))
         yield events.add("session/flush", writer.flush)
         yield events.add("session/disposed", writer.release)
-        ctx.provide(PERSISTENCE, Persistence(backend, writer, store, leases))
+        ctx.provide(PERSISTENCE, Persistence(backend, writer, store, leases, bell, poll=poll))
 
     await ctx.effect(body, label="persistence")

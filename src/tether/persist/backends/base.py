@@ -67,7 +67,9 @@ class SessionSummary:
     text, shortened; ``meta`` holds the header's labels (a child agent's
     ``parent``, for one). A session that cannot be read has ``error`` set, ``cwd`` and
     ``created_at`` as ``None`` where unknown, and a ``last_activity`` taken from
-    storage metadata where the backend has it.
+    storage metadata where the backend has it. ``holder`` names who has the
+    session live (``host:pid``) where the backend shares sessions between
+    hosts (PostgreSQL), else ``None``.
     """
 
     id: str
@@ -78,6 +80,7 @@ class SessionSummary:
     title: str | None
     error: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict, hash=False)
+    holder: str | None = None
 
     @classmethod
     def unreadable(cls, session_id: str, last_activity: float, error: str) -> SessionSummary:

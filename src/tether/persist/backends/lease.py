@@ -32,13 +32,33 @@ from tether.persist.backends.errors import LogStoreError
 
 
 class SessionLeasedError(LogStoreError):
-    """Another process has the session live; ``pid`` is its process id (``None`` if unknown)."""
+    """Another process has the session live; ``pid`` is its process id (``None`` if unknown).
 
-    def __init__(self, session_id: str, pid: int | None) -> None:
+    ``host`` names the tether host that holds it when the lease is shared by
+    several hosts (PostgreSQL); the message then names the host too.
+    """
+
+    def __init__(self, session_id: str, pid: int | None, *, host: str | None = None) -> None:
         holder = "unknown" if pid is None else str(pid)
-        super().__init__(f"session {session_id} is open in another process (pid {holder})")
+        where = "in another process" if host is None else f"on host {host}"
+        super().__init__(f"session {session_id} is open {where} (pid {holder})")
         self.session_id = session_id
         self.pid = pid
+        self.host = host
+
+
+class SessionTakenOverError(LogStoreError):
+    """This process lost the session's lease to another host, which now owns the session.
+
+    Raised by an append (or a renewal) whose fencing token is no longer the
+    lease's: nothing of it was stored. ``host`` names the new holder
+    (``None`` if it has already let the session go).
+    """
+
+    def __init__(self, session_id: str, host: str | None) -> None:
+        super().__init__(f"session {session_id} was taken over by host {host or 'unknown'}")
+        self.session_id = session_id
+        self.host = host
 
 
 class Lease(Protocol):

@@ -18,6 +18,7 @@ from typing import TypedDict, cast
 import msgspec
 
 from tether.persist.backends.errors import (
+    CorruptLogError,
     InvalidRecordError,
     InvalidSessionIdError,
     StoreConflictError,
@@ -121,6 +122,21 @@ def parse_header(obj: object) -> HeaderRecord:
         "lineage": None if lineage is None else _parse_lineage(lineage),
         "meta": dict(meta),
     }
+
+
+def parse_stored_header(session_id: str, text: object) -> HeaderRecord:
+    """The header a database row holds for ``session_id`` (JSON text, or already decoded).
+
+    Raises:
+        CorruptLogError: it is not a valid header, or it names another session.
+    """
+    try:
+        header = parse_header(json.loads(text) if isinstance(text, str | bytes) else text)
+    except ValueError as exc:
+        raise CorruptLogError(session_id, f"stored header: {exc}") from None
+    if header["id"] != session_id:
+        raise CorruptLogError(session_id, f"stored header names session {header['id']!r}")
+    return header
 
 
 def _parse_lineage(obj: object) -> LineageRecord:

@@ -22,7 +22,6 @@ WAL and shared-memory files take the same mode) in a directory created 0700.
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 import os
 import sqlite3
@@ -51,6 +50,7 @@ from tether.persist.backends.records import (
     encode_json,
     parse_batch,
     parse_header,
+    parse_stored_header,
     validate_session_id,
 )
 from tether.persist.backends.summary import Activity
@@ -294,7 +294,7 @@ class SqliteBackend:
                     (session_id,),
                 ).fetchall()
                 lines = _joined(session_id, batches)
-        return _parse_stored_header(session_id, stored[0]), lines
+        return parse_stored_header(session_id, stored[0]), lines
 
     def list(self) -> builtins.list[SessionSummary]:
         """Summarise every session from its row, newest activity first; see :meth:`LogBackend.list`.
@@ -308,7 +308,7 @@ class SqliteBackend:
         summaries = []
         for session_id, header_text, turn_count, last_activity, title in rows:
             try:
-                header = _parse_stored_header(session_id, header_text)
+                header = parse_stored_header(session_id, header_text)
             except CorruptLogError as exc:
                 summaries.append(SessionSummary.unreadable(session_id, last_activity, str(exc)))
                 continue
@@ -578,13 +578,3 @@ def _migrate_event_rows(conn: sqlite3.Connection) -> None:
 
 def _read_only_file_system(path: Path) -> bool:
     return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-
-
-def _parse_stored_header(session_id: str, text: object) -> HeaderRecord:
-    try:
-        header = parse_header(json.loads(text) if isinstance(text, str | bytes) else text)
-    except ValueError as exc:
-        raise CorruptLogError(session_id, f"stored header: {exc}") from None
-    if header["id"] != session_id:
-        raise CorruptLogError(session_id, f"stored header names session {header['id']!r}")
-    return header

@@ -1,0 +1,578 @@
+"""Several tether hosts on one PostgreSQL database: throughput, latency, takeover; prints figures.
+
+Usage: python bench/bench_cluster.py [--only NAME ...] [--events N] [--prompts N]
+                                     [--hosts N] [--sessions N] [--rounds N]
+
+Figures (targets from the scale-out issue):
+
+* ``drivers``: raw batched append (one transaction per batch of 100 events) with
+  psycopg 3 and, when it is installed, asyncpg, interleaved;
+* ``append``: durable append through the persistence service (write-behind
+  batching, a flush, i.e. an acknowledgement, every 200 events of a session),
+  one host process, then four host processes at once (>= 20,000 and
+  >= 50,000 events/s);
+* ``acp``: ``tether acp`` per-prompt median, PostgreSQL against JSONL, runs
+  interleaved (<= 1.5x);
+* ``cancel``: a cancel requested on host B (a NOTIFY, as ``sessions cancel``
+  sends it) until host A's ``turn/end {aborted}`` is durable, seen from B
+  (<= 100 ms median);
+* ``takeover``: SIGKILL of the host holding a streaming session until another
+  host holds its lease (<= TTL + 1 s; TTL 2 s here);
+* ``scale``: N ``tether acp`` hosts x S sessions x P prompts at once, then the
+  database is checked: acknowledged turns lost, duplicate seqs;
+* ``fencing``: a host with sessions mid-turn is paused past its TTL, another
+  loads (takes over) and prompts them, the paused host is let go on: events
+  it stored after the takeover are fencing violations.
+
+The server is ``$TETHER_BENCH_DATABASE_URL`` (default: the local one); each
+part uses a schema of its own, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import psycopg  # noqa: E402
+from acp.helpers import text_block  # noqa: E402
+from psycopg import sql  # noqa: E402
+from tests.adapters.fake_server import FakeServer, stream, until_client_leaves  # noqa: E402
+from tests.adapters.support import delta, text_answer  # noqa: E402
+
+import bench_acp  # noqa: E402
+from tether.persist.backends.channels import CONTROL_CHANNEL, EVENTS_CHANNEL, channel  # noqa: E402
+from tether.persist.backends.postgres import PostgresBackend  # noqa: E402
+
+URL = bench_acp.DATABASE_URL
+CHUNKS_PER_FLUSH = 200
+
+
+def drop(schema: str) -> None:
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def rate(events: int, seconds: float) -> str:
+    return f"{events / seconds:,.0f} events/s ({events:,} events in {seconds:.2f} s)"
+
+
+# -- drivers ------------------------------------------------------------------------
+
+INSERT = (
+    "INSERT INTO events (session_id, seq, type, time, data)"
+    " SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::float8[], $5::jsonb[])"
+)
+DATA = '{"kind":"text","delta":"a chunk of streamed text"}'
+
+
+def psycopg_append(schema: str, batches: int, size: int) -> float:
+    backend = PostgresBackend(URL, schema=schema)
+    backend.write({"id": "d", "created_at": 1.0, "cwd": "/", "lineage": None, "meta": {}}, [])
+    backend.close()
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        query = INSERT.replace("$1", "%s").replace("$2", "%s").replace("$3", "%s")
+        query = query.replace("$4", "%s").replace("$5", "%s")
+        start = time.perf_counter()
+        for batch in range(batches):
+            seqs = list(range(batch * size, (batch + 1) * size))
+            with conn.transaction():
+                conn.execute(
+                    query, ("d", seqs, ["assistant/chunk"] * size, [1.0] * size, [DATA] * size)
+                )
+        return time.perf_counter() - start
+
+
+def backend_append(schema: str, batches: int, size: int) -> float:
+    """The same batches through :class:`PostgresBackend` (one JSON document, one call)."""
+    import msgspec
+
+    backend = PostgresBackend(URL, schema=schema)
+    head = {"id": "b", "created_at": 1.0, "cwd": "/", "lineage": None, "meta": {}}
+    data = msgspec.Raw(DATA.encode())
+    try:
+        backend.write(head, [])
+        start = time.perf_counter()
+        for batch in range(batches):
+            backend.write(
+                head,
+                [
+                    {"type": "assistant/chunk", "seq": seq, "time": 1.0, "data": data}
+                    for seq in range(batch * size, (batch + 1) * size)
+                ],
+            )
+        return time.perf_counter() - start
+    finally:
+        backend.close()
+
+
+async def asyncpg_append(schema: str, batches: int, size: int) -> float:
+    import asyncpg  # type: ignore[import-not-found]
+
+    conn = await asyncpg.connect(URL, server_settings={"search_path": schema})
+    try:
+        await conn.execute("DELETE FROM events")
+        start = time.perf_counter()
+        for batch in range(batches):
+            seqs = list(range(batch * size, (batch + 1) * size))
+            async with conn.transaction():
+                await conn.execute(
+                    INSERT, "d", seqs, ["assistant/chunk"] * size, [1.0] * size, [DATA] * size
+                )
+        return time.perf_counter() - start
+    finally:
+        await conn.close()
+
+
+async def drivers(rounds: int) -> None:
+    try:
+        import asyncpg  # noqa: F401
+    except ImportError:
+        have_asyncpg = False
+    else:
+        have_asyncpg = True
+    batches, size = 300, 100
+    figures: dict[str, list[float]] = {
+        "psycopg, text arrays": [],
+        "asyncpg, arrays": [],
+        "psycopg, the backend's batch function": [],
+    }
+    for round_ in range(rounds):
+        schema = f"bench_drivers_{os.getpid()}_{round_}"
+        try:
+            figures["psycopg, text arrays"].append(psycopg_append(schema, batches, size))
+            if have_asyncpg:
+                figures["asyncpg, arrays"].append(await asyncpg_append(schema, batches, size))
+            figures["psycopg, the backend's batch function"].append(
+                backend_append(schema, batches, size)
+            )
+        finally:
+            drop(schema)
+    for name, times in figures.items():
+        if times:
+            rates = sorted(batches * size / t for t in times)
+            print(
+                f"drivers: {name}, {batches} batches of {size} events, one transaction each: "
+                f"{rates[0]:,.0f}-{rates[-1]:,.0f} events/s over {len(rates)} runs"
+            )
+    if not have_asyncpg:
+        print("drivers: asyncpg is not installed; only psycopg was measured")
+
+
+# -- durable append through the persistence service ---------------------------------
+
+HOST_APPEND = """
+import asyncio, sys, time
+from tether.content import TextBlock
+from tether.persist import postgres
+from tether.runtime import Runtime
+from tether.session import AssistantChunk, StepEnd, StepStart, TurnEnd, TurnStart
+from tether.session import UserMessageEvent, Completed
+from tether.session.store import SESSIONS
+from tether.session.store import apply as store_plugin
+
+async def main(url, schema, host, sessions, events):
+    async with Runtime() as runtime:
+        await runtime.ctx.plugin(store_plugin)
+        await runtime.ctx.plugin(postgres, {"url": url, "db_schema": schema, "host_id": host})
+        store = runtime.ctx.get(SESSIONS)
+        per_session = events // sessions
+        async def one(n):
+            session = store.prepare(f"{host}-{n}", cwd="/bench")
+            store.enter(session)
+            session.append(TurnStart(turn=1))
+            session.append(StepStart(turn=1, step=1))
+            session.append(UserMessageEvent(id="u", source="user", content=(TextBlock("go"),)))
+            for index in range(per_session):
+                session.append(AssistantChunk(kind="text", delta="a chunk of streamed text"))
+                if index % CHUNKS == CHUNKS - 1:
+                    await store.flush(session)
+            session.append(StepEnd(turn=1, step=1))
+            session.append(TurnEnd(turn=1, reason=Completed()))
+            await store.flush(session)
+            return len(session.events)
+        sys.stdout.write("ready\\n"); sys.stdout.flush()
+        sys.stdin.readline()
+        start = time.perf_counter()
+        counts = await asyncio.gather(*(one(n) for n in range(sessions)))
+        print(sum(counts), time.perf_counter() - start, flush=True)
+
+CHUNKS = int(sys.argv[6])
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))
+"""
+
+
+def host_append(hosts: int, sessions: int, events: int) -> tuple[int, float]:
+    """``hosts`` processes append ``events`` each over ``sessions`` sessions, started together;
+    the total of durable events and the wall time from the start signal to the last flush."""
+    schema = f"bench_append_{os.getpid()}_{hosts}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    PostgresBackend(URL, schema=schema).close()  # migrated once, before the clock starts
+    processes = [
+        subprocess.Popen(
+            [
+                *(sys.executable, "-c", HOST_APPEND, URL, schema, f"h{n}"),
+                *(str(sessions), str(events), str(CHUNKS_PER_FLUSH)),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in range(hosts)
+    ]
+    try:
+        for process in processes:
+            assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        start = time.perf_counter()
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        total = 0
+        for process in processes:
+            assert process.stdout is not None
+            total += int(process.stdout.readline().split()[0])
+        elapsed = time.perf_counter() - start
+        for process in processes:
+            process.wait(timeout=60)
+        return total, elapsed
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+        drop(schema)
+
+
+def append(rounds: int, events: int) -> None:
+    for hosts in (1, 4):
+        figures = [host_append(hosts, 20, events) for _ in range(rounds)]
+        rates = sorted(total / elapsed for total, elapsed in figures)
+        target = "20,000" if hosts == 1 else "50,000"
+        print(
+            f"durable append, {hosts} host(s) x 20 sessions, a flush every "
+            f"{CHUNKS_PER_FLUSH} events of a session: {rates[0]:,.0f}-{rates[-1]:,.0f} events/s "
+            f"over {rounds} runs (target >= {target})"
+        )
+
+
+# -- ACP per-prompt latency, PostgreSQL against JSONL --------------------------------
+
+
+async def acp(rounds: int, prompts: int) -> None:
+    medians: dict[str, list[float]] = {"jsonl": [], "postgres": []}
+    async with FakeServer() as server:
+        for _ in range(rounds):
+            for backend in ("jsonl", "postgres"):
+                bench_acp.BACKEND["name"] = backend
+                with tempfile.TemporaryDirectory() as home:
+                    latencies = await bench_acp.prompt_latency(server, prompts, Path(home))
+                medians[backend].append(statistics.median(latencies))
+    drop(bench_acp.BACKEND["schema"])
+    for backend, values in medians.items():
+        print(
+            f"acp per-prompt median, {backend}: "
+            + ", ".join(f"{v * 1000:.2f}" for v in values)
+            + " ms"
+        )
+    ratios = sorted(p / j for p, j in zip(medians["postgres"], medians["jsonl"], strict=True))
+    print(
+        f"acp per-prompt median, postgres / jsonl (same round): "
+        f"{ratios[0]:.2f}-{ratios[-1]:.2f}x (target <= 1.5x)"
+    )
+
+
+# -- cross-host cancel and takeover ---------------------------------------------------
+
+
+async def wait_durable_end(
+    backend: PostgresBackend, listener: psycopg.AsyncConnection[Any], sid: str, after: int
+) -> int:
+    """Wait (on the events doorbell) until a ``turn/end`` of ``sid`` past ``after`` is stored;
+    its seq."""
+    while True:
+        events = await asyncio.to_thread(backend.events_after, sid, after)
+        for event in events:
+            after = event.seq
+            if event.type == "turn/end":
+                return event.seq
+        async for _notice in listener.notifies(timeout=1.0, stop_after=1):
+            break
+
+
+async def cancel(rounds: int) -> None:
+    schema = f"bench_cancel_{os.getpid()}"
+    bench_acp.BACKEND.update(name="postgres", schema=schema)
+    os.environ["TETHER_HOST_ID"] = "hostA"
+    b = PostgresBackend(URL, schema=schema, host_id="hostB")
+    listener = await psycopg.AsyncConnection.connect(URL, autocommit=True)
+    await listener.execute(
+        sql.SQL("LISTEN {}").format(sql.Identifier(channel(schema, EVENTS_CHANNEL)))
+    )
+    latencies = []
+    try:
+        async with FakeServer() as server:
+            with tempfile.TemporaryDirectory() as home:
+                async with bench_acp.spawned(server, Path(home)) as (_p, conn, client, _r):
+                    sid = (await conn.new_session(cwd=home, mcp_servers=[])).session_id
+                    after = -1
+                    for _ in range(rounds):
+                        streaming = client.streaming[sid] = asyncio.Event()
+                        server.queue(until_client_leaves([delta("thinking")]))
+                        prompt = asyncio.ensure_future(
+                            conn.prompt(session_id=sid, prompt=[text_block("think long")])
+                        )
+                        await streaming.wait()
+                        # The request, as `tether sessions cancel` makes it on host B.
+                        start = time.perf_counter()
+                        info = await asyncio.to_thread(b.lease_info, sid)
+                        assert info is not None and info.live and info.host == "hostA"
+                        await asyncio.to_thread(
+                            b.notify, channel(schema, CONTROL_CHANNEL), f"cancel {sid}"
+                        )
+                        after = await wait_durable_end(b, listener, sid, after)
+                        latencies.append(time.perf_counter() - start)
+                        answer = await prompt
+                        assert answer.stop_reason == "cancelled", answer
+                        end = (await asyncio.to_thread(b.load, sid)).events[after]
+                        assert end.data_object()["reason"] == {"kind": "aborted", "cause": "user"}
+    finally:
+        await listener.close()
+        b.close()
+        drop(schema)
+        os.environ.pop("TETHER_HOST_ID", None)
+    print(
+        f"cross-host cancel, request on B -> turn/end aborted durable by A, seen on B: "
+        f"{bench_acp.ms(latencies)} over {rounds} cancels (target <= 100 ms median)"
+    )
+
+
+async def takeover(rounds: int, ttl: float = 2.0) -> None:
+    schema = f"bench_takeover_{os.getpid()}"
+    bench_acp.BACKEND.update(name="postgres", schema=schema)
+    os.environ.update(TETHER_HOST_ID="hostA", TETHER_LEASE_TTL=str(ttl))
+    b = PostgresBackend(URL, schema=schema, host_id="hostB")
+    times = []
+    try:
+        async with FakeServer() as server:
+            for _ in range(rounds):
+                with tempfile.TemporaryDirectory() as home:
+                    async with bench_acp.spawned(server, Path(home)) as (process, conn, client, _r):
+                        sid = (await conn.new_session(cwd=home, mcp_servers=[])).session_id
+                        streaming = client.streaming[sid] = asyncio.Event()
+                        server.queue(until_client_leaves([delta("thinking")]))
+                        prompt = asyncio.ensure_future(
+                            conn.prompt(session_id=sid, prompt=[text_block("think long")])
+                        )
+                        await streaming.wait()
+                        for _ in range(1000):  # the lease is taken by the first write
+                            if (info := b.lease_info(sid)) is not None and info.live:
+                                break
+                            await asyncio.sleep(0.01)
+                        process.send_signal(signal.SIGKILL)
+                        await process.wait()
+                        killed = time.perf_counter()
+                        while True:
+                            try:
+                                b.acquire_lease(sid).release()
+                                break
+                            except Exception:
+                                await asyncio.sleep(0.01)
+                        times.append(time.perf_counter() - killed)
+                        prompt.cancel()
+    finally:
+        b.close()
+        drop(schema)
+        for name in ("TETHER_HOST_ID", "TETHER_LEASE_TTL"):
+            os.environ.pop(name, None)
+    print(
+        f"takeover after SIGKILL (TTL {ttl:g} s): "
+        + ", ".join(f"{t:.2f}" for t in times)
+        + f" s (target <= TTL + 1 s = {ttl + 1:g} s)"
+    )
+
+
+# -- hosts x sessions x prompts --------------------------------------------------------
+
+
+async def scale(hosts: int, sessions: int, prompts: int) -> None:
+    schema = f"bench_scale_{os.getpid()}"
+    bench_acp.BACKEND.update(name="postgres", schema=schema)
+    acknowledged: dict[str, int] = {}
+
+    async def host(server: FakeServer, n: int) -> None:
+        os.environ["TETHER_HOST_ID"] = f"host{n}"
+        with tempfile.TemporaryDirectory() as home:
+            async with bench_acp.spawned(server, Path(home)) as (_p, conn, _client, _r):
+                sids = [
+                    (await conn.new_session(cwd=home, mcp_servers=[])).session_id
+                    for _ in range(sessions)
+                ]
+
+                async def run(sid: str) -> None:
+                    for index in range(prompts):
+                        server.queue(stream(text_answer("an answer")))
+                        answer = await conn.prompt(session_id=sid, prompt=[text_block(f"p{index}")])
+                        if answer.stop_reason == "end_turn":
+                            acknowledged[sid] = acknowledged.get(sid, 0) + 1
+
+                await asyncio.gather(*(run(sid) for sid in sids))
+
+    start = time.perf_counter()
+    try:
+        async with FakeServer() as server:
+            await asyncio.gather(*(host(server, n) for n in range(hosts)))
+        elapsed = time.perf_counter() - start
+        lost = duplicates = 0
+        with psycopg.connect(URL, autocommit=True) as pg:
+            pg.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            rows = pg.execute(
+                "SELECT session_id, count(*), count(DISTINCT seq), max(seq),"
+                " count(*) FILTER (WHERE type = 'turn/end'"
+                "   AND data->'reason'->>'kind' = 'completed')"
+                " FROM events GROUP BY session_id"
+            ).fetchall()
+        stored = {row[0]: row for row in rows}
+        for sid, count in acknowledged.items():
+            row = stored.get(sid)
+            completed = row[4] if row else 0
+            lost += max(0, count - completed)
+        for _sid, total, distinct, top, _completed in rows:
+            duplicates += total - distinct
+            assert top == total - 1, "a gap in seq"
+    finally:
+        drop(schema)
+        os.environ.pop("TETHER_HOST_ID", None)
+    turns = sum(acknowledged.values())
+    print(
+        f"scale: {hosts} hosts x {sessions} sessions x {prompts} prompts at once: "
+        f"{turns} acknowledged turns in {elapsed:.1f} s; acknowledged turns lost {lost}, "
+        f"duplicate seqs {duplicates} (no takeover in this run: see fencing)"
+    )
+
+
+async def fencing(sessions: int, ttl: float = 1.0) -> None:
+    """A host with ``sessions`` sessions mid-turn is paused past its TTL; another host
+    loads (takes over) each of them and prompts it; the paused host is let go on. Counted:
+    events of the paused host stored after the takeover (a fencing violation)."""
+    schema = f"bench_fencing_{os.getpid()}"
+    bench_acp.BACKEND.update(name="postgres", schema=schema)
+    os.environ["TETHER_LEASE_TTL"] = str(ttl)
+    db = PostgresBackend(URL, schema=schema, host_id="observer")
+    violations = fenced_answers = 0
+    try:
+        async with FakeServer() as server:
+            with (
+                tempfile.TemporaryDirectory() as home_a,
+                tempfile.TemporaryDirectory() as home_b,
+                tempfile.TemporaryDirectory() as work,
+            ):
+                os.environ["TETHER_HOST_ID"] = "paused"
+                async with bench_acp.spawned(server, Path(home_a)) as (a, conn_a, client_a, _r):
+                    sids = [
+                        (await conn_a.new_session(cwd=work, mcp_servers=[])).session_id
+                        for _ in range(sessions)
+                    ]
+                    prompts = []
+                    for sid in sids:
+                        client_a.streaming[sid] = asyncio.Event()
+                        server.queue(until_client_leaves([delta("from the paused host")]))
+                        prompts.append(
+                            asyncio.ensure_future(
+                                conn_a.prompt(session_id=sid, prompt=[text_block("hold")])
+                            )
+                        )
+                    for sid in sids:
+                        await client_a.streaming[sid].wait()
+                    a.send_signal(signal.SIGSTOP)
+                    try:
+                        for sid in sids:
+                            for _ in range(int(ttl * 100) + 100):  # until the lease expires
+                                if (info := db.lease_info(sid)) is None or not info.live:
+                                    break
+                                await asyncio.sleep(0.01)
+                        os.environ["TETHER_HOST_ID"] = "taker"
+                        async with bench_acp.spawned(server, Path(home_b)) as (_b, conn_b, _c, _r):
+                            for sid in sids:
+                                await conn_b.load_session(cwd=work, session_id=sid, mcp_servers=[])
+                            taken = {sid: len(db.load(sid).events) for sid in sids}
+                            a.send_signal(signal.SIGCONT)
+                            for sid in sids:
+                                server.queue(stream(text_answer("an answer")))
+                                answer = await conn_b.prompt(
+                                    session_id=sid, prompt=[text_block("from the taker")]
+                                )
+                                assert answer.stop_reason == "end_turn", answer
+                            for prompt in prompts:
+                                try:
+                                    await prompt
+                                except Exception:
+                                    fenced_answers += 1
+                    finally:
+                        a.send_signal(signal.SIGCONT)
+        for sid in sids:
+            after = db.load(sid).events[taken[sid] :]
+            for event in after:
+                data = event.data_object()
+                texts = [b.get("text") for b in data.get("content", []) if isinstance(b, dict)]
+                aborted = event.type == "turn/end" and data["reason"]["kind"] != "completed"
+                prompted = event.type == "user/message" and texts != ["from the taker"]
+                violations += aborted or prompted
+    finally:
+        db.close()
+        drop(schema)
+        for name in ("TETHER_HOST_ID", "TETHER_LEASE_TTL"):
+            os.environ.pop(name, None)
+    print(
+        f"fencing: {sessions} sessions mid-turn on a host paused past its TTL (1 s), taken "
+        f"over and prompted by another host, the paused host let go on: its prompts answered "
+        f"with an error {fenced_answers}/{sessions}; its events stored after the takeover "
+        f"(fencing violations): {violations}"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    only = set(args.only or ("drivers", "append", "acp", "cancel", "takeover", "scale", "fencing"))
+    if "drivers" in only:
+        await drivers(args.rounds)
+    if "append" in only:
+        append(args.rounds, args.events)
+    if "acp" in only:
+        await acp(args.rounds, args.prompts)
+    if "cancel" in only:
+        await cancel(20)
+    if "takeover" in only:
+        await takeover(3)
+    if "scale" in only:
+        await scale(args.hosts, args.sessions, args.scale_prompts)
+    if "fencing" in only:
+        await fencing(10)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        choices=("drivers", "append", "acp", "cancel", "takeover", "scale", "fencing"),
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--events", type=int, default=40_000, help="per host, for append")
+    parser.add_argument("--prompts", type=int, default=100, help="per ACP latency run")
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--sessions", type=int, default=10, help="per host, for scale")
+    parser.add_argument("--scale-prompts", type=int, default=10, help="per session, for scale")
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,19 @@
+"""The NOTIFY channels of sessions kept in PostgreSQL (no driver needed to name them).
+
+Channels belong to a database, not to a schema: each schema's channels are
+named after it, so hosts of another schema on the same database do not hear
+this one's doorbells.
+"""
+
+from __future__ import annotations
+
+CONTROL_CHANNEL = "control"
+"""Requests to the host that holds a session: ``"cancel <session id>"``."""
+
+EVENTS_CHANNEL = "events"
+"""The doorbell of every write: ``"<session id> <last seq>"``."""
+
+
+def channel(schema: str, name: str) -> str:
+    """The NOTIFY channel ``name`` of the sessions kept in ``schema``."""
+    return f"tether.{schema}.{name}"

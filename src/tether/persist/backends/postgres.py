@@ -1,0 +1,862 @@
+"""Session logs in PostgreSQL, shared by many tether hosts: the third backend.
+
+Every host that names the same database (and schema) sees the same sessions.
+The schema is versioned (``schema_migrations``); :class:`PostgresBackend`
+applies what is missing when it opens, under an advisory lock, so hosts that
+start together migrate once. Tables:
+
+* ``sessions``: one row per session, its header (``jsonb``), the listing
+  columns (turn count, last activity, title) and ``next_seq``, kept up to date
+  by every write;
+* ``events``: ``(session_id, seq)`` primary key, ``data`` as ``jsonb``;
+* ``leases``: who owns a session (holder ``host:pid``, fencing token, expiry).
+
+**One live owner per session, across hosts: the fenced lease.** A host takes
+a session's lease before it creates, resumes or repairs it. Taking it draws a
+fresh **fencing token** from a sequence (so tokens only grow, whoever takes
+the lease next) and sets its expiry, on the database's clock, one TTL ahead;
+a live lease of another holder refuses the taker
+(:class:`~tether.persist.backends.lease.SessionLeasedError`, naming the
+host). A heartbeat thread renews every lease this backend holds every TTL/3.
+**Every write checks the token in its own transaction** (the lease row is
+read ``FOR SHARE``, which a takeover's update waits for): once another host
+took the lease over, the former owner's writes are rejected with
+:class:`~tether.persist.backends.lease.SessionTakenOverError` and store
+nothing, however long it was paused.
+
+A write is one statement, so one round trip and one transaction: a call of
+the schema's ``append_batch`` function, which checks the lease, locks the
+session row (two writers of one session are serialised and the seq check
+holds), inserts the batch (sent as one JSON document) and rings a ``NOTIFY``
+doorbell carrying only the session id and its last seq (see
+:mod:`tether.persist.follow` and :mod:`tether.persist.cluster`). A write
+whose connection breaks is retried once on a fresh connection; a retry that
+finds its batch already committed (the break hid the commit) succeeds
+without writing it twice.
+
+The driver is psycopg 3 (synchronous: the backend seam runs in worker
+threads), imported with this module.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+import psycopg
+from psycopg import sql
+
+from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
+from tether.persist.backends.bulk import BadRecordError
+from tether.persist.backends.channels import EVENTS_CHANNEL, channel
+from tether.persist.backends.errors import (
+    BackendClosedError,
+    CorruptLogError,
+    InvalidRecordError,
+    LogStoreError,
+    SessionNotFoundError,
+    StoreConflictError,
+    UnsupportedFormatError,
+)
+from tether.persist.backends.lease import SessionLeasedError, SessionTakenOverError
+from tether.persist.backends.lines import decode_lines, parse_lines
+from tether.persist.backends.records import (
+    EventRecord,
+    HeaderRecord,
+    check_continues,
+    encode_json,
+    encode_record,
+    parse_batch,
+    parse_header,
+    parse_stored_header,
+    validate_session_id,
+)
+from tether.persist.backends.summary import Activity
+from tether.session.stored import StoredEvent
+
+if TYPE_CHECKING:
+    from tether.session.registry import EventRegistry
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_Row = tuple[int, str, float, str]
+"""An event row as read: ``(seq, type, time, data)``."""
+
+SCHEMA_VERSION = 1
+"""The newest schema this module creates, and the newest it reads."""
+
+_APPEND_FUNCTION = """
+CREATE FUNCTION append_batch(
+    p_id text, p_token bigint, p_header jsonb, p_created double precision, p_events jsonb,
+    p_first bigint, p_count integer, p_turns integer, p_last double precision, p_title text,
+    p_channel text
+) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    lease record;
+    stored_next bigint;
+BEGIN
+    -- The fence: FOR SHARE makes a takeover (an update of the row) wait for
+    -- this write, and this write wait for a takeover under way.
+    SELECT host, pid, token, expires_at > clock_timestamp() AS live INTO lease
+        FROM leases WHERE session_id = p_id FOR SHARE;
+    IF p_token IS NOT NULL THEN
+        IF lease IS NULL OR lease.token <> p_token THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT001', MESSAGE = coalesce(lease.host, '');
+        END IF;
+    ELSIF lease IS NOT NULL AND lease.live THEN
+        RAISE EXCEPTION USING ERRCODE = 'TT002', MESSAGE = lease.host || ' ' || lease.pid;
+    END IF;
+    SELECT next_seq INTO stored_next FROM sessions WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        IF p_header IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT004', MESSAGE = 'the session is not stored';
+        END IF;
+        IF p_count > 0 AND p_first <> 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT003', MESSAGE = '0';
+        END IF;
+        INSERT INTO sessions (id, header, created_at, next_seq, turn_count, last_activity, title)
+            VALUES (p_id, p_header, p_created, p_count, p_turns, coalesce(p_last, p_created),
+                    p_title)
+            ON CONFLICT (id) DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT005', MESSAGE = 'created by another writer';
+        END IF;
+    ELSIF p_count = 0 THEN
+        RETURN;
+    ELSE
+        IF stored_next <> p_first THEN
+            RAISE EXCEPTION USING ERRCODE = 'TT003', MESSAGE = stored_next::text;
+        END IF;
+        UPDATE sessions SET next_seq = next_seq + p_count, turn_count = turn_count + p_turns,
+            last_activity = p_last, title = coalesce(title, p_title)
+            WHERE id = p_id;
+    END IF;
+    IF p_count > 0 THEN
+        INSERT INTO events (session_id, seq, type, time, data)
+            SELECT p_id, r.seq, r.type, r.time, r.data
+            FROM jsonb_to_recordset(p_events)
+                AS r(seq bigint, type text, time double precision, data jsonb);
+        PERFORM pg_notify(p_channel, p_id || ' ' || (p_first + p_count - 1));
+    END IF;
+END
+$$
+"""
+"""One batch, in one statement (one round trip, its own transaction): the fence,
+the seq check, the session row, the events, the doorbell. Errors by SQLSTATE:
+``TT001`` taken over (message: the new host), ``TT002`` leased by another
+(``host pid``), ``TT003`` seq conflict (the stored next seq), ``TT004`` a
+first write without a valid header, ``TT005`` created by another writer."""
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE sessions (
+            id text PRIMARY KEY,
+            header jsonb NOT NULL,
+            created_at double precision NOT NULL,
+            next_seq bigint NOT NULL DEFAULT 0,
+            turn_count integer NOT NULL,
+            last_activity double precision NOT NULL,
+            title text
+        )
+        """,
+        """
+        CREATE TABLE events (
+            session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            type text NOT NULL,
+            time double precision NOT NULL,
+            data jsonb NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE leases (
+            session_id text PRIMARY KEY,
+            holder text NOT NULL,
+            host text NOT NULL,
+            pid integer NOT NULL,
+            token bigint NOT NULL,
+            expires_at timestamptz NOT NULL
+        )
+        """,
+        "CREATE SEQUENCE lease_tokens",
+        _APPEND_FUNCTION,
+    ),
+)
+"""Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
+
+_LOCK_CLASS = 0x7E7E
+"""The first key of the advisory lock migrations take (the second is the schema's hash)."""
+
+
+def default_host_id() -> str:
+    """This machine's host id when none is configured: its host name."""
+    return socket.gethostname() or "localhost"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """Who holds a session's lease: ``host``, ``pid``, and whether it is live (unexpired)."""
+
+    host: str
+    pid: int
+    live: bool
+
+    @property
+    def holder(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+
+class PostgresBackend:
+    """A :class:`~tether.persist.backends.base.LogBackend` over one PostgreSQL schema.
+
+    Connections come from a small pool (``pool_size``), so the writer's
+    side-by-side writes of several sessions run concurrently.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "tether",
+        host_id: str | None = None,
+        lease_ttl: float = 15.0,
+        pool_size: int = 4,
+        on_lease_lost: Callable[[str, str | None], None] | None = None,
+    ) -> None:
+        """Connect to ``url`` (a libpq URL or key=value string) and migrate ``schema``.
+
+        ``host_id`` names this host in leases (default: the host name);
+        ``on_lease_lost(session_id, new_host)`` is called from the heartbeat
+        thread when a renewal finds a lease taken over.
+
+        Raises:
+            psycopg.OperationalError: the server cannot be reached.
+            UnsupportedFormatError: the schema was made by a newer tether.
+        """
+        if lease_ttl <= 0:
+            raise ValueError(f"lease TTL must be positive, got {lease_ttl}")
+        self._url = url
+        self._schema = schema
+        self._host = host_id or default_host_id()
+        self._pid = os.getpid()
+        self._ttl = lease_ttl
+        self._on_lease_lost = on_lease_lost
+        self._events_channel = channel(schema, EVENTS_CHANNEL)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._slots = threading.BoundedSemaphore(max(1, pool_size))
+        self._tokens: dict[str, int] = {}
+        """The fencing token of each lease this backend holds."""
+        self._lost_tokens: set[int] = set()
+        """Tokens of leases found taken over (reported once)."""
+        self._heartbeat: threading.Thread | None = None
+        self._stop = threading.Event()
+        with self._connection() as conn:
+            self._migrate(conn)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(schema={self._schema!r}, host={self._host!r})"
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def host_id(self) -> str:
+        return self._host
+
+    @property
+    def holder_id(self) -> str:
+        """This process's name in leases: ``host:pid``."""
+        return f"{self._host}:{self._pid}"
+
+    @property
+    def lease_ttl(self) -> float:
+        return self._ttl
+
+    # -- the LogBackend seam -------------------------------------------------
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the session has a row."""
+        validate_session_id(session_id)
+        return self._run(
+            lambda cur: (
+                cur.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone()
+                is not None
+            )
+        )
+
+    def next_seq(self, session_id: str) -> int:
+        """The seq the session's next event must carry; 0 if it is not stored."""
+        validate_session_id(session_id)
+
+        def read(cur: psycopg.Cursor[Any]) -> int:
+            row = cur.execute(
+                "SELECT next_seq FROM sessions WHERE id = %s", (session_id,)
+            ).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return self._run(read)
+
+    def write(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        """Store a batch in one transaction, under the lease's fencing token.
+
+        See :meth:`LogBackend.write`. When this backend holds the session's
+        lease, the lease must still carry its token; when it does not, no
+        other holder may have the lease live. The whole batch is one
+        statement (:data:`_APPEND_FUNCTION`): one round trip.
+
+        Raises:
+            InvalidRecordError: the header (first write) or an event is invalid.
+            StoreConflictError: the batch does not continue the stored log.
+            SessionTakenOverError: another host took this backend's lease over.
+            SessionLeasedError: another host holds the lease (a write without one).
+        """
+        session_id = validate_session_id(header.get("id"))
+        batch = parse_batch(session_id, events)
+        # The header matters only to a first write, which the server tells apart.
+        record: HeaderRecord | None = None
+        bad_header: InvalidRecordError | None = None
+        try:
+            record = parse_header(header)
+        except InvalidRecordError as exc:
+            bad_header = exc
+        activity = Activity().extend_written(batch)
+        params = (
+            session_id,
+            self._tokens.get(session_id),
+            None if record is None else _storable(encode_json(record)),
+            None if record is None else record["created_at"],
+            _storable(b"[" + b",".join(encode_record(event) for event in batch) + b"]"),
+            batch[0]["seq"] if batch else 0,
+            len(batch),
+            activity.turn_count,
+            activity.last_activity,
+            activity.title,
+            self._events_channel,
+        )
+        retried = False
+        while True:
+            try:
+                with self._connection() as conn:
+                    if retried and self._already_stored(conn, session_id, batch):
+                        return
+                    conn.execute(
+                        "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb,"
+                        " %s, %s, %s, %s, %s, %s)",
+                        params,
+                    )
+                return
+            except psycopg.OperationalError as exc:
+                if retried or not _connection_lost(exc):
+                    raise
+                log.info(
+                    "session %s: the connection broke during a write (%s); retrying",
+                    session_id,
+                    exc,
+                )
+                retried = True
+            except psycopg.Error as exc:
+                self._raise_refusal(exc, session_id, batch, bad_header)
+                raise
+
+    def _raise_refusal(
+        self,
+        exc: psycopg.Error,
+        session_id: str,
+        batch: Sequence[EventRecord],
+        bad_header: InvalidRecordError | None,
+    ) -> None:
+        """Turn a refusal of :data:`_APPEND_FUNCTION` into the backend's error; return otherwise."""
+        message = exc.diag.message_primary or ""
+        if exc.sqlstate == "TT001":
+            host = message or None
+            self._lost(session_id, host)
+            raise SessionTakenOverError(session_id, host) from None
+        if exc.sqlstate == "TT002":
+            host, _, pid = message.rpartition(" ")
+            raise SessionLeasedError(session_id, int(pid) or None, host=host) from None
+        if exc.sqlstate == "TT003":
+            check_continues(session_id, batch, int(message))
+            raise StoreConflictError(f"session {session_id!r}: the batch does not continue the log")
+        if exc.sqlstate == "TT004" and bad_header is not None:
+            raise bad_header from None
+        if exc.sqlstate == "TT005":
+            raise StoreConflictError(
+                f"session {session_id!r} was created by another writer"
+            ) from None
+
+    def _already_stored(
+        self, conn: psycopg.Connection[Any], session_id: str, batch: Sequence[EventRecord]
+    ) -> bool:
+        """Whether a retried batch was committed by the attempt whose connection broke."""
+        if not batch:
+            return False
+        row = conn.execute(
+            "SELECT s.next_seq, e.type, e.time FROM sessions s"
+            " LEFT JOIN events e ON e.session_id = s.id AND e.seq = %s WHERE s.id = %s",
+            (batch[0]["seq"], session_id),
+        ).fetchone()
+        return (
+            row is not None
+            and row[0] == batch[-1]["seq"] + 1
+            and (row[1], row[2]) == (batch[0]["type"], batch[0]["time"])
+        )
+
+    def load(self, session_id: str) -> StoredLog:
+        """Read and validate the whole log; see :meth:`LogBackend.load`.
+
+        Raises:
+            SessionNotFoundError: the session has no row.
+            CorruptLogError: the stored header or an event is invalid, or seqs
+                have a gap; it names the session and seq.
+        """
+        header, rows = self._read(session_id)
+        try:
+            return StoredLog(header, parse_lines(_event_lines(rows), 0))
+        except BadRecordError as exc:
+            raise CorruptLogError(session_id, exc.reason, seq=exc.index) from None
+
+    def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
+        """Read the whole log and decode it; see :meth:`LogBackend.load_events`."""
+        header, rows = self._read(session_id)
+        try:
+            return LoadedLog(header, decode_lines(_event_lines(rows), registry))
+        except BadRecordError as exc:
+            raise CorruptLogError(session_id, exc.reason, seq=exc.index) from None
+
+    def _read(self, session_id: str) -> tuple[HeaderRecord, builtins.list[_Row]]:
+        validate_session_id(session_id)
+
+        def read(cur: psycopg.Cursor[Any]) -> tuple[str, builtins.list[_Row]]:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            stored = cur.execute(
+                "SELECT header::text FROM sessions WHERE id = %s", (session_id,)
+            ).fetchone()
+            if stored is None:
+                raise SessionNotFoundError(session_id)
+            rows = cur.execute(
+                "SELECT seq, type, time, data::text FROM events WHERE session_id = %s ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            return stored[0], rows
+
+        header_text, rows = self._run(read)
+        return parse_stored_header(session_id, header_text), rows
+
+    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
+        """The stored events of ``session_id`` whose seq is greater than ``after_seq``, in order.
+
+        Raises:
+            SessionNotFoundError: the session has no row.
+            CorruptLogError: an event is invalid.
+        """
+        validate_session_id(session_id)
+
+        def read(cur: psycopg.Cursor[Any]) -> builtins.list[_Row]:
+            if (
+                cur.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone()
+                is None
+            ):
+                raise SessionNotFoundError(session_id)
+            return cur.execute(
+                "SELECT seq, type, time, data::text FROM events"
+                " WHERE session_id = %s AND seq > %s ORDER BY seq",
+                (session_id, after_seq),
+            ).fetchall()
+
+        rows = self._run(read)
+        if not rows:
+            return []
+        first = after_seq + 1
+        try:
+            return parse_lines(_event_lines(rows), first)
+        except BadRecordError as exc:
+            raise CorruptLogError(session_id, exc.reason, seq=first + exc.index) from None
+
+    def list(self) -> builtins.list[SessionSummary]:
+        """Summarise every session from its row, with the holder of a live lease.
+
+        See :meth:`LogBackend.list`; ``holder`` is ``host:pid`` of a session
+        live on some host.
+        """
+
+        def read(cur: psycopg.Cursor[Any]) -> builtins.list[tuple[Any, ...]]:
+            return cur.execute(
+                "SELECT s.id, s.header::text, s.turn_count, s.last_activity, s.title,"
+                " CASE WHEN l.expires_at > clock_timestamp() THEN l.host || ':' || l.pid END"
+                " FROM sessions s LEFT JOIN leases l ON l.session_id = s.id"
+            ).fetchall()
+
+        summaries = []
+        for session_id, header_text, turn_count, last_activity, title, holder in self._run(read):
+            try:
+                header = parse_stored_header(session_id, header_text)
+            except CorruptLogError as exc:
+                summaries.append(SessionSummary.unreadable(session_id, last_activity, str(exc)))
+                continue
+            summaries.append(
+                SessionSummary(
+                    id=session_id,
+                    cwd=header["cwd"],
+                    created_at=header["created_at"],
+                    turn_count=turn_count,
+                    last_activity=last_activity,
+                    title=title,
+                    meta=header["meta"],
+                    holder=holder,
+                )
+            )
+        return newest_first(summaries)
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session's row and all its events in one transaction.
+
+        Raises:
+            SessionNotFoundError: the session has no row.
+        """
+        validate_session_id(session_id)
+
+        def delete(cur: psycopg.Cursor[Any]) -> None:
+            if cur.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount == 0:
+                raise SessionNotFoundError(session_id)
+
+        self._run(delete)
+
+    # -- leases --------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str) -> _FencedLease:
+        """Take the session's lease with a fresh fencing token.
+
+        A lease whose expiry has passed (its holder died, or was paused or
+        cut off past its TTL) is taken over; the heartbeat renews it from then
+        on.
+
+        Raises:
+            SessionLeasedError: another holder has the lease live (it names the host).
+        """
+        validate_session_id(session_id)
+
+        def take(cur: psycopg.Cursor[Any]) -> int | LeaseInfo:
+            row = cur.execute(
+                "INSERT INTO leases AS l (session_id, holder, host, pid, token, expires_at)"
+                " VALUES (%(id)s, %(holder)s, %(host)s, %(pid)s, nextval('lease_tokens'),"
+                "         clock_timestamp() + %(ttl)s * interval '1 second')"
+                " ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder,"
+                "   host = excluded.host, pid = excluded.pid, token = excluded.token,"
+                "   expires_at = excluded.expires_at"
+                " WHERE l.expires_at <= clock_timestamp()"
+                " RETURNING token",
+                {
+                    "id": session_id,
+                    "holder": self.holder_id,
+                    "host": self._host,
+                    "pid": self._pid,
+                    "ttl": self._ttl,
+                },
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+            held = cur.execute(
+                "SELECT host, pid FROM leases WHERE session_id = %s", (session_id,)
+            ).fetchone()
+            return LeaseInfo(held[0], held[1], True) if held else LeaseInfo("unknown", 0, True)
+
+        taken = self._run(take)
+        if isinstance(taken, LeaseInfo):
+            raise SessionLeasedError(session_id, taken.pid or None, host=taken.host)
+        with self._lock:
+            self._tokens[session_id] = taken
+            self._start_heartbeat()
+        return _FencedLease(self, session_id, taken)
+
+    def lease_holder(self, session_id: str) -> int | None:
+        """The pid of a live lease's holder (on any host), else ``None``."""
+        info = self.lease_info(session_id)
+        return info.pid if info is not None and info.live else None
+
+    def lease_info(self, session_id: str) -> LeaseInfo | None:
+        """Who holds (or last held) the session's lease, ``None`` if no one does."""
+        validate_session_id(session_id)
+        row = self._run(
+            lambda cur: cur.execute(
+                "SELECT host, pid, expires_at > clock_timestamp() FROM leases"
+                " WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+        )
+        return None if row is None else LeaseInfo(row[0], row[1], row[2])
+
+    def renew_leases(self) -> builtins.list[str]:
+        """Push the expiry of every lease this backend holds one TTL ahead.
+
+        Returns the sessions whose lease was taken over (reported once to
+        ``on_lease_lost``; their writes fail as taken over).
+        """
+        with self._lock:
+            held = {s: t for s, t in self._tokens.items() if t not in self._lost_tokens}
+        if not held:
+            return []
+
+        def renew(cur: psycopg.Cursor[Any]) -> set[str]:
+            rows = cur.execute(
+                "UPDATE leases SET expires_at = clock_timestamp() + %s * interval '1 second'"
+                " WHERE (session_id, token) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
+                " RETURNING session_id",
+                (self._ttl, builtins.list(held), builtins.list(held.values())),
+            ).fetchall()
+            return {row[0] for row in rows}
+
+        renewed = self._run(renew)
+        lost = [session_id for session_id in held if session_id not in renewed]
+        for session_id in lost:
+            with self._lock:
+                still_held = self._tokens.get(session_id) == held[session_id]
+            if still_held:  # not released meanwhile
+                info = self.lease_info(session_id)
+                self._lost(session_id, info.host if info is not None else None)
+        return lost
+
+    def _lost(self, session_id: str, host: str | None) -> None:
+        """Report, once per lease, that another host took ``session_id`` over."""
+        with self._lock:
+            token = self._tokens.get(session_id)
+            if token is None or token in self._lost_tokens:
+                return
+            self._lost_tokens.add(token)
+        log.warning("session %s was taken over by host %s", session_id, host or "unknown")
+        if self._on_lease_lost is not None:
+            self._on_lease_lost(session_id, host)
+
+    def _start_heartbeat(self) -> None:
+        if self._heartbeat is None and not self._closed:
+            self._heartbeat = threading.Thread(
+                target=self._beat, name="tether-lease-heartbeat", daemon=True
+            )
+            self._heartbeat.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._ttl / 3):
+            try:
+                self.renew_leases()
+            except BackendClosedError:
+                return
+            except (psycopg.Error, LogStoreError) as exc:
+                # The next beat tries again; a lease that expires meanwhile
+                # may be taken over, and the writes then say so.
+                log.warning("renewing session leases failed: %s", exc)
+
+    def _release(self, session_id: str, token: int) -> None:
+        with self._lock:
+            if self._tokens.get(session_id) == token:
+                del self._tokens[session_id]
+        self._run(
+            lambda cur: cur.execute(
+                "DELETE FROM leases WHERE session_id = %s AND token = %s", (session_id, token)
+            )
+        )
+
+    def notify(self, channel_name: str, payload: str) -> None:
+        """Send ``payload`` on the NOTIFY channel ``channel_name`` (delivered at once)."""
+        self._run(lambda cur: cur.execute("SELECT pg_notify(%s, %s)", (channel_name, payload)))
+
+    def check_writable(self) -> None:
+        """Commit a transaction that writes (and then removes) a row.
+
+        Raises:
+            psycopg.Error: the server refuses writes (read-only, full, down).
+        """
+
+        def probe(cur: psycopg.Cursor[Any]) -> None:
+            cur.execute(
+                "INSERT INTO leases (session_id, holder, host, pid, token, expires_at)"
+                " VALUES ('.probe', '', '', 0, 0, clock_timestamp()) ON CONFLICT DO NOTHING"
+            )
+            cur.execute("DELETE FROM leases WHERE session_id = '.probe'")
+
+        self._run(probe)
+
+    def close(self) -> None:
+        """Stop the heartbeat and close every connection; later calls raise
+        :class:`BackendClosedError`. Leases still held expire with their TTL."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            idle, self._idle = self._idle, []
+            heartbeat = self._heartbeat
+        self._stop.set()
+        if heartbeat is not None and heartbeat is not threading.current_thread():
+            heartbeat.join()
+        for conn in idle:
+            conn.close()
+
+    # -- connections ---------------------------------------------------------
+
+    def _run(self, work: Callable[[psycopg.Cursor[Any]], _T]) -> _T:
+        """Run ``work`` in one transaction, retried once on a fresh connection
+        when the connection was lost (``work`` must be safe to run twice)."""
+        for attempt in (1, 2):
+            try:
+                with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+                    return work(cur)
+            except psycopg.OperationalError as exc:
+                if attempt == 2 or not _connection_lost(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for the caller alone; a broken one is dropped."""
+        if self._closed:
+            raise BackendClosedError(f"{self!r} is closed")
+        with self._slots:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None or conn.closed:
+                conn = self._connect()
+            try:
+                yield conn
+            finally:
+                if conn.broken or conn.closed:
+                    conn.close()
+                else:
+                    with self._lock:
+                        if self._closed:
+                            conn.close()
+                        else:
+                            self._idle.append(conn)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(
+            self._url, autocommit=True, application_name=f"tether {self._schema}"[:63]
+        )
+        try:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self._schema)))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Bring the schema to :data:`SCHEMA_VERSION`, once, whoever else starts now.
+
+        Raises:
+            UnsupportedFormatError: the schema is newer than this module.
+        """
+        schema = sql.Identifier(self._schema)
+        conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, self._schema))
+        try:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+            version = int(row[0]) if row is not None else 0
+            if version > SCHEMA_VERSION:
+                raise UnsupportedFormatError(
+                    f"PostgreSQL schema {self._schema}", version, SCHEMA_VERSION
+                )
+            for number, statements in enumerate(_MIGRATIONS[version:], version + 1):
+                with conn.transaction():
+                    for statement in statements:
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number,))
+                log.info("PostgreSQL schema %s migrated to version %d", self._schema, number)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_LOCK_CLASS, self._schema))
+
+
+class _FencedLease:
+    """A held lease: its fencing token; released by deleting the row if the token is still its."""
+
+    def __init__(self, backend: PostgresBackend, session_id: str, token: int) -> None:
+        self._backend = backend
+        self._key: tuple[str, int] | None = (session_id, token)
+
+    @property
+    def token(self) -> int:
+        assert self._key is not None
+        return self._key[1]
+
+    def release(self) -> None:
+        key, self._key = self._key, None
+        if key is None:
+            return
+        try:
+            self._backend._release(*key)
+        except BackendClosedError:
+            log.debug("lease of session %s left to expire", key[0])
+        except psycopg.Error as exc:
+            log.warning(
+                "the lease of session %s could not be released (%s); it expires with its TTL",
+                key[0],
+                exc,
+            )
+
+
+def _connection_lost(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` means the connection is gone (the server ended it, or the network)."""
+    return isinstance(exc, psycopg.errors.AdminShutdown) or exc.sqlstate in (
+        None,
+        "57P01",  # terminated by the administrator (pg_terminate_backend)
+        "08000",
+        "08003",
+        "08006",
+    )
+
+
+def _storable(text: str | bytes) -> str:
+    """JSON text ``jsonb`` accepts: a NUL character (``\\u0000``, which it
+    refuses) in a string is stored as U+FFFD, as a lone surrogate is."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    if "\\u0000" not in text:
+        return text
+    return encode_json(_without_nul(json.loads(text)))
+
+
+def _without_nul(value: object) -> object:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, builtins.list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+def _event_lines(rows: Sequence[_Row]) -> bytes:
+    """The event lines (`tether.persist.backends.lines`) of event rows, in their order.
+
+    Each row becomes the line the file backends store, its ``data`` as the
+    database gives it back; the lines are then read by the same decoder as
+    theirs, which checks each one (a row's ``data`` that is not a JSON
+    object fails there, naming its seq).
+    """
+    encode = _LINE_ENCODER.encode
+    return b"".join(
+        [
+            encode({"type": kind, "seq": seq, "time": time, "data": msgspec.Raw(data)}) + b"\n"
+            for seq, kind, time, data in rows
+        ]
+    )
+
+
+_LINE_ENCODER = msgspec.json.Encoder()

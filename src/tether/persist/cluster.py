@@ -1,0 +1,156 @@
+"""Control of sessions across tether hosts that share one PostgreSQL database.
+
+The database is the system of record; ``LISTEN``/``NOTIFY`` is only a
+doorbell, delivered at commit, never replayed, never carrying data. Each
+host listens on two channels of its schema (see
+:func:`~tether.persist.backends.channels.channel`):
+
+* ``events``: every write notifies ``"<session id> <last seq>"``; the host
+  rings its follow :class:`~tether.persist.follow.Doorbell`, and followers
+  read the events table by seq.
+* ``control``: ``"cancel <session id>"`` asks the host that holds the session
+  to cancel its work. Each host emits :data:`CANCEL_REQUESTED` for it; the
+  host where the session is live cancels its agent with cause ``user`` (the
+  ``cluster`` plugin does, one layer up). Any host can send it:
+  :meth:`Cluster.cancel`.
+
+A lease this host lost to another host (its heartbeat or a write found the
+fencing token changed) is announced as :data:`TAKEN_OVER`; the agent of that
+session is stopped, and what it appends is never stored.
+
+The listening connection is the :class:`Cluster`'s own task, reconnecting
+after a loss (and ringing every follower then, since notifications sent
+meanwhile are gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tether.persist.backends.channels import CONTROL_CHANNEL, EVENTS_CHANNEL, channel
+from tether.persist.backends.errors import LogStoreError
+from tether.persist.backends.records import validate_session_id
+from tether.runtime.keys import Notice, ServiceKey
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from tether.persist.backends.postgres import PostgresBackend
+    from tether.persist.follow import Doorbell
+    from tether.runtime import Context
+
+log = logging.getLogger(__name__)
+
+CLUSTER = ServiceKey["Cluster"]("cluster")
+"""``ctx.cluster``: cross-host control of sessions (present with the PostgreSQL backend)."""
+
+CANCEL_REQUESTED = Notice[str]("session/cancel-requested")
+"""``(session_id)``: some host asked the holder of this session to cancel its work."""
+
+TAKEN_OVER = Notice[str, str]("session/taken-over")
+"""``(session_id, message)``: another host took this session over; ``message`` says which."""
+
+RECONNECT_DELAY = 1.0
+"""How long the listener waits before connecting again after losing its connection."""
+
+
+class SessionNotLiveError(LogStoreError):
+    """No host has the session live: there is nothing to cancel."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} is not live on any host")
+        self.session_id = session_id
+
+
+class Cluster:
+    """Cross-host control over one PostgreSQL schema: cancel anywhere, hear appends."""
+
+    def __init__(
+        self, ctx: Context, backend: PostgresBackend, url: str, doorbell: Doorbell
+    ) -> None:
+        self._ctx = ctx
+        self._backend = backend
+        self._url = url
+        self._doorbell = doorbell
+        self._control = channel(backend.schema, CONTROL_CHANNEL)
+        self._events = channel(backend.schema, EVENTS_CHANNEL)
+        self._listening = asyncio.Event()
+
+    @property
+    def host_id(self) -> str:
+        """This host's id."""
+        return self._backend.host_id
+
+    @property
+    def schema(self) -> str:
+        """The schema the hosts share."""
+        return self._backend.schema
+
+    async def listening(self) -> None:
+        """Return once the control and events channels are listened to."""
+        await self._listening.wait()
+
+    async def cancel(self, session_id: str) -> str:
+        """Ask the host that has ``session_id`` live to cancel its work (cause ``user``).
+
+        Returns the holder's host id once the request is sent (delivered at
+        commit; the holder cancels when it hears it).
+
+        Raises:
+            InvalidSessionIdError: ``session_id`` is not a valid id.
+            SessionNotLiveError: no host has the session live.
+        """
+        validate_session_id(session_id)
+        info = await asyncio.to_thread(self._backend.lease_info, session_id)
+        if info is None or not info.live:
+            raise SessionNotLiveError(session_id)
+        await asyncio.to_thread(self._backend.notify, self._control, f"cancel {session_id}")
+        return info.host
+
+    async def run(self) -> None:
+        """Listen until cancelled, reconnecting after a lost connection."""
+        import psycopg
+
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, application_name="tether-listen"
+                )
+            except psycopg.OperationalError as exc:
+                log.warning("listening for other hosts failed (%s); retrying", exc)
+                await asyncio.sleep(RECONNECT_DELAY)
+                continue
+            try:
+                await self._listen(conn)
+            except psycopg.OperationalError as exc:
+                log.warning("the listening connection was lost (%s); reconnecting", exc)
+                self._listening.clear()
+                self._doorbell.ring_all()
+                await asyncio.sleep(RECONNECT_DELAY)
+            finally:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        from psycopg import sql
+
+        for name in (self._control, self._events):
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+        self._listening.set()
+        async for notice in conn.notifies():
+            if notice.channel == self._events:
+                self._doorbell.ring(notice.payload.rpartition(" ")[0])
+            elif notice.channel == self._control:
+                verb, _, session_id = notice.payload.partition(" ")
+                if verb == "cancel" and session_id:
+                    self._ctx.emit(CANCEL_REQUESTED, session_id)
+                else:
+                    log.warning("unknown control message %r ignored", notice.payload)
+
+    def taken_over(self, session_id: str, host: str | None) -> None:
+        """Announce (on the loop) that ``session_id`` was taken over by ``host``."""
+        message = f"session {session_id} was taken over by host {host or 'unknown'}"
+        self._ctx.emit(TAKEN_OVER, session_id, message)

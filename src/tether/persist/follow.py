@@ -1,0 +1,101 @@
+"""Following a session's log: its events after seq N, then live, with no gap and no duplicate.
+
+This is the one seam every live view of a stored session reads through
+(``tether sessions tail``, and any view that reconnects naming the last seq it
+has). The stored log is the source of truth: a :class:`Doorbell` only says
+"look again", and the follower reads by seq from the backend, so a doorbell
+rung twice, late or not at all costs a read, never an event.
+
+Doorbells: the persistence service rings one after each batch it writes
+(this process's sessions); the PostgreSQL backend also rings it for every
+``NOTIFY`` of another host's append. Where nothing rings for writes of other
+processes (JSONL and SQLite written by another ``tether``), the follower also
+reads again every ``poll`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+
+from tether.persist.backends.base import LogBackend
+from tether.session.stored import StoredEvent
+
+
+class Doorbell:
+    """Wakes the followers of a session when new events may be stored. Loop-bound."""
+
+    def __init__(self) -> None:
+        self._rungs: dict[str, set[asyncio.Event]] = {}
+
+    def ring(self, session_id: str) -> None:
+        """Say that ``session_id`` may have new stored events."""
+        for rung in self._rungs.get(session_id, ()):
+            rung.set()
+
+    def ring_all(self) -> None:
+        """Say that every session may have new stored events (doorbells may have been missed)."""
+        for rungs in self._rungs.values():
+            for rung in rungs:
+                rung.set()
+
+    @contextlib.contextmanager
+    def subscribe(self, session_id: str) -> Iterator[asyncio.Event]:
+        """An event set by each :meth:`ring` of ``session_id`` while the block runs."""
+        rung = asyncio.Event()
+        self._rungs.setdefault(session_id, set()).add(rung)
+        try:
+            yield rung
+        finally:
+            rungs = self._rungs.get(session_id)
+            if rungs is not None:
+                rungs.discard(rung)
+                if not rungs:
+                    del self._rungs[session_id]
+
+
+def read_after(backend: LogBackend, session_id: str, after_seq: int) -> list[StoredEvent]:
+    """The stored events of ``session_id`` with seq greater than ``after_seq``, in order.
+
+    A backend that can read part of a log (``events_after``) does; others
+    load the whole log.
+
+    Raises:
+        SessionNotFoundError, CorruptLogError: from the backend.
+    """
+    events_after = getattr(backend, "events_after", None)
+    if events_after is not None:
+        found: list[StoredEvent] = events_after(session_id, after_seq)
+        return found
+    return backend.load(session_id).events[after_seq + 1 :]
+
+
+async def follow(
+    backend: LogBackend,
+    doorbell: Doorbell,
+    session_id: str,
+    after_seq: int = -1,
+    *,
+    poll: float,
+) -> AsyncIterator[StoredEvent]:
+    """Yield every stored event of ``session_id`` after ``after_seq``, then each new
+    one as it is stored, in seq order, until the caller stops iterating.
+
+    Raises:
+        SessionNotFoundError: nothing is stored under ``session_id``.
+        CorruptLogError: the log is damaged.
+    """
+    last = after_seq
+    with doorbell.subscribe(session_id) as rung:
+        while True:
+            # Cleared before the read: a ring during the read means "read again".
+            rung.clear()
+            events = await asyncio.to_thread(read_after, backend, session_id, last)
+            for event in events:
+                last = event.seq
+                yield event
+            if not events:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(poll):
+                        await rung.wait()

@@ -1,0 +1,54 @@
+"""``tether acp`` as one host of several on PostgreSQL: a cancel from another host
+answers the editor's pending prompt ``cancelled``, and everything lands in the database."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from tests import postgres
+from tests.acp.harness import ROOT, env_for, serving
+from tether.persist.backends.postgres import PostgresBackend
+
+
+async def test_a_cancel_from_another_host_answers_the_editors_prompt_cancelled(
+    tmp_path: Path,
+) -> None:
+    schema = postgres.new_schema()
+    cluster = {
+        "TETHER_DATABASE_URL": postgres.URL,
+        "TETHER_DATABASE_SCHEMA": schema,
+        "TETHER_LEASE_TTL": "2",
+    }
+    db = PostgresBackend(postgres.URL, schema=schema, host_id="observer")
+    try:
+        async with serving(tmp_path, env={**cluster, "TETHER_HOST_ID": "editor-host"}) as server:
+            sid = await server.new_session()
+            assert db.exists(sid)  # session/new is answered once the session is stored
+            prompt = server.start_prompt(sid, "hold")
+            await server.client.wait_for(server.client.saw_text(sid, "holding"))
+            other = tmp_path / "other"
+            other.mkdir()
+            cancel = await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "tether.cli.main", "sessions", "cancel", sid),
+                env={**env_for(other), **cluster, "TETHER_HOST_ID": "other-host"},
+                cwd=str(ROOT),
+                stderr=asyncio.subprocess.PIPE,
+            )
+            _out, err = await cancel.communicate()
+            assert cancel.returncode == 0, err
+            assert b"sent to host editor-host" in err
+            assert await prompt == "cancelled"
+            assert await server.prompt(sid, "again") == "end_turn"
+            await server.close_stdin()
+        ends = [
+            event.data_object()["reason"]
+            for event in db.load(sid).events
+            if event.type == "turn/end"
+        ]
+        assert ends == [{"kind": "aborted", "cause": "user"}, {"kind": "completed"}]
+        assert db.lease_info(sid) is None  # given up when the editor left
+    finally:
+        db.close()
+        postgres.drop(schema)
