@@ -49,7 +49,7 @@ def test_chat_prompt_queued_followup_and_ctrl_c(tmp_path: Path) -> None:
         os.execve(sys.executable, argv, env)
     seen: list[str] = []
     try:
-        session_line = expect(fd, "you> ", seen)
+        session_line = expect(fd, "you>", seen)
         session_id = session_line.split("session ", 1)[1].split()[0]
         os.write(fd, b"first prompt\r")
         expect(fd, "thinking about it", seen)
@@ -57,7 +57,7 @@ def test_chat_prompt_queued_followup_and_ctrl_c(tmp_path: Path) -> None:
         expect(fd, "(queued", seen)
         os.write(fd, b"\x03")  # Ctrl-C: cancels the running turn, stays in the chat
         expect(fd, "(cancelled)", seen)
-        expect(fd, "you> ", seen)
+        expect(fd, "you>", seen)
         os.write(fd, b"/quit\r")
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0

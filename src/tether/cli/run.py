@@ -28,8 +28,9 @@ from typing import TextIO
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_for, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
-from tether.cli.failures import describe
+from tether.cli.failures import describe, model_failure
 from tether.cli.output import EventLines, turn_result
+from tether.cli.terminal import is_terminal
 from tether.session import Event, Session
 from tether.session.attempts import RETRY_TYPE, retry_notice
 from tether.session.compaction import COMPACTED_TYPE, compaction_notice
@@ -133,7 +134,11 @@ def outcome(agent: Agent) -> tuple[int, str | None]:
             if kind == "aborted":
                 return EXIT_CANCELLED, f"cancelled ({reason.get('cause')})"
             if kind == "error":
-                return EXIT_FAILED, f"error: {reason.get('error')}"
+                code = reason.get("code")
+                failure = model_failure(
+                    str(reason.get("error")), code if isinstance(code, str) else None
+                )
+                return EXIT_FAILED, f"error: {failure}"
             if kind == "blocked":
                 return EXIT_FAILED, "refused: a hook or the provider would not let the turn go on"
             return EXIT_FAILED, f"turn ended: {kind}"
@@ -154,7 +159,7 @@ def read_task(args: argparse.Namespace) -> str:
     """
     if args.task is not None and args.task != "-":
         task = decoded_argument(args.task)
-    elif args.task is None and _is_terminal(sys.stdin):
+    elif args.task is None and is_terminal(sys.stdin):
         raise UsageError("run: give the task as an argument, or pipe it on stdin (or pass -)")
     else:
         task = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -179,7 +184,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"session {agent.id}", file=sys.stderr)
         first_seq = len(agent.session.events)
         text_out = args.output_format == "text"
-        hold = not args.stream and not _is_terminal(sys.stdout)
+        hold = not args.stream and not is_terminal(sys.stdout)
         printer = StreamPrinter(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold)
         agent.ctx.on(SESSION_EVENT, printer)
         if args.mode == "ask":
@@ -257,13 +262,6 @@ class _Discard(io.StringIO):
 
     def write(self, text: str) -> int:
         return len(text)
-
-
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (OSError, ValueError):
-        return False
 
 
 def _verdict(
