@@ -105,12 +105,16 @@ def test_an_unusable_model_is_refused_before_any_turn(tmp_path: Path) -> None:
     assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
 
 
-def test_a_model_error_mid_turn_exits_nonzero_with_one_line(tmp_path: Path) -> None:
+def test_a_model_error_mid_turn_exits_nonzero_with_one_line_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
     overlay = tmp_path / "broken.yml"
     overlay.write_text("plugins:\n  - id: broken\n    plugin: tests.cli.broken_model\n")
     result = tether(tmp_path, "--config", str(overlay), "run", "--model", "broken", "hello")
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == "tether: error: the model is down"
+    assert result.stderr.strip().splitlines()[-1] == (
+        "tether: error: the model is down — the provider is failing; try again later"
+    )
 
 
 def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:

@@ -203,6 +203,7 @@ class _Chat:
         agent.ctx.on(AGENT_STATUS, self._on_status)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+        restore_logs = _logs_to(self.out) if self.terminal else (lambda: None)
         try:
             async with asyncio.TaskGroup() as tasks:
                 prompting = tasks.create_task(self._prompter(), name="chat-prompt")
@@ -217,6 +218,7 @@ class _Chat:
                     prompting.cancel()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
+            restore_logs()
         self.surface.end_block()
         await self._drained()
         return terminations.exit_status, final
@@ -227,7 +229,8 @@ class _Chat:
             if entry is None:
                 return
             if self.question is not None:
-                self.question[0].set_result(entry.text)
+                answer, self.question = self.question[0], None
+                answer.set_result(entry.text)
                 continue
             text = entry.text.strip()
             if text in ("/quit", "/exit"):
@@ -247,7 +250,7 @@ class _Chat:
             self.surface.line(f"  {line}", "user")
         if len(lines) > ECHO_LINES:
             more = len(lines) - ECHO_LINES
-            self.surface.line(f"  … {more} more lines ({len(text):,} characters)", "dim")
+            self.surface.line(f"  … {more:,} more lines ({len(text):,} characters)", "dim")
 
     def _on_status(self, _agent: object, status: AgentStatus) -> None:
         if status is AgentStatus.IDLE:
@@ -282,14 +285,16 @@ class _Chat:
     async def ask(self, question: str) -> str:
         """Put ``question`` to the person; the next entry is the answer."""
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.question = (answer, question)
         if self.terminal:
             self.surface.line(question, "notice")
+        await self.lines.drained()  # what the call will do is on screen before the question
+        self.question = (answer, question)
         self.lines.refresh()
         try:
             return await answer
         finally:
-            self.question = None
+            if self.question is not None and self.question[0] is answer:
+                self.question = None
             self.lines.refresh()
 
     def _drop_question(self) -> None:
@@ -409,6 +414,25 @@ class _Chat:
                 say("(nothing to compact yet)", "dim")
         finally:
             self._compacting = None
+
+
+def _logs_to(out: TextIO) -> Callable[[], None]:
+    """Send the log lines meant for stderr to ``out`` (above the prompt); returns the undo."""
+    import logging
+
+    moved = [
+        handler
+        for handler in logging.getLogger().handlers
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr
+    ]
+    for handler in moved:
+        handler.setStream(out)
+
+    def restore() -> None:
+        for handler in moved:
+            handler.setStream(sys.stderr)
+
+    return restore
 
 
 def _surface_for(out: TextIO) -> Surface:

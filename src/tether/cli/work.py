@@ -126,7 +126,9 @@ class WorkView:
         if isinstance(allowed, int):
             following += f"/{allowed}"
         delay = data.get("delay")
-        wait = f" in {delay:g} s" if isinstance(delay, int | float) and delay > 0 else ""
+        wait = ""
+        if isinstance(delay, int | float) and delay > 0:
+            wait = " in " + f"{delay:.1f}".removesuffix(".0") + " s"
         reason = data.get("error") or data.get("code") or "model error"
         self._status(f"retrying{wait}: {reason} ({following})")
 
