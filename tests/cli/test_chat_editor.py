@@ -24,14 +24,17 @@ def prompts_of(events: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def session_of(banner: str) -> str:
-    return banner.split("session ", 1)[1].split(maxsplit=1)[0]
+def started(chat: Terminal) -> str:
+    """Wait for the chat's banner and the prompt after it; the session id."""
+    banner = chat.expect("lists the commands)")
+    chat.expect("you>")
+    return banner.split("session ", 1)[1].split()[0]
 
 
 def test_editor_edits_recalls_history_completes_and_takes_a_200_kb_paste(tmp_path: Path) -> None:
     chat = Terminal(tmp_path)
     try:
-        session_id = session_of(chat.expect("you>"))
+        session_id = started(chat)
         chat.send(b"helo" + LEFT + b"l\r")  # an arrow moves within the line
         chat.expect("tokens: ")
         chat.expect("you>")
@@ -73,7 +76,7 @@ def test_editor_edits_recalls_history_completes_and_takes_a_200_kb_paste(tmp_pat
 def test_tool_output_is_folded_and_ctrl_c_shows_the_stop_receipt(tmp_path: Path) -> None:
     chat = Terminal(tmp_path)
     try:
-        session_id = session_of(chat.expect("you>"))
+        session_id = started(chat)
         chat.send(b"$ seq 1 40\r")
         shown = chat.expect("tokens: ")
         assert "→ bash seq 1 40" in shown
@@ -106,7 +109,7 @@ def test_a_failing_model_is_one_line_with_what_to_do_after_its_retries(tmp_path:
     )
     chat = Terminal(tmp_path, "--model", "broken", options=("--config", str(overlay)))
     try:
-        session_of(chat.expect("you>"))
+        started(chat)
         chat.send(b"hello\r")
         shown = chat.expect("error: the model is down — the provider is failing; try again later")
         # The status line said it while waiting (drawn in place: spaces may be skipped).
@@ -122,7 +125,7 @@ def test_ask_mode_shows_the_call_and_takes_the_answer_in_the_editor(tmp_path: Pa
     (tmp_path / "notes.txt").write_text("alpha\n")
     chat = Terminal(tmp_path, "--mode", "ask")
     try:
-        session_id = session_of(chat.expect("you>"))
+        session_id = started(chat)
         chat.send(b"$ echo refused\r")
         chat.expect("[ask] bash echo refused")
         chat.expect("[y/n/a]>")

@@ -49,8 +49,10 @@ def test_chat_prompt_queued_followup_and_ctrl_c(tmp_path: Path) -> None:
         os.execve(sys.executable, argv, env)
     seen: list[str] = []
     try:
-        session_line = expect(fd, "you>", seen)
+        # The prompt is drawn while tether starts; the banner names the session.
+        session_line = expect(fd, "lists the commands)", seen)
         session_id = session_line.split("session ", 1)[1].split()[0]
+        expect(fd, "you>", seen)
         os.write(fd, b"first prompt\r")
         expect(fd, "thinking about it", seen)
         os.write(fd, b"queued follow-up\r")

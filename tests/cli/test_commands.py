@@ -68,20 +68,22 @@ from tether.cli.process import begin_startup
 begin_startup()
 from tether.cli.main import main
 status = main(sys.argv[1:])
-print(status, "pydantic" in sys.modules, gc.isenabled(), gc.get_freeze_count() > 0)
+terminal = {"prompt_toolkit", "rich"} & {name.split(".")[0] for name in sys.modules}
+print(status, "pydantic" in sys.modules, gc.isenabled(), gc.get_freeze_count() > 0, terminal)
 """
 
 
-def test_an_offline_run_starts_without_pydantic_and_resumes_the_collector(
+def test_an_offline_run_starts_without_pydantic_or_the_terminal_libraries(
     tmp_path: Path,
 ) -> None:
     # Importing pydantic is a third of an offline run's start-up: the default
     # composition's configs and the bash tool's arguments are msgspec
-    # schemas, so an offline run, tool call included, never imports it.
+    # schemas, so an offline run, tool call included, never imports it. The
+    # line editor and Markdown rendering are chat's (and a terminal's) alone.
     result = python(tmp_path, "-c", STARTUP_PROBE, "run", "$ echo probe")
     assert result.returncode == 0, result.stderr
     assert "probe" in result.stdout
-    assert result.stdout.splitlines()[-1] == "0 False True True"
+    assert result.stdout.splitlines()[-1] == "0 False True True set()"
 
 
 def test_run_resume_continues_the_session(tmp_path: Path) -> None:

@@ -53,7 +53,6 @@ from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
 if TYPE_CHECKING:
-    from tether.agent import AgentHandle
     from tether.host import Tether
     from tether.llm.metering import UsageMeter
 
@@ -133,12 +132,20 @@ class _PlainLines:
 
 
 class _Chat:
-    """One chat: its input, what it shows, and what each entry does."""
+    """One chat: its input, what it shows, and what each entry does.
 
-    def __init__(self, tether: Tether, handle: AgentHandle, args: argparse.Namespace) -> None:
-        self.tether = tether
-        self.handle = handle
-        self.agent: Agent = handle.agent
+    It is made before tether boots, so that the editor's prompt is drawn (and
+    takes keys) while it does; :meth:`attach` gives it the agent.
+    """
+
+    tether: Tether
+    agent: Agent
+    meter: UsageMeter
+    view: WorkView
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._attached = False
         self.ready = True
         """``you>`` may show: no turn runs, and the one before is on disk."""
         self.question: tuple[asyncio.Future[str], str] | None = None
@@ -165,13 +172,19 @@ class _Chat:
             self.lines = _PlainLines(self)
             self.out = sys.stderr
             self.surface = PlainSurface(sys.stdout, sys.stderr)
-        self.meter = _meter(tether, self.agent)
+
+    def attach(self, tether: Tether, agent: Agent) -> None:
+        """The chat's agent, once tether has booted."""
+        self.tether = tether
+        self.agent = agent
+        self.meter = _meter(tether, agent)
         self.view = WorkView(
             self.surface,
-            thinking=args.show_thinking,
+            thinking=self._args.show_thinking,
             meter=self.meter,
             status=self._set_status if self.terminal else None,
         )
+        self._attached = True
 
     # -- what the editor shows -------------------------------------------------
 
@@ -181,7 +194,8 @@ class _Chat:
         return "you> " if self.ready else "queue> "
 
     def _toolbar(self) -> str:
-        keys = RUNNING_KEYS if self.agent.status is AgentStatus.RUNNING else IDLE_KEYS
+        running = self._attached and self.agent.status is AgentStatus.RUNNING
+        keys = RUNNING_KEYS if running else IDLE_KEYS
         if self._status is None:
             return keys
         text, since = self._status
@@ -194,11 +208,14 @@ class _Chat:
 
     # -- the chat ----------------------------------------------------------------
 
-    async def run(self) -> tuple[int | None, str | None]:
-        """Read and act on entries until input ends; the exit status a signal asked for,
-        and why the last turn is not on disk (or ``None``)."""
+    async def run(
+        self, first: asyncio.Future[_Entry | None] | None
+    ) -> tuple[int | None, str | None]:
+        """Read and act on entries (``first``, the one read while tether booted, if any)
+        until input ends; the exit status a signal asked for, and why the last turn is
+        not on disk (or ``None``)."""
         agent = self.agent
-        print(f"session {agent.id} — {HINT}", file=sys.stderr)
+        self.surface.line(f"session {agent.id} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
         agent.ctx.on(AGENT_STATUS, self._on_status)
         loop = asyncio.get_running_loop()
@@ -210,7 +227,7 @@ class _Chat:
                 try:
                     with Terminations(agent, then=self.lines.end) as terminations:
                         self.lines.refresh()
-                        await self._read_entries()
+                        await self._read_entries(first)
                         self._drop_question()
                         await agent.when_idle()
                         final = await acknowledge(agent)
@@ -223,9 +240,12 @@ class _Chat:
         await self._drained()
         return terminations.exit_status, final
 
-    async def _read_entries(self) -> None:
+    async def _read_entries(self, first: asyncio.Future[_Entry | None] | None) -> None:
         while True:
-            entry = await self.lines.read()
+            if first is not None:
+                entry, first = await first, None
+            else:
+                entry = await self.lines.read()
             if entry is None:
                 return
             if self.question is not None:
@@ -305,6 +325,8 @@ class _Chat:
 
     def _interrupt(self) -> bool:
         """Cancel the running turn or ``/compact``; whether there was one."""
+        if not self._attached:
+            return False
         if self._compacting is not None:
             self._compacting.cancel(CancelCause.USER)
             return True
@@ -380,7 +402,7 @@ class _Chat:
             await self._plugin_command(name, argument)
 
     def _commands(self) -> CommandRegistry | None:
-        return self.tether.runtime.ctx.get(COMMANDS)
+        return self.tether.runtime.ctx.get(COMMANDS) if self._attached else None
 
     async def _plugin_command(self, name: str, argument: str) -> None:
         registry = self._commands()
@@ -462,18 +484,26 @@ async def chat(args: argparse.Namespace) -> int:
         from tether.cli.asking import check_can_ask
 
         check_can_ask("chat")
-    tether = await start(args, model=args.model, persistent=True)
+    session = _Chat(args)
+    # On a terminal the prompt is drawn, and takes keys, while tether boots.
+    first = asyncio.ensure_future(session.lines.read()) if session.terminal else None
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
+    try:
+        tether = await start(args, model=args.model, persistent=True)
+    except BaseException:
+        await _abandon(session, first)
+        raise
     try:
         handle = await open_for(tether, args, cwd=os.getcwd())
         if handle is None:
+            await _abandon(session, first)
             return 1
-        session = _Chat(tether, handle, args)
+        session.attach(tether, handle.agent)
         if args.mode == "ask":
             from tether.cli.asking import ask_on_terminal
 
             ask_on_terminal(handle.agent, session.ask, session.out)
-        exit_status, final = await session.run()
+        exit_status, final = await session.run(first)
         failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
         if exit_status is not None:
             return exit_status
@@ -483,3 +513,11 @@ async def chat(args: argparse.Namespace) -> int:
             await tether.stop()
         finally:
             release_logs()
+
+
+async def _abandon(session: _Chat, first: asyncio.Future[_Entry | None] | None) -> None:
+    """tether did not start: end the prompt drawn meanwhile."""
+    if first is None:
+        return
+    session.lines.end()
+    await asyncio.gather(first, return_exceptions=True)

@@ -111,15 +111,22 @@ class RichSurface:
     }
 
     def __init__(self, out: TextIO) -> None:
-        from rich.console import Console
-
         self._out = out
-        self.console: Console = Console(
-            file=out, force_terminal=True, highlight=False, emoji=False, soft_wrap=False
-        )
+        self._console: Console | None = None
         self._markdown = MarkdownLines(self._block, self._code, lambda: self.console.width - 4)
         self._thinking: list[str] = []
         self.output_error: OSError | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich console, made at the first use (importing rich is not free)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(
+                file=self._out, force_terminal=True, highlight=False, emoji=False, soft_wrap=False
+            )
+        return self._console
 
     def _print(self, renderable: object) -> None:
         """Render, then write without the padding rich adds to the right and below."""
