@@ -135,6 +135,7 @@ def test_ask_mode_shows_the_call_and_takes_the_answer_in_the_editor(tmp_path: Pa
         chat.send(f"edit {tmp_path / 'notes.txt'}: alpha => beta\r".encode())
         assert "[ask] read" in chat.expect("[y/n/a]>")
         chat.send(b"a\r")  # always: the read, and any later one, runs unasked
+        chat.expect("← read done")
         shown = chat.expect("[y/n/a]>")
         assert "[ask] edit" in shown and "-alpha" in shown and "+beta" in shown
         chat.send(b"y\r")

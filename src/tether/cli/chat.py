@@ -43,12 +43,12 @@ from tether.agent.commands import (
     parse_command,
 )
 from tether.agent.events import AGENT_STATUS
-from tether.cli.boot import composed_model, data_dir_of, open_for, session_model, start
+from tether.cli.boot import data_dir_of, open_for, start
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView
+from tether.cli.work import WorkView, meter_for
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
@@ -177,7 +177,7 @@ class _Chat:
         """The chat's agent, once tether has booted."""
         self.tether = tether
         self.agent = agent
-        self.meter = _meter(tether, agent)
+        self.meter = meter_for(tether, agent)
         self.view = WorkView(
             self.surface,
             thinking=self._args.show_thinking,
@@ -463,20 +463,6 @@ def _surface_for(out: TextIO) -> Surface:
 
         return RichSurface(out)
     return PlainSurface(out, out)
-
-
-def _meter(tether: Tether, agent: Agent) -> UsageMeter:
-    """The session's usage so far, priced by the model catalog of the settings."""
-    from tether.llm.catalog import ModelCatalog
-    from tether.llm.metering import UsageMeter
-    from tether.llm.service import LLM
-
-    llm = tether.runtime.ctx.get(LLM)
-    catalog = llm.catalog if llm is not None else ModelCatalog()
-    meter = UsageMeter(catalog, session_model(agent) or composed_model(tether) or "offline")
-    for event in agent.session.events:
-        meter.advance(event)
-    return meter
 
 
 async def chat(args: argparse.Namespace) -> int:

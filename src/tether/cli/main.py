@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(the printed answer then comes before it is stored)",
     )
     run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
+    add_thinking_option(run)
 
     chat = commands.add_parser(
         "chat",

@@ -52,18 +52,33 @@ class Surface(Protocol):
 
 
 class PlainSurface:
-    """Text as it is: the answer on ``out``, the rest on ``err``."""
+    """Text as it is: the answer on ``out``, the rest on ``err``.
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    With ``hold``, the answer's text is kept until :meth:`release` (called once
+    the turn is durable) instead of written as it streams.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO, *, hold: bool = False) -> None:
         self._out = out
         self._err = err
+        self._held: list[str] | None = [] if hold else None
         self._open: TextIO | None = None
         """The stream whose last line is unfinished, if any."""
         self._thinking = False
         self.output_error: OSError | None = None
 
+    def release(self) -> None:
+        """Write the answer held so far, and from now on write it as it streams."""
+        held, self._held = self._held, None
+        if held:
+            self._write(self._out, "".join(held))
+
     def _write(self, stream: TextIO, text: str) -> None:
         if self.output_error is not None or not text:
+            return
+        if stream is self._out and self._held is not None:
+            self._held.append(text)
+            self._open = None if text.endswith("\n") else stream
             return
         try:
             stream.write(text)

@@ -8,13 +8,16 @@
 * each tool call with its arguments (``→ bash ls -la``); an ``edit`` as the
   coloured diff of the text it replaces, a ``write`` as the lines it writes
   (both from the call's own arguments);
-* each result, folded: its first and last lines and how many were left out
-  (``/output N`` shows result ``N`` whole, :meth:`WorkView.output`);
+* each result, folded: its first and last lines, how many were left out and
+  where to see them all (``whole_output``; in chat ``/output N`` shows result
+  ``N`` whole, :meth:`WorkView.output`);
 * the stop receipt after a cancel (what was stopped, and how);
-* a failed turn as one line with what to do
-  (:func:`~tether.cli.failures.model_failure`);
+* how the turn ended, when not completed: a failure as one line with what to
+  do (:func:`~tether.cli.failures.model_failure`);
 * the tokens and cost of the turn, and of the session so far, when the
-  provider reported usage;
+  provider reported usage (these two, the turn's summary, are left out with
+  ``summary`` off: ``tether run`` says how the turn ended itself, last, and
+  its JSON result carries the usage);
 * transient status through ``status``: ``waiting for the model`` until the
   first token, ``retrying in 2 s: 529 overloaded (2/4)`` between attempts
   (without a status line, a retry is said as a line).
@@ -35,6 +38,8 @@ from tether.session.attempts import RETRY_TYPE, retry_notice
 from tether.session.compaction import COMPACTED_TYPE, compaction_notice
 
 if TYPE_CHECKING:
+    from tether.agent import Agent
+    from tether.host import Tether
     from tether.llm.metering import UsageMeter
     from tether.session import Event, Session
 
@@ -60,12 +65,16 @@ class WorkView:
         thinking: bool = False,
         meter: UsageMeter | None = None,
         status: Status | None = None,
+        summary: bool = True,
+        whole_output: str = "/output {n} shows them all",
     ) -> None:
         self.surface = surface
         self.thinking = thinking
         """Whether the model's reasoning is shown (``--show-thinking``, ``/thinking``)."""
         self._meter = meter
         self._status = status
+        self._summary = summary
+        self._whole_output = whole_output
         self._outputs: list[tuple[str, str]] = []
         self._turn_usage: dict[str, int] = {}
         self._turn_cost_from: float | None = None
@@ -158,7 +167,7 @@ class WorkView:
         verdict = "failed" if failed else "done"
         self.surface.line(f"← {name} {verdict} ({count}) #{number}", "error" if failed else "dim")
         style: Style = "error" if failed else "output"
-        for line in _folded(lines, number):
+        for line in _folded(lines, self._whole_output.format(n=number)):
             self.surface.line(f"  │ {line}", style)
 
     def _count(self, event: Event, data: Mapping[str, object]) -> None:
@@ -172,20 +181,26 @@ class WorkView:
 
     def _turn_end(self, data: Mapping[str, object]) -> None:
         reason = thaw(data.get("reason"))
-        kind = reason.get("kind") if isinstance(reason, dict) else None
-        if kind == "error" and isinstance(reason, dict):
+        if not self._summary:
+            return
+        if isinstance(reason, dict):
+            self._say_outcome(reason)
+        usage = self.usage_line()
+        if usage is not None:
+            self.surface.line(usage, "dim")
+
+    def _say_outcome(self, reason: dict[str, object]) -> None:
+        kind = reason.get("kind")
+        if kind == "error":
             code = reason.get("code")
             failure = model_failure(
                 str(reason.get("error")), code if isinstance(code, str) else None
             )
             self.surface.line(f"error: {failure}", "error")
-        elif kind == "aborted" and isinstance(reason, dict):
+        elif kind == "aborted":
             self.surface.line(f"(turn stopped: cancelled by {reason.get('cause')})", "notice")
-        elif kind not in ("completed", None):
+        elif kind != "completed":
             self.surface.line(f"(turn ended: {kind})", "notice")
-        usage = self.usage_line()
-        if usage is not None:
-            self.surface.line(usage, "dim")
 
     def usage_line(self) -> str | None:
         """The tokens (and cost) of the last turn, and the session's cost; ``None`` without
@@ -230,14 +245,15 @@ def _compact(value: object) -> str:
     return _cut(json.dumps(value, ensure_ascii=False, default=str))
 
 
-def _folded(lines: list[str], number: int) -> list[str]:
-    """``lines`` cut to their head and tail when there are many."""
+def _folded(lines: list[str], whole: str) -> list[str]:
+    """``lines`` cut to their head and tail when there are many; ``whole`` says where
+    to see them all."""
     if len(lines) <= FOLD_ABOVE:
         return [_cut(line) for line in lines]
     hidden = len(lines) - FOLD_HEAD - FOLD_TAIL
     return [
         *(_cut(line) for line in lines[:FOLD_HEAD]),
-        f"… {hidden} more lines (/output {number} shows them all)",
+        f"… {hidden} more lines ({whole})",
         *(_cut(line) for line in lines[-FOLD_TAIL:]),
     ]
 
@@ -270,3 +286,18 @@ def _call_diff(name: str, args: Mapping[str, object]) -> list[tuple[str, Style]]
         cut = len(shown) - MAX_DIFF_LINES
         shown = [*shown[:MAX_DIFF_LINES], (f"  … {cut} more lines", "dim")]
     return shown
+
+
+def meter_for(tether: Tether, agent: Agent) -> UsageMeter:
+    """``agent``'s session usage so far, priced by the model catalog of the settings."""
+    from tether.cli.boot import session_model
+    from tether.llm.catalog import ModelCatalog
+    from tether.llm.metering import UsageMeter
+    from tether.llm.service import LLM
+
+    llm = tether.runtime.ctx.get(LLM)
+    catalog = llm.catalog if llm is not None else ModelCatalog()
+    meter = UsageMeter(catalog, session_model(agent))
+    for event in agent.session.events:
+        meter.advance(event)
+    return meter
