@@ -1,4 +1,4 @@
-"""How the work is shown, without a terminal: Markdown cut into pieces, colours only where wanted."""
+"""How the work is shown, without a terminal: Markdown cut into pieces, colours where wanted."""
 
 from __future__ import annotations
 
