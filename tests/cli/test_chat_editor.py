@@ -99,11 +99,14 @@ def test_tool_output_is_folded_and_ctrl_c_shows_the_stop_receipt(tmp_path: Path)
     assert ends[-1] == {"kind": "aborted", "cause": "user"}
 
 
-def test_a_failing_model_is_one_line_with_what_to_do_after_its_retries(tmp_path: Path) -> None:
+def test_a_failing_model_is_one_line_with_what_to_do_and_plugin_commands_run(
+    tmp_path: Path,
+) -> None:
     overlay = tmp_path / "broken.yml"
     overlay.write_text(
         "plugins:\n"
         "  - id: broken\n    plugin: tests.cli.broken_model\n"
+        "  - id: shout\n    plugin: tests.cli.shout_command\n"
         "  - id: retry\n    plugin: tether.loop.retry\n"
         "    config: {max_attempts: 2, base_delay: 0.5, max_delay: 0.5}\n"
     )
@@ -114,6 +117,12 @@ def test_a_failing_model_is_one_line_with_what_to_do_after_its_retries(tmp_path:
         shown = chat.expect("error: the model is down — the provider is failing; try again later")
         # The status line said it while waiting (drawn in place: spaces may be skipped).
         assert "retrying" in shown and "(2/2)" in shown
+        chat.expect("you>")
+        chat.send(b"/help\r")
+        assert "/shout TEXT         Say it louder" in chat.expect("Ctrl-S")
+        chat.expect("you>")
+        chat.send(b"/shout hello\r")
+        chat.expect("HELLO")
         chat.expect("you>")
         chat.send(b"/quit\r")
         assert chat.finish() == 0
