@@ -73,3 +73,54 @@ def test_colours_only_on_a_terminal_and_never_with_no_color(
     assert not colours_wanted(io.StringIO())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not colours_wanted(Terminal())
+
+
+def shown_for(events: list[object], **options: object) -> str:
+    """What a plain WorkView writes (both streams) for these payloads."""
+    from tests.session.builders import new_session
+    from tether.cli.surface import PlainSurface
+    from tether.cli.work import WorkView
+    from tether.session import Event, EventPayload
+
+    out = io.StringIO()
+    view = WorkView(PlainSurface(out, out), **options)  # type: ignore[arg-type]
+    session = new_session()
+    for seq, payload in enumerate(events):
+        assert isinstance(payload, EventPayload)
+        view(session, Event.from_payload(payload, seq=seq, time=1.0))
+    return out.getvalue()
+
+
+def test_reasoning_is_shown_only_when_asked() -> None:
+    from tether.session import AssistantChunk
+
+    events = [
+        AssistantChunk(kind="reasoning", delta="let me see"),
+        AssistantChunk(kind="text", delta="the answer"),
+    ]
+    assert shown_for(events) == "the answer"
+    assert shown_for(events, thinking=True) == "thinking: let me see\nthe answer"
+
+
+def test_a_turn_ends_with_its_tokens_and_cost_and_the_sessions() -> None:
+    from tether.llm.catalog import ModelCatalog, ModelEntry, Prices
+    from tether.llm.metering import UsageMeter
+    from tether.session import AssistantMessageEvent, Completed, Errored, TurnEnd, TurnStart
+
+    catalog = ModelCatalog({"m:x": ModelEntry(prices=Prices(input=1.0, output=2.0))})
+    usage = {"input_tokens": 1_000_000, "output_tokens": 500_000}
+    answer = AssistantMessageEvent(content=(), finish="stop", usage=usage)
+    events = [
+        TurnStart(turn=1),
+        answer,
+        TurnEnd(turn=1, reason=Completed()),
+        TurnStart(turn=2),
+        answer,
+        TurnEnd(turn=2, reason=Errored(error="429", code="rate-limit")),
+    ]
+    shown = shown_for(events, meter=UsageMeter(catalog, "m:x")).splitlines()
+    assert shown == [
+        "tokens: 1,000,000 in, 500,000 out · 2.0000 USD (session 2.0000 USD)",
+        "error: 429 — the provider is limiting requests or the quota is spent; wait, or check it",
+        "tokens: 1,000,000 in, 500,000 out · 2.0000 USD (session 4.0000 USD)",
+    ]

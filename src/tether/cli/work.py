@@ -25,7 +25,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -274,6 +273,10 @@ def _call_diff(name: str, args: Mapping[str, object]) -> list[tuple[str, Style]]
             pairs.append((str(args["old_string"]), str(args.get("new_string") or "")))
     elif name == "write" and isinstance(args.get("content"), str):
         pairs.append(("", str(args["content"])))
+    if not pairs:
+        return []
+    import difflib
+
     shown: list[tuple[str, Style]] = []
     for old, new in pairs:
         diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=2)
