@@ -1,4 +1,4 @@
-"""A test plugin: ``/shout TEXT`` answers TEXT in capitals (a plugin-contributed command)."""
+"""A test plugin: ``/shout TEXT`` answers TEXT in capitals; ``/boom`` fails (a bug)."""
 
 from tether.agent.commands import COMMANDS, Command, CommandCall
 from tether.runtime import Context
@@ -11,5 +11,11 @@ async def shout(call: CommandCall) -> str:
     return call.argument.upper()
 
 
+async def boom(call: CommandCall) -> str:
+    raise RuntimeError("kaboom")
+
+
 async def apply(ctx: Context, config: None) -> None:
-    await ctx.service(COMMANDS).register(Command("shout", "Say it louder", shout, hint="TEXT"))
+    commands = ctx.service(COMMANDS)
+    await commands.register(Command("shout", "Say it louder", shout, hint="TEXT"))
+    await commands.register(Command("boom", "Fail", boom))

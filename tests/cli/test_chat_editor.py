@@ -124,6 +124,9 @@ def test_a_failing_model_is_one_line_with_what_to_do_and_plugin_commands_run(
         chat.send(b"/shout hello\r")
         chat.expect("HELLO")
         chat.expect("you>")
+        chat.send(b"/boom\r")  # a plugin's failing command is one line; the chat goes on
+        chat.expect("tether: /boom: failed: RuntimeError: kaboom")
+        chat.expect("you>")
         chat.send(b"/quit\r")
         assert chat.finish() == 0
     finally:

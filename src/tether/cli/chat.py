@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -410,7 +411,14 @@ class _Chat:
         if command is None or name in BUILTIN_NAMES:
             self.surface.line(f"unknown command '/{name}'; {HINT}", "error")
             return
-        answer = await command.run(CommandCall(self.agent, argument))
+        try:
+            answer = await command.run(CommandCall(self.agent, argument))
+        except CommandError:
+            raise
+        except Exception as exc:
+            # A plugin's bug: said in one line (its traceback with --verbose); the chat goes on.
+            logging.getLogger(__name__).debug("/%s failed", name, exc_info=True)
+            raise CommandError(f"failed: {type(exc).__name__}: {exc}") from None
         if answer:
             for line in answer.splitlines():
                 self.surface.line(line)
@@ -440,8 +448,6 @@ class _Chat:
 
 def _logs_to(out: TextIO) -> Callable[[], None]:
     """Send the log lines meant for stderr to ``out`` (above the prompt); returns the undo."""
-    import logging
-
     moved = [
         handler
         for handler in logging.getLogger().handlers
