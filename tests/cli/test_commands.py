@@ -223,6 +223,17 @@ def test_chat_queues_prompts_handles_commands_and_resumes(tmp_path: Path) -> Non
     assert "you: second question" in turns[1] and "you: third" in turns[2]
 
 
+def test_chat_without_a_terminal_takes_a_line_of_any_length(tmp_path: Path) -> None:
+    long_line = "x" * 200_000  # a pasted log: over the 64 KiB of a default line reader
+    result = tether(tmp_path, "chat", input=f"{long_line}\n/quit\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = next((tmp_path / "sessions").glob("*.jsonl"))
+    events = [json.loads(line) for line in log.open()][1:]
+    prompts = [e["data"]["content"][0]["text"] for e in events if e["type"] == "user/message"]
+    assert prompts == [long_line]
+    assert "you> \ntokens: " in result.stderr  # the prompt's line is ended before more is said
+
+
 def test_an_overlay_can_disable_a_row(tmp_path: Path) -> None:
     overlay = tmp_path / "no-bash.yml"
     overlay.write_text("plugins:\n  - id: tool_bash\n    disabled: true\n")

@@ -93,8 +93,9 @@ class _PlainEntry:
 class _PlainLines:
     """Lines of stdin as they come, of any length; the prompt written to stderr."""
 
-    def __init__(self, chat: _Chat) -> None:
+    def __init__(self, chat: _Chat, surface: PlainSurface) -> None:
         self._chat = chat
+        self._surface = surface
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
 
@@ -113,14 +114,10 @@ class _PlainLines:
 
     def refresh(self) -> None:
         chat = self._chat
-        chat.surface.end_block()
         if chat.question is not None:
-            sys.stderr.write(f"{chat.question[1]}: ")
+            self._surface.prompt(f"{chat.question[1]}: ")
         elif chat.ready:
-            sys.stderr.write("you> ")
-        else:
-            return
-        sys.stderr.flush()
+            self._surface.prompt("you> ")
 
     async def drained(self) -> None:
         """Nothing is held: text goes straight to stdout and stderr."""
@@ -170,9 +167,10 @@ class _Chat:
             self.out = editor.out  # type: ignore[assignment]
             self.surface: Surface = _surface_for(self.out)
         else:
-            self.lines = _PlainLines(self)
+            plain = PlainSurface(sys.stdout, sys.stderr)
+            self.lines = _PlainLines(self, plain)
             self.out = sys.stderr
-            self.surface = PlainSurface(sys.stdout, sys.stderr)
+            self.surface = plain
 
     def attach(self, tether: Tether, agent: Agent) -> None:
         """The chat's agent, once tether has booted."""

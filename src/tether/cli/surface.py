@@ -62,8 +62,8 @@ class PlainSurface:
         self._out = out
         self._err = err
         self._held: list[str] | None = [] if hold else None
-        self._open: TextIO | None = None
-        """The stream whose last line is unfinished, if any."""
+        self._open: list[TextIO] = []
+        """The streams whose last line is unfinished."""
         self._thinking = False
         self.output_error: OSError | None = None
 
@@ -78,7 +78,7 @@ class PlainSurface:
             return
         if stream is self._out and self._held is not None:
             self._held.append(text)
-            self._open = None if text.endswith("\n") else stream
+            self._mark(stream, text)
             return
         try:
             stream.write(text)
@@ -86,7 +86,13 @@ class PlainSurface:
         except OSError as exc:
             self.output_error = exc
             return
-        self._open = None if text.endswith("\n") else stream
+        self._mark(stream, text)
+
+    def _mark(self, stream: TextIO, text: str) -> None:
+        if stream in self._open:
+            self._open.remove(stream)
+        if not text.endswith("\n"):
+            self._open.append(stream)
 
     def answer(self, delta: str) -> None:
         if self._thinking:
@@ -104,10 +110,15 @@ class PlainSurface:
         self.end_block()
         self._write(self._err, text + "\n")
 
+    def prompt(self, text: str) -> None:
+        """``text`` on ``err``, its line left open for what is typed (a later line ends it)."""
+        self.end_block()
+        self._write(self._err, text)
+
     def end_block(self) -> None:
         self._thinking = False
-        if self._open is not None:
-            self._write(self._open, "\n")
+        for stream in list(self._open):
+            self._write(stream, "\n")
 
 
 class RichSurface:
