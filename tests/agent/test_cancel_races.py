@@ -401,7 +401,7 @@ async def test_a_cancel_from_an_agent_error_listener_does_not_rewrite_the_closed
     agent.followup(UserMessage.text("go"))
     await agent.when_idle()
     assert ends_when_heard == ["turn/end"]  # agent/error comes after the turn closed
-    assert last_reason(agent.session) == {"kind": "error", "error": "boom"}
+    assert last_reason(agent.session) == {"kind": "error", "error": "boom", "code": "server"}
 
 
 async def test_input_sent_after_a_cancel_from_a_status_listener_runs_as_its_own_turn(

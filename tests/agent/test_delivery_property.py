@@ -268,7 +268,11 @@ def _check(agent: Agent, observed: Observed, *, disposed: bool) -> None:
         elif turn in observed.blocked:
             assert reason == {"kind": "blocked"}, (turn, reason)
         elif turn in observed.gave_up:
-            assert reason == {"kind": "error", "error": "529 overloaded"}, (turn, reason)
+            assert reason == {
+                "kind": "error",
+                "error": "529 overloaded",
+                "code": "overloaded",
+            }, (turn, reason)
         elif reason["kind"] == "error":
             assert reason["error"] == "the turn reached its limit of 3 steps", (turn, reason)
             assert steps[turn] == 3, (turn, steps[turn])

@@ -89,7 +89,7 @@ async def test_model_error_ends_the_turn_and_the_next_prompt_works(world: World)
     agent.followup(UserMessage.text("two"))
     await agent.when_idle()
     assert turn_ends(agent.session) == [
-        {"kind": "error", "error": "upstream exploded"},
+        {"kind": "error", "error": "upstream exploded", "code": "server"},
         {"kind": "completed"},
     ]
     assert errors == ["upstream exploded"]

@@ -39,16 +39,22 @@ def test_compact_summarizes_the_older_turns_and_says_so(tmp_path: Path) -> None:
     pid, fd = chat(tmp_path)
     seen: list[str] = []
     try:
-        session_id = expect(fd, "you> ", seen).split("session ", 1)[1].split()[0]
+        # The prompt is drawn while tether starts; the banner names the session.
+        session_id = expect(fd, "lists the commands)", seen).split("session ", 1)[1].split()[0]
+        expect(fd, "you>", seen)
+        # The line editor draws the prompt again with each key typed: the
+        # end of a turn is its usage line, and the prompt after it.
         os.write(fd, b"first question\r")
-        expect(fd, "you> ", seen)
+        expect(fd, "tokens: ", seen)
+        expect(fd, "you>", seen)
         os.write(fd, b"second question\r")
-        expect(fd, "you> ", seen)
+        expect(fd, "tokens: ", seen)
+        expect(fd, "you>", seen)
         os.write(fd, b"/compact\r")
-        shown = expect(fd, "you> ", seen)
+        shown = expect(fd, "the log keeps them)", seen)
         assert "(compacting the conversation" in shown
         assert "(context compacted: events 0 to " in shown
-        assert "the log keeps them)" in shown
+        expect(fd, "you>", seen)
         quit_chat(pid, fd)
     finally:
         os.close(fd)
@@ -68,17 +74,20 @@ def test_ctrl_c_cancels_a_compaction_and_the_chat_goes_on(tmp_path: Path) -> Non
     pid, fd = chat(tmp_path, "--config", str(overlay), model="slow")
     seen: list[str] = []
     try:
-        session_id = expect(fd, "you> ", seen).split("session ", 1)[1].split()[0]
+        # The prompt is drawn while tether starts; the banner names the session.
+        session_id = expect(fd, "lists the commands)", seen).split("session ", 1)[1].split()[0]
+        expect(fd, "you>", seen)
         # The slow model answers only to a cancel: one cancelled turn gives a closed step.
         os.write(fd, b"first\r")
         expect(fd, "thinking about it", seen)
         os.write(fd, b"\x03")
-        expect(fd, "you> ", seen)
+        expect(fd, "(turn stopped: cancelled by user)", seen)
+        expect(fd, "you>", seen)
         os.write(fd, b"/compact\r")
         expect(fd, "(compacting the conversation", seen)
         os.write(fd, b"\x03")
         expect(fd, "(compaction cancelled; the conversation is unchanged)", seen)
-        expect(fd, "you> ", seen)
+        expect(fd, "you>", seen)
         quit_chat(pid, fd)
     finally:
         os.close(fd)

@@ -49,15 +49,17 @@ def test_chat_prompt_queued_followup_and_ctrl_c(tmp_path: Path) -> None:
         os.execve(sys.executable, argv, env)
     seen: list[str] = []
     try:
-        session_line = expect(fd, "you> ", seen)
+        # The prompt is drawn while tether starts; the banner names the session.
+        session_line = expect(fd, "lists the commands)", seen)
         session_id = session_line.split("session ", 1)[1].split()[0]
+        expect(fd, "you>", seen)
         os.write(fd, b"first prompt\r")
         expect(fd, "thinking about it", seen)
         os.write(fd, b"queued follow-up\r")
         expect(fd, "(queued", seen)
         os.write(fd, b"\x03")  # Ctrl-C: cancels the running turn, stays in the chat
         expect(fd, "(cancelled)", seen)
-        expect(fd, "you> ", seen)
+        expect(fd, "you>", seen)
         os.write(fd, b"/quit\r")
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0

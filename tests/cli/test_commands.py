@@ -68,20 +68,22 @@ from tether.cli.process import begin_startup
 begin_startup()
 from tether.cli.main import main
 status = main(sys.argv[1:])
-print(status, "pydantic" in sys.modules, gc.isenabled(), gc.get_freeze_count() > 0)
+terminal = {"prompt_toolkit", "rich"} & {name.split(".")[0] for name in sys.modules}
+print(status, "pydantic" in sys.modules, gc.isenabled(), gc.get_freeze_count() > 0, terminal)
 """
 
 
-def test_an_offline_run_starts_without_pydantic_and_resumes_the_collector(
+def test_an_offline_run_starts_without_pydantic_or_the_terminal_libraries(
     tmp_path: Path,
 ) -> None:
     # Importing pydantic is a third of an offline run's start-up: the default
     # composition's configs and the bash tool's arguments are msgspec
-    # schemas, so an offline run, tool call included, never imports it.
+    # schemas, so an offline run, tool call included, never imports it. The
+    # line editor and Markdown rendering are chat's (and a terminal's) alone.
     result = python(tmp_path, "-c", STARTUP_PROBE, "run", "$ echo probe")
     assert result.returncode == 0, result.stderr
     assert "probe" in result.stdout
-    assert result.stdout.splitlines()[-1] == "0 False True True"
+    assert result.stdout.splitlines()[-1] == "0 False True True set()"
 
 
 def test_run_resume_continues_the_session(tmp_path: Path) -> None:
@@ -105,12 +107,16 @@ def test_an_unusable_model_is_refused_before_any_turn(tmp_path: Path) -> None:
     assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
 
 
-def test_a_model_error_mid_turn_exits_nonzero_with_one_line(tmp_path: Path) -> None:
+def test_a_model_error_mid_turn_exits_nonzero_with_one_line_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
     overlay = tmp_path / "broken.yml"
     overlay.write_text("plugins:\n  - id: broken\n    plugin: tests.cli.broken_model\n")
     result = tether(tmp_path, "--config", str(overlay), "run", "--model", "broken", "hello")
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == "tether: error: the model is down"
+    assert result.stderr.strip().splitlines()[-1] == (
+        "tether: error: the model is down — the provider is failing; try again later"
+    )
 
 
 def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
@@ -215,6 +221,17 @@ def test_chat_queues_prompts_handles_commands_and_resumes(tmp_path: Path) -> Non
     assert len(turns) == 3
     assert "you: first question\nyou: a nudge" in turns[0]
     assert "you: second question" in turns[1] and "you: third" in turns[2]
+
+
+def test_chat_without_a_terminal_takes_a_line_of_any_length(tmp_path: Path) -> None:
+    long_line = "x" * 200_000  # a pasted log: over the 64 KiB of a default line reader
+    result = tether(tmp_path, "chat", input=f"{long_line}\n/quit\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = next((tmp_path / "sessions").glob("*.jsonl"))
+    events = [json.loads(line) for line in log.open()][1:]
+    prompts = [e["data"]["content"][0]["text"] for e in events if e["type"] == "user/message"]
+    assert prompts == [long_line]
+    assert "you> \ntokens: " in result.stderr  # the prompt's line is ended before more is said
 
 
 def test_an_overlay_can_disable_a_row(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ import io
 
 from tests.session.builders import complete_turn, new_session
 from tether.cli.render import transcript
-from tether.cli.run import StreamPrinter
+from tether.cli.surface import PlainSurface
+from tether.cli.work import WorkView
 from tether.session import ContextCompacted, Session
 
 
@@ -22,8 +23,8 @@ def compacted_session() -> Session:
 def test_the_terminal_is_told_of_a_compaction_on_stderr_and_stdout_stays_the_answer() -> None:
     session = compacted_session()
     out, err = io.StringIO(), io.StringIO()
-    printer = StreamPrinter(out, err)
-    printer(session, session.events[-1])
+    view = WorkView(PlainSurface(out, err))
+    view(session, session.events[-1])
     assert out.getvalue() == ""
     assert err.getvalue() == (
         "(context compacted: events 0 to 9 summarized, the conversation neared the context "

@@ -28,7 +28,8 @@ def test_tether_run_edits_a_file_offline(tmp_path: Path) -> None:
     result = run_in(work, tmp_path / "home", "edit hello.txt: world => tether")
     assert result.returncode == 0, result.stderr
     assert (work / "hello.txt").read_text() == "hello, tether\n"
-    assert "[tool] read" in result.stderr and "[tool] edit" in result.stderr
+    assert "→ read hello.txt" in result.stderr and "→ edit hello.txt" in result.stderr
+    assert "  -world\n  +tether\n" in result.stderr  # the edit's diff
     assert result.stdout.startswith("The edit call finished:\nedited hello.txt: 1 replacement")
 
 

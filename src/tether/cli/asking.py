@@ -8,8 +8,10 @@ ends the call as denied; the model is told so. ``todo`` is never asked (it
 changes nothing outside the session).
 
 The question is read from the terminal on stdin, so ask mode needs one: a
-``run`` whose stdin is not a terminal refuses ask mode at start with one
-line rather than wait for an answer that cannot come.
+``run`` or ``chat`` whose stdin is not a terminal refuses ask mode at start
+with one line rather than wait for an answer that cannot come. ``run`` reads
+the answer as a line of stdin; ``chat`` takes it from its line editor (the
+next line entered answers the question).
 """
 
 from __future__ import annotations
@@ -31,13 +33,22 @@ UNASKED = frozenset({"todo"})
 MAX_DIFF_LINES = 40
 
 
-class TerminalAsker:
-    """A ``tool/before-execute`` listener asking on the terminal about one agent's calls."""
+Ask = Callable[[str], Awaitable[str]]
+"""Puts a question (``allow this bash call? …``) to the person; returns the line answered."""
 
-    def __init__(self, agent: Agent, out: TextIO, read_line: Callable[[], str]) -> None:
+
+class TerminalAsker:
+    """A ``tool/before-execute`` listener asking on the terminal about one agent's calls.
+
+    ``out`` shows what a call will do; ``ask`` puts the question and returns
+    the answer. A cancel of the call while the question is open abandons the
+    question (``ask`` is cancelled) and denies the call.
+    """
+
+    def __init__(self, agent: Agent, out: TextIO, ask: Ask) -> None:
         self._agent = agent
         self._out = out
-        self._read_line = read_line
+        self._ask = ask
         self._always: set[str] = set()
 
     async def before_execute(
@@ -49,27 +60,29 @@ class TerminalAsker:
         if invocation.exec.agent is not self._agent or tool in UNASKED or tool in self._always:
             return await next_(invocation)
         self._out.write(await describe(invocation))
-        self._out.write(f"allow this {tool} call? [y]es / [n]o / [a]lways: ")
         self._out.flush()
-        answer = await self._answer(invocation)
+        answer = await self._answer(invocation, f"allow this {tool} call? [y]es / [n]o / [a]lways")
         if answer == "a":
             self._always.add(tool)
         if answer not in ("y", "a"):
             raise Veto(f"the user did not allow this {tool} call")
         return await next_(replace(invocation, exec=replace(invocation.exec, approved=True)))
 
-    async def _answer(self, invocation: ToolInvocation) -> str:
-        reading = asyncio.ensure_future(asyncio.to_thread(self._read_line))
+    async def _answer(self, invocation: ToolInvocation, question: str) -> str:
+        asking = asyncio.ensure_future(self._ask(question))
         stopped: asyncio.Future[object] = asyncio.ensure_future(invocation.exec.signal.wait())
         try:
-            await asyncio.wait((reading, stopped), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((asking, stopped), return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
-        if not reading.done():
-            # Cancelled while asking: the line, if one comes, is nobody's answer.
+            if not asking.done():
+                asking.cancel()
+            await asyncio.gather(asking, stopped, return_exceptions=True)
+        if asking.cancelled() or asking.exception() is not None:
+            # Cancelled while asking: a line typed later is nobody's answer.
             self._out.write("\n")
             return "n"
-        line = reading.result()
+        line = asking.result()
         return line.strip().lower()[:1] if line else "n"
 
 
@@ -107,20 +120,26 @@ def check_can_ask(command: str) -> None:
         UsageError: stdin is not a terminal.
     """
     from tether.cli.boot import UsageError
+    from tether.cli.terminal import is_terminal
 
-    try:
-        terminal = sys.stdin.isatty()
-    except (OSError, ValueError):
-        terminal = False
-    if not terminal:
+    if not is_terminal(sys.stdin):
         raise UsageError(
             f"{command}: --mode ask asks on the terminal, and stdin is not one; give --mode auto"
         )
 
 
-def ask_on_terminal(agent: Agent) -> None:
-    """Put ``agent``'s tool calls to the person on the terminal, for as long as it lives."""
+def ask_on_terminal(agent: Agent, ask: Ask | None = None, out: TextIO | None = None) -> None:
+    """Put ``agent``'s tool calls to the person on the terminal, for as long as it lives.
+
+    By default the call is shown on stderr and the answer read as a line of
+    stdin; ``chat`` passes its own ``ask`` (its line editor) and ``out``.
+    """
     from tether.tools.execute import BEFORE_EXECUTE
 
-    asker = TerminalAsker(agent, sys.stderr, sys.stdin.readline)
+    async def read_stdin(question: str) -> str:
+        sys.stderr.write(f"{question}: ")
+        sys.stderr.flush()
+        return await asyncio.to_thread(sys.stdin.readline)
+
+    asker = TerminalAsker(agent, out or sys.stderr, ask or read_stdin)
     agent.ctx.on(BEFORE_EXECUTE, asker.before_execute)

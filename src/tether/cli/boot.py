@@ -311,12 +311,10 @@ def resumed_model(tether: Tether, agent: Agent, *, explicit: bool) -> str | None
     """
     from tether.llm.request import parse_model_ref
     from tether.llm.service import LLM
-    from tether.session.settings import MODEL_OPTION, ConfigChanged, SessionSettings
+    from tether.session.settings import MODEL_OPTION, ConfigChanged
 
     session = agent.session
-    current = SessionSettings(session.events).options.get(
-        MODEL_OPTION, session.header.meta.get(MODEL_OPTION, "offline")
-    )
+    current = session_model(agent)
     chosen = composed_model(tether)
     if explicit and chosen is not None:
         if chosen != current:
@@ -333,6 +331,16 @@ def resumed_model(tether: Tether, agent: Agent, *, explicit: bool) -> str | None
             "here; configure it, or give --model to continue with another"
         )
     return None
+
+
+def session_model(agent: Agent) -> str:
+    """The model of ``agent``'s next request: the last ``session/config model`` of its
+    log, else the one its session was created with."""
+    from tether.session.settings import MODEL_OPTION, SessionSettings
+
+    session = agent.session
+    meta = session.header.meta.get(MODEL_OPTION, "offline")
+    return str(SessionSettings(session.events).options.get(MODEL_OPTION, meta))
 
 
 async def resolve_session(tether: Tether, wanted: str | None, *, cwd: str) -> str:

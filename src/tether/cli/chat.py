@@ -1,135 +1,502 @@
 """``tether chat``: an interactive session in the terminal.
 
-Lines typed are prompts; a prompt typed while a turn runs is queued as a
-follow-up. Commands: ``/steer TEXT`` steers the running turn, ``/cancel``
-cancels it (as does Ctrl-C, which never leaves the chat), ``/compact``
-summarizes the older part of the conversation (Ctrl-C cancels that too),
-``/sessions`` lists stored sessions, ``/quit`` (or end of input) leaves. The conversation is the
-session log, so ``--resume ID`` continues it after a restart.
+Lines entered are prompts; a prompt entered while a turn runs is queued as a
+follow-up (``(queued: …)``), or steers the running turn when sent with
+Ctrl-S or ``/steer TEXT``. Commands are listed by ``/help``
+(:mod:`tether.cli.chat_commands`); Ctrl-C cancels the running turn or
+``/compact`` and never leaves the chat; ``/quit``, ``/exit`` or the end of
+input leaves. The conversation is the session log, so ``--resume ID``
+continues it after a restart.
 
-The next ``you>`` prompt appears only once the turn before it is on disk;
-a turn that could not be stored is reported instead, on one line (the chat
-goes on, and writing resumes when the disk allows). SIGTERM and SIGHUP cancel
-the running turn and leave, with exit status 143 or 129.
+On a terminal (stdin and stdout both), input goes through the line editor
+(:mod:`tether.cli.line_editor`: history, search, multi-line, completion) and
+the work is shown with Markdown and colours (:mod:`tether.cli.surface`; plain
+with ``NO_COLOR``); otherwise lines are read from stdin as they come (of any
+length) and the answer goes to stdout as plain text, the rest to stderr. What
+is shown of the work is :mod:`tether.cli.work`'s.
+
+The ``you>`` prompt appears only once the turn before it is on disk; a turn
+that could not be stored is reported instead, on one line (the chat goes
+on, and writing resumes when the disk allows). While a turn runs, the editor
+shows ``queue>``. SIGTERM and SIGHUP cancel the running turn and leave, with
+exit status 143 or 129. ``--mode ask`` puts each tool call to the person
+first (:mod:`tether.cli.asking`); the next line entered answers it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from tether.agent import Agent, AgentStatus, CancelCause, UserMessage
+from tether.agent.commands import (
+    COMMANDS,
+    CommandCall,
+    CommandError,
+    CommandRegistry,
+    parse_command,
+)
 from tether.agent.events import AGENT_STATUS
-from tether.cli.boot import open_for, start
+from tether.cli.boot import data_dir_of, open_for, start
+from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
-from tether.cli.run import StreamPrinter
-from tether.host import Tether
+from tether.cli.surface import PlainSurface, Surface
+from tether.cli.terminal import colours_wanted, is_terminal
+from tether.cli.work import WorkView, meter_for
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
-HELP = (
-    "commands: /steer TEXT, /cancel, /compact, /sessions, /quit  (Ctrl-C cancels the running turn)"
-)
+if TYPE_CHECKING:
+    from tether.host import Tether
+    from tether.llm.metering import UsageMeter
+
+HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+RUNNING_KEYS = "Enter: queue · Ctrl-S: steer · Ctrl-C: cancel"
+IDLE_KEYS = "Alt-Enter: new line · Tab: complete · /help · Ctrl-D: leave"
+ECHO_LINES = 3
+PLAIN_READ_LIMIT = 1 << 30
+"""The stream reader's buffer limit: far above any line a person pastes."""
 
 
-class _Compacting:
-    """The ``/compact`` in progress, if any: what Ctrl-C cancels when no turn runs."""
+class _Lines(Protocol):
+    """Where entries come from: the line editor, or plain stdin."""
 
-    def __init__(self) -> None:
-        self.signal: CancelSignal | None = None
-
-
-async def _stdin_lines() -> tuple[asyncio.StreamReader, Callable[[], None]]:
-    """Lines typed, and the function that ends them (as if input had ended)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    transport, _protocol = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
-    )
-
-    def end() -> None:
-        transport.close()
-        if not reader.at_eof():
-            reader.feed_eof()
-
-    return reader, end
+    async def read(self) -> _Entry | None: ...
+    def refresh(self) -> None: ...
+    def end(self) -> None: ...
+    async def drained(self) -> None: ...
 
 
-class _Prompter:
-    """Shows ``you>`` each time the agent goes idle, once the turn before is on disk."""
+class _Entry(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def steer(self) -> bool: ...
 
-    def __init__(self, agent: Agent, printer: StreamPrinter) -> None:
-        self._agent = agent
-        self._printer = printer
+
+class _PlainEntry:
+    __slots__ = ("steer", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.steer = False
+
+
+class _PlainLines:
+    """Lines of stdin as they come, of any length; the prompt written to stderr."""
+
+    def __init__(self, chat: _Chat, surface: PlainSurface) -> None:
+        self._chat = chat
+        self._surface = surface
+        self._reader: asyncio.StreamReader | None = None
+        self._transport: asyncio.ReadTransport | None = None
+
+    async def read(self) -> _PlainEntry | None:
+        if self._reader is None:
+            loop = asyncio.get_running_loop()
+            self._reader = asyncio.StreamReader(limit=PLAIN_READ_LIMIT)
+            reader = self._reader
+            self._transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+            )
+        raw = await self._reader.readline()
+        if not raw:
+            return None
+        return _PlainEntry(raw.decode(errors="replace").rstrip("\r\n"))
+
+    def refresh(self) -> None:
+        chat = self._chat
+        if chat.question is not None:
+            self._surface.prompt(f"{chat.question[1]}: ")
+        elif chat.ready:
+            self._surface.prompt("you> ")
+
+    async def drained(self) -> None:
+        """Nothing is held: text goes straight to stdout and stderr."""
+
+    def end(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        if self._reader is not None and not self._reader.at_eof():
+            self._reader.feed_eof()
+
+
+class _Chat:
+    """One chat: its input, what it shows, and what each entry does.
+
+    It is made before tether boots, so that the editor's prompt is drawn (and
+    takes keys) while it does; :meth:`attach` gives it the agent.
+    """
+
+    tether: Tether
+    agent: Agent
+    meter: UsageMeter
+    view: WorkView
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._attached = False
+        self.ready = True
+        """``you>`` may show: no turn runs, and the one before is on disk."""
+        self.question: tuple[asyncio.Future[str], str] | None = None
+        self._status: tuple[str, float] | None = None
+        self._compacting: CancelSignal | None = None
         self._due = asyncio.Event()
+        self.terminal = is_terminal(sys.stdin) and is_terminal(sys.stdout)
+        self.lines: _Lines
+        self.out: TextIO
+        if self.terminal:
+            from tether.cli.line_editor import LineEditor
 
-    def on_status(self, _agent: object, status: AgentStatus) -> None:
+            editor = LineEditor(
+                history=data_dir_of(args) / "chat-history",
+                commands=lambda: offered(self._commands()),
+                message=self._message,
+                toolbar=self._toolbar,
+                interrupt=self._interrupt,
+            )
+            self.lines = editor
+            self.out = editor.out  # type: ignore[assignment]
+            self.surface: Surface = _surface_for(self.out)
+        else:
+            plain = PlainSurface(sys.stdout, sys.stderr)
+            self.lines = _PlainLines(self, plain)
+            self.out = sys.stderr
+            self.surface = plain
+
+    def attach(self, tether: Tether, agent: Agent) -> None:
+        """The chat's agent, once tether has booted."""
+        self.tether = tether
+        self.agent = agent
+        self.meter = meter_for(tether, agent)
+        self.view = WorkView(
+            self.surface,
+            thinking=self._args.show_thinking,
+            meter=self.meter,
+            status=self._set_status if self.terminal else None,
+        )
+        self._attached = True
+
+    # -- what the editor shows -------------------------------------------------
+
+    def _message(self) -> str:
+        if self.question is not None:
+            return "[y/n/a]> "
+        return "you> " if self.ready else "queue> "
+
+    def _toolbar(self) -> str:
+        running = self._attached and self.agent.status is AgentStatus.RUNNING
+        keys = RUNNING_KEYS if running else IDLE_KEYS
+        if self._status is None:
+            return keys
+        text, since = self._status
+        frame = SPINNER[int((time.monotonic() - since) * 10) % len(SPINNER)]
+        return f"{frame} {text} · {keys}"
+
+    def _set_status(self, text: str | None) -> None:
+        self._status = None if text is None else (text, time.monotonic())
+        self.lines.refresh()
+
+    # -- the chat ----------------------------------------------------------------
+
+    async def run(
+        self, first: asyncio.Future[_Entry | None] | None
+    ) -> tuple[int | None, str | None]:
+        """Read and act on entries (``first``, the one read while tether booted, if any)
+        until input ends; the exit status a signal asked for, and why the last turn is
+        not on disk (or ``None``)."""
+        agent = self.agent
+        self.surface.line(f"session {agent.id} (/help lists the commands)", "dim")
+        agent.ctx.on(SESSION_EVENT, self.view)
+        agent.ctx.on(AGENT_STATUS, self._on_status)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+        restore_logs = _logs_to(self.out) if self.terminal else (lambda: None)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                prompting = tasks.create_task(self._prompter(), name="chat-prompt")
+                try:
+                    with Terminations(agent, then=self.lines.end) as terminations:
+                        self.lines.refresh()
+                        await self._read_entries(first)
+                        self._drop_question()
+                        await agent.when_idle()
+                        final = await acknowledge(agent)
+                finally:
+                    prompting.cancel()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            restore_logs()
+        self.surface.end_block()
+        await self._drained()
+        return terminations.exit_status, final
+
+    async def _read_entries(self, first: asyncio.Future[_Entry | None] | None) -> None:
+        while True:
+            if first is not None:
+                entry, first = await first, None
+            else:
+                entry = await self.lines.read()
+            if entry is None:
+                return
+            if self.question is not None:
+                answer, self.question = self.question[0], None
+                answer.set_result(entry.text)
+                continue
+            text = entry.text.strip()
+            if text in ("/quit", "/exit"):
+                return
+            if text:
+                self._echo(text, entry.steer)
+                await self._handle(text, steer=entry.steer)
+
+    def _echo(self, text: str, steer: bool) -> None:
+        """On the editor, the entry stays in the scrollback (folded when long)."""
+        if not self.terminal:
+            return
+        lines = text.splitlines()
+        mark = "»" if steer else ">"
+        self.surface.line(f"{mark} {lines[0]}", "user")
+        for line in lines[1:ECHO_LINES]:
+            self.surface.line(f"  {line}", "user")
+        if len(lines) > ECHO_LINES:
+            more = len(lines) - ECHO_LINES
+            self.surface.line(f"  … {more:,} more lines ({len(text):,} characters)", "dim")
+
+    def _on_status(self, _agent: object, status: AgentStatus) -> None:
         if status is AgentStatus.IDLE:
             self._due.set()
+        self.lines.refresh()
 
-    async def run(self) -> None:
+    async def _prompter(self) -> None:
+        """Shows ``you>`` each time the agent goes idle, once the turn before is on disk."""
         while True:
             await self._due.wait()
             self._due.clear()
-            unstored = await acknowledge(self._agent)
+            unstored = await acknowledge(self.agent)
             if unstored is not None:
-                self._printer.end_line()
-                print(f"tether: {unstored}", file=sys.stderr)
-            if self._agent.status is AgentStatus.RUNNING:
-                # A queued prompt already runs: its answer may be mid-line, and
-                # its own end brings the prompt.
+                self.surface.line(f"tether: {unstored}", "error")
+            if self.agent.status is AgentStatus.RUNNING:
+                # A queued prompt already runs: its own end brings the prompt.
                 continue
-            self._printer.end_line()
-            sys.stderr.write("you> ")
-            sys.stderr.flush()
+            await self._show_ready()
+
+    async def _show_ready(self) -> None:
+        self.surface.end_block()
+        await self._drained()
+        if not self.ready:
+            self.ready = True
+            self.lines.refresh()
+
+    async def _drained(self) -> None:
+        await self.lines.drained()
+
+    # -- asking (``--mode ask``) ---------------------------------------------------
+
+    async def ask(self, question: str) -> str:
+        """Put ``question`` to the person; the next entry is the answer."""
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if self.terminal:
+            self.surface.line(question, "notice")
+        await self.lines.drained()  # what the call will do is on screen before the question
+        self.question = (answer, question)
+        self.lines.refresh()
+        try:
+            return await answer
+        finally:
+            if self.question is not None and self.question[0] is answer:
+                self.question = None
+            self.lines.refresh()
+
+    def _drop_question(self) -> None:
+        if self.question is not None and not self.question[0].done():
+            self.question[0].set_result("n")
+
+    # -- Ctrl-C ----------------------------------------------------------------------
+
+    def _interrupt(self) -> bool:
+        """Cancel the running turn or ``/compact``; whether there was one."""
+        if not self._attached:
+            return False
+        if self._compacting is not None:
+            self._compacting.cancel(CancelCause.USER)
+            return True
+        if self.agent.status is AgentStatus.RUNNING:
+            self.surface.line("(cancelled)", "notice")
+            self.agent.cancel()
+            return True
+        return False
+
+    def _on_sigint(self) -> None:
+        if not self._interrupt():
+            self.surface.line(HINT, "dim")
+            self.lines.refresh()
+
+    # -- entries -----------------------------------------------------------------------
+
+    async def _handle(self, text: str, *, steer: bool) -> None:
+        """One entry: a command, or a prompt (queued, or steering, if a turn runs)."""
+        parsed = parse_command(text)
+        if parsed is None:
+            self._prompt(text, steer=steer)
+            return
+        self.ready = False
+        try:
+            await self._command(*parsed)
+        except CommandError as exc:
+            self.surface.line(f"tether: /{parsed[0]}: {exc}", "error")
+        if self.agent.status is AgentStatus.IDLE:
+            await self._show_ready()
+
+    def _prompt(self, text: str, *, steer: bool) -> None:
+        running = self.agent.status is AgentStatus.RUNNING
+        self.ready = False
+        self.lines.refresh()
+        if steer and running:
+            self.agent.steer(UserMessage.text(text))
+            self.surface.line("(steering: delivered at the next step of this turn)", "dim")
+            return
+        self.agent.followup(UserMessage.text(text))
+        if running:
+            self.surface.line("(queued: it runs when the current turn ends)", "dim")
+
+    async def _command(self, name: str, argument: str) -> None:
+        say = self.surface.line
+        if name == "help":
+            for line in help_text(self._commands(), keys=self.terminal).splitlines():
+                say(line)
+        elif name == "cancel":
+            self.agent.cancel()
+        elif name == "steer":
+            if not argument:
+                raise CommandError("give the text: /steer TEXT")
+            self.agent.steer(UserMessage.text(argument))
+        elif name == "compact":
+            await self._compact()
+        elif name == "output":
+            for line in self.view.output(argument).splitlines():
+                say(line)
+        elif name == "thinking":
+            if argument not in ("", "on", "off"):
+                raise CommandError("use /thinking, /thinking on or /thinking off")
+            self.view.thinking = (not self.view.thinking) if not argument else argument == "on"
+            say(f"(reasoning is {'shown' if self.view.thinking else 'hidden'})", "dim")
+        elif name == "cost":
+            say(self.meter.describe())
+        elif name == "sessions":
+            from tether.persist.service import PERSISTENCE
+
+            persistence = self.tether.runtime.ctx.get(PERSISTENCE)
+            for summary in await persistence.list() if persistence is not None else []:
+                say(f"{summary.id}\t{summary.turn_count} turns\t{summary.title or ''}")
+        else:
+            await self._plugin_command(name, argument)
+
+    def _commands(self) -> CommandRegistry | None:
+        return self.tether.runtime.ctx.get(COMMANDS) if self._attached else None
+
+    async def _plugin_command(self, name: str, argument: str) -> None:
+        registry = self._commands()
+        command = registry.get(name) if registry is not None else None
+        if command is None or name in BUILTIN_NAMES:
+            self.surface.line(f"unknown command '/{name}'; {HINT}", "error")
+            return
+        try:
+            answer = await command.run(CommandCall(self.agent, argument))
+        except CommandError:
+            raise
+        except Exception as exc:
+            # A plugin's bug: said in one line (its traceback with --verbose); the chat goes on.
+            logging.getLogger(__name__).debug("/%s failed", name, exc_info=True)
+            raise CommandError(f"failed: {type(exc).__name__}: {exc}") from None
+        if answer:
+            for line in answer.splitlines():
+                self.surface.line(line)
+
+    async def _compact(self) -> None:
+        """``/compact``: summarize the older part of the conversation now."""
+        from tether.loop.compaction import COMPACTION, CompactionCancelledError, CompactionError
+
+        service = self.tether.runtime.ctx.get(COMPACTION)
+        if service is None:
+            raise CommandError("/compact needs the agent loop, which is not running")
+        self._compacting = CancelSignal()
+        say = self.surface.line
+        say("(compacting the conversation; Ctrl-C cancels)", "dim")
+        try:
+            compacted = await service.compact(self.agent, signal=self._compacting)
+        except CompactionCancelledError:
+            say("(compaction cancelled; the conversation is unchanged)", "notice")
+        except CompactionError as exc:
+            say(f"tether: cannot compact: {exc}", "error")
+        else:
+            if compacted is None:
+                say("(nothing to compact yet)", "dim")
+        finally:
+            self._compacting = None
+
+
+def _logs_to(out: TextIO) -> Callable[[], None]:
+    """Send the log lines meant for stderr to ``out`` (above the prompt); returns the undo."""
+    moved = [
+        handler
+        for handler in logging.getLogger().handlers
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr
+    ]
+    for handler in moved:
+        handler.setStream(out)
+
+    def restore() -> None:
+        for handler in moved:
+            handler.setStream(sys.stderr)
+
+    return restore
+
+
+def _surface_for(out: TextIO) -> Surface:
+    if colours_wanted(sys.stdout):
+        from tether.cli.surface import RichSurface
+
+        return RichSurface(out)
+    return PlainSurface(out, out)
 
 
 async def chat(args: argparse.Namespace) -> int:
-    tether = await start(args, model=args.model, persistent=True)
+    if args.mode == "ask":
+        from tether.cli.asking import check_can_ask
+
+        check_can_ask("chat")
+    session = _Chat(args)
+    # On a terminal the prompt is drawn, and takes keys, while tether boots.
+    first = asyncio.ensure_future(session.lines.read()) if session.terminal else None
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
+    try:
+        tether = await start(args, model=args.model, persistent=True)
+    except BaseException:
+        await _abandon(session, first)
+        raise
     try:
         handle = await open_for(tether, args, cwd=os.getcwd())
         if handle is None:
+            await _abandon(session, first)
             return 1
-        agent = handle.agent
-        print(f"session {agent.id} — {HELP}", file=sys.stderr)
-        printer = StreamPrinter(sys.stdout, sys.stderr)
-        agent.ctx.on(SESSION_EVENT, printer)
-        prompter = _Prompter(agent, printer)
-        agent.ctx.on(AGENT_STATUS, prompter.on_status)
-        prompting = asyncio.get_running_loop().create_task(prompter.run(), name="chat-prompt")
+        session.attach(tether, handle.agent)
+        if args.mode == "ask":
+            from tether.cli.asking import ask_on_terminal
 
-        loop = asyncio.get_running_loop()
-        compacting = _Compacting()
-        loop.add_signal_handler(signal.SIGINT, _on_interrupt, agent, compacting)
-        sys.stderr.write("you> ")
-        sys.stderr.flush()
-        try:
-            reader, end_input = await _stdin_lines()
-            with Terminations(agent, then=end_input) as terminations:
-                while True:
-                    raw = await reader.readline()
-                    if not raw:
-                        break
-                    line = raw.decode(errors="replace").strip()
-                    if line in ("/quit", "/exit"):
-                        break
-                    if line:
-                        await _handle(line, agent, tether, compacting)
-                await agent.when_idle()
-                final = await acknowledge(agent)
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
-            prompting.cancel()
-            await asyncio.gather(prompting, return_exceptions=True)
-        printer.end_line()
+            ask_on_terminal(handle.agent, session.ask, session.out)
+        exit_status, final = await session.run(first)
         failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
-        if terminations.exit_status is not None:
-            return terminations.exit_status
+        if exit_status is not None:
+            return exit_status
         return 1 if failed else 0
     finally:
         try:
@@ -138,58 +505,9 @@ async def chat(args: argparse.Namespace) -> int:
             release_logs()
 
 
-def _on_interrupt(agent: Agent, compacting: _Compacting) -> None:
-    """Ctrl-C: cancel the running turn or ``/compact``; when idle, show the help."""
-    if compacting.signal is not None:
-        compacting.signal.cancel(CancelCause.USER)
-    elif agent.status is AgentStatus.RUNNING:
-        print("\n(cancelled)", file=sys.stderr)
-        agent.cancel()
-    else:
-        print(f"\n{HELP}", file=sys.stderr)
-
-
-async def _handle(line: str, agent: Agent, tether: Tether, compacting: _Compacting) -> None:
-    """One typed line: a command, or a prompt (queued if a turn is running)."""
-    if line == "/cancel":
-        agent.cancel()
-    elif line == "/compact":
-        await _compact(agent, tether, compacting)
-    elif line.startswith("/steer "):
-        agent.steer(UserMessage.text(line[len("/steer ") :]))
-    elif line == "/sessions":
-        for summary in await tether.persistence.list():
-            print(f"{summary.id}\t{summary.turn_count} turns\t{summary.title or ''}")
-    elif line.startswith("/"):
-        print(f"unknown command {line.split(maxsplit=1)[0]!r}; {HELP}", file=sys.stderr)
-    else:
-        running = agent.status is AgentStatus.RUNNING
-        agent.followup(UserMessage.text(line))
-        if running:
-            print("(queued: it runs when the current turn ends)", file=sys.stderr)
-
-
-async def _compact(agent: Agent, tether: Tether, compacting: _Compacting) -> None:
-    """``/compact``: summarize the older part of the conversation now, then prompt again."""
-    from tether.loop.compaction import COMPACTION, CompactionCancelledError, CompactionError
-
-    service = tether.runtime.ctx.get(COMPACTION)
-    if service is None:
-        print("tether: /compact needs the agent loop, which is not running", file=sys.stderr)
+async def _abandon(session: _Chat, first: asyncio.Future[_Entry | None] | None) -> None:
+    """tether did not start: end the prompt drawn meanwhile."""
+    if first is None:
         return
-    compacting.signal = CancelSignal()
-    print("(compacting the conversation; Ctrl-C cancels)", file=sys.stderr)
-    try:
-        compacted = await service.compact(agent, signal=compacting.signal)
-    except CompactionCancelledError:
-        print("(compaction cancelled; the conversation is unchanged)", file=sys.stderr)
-    except CompactionError as exc:
-        print(f"tether: cannot compact: {exc}", file=sys.stderr)
-    else:
-        if compacted is None:
-            print("(nothing to compact yet)", file=sys.stderr)
-    finally:
-        compacting.signal = None
-    if agent.status is AgentStatus.IDLE:
-        sys.stderr.write("you> ")
-        sys.stderr.flush()
+    session.lines.end()
+    await asyncio.gather(first, return_exceptions=True)

@@ -16,17 +16,6 @@ from tether.cli.boot import PERSISTENCE_ROW, composed_model, data_dir_of, row_pr
 EXIT_OK = 0
 EXIT_FAILED = 1
 
-ADVICE = {
-    "auth": "check the API key (the provider's key variable, or TETHER_API_KEY)",
-    "rate-limit": "the provider is limiting requests or the quota is spent; wait, or check it",
-    "server": "the provider is failing; try again later",
-    "timeout": "the provider did not answer in time; check the network or --base-url",
-    "transport": "the endpoint cannot be reached; check --base-url and the network",
-    "bad-request": "the provider refused the request; check the model name",
-    "context-overflow": "the provider refused the request as too long",
-}
-"""What to do about a failed model request, by its normalized error code."""
-
 
 def _say(ok: bool, what: str, detail: str) -> None:
     print(f"{'ok     ' if ok else 'problem'}  {what}: {detail}")
@@ -103,9 +92,11 @@ async def _check_model(tether: object) -> bool:
             finish = chunk
     took = (time.perf_counter() - started) * 1000
     if finish is None or finish.reason == "error":
-        error = finish.error if finish is not None else "no answer"
-        advice = ADVICE.get((finish.error_code if finish is not None else None) or "", "")
-        _say(False, "model", f"{model}: {error}" + (f" — {advice}" if advice else ""))
+        from tether.cli.failures import model_failure
+
+        error = (finish.error if finish is not None else None) or "no answer"
+        code = finish.error_code if finish is not None else None
+        _say(False, "model", f"{model}: {model_failure(error, code)}")
         return False
     said = "".join(answer).strip()[:40]
     _say(True, "model", f"{model} answered in {took:.0f} ms ({said!r})")

@@ -25,6 +25,15 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_thinking_option(parser: argparse.ArgumentParser) -> None:
+    """``--show-thinking``: show the model's reasoning as it streams."""
+    parser.add_argument(
+        "--show-thinking",
+        action="store_true",
+        help="show the model's reasoning as it streams (chat: /thinking toggles it)",
+    )
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
     try:
@@ -231,15 +240,24 @@ def build_parser() -> argparse.ArgumentParser:
         "(the printed answer then comes before it is stored)",
     )
     run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
+    add_thinking_option(run)
 
     chat = commands.add_parser(
         "chat",
         help="an interactive session in the terminal",
-        description="Chat with an agent. Lines are prompts (queued while a turn runs); "
-        "/steer TEXT, /cancel, /sessions, /quit. Ctrl-C cancels the running turn.",
+        description="Chat with an agent. Lines are prompts (queued while a turn runs; "
+        "Ctrl-S steers it); /help lists the commands and keys. Ctrl-C cancels the "
+        "running turn; /quit or Ctrl-D leaves.",
     )
     add_model_options(chat)
     add_resume_options(chat)
+    chat.add_argument(
+        "--mode",
+        choices=("ask", "auto"),
+        default="auto",
+        help="ask before each tool call (y / n / always), or not (default: auto)",
+    )
+    add_thinking_option(chat)
 
     add_sessions_parser(commands)
 

@@ -88,7 +88,7 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             for line in content.splitlines() or [""]:
                 yield f"    {line}"
     elif kind == "tool/stopped":
-        for line in [*_receipt(data.get("stopped")), *_children(data.get("agents"))]:
+        for line in stop_lines(data):
             yield f"- _{line}_" if markdown else f"  ■ {line}"
     elif kind == COMPACTED_TYPE:
         note = compaction_notice(data)
@@ -105,6 +105,12 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             detail = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "kind")
             note = f"(turn ended: {reason.get('kind')}{': ' + detail if detail else ''})"
             yield f"_{note}_" if markdown else note
+
+
+def stop_lines(data: Mapping[str, object]) -> list[str]:
+    """The stop receipt (``data`` of a ``tool/stopped`` event): one line per command
+    and per child agent the stop reached."""
+    return [*_receipt(data.get("stopped")), *_children(data.get("agents"))]
 
 
 def _children(entries: object) -> Iterator[str]:

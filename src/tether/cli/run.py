@@ -23,102 +23,20 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from typing import TextIO
 
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_for, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
-from tether.cli.failures import describe
+from tether.cli.failures import describe, model_failure
 from tether.cli.output import EventLines, turn_result
-from tether.session import Event, Session
-from tether.session.attempts import RETRY_TYPE, retry_notice
-from tether.session.compaction import COMPACTED_TYPE, compaction_notice
+from tether.cli.surface import PlainSurface
+from tether.cli.terminal import is_terminal
+from tether.cli.work import WorkView
 from tether.session.store import SESSION_EVENT
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CANCELLED = 130
-
-
-class StreamPrinter:
-    """Prints one agent's streamed text to ``out`` and its tool activity to ``err``.
-
-    With ``hold``, text is kept until :meth:`release` (called once the turn is
-    durable) instead of written as it streams.
-    """
-
-    def __init__(self, out: TextIO, err: TextIO, *, hold: bool = False) -> None:
-        self._out = out
-        self._err = err
-        self._held: list[str] | None = [] if hold else None
-        self._line_open = False
-        self.output_error: OSError | None = None
-        """Why writing to ``out`` failed (a closed pipe, a full device); then it stops."""
-
-    def _write(self, text: str) -> None:
-        if self._held is not None:
-            self._held.append(text)
-            return
-        self._emit(text)
-
-    def release(self) -> None:
-        """Write the text held so far, and from now on write as it streams."""
-        held, self._held = self._held, None
-        if held:
-            self._emit("".join(held))
-
-    def _emit(self, text: str) -> None:
-        if self.output_error is not None:
-            return
-        try:
-            self._out.write(text)
-            self._out.flush()
-        except OSError as exc:
-            self.output_error = exc
-
-    def __call__(self, session: Session, event: Event) -> None:
-        data = event.data
-        if event.type == "assistant/chunk" and data.get("kind") == "text":
-            text = str(data.get("delta", ""))
-            self._write(text)
-            self._line_open = not text.endswith("\n")
-        elif event.type == RETRY_TYPE:
-            self.end_line()
-            self._err.write(retry_notice(data) + "\n")
-            self._err.flush()
-        elif event.type == COMPACTED_TYPE:
-            self.end_line()
-            self._err.write(compaction_notice(data) + "\n")
-            self._err.flush()
-        elif event.type == "tool/call":
-            self.end_line()
-            arguments = data.get("arguments")
-            summary = _summary(arguments)
-            self._err.write(f"[tool] {data.get('name')} {summary}\n".rstrip() + "\n")
-            self._err.flush()
-        elif event.type == "tool/result":
-            status = "failed" if data.get("is_error") else "done"
-            lines = str(data.get("content", "")).count("\n") + 1
-            self._err.write(f"[tool] {data.get('name')} {status} ({lines} lines)\n")
-            self._err.flush()
-        elif event.type == "turn/end":
-            self.end_line()
-
-    def end_line(self) -> None:
-        if self._line_open:
-            self._write("\n")
-            self._line_open = False
-
-
-def _summary(arguments: object) -> str:
-    """What a tool-activity line shows of a call: its command, path, pattern or task."""
-    if not isinstance(arguments, Mapping):
-        return ""
-    for key in ("command", "path", "pattern", "description", "task_id"):
-        value = arguments.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
 
 
 def outcome(agent: Agent) -> tuple[int, str | None]:
@@ -133,7 +51,11 @@ def outcome(agent: Agent) -> tuple[int, str | None]:
             if kind == "aborted":
                 return EXIT_CANCELLED, f"cancelled ({reason.get('cause')})"
             if kind == "error":
-                return EXIT_FAILED, f"error: {reason.get('error')}"
+                code = reason.get("code")
+                failure = model_failure(
+                    str(reason.get("error")), code if isinstance(code, str) else None
+                )
+                return EXIT_FAILED, f"error: {failure}"
             if kind == "blocked":
                 return EXIT_FAILED, "refused: a hook or the provider would not let the turn go on"
             return EXIT_FAILED, f"turn ended: {kind}"
@@ -154,7 +76,7 @@ def read_task(args: argparse.Namespace) -> str:
     """
     if args.task is not None and args.task != "-":
         task = decoded_argument(args.task)
-    elif args.task is None and _is_terminal(sys.stdin):
+    elif args.task is None and is_terminal(sys.stdin):
         raise UsageError("run: give the task as an argument, or pipe it on stdin (or pass -)")
     else:
         task = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -179,9 +101,15 @@ async def run(args: argparse.Namespace) -> int:
         print(f"session {agent.id}", file=sys.stderr)
         first_seq = len(agent.session.events)
         text_out = args.output_format == "text"
-        hold = not args.stream and not _is_terminal(sys.stdout)
-        printer = StreamPrinter(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold)
-        agent.ctx.on(SESSION_EVENT, printer)
+        hold = not args.stream and not is_terminal(sys.stdout)
+        printer = PlainSurface(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold)
+        view = WorkView(
+            printer,
+            thinking=args.show_thinking,
+            summary=False,  # said last, with the exit status
+            whole_output=f"tether sessions show {agent.id} prints them all",
+        )
+        agent.ctx.on(SESSION_EVENT, view)
         if args.mode == "ask":
             from tether.cli.asking import ask_on_terminal
 
@@ -198,7 +126,7 @@ async def run(args: argparse.Namespace) -> int:
                 unstored = await acknowledge(agent)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-        printer.end_line()
+        printer.end_block()
         printer.release()  # the turn is on disk (or ``unstored`` says why not)
         status, reason = _verdict(agent, printer, terminations)
         if not text_out:
@@ -238,7 +166,7 @@ def _write_result(
 class _Interrupts:
     """Ctrl-C: the first cancels the turn cleanly, a second exits at once."""
 
-    def __init__(self, agent: Agent, printer: StreamPrinter) -> None:
+    def __init__(self, agent: Agent, printer: PlainSurface) -> None:
         self._agent = agent
         self._printer = printer
         self._count = 0
@@ -246,7 +174,7 @@ class _Interrupts:
     def __call__(self) -> None:
         self._count += 1
         if self._count > 1:
-            self._printer.end_line()
+            self._printer.end_block()
             os._exit(EXIT_CANCELLED)
         print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
         self._agent.cancel()
@@ -259,15 +187,8 @@ class _Discard(io.StringIO):
         return len(text)
 
 
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (OSError, ValueError):
-        return False
-
-
 def _verdict(
-    agent: Agent, printer: StreamPrinter, terminations: Terminations
+    agent: Agent, printer: PlainSurface, terminations: Terminations
 ) -> tuple[int, str | None]:
     """The exit status and one-line reason of the turn that ran."""
     if printer.output_error is not None:

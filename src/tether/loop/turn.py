@@ -343,7 +343,7 @@ class TurnRunner:
             )
             if not decision.retry:
                 _log_answer(session, assembled)
-                return Errored(error=finish.error or "model error")
+                return Errored(error=finish.error or "model error", code=finish.error_code)
             session.append(_attempt_boundary(decision))
             if decision.delay > 0:
                 with contextlib.suppress(TimeoutError):

@@ -120,15 +120,24 @@ class Blocked(msgspec.Struct, frozen=True, tag_field="kind", tag="blocked"):
     kind: ClassVar[str] = "blocked"
 
 
-class Errored(msgspec.Struct, frozen=True, tag_field="kind", tag="error"):
-    """The turn failed; ``error`` describes the failure."""
+class Errored(msgspec.Struct, frozen=True, tag_field="kind", tag="error", omit_defaults=True):
+    """The turn failed; ``error`` describes the failure.
+
+    ``code`` is the normalized code of a model failure (``auth``,
+    ``rate-limit``, ``context-overflow``, … — see
+    :mod:`tether.llm.adapters.errors`), so a frontend can say what to do; it
+    is left out (``None``) for any other failure and in logs written before it.
+    """
 
     kind: ClassVar[str] = "error"
 
     error: str
+    code: str | None = None
 
     def __post_init__(self) -> None:
         check_str("turn/end", "reason error", self.error)
+        if self.code is not None:
+            check_str("turn/end", "reason code", self.code)
 
 
 class MaxTokens(msgspec.Struct, frozen=True, tag_field="kind", tag="max-tokens"):

@@ -1,0 +1,100 @@
+"""Token usage and cost of one session, folded from its log.
+
+A :class:`UsageMeter` folds a session's events in order. Each
+``assistant/message`` that carries usage figures (the provider reported
+them) counts:
+
+* the tokens in the model's context after that answer: its input (the whole
+  prompt, cached parts included) plus its output;
+* the session's cumulative cost, when the model catalog of the settings
+  (:mod:`tether.llm.catalog`) gives prices: every answer priced at the prices
+  of the model that gave it (answers of models without prices, or priced in
+  another currency than the current model's, count for nothing).
+
+The model that answered is the session's model at that point of the log: the
+header's, then each ``session/config`` ``model`` after it. Frontends build on
+it: the ACP bridge's ``usage_update`` (:mod:`tether.acp.usage`) and the chat's
+``/cost``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tether.llm.catalog import ModelCatalog, ModelEntry
+from tether.session import AssistantMessageEvent, Event
+from tether.session.settings import MODEL_OPTION, ConfigChanged
+
+_ANSWER = AssistantMessageEvent.type
+_CONFIG = ConfigChanged.type
+
+
+class UsageMeter:
+    """The usage and cost of one session so far (see the module docs)."""
+
+    __slots__ = ("_catalog", "_costs", "_used", "model")
+
+    def __init__(self, catalog: ModelCatalog, model: str) -> None:
+        self._catalog = catalog
+        self.model = model
+        """The model of the next answer."""
+        self._used: int | None = None
+        self._costs: dict[str, float] = {}
+
+    def advance(self, event: Event) -> bool:
+        """Fold ``event`` in; whether it brought new usage figures."""
+        kind = event.type
+        if kind == _CONFIG:
+            payload = event.payload
+            if isinstance(payload, ConfigChanged) and payload.option == MODEL_OPTION:
+                self.model = payload.value
+            return False
+        if kind != _ANSWER:
+            return False
+        payload = event.payload
+        if not isinstance(payload, AssistantMessageEvent) or payload.usage is None:
+            return False
+        self._count(payload.usage)
+        return True
+
+    def _count(self, usage: Mapping[str, int]) -> None:
+        self._used = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+        entry = self._catalog.get(self.model)
+        if entry is not None and entry.prices is not None:
+            currency = entry.prices.currency
+            self._costs[currency] = self._costs.get(currency, 0.0) + entry.prices.cost(usage)
+
+    @property
+    def reported(self) -> bool:
+        """Whether any answer so far carried usage figures."""
+        return self._used is not None
+
+    @property
+    def used(self) -> int | None:
+        """The tokens in context after the last answer with figures; ``None`` before any."""
+        return self._used
+
+    def cost(self) -> tuple[float, str] | None:
+        """``(amount, currency)`` spent so far, when the current model's prices are known."""
+        entry = self._entry()
+        if entry is None or entry.prices is None:
+            return None
+        currency = entry.prices.currency
+        return round(self._costs.get(currency, 0.0), 6), currency
+
+    def describe(self) -> str:
+        """A line for a person: the context used, and the cost when it is known."""
+        if self._used is None:
+            return "No usage reported yet in this session."
+        entry = self._entry()
+        window = entry.context_window if entry is not None else None
+        context = f"{self._used:,} tokens in context"
+        if window:
+            context += f" of {window:,} ({self._used / window:.0%})"
+        cost = self.cost()
+        if cost is None:
+            return f"{context}; no prices are set for {self.model} (see docs/models.md)."
+        return f"{context}; {cost[0]:.4f} {cost[1]} spent in this session."
+
+    def _entry(self) -> ModelEntry | None:
+        return self._catalog.get(self.model)
