@@ -408,6 +408,31 @@ async def test_a_permission_question_is_answered_from_the_api(tmp_path: Path) ->
         assert result["data"]["is_error"] and "did not allow" in result["data"]["content"]  # type: ignore[index]
 
 
+async def test_always_allow_is_logged_as_a_grant_and_the_tool_then_runs_unasked(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path, mode="ask") as web:
+        session_id = await _create(web, tmp_path, mode="ask")
+        await _prompt(web, session_id, "$ echo first-run")
+        asked = await read_stream(web.client, session_id, until=None, until_state=True)
+        (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
+        assert question["always"] == "tool"
+        url = f"/api/sessions/{session_id}/questions/{question['id']}"
+        assert (await web.client.post(url, json={"allow": True, "always": 1})).status_code == 400
+        answered = await web.client.post(url, json={"allow": True, "always": True})
+        assert answered.status_code == 200
+        got = await read_stream(web.client, session_id)
+        grants = [r for r in got.records if r["type"] == "permission/granted"]
+        assert [g["data"] for g in grants] == [{"tool": "bash"}]
+        (result,) = [r for r in got.records if r["type"] == "tool/result"]
+        assert grants[0]["seq"] < result["seq"] and "first-run" in str(result["data"])
+        await _prompt(web, session_id, "$ echo second-run")
+        again = await read_stream(web.client, session_id, after=got.ids[-1])
+        assert not any(state["questions"] for state in again.states)
+        (result,) = [r for r in again.records if r["type"] == "tool/result"]
+        assert "second-run" in str(result["data"]) and not result["data"]["is_error"]  # type: ignore[index]
+
+
 async def test_the_openapi_document_describes_every_api_route(tmp_path: Path) -> None:
     async with served(tmp_path) as web:
         spec = (await web.client.get("/api/openapi.json")).json()
