@@ -41,7 +41,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
-from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from tether.persist.backends.errors import InvalidSessionIdError, SessionNotFoundError
@@ -86,18 +85,16 @@ RETRY_MS = 2000
 
 _TASK_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 
-schemas = SchemaGenerator(
-    {
-        "openapi": "3.0.0",
-        "info": {
-            "title": "tether web",
-            "version": "1",
-            "description": "Sessions of a running `tether web`: list, create, prompt, stop, "
-            "answer permission questions, background tasks, and the live event stream. "
-            "Every request needs the access token: `Authorization: Bearer <token>`.",
-        },
-    }
-)
+OPENAPI_INFO: dict[str, object] = {
+    "openapi": "3.0.0",
+    "info": {
+        "title": "tether web",
+        "version": "1",
+        "description": "Sessions of a running `tether web`: list, create, prompt, stop, "
+        "answer permission questions, background tasks, and the live event stream. "
+        "Every request needs the access token: `Authorization: Bearer <token>`.",
+    },
+}
 
 
 class ApiError(Exception):
@@ -215,7 +212,11 @@ class Api:
         return FileResponse(STATIC / "session.html")
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(schemas.get_schema(routes=request.app.routes))
+        # Imported here: no page needs it, and start-up is a measured target.
+        from starlette.schemas import SchemaGenerator
+
+        schema = SchemaGenerator(OPENAPI_INFO).get_schema(routes=request.app.routes)
+        return JSONResponse(schema)
 
     # -- sessions --------------------------------------------------------------------
 
