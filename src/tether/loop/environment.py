@@ -153,7 +153,11 @@ def _shell() -> str:
 
 async def _git_state(cwd: Path, root: Path) -> GitState:
     """Branch, commit and dirtiness from ``git status --porcelain=v2 --branch``."""
-    output = await _run_git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=normal")
+    # --no-ahead-behind: the counts against the upstream (a walk of the
+    # history, which the snapshot does not state) are left uncounted.
+    output = await _run_git(
+        cwd, "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "--untracked-files=normal"
+    )
     if output is None:
         return GitState(root=root, branch=None, dirty=None)
     branch: str | None = None
