@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
+import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from pydantic import BaseModel
 from tests.agent.world import World, build_world, say
 from tether.agent import Agent, UserMessage
 from tether.agent.types import AgentOptions
+from tether.loop.environment import gathering_early
 from tether.runtime import Context
 from tether.tools import Tool, ToolExec, ToolOutput
 
@@ -99,6 +102,48 @@ async def test_a_directory_outside_any_repository_says_so(make_world: Any, tmp_p
     world = await make_world()
     system = await system_of_first_request(world, plain)
     assert "- Git: not a git repository" in system
+
+
+def fake_git(bin_dir: Path, body: str) -> None:
+    """A ``git`` first on PATH running ``body`` (a shell script) instead."""
+    bin_dir.mkdir()
+    script = bin_dir / "git"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+
+
+async def test_a_snapshot_begun_early_is_the_one_the_first_request_states(
+    make_world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = repository(tmp_path / "repo")
+    commit = git(repo, "rev-parse", "--short=12", "HEAD")
+    real_git, calls = shutil.which("git"), tmp_path / "calls"
+    fake_git(tmp_path / "bin", f'echo "$*" >> {calls}\nexec {real_git} "$@"')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+
+    async with gathering_early(repo):
+        world = await make_world()
+        system = await system_of_first_request(world, repo)
+
+    assert f"a git repository rooted at {repo} (branch feature at {commit}; clean)" in system
+    assert len(calls.read_text().splitlines()) == 1, "git ran again for the first request"
+
+
+async def test_an_early_snapshot_nobody_took_is_stopped_with_its_git_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "work" / ".git").mkdir(parents=True)
+    fifo = tmp_path / "pid"
+    os.mkfifo(fifo)
+    fake_git(tmp_path / "bin", f"echo $$ > {fifo}\nexec sleep 60")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+
+    async with gathering_early(tmp_path / "work"):
+        pid = int(await asyncio.to_thread(fifo.read_text))
+        os.kill(pid, 0)  # running
+
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 class LateArgs(BaseModel):

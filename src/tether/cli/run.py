@@ -12,6 +12,9 @@ one-line reason on stderr. The first Ctrl-C cancels the turn cleanly (the log
 closes with ``aborted {user}``); a second one exits at once. The exit status
 is given only once the turn is on disk: a session that could not be stored
 exits 1, saying so. Bytes of the task that are not UTF-8 become U+FFFD.
+
+The agent's environment snapshot (``git status`` of the cwd, for its system
+prompt) is begun before tether boots, so it runs beside the boot.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_for, start
@@ -32,6 +36,7 @@ from tether.cli.output import EventLines, turn_result
 from tether.cli.surface import PlainSurface
 from tether.cli.terminal import is_terminal
 from tether.cli.work import WorkView
+from tether.loop.environment import gathering_early
 from tether.session.store import SESSION_EVENT
 
 EXIT_OK = 0
@@ -91,10 +96,16 @@ async def run(args: argparse.Namespace) -> int:
 
         check_can_ask("run")
     task = read_task(args)
+    cwd = str(args.cwd or os.getcwd())
+    async with gathering_early(Path(cwd)):
+        return await _run(args, task, cwd)
+
+
+async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
-        handle = await open_for(tether, args, cwd=str(args.cwd or os.getcwd()))
+        handle = await open_for(tether, args, cwd=cwd)
         if handle is None:
             return EXIT_FAILED
         agent = handle.agent

@@ -3,7 +3,10 @@
 :func:`gather` takes one snapshot, when an agent makes its first request; the
 system prompt built from it stays the same for the agent's life (a prompt
 that changed from one request to the next would defeat the providers'
-prompt caches). The git facts come from ``git status`` run in the cwd with
+prompt caches). A command that prompts an agent as soon as tether has booted
+(``tether run``) begins the snapshot of its cwd while tether boots
+(:func:`gathering_early`): ``git status`` is a process of its own, and runs
+beside the boot instead of after it. The git facts come from ``git status`` run in the cwd with
 optional locks off (it never writes the repository's index), under a
 time limit; when git is missing, slow or fails, the snapshot says the state
 is unknown rather than guessing.
@@ -16,18 +19,23 @@ import contextlib
 import datetime
 import logging
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
 
 from tether.shell.environment import child_environment
 
-__all__ = ["Environment", "GitState", "find_repository_root", "gather"]
+__all__ = ["Environment", "GitState", "find_repository_root", "gather", "gathering_early"]
 
 log = logging.getLogger(__name__)
 
 GIT_TIMEOUT = 3.0
 """Seconds ``git status`` may take before the snapshot gives up on it."""
+
+EARLY_FOR = 5.0
+"""Seconds after it was begun that a snapshot begun early is the one :func:`gather`
+hands out for its cwd; later, a new one is taken."""
 
 
 class GitState(msgspec.Struct, frozen=True):
@@ -63,7 +71,60 @@ def find_repository_root(cwd: Path) -> Path | None:
 
 
 async def gather(cwd: Path) -> Environment:
-    """Take the snapshot for an agent working in ``cwd``. Never raises for git's sake."""
+    """The snapshot for an agent working in ``cwd``. Never raises for git's sake.
+
+    Taken now, unless one was begun early for the same directory less than
+    :data:`EARLY_FOR` seconds ago (:func:`gathering_early`): then that one,
+    awaited if it is still running. A caller cancelled while waiting for it
+    leaves it running for its owner.
+    """
+    early = _early.get(_key(cwd))
+    if early is not None:
+        begun, snapshot = early
+        loop = asyncio.get_running_loop()
+        if snapshot.get_loop() is loop and loop.time() - begun <= EARLY_FOR:
+            return await asyncio.shield(snapshot)
+    return await _take(cwd)
+
+
+@contextlib.asynccontextmanager
+async def gathering_early(cwd: Path) -> AsyncIterator[None]:
+    """Begin the snapshot of ``cwd`` now, for the agents whose first request comes soon.
+
+    For a command that prompts an agent working in ``cwd`` right after tether
+    has booted: what :func:`gather` would wait for (chiefly ``git status``)
+    runs while tether boots. The snapshot is this block's: on leaving it, a
+    snapshot still running is cancelled (its git process killed and reaped),
+    and :func:`gather` takes its own again.
+    """
+    key = _key(cwd)
+    snapshot = asyncio.create_task(_take(key))
+    entry = (asyncio.get_running_loop().time(), snapshot)
+    _early[key] = entry
+    try:
+        # One step of the loop: the snapshot spawns git before the caller goes
+        # on with the synchronous work of booting (importing, mounting).
+        await asyncio.sleep(0)
+        yield
+    finally:
+        if _early.get(key) is entry:
+            del _early[key]
+        snapshot.cancel()
+        await asyncio.wait([snapshot])
+        if not snapshot.cancelled() and (error := snapshot.exception()) is not None:
+            # Whoever took the snapshot got this error; nobody else is told.
+            log.info("the environment snapshot of %s failed: %s", key, error)
+
+
+_early: dict[Path, tuple[float, asyncio.Task[Environment]]] = {}
+"""The snapshots begun early, by absolute cwd, with the loop time each was begun at."""
+
+
+def _key(cwd: Path) -> Path:
+    return Path(os.path.abspath(cwd))
+
+
+async def _take(cwd: Path) -> Environment:
     root = find_repository_root(cwd)
     git = None if root is None else await _git_state(cwd, root)
     return Environment(
@@ -92,7 +153,11 @@ def _shell() -> str:
 
 async def _git_state(cwd: Path, root: Path) -> GitState:
     """Branch, commit and dirtiness from ``git status --porcelain=v2 --branch``."""
-    output = await _run_git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=normal")
+    # --no-ahead-behind: the counts against the upstream (a walk of the
+    # history, which the snapshot does not state) are left uncounted.
+    output = await _run_git(
+        cwd, "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "--untracked-files=normal"
+    )
     if output is None:
         return GitState(root=root, branch=None, dirty=None)
     branch: str | None = None

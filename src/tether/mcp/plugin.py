@@ -23,7 +23,8 @@ logged and reported to the agent as a notice (the model and the client's
 transcript both see it); the agent runs without its tools. A server lost
 later is reported the same way, and calls of its tools are error results.
 
-The SDK (``mcp``) is imported only once a server is actually started.
+The SDK (``mcp``), and what checks and starts a server, are imported only
+once a server is configured or started.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from msgspec import Meta
 
 from tether.agent.events import AGENT_CREATED, AGENT_SETUP
 from tether.agent.types import Agent, UserMessage
-from tether.mcp.errors import McpConfigError, McpStartError
 from tether.persist.location import data_dir
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
@@ -94,6 +94,7 @@ class Config(Schema, frozen=True):
     def __post_init__(self) -> None:
         if not self.servers and not self.agents:
             return
+        from tether.mcp.errors import McpConfigError
         from tether.mcp.servers import from_config
 
         for where, rows in self._rows():
@@ -246,6 +247,8 @@ class McpService:
                 self._live.discard(connection)
                 raise
             yield self._closer(connection)
+
+        from tether.mcp.errors import McpStartError
 
         try:
             await agent.ctx.effect(lifetime, label=f"mcp:{spec.name}")
