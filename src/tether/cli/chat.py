@@ -47,6 +47,7 @@ from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import data_dir_of, open_for, start
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
+from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView, meter_for
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from tether.llm.metering import UsageMeter
 
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 RUNNING_KEYS = "Enter: queue · Ctrl-S: steer · Ctrl-C: cancel"
 IDLE_KEYS = "Alt-Enter: new line · Tab: complete · /help · Ctrl-D: leave"
 PLAIN_READ_LIMIT = 1 << 30
@@ -197,8 +197,7 @@ class _Chat:
         if self._status is None:
             return keys
         text, since = self._status
-        frame = SPINNER[int((time.monotonic() - since) * 10) % len(SPINNER)]
-        return f"{frame} {text} · {keys}"
+        return f"{frame(since)} {text} · {keys}"
 
     def _set_status(self, text: str | None) -> None:
         self._status = None if text is None else (text, time.monotonic())

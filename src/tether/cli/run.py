@@ -4,7 +4,11 @@ The assistant's text goes to stdout; tool activity and the session id go to
 stderr. On a terminal the text streams as it arrives; when stdout is a pipe or
 a file (a script reads it), the answer is held and written once the turn is on
 disk, so a script that has the answer has a stored answer (``--stream`` streams
-it anyway, before it is stored).
+it anyway, before it is stored). When both stdout and stderr are terminals
+that take colours (:func:`~tether.cli.terminal.colours_wanted`), the answer is
+rendered as Markdown and the work coloured (:class:`~tether.cli.surface.RichSurface`,
+rich imported then and only then), and a spinner on stderr says what is awaited
+(:class:`~tether.cli.spinner.Spinner`); otherwise everything is plain text.
 
 Exit status: 0 when the turn completed, 130 when it was cancelled (Ctrl-C),
 143 or 129 when SIGTERM or SIGHUP cancelled it, 1 otherwise, each with a
@@ -18,21 +22,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING
 
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_for, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.failures import describe, model_failure
 from tether.cli.output import EventLines, turn_result
-from tether.cli.surface import PlainSurface
-from tether.cli.terminal import is_terminal
+from tether.cli.surface import PlainSurface, Surface
+from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView
 from tether.session.store import SESSION_EVENT
+
+if TYPE_CHECKING:
+    from tether.cli.spinner import Spinner
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -101,11 +111,11 @@ async def run(args: argparse.Namespace) -> int:
         print(f"session {agent.id}", file=sys.stderr)
         first_seq = len(agent.session.events)
         text_out = args.output_format == "text"
-        hold = not args.stream and not is_terminal(sys.stdout)
-        printer = PlainSurface(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold)
+        printer, spinner = _printer_for(args)
         view = WorkView(
             printer,
             thinking=args.show_thinking,
+            status=spinner,
             summary=False,  # said last, with the exit status
             whole_output=f"tether sessions show {agent.id} prints them all",
         )
@@ -120,14 +130,16 @@ async def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
         try:
-            with Terminations(agent) as terminations:
-                agent.followup(UserMessage.text(task))
-                await agent.when_idle()
-                unstored = await acknowledge(agent)
+            async with _animated(spinner):
+                with Terminations(agent) as terminations:
+                    agent.followup(UserMessage.text(task))
+                    await agent.when_idle()
+                    unstored = await acknowledge(agent)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_block()
-        printer.release()  # the turn is on disk (or ``unstored`` says why not)
+        if isinstance(printer, PlainSurface):
+            printer.release()  # the turn is on disk (or ``unstored`` says why not)
         status, reason = _verdict(agent, printer, terminations)
         if not text_out:
             status, reason = _write_result(
@@ -166,7 +178,7 @@ def _write_result(
 class _Interrupts:
     """Ctrl-C: the first cancels the turn cleanly, a second exits at once."""
 
-    def __init__(self, agent: Agent, printer: PlainSurface) -> None:
+    def __init__(self, agent: Agent, printer: Surface) -> None:
         self._agent = agent
         self._printer = printer
         self._count = 0
@@ -176,7 +188,10 @@ class _Interrupts:
         if self._count > 1:
             self._printer.end_block()
             os._exit(EXIT_CANCELLED)
-        print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
+        if isinstance(self._printer, PlainSurface):
+            print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
+        else:
+            self._printer.line("cancelling (Ctrl-C again to exit now)", "notice")
         self._agent.cancel()
 
 
@@ -187,9 +202,25 @@ class _Discard(io.StringIO):
         return len(text)
 
 
-def _verdict(
-    agent: Agent, printer: PlainSurface, terminations: Terminations
-) -> tuple[int, str | None]:
+def _printer_for(args: argparse.Namespace) -> tuple[Surface, Spinner | None]:
+    """Where the work is shown, and the spinner saying what is awaited (if any)."""
+    text_out = args.output_format == "text"
+    if text_out and colours_wanted(sys.stdout) and colours_wanted(sys.stderr):
+        from tether.cli.spinner import Spinner
+        from tether.cli.surface import RichSurface
+
+        spinner = Spinner(sys.stderr)
+        return RichSurface(sys.stdout, sys.stderr, before_write=spinner.hide), spinner
+    hold = not args.stream and not is_terminal(sys.stdout)
+    return PlainSurface(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold), None
+
+
+def _animated(spinner: Spinner | None) -> AbstractAsyncContextManager[None]:
+    """The spinner drawn while the turn runs (nothing without one)."""
+    return spinner.running() if spinner is not None else contextlib.nullcontext()
+
+
+def _verdict(agent: Agent, printer: Surface, terminations: Terminations) -> tuple[int, str | None]:
     """The exit status and one-line reason of the turn that ran."""
     if printer.output_error is not None:
         return EXIT_FAILED, f"the answer could not be written: {describe(printer.output_error)}"
