@@ -1,4 +1,4 @@
-"""``tether run`` on a real pseudo-terminal: Markdown, colours and a spinner; plain with NO_COLOR."""
+"""``tether run`` on a real pseudo-terminal: Markdown, colours, a spinner; plain with NO_COLOR."""
 
 from __future__ import annotations
 

@@ -27,8 +27,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from tether.agent import Agent, UserMessage
@@ -130,7 +129,7 @@ async def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
         try:
-            async with _animated(spinner):
+            async with _on_terminal(spinner):
                 with Terminations(agent) as terminations:
                     agent.followup(UserMessage.text(task))
                     await agent.when_idle()
@@ -215,9 +214,18 @@ def _printer_for(args: argparse.Namespace) -> tuple[Surface, Spinner | None]:
     return PlainSurface(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold), None
 
 
-def _animated(spinner: Spinner | None) -> AbstractAsyncContextManager[None]:
-    """The spinner drawn while the turn runs (nothing without one)."""
-    return spinner.running() if spinner is not None else contextlib.nullcontext()
+@contextlib.asynccontextmanager
+async def _on_terminal(spinner: Spinner | None) -> AsyncIterator[None]:
+    """While the turn runs on a terminal: the spinner drawn, and rich imported in a
+    worker thread meanwhile (awaited on leaving). Nothing without a spinner."""
+    if spinner is None:
+        yield
+        return
+    from tether.cli.surface import preload_rich
+
+    async with spinner.running(), asyncio.TaskGroup() as tasks:
+        tasks.create_task(asyncio.to_thread(preload_rich), name="preload-rich")
+        yield
 
 
 def _verdict(agent: Agent, printer: Surface, terminations: Terminations) -> tuple[int, str | None]:

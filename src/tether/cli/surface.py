@@ -121,6 +121,15 @@ class PlainSurface:
             self._write(stream, "\n")
 
 
+def preload_rich() -> None:
+    """Import what :class:`RichSurface` renders with. ``tether run`` calls it in a
+    worker thread as the turn starts, so the import overlaps the wait for the
+    model's first token instead of delaying the answer."""
+    import rich.console
+    import rich.markdown
+    import rich.text  # noqa: F401
+
+
 class RichSurface:
     """Markdown and colours, through one rich ``Console``: the answer on ``out``, the
     reasoning and whole lines on ``err`` (by default ``out`` too; both are terminals).
