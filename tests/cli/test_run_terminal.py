@@ -41,4 +41,4 @@ def test_ctrl_c_cancels_a_run_on_a_terminal_with_status_130(tmp_path: Path) -> N
         assert run.finish() == 130
     finally:
         run.close()
-    assert "tether: cancelled (user)" in run.output()
+    assert "tether: cancelled by user" in run.output()

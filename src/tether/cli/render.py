@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 
+from tether.cli.failures import model_failure
 from tether.session import Event, Session
 from tether.session.compaction import COMPACTED_TYPE, compaction_notice
 
@@ -146,11 +147,30 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             for line in summary.splitlines() or [""]:
                 yield f"    {line}"
     elif kind == "turn/end":
-        reason = _plain(data.get("reason"))
-        if isinstance(reason, dict) and reason.get("kind") != "completed":
-            detail = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "kind")
-            note = f"(turn ended: {reason.get('kind')}{': ' + detail if detail else ''})"
-            yield f"_{note}_" if markdown else note
+        outcome = turn_outcome(data.get("reason"))
+        if outcome is not None:
+            yield f"_({outcome})_" if markdown else f"({outcome})"
+
+
+def turn_outcome(reason: object) -> str | None:
+    """How a turn ended, in one line, when it did not complete (``None`` when it did),
+    from its ``turn/end`` reason: ``error: …`` saying what failed and what to do,
+    ``cancelled by user``, ``refused: …``, or ``turn ended: KIND``."""
+    plain = _plain(reason)
+    if not isinstance(plain, dict):
+        return None
+    kind = plain.get("kind")
+    if kind == "completed":
+        return None
+    if kind == "error":
+        code = plain.get("code")
+        failure = model_failure(str(plain.get("error")), code if isinstance(code, str) else None)
+        return f"error: {failure}"
+    if kind == "aborted":
+        return f"cancelled by {plain.get('cause')}"
+    if kind == "blocked":
+        return "refused: a hook or the provider would not let the turn go on"
+    return f"turn ended: {kind}"
 
 
 def stop_lines(data: Mapping[str, object]) -> list[str]:

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_for, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
-from tether.cli.failures import describe, model_failure
+from tether.cli.failures import describe
 from tether.cli.output import EventLines, turn_result
+from tether.cli.render import turn_outcome
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView
@@ -54,20 +55,10 @@ def outcome(agent: Agent) -> tuple[int, str | None]:
         if event.type == "turn/end":
             reason = event.data["reason"]
             assert isinstance(reason, Mapping)
-            kind = reason.get("kind")
-            if kind == "completed":
+            said = turn_outcome(reason)
+            if said is None:
                 return EXIT_OK, None
-            if kind == "aborted":
-                return EXIT_CANCELLED, f"cancelled ({reason.get('cause')})"
-            if kind == "error":
-                code = reason.get("code")
-                failure = model_failure(
-                    str(reason.get("error")), code if isinstance(code, str) else None
-                )
-                return EXIT_FAILED, f"error: {failure}"
-            if kind == "blocked":
-                return EXIT_FAILED, "refused: a hook or the provider would not let the turn go on"
-            return EXIT_FAILED, f"turn ended: {kind}"
+            return EXIT_CANCELLED if reason.get("kind") == "aborted" else EXIT_FAILED, said
     return EXIT_CANCELLED, "cancelled before the turn started"
 
 

@@ -32,8 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tether.cli.failures import model_failure
-from tether.cli.render import call_line, clipped, stop_lines, text_of
+from tether.cli.render import call_line, clipped, stop_lines, text_of, turn_outcome
 from tether.cli.surface import Status, Style, Surface
 from tether.frozen import thaw
 from tether.session.attempts import RETRY_TYPE, retry_notice
@@ -175,27 +174,23 @@ class WorkView:
             self._meter.advance(event)
 
     def _turn_end(self, data: Mapping[str, object]) -> None:
-        reason = thaw(data.get("reason"))
         if not self._summary:
             return
-        if isinstance(reason, dict):
-            self._say_outcome(reason)
+        self._say_outcome(data.get("reason"))
         usage = self.usage_line()
         if usage is not None:
             self.surface.line(usage, "dim")
 
-    def _say_outcome(self, reason: dict[str, object]) -> None:
-        kind = reason.get("kind")
-        if kind == "error":
-            code = reason.get("code")
-            failure = model_failure(
-                str(reason.get("error")), code if isinstance(code, str) else None
-            )
-            self.surface.line(f"error: {failure}", "error")
-        elif kind == "aborted":
-            self.surface.line(f"(turn stopped: cancelled by {reason.get('cause')})", "notice")
-        elif kind != "completed":
-            self.surface.line(f"(turn ended: {kind})", "notice")
+    def _say_outcome(self, reason: object) -> None:
+        outcome = turn_outcome(reason)
+        if outcome is None:
+            return
+        if outcome.startswith("error: "):
+            self.surface.line(outcome, "error")
+        elif outcome.startswith("cancelled"):
+            self.surface.line(f"(turn stopped: {outcome})", "notice")
+        else:
+            self.surface.line(f"({outcome})", "notice")
 
     def usage_line(self) -> str | None:
         """The tokens (and cost) of the last turn, and the session's cost; ``None`` without
@@ -270,9 +265,7 @@ class WorkView:
                 self.surface.end_block()
         elif event.type == "turn/end":
             self.surface.end_block()
-            reason = thaw(data.get("reason"))
-            if isinstance(reason, dict):
-                self._say_outcome(reason)
+            self._say_outcome(data.get("reason"))
             return
         self(session, event)
 
