@@ -185,9 +185,10 @@ class WorkView:
         outcome = turn_outcome(reason)
         if outcome is None:
             return
-        if outcome.startswith("error: "):
+        kind = reason.get("kind") if isinstance(reason, Mapping) else None
+        if kind == "error":
             self.surface.line(outcome, "error")
-        elif outcome.startswith("cancelled"):
+        elif kind == "aborted":
             self.surface.line(f"(turn stopped: {outcome})", "notice")
         else:
             self.surface.line(f"({outcome})", "notice")
