@@ -76,3 +76,15 @@ def test_ctrl_c_stops_tether_web_with_130(tmp_path: Path) -> None:
     web.send_signal(signal.SIGINT)
     _out, err = web.communicate(timeout=30)
     assert web.returncode == 130, err
+
+
+def test_sessions_tail_of_a_session_deleted_meanwhile_fails_in_one_line(tmp_path: Path) -> None:
+    sid = session_id(tether(tmp_path, "run", "hello").stderr)
+    tail = tether_process(tmp_path, "sessions", "tail", sid)
+    assert tail.stdout is not None
+    while json.loads(tail.stdout.readline())["type"] != "turn/end":
+        pass
+    assert tether(tmp_path, "sessions", "delete", sid).returncode == 0
+    _out, err = tail.communicate(timeout=30)
+    assert tail.returncode == 1
+    assert err.strip().splitlines() == [f"tether: session {sid!r} is not stored"]

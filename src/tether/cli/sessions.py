@@ -185,10 +185,15 @@ async def _cancel(cluster: Cluster | None, session_id: str) -> int:
 async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
     """Print the session's events after ``after`` as JSON lines, then each new one as
     it is stored (on any host), until SIGINT or SIGTERM; the exit status, 128 + the
-    signal's number (0 if the session's log ends otherwise)."""
+    signal's number.
+
+    Raises:
+        LogStoreError: the log was deleted or damaged while followed.
+    """
     import asyncio
     import signal
 
+    from tether.persist.backends.errors import LogStoreError
     from tether.persist.backends.records import encode_json
 
     loop = asyncio.get_running_loop()
@@ -202,9 +207,14 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping_on, signum)
 
+    failed: list[LogStoreError] = []
+
     async def follow() -> None:
-        async for event in persistence.follow(session_id, after):
-            print(encode_json(event.to_record()), flush=True)
+        try:
+            async for event in persistence.follow(session_id, after):
+                print(encode_json(event.to_record()), flush=True)
+        except LogStoreError as exc:  # deleted or damaged meanwhile: said as one line
+            failed.append(exc)
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -217,6 +227,8 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+    if failed:
+        raise failed[0]
     return 128 + stopped_by[0] if stopped_by else EXIT_OK
 
 
