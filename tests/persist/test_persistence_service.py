@@ -279,9 +279,9 @@ async def test_follow_gives_the_events_after_a_seq_then_each_new_one_in_order(
     seen: list[int] = []
 
     async def read() -> None:
-        async for event in world.persistence.follow("followed", 0):
-            seen.append(event.seq)
-            if event.type == "turn/end":
+        async for batch in world.persistence.follow("followed", 0):
+            seen.extend(event.seq for event in batch)
+            if batch[-1].type == "turn/end":
                 return
 
     async with asyncio.timeout(10), asyncio.TaskGroup() as group:
@@ -294,5 +294,5 @@ async def test_follow_gives_the_events_after_a_seq_then_each_new_one_in_order(
 
 async def test_following_a_session_that_is_not_stored_fails(world: World) -> None:
     with pytest.raises(SessionNotFoundError):
-        async for _event in world.persistence.follow("absent"):
+        async for _batch in world.persistence.follow("absent"):
             pass

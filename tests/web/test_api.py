@@ -147,7 +147,7 @@ async def test_create_prompt_and_stream_a_bash_turn_then_list_and_show_it(tmp_pa
         assert used["cost"] is None  # the offline model has no prices
         shown = (await web.client.get(f"/api/sessions/{session_id}")).json()
         assert shown["cwd"] == str(tmp_path) and shown["mode"] == "auto"
-        assert shown["live"] == "here" and shown["holder"] == os.getpid()
+        assert shown["live"] == "here" and shown["holder"] == {"host": None, "pid": os.getpid()}
 
 
 async def test_a_reconnect_with_last_event_id_continues_with_no_gap_and_no_duplicate(
@@ -246,15 +246,18 @@ def _tether_run(data_dir: Path, task: str) -> subprocess.Popen[str]:
     )
 
 
-async def test_a_session_live_in_another_process_is_409_naming_it_and_a_stored_one_resumes(
+async def test_a_session_live_in_another_process_is_409_naming_it_followed_live_to_its_end(
     tmp_path: Path,
 ) -> None:
     finished = _tether_run(tmp_path, "$ echo earlier")
     await asyncio.to_thread(finished.communicate, timeout=30)
+    gate = tmp_path / "gate"
     async with served(tmp_path) as web:
         (stored,) = (await web.client.get("/api/sessions")).json()["sessions"]
         assert stored["live"] is None
-        other = _tether_run(tmp_path, "$ sleep 30")
+        other = _tether_run(
+            tmp_path, f"$ while [ ! -e {gate} ]; do sleep 0.02; done; echo released-elsewhere"
+        )
         try:
 
             async def other_live() -> str | None:
@@ -270,14 +273,22 @@ async def test_a_session_live_in_another_process_is_409_naming_it_and_a_stored_o
                 held = await other_live()
             refused = await web.client.post(f"/api/sessions/{held}/prompt", json={"text": "hi"})
             assert refused.status_code == 409
-            assert refused.json()["holder"] == other.pid
-            assert str(other.pid) in refused.json()["error"]
+            assert refused.json()["holder"] == {"host": None, "pid": other.pid}
+            assert f"live in process {other.pid}" in refused.json()["error"]
             stop = await web.client.post(f"/api/sessions/{held}/cancel")
-            assert stop.status_code == 409
-            # The stream of a session live elsewhere gives what is stored, then ends.
-            got = await read_stream(web.client, held, until=None)
-            assert got.records and got.records[0]["seq"] == 0
+            assert stop.status_code == 409  # no cross-host cancel without PostgreSQL
+            # The stream follows the other process's session from its log, live, to its end.
+            following = asyncio.ensure_future(read_stream(web.client, held))
+            await _until(lambda: web.hub.follows.followers(held) == 1)
+            gate.touch()
+            got = await asyncio.wait_for(following, 30)
+            assert [r["seq"] for r in got.records] == list(range(len(got.records)))
+            results = [r for r in got.records if r["type"] == "tool/result"]
+            assert "released-elsewhere" in str(results[-1]["data"])
+            assert got.records[-1]["data"]["reason"] == {"kind": "completed"}  # type: ignore[index]
+            assert got.ids[-1] == got.records[-1]["seq"]
         finally:
+            gate.touch()
             other.terminate()
             await asyncio.to_thread(other.communicate, timeout=30)
         await _prompt(web, str(stored["id"]), "$ echo resumed-here")
@@ -395,6 +406,31 @@ async def test_a_permission_question_is_answered_from_the_api(tmp_path: Path) ->
         got = await read_stream(web.client, session_id, after=got.ids[-1])
         (result,) = [r for r in got.records if r["type"] == "tool/result"]
         assert result["data"]["is_error"] and "did not allow" in result["data"]["content"]  # type: ignore[index]
+
+
+async def test_always_allow_is_logged_as_a_grant_and_the_tool_then_runs_unasked(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path, mode="ask") as web:
+        session_id = await _create(web, tmp_path, mode="ask")
+        await _prompt(web, session_id, "$ echo first-run")
+        asked = await read_stream(web.client, session_id, until=None, until_state=True)
+        (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
+        assert question["always"] == "tool"
+        url = f"/api/sessions/{session_id}/questions/{question['id']}"
+        assert (await web.client.post(url, json={"allow": True, "always": 1})).status_code == 400
+        answered = await web.client.post(url, json={"allow": True, "always": True})
+        assert answered.status_code == 200
+        got = await read_stream(web.client, session_id)
+        grants = [r for r in got.records if r["type"] == "permission/granted"]
+        assert [g["data"] for g in grants] == [{"tool": "bash"}]
+        (result,) = [r for r in got.records if r["type"] == "tool/result"]
+        assert grants[0]["seq"] < result["seq"] and "first-run" in str(result["data"])
+        await _prompt(web, session_id, "$ echo second-run")
+        again = await read_stream(web.client, session_id, after=got.ids[-1])
+        assert not any(state["questions"] for state in again.states)
+        (result,) = [r for r in again.records if r["type"] == "tool/result"]
+        assert "second-run" in str(result["data"]) and not result["data"]["is_error"]  # type: ignore[index]
 
 
 async def test_the_openapi_document_describes_every_api_route(tmp_path: Path) -> None:

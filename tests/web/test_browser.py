@@ -192,6 +192,16 @@ def test_a_permission_question_is_answered_in_the_page(
     question.locator("button.allow").click()
     page.locator(".tool-output", has_text="permitted-in-page").wait_for()
     page.locator(".question").wait_for(state="detached")
+    _turn_ended(page)
+    # "Always allow" grants bash for the session: the next call is not asked.
+    _prompt(page, "$ echo always-in-page")
+    question.locator("button.allow-always", has_text="Always allow bash").click()
+    page.locator(".tool-output", has_text="always-in-page").wait_for()
+    _turn_ended(page, 2)
+    _prompt(page, "$ echo unasked-in-page")
+    page.locator(".tool-output", has_text="unasked-in-page").wait_for()
+    _turn_ended(page, 3)
+    assert page.locator(".question").count() == 0
 
 
 def test_a_second_tab_and_a_reload_mid_stream_see_the_same_stream_with_no_gap(

@@ -26,15 +26,14 @@ from acp.schema import AllowedOutcome, PermissionOption
 from tether.acp.permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
-    EDITS,
     PermissionDecision,
     options_for,
 )
+from tether.tools.permission import granted, remembered_as
 
 if TYPE_CHECKING:
     from tether.acp.record import ClientLink, SessionRecord
     from tether.tools.execute import ToolInvocation
-    from tether.tools.preview import ToolPreview
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +48,9 @@ async def ask_client(
     (within ``answer_within`` seconds, or on the cancel of the call: see the module docs)."""
     tool = invocation.tool_name
     preview = record.previews.get(invocation.exec.call_id)
-    remembered = _remembered_as(tool, preview)
-    if remembered is not None and remembered in record.always_allowed:
+    if granted(record.always_allowed, tool, preview):
         return PermissionDecision.ALLOW
+    remembered = remembered_as(tool, preview)
     kind = preview.kind if preview is not None else None
     options = [
         PermissionOption(option_id=option_id, name=label, kind=option_kind)
@@ -96,13 +95,3 @@ async def ask_client(
     if outcome.option_id == ALLOW_ONCE:
         return PermissionDecision.ALLOW
     return PermissionDecision.REJECT
-
-
-def _remembered_as(tool: str, preview: ToolPreview | None) -> str | None:
-    """What "allow always" covers for this call: every edit, the tool, or — for a call
-    that needs approval whatever the mode — nothing (it is asked every time)."""
-    if preview is not None and preview.approval is not None:
-        return None
-    if preview is not None and preview.kind == "edit":
-        return EDITS
-    return tool

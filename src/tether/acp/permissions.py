@@ -24,6 +24,7 @@ from __future__ import annotations
 from acp.schema import PermissionOptionKind
 
 from tether.tools.permission import (
+    EDITS,
     PERMISSION_REQUEST,
     UNASKED_TOOLS,
     Mode,
@@ -64,9 +65,6 @@ OPTIONS: tuple[tuple[str, str, PermissionOptionKind], ...] = (
 
 EDIT_ALWAYS_LABEL = "Always allow edits in this session"
 """The label of "allow always" when the call is an edit (it covers every edit)."""
-
-EDITS = "kind:edit"
-"""What "allow always" remembers for an edit: every call whose preview is an edit."""
 
 
 def options_for(

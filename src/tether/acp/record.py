@@ -38,10 +38,10 @@ from tether.session.settings import (
     MODE_OPTION,
     MODEL_OPTION,
     ConfigChanged,
-    PermissionGranted,
     SessionSettings,
 )
 from tether.tools.execute import ToolInvocation
+from tether.tools.permission import grant
 from tether.tools.preview import ToolPreview
 
 
@@ -185,8 +185,7 @@ class SessionRecord:
 
     def grant(self, tool: str) -> None:
         """Log that ``tool`` runs without asking from now on, in this session."""
-        if tool not in self.settings.granted:
-            self.agent.session.append(PermissionGranted(tool=tool))
+        grant(self.agent.session, self.settings.granted, tool)
 
     def _new_meter(self) -> UsageMeter:
         return UsageMeter(self.catalog, self.configured_model)

@@ -139,13 +139,14 @@ async def _delegated(persistence: Persistence, session_id: str) -> list[str]:
 
 
 async def _say_if_live(persistence: Persistence, session: Session) -> None:
-    """On stderr: the session is open in a running process, and its turn is not over."""
+    """On stderr: the session is open in a running process (on PostgreSQL: on which
+    host), and its turn is not over."""
     holder = await persistence.holder(session.id)
     if holder is None:
         return
-    where = f"process {holder}" if holder else "another process"
+    where = holder.where if holder.host is None else f"{holder.where} (pid {holder.pid})"
     running = "" if session.open_turn is None else f"; turn {session.open_turn} is still running"
-    print(f"tether: session {session.id} is open in {where}{running}", file=sys.stderr)
+    print(f"tether: session {session.id} is open {where}{running}", file=sys.stderr)
 
 
 async def _print_list(persistence: Persistence, args: argparse.Namespace, *, shared: bool) -> None:
@@ -211,8 +212,10 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
 
     async def follow() -> None:
         try:
-            async for event in persistence.follow(session_id, after):
-                print(encode_json(event.to_record()), flush=True)
+            async for batch in persistence.follow(session_id, after):
+                for event in batch:
+                    print(encode_json(event.to_record()))
+                sys.stdout.flush()
         except LogStoreError as exc:  # deleted or damaged meanwhile: said as one line
             failed.append(exc)
 

@@ -7,6 +7,11 @@ mounted (:mod:`tether.web.hub`), then serves the app with uvicorn on
 to open, holding a fresh access token, is the one line on stdout; a host
 that is not a loopback address is warned about on stderr.
 
+Start-up (a measured target, see docs/web.md): the HTTP stack (uvicorn,
+Starlette) is imported in a worker thread while tether boots, so its import
+runs while the boot waits on storage; nothing it imports is tether's, so the
+two never wait on each other's modules.
+
 Ctrl-C, SIGTERM or SIGHUP: uvicorn stops taking requests and closes the
 streams (within :data:`GRACE` seconds; a second Ctrl-C at once), then tether
 stops — every session the web app opened is disposed, its closing events on
@@ -32,10 +37,29 @@ from tether.cli.process import exit_now
 GRACE = 2
 """Seconds uvicorn gives open requests (event streams) at shutdown."""
 
+SERVER_MODULES = (
+    "uvicorn",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto",
+    "uvicorn.lifespan.off",
+    "uvicorn.loops.auto",
+    "starlette.applications",
+    "starlette.staticfiles",
+)
+"""The third-party modules serving the first page needs (imported beside the boot)."""
+
 
 def run_web(args: argparse.Namespace) -> NoReturn:
     """``tether web``: :func:`serve`, then :func:`exit_now` with its status."""
     exit_now(asyncio.run(serve(args)))
+
+
+def _import_server_stack() -> None:
+    """Import :data:`SERVER_MODULES` (in a worker thread: see the module docs)."""
+    import importlib
+
+    for name in SERVER_MODULES:
+        importlib.import_module(name)
 
 
 def is_loopback(host: str) -> bool:
@@ -60,7 +84,11 @@ async def serve(args: argparse.Namespace) -> int:
         return 1
     from tether.cli.boot import composed_model, start
 
-    tether = await start(args, model=args.model, persistent=True)
+    stack = asyncio.ensure_future(asyncio.to_thread(_import_server_stack))
+    try:
+        tether = await start(args, model=args.model, persistent=True)
+    finally:
+        await stack
     import uvicorn
 
     class _Server(uvicorn.Server):

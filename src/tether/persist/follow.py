@@ -40,6 +40,10 @@ class Doorbell:
             for rung in rungs:
                 rung.set()
 
+    def subscribers(self, session_id: str) -> int:
+        """How many subscriptions to ``session_id`` are open now."""
+        return len(self._rungs.get(session_id, ()))
+
     @contextlib.contextmanager
     def subscribe(self, session_id: str) -> Iterator[asyncio.Event]:
         """An event set by each :meth:`ring` of ``session_id`` while the block runs."""
@@ -78,9 +82,11 @@ async def follow(
     after_seq: int = -1,
     *,
     poll: float,
-) -> AsyncIterator[StoredEvent]:
-    """Yield every stored event of ``session_id`` after ``after_seq``, then each new
-    one as it is stored, in seq order, until the caller stops iterating.
+) -> AsyncIterator[list[StoredEvent]]:
+    """Yield the stored events of ``session_id`` after ``after_seq``, then the new
+    ones as they are stored, in batches: each batch is what one read found (never
+    empty), in seq order, starting right after the last one yielded, until the
+    caller stops iterating.
 
     Raises:
         SessionNotFoundError: nothing is stored under ``session_id``.
@@ -92,10 +98,10 @@ async def follow(
             # Cleared before the read: a ring during the read means "read again".
             rung.clear()
             events = await asyncio.to_thread(read_after, backend, session_id, last)
-            for event in events:
-                last = event.seq
-                yield event
-            if not events:
+            if events:
+                last = events[-1].seq
+                yield events
+            else:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(poll):
                         await rung.wait()

@@ -39,7 +39,7 @@ from msgspec import Meta
 from tether.persist.backends.base import LogBackend, SessionSummary, TornTail
 from tether.persist.backends.bulk import collector_paused
 from tether.persist.backends.errors import StoreConflictError
-from tether.persist.backends.lease import LeaseBook
+from tether.persist.backends.lease import Holder, LeaseBook
 from tether.persist.backends.records import parse_header
 from tether.persist.follow import Doorbell, follow
 from tether.persist.writer import WriteBehind
@@ -98,11 +98,11 @@ class Persistence:
         self._doorbell = doorbell
         self._poll = poll
 
-    def follow(self, session_id: str, after_seq: int = -1) -> AsyncIterator[StoredEvent]:
-        """The stored events of ``session_id`` after ``after_seq``, then each new
-        one as it is stored (here or, by the backend's doorbell, in another
-        process or host), in seq order with no gap and no duplicate; the
-        caller stops by leaving the iteration. See :mod:`tether.persist.follow`.
+    def follow(self, session_id: str, after_seq: int = -1) -> AsyncIterator[list[StoredEvent]]:
+        """The stored events of ``session_id`` after ``after_seq``, then the new
+        ones as they are stored (here or, by the backend's doorbell, in another
+        process or host), in batches in seq order with no gap and no duplicate;
+        the caller stops by leaving the iteration. See :mod:`tether.persist.follow`.
 
         Raises (while iterating):
             SessionNotFoundError, CorruptLogError: from the backend.
@@ -136,10 +136,10 @@ class Persistence:
         """Whether a lease this persistence does not hold is held for ``session_id``."""
         return not self._leases.holds(session_id) and await self.holder(session_id) is not None
 
-    async def holder(self, session_id: str) -> int | None:
-        """The pid of the running process that has ``session_id`` live, else ``None``.
+    async def holder(self, session_id: str) -> Holder | None:
+        """The running process that has ``session_id`` live (on any host), else ``None``.
 
-        Only reads. ``0`` when that process is running but its pid is unknown.
+        Only reads. See :meth:`LogBackend.lease_holder`.
         """
         return await asyncio.to_thread(self._backend.lease_holder, session_id)
 

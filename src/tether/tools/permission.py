@@ -14,6 +14,12 @@ app (:mod:`tether.web.questions`); both apply the session **mode**: in ``ask``
 mode every tool call is put to the person first (except :data:`UNASKED_TOOLS`);
 in ``auto`` mode none is — except a call whose preview says it needs approval
 whatever the mode (a file outside the workspace).
+
+"Always allow" is an answer both frontends offer: it is logged in the session
+whose mode rules the call as ``permission/granted`` (:func:`grant`), for what
+:func:`remembered_as` says the call stands for (the tool, or every edit), so
+a load or a resume keeps it; a later call that a grant covers is allowed
+without asking (:func:`granted`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,11 @@ from tether.runtime.keys import Serial
 from tether.tools.execute import ToolInvocation
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from tether.runtime import Context
+    from tether.session.log import Session
+    from tether.tools.preview import ToolPreview
 
 
 class PermissionDecision(enum.StrEnum):
@@ -79,3 +89,33 @@ async def approve(
             return None
         raise Veto(f"the user did not allow this {invocation.tool_name} call")
     return replace(invocation, exec=replace(invocation.exec, approved=True))
+
+
+EDITS = "kind:edit"
+"""What "allow always" remembers for an edit: every call whose preview is an edit."""
+
+
+def remembered_as(tool: str, preview: ToolPreview | None) -> str | None:
+    """What "allow always" covers for a call of ``tool`` (with ``preview``, if any):
+    every edit, the tool, or — for a call that needs approval whatever the mode —
+    nothing (it is asked every time)."""
+    if preview is not None and preview.approval is not None:
+        return None
+    if preview is not None and preview.kind == "edit":
+        return EDITS
+    return tool
+
+
+def granted(grants: Collection[str], tool: str, preview: ToolPreview | None) -> bool:
+    """Whether ``grants`` (a session's ``permission/granted`` tools) cover the call."""
+    remembered = remembered_as(tool, preview)
+    return remembered is not None and remembered in grants
+
+
+def grant(session: Session, grants: Collection[str], remembered: str) -> None:
+    """Log in ``session`` (whose grants are ``grants``) that calls ``remembered``
+    covers run without asking from now on; nothing when it is granted already."""
+    from tether.session.settings import PermissionGranted
+
+    if remembered not in grants:
+        session.append(PermissionGranted(tool=remembered))

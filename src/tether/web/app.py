@@ -19,8 +19,9 @@ once; the session and its turn go on.
 Errors are JSON ``{"error": "..."}`` with a status that says which: 400 a bad
 value (a session id is checked with ``validate_session_id``, so no path
 can be smuggled in one), 404 an unknown session or task, 409 a session live
-in another process (``holder`` is its pid), 413 a prompt over
-:data:`MAX_PROMPT_BYTES`, 503 the app shutting down.
+in another process (``holder`` is ``{host, pid}``: the host on PostgreSQL,
+``null`` otherwise), 413 a prompt over :data:`MAX_PROMPT_BYTES`, 503 the app
+shutting down.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
-from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from tether.persist.backends.errors import InvalidSessionIdError, SessionNotFoundError
 from tether.persist.backends.records import validate_session_id
+from tether.persist.cluster import CLUSTER
 from tether.persist.service import PERSISTENCE
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
 from tether.tools.permission import Mode
@@ -53,12 +54,14 @@ from tether.web.hub import (
     LiveElsewhereError,
     UnknownSessionError,
     UnknownTaskError,
+    WebError,
     WebHub,
 )
 from tether.web.security import Guard
 
 if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
+    from tether.persist.backends.lease import Holder
     from tether.persist.service import Persistence
     from tether.runtime import Context
     from tether.session import Event, Session
@@ -82,18 +85,16 @@ RETRY_MS = 2000
 
 _TASK_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
 
-schemas = SchemaGenerator(
-    {
-        "openapi": "3.0.0",
-        "info": {
-            "title": "tether web",
-            "version": "1",
-            "description": "Sessions of a running `tether web`: list, create, prompt, stop, "
-            "answer permission questions, background tasks, and the live event stream. "
-            "Every request needs the access token: `Authorization: Bearer <token>`.",
-        },
-    }
-)
+OPENAPI_INFO: dict[str, object] = {
+    "openapi": "3.0.0",
+    "info": {
+        "title": "tether web",
+        "version": "1",
+        "description": "Sessions of a running `tether web`: list, create, prompt, stop, "
+        "answer permission questions, background tasks, and the live event stream. "
+        "Every request needs the access token: `Authorization: Bearer <token>`.",
+    },
+}
 
 
 class ApiError(Exception):
@@ -211,7 +212,11 @@ class Api:
         return FileResponse(STATIC / "session.html")
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(schemas.get_schema(routes=request.app.routes))
+        # Imported here: no page needs it, and start-up is a measured target.
+        from starlette.schemas import SchemaGenerator
+
+        schema = SchemaGenerator(OPENAPI_INFO).get_schema(routes=request.app.routes)
+        return JSONResponse(schema)
 
     # -- sessions --------------------------------------------------------------------
 
@@ -243,7 +248,7 @@ class Api:
           - {name: limit, in: query, schema: {type: integer}}
         responses:
           200: {description: "{sessions: [{id, title, cwd, model, last_activity, turns,
-            live: here|elsewhere|null, holder, running, parent}]}"}
+            live: here|elsewhere|null, holder: {host, pid}|null, running, parent}]}"}
         """
         needle = request.query_params.get("q", "").casefold()
         only_live = request.query_params.get("live") in ("1", "true")
@@ -265,10 +270,8 @@ class Api:
         persistence = self._ctx.get(PERSISTENCE)
         summaries: list[SessionSummary] = [] if persistence is None else await persistence.list()
         rows: dict[str, dict[str, object]] = {}
-        holders = await asyncio.gather(
-            *(self._holder_of(persistence, s.id) for s in summaries if s.error is None)
-        )
         readable = [s for s in summaries if s.error is None]
+        holders = await asyncio.gather(*(self._holder_of(persistence, s) for s in readable))
         for summary, holder in zip(readable, holders, strict=True):
             rows[summary.id] = {
                 "id": summary.id,
@@ -278,7 +281,7 @@ class Api:
                 "last_activity": summary.last_activity,
                 "turns": summary.turn_count,
                 "live": None if holder is None else "elsewhere",
-                "holder": holder,
+                "holder": None if holder is None else holder.to_json(),
                 "running": False,
                 "parent": summary.meta.get("parent"),
             }
@@ -293,7 +296,7 @@ class Api:
             events = agent.session.events
             row.update(
                 live="here",
-                holder=os.getpid(),
+                holder=self._hub.here().to_json(),
                 running=agent.session.open_turn is not None,
                 model=_model_of(agent.session),
                 last_activity=events[-1].time if events else agent.session.header.created_at,
@@ -301,10 +304,16 @@ class Api:
             rows[agent.id] = row
         return sorted(rows.values(), key=lambda row: -float(row["last_activity"] or 0))  # type: ignore[arg-type]
 
-    async def _holder_of(self, persistence: Persistence | None, session_id: str) -> int | None:
-        if persistence is None or self._hub.live_agent(session_id) is not None:
+    async def _holder_of(
+        self, persistence: Persistence | None, summary: SessionSummary
+    ) -> Holder | None:
+        """Who has the listed session live elsewhere: as listed where hosts share
+        sessions (PostgreSQL lists holders), else asked of storage."""
+        if persistence is None or self._hub.live_agent(summary.id) is not None:
             return None
-        return await persistence.holder(session_id)
+        if summary.holder is not None or self._ctx.get(CLUSTER) is not None:
+            return summary.holder
+        return await persistence.holder(summary.id)
 
     async def create_session(self, request: Request) -> Response:
         """
@@ -382,7 +391,9 @@ class Api:
                 "model": _model_of(session),
                 "mode": settings.get(MODE_OPTION, self._hub.config.mode.value),
                 "live": "here" if agent is not None else (None if holder is None else "elsewhere"),
-                "holder": os.getpid() if agent is not None else holder,
+                "holder": self._hub.here().to_json()
+                if agent is not None
+                else (None if holder is None else holder.to_json()),
                 "running": session.open_turn is not None and agent is not None,
                 "parent": session.header.meta.get("parent"),
                 "children": children,
@@ -497,7 +508,7 @@ class Api:
         responses:
           202: {description: "{queued: true}"}
           404: {description: no such session}
-          409: {description: "live in another process; {holder} is its pid"}
+          409: {description: "live in another process; {holder: {host, pid}} names it"}
           413: {description: the prompt is too large}
         """
         session_id = _session_id(request)
@@ -509,7 +520,7 @@ class Api:
         try:
             agent = await self._hub.prompt(session_id, text, steer=steer)
         except LiveElsewhereError as exc:
-            raise ApiError(409, str(exc), holder=exc.holder) from None
+            raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
         except UnknownSessionError as exc:
             raise ApiError(404, str(exc)) from None
         except HubClosedError as exc:
@@ -521,24 +532,33 @@ class Api:
         """
         summary: Stop the session's work (cancel, cause user). Repeats while it settles do
           nothing.
+        description: A session live on another host (PostgreSQL) is stopped there (the
+          cross-host cancel); `holder` then names that host.
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
-          202: {description: "{cancelled: bool} (false: a stop is already settling)"}
+          202: {description: "{cancelled: bool, holder?: {host, pid}} (false: a stop is
+            already settling, or nothing runs)"}
           404: {description: no such session}
-          409: {description: live in another process}
+          409: {description: "live in another process that cannot be reached from here
+            (sessions not shared in PostgreSQL); {holder: {host, pid}} names it"}
         """
         session_id = _session_id(request)
         try:
-            cancelled = self._hub.cancel(session_id)
+            return JSONResponse({"cancelled": self._hub.cancel(session_id)}, status_code=202)
         except UnknownSessionError:
-            holder = await self._hub.holder(session_id)
-            if holder is not None:
-                raise ApiError(
-                    409, f"session {session_id} is live in process {holder}", holder=holder
-                ) from None
+            pass
+        try:
+            holder = await self._hub.cancel_elsewhere(session_id)
+        except LiveElsewhereError as exc:
+            raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
+        except UnknownSessionError:
             await self._check_exists(session_id)
-            cancelled = False  # stored, live nowhere: nothing runs
-        return JSONResponse({"cancelled": cancelled}, status_code=202)
+            # stored, live nowhere: nothing runs
+            return JSONResponse({"cancelled": False}, status_code=202)
+        answer: dict[str, object] = {"cancelled": holder is not None}
+        if holder is not None:
+            answer["holder"] = holder.to_json()
+        return JSONResponse(answer, status_code=202)
 
     # -- permission questions ----------------------------------------------------------
 
@@ -547,7 +567,8 @@ class Api:
         summary: The permission questions open in the session's page.
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
-          200: {description: "{questions: [{id, tool, arguments, title, diffs, agent_id}]}"}
+          200: {description: "{questions: [{id, tool, arguments, title, diffs, agent_id,
+            always: tool|edits|null}]}"}
         """
         session_id = _session_id(request)
         await self._check_exists(session_id)
@@ -562,9 +583,16 @@ class Api:
         requestBody:
           content:
             application/json:
-              schema: {type: object, required: [allow], properties: {allow: {type: boolean}}}
+              schema:
+                type: object
+                required: [allow]
+                properties:
+                  allow: {type: boolean}
+                  always: {type: boolean, description: "with allow: always allow what the
+                    question's `always` names (the tool, or every edit) in this session"}
         responses:
           200: {description: "{answered: true}"}
+          400: {description: "a bad answer, or always for a question that does not offer it"}
           404: {description: no such open question}
         """
         session_id = _session_id(request)
@@ -572,8 +600,15 @@ class Api:
         allow = body.get("allow")
         if not isinstance(allow, bool):
             raise ApiError(400, "allow must be true or false")
+        always = body.get("always", False)
+        if not isinstance(always, bool):
+            raise ApiError(400, "always must be true or false")
         question_id = request.path_params["question_id"]
-        if not self._hub.answer(session_id, question_id, allow):
+        try:
+            answered = self._hub.answer(session_id, question_id, allow, always=always)
+        except WebError as exc:
+            raise ApiError(400, str(exc)) from None
+        if not answered:
             raise ApiError(404, f"no open question {question_id} in session {session_id}")
         return JSONResponse({"answered": True})
 

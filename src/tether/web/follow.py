@@ -6,22 +6,25 @@ It yields **batches** of events in seq order, each batch starting right after
 the last one yielded:
 
 * a session **live in this process** is read from its in-memory log: the
-  follower's waiter is registered on ``session/event`` before the log is read,
+  follower is subscribed to the session's wake-ups before the log is read,
   and every wake-up reads the log from the follower's cursor, so an event
   appended between the subscription and the first read is neither lost nor
-  sent twice (the log, not the notification, carries the events);
+  sent twice (the log, not the wake-up, carries the events);
 * a session **stored, and live nowhere**, is read from storage; the follower
   then waits: if the session goes live in this process (a prompt resumes it),
   its new events follow from the cursor;
-* a session **live in another process** (its lease is held elsewhere) is read
-  from storage, and the iteration ends there. A view reconnects later with
-  the last seq it saw (the event stream tells browsers to). This is the seam
-  for a cross-process follow from persistence: when persistence offers
-  ``follow(session_id, after_seq)`` (a doorbell such as PostgreSQL NOTIFY),
-  this branch delegates to it instead of ending.
+* a session **live in another process** (its lease is held elsewhere, on this
+  host or, on PostgreSQL, on another one) is read from storage, then
+  followed there: :meth:`Persistence.follow
+  <tether.persist.service.Persistence.follow>` reads by seq from the cursor
+  each time the backend's doorbell rings (or its poll comes round), and the
+  stored records are decoded by the same registry a load decodes them by, so
+  a view gets the same event values as from a live session. Should the
+  session then go live in this process, the follower goes on from its
+  in-memory log, at the same cursor.
 
-Waking is cheap and shared: one ``session/event`` listener for every
-follower; each follower is one :class:`asyncio.Event` and a cursor. A view
+Waking is shared: the followers of a session subscribe to one
+:class:`~tether.persist.follow.Doorbell` rung by ``session/event``. A view
 that also shows state kept outside the log (the web app's permission
 questions) is woken for it by :meth:`Follows.nudge`: the follower then yields
 an **empty** batch, and the view reads that state again.
@@ -32,6 +35,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING
+
+from tether.persist.follow import Doorbell
+from tether.session.registry import DEFAULT_REGISTRY
 
 if TYPE_CHECKING:
     from tether.persist.service import Persistence
@@ -45,22 +51,23 @@ class Follows:
     def __init__(self, store: SessionStore, persistence: Persistence | None) -> None:
         self._store = store
         self._persistence = persistence
-        self._waiters: dict[str, set[_Follower]] = {}
+        self._bell = Doorbell()
+        self._nudges: dict[str, int] = {}
+        """Per session followed: how many nudges it had (a follower yields on a change)."""
 
     def on_session_event(self, session: Session, event: Event) -> None:
         """``session/event``: wake every follower of ``session``."""
-        for follower in self._waiters.get(session.id, ()):
-            follower.wake.set()
+        self._bell.ring(session.id)
 
     def nudge(self, session_id: str) -> None:
         """Have every follower of ``session_id`` yield an empty batch (see the module docs)."""
-        for follower in self._waiters.get(session_id, ()):
-            follower.nudged = True
-            follower.wake.set()
+        if session_id in self._nudges:
+            self._nudges[session_id] += 1
+            self._bell.ring(session_id)
 
     def followers(self, session_id: str) -> int:
         """How many followers ``session_id`` has now."""
-        return len(self._waiters.get(session_id, ()))
+        return self._bell.subscribers(session_id)
 
     async def follow(
         self, session_id: str, after_seq: int = -1, *, batch_window: float = 0.0
@@ -71,69 +78,92 @@ class Follows:
         many seconds of its first event (a streamed answer's chunks come one by
         one: each follower then wakes and writes once per window, not per chunk).
 
-        The iteration ends only for a session live in another process (see the
-        module docs); otherwise it runs until the consumer stops it (closes the
-        generator or is cancelled), which removes the follower at once.
+        The iteration runs until the consumer stops it (closes the generator or
+        is cancelled), which removes the follower at once (and stops its read
+        of another process's session).
 
         Raises:
             SessionNotFoundError: the session is neither live here nor stored.
             InvalidSessionIdError: ``session_id`` is not a session id.
             CorruptLogError, SessionError: the stored log cannot be read.
         """
-        follower = _Follower()
-        wake = follower.wake
-        waiters = self._waiters.setdefault(session_id, set())
-        waiters.add(follower)
-        try:
-            cursor = after_seq
-            if self._store.get(session_id) is None:
-                stored = await self._read_stored(session_id)
+        self._nudges.setdefault(session_id, 0)
+        stored: list[Event] = []
+        reader: asyncio.Task[None] | None = None
+        with self._bell.subscribe(session_id) as wake:
+            nudges = self._nudges[session_id]
+            try:
+                cursor = after_seq
+                batch: Sequence[Event]
                 if self._store.get(session_id) is None:
-                    batch = stored.events[cursor + 1 :]
-                    if batch:
-                        cursor = batch[-1].seq
-                        yield batch
-                    if await self._live_elsewhere(session_id):
-                        return
-            while True:
-                wake.clear()
-                if follower.nudged:
-                    follower.nudged = False
-                    yield ()
-                session = self._store.get(session_id)
-                if session is not None:
-                    batch = session.events[cursor + 1 :]
+                    persistence = self._stored_in(session_id)
+                    loaded = await persistence.load(session_id)
+                    if self._store.get(session_id) is None:
+                        batch = loaded.events[cursor + 1 :]
+                        if batch:
+                            cursor = batch[-1].seq
+                            yield batch
+                        if await persistence.holder(session_id) is not None:
+                            reader = asyncio.get_running_loop().create_task(
+                                _read_stored(persistence, session_id, cursor, stored, wake),
+                                name=f"web-follow:{session_id}",
+                            )
+                while True:
+                    wake.clear()
+                    if nudges != self._nudges[session_id]:
+                        nudges = self._nudges[session_id]
+                        yield ()
+                    session = self._store.get(session_id)
+                    if session is not None:
+                        batch = session.events[cursor + 1 :]
+                        if reader is not None:  # live here now: storage lags behind
+                            await _stop(reader)
+                            reader = None
+                    else:
+                        batch = [event for event in stored if event.seq > cursor]
+                        stored.clear()
+                        if reader is not None and reader.done():
+                            reader.result()  # its failure is the follower's
                     if batch:
                         cursor = batch[-1].seq
                         yield batch
                         continue
-                await wake.wait()
-                if batch_window and not follower.nudged:
-                    await asyncio.sleep(batch_window)
-        finally:
-            waiters.discard(follower)
-            if not waiters and self._waiters.get(session_id) is waiters:
-                del self._waiters[session_id]
+                    await wake.wait()
+                    if batch_window and nudges == self._nudges[session_id]:
+                        await asyncio.sleep(batch_window)
+            finally:
+                if reader is not None:
+                    await _stop(reader)
+                if self._bell.subscribers(session_id) == 1:  # this follower's own
+                    self._nudges.pop(session_id, None)
 
-    async def _read_stored(self, session_id: str) -> Session:
+    def _stored_in(self, session_id: str) -> Persistence:
         if self._persistence is None:
             from tether.persist.backends.errors import SessionNotFoundError
 
             raise SessionNotFoundError(session_id)
-        return await self._persistence.load(session_id)
-
-    async def _live_elsewhere(self, session_id: str) -> bool:
-        """Whether another process holds ``session_id``'s lease (it is not live here)."""
-        if self._persistence is None or self._store.get(session_id) is not None:
-            return False
-        return await self._persistence.holder(session_id) is not None
+        return self._persistence
 
 
-class _Follower:
-    """One follower: what wakes it, and whether a nudge did."""
+async def _stop(reader: asyncio.Task[None]) -> None:
+    """Cancel ``reader`` and wait until it is gone (a failure it had is the caller's
+    only if seen before)."""
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
 
-    __slots__ = ("nudged", "wake")
 
-    def __init__(self) -> None:
-        self.wake = asyncio.Event()
-        self.nudged = False
+async def _read_stored(
+    persistence: Persistence,
+    session_id: str,
+    after_seq: int,
+    into: list[Event],
+    wake: asyncio.Event,
+) -> None:
+    """Follow ``session_id`` in storage after ``after_seq``: each batch stored is
+    decoded into ``into`` and ``wake`` is set, until cancelled."""
+    try:
+        async for batch in persistence.follow(session_id, after_seq):
+            into.extend(DEFAULT_REGISTRY.decode_stored(batch))
+            wake.set()
+    finally:
+        wake.set()  # a failure (or the end) is seen by the follower

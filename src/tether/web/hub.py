@@ -13,18 +13,28 @@ nothing: the session and its turn go on.
 
 **One live owner.** A session is prompted where it is live. One live in this
 process is prompted here; one whose lease another process holds is refused
-with :class:`LiveElsewhereError` naming the holder; one live nowhere is
-resumed here first.
+with :class:`LiveElsewhereError` naming the holder (its host on PostgreSQL,
+its pid otherwise); one live nowhere is resumed here first.
 
 **The one stop.** :meth:`WebHub.cancel` calls ``agent.cancel(user)`` once per
 stop: while that stop is settling (until the agent is idle again), further
 calls return ``False`` and do nothing, so a hundred clicks are one cancel.
+A session live on another host (PostgreSQL) is stopped there:
+:meth:`WebHub.cancel_elsewhere` sends the cross-host cancel
+(:meth:`Cluster.cancel <tether.persist.cluster.Cluster.cancel>`), which the
+holder's ``cluster`` plugin turns into ``agent.cancel(user)``; for
+:data:`CANCEL_SETTLE` seconds after one is sent from here, further calls send
+nothing (a hundred clicks are one cancel there too).
 
 **Permission questions.** The hub applies the session's mode before every tool
 call of an agent in this process (its own mode, or its nearest ancestor's
 for a child agent), and answers ``permission/request`` by putting the question
 to the page: it waits until someone answers in a tab, the call is cancelled
 (a rejection, withdrawn), or ``permission_timeout`` passes (a rejection).
+"Always allow" is logged in the governing session as ``permission/granted``
+(:func:`tether.tools.permission.grant`), as the ACP bridge logs it: the
+tool's later calls in that session (for an edit, every later edit) run
+without asking, after a resume too.
 
 **Background tasks** are shown and killed only for the session that owns
 them, through the bash tools' owner fence
@@ -41,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +62,8 @@ from msgspec import Meta
 from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
+from tether.persist.backends.lease import Holder
+from tether.persist.cluster import CLUSTER, SessionNotLiveError
 from tether.persist.service import PERSISTENCE
 from tether.plugins.tool_bash import may_touch
 from tether.plugins.tool_subagent import PARENT
@@ -60,7 +73,16 @@ from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged, Se
 from tether.session.store import SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
-from tether.tools.permission import PERMISSION_REQUEST, Mode, PermissionDecision, approve
+from tether.tools.permission import (
+    EDITS,
+    PERMISSION_REQUEST,
+    Mode,
+    PermissionDecision,
+    approve,
+    grant,
+    granted,
+    remembered_as,
+)
 from tether.web.follow import Follows
 
 if TYPE_CHECKING:
@@ -75,6 +97,9 @@ inject = ("agents", "sessions")
 
 WEB = ServiceKey["WebHub"]("web")
 """``ctx.web``: the sessions the web app drives."""
+
+CANCEL_SETTLE = 2.0
+"""Seconds after a cross-host cancel of a session during which another one is not sent."""
 
 TAIL_CHARS = 4000
 """How much of a background task's latest output the page shows."""
@@ -101,9 +126,8 @@ class UnknownSessionError(WebError, LookupError):
 class LiveElsewhereError(WebError):
     """The session is live in another process: only that process may prompt it."""
 
-    def __init__(self, session_id: str, holder: int) -> None:
-        where = f"process {holder}" if holder else "another process"
-        super().__init__(f"session {session_id} is live in {where}")
+    def __init__(self, session_id: str, holder: Holder) -> None:
+        super().__init__(f"session {session_id} is live {holder.where}")
         self.holder = holder
 
 
@@ -132,6 +156,8 @@ class Question:
     title: str | None
     diffs: list[dict[str, object]]
     asked_at: float
+    always: str | None
+    """What "Always allow" would grant (the tool, or every edit); ``None``: not offered."""
     answer: asyncio.Future[PermissionDecision] = field(repr=False)
 
     def to_json(self) -> dict[str, object]:
@@ -145,6 +171,9 @@ class Question:
             "title": self.title,
             "diffs": self.diffs,
             "asked_at": self.asked_at,
+            "always": None
+            if self.always is None
+            else ("edits" if self.always == EDITS else "tool"),
         }
 
 
@@ -160,6 +189,7 @@ class WebHub:
         self._handles: dict[str, AgentHandle] = {}
         self._opening: dict[str, asyncio.Task[Agent]] = {}
         self._stopping: dict[str, asyncio.Task[None]] = {}
+        self._sent_cancels: dict[str, float] = {}
         self._questions: dict[str, Question] = {}
         self._ids = itertools.count(1)
         self._closing = False
@@ -195,8 +225,14 @@ class WebHub:
         """The questions open in ``session_id``'s page, oldest first."""
         return [q for q in self._questions.values() if q.session_id == session_id]
 
-    async def holder(self, session_id: str) -> int | None:
-        """The pid of another process that has ``session_id`` live, else ``None``."""
+    def here(self) -> Holder:
+        """This process as a holder (with its host id where hosts share sessions)."""
+        cluster = self._ctx.get(CLUSTER)
+        return Holder(os.getpid(), None if cluster is None else cluster.host_id)
+
+    async def holder(self, session_id: str) -> Holder | None:
+        """The other process (on PostgreSQL: on any host) that has ``session_id`` live,
+        else ``None``."""
         if self.live_agent(session_id) is not None or self._ctx.service(SESSIONS).get(session_id):
             return None
         persistence = self._ctx.get(PERSISTENCE)
@@ -298,6 +334,34 @@ class WebHub:
         stopping.add_done_callback(lambda _: self._stopping.pop(session_id, None))
         return True
 
+    async def cancel_elsewhere(self, session_id: str) -> Holder | None:
+        """Stop ``session_id``'s work on the host that has it live (cause ``user``): the
+        holder it was sent to, once per :data:`CANCEL_SETTLE` seconds (``None`` for a
+        repeat meanwhile, when nothing is sent). See the module docs.
+
+        Raises:
+            LiveElsewhereError: sessions are not shared between hosts here (no
+                ``cluster`` service), so the holder cannot be reached.
+            UnknownSessionError: no host has the session live.
+        """
+        holder = await self.holder(session_id)
+        if holder is None:
+            raise UnknownSessionError(session_id)
+        cluster = self._ctx.get(CLUSTER)
+        if cluster is None:
+            raise LiveElsewhereError(session_id, holder)
+        now = time.monotonic()
+        if now < self._sent_cancels.get(session_id, 0.0):
+            return None
+        self._sent_cancels = {s: t for s, t in self._sent_cancels.items() if t > now}
+        self._sent_cancels[session_id] = now + CANCEL_SETTLE
+        try:
+            await cluster.cancel(session_id)
+        except SessionNotLiveError:
+            del self._sent_cancels[session_id]
+            raise UnknownSessionError(session_id) from None
+        return holder
+
     # -- background tasks --------------------------------------------------------------
 
     def tasks(self, session_id: str) -> list[BashTask]:
@@ -350,11 +414,26 @@ class WebHub:
 
     # -- permission questions ------------------------------------------------------------
 
-    def answer(self, session_id: str, question_id: str, allow: bool) -> bool:
-        """Answer an open question of ``session_id``; ``False`` if it is no longer open."""
+    def answer(
+        self, session_id: str, question_id: str, allow: bool, *, always: bool = False
+    ) -> bool:
+        """Answer an open question of ``session_id``; ``False`` if it is no longer open.
+
+        ``always`` (with ``allow``) also grants what the question offers to always
+        allow, logged in ``session_id`` (see the module docs).
+
+        Raises:
+            WebError: ``always`` for a question that does not offer it.
+        """
         question = self._questions.get(question_id)
         if question is None or question.session_id != session_id or question.answer.done():
             return False
+        if always and allow:
+            governing = self.live_agent(session_id)
+            if question.always is None or governing is None:
+                raise WebError(f"question {question_id} cannot be always allowed")
+            grants = SessionSettings(governing.session.events).granted
+            grant(governing.session, grants, question.always)
         question.answer.set_result(PermissionDecision.ALLOW if allow else PermissionDecision.REJECT)
         return True
 
@@ -381,6 +460,9 @@ class WebHub:
         if governing is None:
             return None
         preview = await _preview_of(invocation)
+        grants = SessionSettings(governing.session.events).granted
+        if granted(grants, invocation.tool_name, preview):
+            return PermissionDecision.ALLOW
         question = Question(
             id=f"q{next(self._ids)}",
             session_id=governing.id,
@@ -396,6 +478,7 @@ class WebHub:
                 for d in preview.diffs
             ],
             asked_at=time.time(),
+            always=remembered_as(invocation.tool_name, preview),
             answer=asyncio.get_running_loop().create_future(),
         )
         self._questions[question.id] = question

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from tether.persist.backends.lease import Lease
+from tether.persist.backends.lease import Holder, Lease
 from tether.persist.backends.records import HeaderRecord
 from tether.session.stored import StoredEvent
 
@@ -68,7 +68,7 @@ class SessionSummary:
     ``parent``, for one). A session that cannot be read has ``error`` set, ``cwd`` and
     ``created_at`` as ``None`` where unknown, and a ``last_activity`` taken from
     storage metadata where the backend has it. ``holder`` names who has the
-    session live (``host:pid``) where the backend shares sessions between
+    session live (host and pid) where the backend shares sessions between
     hosts (PostgreSQL), else ``None``.
     """
 
@@ -80,7 +80,7 @@ class SessionSummary:
     title: str | None
     error: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict, hash=False)
-    holder: str | None = None
+    holder: Holder | None = None
 
     @classmethod
     def unreadable(cls, session_id: str, last_activity: float, error: str) -> SessionSummary:
@@ -206,11 +206,12 @@ class LogBackend(Protocol):
         """
         ...
 
-    def lease_holder(self, session_id: str) -> int | None:
-        """The pid of the running process that holds the session's lease, else ``None``.
+    def lease_holder(self, session_id: str) -> Holder | None:
+        """The running process that holds the session's lease, else ``None``.
 
-        Only reads (it works on read-only storage); ``0`` when the holder's
-        pid is unknown. This process counts when it holds the lease.
+        Only reads (it works on read-only storage); its pid is ``0`` when
+        unknown, its host is set where hosts share sessions. This process
+        counts when it holds the lease.
         """
         ...
 

@@ -51,7 +51,7 @@ from tether.persist.backends.errors import (
     UnsupportedFormatError,
 )
 from tether.persist.backends.jsonl_format import SessionFile, header_line
-from tether.persist.backends.lease import FileLease, lock_holder, process_alive
+from tether.persist.backends.lease import FileLease, Holder, lock_holder, process_alive
 from tether.persist.backends.lines import encode_lines
 from tether.persist.backends.records import (
     EventRecord,
@@ -221,10 +221,11 @@ class JsonlBackend:
         lock = self._dir / (validate_session_id(session_id) + _LOCK_SUFFIX)
         return FileLease.acquire(lock, session_id)
 
-    def lease_holder(self, session_id: str) -> int | None:
+    def lease_holder(self, session_id: str) -> Holder | None:
         """Who holds the ``flock`` on ``<id>.lock``; see :meth:`LogBackend.lease_holder`."""
         self._check_open()
-        return lock_holder(self._dir / (validate_session_id(session_id) + _LOCK_SUFFIX))
+        pid = lock_holder(self._dir / (validate_session_id(session_id) + _LOCK_SUFFIX))
+        return None if pid is None else Holder(pid)
 
     def check_writable(self) -> None:
         """Write, sync and remove a small file where session logs go.

@@ -25,10 +25,35 @@ import fcntl
 import os
 import threading
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from tether.persist.backends.errors import LogStoreError
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who has a session live: the process ``pid`` (``0`` when its pid is unknown)
+    and, where several hosts share the sessions (PostgreSQL), its ``host``."""
+
+    pid: int
+    host: str | None = None
+
+    def __str__(self) -> str:
+        """``host:pid`` where hosts share sessions, else the pid."""
+        return str(self.pid) if self.host is None else f"{self.host}:{self.pid}"
+
+    @property
+    def where(self) -> str:
+        """Where the session is live, for a message: ``on host H`` where hosts
+        share sessions, else ``in process N`` (or ``in another process``)."""
+        if self.host is not None:
+            return f"on host {self.host}"
+        return f"in process {self.pid}" if self.pid else "in another process"
+
+    def to_json(self) -> dict[str, object]:
+        return {"host": self.host, "pid": self.pid}
 
 
 class SessionLeasedError(LogStoreError):

@@ -67,7 +67,7 @@ from tether.persist.backends.errors import (
     StoreConflictError,
     UnsupportedFormatError,
 )
-from tether.persist.backends.lease import SessionLeasedError, SessionTakenOverError
+from tether.persist.backends.lease import Holder, SessionLeasedError, SessionTakenOverError
 from tether.persist.backends.lines import decode_lines, parse_lines
 from tether.persist.backends.records import (
     EventRecord,
@@ -491,19 +491,19 @@ class PostgresBackend:
     def list(self) -> builtins.list[SessionSummary]:
         """Summarise every session from its row, with the holder of a live lease.
 
-        See :meth:`LogBackend.list`; ``holder`` is ``host:pid`` of a session
-        live on some host.
+        See :meth:`LogBackend.list`; ``holder`` is the host and pid of a
+        session live on some host.
         """
 
         def read(cur: psycopg.Cursor[Any]) -> builtins.list[tuple[Any, ...]]:
             return cur.execute(
                 "SELECT s.id, s.header::text, s.turn_count, s.last_activity, s.title,"
-                " CASE WHEN l.expires_at > clock_timestamp() THEN l.host || ':' || l.pid END"
+                " CASE WHEN l.expires_at > clock_timestamp() THEN l.host END, l.pid"
                 " FROM sessions s LEFT JOIN leases l ON l.session_id = s.id"
             ).fetchall()
 
         summaries = []
-        for session_id, header_text, turn_count, last_activity, title, holder in self._run(read):
+        for session_id, header_text, turn_count, last_activity, title, host, pid in self._run(read):
             try:
                 header = parse_stored_header(session_id, header_text)
             except CorruptLogError as exc:
@@ -518,7 +518,7 @@ class PostgresBackend:
                     last_activity=last_activity,
                     title=title,
                     meta=header["meta"],
-                    holder=holder,
+                    holder=None if host is None else Holder(pid, host),
                 )
             )
         return newest_first(summaries)
@@ -584,10 +584,10 @@ class PostgresBackend:
             self._start_heartbeat()
         return _FencedLease(self, session_id, taken)
 
-    def lease_holder(self, session_id: str) -> int | None:
-        """The pid of a live lease's holder (on any host), else ``None``."""
+    def lease_holder(self, session_id: str) -> Holder | None:
+        """The host and pid of a live lease's holder (on any host), else ``None``."""
         info = self.lease_info(session_id)
-        return info.pid if info is not None and info.live else None
+        return Holder(info.pid, info.host) if info is not None and info.live else None
 
     def lease_info(self, session_id: str) -> LeaseInfo | None:
         """Who holds (or last held) the session's lease, ``None`` if no one does."""

@@ -42,7 +42,12 @@ from tether.persist.backends.errors import (
     SessionNotFoundError,
     UnsupportedFormatError,
 )
-from tether.persist.backends.lease import SessionLeasedError, process_alive, process_start
+from tether.persist.backends.lease import (
+    Holder,
+    SessionLeasedError,
+    process_alive,
+    process_start,
+)
 from tether.persist.backends.lines import decode_lines, encode_lines, parse_lines
 from tether.persist.backends.records import (
     HeaderRecord,
@@ -365,8 +370,8 @@ class SqliteBackend:
         self._unreleased.discard(session_id)
         return _RowLease(self, session_id, pid, started)
 
-    def lease_holder(self, session_id: str) -> int | None:
-        """The pid of a live ``leases`` row; see :meth:`LogBackend.lease_holder`."""
+    def lease_holder(self, session_id: str) -> Holder | None:
+        """The process of a live ``leases`` row; see :meth:`LogBackend.lease_holder`."""
         validate_session_id(session_id)
         try:
             with self._transaction(write=False) as conn:
@@ -380,7 +385,7 @@ class SqliteBackend:
             return None
         if row is None or not process_alive(row[0], row[1]):
             return None
-        return int(row[0])
+        return Holder(int(row[0]))
 
     def _drop_lease(self, session_id: str, pid: int, started: str) -> None:
         with self._transaction() as conn:

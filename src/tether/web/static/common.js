@@ -35,6 +35,13 @@ function el(tag, className, text) {
   return node;
 }
 
+function liveWhere(holder) {
+  // Where a session is live elsewhere: its host where hosts share sessions, else its process.
+  if (!holder) return "live elsewhere";
+  if (holder.host) return "live on host " + holder.host;
+  return holder.pid ? "live in process " + holder.pid : "live in another process";
+}
+
 function when(seconds) {
   if (!seconds) return "-";
   const date = new Date(seconds * 1000);

@@ -321,14 +321,22 @@ function renderQuestions(questions) {
     allow.type = reject.type = "button";
     allow.addEventListener("click", () => answer(q.id, true));
     reject.addEventListener("click", () => answer(q.id, false));
-    card.append(allow, reject);
+    card.append(allow);
+    if (q.always) {
+      const label = q.always === "edits" ? "Always allow edits in this session" : `Always allow ${q.tool} in this session`;
+      const always = el("button", "allow-always", label);
+      always.type = "button";
+      always.addEventListener("click", () => answer(q.id, true, true));
+      card.append(always);
+    }
+    card.append(reject);
     box.append(card);
   }
 }
 
-async function answer(questionId, allow) {
+async function answer(questionId, allow, always = false) {
   try {
-    await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/questions/${questionId}`, { allow });
+    await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/questions/${questionId}`, { allow, always });
   } catch (error) {
     showError(error.message);
   }
@@ -434,7 +442,7 @@ async function loadSession() {
       up.href = "/s/" + encodeURIComponent(info.parent);
       meta.append(up);
     }
-    if (info.live === "elsewhere") meta.append(el("span", "warn", "live in process " + info.holder));
+    if (info.live === "elsewhere") meta.append(el("span", "warn", liveWhere(info.holder)));
     const children = document.getElementById("children");
     children.replaceChildren();
     for (const child of info.children) {

@@ -37,7 +37,7 @@ function render(sessions) {
     );
     let live = "";
     if (session.live === "here") live = session.running ? "running" : "live";
-    else if (session.live === "elsewhere") live = "live in process " + session.holder;
+    else if (session.live === "elsewhere") live = liveWhere(session.holder);
     row.append(el("td", "live-cell " + (session.running ? "running" : ""), live));
     rows.append(row);
   }
