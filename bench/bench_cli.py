@@ -1,12 +1,15 @@
 """``tether run`` from spawn to answer, and its peak memory; prints its figures.
 
-Usage: python bench/bench_cli.py [--runs N] [--vs SRC]
+Usage: python bench/bench_cli.py [--runs N] [--vs SRC] [--tty]
 
 With ``--vs SRC`` (another tree's ``src``), it compares ``tether run hello``
 of this tree against that tree's instead: whole processes, interleaved
 (A B A B ...), the ratio taken pair by pair, both with their bytecode
-cached. ``bench/bench_instructions.py --vs SRC`` counts the instructions of
-the same command, which a shared machine's load does not move.
+cached. With ``--tty`` as well, each run has a pseudo-terminal for its
+stdin, stdout and stderr (as a person runs it: Markdown, colours, a
+spinner; ``NO_COLOR`` in the environment keeps it plain).
+``bench/bench_instructions.py --vs SRC`` counts the instructions of the same
+command, which a shared machine's load does not move.
 
 Targets (from the command-line contract): spawn -> answer printed <= 300 ms,
 peak RSS <= 90 MB, for the offline model and for the OpenAI-compatible
@@ -191,22 +194,38 @@ def fence_cost(runs: int) -> tuple[list[float], list[float]]:
     return plain, fenced
 
 
-def compare(src: Path, runs: int) -> None:
+def on_terminal_run(command: list[str], home: str) -> float:
+    """Seconds from spawn to exit of ``command run hello`` on a pseudo-terminal."""
+    from bench_instructions import on_terminal
+
+    env = {**child_env(home), "TERM": "xterm-256color"}
+    start = time.perf_counter()
+    on_terminal([*command, "run", "hello"], env)
+    return time.perf_counter() - start
+
+
+def compare(src: Path, runs: int, *, tty: bool = False) -> None:
     """``tether run hello`` of this tree against the tree at ``src``; prints the figures."""
     ours, theirs = tree_command(Path(__file__).resolve().parent.parent / "src"), tree_command(src)
     ratios, exits = [], {"this tree": [], str(src): []}
+
+    def timed(command: list[str], home: str) -> float:
+        return on_terminal_run(command, home) if tty else one_run("hello", home, command=command)[1]
+
     with tempfile.TemporaryDirectory() as home:
         for command in (ours, theirs):
-            one_run("hello", home, command=command)  # writes the bytecode cache
+            timed(command, home)  # writes the bytecode cache
         for _ in range(runs):
-            mine = one_run("hello", home, command=ours)[1]
-            other = one_run("hello", home, command=theirs)[1]
+            mine = timed(ours, home)
+            other = timed(theirs, home)
             exits["this tree"].append(mine)
             exits[str(src)].append(other)
             ratios.append(mine / other)
+        where = " on a terminal" if tty else ""
         for name, values in exits.items():
             print(
-                f"tether run 'hello', {name}: spawn -> exit median {ms(statistics.median(values))} "
+                f"tether run 'hello'{where}, {name}: spawn -> exit median "
+                f"{ms(statistics.median(values))} "
                 f"(range {ms(min(values))}-{ms(max(values))})"
             )
         print(
@@ -228,9 +247,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--vs", type=Path, help="compare with the tree whose src this is")
+    parser.add_argument("--tty", action="store_true", help="with --vs: run on a pseudo-terminal")
     args = parser.parse_args()
     if args.vs is not None:
-        compare(args.vs, args.runs)
+        compare(args.vs, args.runs, tty=args.tty)
         return
     print(
         f"reference: python -c 'import asyncio', spawn -> exit median {ms(baseline(args.runs))} "

@@ -34,7 +34,7 @@ def plain(raw: str) -> str:
 
 
 class Terminal:
-    """``tether [OPTIONS] chat [CHAT_OPTIONS]`` on a pseudo-terminal."""
+    """``tether [OPTIONS] chat [CHAT_OPTIONS]`` (or another ``command``) on a pseudo-terminal."""
 
     def __init__(
         self,
@@ -42,8 +42,9 @@ class Terminal:
         *chat_options: str,
         options: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        command: str = "chat",
     ) -> None:
-        argv = [sys.executable, "-m", "tether.cli.main", *options, "chat", *chat_options]
+        argv = [sys.executable, "-m", "tether.cli.main", *options, command, *chat_options]
         environment = {**env_for(home), "TERM": "xterm-256color", **(env or {})}
         self.started = time.monotonic()
         self.pid, self.fd = pty.fork()

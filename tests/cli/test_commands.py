@@ -139,7 +139,7 @@ def test_sessions_list_export_and_delete(tmp_path: Path) -> None:
     assert markdown.startswith(f"# Session {sid}") and "**You:** remember this" in markdown
     assert tether(tmp_path, "sessions", "delete", sid).returncode == 0
     gone = tether(tmp_path, "sessions", "show", sid)
-    assert gone.returncode == 1 and sid in gone.stderr
+    assert gone.returncode == 2 and sid in gone.stderr  # no such session: a bad argument
 
 
 def test_config_show_prints_rows_with_effective_config(tmp_path: Path) -> None:

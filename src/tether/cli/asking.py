@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import TextIO
 
 from tether.agent import Agent
+from tether.cli.render import call_line
 from tether.runtime import Veto
 from tether.tools.execute import ToolInvocation
 
@@ -88,16 +89,7 @@ class TerminalAsker:
 
 async def describe(invocation: ToolInvocation) -> str:
     """What the question shows of a call: its tool and target, and an edit's diff."""
-    arguments = invocation.args
-    target = next(
-        (
-            str(arguments[key])
-            for key in ("command", "path", "pattern", "prompt")
-            if isinstance(arguments.get(key), str)
-        ),
-        "",
-    )
-    lines = [f"\n[ask] {invocation.tool_name} {target}".rstrip()]
+    lines = [f"\n[ask] {call_line(invocation.tool_name, invocation.args)}"]
     try:
         preview = await invocation.preview()
     except Exception:

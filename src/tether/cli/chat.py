@@ -47,6 +47,7 @@ from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import data_dir_of, open_for, start
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
+from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView, meter_for
@@ -58,10 +59,8 @@ if TYPE_CHECKING:
     from tether.llm.metering import UsageMeter
 
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 RUNNING_KEYS = "Enter: queue · Ctrl-S: steer · Ctrl-C: cancel"
 IDLE_KEYS = "Alt-Enter: new line · Tab: complete · /help · Ctrl-D: leave"
-ECHO_LINES = 3
 PLAIN_READ_LIMIT = 1 << 30
 """The stream reader's buffer limit: far above any line a person pastes."""
 
@@ -198,8 +197,7 @@ class _Chat:
         if self._status is None:
             return keys
         text, since = self._status
-        frame = SPINNER[int((time.monotonic() - since) * 10) % len(SPINNER)]
-        return f"{frame} {text} · {keys}"
+        return f"{frame(since)} {text} · {keys}"
 
     def _set_status(self, text: str | None) -> None:
         self._status = None if text is None else (text, time.monotonic())
@@ -214,6 +212,8 @@ class _Chat:
         until input ends; the exit status a signal asked for, and why the last turn is
         not on disk (or ``None``)."""
         agent = self.agent
+        if self._args.resume or self._args.continue_:
+            self.view.replay(agent.session)
         self.surface.line(f"session {agent.id} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
         agent.ctx.on(AGENT_STATUS, self._on_status)
@@ -262,14 +262,7 @@ class _Chat:
         """On the editor, the entry stays in the scrollback (folded when long)."""
         if not self.terminal:
             return
-        lines = text.splitlines()
-        mark = "»" if steer else ">"
-        self.surface.line(f"{mark} {lines[0]}", "user")
-        for line in lines[1:ECHO_LINES]:
-            self.surface.line(f"  {line}", "user")
-        if len(lines) > ECHO_LINES:
-            more = len(lines) - ECHO_LINES
-            self.surface.line(f"  … {more:,} more lines ({len(text):,} characters)", "dim")
+        self.view.prompt(text, steer=steer)
 
     def _on_status(self, _agent: object, status: AgentStatus) -> None:
         if status is AgentStatus.IDLE:

@@ -1,10 +1,17 @@
-"""Rendering a session log for people: a plain transcript, or Markdown."""
+"""Rendering a session log for people: a plain transcript, or Markdown.
+
+What a tool call is shown as — its tool and its target (the command, the
+file, the pattern …), then its other arguments — is :func:`call_line`, the
+same here, in the live work view (:mod:`tether.cli.work`) and in ask mode's
+question (:mod:`tether.cli.asking`).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
 
+from tether.cli.failures import model_failure
 from tether.session import Event, Session
 from tether.session.compaction import COMPACTED_TYPE, compaction_notice
 
@@ -24,6 +31,47 @@ def _calls(content: object) -> list[Mapping[str, object]]:
     if not isinstance(content, tuple | list):
         return []
     return [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_call"]
+
+
+MAX_LINE = 240
+"""Characters of one shown line (the rest is cut, with ``…``)."""
+
+TARGETS = ("command", "path", "pattern", "description", "task_id", "prompt", "url", "query")
+"""The arguments that name what a call acts on, the first one a call has winning."""
+
+UNSHOWN = {"edit": ("old_string", "new_string", "edits"), "write": ("content",)}
+"""Arguments a call line leaves out: they are shown as a diff instead."""
+
+
+def clipped(text: str, limit: int = MAX_LINE) -> str:
+    """The first line of ``text``, cut to ``limit`` characters; ``…`` when anything is cut."""
+    first = text.splitlines()[0] if text else ""
+    if len(first) > limit or first != text:
+        return first[:limit] + "…"
+    return first
+
+
+def call_target(arguments: Mapping[str, object]) -> str:
+    """What a call acts on: the first of its :data:`TARGETS` arguments it has ("" if none)."""
+    return next((str(arguments[k]) for k in TARGETS if isinstance(arguments.get(k), str)), "")
+
+
+def call_line(name: str, arguments: object) -> str:
+    """A tool call on one line: ``bash ls -la``, then its other arguments as compact JSON
+    (``read notes.txt {"offset": 10}``); an edit's or a write's text is left out."""
+    args = _plain(arguments)
+    args = args if isinstance(args, dict) else {}
+    target = call_target(args)
+    unshown = UNSHOWN.get(name, ())
+    rest = {
+        k: v
+        for k, v in args.items()
+        if k not in unshown and not (k in TARGETS and isinstance(v, str) and str(v) == target)
+    }
+    shown = f"{name} {clipped(target)}"
+    if rest:
+        shown += " " + clipped(json.dumps(rest, ensure_ascii=False, default=str))
+    return shown.rstrip()
 
 
 def _plain(value: object) -> object:
@@ -75,8 +123,7 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
         if text:
             yield f"**Assistant{marker}:** {text}" if markdown else f"assistant{marker}: {text}"
         for call in _calls(data.get("content")):
-            arguments = json.dumps(_plain(call.get("arguments")), ensure_ascii=False)
-            line = f"tool call {call.get('name')} {arguments}"
+            line = call_line(str(call.get("name")), call.get("arguments"))
             yield f"- `{line}`" if markdown else f"  → {line}"
     elif kind == "tool/result":
         status = "error" if data.get("is_error") else "result"
@@ -100,11 +147,30 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             for line in summary.splitlines() or [""]:
                 yield f"    {line}"
     elif kind == "turn/end":
-        reason = _plain(data.get("reason"))
-        if isinstance(reason, dict) and reason.get("kind") != "completed":
-            detail = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "kind")
-            note = f"(turn ended: {reason.get('kind')}{': ' + detail if detail else ''})"
-            yield f"_{note}_" if markdown else note
+        outcome = turn_outcome(data.get("reason"))
+        if outcome is not None:
+            yield f"_({outcome})_" if markdown else f"({outcome})"
+
+
+def turn_outcome(reason: object) -> str | None:
+    """How a turn ended, in one line, when it did not complete (``None`` when it did),
+    from its ``turn/end`` reason: ``error: …`` saying what failed and what to do,
+    ``cancelled by user``, ``refused: …``, or ``turn ended: KIND``."""
+    plain = _plain(reason)
+    if not isinstance(plain, dict):
+        return None
+    kind = plain.get("kind")
+    if kind == "completed":
+        return None
+    if kind == "error":
+        code = plain.get("code")
+        failure = model_failure(str(plain.get("error")), code if isinstance(code, str) else None)
+        return f"error: {failure}"
+    if kind == "aborted":
+        return f"cancelled by {plain.get('cause')}"
+    if kind == "blocked":
+        return "refused: a hook or the provider would not let the turn go on"
+    return f"turn ended: {kind}"
 
 
 def stop_lines(data: Mapping[str, object]) -> list[str]:

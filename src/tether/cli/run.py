@@ -4,7 +4,11 @@ The assistant's text goes to stdout; tool activity and the session id go to
 stderr. On a terminal the text streams as it arrives; when stdout is a pipe or
 a file (a script reads it), the answer is held and written once the turn is on
 disk, so a script that has the answer has a stored answer (``--stream`` streams
-it anyway, before it is stored).
+it anyway, before it is stored). When both stdout and stderr are terminals
+that take colours (:func:`~tether.cli.terminal.colours_wanted`), the answer is
+rendered as Markdown and the work coloured (:class:`~tether.cli.surface.RichSurface`,
+rich imported then and only then), and a spinner on stderr says what is awaited
+(:class:`~tether.cli.spinner.Spinner`); otherwise everything is plain text.
 
 Exit status: 0 when the turn completed, 130 when it was cancelled (Ctrl-C),
 143 or 129 when SIGTERM or SIGHUP cancelled it, 1 otherwise, each with a
@@ -21,23 +25,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tether.agent import Agent, UserMessage
 from tether.cli.boot import UsageError, open_for, start
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
-from tether.cli.failures import describe, model_failure
+from tether.cli.failures import describe
 from tether.cli.output import EventLines, turn_result
-from tether.cli.surface import PlainSurface
-from tether.cli.terminal import is_terminal
+from tether.cli.render import turn_outcome
+from tether.cli.surface import PlainSurface, Surface
+from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView
 from tether.loop.environment import gathering_early
 from tether.session.store import SESSION_EVENT
+
+if TYPE_CHECKING:
+    from tether.cli.spinner import Spinner
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -50,20 +60,10 @@ def outcome(agent: Agent) -> tuple[int, str | None]:
         if event.type == "turn/end":
             reason = event.data["reason"]
             assert isinstance(reason, Mapping)
-            kind = reason.get("kind")
-            if kind == "completed":
+            said = turn_outcome(reason)
+            if said is None:
                 return EXIT_OK, None
-            if kind == "aborted":
-                return EXIT_CANCELLED, f"cancelled ({reason.get('cause')})"
-            if kind == "error":
-                code = reason.get("code")
-                failure = model_failure(
-                    str(reason.get("error")), code if isinstance(code, str) else None
-                )
-                return EXIT_FAILED, f"error: {failure}"
-            if kind == "blocked":
-                return EXIT_FAILED, "refused: a hook or the provider would not let the turn go on"
-            return EXIT_FAILED, f"turn ended: {kind}"
+            return EXIT_CANCELLED if reason.get("kind") == "aborted" else EXIT_FAILED, said
     return EXIT_CANCELLED, "cancelled before the turn started"
 
 
@@ -112,11 +112,11 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         print(f"session {agent.id}", file=sys.stderr)
         first_seq = len(agent.session.events)
         text_out = args.output_format == "text"
-        hold = not args.stream and not is_terminal(sys.stdout)
-        printer = PlainSurface(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold)
+        printer, spinner = _printer_for(args)
         view = WorkView(
             printer,
             thinking=args.show_thinking,
+            status=spinner,
             summary=False,  # said last, with the exit status
             whole_output=f"tether sessions show {agent.id} prints them all",
         )
@@ -131,14 +131,16 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
         try:
-            with Terminations(agent) as terminations:
-                agent.followup(UserMessage.text(task))
-                await agent.when_idle()
-                unstored = await acknowledge(agent)
+            async with _on_terminal(spinner):
+                with Terminations(agent) as terminations:
+                    agent.followup(UserMessage.text(task))
+                    await agent.when_idle()
+                    unstored = await acknowledge(agent)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_block()
-        printer.release()  # the turn is on disk (or ``unstored`` says why not)
+        if isinstance(printer, PlainSurface):
+            printer.release()  # the turn is on disk (or ``unstored`` says why not)
         status, reason = _verdict(agent, printer, terminations)
         if not text_out:
             status, reason = _write_result(
@@ -177,7 +179,7 @@ def _write_result(
 class _Interrupts:
     """Ctrl-C: the first cancels the turn cleanly, a second exits at once."""
 
-    def __init__(self, agent: Agent, printer: PlainSurface) -> None:
+    def __init__(self, agent: Agent, printer: Surface) -> None:
         self._agent = agent
         self._printer = printer
         self._count = 0
@@ -187,7 +189,10 @@ class _Interrupts:
         if self._count > 1:
             self._printer.end_block()
             os._exit(EXIT_CANCELLED)
-        print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
+        if isinstance(self._printer, PlainSurface):
+            print("\ncancelling (Ctrl-C again to exit now)", file=sys.stderr)
+        else:
+            self._printer.line("cancelling (Ctrl-C again to exit now)", "notice")
         self._agent.cancel()
 
 
@@ -198,9 +203,34 @@ class _Discard(io.StringIO):
         return len(text)
 
 
-def _verdict(
-    agent: Agent, printer: PlainSurface, terminations: Terminations
-) -> tuple[int, str | None]:
+def _printer_for(args: argparse.Namespace) -> tuple[Surface, Spinner | None]:
+    """Where the work is shown, and the spinner saying what is awaited (if any)."""
+    text_out = args.output_format == "text"
+    if text_out and colours_wanted(sys.stdout) and colours_wanted(sys.stderr):
+        from tether.cli.spinner import Spinner
+        from tether.cli.surface import RichSurface
+
+        spinner = Spinner(sys.stderr)
+        return RichSurface(sys.stdout, sys.stderr, before_write=spinner.hide), spinner
+    hold = not args.stream and not is_terminal(sys.stdout)
+    return PlainSurface(sys.stdout if text_out else _Discard(), sys.stderr, hold=hold), None
+
+
+@contextlib.asynccontextmanager
+async def _on_terminal(spinner: Spinner | None) -> AsyncIterator[None]:
+    """While the turn runs on a terminal: the spinner drawn, and rich imported in a
+    worker thread meanwhile (awaited on leaving). Nothing without a spinner."""
+    if spinner is None:
+        yield
+        return
+    from tether.cli.surface import preload_rich
+
+    async with spinner.running(), asyncio.TaskGroup() as tasks:
+        tasks.create_task(asyncio.to_thread(preload_rich), name="preload-rich")
+        yield
+
+
+def _verdict(agent: Agent, printer: Surface, terminations: Terminations) -> tuple[int, str | None]:
     """The exit status and one-line reason of the turn that ran."""
     if printer.output_error is not None:
         return EXIT_FAILED, f"the answer could not be written: {describe(printer.output_error)}"

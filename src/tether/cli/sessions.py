@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tether.cli.boot import PERSISTENCE_ROW, row_problem, start
+from tether.cli.boot import PERSISTENCE_ROW, resolve_session, row_problem, start
 from tether.cli.render import transcript
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+NAMING_COMMANDS = frozenset({"show", "export", "tail", "cancel", "delete"})
+"""The subcommands that name a stored session: its id, or a unique prefix of one."""
 
 
 def _when(timestamp: float | None) -> str:
@@ -180,24 +183,41 @@ async def _cancel(cluster: Cluster | None, session_id: str) -> int:
     return EXIT_OK
 
 
-async def _tail(persistence: Persistence, session_id: str, after: int) -> None:
+async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
     """Print the session's events after ``after`` as JSON lines, then each new one as
-    it is stored (on any host), until SIGINT or SIGTERM."""
+    it is stored (on any host), until SIGINT or SIGTERM; the exit status, 128 + the
+    signal's number.
+
+    Raises:
+        LogStoreError: the log was deleted or damaged while followed.
+    """
     import asyncio
     import signal
 
+    from tether.persist.backends.errors import LogStoreError
     from tether.persist.backends.records import encode_json
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    stopped_by: list[int] = []
+
+    def stopping_on(signum: int) -> None:
+        stopped_by.append(signum)
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, stopping_on, signum)
+
+    failed: list[LogStoreError] = []
 
     async def follow() -> None:
-        async for batch in persistence.follow(session_id, after):
-            for event in batch:
-                print(encode_json(event.to_record()))
-            sys.stdout.flush()
+        try:
+            async for batch in persistence.follow(session_id, after):
+                for event in batch:
+                    print(encode_json(event.to_record()))
+                sys.stdout.flush()
+        except LogStoreError as exc:  # deleted or damaged meanwhile: said as one line
+            failed.append(exc)
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -210,6 +230,9 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> None:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+    if failed:
+        raise failed[0]
+    return 128 + stopped_by[0] if stopped_by else EXIT_OK
 
 
 async def sessions(args: argparse.Namespace) -> int:
@@ -226,12 +249,15 @@ async def sessions(args: argparse.Namespace) -> int:
             print(f"tether: stored sessions cannot be read ({reason})", file=sys.stderr)
             return EXIT_FAILED
         try:
+            if args.sessions_command in NAMING_COMMANDS:
+                # A session no stored one matches is a bad argument (exit 2).
+                args.id = await resolve_session(tether, args.id, cwd=os.getcwd())
             if args.sessions_command == "list":
                 await _print_list(
                     persistence, args, shared=tether.runtime.ctx.get(CLUSTER) is not None
                 )
             elif args.sessions_command == "tail":
-                await _tail(persistence, args.id, args.after)
+                return await _tail(persistence, args.id, args.after)
             elif args.sessions_command == "cancel":
                 return await _cancel(tether.runtime.ctx.get(CLUSTER), args.id)
             elif args.sessions_command == "import":

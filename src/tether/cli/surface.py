@@ -121,8 +121,19 @@ class PlainSurface:
             self._write(stream, "\n")
 
 
+def preload_rich() -> None:
+    """Import what :class:`RichSurface` renders with. ``tether run`` calls it in a
+    worker thread as the turn starts, so the import overlaps the wait for the
+    model's first token instead of delaying the answer."""
+    import rich.console
+    import rich.markdown
+    import rich.text  # noqa: F401
+
+
 class RichSurface:
-    """Markdown and colours, through one rich ``Console`` writing to ``out``."""
+    """Markdown and colours, through one rich ``Console``: the answer on ``out``, the
+    reasoning and whole lines on ``err`` (by default ``out`` too; both are terminals).
+    ``before_write`` is called before each write (a status drawn in place steps aside)."""
 
     STYLES: ClassVar[dict[str, str]] = {
         "": "",
@@ -136,8 +147,16 @@ class RichSurface:
         "user": "bold",
     }
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        err: TextIO | None = None,
+        *,
+        before_write: Callable[[], None] | None = None,
+    ) -> None:
         self._out = out
+        self._err = err or out
+        self._before_write = before_write
         self._console: Console | None = None
         self._markdown = MarkdownLines(self._block, self._code, lambda: self.console.width - 4)
         self._thinking: list[str] = []
@@ -154,8 +173,9 @@ class RichSurface:
             )
         return self._console
 
-    def _print(self, renderable: object) -> None:
-        """Render, then write without the padding rich adds to the right and below."""
+    def _print(self, renderable: object, stream: TextIO | None = None) -> None:
+        """Render, then write (to ``out``, or ``stream``) without the padding rich adds to
+        the right and below."""
         if self.output_error is not None:
             return
         with self.console.capture() as captured:
@@ -165,14 +185,17 @@ class RichSurface:
             lines.pop()
         while lines and not lines[0]:
             lines.pop(0)
-        self._write("\n".join(lines) + "\n")
+        self._write("\n".join(lines) + "\n", stream)
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, stream: TextIO | None = None) -> None:
         if self.output_error is not None:
             return
+        if self._before_write is not None:
+            self._before_write()
+        target = stream or self._out
         try:
-            self._out.write(text)
-            self._out.flush()
+            target.write(text)
+            target.flush()
         except OSError as exc:
             self.output_error = exc
 
@@ -204,7 +227,7 @@ class RichSurface:
     def _thinking_line(self, text: str) -> None:
         from rich.text import Text
 
-        self._print(Text(text, style="dim italic"))
+        self._print(Text(text, style="dim italic"), self._err)
 
     def _end_thinking(self) -> None:
         held, self._thinking = "".join(self._thinking), []
@@ -215,7 +238,7 @@ class RichSurface:
         from rich.text import Text
 
         self.end_block()
-        self._print(Text(text, style=self.STYLES[style]))
+        self._print(Text(text, style=self.STYLES[style]), self._err)
 
     def end_block(self) -> None:
         self._end_thinking()

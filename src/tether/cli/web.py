@@ -15,7 +15,8 @@ two never wait on each other's modules.
 Ctrl-C, SIGTERM or SIGHUP: uvicorn stops taking requests and closes the
 streams (within :data:`GRACE` seconds; a second Ctrl-C at once), then tether
 stops — every session the web app opened is disposed, its closing events on
-disk — and the process exits 0 (Ctrl-C) or 128 + the signal's number.
+disk — and the process exits 128 + the number of the signal that stopped it
+(130 for Ctrl-C, 143 for SIGTERM), as every command stopped by one does.
 """
 
 from __future__ import annotations
@@ -146,8 +147,7 @@ async def serve(args: argparse.Namespace) -> int:
         finally:
             for signum in (signal.SIGINT, *TERMINATING):
                 loop.remove_signal_handler(signum)
-        terminated = [signum for signum in stopped_by if signum != signal.SIGINT]
-        return 128 + terminated[0] if terminated else 0
+        return 128 + stopped_by[0] if stopped_by else 0
     finally:
         listener.close()
         await tether.stop()

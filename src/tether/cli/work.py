@@ -18,19 +18,21 @@
   provider reported usage (these two, the turn's summary, are left out with
   ``summary`` off: ``tether run`` says how the turn ended itself, last, and
   its JSON result carries the usage);
+* the person's prompts, through :meth:`WorkView.prompt` (folded when long);
 * transient status through ``status``: ``waiting for the model`` until the
   first token, ``retrying in 2 s: 529 overloaded (2/4)`` between attempts
   (without a status line, a retry is said as a line).
+
+:meth:`WorkView.replay` shows the last turns of a stored log the same way
+(``chat --resume``): one renderer for the work as it happens and as it was.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tether.cli.failures import model_failure
-from tether.cli.render import stop_lines
+from tether.cli.render import call_line, clipped, stop_lines, text_of, turn_outcome
 from tether.cli.surface import Status, Style, Surface
 from tether.frozen import thaw
 from tether.session.attempts import RETRY_TYPE, retry_notice
@@ -46,12 +48,12 @@ FOLD_ABOVE = 8
 """An output of more lines than this is folded."""
 FOLD_HEAD = 3
 FOLD_TAIL = 3
-MAX_LINE = 240
-"""Characters of one output line shown (the rest is cut, with ``…``)."""
 MAX_DIFF_LINES = 40
 WAITING = "waiting for the model"
-
-_TARGETS = ("command", "path", "pattern", "description", "task_id", "prompt")
+ECHO_LINES = 3
+"""Lines of a prompt shown (the rest are counted)."""
+REPLAYED_TURNS = 3
+"""Turns a resumed chat shows before its prompt."""
 
 
 class WorkView:
@@ -144,14 +146,7 @@ class WorkView:
         name = str(data.get("name"))
         arguments = thaw(data.get("arguments"))
         args = arguments if isinstance(arguments, dict) else {}
-        target = next((str(args[k]) for k in _TARGETS if isinstance(args.get(k), str)), "")
-        rest = {k: v for k, v in args.items() if k not in _TARGETS or not isinstance(v, str)}
-        if name == "edit":
-            rest = {k: v for k, v in rest.items() if k not in ("old_string", "new_string", "edits")}
-        elif name == "write":
-            rest.pop("content", None)
-        extra = f" {_compact(rest)}" if rest else ""
-        self.surface.line(f"→ {name} {_cut(target)}{extra}".rstrip(), "tool")
+        self.surface.line(f"→ {call_line(name, args)}", "tool")
         for line, style in _call_diff(name, args):
             self.surface.line(line, style)
 
@@ -179,27 +174,24 @@ class WorkView:
             self._meter.advance(event)
 
     def _turn_end(self, data: Mapping[str, object]) -> None:
-        reason = thaw(data.get("reason"))
         if not self._summary:
             return
-        if isinstance(reason, dict):
-            self._say_outcome(reason)
+        self._say_outcome(data.get("reason"))
         usage = self.usage_line()
         if usage is not None:
             self.surface.line(usage, "dim")
 
-    def _say_outcome(self, reason: dict[str, object]) -> None:
-        kind = reason.get("kind")
+    def _say_outcome(self, reason: object) -> None:
+        outcome = turn_outcome(reason)
+        if outcome is None:
+            return
+        kind = reason.get("kind") if isinstance(reason, Mapping) else None
         if kind == "error":
-            code = reason.get("code")
-            failure = model_failure(
-                str(reason.get("error")), code if isinstance(code, str) else None
-            )
-            self.surface.line(f"error: {failure}", "error")
+            self.surface.line(outcome, "error")
         elif kind == "aborted":
-            self.surface.line(f"(turn stopped: cancelled by {reason.get('cause')})", "notice")
-        elif kind != "completed":
-            self.surface.line(f"(turn ended: {kind})", "notice")
+            self.surface.line(f"(turn stopped: {outcome})", "notice")
+        else:
+            self.surface.line(f"({outcome})", "notice")
 
     def usage_line(self) -> str | None:
         """The tokens (and cost) of the last turn, and the session's cost; ``None`` without
@@ -213,6 +205,70 @@ class WorkView:
             turn = cost[0] - (self._turn_cost_from or 0.0)
             spent += f" · {turn:.4f} {cost[1]} (session {cost[0]:.4f} {cost[1]})"
         return f"tokens: {spent}"
+
+    def prompt(self, text: str, *, steer: bool = False) -> None:
+        """The person's prompt (``»`` when it steers a running turn), its first
+        :data:`ECHO_LINES` lines and how many more there are."""
+        lines = text.splitlines() or [""]
+        self.surface.line(f"{'»' if steer else '>'} {lines[0]}", "user")
+        for line in lines[1:ECHO_LINES]:
+            self.surface.line(f"  {line}", "user")
+        if len(lines) > ECHO_LINES:
+            more = len(lines) - ECHO_LINES
+            self.surface.line(f"  … {more:,} more lines ({len(text):,} characters)", "dim")
+
+    def replay(self, session: Session, turns: int = REPLAYED_TURNS) -> None:
+        """Show the last ``turns`` turns of ``session``'s log as they were shown live —
+        the prompts, the answers, the tool calls and their folded output, how each
+        turn ended — after a line saying how many earlier turns are not shown.
+
+        The answer is the text of each stored ``assistant/message`` (what was
+        streamed is not needed); reasoning is shown when :attr:`thinking` is on.
+        Neither the status line nor the session's usage meter is touched, and a
+        turn's own usage line is not repeated: they are about what runs now.
+        """
+        events = session.events
+        starts = [i for i, event in enumerate(events) if event.type == "turn/start"]
+        if not starts:
+            return
+        shown = starts[-turns:] if turns > 0 else []
+        earlier = len(starts) - len(shown)
+        if earlier:
+            plural = "" if earlier == 1 else "s"
+            where = f"tether sessions show {session.header.id} prints them"
+            self.surface.line(f"… {earlier} earlier turn{plural} not shown ({where})", "dim")
+        if not shown:
+            return
+        kept = self._meter, self._status
+        self._meter, self._status = None, None
+        try:
+            for event in events[shown[0] :]:
+                self._replayed(session, event)
+        finally:
+            self._meter, self._status = kept
+        self.surface.end_block()
+
+    def _replayed(self, session: Session, event: Event) -> None:
+        data = event.data
+        if event.type == "assistant/chunk":
+            return
+        if event.type == "user/message":
+            self.prompt(text_of(data.get("content")))
+            return
+        if event.type == "assistant/message":
+            content = data.get("content")
+            for block in content if isinstance(content, tuple | list) and self.thinking else ():
+                if isinstance(block, Mapping) and block.get("type") == "reasoning":
+                    self.surface.thinking(str(block.get("text", "")))
+            text = text_of(content)
+            if text:
+                self.surface.answer(text)
+                self.surface.end_block()
+        elif event.type == "turn/end":
+            self.surface.end_block()
+            self._say_outcome(data.get("reason"))
+            return
+        self(session, event)
 
     # -- on request --------------------------------------------------------------
 
@@ -233,27 +289,16 @@ class WorkView:
         return f"#{index} {name}:\n{content}"
 
 
-def _cut(text: str, limit: int = MAX_LINE) -> str:
-    first = text.splitlines()[0] if text else ""
-    if len(first) > limit or first != text:
-        return first[:limit] + "…"
-    return first
-
-
-def _compact(value: object) -> str:
-    return _cut(json.dumps(value, ensure_ascii=False, default=str))
-
-
 def _folded(lines: list[str], whole: str) -> list[str]:
     """``lines`` cut to their head and tail when there are many; ``whole`` says where
     to see them all."""
     if len(lines) <= FOLD_ABOVE:
-        return [_cut(line) for line in lines]
+        return [clipped(line) for line in lines]
     hidden = len(lines) - FOLD_HEAD - FOLD_TAIL
     return [
-        *(_cut(line) for line in lines[:FOLD_HEAD]),
+        *(clipped(line) for line in lines[:FOLD_HEAD]),
         f"… {hidden} more lines ({whole})",
-        *(_cut(line) for line in lines[-FOLD_TAIL:]),
+        *(clipped(line) for line in lines[-FOLD_TAIL:]),
     ]
 
 
@@ -284,7 +329,7 @@ def _call_diff(name: str, args: Mapping[str, object]) -> list[tuple[str, Style]]
             if line.startswith(("---", "+++")):
                 continue
             style = _DIFF_STYLES.get(line[:1], "output")
-            shown.append((f"  {_cut(line)}", style))
+            shown.append((f"  {clipped(line)}", style))
     if len(shown) > MAX_DIFF_LINES:
         cut = len(shown) - MAX_DIFF_LINES
         shown = [*shown[:MAX_DIFF_LINES], (f"  … {cut} more lines", "dim")]

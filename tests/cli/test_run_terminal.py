@@ -1,0 +1,44 @@
+"""``tether run`` on a real pseudo-terminal: Markdown, colours, a spinner; plain with NO_COLOR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.terminal import CTRL_C, Terminal
+
+TASK = "hello **bold** and `code`"
+
+
+def test_run_on_a_terminal_renders_markdown_and_spins_while_waiting(tmp_path: Path) -> None:
+    run = Terminal(tmp_path, TASK, command="run")
+    try:
+        assert run.finish() == 0
+    finally:
+        run.close()
+    raw = "".join(run.raw)
+    assert "waiting for the model" in raw  # the spinner, before the first token
+    assert 'You said: "hello \x1b[1mbold\x1b[0m' in raw  # Markdown, rendered in colour
+    assert 'You said: "hello bold and code"' in run.output()
+
+
+def test_run_with_no_color_on_a_terminal_is_plain_text(tmp_path: Path) -> None:
+    run = Terminal(tmp_path, TASK, command="run", env={"NO_COLOR": "1"})
+    try:
+        assert run.finish() == 0
+    finally:
+        run.close()
+    raw = "".join(run.raw)
+    assert f'You said: "{TASK}"' in raw
+    assert "\x1b" not in raw and "waiting for the model" not in raw
+
+
+def test_ctrl_c_cancels_a_run_on_a_terminal_with_status_130(tmp_path: Path) -> None:
+    run = Terminal(tmp_path, "$ sleep 30", command="run")
+    try:
+        run.expect("→ bash sleep 30")
+        run.send(CTRL_C)
+        run.expect("cancelling (Ctrl-C again to exit now)")
+        assert run.finish() == 130
+    finally:
+        run.close()
+    assert "tether: cancelled by user" in run.output()
