@@ -263,8 +263,10 @@ class PostgresBackend:
         """Connect to ``url`` (a libpq URL or key=value string) and migrate ``schema``.
 
         ``host_id`` names this host in leases (default: the host name);
-        ``on_lease_lost(session_id, new_host)`` is called from the heartbeat
-        thread when a renewal finds a lease taken over.
+        ``on_lease_lost(session_id, new_host)`` is called, once per lease, from
+        the heartbeat or a writer thread when a renewal or a write finds a
+        lease taken over (it reports the takeover; without it, the backend
+        logs a warning).
 
         Raises:
             psycopg.OperationalError: the server cannot be reached.
@@ -414,7 +416,7 @@ class PostgresBackend:
             return group
         group.sort(key=lambda pending: pending.session_id)  # one lock order for all writers
         try:
-            with conn.pipeline(), conn.transaction():
+            with conn.transaction(), conn.pipeline():
                 for pending in group:
                     conn.execute(_APPEND_CALL, pending.params)
         except psycopg.OperationalError as exc:
@@ -722,8 +724,9 @@ class PostgresBackend:
             if token is None or token in self._lost_tokens:
                 return
             self._lost_tokens.add(token)
-        log.warning("session %s was taken over by host %s", session_id, host or "unknown")
-        if self._on_lease_lost is not None:
+        if self._on_lease_lost is None:
+            log.warning("session %s was taken over by host %s", session_id, host or "unknown")
+        else:  # which reports it
             self._on_lease_lost(session_id, host)
 
     def _start_heartbeat(self) -> None:
