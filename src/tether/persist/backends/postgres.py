@@ -285,6 +285,9 @@ class PostgresBackend:
         self._closed = False
         self._idle: list[psycopg.Connection[Any]] = []
         self._slots = threading.BoundedSemaphore(max(1, pool_size))
+        self._write_slots = threading.BoundedSemaphore(max(1, pool_size // 2))
+        """Writes use at most half the pool: reads keep the rest, and batches that
+        wait for a write connection are committed together (see :meth:`write`)."""
         self._queue: builtins.list[_Pending] = []
         """Batches waiting for a connection; the next writer to get one commits them together."""
         self._tokens: dict[str, int] = {}
@@ -384,13 +387,14 @@ class PostgresBackend:
         while not mine.done.is_set():
             group: builtins.list[_Pending] = []
             try:
-                with self._connection() as conn:
-                    with self._lock:
-                        group = self._queue[:_GROUP_MAX]
-                        del self._queue[:_GROUP_MAX]
-                    alone = self._commit_group(conn, group) if group else []
-                for pending in alone:
-                    self._commit_alone(pending, retried=pending.lost)
+                with self._write_slots:
+                    with self._connection() as conn:
+                        with self._lock:
+                            group = self._queue[:_GROUP_MAX]
+                            del self._queue[:_GROUP_MAX]
+                        alone = self._commit_group(conn, group) if group else []
+                    for pending in alone:
+                        self._commit_alone(pending, retried=pending.lost)
             except BaseException as exc:
                 for pending in group:
                     if not pending.done.is_set():
@@ -414,7 +418,8 @@ class PostgresBackend:
         """
         if len(group) == 1:
             return group
-        group.sort(key=lambda pending: pending.session_id)  # one lock order for all writers
+        # One lock order (code point order of the ids) for every group and renewal.
+        group.sort(key=lambda pending: pending.session_id)
         try:
             with conn.transaction(), conn.pipeline():
                 for pending in group:
@@ -699,9 +704,13 @@ class PostgresBackend:
             return []
 
         def renew(cur: psycopg.Cursor[Any]) -> set[str]:
+            # The rows are locked in the order a group of writes locks them
+            # (by session id, code point order), so the two never deadlock.
             rows = cur.execute(
                 "UPDATE leases SET expires_at = clock_timestamp() + %s * interval '1 second'"
-                " WHERE (session_id, token) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
+                " WHERE session_id IN (SELECT session_id FROM leases"
+                "   WHERE (session_id, token) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
+                '   ORDER BY session_id COLLATE "C" FOR UPDATE)'
                 " RETURNING session_id",
                 (self._ttl, builtins.list(held), builtins.list(held.values())),
             ).fetchall()
