@@ -245,9 +245,10 @@ async def _stop_in_log(persistence: Persistence, session_id: str, after: int) ->
     import asyncio
 
     async def first_end() -> StoredEvent | None:
-        async for event in persistence.follow(session_id, after):
-            if event.type == "turn/end":
-                return event
+        async for batch in persistence.follow(session_id, after):
+            for event in batch:
+                if event.type == "turn/end":
+                    return event
         return None
 
     async def holder_gone() -> None:
