@@ -13,7 +13,11 @@ import pytest
 
 from tests import postgres
 from tests.persist.factory import events, header, records
-from tether.persist.backends.errors import StoreConflictError, UnsupportedFormatError
+from tether.persist.backends.errors import (
+    BackendClosedError,
+    StoreConflictError,
+    UnsupportedFormatError,
+)
 from tether.persist.backends.lease import SessionLeasedError, SessionTakenOverError
 from tether.persist.backends.postgres import SCHEMA_VERSION, PostgresBackend
 
@@ -272,3 +276,14 @@ def test_batches_committed_together_keep_their_own_refusals(schema: str) -> None
         assert records(backend.load("s2")) == events(0, 2)
     finally:
         backend.close()
+
+
+def test_a_write_that_fails_before_reaching_the_server_is_not_left_to_be_written_later(
+    schema: str,
+) -> None:
+    backend = PostgresBackend(postgres.URL, schema=schema)
+    backend.write(header("s1"), events(0, 2))
+    backend.close()
+    with pytest.raises(BackendClosedError):
+        backend.write(header("s1"), events(2, 1))
+    assert backend._queue == []  # no later writer of this backend picks it up

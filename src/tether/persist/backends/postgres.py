@@ -400,7 +400,13 @@ class PostgresBackend:
                     if not pending.done.is_set():
                         pending.error = exc
                         pending.done.set()
-                raise
+                with self._lock:
+                    queued = mine in self._queue
+                    if queued:  # never to be written once its caller got the error
+                        self._queue.remove(mine)
+                if queued or mine in group:
+                    raise
+                mine.done.wait()  # another thread took it: its outcome is this call's
             if not group:
                 mine.done.wait()  # another thread is committing it
         if mine.error is not None:
