@@ -10,7 +10,9 @@ Figures (targets from the scale-out issue):
 * ``append``: durable append through the persistence service (write-behind
   batching, a flush, i.e. an acknowledgement, every 200 events of a session),
   one host process, then four host processes at once (>= 20,000 and
-  >= 50,000 events/s);
+  >= 50,000 events/s), with the CPU time per event of the hosts and of the
+  server processes serving them (read from ``/proc``: a server on this
+  machine), and the rate that CPU cost allows on all of this machine's cores;
 * ``acp``: ``tether acp`` per-prompt median, PostgreSQL against JSONL, runs
   interleaved (<= 1.5x);
 * ``cancel``: a cancel requested on host B (a NOTIFY, as ``sessions cancel``
