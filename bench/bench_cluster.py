@@ -211,6 +211,7 @@ async def main(url, schema, host, sessions, events):
         start = time.perf_counter()
         counts = await asyncio.gather(*(one(n) for n in range(sessions)))
         print(sum(counts), time.perf_counter() - start, flush=True)
+        sys.stdin.readline()  # its server processes stay until the CPU times are read
 
 CHUNKS = int(sys.argv[6])
 asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))
@@ -283,6 +284,10 @@ def host_append(hosts: int, sessions: int, events: int) -> Appended:
         # Read before the hosts exit, while their server backends still run.
         server_cpu = sum(cpu_seconds(pid) - server_before.get(pid, 0.0) for pid in backends(schema))
         host_cpu = sum(cpu_seconds(p.pid) - hosts_before[p.pid] for p in processes)
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("done\n")
+            process.stdin.flush()
         for process in processes:
             process.wait(timeout=60)
         return Appended(total, elapsed, server_cpu, host_cpu)
