@@ -10,7 +10,9 @@ Figures (targets from the scale-out issue):
 * ``append``: durable append through the persistence service (write-behind
   batching, a flush, i.e. an acknowledgement, every 200 events of a session),
   one host process, then four host processes at once (>= 20,000 and
-  >= 50,000 events/s);
+  >= 50,000 events/s), with the CPU time per event of the hosts and of the
+  server processes serving them (read from ``/proc``: a server on this
+  machine), and the rate that CPU cost allows on all of this machine's cores;
 * ``acp``: ``tether acp`` per-prompt median, PostgreSQL against JSONL, runs
   interleaved (<= 1.5x);
 * ``cancel``: a cancel requested on host B (a NOTIFY, as ``sessions cancel``
@@ -40,7 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -209,15 +211,45 @@ async def main(url, schema, host, sessions, events):
         start = time.perf_counter()
         counts = await asyncio.gather(*(one(n) for n in range(sessions)))
         print(sum(counts), time.perf_counter() - start, flush=True)
+        sys.stdin.readline()  # its server processes stay until the CPU times are read
 
 CHUNKS = int(sys.argv[6])
 asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))
 """
 
 
-def host_append(hosts: int, sessions: int, events: int) -> tuple[int, float]:
-    """``hosts`` processes append ``events`` each over ``sessions`` sessions, started together;
-    the total of durable events and the wall time from the start signal to the last flush."""
+class Appended(NamedTuple):
+    """A durable append run: events, wall seconds from the start signal to the last flush,
+    and the CPU seconds meanwhile of the hosts' server backends and of the hosts."""
+
+    events: int
+    seconds: float
+    server_cpu: float
+    host_cpu: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) process ``pid`` of this machine has used; 0 if unknown
+    (gone, or not visible: a server on another machine)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backends(schema: str) -> list[int]:
+    """The pids of the server processes serving the hosts on ``schema``."""
+    with psycopg.connect(URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            (f"tether {schema}"[:63],),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def host_append(hosts: int, sessions: int, events: int) -> Appended:
+    """``hosts`` processes append ``events`` each over ``sessions`` sessions, started together."""
     schema = f"bench_append_{os.getpid()}_{hosts}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     PostgresBackend(URL, schema=schema).close()  # migrated once, before the clock starts
@@ -237,6 +269,8 @@ def host_append(hosts: int, sessions: int, events: int) -> tuple[int, float]:
     try:
         for process in processes:
             assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        server_before = {pid: cpu_seconds(pid) for pid in backends(schema)}
+        hosts_before = {p.pid: cpu_seconds(p.pid) for p in processes}
         start = time.perf_counter()
         for process in processes:
             assert process.stdin is not None
@@ -247,9 +281,16 @@ def host_append(hosts: int, sessions: int, events: int) -> tuple[int, float]:
             assert process.stdout is not None
             total += int(process.stdout.readline().split()[0])
         elapsed = time.perf_counter() - start
+        # Read before the hosts exit, while their server backends still run.
+        server_cpu = sum(cpu_seconds(pid) - server_before.get(pid, 0.0) for pid in backends(schema))
+        host_cpu = sum(cpu_seconds(p.pid) - hosts_before[p.pid] for p in processes)
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("done\n")
+            process.stdin.flush()
         for process in processes:
             process.wait(timeout=60)
-        return total, elapsed
+        return Appended(total, elapsed, server_cpu, host_cpu)
     finally:
         for process in processes:
             if process.poll() is None:
@@ -260,13 +301,23 @@ def host_append(hosts: int, sessions: int, events: int) -> tuple[int, float]:
 def append(rounds: int, events: int) -> None:
     for hosts in (1, 4):
         figures = [host_append(hosts, 20, events) for _ in range(rounds)]
-        rates = sorted(total / elapsed for total, elapsed in figures)
+        rates = sorted(run.events / run.seconds for run in figures)
         target = "20,000" if hosts == 1 else "50,000"
         print(
             f"durable append, {hosts} host(s) x 20 sessions, a flush every "
             f"{CHUNKS_PER_FLUSH} events of a session: {rates[0]:,.0f}-{rates[-1]:,.0f} events/s "
             f"over {rounds} runs (target >= {target})"
         )
+        server = sorted(run.server_cpu / run.events * 1e6 for run in figures)
+        host = sorted(run.host_cpu / run.events * 1e6 for run in figures)
+        both = sorted((run.server_cpu + run.host_cpu) / run.events * 1e6 for run in figures)
+        cores = os.cpu_count() or 1
+        if server[-1] > 0:
+            print(
+                f"  CPU per durable event: server {server[0]:.1f}-{server[-1]:.1f} us, "
+                f"hosts {host[0]:.1f}-{host[-1]:.1f} us; all {cores} cores doing only this: "
+                f"{cores / both[-1] * 1e6:,.0f}-{cores / both[0] * 1e6:,.0f} events/s"
+            )
 
 
 # -- ACP per-prompt latency, PostgreSQL against JSONL --------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import json
 import os
 from pathlib import Path
 
@@ -79,3 +80,16 @@ def drop_created() -> None:
         return
     for schema in list(_created):
         drop(schema)
+
+
+def persistence_row(root: Path) -> str:
+    """A composition overlay's rows (YAML) that store sessions in the schema of ``root``,
+    with a lease TTL of 1 s (a killed holder's sessions are free a second later)."""
+    return (
+        "  - id: persistence\n"
+        "    plugin: tether.persist.postgres\n"
+        "    config:\n"
+        f"      url: {json.dumps(URL)}\n"
+        f"      db_schema: {schema_of(root)}\n"
+        "      lease_ttl_s: 1\n"
+    )

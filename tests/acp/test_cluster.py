@@ -4,11 +4,16 @@ answers the editor's pending prompt ``cancelled``, and everything lands in the d
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
+import pytest
+from acp.exceptions import RequestError
+
 from tests import postgres
 from tests.acp.harness import ROOT, env_for, serving
+from tether.persist.backends.lease import Lease, SessionLeasedError
 from tether.persist.backends.postgres import PostgresBackend
 
 
@@ -49,6 +54,58 @@ async def test_a_cancel_from_another_host_answers_the_editors_prompt_cancelled(
         ]
         assert ends == [{"kind": "aborted", "cause": "user"}, {"kind": "completed"}]
         assert db.lease_info(sid) is None  # given up when the editor left
+    finally:
+        db.close()
+        postgres.drop(schema)
+
+
+async def take_over(db: PostgresBackend, sid: str) -> Lease:
+    """Take the session's lease as soon as its holder's has expired."""
+    async with asyncio.timeout(10):
+        while True:
+            try:
+                return db.acquire_lease(sid)
+            except SessionLeasedError:
+                await asyncio.sleep(0.05)
+
+
+async def test_a_fenced_host_says_once_per_session_that_it_was_taken_over(
+    tmp_path: Path,
+) -> None:
+    """A host paused past its TTL, whose session another host took over, stops that
+    session's agent when it runs again: its editor's prompt gets the takeover error,
+    its stderr one line for the session, no error, no traceback, and nothing of it
+    is stored after the takeover."""
+    schema = postgres.new_schema()
+    cluster = {
+        "TETHER_DATABASE_URL": postgres.URL,
+        "TETHER_DATABASE_SCHEMA": schema,
+        "TETHER_LEASE_TTL": "1",
+        "TETHER_HOST_ID": "paused-host",
+    }
+    db = PostgresBackend(postgres.URL, schema=schema, host_id="taker")
+    try:
+        async with serving(tmp_path, env=cluster) as server:
+            sid = await server.new_session()
+            prompt = server.start_prompt(sid, "hold")
+            await server.client.wait_for(server.client.saw_text(sid, "holding"))
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                lease = await take_over(db, sid)
+                stored = len(db.load(sid).events)
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            with pytest.raises(RequestError) as refused:
+                await prompt
+            assert str(refused.value) == f"session {sid} was taken over by host taker"
+            await server.close_stdin()
+            lines = server.stderr().splitlines()
+        assert lines == [
+            f"WARNING tether.plugins.cluster: session {sid} was taken over by host taker;"
+            " its agent stops here"
+        ]
+        assert len(db.load(sid).events) == stored
+        lease.release()
     finally:
         db.close()
         postgres.drop(schema)

@@ -18,22 +18,43 @@ import pytest
 from acp.exceptions import RequestError
 from acp.schema import AgentMessageChunk
 
+from tests import postgres
 from tests.acp.harness import RETRYING, SCRIPTED, SQLITE, AcpProcess, env_for, serving
 from tests.mounts import fill, tmpfs
 from tests.persist.factory import records
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
+from tether.persist.backends.postgres import PostgresBackend
 from tether.session import BUILTIN_PAYLOADS, Event, EventRegistry
 
-BACKENDS: dict[str, tuple[str, Callable[[Path], LogBackend]]] = {
-    "jsonl": (SCRIPTED, JsonlBackend),
-    "sqlite": (SQLITE, SqliteBackend),
+BACKENDS: dict[str, tuple[Callable[[Path], str], Callable[[Path], LogBackend]]] = {
+    "jsonl": (lambda _home: SCRIPTED, JsonlBackend),
+    "sqlite": (lambda _home: SQLITE, SqliteBackend),
+    "postgres": (
+        lambda home: SCRIPTED + postgres.persistence_row(home),
+        lambda home: PostgresBackend(postgres.URL, schema=postgres.schema_of(home)),
+    ),
 }
+"""Each backend: the overlay that selects it for a home, and the backend that reads that home."""
 
 
 def stored(home: Path, backend: str, session_id: str) -> list[dict[str, Any]]:
     log = BACKENDS[backend][1](home)
     try:
         return records(log.load(session_id))
+    finally:
+        log.close()
+
+
+async def until_free(home: Path, backend: str, session_id: str) -> None:
+    """Return once no process holds the session's lease (a killed holder's lease
+    is gone with it, or, on PostgreSQL, once its TTL ran out)."""
+    log = BACKENDS[backend][1](home)
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                if log.lease_holder(session_id) is None:
+                    return
+                await asyncio.sleep(0.05)
     finally:
         log.close()
 
@@ -59,7 +80,7 @@ async def kill(server: AcpProcess) -> None:
 async def test_an_answered_prompt_survives_a_sigkill_the_instant_the_answer_arrives(
     tmp_path: Path, backend: str
 ) -> None:
-    overlay = BACKENDS[backend][0]
+    overlay = BACKENDS[backend][0](tmp_path / "home")
     for attempt in range(3):
         async with serving(tmp_path, overlay=overlay) as server:
             sid = await server.new_session()
@@ -75,10 +96,11 @@ async def test_an_answered_prompt_survives_a_sigkill_the_instant_the_answer_arri
 async def test_a_created_session_killed_before_any_prompt_loads_in_a_new_process(
     tmp_path: Path, backend: str
 ) -> None:
-    overlay = BACKENDS[backend][0]
+    overlay = BACKENDS[backend][0](tmp_path / "home")
     async with serving(tmp_path, overlay=overlay) as server:
         sid = await server.new_session()
         await kill(server)
+    await until_free(tmp_path / "home", backend, sid)
     async with serving(tmp_path, overlay=overlay) as server:
         await server.conn.load_session(cwd=str(server.home), session_id=sid, mcp_servers=[])
         assert await server.prompt(sid, "now") == "end_turn"
@@ -89,15 +111,17 @@ async def test_a_created_session_killed_before_any_prompt_loads_in_a_new_process
 async def test_a_second_process_is_refused_a_session_that_is_open(
     tmp_path: Path, backend: str
 ) -> None:
-    overlay, home = BACKENDS[backend][0], tmp_path / "home"
+    home = tmp_path / "home"
+    overlay = BACKENDS[backend][0](home)
     async with serving(tmp_path / "one", overlay=overlay, home=home) as first:
         sid = await first.new_session()
         assert await first.prompt(sid, "mine") == "end_turn"
         async with serving(tmp_path / "two", overlay=overlay, home=home) as second:
             with pytest.raises(RequestError) as refused:
                 await second.conn.load_session(cwd=str(home), session_id=sid, mcp_servers=[])
-            message = f"session {sid} is open in another process (pid {first.process.pid})"
-            assert message in str(refused.value.args)
+            where = "on host" if backend == "postgres" else "in another process"
+            assert f"session {sid} is open {where} " in str(refused.value)
+            assert f"(pid {first.process.pid})" in str(refused.value)
         # The owner's turn was never touched by the refused reader.
         assert await first.prompt(sid, "still mine") == "end_turn"
     async with serving(tmp_path / "three", overlay=overlay, home=home) as third:

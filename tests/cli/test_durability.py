@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests import postgres
 from tests.cli.test_commands import SLOW, env_for, session_id, slow_run, tether
 from tests.mounts import fill, remount, tmpfs
 from tether.persist.backends import JsonlBackend
@@ -69,9 +70,19 @@ def last_reason(home: Path, sid: str) -> object:
 # -- acknowledgement --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
+def backend_args(tmp_path: Path, backend: str) -> list[str]:
+    """The options that store sessions with ``backend`` (JSONL: none, the default)."""
+    if backend == "sqlite":
+        return ["--config", overlay(tmp_path, "sqlite", SQLITE)]
+    if backend == "postgres":
+        rows = "plugins:\n" + postgres.persistence_row(tmp_path)
+        return ["--config", overlay(tmp_path, "postgres", rows)]
+    return []
+
+
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "postgres"])
 def test_run_exits_zero_only_with_the_completed_turn_stored(tmp_path: Path, backend: str) -> None:
-    args = ["--config", overlay(tmp_path, "sqlite", SQLITE)] if backend == "sqlite" else []
+    args = backend_args(tmp_path, backend)
     result = tether(tmp_path, *args, "run", "hello")
     assert result.returncode == 0, result.stderr
     sid = session_id(result.stderr)
@@ -80,9 +91,9 @@ def test_run_exits_zero_only_with_the_completed_turn_stored(tmp_path: Path, back
     assert "you: hello" in shown.stdout and "turn ended" not in shown.stdout
 
 
-@pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "postgres"])
 def test_a_script_that_has_the_answer_has_a_stored_answer(tmp_path: Path, backend: str) -> None:
-    args = ["--config", overlay(tmp_path, "sqlite", SQLITE)] if backend == "sqlite" else []
+    args = backend_args(tmp_path, backend)
     for attempt in range(5):
         home = tmp_path / f"home-{attempt}"
         run = subprocess.Popen(

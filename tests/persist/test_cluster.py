@@ -202,8 +202,13 @@ def test_a_paused_host_is_fenced_after_a_takeover_and_writes_nothing_more(
     try:
         _out, err = a.communicate(timeout=30)
         assert a.returncode == 1
-        assert f"session {sid} was taken over by host hostB" in err
-        assert "Traceback" not in err
+        # One line saying so, one for the user's command; no error, no traceback.
+        assert err.splitlines() == [
+            f"WARNING tether.plugins.cluster: session {sid} was taken over by host hostB;"
+            " its agent stops here",
+            f"tether: session {sid} could not be stored: session {sid} was taken over by host"
+            " hostB",
+        ]
         assert cluster.holder(sid) == "hostB"  # B still owns it
     finally:
         stop(b)
@@ -232,10 +237,16 @@ def test_cancel_from_another_host_stops_the_turn_and_tail_sees_every_event(
         cancelled = cluster.run("hostB", "sessions", "cancel", sid)
         assert cancelled.returncode == 0, cancelled.stderr
         assert f"cancel of {sid} sent to host hostA" in cancelled.stderr
-        _out, err = a.communicate(timeout=30)
-        assert a.returncode == 130, err
+        # It returned once the stop was in the log, and says what the log says.
         records = cluster.records(sid)
         assert records[-1]["data"] == {"turn": 1, "reason": {"kind": "aborted", "cause": "user"}}
+        assert cancelled.stdout == (
+            f"session {sid}: turn 1 ended (aborted, cause user) on host hostA,"
+            f" seq {records[-1]['seq']}\n"
+        )
+        _out, err = a.communicate(timeout=30)
+        assert a.returncode == 130, err
+        assert cluster.records(sid) == records
         assert tail.stdout is not None
         seen = [json.loads(tail.stdout.readline()) for _ in records]
     finally:
@@ -247,6 +258,40 @@ def test_cancel_from_another_host_stops_the_turn_and_tail_sees_every_event(
         records[-1]["data"], sort_keys=True
     )
 
-    not_live = cluster.run("hostB", "sessions", "cancel", sid)
-    assert not_live.returncode == 1
-    assert f"tether: session {sid} is not live on any host" in not_live.stderr
+    for wait in ((), ("--no-wait",)):
+        not_live = cluster.run("hostB", "sessions", "cancel", *wait, sid)
+        assert not_live.returncode == 1
+        assert not_live.stderr.splitlines()[-1] == f"tether: session {sid} is not live on any host"
+    bad = cluster.run("hostB", "sessions", "cancel", "../etc")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("tether: ") and len(bad.stderr.splitlines()) == 1
+
+
+def test_cancel_says_so_when_the_holder_goes_away_without_stopping(cluster: Cluster) -> None:
+    a, sid = cluster.slow_turn("hostA")
+    a.send_signal(signal.SIGSTOP)  # it never hears the cancel; its lease expires
+    try:
+        cancelled = cluster.run("hostB", "sessions", "cancel", sid)
+    finally:
+        a.kill()
+        a.communicate(timeout=30)
+    assert cancelled.returncode == 1
+    assert cancelled.stderr.splitlines()[-1] == (
+        f"tether: host hostA let session {sid} go without stopping turn 1;"
+        " the turn is closed (interrupted) when the session is resumed"
+    )
+
+
+def test_cancel_without_waiting_returns_once_sent(cluster: Cluster) -> None:
+    a, sid = cluster.slow_turn("hostA")
+    try:
+        sent = cluster.run("hostB", "sessions", "cancel", "--no-wait", sid)
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stderr.splitlines()[-1] == f"cancel of {sid} sent to host hostA"
+        assert sent.stdout == ""
+        _out, err = a.communicate(timeout=30)
+        assert a.returncode == 130, err
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.communicate()

@@ -13,7 +13,11 @@ import pytest
 
 from tests import postgres
 from tests.persist.factory import events, header, records
-from tether.persist.backends.errors import UnsupportedFormatError
+from tether.persist.backends.errors import (
+    BackendClosedError,
+    StoreConflictError,
+    UnsupportedFormatError,
+)
 from tether.persist.backends.lease import SessionLeasedError, SessionTakenOverError
 from tether.persist.backends.postgres import SCHEMA_VERSION, PostgresBackend
 
@@ -229,3 +233,63 @@ def test_writes_under_repeated_connection_kills_lose_nothing_acknowledged(schema
         assert backend.next_seq("s1") == acknowledged
     finally:
         backend.close()
+
+
+def test_batches_committed_together_keep_their_own_refusals(schema: str) -> None:
+    """Batches of several sessions waiting for a connection are committed in one
+    transaction; a refused one fails alone, the others are stored."""
+    backend = PostgresBackend(postgres.URL, schema=schema, pool_size=1)
+    try:
+        for session_id in ("blocker", "s1", "s2", "s3"):
+            backend.write(header(session_id), events(0, 2))
+        outcomes: dict[str, BaseException | None] = {}
+
+        def write(session_id: str, start: int) -> None:
+            try:
+                backend.write(header(session_id), events(start, 3))
+                outcomes[session_id] = None
+            except BaseException as exc:
+                outcomes[session_id] = exc
+
+        with psycopg.connect(postgres.URL, autocommit=True) as lock:
+            lock.execute(f'SET search_path TO "{schema}"')
+            with lock.transaction():
+                # The only pooled connection waits on this row lock in its write,
+                # so the next three batches queue up behind it.
+                lock.execute("SELECT 1 FROM sessions WHERE id = 'blocker' FOR UPDATE")
+                writers = [threading.Thread(target=write, args=("blocker", 2))]
+                writers[0].start()
+                deadline = time.monotonic() + 10
+                while not sql(
+                    "SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+                    " AND wait_event_type = 'Lock'",
+                    f"tether {schema}",
+                ):
+                    assert time.monotonic() < deadline, "the first write never waited"
+                    time.sleep(0.01)
+                for session_id, start in (("s1", 2), ("s2", 5), ("s3", 2)):
+                    writers.append(threading.Thread(target=write, args=(session_id, start)))
+                    writers[-1].start()
+                while len(backend._queue) < 3:
+                    assert time.monotonic() < deadline, "the writes never queued"
+                    time.sleep(0.01)
+        for writer in writers:
+            writer.join()
+        assert outcomes["blocker"] is None and outcomes["s1"] is None and outcomes["s3"] is None
+        assert isinstance(outcomes["s2"], StoreConflictError)
+        for session_id in ("blocker", "s1", "s3"):
+            assert records(backend.load(session_id)) == events(0, 5)
+        assert records(backend.load("s2")) == events(0, 2)
+    finally:
+        backend.close()
+
+
+def test_a_write_that_fails_before_reaching_the_server_is_not_left_to_be_written_later(
+    schema: str,
+) -> None:
+    backend = PostgresBackend(postgres.URL, schema=schema)
+    backend.write(header("s1"), events(0, 2))
+    backend.close()
+    with pytest.raises(BackendClosedError):
+        backend.write(header("s1"), events(2, 1))
+    assert backend._queue == []  # no later writer of this backend picks it up

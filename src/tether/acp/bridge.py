@@ -97,6 +97,7 @@ from tether.agent.registry import AGENTS
 from tether.agent.types import AgentStatus
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
+from tether.persist.backends.lease import taken_over
 from tether.persist.service import PERSISTENCE
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
 from tether.plugins.fs.errors import FileToolError
@@ -412,6 +413,9 @@ class Bridge:
                     await record.dispose()
                 except Exception:
                     log.warning("session %s: disposing the unstored session failed", session_id)
+            if taken_over(exc) is not None:
+                # Not a failure to store: the session is another host's now.
+                raise NotStoredError(str(cause)) from exc
             raise NotStoredError(
                 f"session {session_id}: its events could not be written to disk: {cause}"
             ) from exc

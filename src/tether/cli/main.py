@@ -176,6 +176,11 @@ def add_sessions_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "cancel", help="cancel the work of a session live on any host (PostgreSQL)"
     )
     cancel.add_argument("id")
+    cancel.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="return once the request is sent, without waiting for the stop in the log",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

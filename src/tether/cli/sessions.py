@@ -22,8 +22,16 @@ if TYPE_CHECKING:
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_BAD_ID = 2
 NAMING_COMMANDS = frozenset({"show", "export", "tail", "cancel", "delete"})
 """The subcommands that name a stored session: its id, or a unique prefix of one."""
+
+CANCEL_WAIT = 30.0
+"""How long ``sessions cancel`` follows the log for the stop (longer than a default lease TTL,
+so a holder that dies meanwhile is seen gone)."""
+
+HOLDER_CHECK = 0.5
+"""How often ``sessions cancel`` checks that the holder still has the session live."""
 
 
 def _when(timestamp: float | None) -> str:
@@ -166,21 +174,110 @@ async def _print_list(persistence: Persistence, args: argparse.Namespace, *, sha
         )
 
 
-async def _cancel(cluster: Cluster | None, session_id: str) -> int:
-    """``sessions cancel``: ask the host that has the session live to cancel its work.
+async def _cancel(
+    persistence: Persistence, cluster: Cluster | None, session_id: str, *, wait: bool
+) -> int:
+    """``sessions cancel``: ask the host that has the session live to cancel its work,
+    then (unless ``wait`` is false) follow the log until that host wrote the stop.
+
+    Exit 0: the turn is over (or none was running); 1: no host has the session
+    live, or its holder went away, or no stop was seen in :data:`CANCEL_WAIT`
+    seconds; 2: not a session id.
 
     Raises:
-        SessionNotLiveError, InvalidSessionIdError: no host has it live; a bad id.
+        SessionNotFoundError, SessionNotLiveError: nothing is stored under the
+            id; no host has it live.
     """
+    from tether.persist.backends.errors import InvalidSessionIdError
+    from tether.persist.backends.records import validate_session_id
+
     if cluster is None:
         print(
             "tether: sessions cancel needs sessions shared in PostgreSQL (set TETHER_DATABASE_URL)",
             file=sys.stderr,
         )
         return EXIT_FAILED
+    try:
+        validate_session_id(session_id)
+    except InvalidSessionIdError as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return EXIT_BAD_ID
+    if not wait:
+        host = await cluster.cancel(session_id)
+        print(f"cancel of {session_id} sent to host {host}", file=sys.stderr)
+        return EXIT_OK
+    # Read before the cancel is sent: the stop is among the events after these.
+    session = await persistence.load(session_id)
+    last = len(session.events) - 1
     host = await cluster.cancel(session_id)
     print(f"cancel of {session_id} sent to host {host}", file=sys.stderr)
+    if session.open_turn is None:
+        print(f"session {session_id} has no turn running on host {host}: nothing to stop")
+        return EXIT_OK
+    end = await _stop_in_log(persistence, session_id, last)
+    if end is None:
+        if await persistence.holder(session_id) is None:
+            print(
+                f"tether: host {host} let session {session_id} go without stopping turn "
+                f"{session.open_turn}; the turn is closed (interrupted) when the session is "
+                "resumed",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"tether: no stop of session {session_id} in its log after {CANCEL_WAIT:g} s;"
+                f" host {host} still has it live",
+                file=sys.stderr,
+            )
+        return EXIT_FAILED
+    data = end.data_object()
+    reason = data.get("reason")
+    kind, cause = (
+        (reason.get("kind"), reason.get("cause")) if isinstance(reason, dict) else ("?", None)
+    )
+    how = str(kind) if cause is None else f"{kind}, cause {cause}"
+    print(
+        f"session {session_id}: turn {data.get('turn')} ended ({how}) on host {host}, seq {end.seq}"
+    )
     return EXIT_OK
+
+
+async def _stop_in_log(persistence: Persistence, session_id: str, after: int) -> StoredEvent | None:
+    """The first ``turn/end`` stored after seq ``after``, followed as it is written; ``None``
+    when the holder let the session go without one, or after :data:`CANCEL_WAIT` seconds."""
+    import asyncio
+
+    async def first_end() -> StoredEvent | None:
+        async for batch in persistence.follow(session_id, after):
+            for event in batch:
+                if event.type == "turn/end":
+                    return event
+        return None
+
+    async def holder_gone() -> None:
+        # Everything a holder writes is stored before it lets the lease go.
+        while True:
+            if await persistence.holder(session_id) is None:
+                return
+            await asyncio.sleep(HOLDER_CHECK)
+
+    ending = asyncio.create_task(first_end())
+    gone = asyncio.create_task(holder_gone())
+    try:
+        await asyncio.wait((ending, gone), timeout=CANCEL_WAIT, return_when="FIRST_COMPLETED")
+    finally:
+        for task in (ending, gone):
+            task.cancel()
+        await asyncio.gather(ending, gone, return_exceptions=True)
+    for task in (gone, ending):
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+    if not ending.cancelled():
+        return ending.result()
+    for event in await persistence.events_after(session_id, after):
+        if event.type == "turn/end":
+            return event
+    return None
 
 
 async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
@@ -259,7 +356,9 @@ async def sessions(args: argparse.Namespace) -> int:
             elif args.sessions_command == "tail":
                 return await _tail(persistence, args.id, args.after)
             elif args.sessions_command == "cancel":
-                return await _cancel(tether.runtime.ctx.get(CLUSTER), args.id)
+                return await _cancel(
+                    persistence, tether.runtime.ctx.get(CLUSTER), args.id, wait=not args.no_wait
+                )
             elif args.sessions_command == "import":
                 header, events = read_export(args.file)
                 session = await persistence.import_log(header, events)

@@ -31,6 +31,7 @@ from tether.agent.inbox import Inbox
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
 from tether.loop.agent import LoopAgent
 from tether.loop.history import History
+from tether.persist.backends.lease import taken_over
 from tether.runtime.signal import CancelSignal, cancelling_current_task
 
 if TYPE_CHECKING:
@@ -178,7 +179,8 @@ class AgentDriver:
     async def stop(self) -> None:
         """Teardown's first step: cancel (cause ``disposed``), await the driver, flush.
 
-        When it returns, no turn runs and the closing ``turn/end`` is durable.
+        When it returns, no turn runs and the closing ``turn/end`` is durable
+        (unless another host took the session over: that host closes the turn).
         """
         self._closed = True
         self._stopping = True
@@ -203,6 +205,12 @@ class AgentDriver:
             self.stop_error = RuntimeError("the closing flush raised CancelledError")
             raise self.stop_error from exc
         except Exception as exc:
+            if taken_over(exc) is not None:
+                # The session is another host's now: its closing events are
+                # that host's to write (its repair closes the turn), and the
+                # takeover was reported when it was found.
+                log.debug("agent %s: closing events left to the new owner: %s", self.id, exc)
+                return
             self.stop_error = exc
             raise
         finally:

@@ -41,7 +41,7 @@ from tether.persist.backends.bulk import collector_paused
 from tether.persist.backends.errors import StoreConflictError
 from tether.persist.backends.lease import Holder, LeaseBook
 from tether.persist.backends.records import parse_header
-from tether.persist.follow import Doorbell, follow
+from tether.persist.follow import Doorbell, follow, read_after
 from tether.persist.writer import WriteBehind
 from tether.runtime.keys import Notice, ServiceKey
 from tether.runtime.schema import Schema
@@ -108,6 +108,14 @@ class Persistence:
             SessionNotFoundError, CorruptLogError: from the backend.
         """
         return follow(self._backend, self._doorbell, session_id, after_seq, poll=self._poll)
+
+    async def events_after(self, session_id: str, after_seq: int) -> list[StoredEvent]:
+        """The events of ``session_id`` stored now with seq greater than ``after_seq``, in order.
+
+        Raises:
+            SessionNotFoundError, CorruptLogError: from the backend.
+        """
+        return await asyncio.to_thread(read_after, self._backend, session_id, after_seq)
 
     async def load(self, session_id: str) -> Session:
         """Read a stored session for reading; a last turn that never closed is

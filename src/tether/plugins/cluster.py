@@ -39,7 +39,7 @@ async def apply(ctx: Context, config: None) -> None:
     def taken_over(session_id: str, message: str) -> None:
         agent = agents.get(session_id)
         if agent is not None:
-            log.error("%s; its agent stops here", message)
+            log.warning("%s; its agent stops here", message)
             agent.cancel(CancelCause.USER)
 
     ctx.on(CANCEL_REQUESTED, cancel)

@@ -86,6 +86,19 @@ class SessionTakenOverError(LogStoreError):
         self.host = host
 
 
+def taken_over(error: BaseException) -> SessionTakenOverError | None:
+    """The takeover ``error`` is, or is made of (an exception group of nothing
+    else), else ``None``: a failure that only says the session now belongs to
+    another host."""
+    if isinstance(error, SessionTakenOverError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        found = [taken_over(inner) for inner in error.exceptions]
+        if all(found):
+            return found[0]
+    return None
+
+
 class Lease(Protocol):
     """A held session lease."""
 

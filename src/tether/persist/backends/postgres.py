@@ -29,7 +29,11 @@ the schema's ``append_batch`` function, which checks the lease, locks the
 session row (two writers of one session are serialised and the seq check
 holds), inserts the batch (sent as one JSON document) and rings a ``NOTIFY``
 doorbell carrying only the session id and its last seq (see
-:mod:`tether.persist.follow` and :mod:`tether.persist.cluster`). A write
+:mod:`tether.persist.follow` and :mod:`tether.persist.cluster`). Under load,
+writes of several sessions that wait for a pooled connection are committed
+together, in one transaction (one commit, one WAL flush), each call fenced
+on its own; a group with a refused batch is rolled back and its batches are
+written again one by one, so a refusal never costs another session. A write
 whose connection breaks is retried once on a fresh connection; a retry that
 finds its batch already committed (the break hid the commit) succeeds
 without writing it twice.
@@ -48,7 +52,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -219,6 +223,26 @@ class LeaseInfo:
         return f"{self.host}:{self.pid}"
 
 
+_APPEND_CALL = "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s, %s, %s, %s)"
+
+_GROUP_MAX = 32
+"""The most batches one transaction commits together."""
+
+
+@dataclass(eq=False, slots=True)
+class _Pending:
+    """One session's batch on its way to the database, and how it ended."""
+
+    session_id: str
+    params: tuple[object, ...]
+    batch: Sequence[EventRecord]
+    bad_header: InvalidRecordError | None
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    lost: bool = False
+    """The connection broke while its group was committed (the group may have been stored)."""
+
+
 class PostgresBackend:
     """A :class:`~tether.persist.backends.base.LogBackend` over one PostgreSQL schema.
 
@@ -239,8 +263,10 @@ class PostgresBackend:
         """Connect to ``url`` (a libpq URL or key=value string) and migrate ``schema``.
 
         ``host_id`` names this host in leases (default: the host name);
-        ``on_lease_lost(session_id, new_host)`` is called from the heartbeat
-        thread when a renewal finds a lease taken over.
+        ``on_lease_lost(session_id, new_host)`` is called, once per lease, from
+        the heartbeat or a writer thread when a renewal or a write finds a
+        lease taken over (it reports the takeover; without it, the backend
+        logs a warning).
 
         Raises:
             psycopg.OperationalError: the server cannot be reached.
@@ -259,6 +285,11 @@ class PostgresBackend:
         self._closed = False
         self._idle: list[psycopg.Connection[Any]] = []
         self._slots = threading.BoundedSemaphore(max(1, pool_size))
+        self._write_slots = threading.BoundedSemaphore(max(1, pool_size // 2))
+        """Writes use at most half the pool: reads keep the rest, and batches that
+        wait for a write connection are committed together (see :meth:`write`)."""
+        self._queue: builtins.list[_Pending] = []
+        """Batches waiting for a connection; the next writer to get one commits them together."""
         self._tokens: dict[str, int] = {}
         """The fencing token of each lease this backend holds."""
         self._lost_tokens: set[int] = set()
@@ -318,7 +349,8 @@ class PostgresBackend:
         See :meth:`LogBackend.write`. When this backend holds the session's
         lease, the lease must still carry its token; when it does not, no
         other holder may have the lease live. The whole batch is one
-        statement (:data:`_APPEND_FUNCTION`): one round trip.
+        statement (:data:`_APPEND_FUNCTION`); batches of other sessions that
+        wait for a connection at the same time share its transaction.
 
         Raises:
             InvalidRecordError: the header (first write) or an event is invalid.
@@ -349,30 +381,95 @@ class PostgresBackend:
             activity.title,
             self._events_channel,
         )
-        retried = False
-        while True:
+        mine = _Pending(session_id, params, batch, bad_header)
+        with self._lock:
+            self._queue.append(mine)
+        while not mine.done.is_set():
+            group: builtins.list[_Pending] = []
             try:
-                with self._connection() as conn:
-                    if retried and self._already_stored(conn, session_id, batch):
-                        return
-                    conn.execute(
-                        "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb,"
-                        " %s, %s, %s, %s, %s, %s)",
-                        params,
-                    )
-                return
-            except psycopg.OperationalError as exc:
-                if retried or not _connection_lost(exc):
+                with self._write_slots:
+                    with self._connection() as conn:
+                        with self._lock:
+                            group = self._queue[:_GROUP_MAX]
+                            del self._queue[:_GROUP_MAX]
+                        alone = self._commit_group(conn, group) if group else []
+                    for pending in alone:
+                        self._commit_alone(pending, retried=pending.lost)
+            except BaseException as exc:
+                for pending in group:
+                    if not pending.done.is_set():
+                        pending.error = exc
+                        pending.done.set()
+                with self._lock:
+                    queued = mine in self._queue
+                    if queued:  # never to be written once its caller got the error
+                        self._queue.remove(mine)
+                if queued or mine in group:
                     raise
-                log.info(
-                    "session %s: the connection broke during a write (%s); retrying",
-                    session_id,
-                    exc,
-                )
-                retried = True
-            except psycopg.Error as exc:
-                self._raise_refusal(exc, session_id, batch, bad_header)
-                raise
+                mine.done.wait()  # another thread took it: its outcome is this call's
+            if not group:
+                mine.done.wait()  # another thread is committing it
+        if mine.error is not None:
+            raise mine.error
+
+    def _commit_group(
+        self, conn: psycopg.Connection[Any], group: builtins.list[_Pending]
+    ) -> builtins.list[_Pending]:
+        """Commit the batches of ``group`` (of several sessions) in one transaction.
+
+        Returns the batches to commit one by one: all of them when the group
+        failed (a refused batch rolls the others back with it; they are then
+        written again, each alone, with the checks of a first attempt), or
+        just ``group`` itself when it holds one batch.
+        """
+        if len(group) == 1:
+            return group
+        # One lock order (code point order of the ids) for every group and renewal.
+        group.sort(key=lambda pending: pending.session_id)
+        try:
+            with conn.transaction(), conn.pipeline():
+                for pending in group:
+                    conn.execute(_APPEND_CALL, pending.params)
+        except psycopg.OperationalError as exc:
+            lost = _connection_lost(exc)
+            for pending in group:
+                pending.lost = lost
+            return group
+        except psycopg.Error:
+            return group
+        for pending in group:
+            pending.done.set()
+        return []
+
+    def _commit_alone(self, pending: _Pending, *, retried: bool) -> None:
+        """Commit one batch in its own transaction, retried once on a fresh connection
+        when the connection broke (a retry first checks whether the break hid its commit)."""
+        try:
+            while True:
+                try:
+                    with self._connection() as conn:
+                        if retried and self._already_stored(
+                            conn, pending.session_id, pending.batch
+                        ):
+                            return
+                        conn.execute(_APPEND_CALL, pending.params)
+                    return
+                except psycopg.OperationalError as exc:
+                    if retried or not _connection_lost(exc):
+                        raise
+                    log.info(
+                        "session %s: the connection broke during a write (%s); retrying",
+                        pending.session_id,
+                        exc,
+                    )
+                    retried = True
+                except psycopg.Error as exc:
+                    self._raise_refusal(exc, pending.session_id, pending.batch, pending.bad_header)
+                    raise
+        except Exception as exc:  # the writer of this batch raises it
+            pending.error = exc
+        finally:
+            pending.done.set()
 
     def _raise_refusal(
         self,
@@ -613,9 +710,13 @@ class PostgresBackend:
             return []
 
         def renew(cur: psycopg.Cursor[Any]) -> set[str]:
+            # The rows are locked in the order a group of writes locks them
+            # (by session id, code point order), so the two never deadlock.
             rows = cur.execute(
                 "UPDATE leases SET expires_at = clock_timestamp() + %s * interval '1 second'"
-                " WHERE (session_id, token) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
+                " WHERE session_id IN (SELECT session_id FROM leases"
+                "   WHERE (session_id, token) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
+                '   ORDER BY session_id COLLATE "C" FOR UPDATE)'
                 " RETURNING session_id",
                 (self._ttl, builtins.list(held), builtins.list(held.values())),
             ).fetchall()
@@ -638,8 +739,9 @@ class PostgresBackend:
             if token is None or token in self._lost_tokens:
                 return
             self._lost_tokens.add(token)
-        log.warning("session %s was taken over by host %s", session_id, host or "unknown")
-        if self._on_lease_lost is not None:
+        if self._on_lease_lost is None:
+            log.warning("session %s was taken over by host %s", session_id, host or "unknown")
+        else:  # which reports it
             self._on_lease_lost(session_id, host)
 
     def _start_heartbeat(self) -> None:
