@@ -34,22 +34,15 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.web.chromium import CHROMIUM, CHROMIUM_ARGS
 
 from bench_acp_load import SESSION_ID, write_session
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
 TURNS = 30
 """Turns of the ``tabs`` workload (each a bash call and a streamed summary)."""
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 class Web:

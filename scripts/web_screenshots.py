@@ -12,16 +12,11 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.web.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
 DOCS = ROOT / "docs"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def main() -> None:
@@ -40,7 +35,7 @@ def main() -> None:
     base = url.split("/?", 1)[0]
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 820})
             page.set_default_timeout(20_000)
             page.goto(url)

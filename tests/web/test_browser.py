@@ -15,16 +15,8 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.web.chromium import CHROMIUM, CHROMIUM_ARGS
+
 WAIT_MS = 15_000
 
 

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from tether.persist.backends.errors import CorruptLogError
 from tether.persist.backends.lease import Holder, Lease
-from tether.persist.backends.records import HeaderRecord
+from tether.persist.backends.records import HeaderRecord, parse_stored_header
 from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
@@ -81,6 +82,34 @@ class SessionSummary:
     error: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict, hash=False)
     holder: Holder | None = None
+
+    @classmethod
+    def of_row(
+        cls,
+        session_id: str,
+        header: object,
+        turn_count: int,
+        last_activity: float,
+        title: str | None,
+        *,
+        holder: Holder | None = None,
+    ) -> SessionSummary:
+        """The row of a session a database keeps a summary row for (its header as
+        JSON text); a header that does not parse makes the row :meth:`unreadable`."""
+        try:
+            record = parse_stored_header(session_id, header)
+        except CorruptLogError as exc:
+            return cls.unreadable(session_id, last_activity, str(exc))
+        return cls(
+            id=session_id,
+            cwd=record["cwd"],
+            created_at=record["created_at"],
+            turn_count=turn_count,
+            last_activity=last_activity,
+            title=title,
+            meta=record["meta"],
+            holder=holder,
+        )
 
     @classmethod
     def unreadable(cls, session_id: str, last_activity: float, error: str) -> SessionSummary:

@@ -599,25 +599,19 @@ class PostgresBackend:
                 " FROM sessions s LEFT JOIN leases l ON l.session_id = s.id"
             ).fetchall()
 
-        summaries = []
-        for session_id, header_text, turn_count, last_activity, title, host, pid in self._run(read):
-            try:
-                header = parse_stored_header(session_id, header_text)
-            except CorruptLogError as exc:
-                summaries.append(SessionSummary.unreadable(session_id, last_activity, str(exc)))
-                continue
-            summaries.append(
-                SessionSummary(
-                    id=session_id,
-                    cwd=header["cwd"],
-                    created_at=header["created_at"],
-                    turn_count=turn_count,
-                    last_activity=last_activity,
-                    title=title,
-                    meta=header["meta"],
-                    holder=None if host is None else Holder(pid, host),
-                )
+        summaries = [
+            SessionSummary.of_row(
+                session_id,
+                header_text,
+                turn_count,
+                last_activity,
+                title,
+                holder=None if host is None else Holder(pid, host),
             )
+            for session_id, header_text, turn_count, last_activity, title, host, pid in self._run(
+                read
+            )
+        ]
         return newest_first(summaries)
 
     def delete(self, session_id: str) -> None:

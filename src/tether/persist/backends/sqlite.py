@@ -310,24 +310,7 @@ class SqliteBackend:
             rows = conn.execute(
                 "SELECT id, header, turn_count, last_activity, title FROM sessions"
             ).fetchall()
-        summaries = []
-        for session_id, header_text, turn_count, last_activity, title in rows:
-            try:
-                header = parse_stored_header(session_id, header_text)
-            except CorruptLogError as exc:
-                summaries.append(SessionSummary.unreadable(session_id, last_activity, str(exc)))
-                continue
-            summaries.append(
-                SessionSummary(
-                    id=session_id,
-                    cwd=header["cwd"],
-                    created_at=header["created_at"],
-                    turn_count=turn_count,
-                    last_activity=last_activity,
-                    title=title,
-                    meta=header["meta"],
-                )
-            )
+        summaries = [SessionSummary.of_row(*row) for row in rows]
         return newest_first(summaries)
 
     def delete(self, session_id: str) -> None:
