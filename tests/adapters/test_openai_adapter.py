@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import socket
+from typing import Any
 
 import pytest
 
@@ -611,6 +612,43 @@ def test_encoded_body_decodes_to_the_request_body(replay_reasoning: bool, field:
             request, model="m", replay_reasoning=replay_reasoning, max_tokens_field=field
         )
         assert json.loads(encoder.encode(request, model="m")) == expected
+
+
+def test_tool_definitions_are_encoded_again_only_when_they_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.llm.adapters import chat_completions
+    from tether.llm.adapters.chat_completions import RequestEncoder, request_body
+    from tether.llm.request import ModelRequest, ToolSpec
+
+    encoded: list[object] = []
+    real_dumps = chat_completions.dumps
+
+    def dumps(value: object) -> str:
+        encoded.append(value)
+        return real_dumps(value)
+
+    monkeypatch.setattr(chat_completions, "dumps", dumps)
+    clock = ToolSpec("clock", "Tell the time.", {"type": "object", "properties": {}})
+    same_weather = ToolSpec(
+        WEATHER.name, WEATHER.description, json.loads(json.dumps(WEATHER.parameters))
+    )
+    encoder = RequestEncoder(replay_reasoning=False)
+    tool_lists: list[Any] = []
+    for tools in ((WEATHER,), (WEATHER,), (same_weather,), (WEATHER, clock), (), (WEATHER,)):
+        request = ModelRequest(
+            model="p:m", messages=(UserRoleMessage((TextBlock("hi"),)),), tools=tools
+        )
+        body = json.loads(encoder.encode(request, model="m"))
+        assert body == request_body(request, model="m", replay_reasoning=False)
+        tool_lists += [value for value in encoded if isinstance(value, list)]
+        encoded.clear()
+    # Encoded for the first request, and again for each change (an equal list is no change).
+    assert [[tool["function"]["name"] for tool in tools] for tools in tool_lists] == [
+        ["weather"],
+        ["weather", "clock"],
+        ["weather"],
+    ]
 
 
 def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:

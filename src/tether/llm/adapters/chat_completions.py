@@ -58,7 +58,7 @@ from tether.llm.chunks import (
     ToolCallDelta,
     Usage,
 )
-from tether.llm.request import ModelRequest
+from tether.llm.request import ModelRequest, ToolSpec
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -105,14 +105,17 @@ class RequestEncoder:
 
     The messages of a conversation are the same objects from one request to
     the next, so their JSON is kept (see :class:`FragmentCache`) and a request
-    encodes only the messages it adds. The bytes decode to exactly what
-    :func:`request_body` returns.
+    encodes only the messages it adds. The tool definitions, the same from
+    one request to the next too, are encoded again only when they change.
+    The bytes decode to exactly what :func:`request_body` returns.
     """
 
-    __slots__ = ("_fragments", "_max_tokens_field")
+    __slots__ = ("_fragments", "_max_tokens_field", "_tools", "_tools_json")
 
     def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
         self._max_tokens_field = max_tokens_field
+        self._tools: tuple[ToolSpec, ...] = ()
+        self._tools_json = ""
 
         def encode(message: Message) -> str:
             wire = message_to_wire(message, replay_reasoning=replay_reasoning)
@@ -126,35 +129,53 @@ class RequestEncoder:
         if request.system:
             parts.insert(0, dumps(_system(request.system)))
         # The settings always hold the model, so the object is never empty.
-        settings = dumps({"model": model, **_settings(request, self._max_tokens_field)})
+        settings = dumps(
+            {"model": model, **_settings(request, self._max_tokens_field, tools=False)}
+        )
         messages = ",".join(filter(None, parts))  # "" is a message that is not sent
-        return f'{settings[:-1]},"messages":[{messages}]}}'.encode()
+        tools = self._encoded_tools(request.tools)
+        return f'{settings[:-1]}{tools},"messages":[{messages}]}}'.encode()
+
+    def _encoded_tools(self, tools: tuple[ToolSpec, ...]) -> str:
+        """``,"tools":[…]`` for ``tools`` (nothing for none), as encoded for the last request
+        while they compare equal to its (a tool's schema is the same object from one
+        request to the next, so comparing them costs little)."""
+        if tools != self._tools:
+            self._tools = tools
+            self._tools_json = f',"tools":{dumps(_tools(tools))}' if tools else ""
+        return self._tools_json
 
 
 def _system(text: str) -> dict[str, object]:
     return {"role": "system", "content": text}
 
 
-def _settings(request: ModelRequest, max_tokens_field: str) -> dict[str, object]:
-    """Everything in the body but the model and the messages."""
+def _settings(
+    request: ModelRequest, max_tokens_field: str, *, tools: bool = True
+) -> dict[str, object]:
+    """Everything in the body but the model and the messages (and, without ``tools``, the tools)."""
     settings: dict[str, object] = {"stream": True, "stream_options": {"include_usage": True}}
-    if request.tools:
-        settings["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in request.tools
-        ]
+    if tools and request.tools:
+        settings["tools"] = _tools(request.tools)
     if request.max_tokens is not None:
         settings[max_tokens_field] = request.max_tokens
     if request.temperature is not None:
         settings["temperature"] = request.temperature
     return settings
+
+
+def _tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, object]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in tools
+    ]
 
 
 def message_to_wire(message: Message, *, replay_reasoning: bool) -> dict[str, object] | None:
