@@ -651,6 +651,40 @@ def test_tool_definitions_are_encoded_again_only_when_they_change(
     ]
 
 
+def test_requests_of_growing_changing_and_interleaved_conversations_decode_to_their_bodies() -> (
+    None
+):
+    from tether.llm.adapters.chat_completions import RequestEncoder, request_body
+    from tether.llm.request import ModelRequest
+
+    def user(text: str) -> UserRoleMessage:
+        return UserRoleMessage((TextBlock(text),))
+
+    def answer(text: str) -> AssistantMessage:
+        return AssistantMessage((TextBlock(text),))
+
+    a = (user("a1"), answer("A1"))
+    b = (user("b1"),)
+    empty_answer = AssistantMessage((ReasoningBlock("cut short"),), interrupted=True)
+    conversations = [
+        (a, "Be brief."),
+        (b, None),
+        ((*a, user("a2")), "Be brief."),  # a grows
+        ((*b, answer("B1"), user("b2")), "Be terse."),  # b grows, its system changes
+        ((*a, user("a2")), "Be brief."),  # the same request again
+        ((*a, empty_answer, user("a3")), "Be brief."),  # a message that is not sent
+        ((a[0], answer("A1 edited"), user("a2")), None),  # an earlier message replaced
+        ((user("summary"), user("a4")), "Be brief."),  # compacted: a new first message
+        (a[:1], "Be brief."),  # shorter than before
+        ((), None),
+    ]
+    encoder = RequestEncoder(replay_reasoning=False)
+    for messages, system in conversations:
+        request = ModelRequest(model="p:m", messages=messages, system=system)
+        expected = request_body(request, model="m", replay_reasoning=False)
+        assert json.loads(encoder.encode(request, model="m")) == expected
+
+
 def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:
     import gc
 

@@ -105,15 +105,35 @@ class RequestEncoder:
 
     The messages of a conversation are the same objects from one request to
     the next, so their JSON is kept (see :class:`FragmentCache`) and a request
-    encodes only the messages it adds. The tool definitions, the same from
-    one request to the next too, are encoded again only when they change.
-    The bytes decode to exactly what :func:`request_body` returns.
+    encodes only the messages it adds; a request whose messages extend those
+    of an earlier request of its conversation (the conversation's first
+    message tells which) reuses that request's joined JSON, so its cost does
+    not grow with the conversation. The system prompt and the tool
+    definitions, the same from one request to the next too, are encoded
+    again only when they change. The bytes decode to exactly what
+    :func:`request_body` returns.
     """
 
-    __slots__ = ("_fragments", "_max_tokens_field", "_tools", "_tools_json")
+    __slots__ = (
+        "_conversations",
+        "_fragments",
+        "_max_tokens_field",
+        "_system",
+        "_system_json",
+        "_tools",
+        "_tools_json",
+    )
+
+    _CONVERSATIONS = 16
+    """How many conversations' last requests are kept (an adapter serves every agent)."""
 
     def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
         self._max_tokens_field = max_tokens_field
+        self._conversations: dict[int, tuple[tuple[Message, ...], str]] = {}
+        """By the ``id`` of a conversation's first message (which the entry keeps
+        alive): its last request's messages, and their JSON joined."""
+        self._system = ""
+        self._system_json = ""
         self._tools: tuple[ToolSpec, ...] = ()
         self._tools_json = ""
 
@@ -125,16 +145,40 @@ class RequestEncoder:
 
     def encode(self, request: ModelRequest, *, model: str) -> bytes:
         """The JSON body asking ``model`` for the answer to ``request``."""
-        parts = self._fragments.fragments(request.messages)
-        if request.system:
-            parts.insert(0, dumps(_system(request.system)))
+        messages = ",".join(
+            filter(None, (self._encoded_system(request.system), self._joined(request.messages)))
+        )
         # The settings always hold the model, so the object is never empty.
         settings = dumps(
             {"model": model, **_settings(request, self._max_tokens_field, tools=False)}
         )
-        messages = ",".join(filter(None, parts))  # "" is a message that is not sent
         tools = self._encoded_tools(request.tools)
         return f'{settings[:-1]}{tools},"messages":[{messages}]}}'.encode()
+
+    def _joined(self, messages: tuple[Message, ...]) -> str:
+        """The JSON of ``messages`` joined by commas ("" is a message that is not sent)."""
+        if not messages:
+            return ""
+        key = id(messages[0])
+        known = self._conversations.pop(key, None)
+        if known is not None and messages[: len(known[0])] == known[0]:
+            sent, sent_json = known
+            added = ",".join(filter(None, self._fragments.fragments(messages[len(sent) :])))
+            joined = ",".join(filter(None, (sent_json, added)))
+        else:
+            joined = ",".join(filter(None, self._fragments.fragments(messages)))
+        if len(self._conversations) >= self._CONVERSATIONS:
+            del self._conversations[next(iter(self._conversations))]
+        self._conversations[key] = (messages, joined)
+        return joined
+
+    def _encoded_system(self, system: str | None) -> str:
+        """The system message's JSON ("" for none), encoded again only when it changes."""
+        if not system:
+            return ""
+        if system != self._system:
+            self._system, self._system_json = system, dumps(_system(system))
+        return self._system_json
 
     def _encoded_tools(self, tools: tuple[ToolSpec, ...]) -> str:
         """``,"tools":[…]`` for ``tools`` (nothing for none), as encoded for the last request
