@@ -4,6 +4,7 @@ One contract, run against both the JSONL and the SQLite plugin.
 """
 
 import asyncio
+import types
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,8 @@ from tether.persist import jsonl as jsonl_plugin
 from tether.persist import sqlite as sqlite_plugin
 from tether.persist.backends import JsonlBackend, SqliteBackend
 from tether.persist.backends.errors import SessionNotFoundError
-from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence
-from tether.runtime import Fiber, Runtime
+from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence, mount_persistence
+from tether.runtime import Context, Fiber, Runtime
 from tether.session import (
     AssistantMessageEvent,
     Completed,
@@ -107,6 +108,34 @@ async def test_write_behind_writes_without_a_flush(world: World) -> None:
     # No flush: the writer picks the batch up after its window.
     assert await asyncio.wait_for(written.get(), timeout=10) == len(session.events)
     assert [s.id for s in await world.persistence.list()] == ["behind"]
+
+
+@pytest.mark.parametrize("backend_class", [JsonlBackend, SqliteBackend], ids=["jsonl", "sqlite"])
+async def test_a_turns_end_is_written_at_once_and_unloading_does_not_wait_out_the_window(
+    backend_class: type[JsonlBackend] | type[SqliteBackend], tmp_path: Path
+) -> None:
+    # An hour's window: only a turn's end can have the writer write before it.
+    persistence = types.ModuleType("hour_window_persistence")
+    persistence.inject = ("sessions",)  # type: ignore[attr-defined]
+
+    async def apply(ctx: Context, config: None) -> None:
+        await mount_persistence(ctx, backend_class(tmp_path), window=3600.0)
+
+    persistence.apply = apply  # type: ignore[attr-defined]
+    async with Runtime() as runtime:
+        await runtime.ctx.plugin(store_plugin)
+        await runtime.ctx.plugin(persistence)
+        written: asyncio.Queue[int] = asyncio.Queue()
+        runtime.ctx.on(SESSION_WRITTEN, lambda session, durable: written.put_nowait(durable))
+        session = live(runtime.ctx.get(SESSIONS), "prompt")
+        prompt(session, "hello")
+        complete(session, "hi")
+        assert await asyncio.wait_for(written.get(), timeout=30) == len(session.events)
+        assert session.events[-1].type == "turn/end"
+        prompt(session, "and then")
+        assert written.empty()
+    # Unloading drains what is pending without waiting out the window.
+    assert backend_class(tmp_path).next_seq("prompt") == len(session.events)
 
 
 async def test_a_session_without_events_leaves_no_artifact(world: World) -> None:

@@ -4,7 +4,9 @@ Appends never wait for the disk. Each append marks its session dirty and wakes
 the writer task; the writer waits one batch window (so a burst of appends
 becomes one batch), then, session by session, writes every event appended
 since the last write in one backend call run in a worker thread (one fsync or
-one transaction per batch).
+one transaction per batch). An append noticed with ``now`` (the persistence
+service passes it for a turn's end, which an acknowledgement follows) cuts the
+window short, so the write is under way before anyone waits for it.
 
 :meth:`WriteBehind.flush` is the durability barrier: it skips the window and
 returns once every event appended to the session before the call is durable.
@@ -80,13 +82,21 @@ class WriteBehind:
         self._closing = False
         self._stopped = False
 
-    def notice(self, session: Session) -> None:
-        """Record that ``session`` has new events (called on every append)."""
+    def notice(self, session: Session, *, now: bool = False) -> None:
+        """Record that ``session`` has new events (called on every append).
+
+        With ``now``, the batch is written without waiting for the window:
+        an acknowledgement is about to wait for it (see :meth:`flush`), and
+        whatever the process does before it asks overlaps the write.
+        """
         track = self._tracks.get(session)
         if track is None:
             track = self._tracks[session] = _Track(session)
         if track not in self._dirty:
             self._dirty[track] = None
+            self._wake.set()
+        if now:
+            self._urgent.set()
             self._wake.set()
 
     def store_header(self, session: Session) -> None:
@@ -173,6 +183,8 @@ class WriteBehind:
         for track in self._tracks.values():
             if track.durable is None or track.durable < len(track.session.events):
                 self._dirty[track] = None
+        # Urgent too: a writer waiting out its window drains now.
+        self._urgent.set()
         self._wake.set()
 
     async def _write(self, track: _Track) -> None:
