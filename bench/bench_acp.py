@@ -2,12 +2,15 @@
 
 Usage: python bench/bench_acp.py [--spawns N] [--prompts N] [--cancels N] [--sessions N]
                                  [--backend jsonl|sqlite|postgres] [--only prompts|startup]
-                                 [--prices]
-                                 [--vs SRC]
+                                 [--prices] [--vs SRC] [--rounds N]
 
 ``--only startup`` prints the spawn figures alone; with ``--vs SRC`` (the
 ``src`` directory of another checkout) its spawns alternate with this
 tree's, one each in turn, so both see the same drift of a noisy machine.
+``--only prompts --vs SRC`` does the same for the per-prompt latency: one
+process of each tree in turn, ``--rounds`` times, each answering
+``--prompts`` prompts; it prints each round's figures and, per tree, the
+range and the median of the rounds' medians and p95s.
 
 The model is an OpenAI-compatible adapter talking to the project's fake
 server (``tests/adapters/fake_server.py``) on loopback, in this process.
@@ -174,12 +177,15 @@ def balanced(home: Path) -> bool:
     return True
 
 
-def ms(seconds: list[float]) -> str:
+def p95(seconds: list[float]) -> float:
     ordered = sorted(seconds)
-    p95 = ordered[min(len(ordered) - 1, math.ceil(len(ordered) * 0.95) - 1)]
+    return ordered[min(len(ordered) - 1, math.ceil(len(ordered) * 0.95) - 1)]
+
+
+def ms(seconds: list[float]) -> str:
     return (
-        f"median {statistics.median(ordered) * 1000:.1f} ms, "
-        f"p95 {p95 * 1000:.1f} ms, min {ordered[0] * 1000:.1f} ms"
+        f"median {statistics.median(seconds) * 1000:.2f} ms, "
+        f"p95 {p95(seconds) * 1000:.2f} ms, min {min(seconds) * 1000:.2f} ms"
     )
 
 
@@ -302,6 +308,37 @@ async def compare_startup(server: FakeServer, spawns: int, other: str) -> None:
         print(f"{name}: spawn -> first session/new answered: {ms(sessions)}")
 
 
+async def compare_prompts(server: FakeServer, args: argparse.Namespace, home: Path) -> None:
+    """Per-prompt latency of this tree and of ``args.vs``, a process of each in turn."""
+    trees: dict[str, str | None] = {"this tree": None, args.vs: args.vs}
+    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    for index in range(args.rounds):
+        for name, pythonpath in trees.items():
+            SOURCE["pythonpath"] = pythonpath
+            latencies = await prompt_latency(
+                server, args.prompts, home / f"{index}-{len(rounds[name])}-{pythonpath is None}"
+            )
+            rounds[name].append((statistics.median(latencies), p95(latencies)))
+            print(f"round {index + 1}, {name}: {ms(latencies)}", flush=True)
+    SOURCE["pythonpath"] = None
+    for name, figures in rounds.items():
+        medians = [median for median, _ in figures]
+        p95s = [high for _, high in figures]
+        print(
+            f"{name} ({args.backend}, {args.rounds} rounds of {args.prompts} prompts): "
+            f"median {min(medians) * 1000:.2f}-{max(medians) * 1000:.2f} ms "
+            f"(median of medians {statistics.median(medians) * 1000:.2f}), "
+            f"p95 {min(p95s) * 1000:.2f}-{max(p95s) * 1000:.2f} ms "
+            f"(median {statistics.median(p95s) * 1000:.2f})"
+        )
+    ours, theirs = (rounds[name] for name in trees)
+    ratios = [a[0] / b[0] for a, b in zip(ours, theirs, strict=True)]
+    print(
+        f"this tree / {args.vs}, median, round by round: "
+        f"{min(ratios):.2f}-{max(ratios):.2f}x (median {statistics.median(ratios):.2f}x)"
+    )
+
+
 async def main(args: argparse.Namespace) -> None:
     BACKEND["name"] = args.backend
     PRICES["on"] = args.prices
@@ -315,6 +352,9 @@ async def main(args: argparse.Namespace) -> None:
                 handshakes, sessions = await spawn_to_initialize(server, args.spawns)
                 print(f"spawn -> initialize answered: {ms(handshakes)}")
                 print(f"spawn -> first session/new answered: {ms(sessions)}")
+                return
+            if args.only == "prompts" and args.vs is not None:
+                await compare_prompts(server, args, home)
                 return
             if args.only == "prompts":
                 prompts = await prompt_latency(server, args.prompts, home / "prompts")
@@ -358,7 +398,10 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--backend", choices=("jsonl", "sqlite", "postgres"), default="jsonl")
     parser.add_argument("--only", choices=("prompts", "startup"), default=None)
-    parser.add_argument("--vs", default=None, help="with --only startup: another tree's src")
+    parser.add_argument(
+        "--vs", default=None, help="with --only startup or prompts: another tree's src"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="with --only prompts --vs")
     parser.add_argument(
         "--prices", action="store_true", help="give the model a context window and prices"
     )

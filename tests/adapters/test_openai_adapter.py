@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import socket
+from typing import Any
 
 import pytest
 
@@ -670,6 +671,77 @@ def test_encoded_images_of_tool_results_decode_to_the_request_body() -> None:
         expected = request_body(request, model="m", replay_reasoning=False)
         assert json.loads(encoder.encode(request, model="m")) == expected
     assert sum(m["role"] == "user" for m in expected["messages"]) == 1  # type: ignore[union-attr]
+
+
+def test_tool_definitions_are_encoded_again_only_when_they_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.llm.adapters import chat_completions
+    from tether.llm.adapters.chat_completions import RequestEncoder, request_body
+    from tether.llm.request import ModelRequest, ToolSpec
+
+    encoded: list[object] = []
+    real_dumps = chat_completions.dumps
+
+    def dumps(value: object) -> str:
+        encoded.append(value)
+        return real_dumps(value)
+
+    monkeypatch.setattr(chat_completions, "dumps", dumps)
+    clock = ToolSpec("clock", "Tell the time.", {"type": "object", "properties": {}})
+    same_weather = ToolSpec(
+        WEATHER.name, WEATHER.description, json.loads(json.dumps(WEATHER.parameters))
+    )
+    encoder = RequestEncoder(replay_reasoning=False)
+    tool_lists: list[Any] = []
+    for tools in ((WEATHER,), (WEATHER,), (same_weather,), (WEATHER, clock), (), (WEATHER,)):
+        request = ModelRequest(
+            model="p:m", messages=(UserRoleMessage((TextBlock("hi"),)),), tools=tools
+        )
+        body = json.loads(encoder.encode(request, model="m"))
+        assert body == request_body(request, model="m", replay_reasoning=False)
+        tool_lists += [value for value in encoded if isinstance(value, list)]
+        encoded.clear()
+    # Encoded for the first request, and again for each change (an equal list is no change).
+    assert [[tool["function"]["name"] for tool in tools] for tools in tool_lists] == [
+        ["weather"],
+        ["weather", "clock"],
+        ["weather"],
+    ]
+
+
+def test_requests_of_growing_changing_and_interleaved_conversations_decode_to_their_bodies() -> (
+    None
+):
+    from tether.llm.adapters.chat_completions import RequestEncoder, request_body
+    from tether.llm.request import ModelRequest
+
+    def user(text: str) -> UserRoleMessage:
+        return UserRoleMessage((TextBlock(text),))
+
+    def answer(text: str) -> AssistantMessage:
+        return AssistantMessage((TextBlock(text),))
+
+    a = (user("a1"), answer("A1"))
+    b = (user("b1"),)
+    empty_answer = AssistantMessage((ReasoningBlock("cut short"),), interrupted=True)
+    conversations = [
+        (a, "Be brief."),
+        (b, None),
+        ((*a, user("a2")), "Be brief."),  # a grows
+        ((*b, answer("B1"), user("b2")), "Be terse."),  # b grows, its system changes
+        ((*a, user("a2")), "Be brief."),  # the same request again
+        ((*a, empty_answer, user("a3")), "Be brief."),  # a message that is not sent
+        ((a[0], answer("A1 edited"), user("a2")), None),  # an earlier message replaced
+        ((user("summary"), user("a4")), "Be brief."),  # compacted: a new first message
+        (a[:1], "Be brief."),  # shorter than before
+        ((), None),
+    ]
+    encoder = RequestEncoder(replay_reasoning=False)
+    for messages, system in conversations:
+        request = ModelRequest(model="p:m", messages=messages, system=system)
+        expected = request_body(request, model="m", replay_reasoning=False)
+        assert json.loads(encoder.encode(request, model="m")) == expected
 
 
 def test_each_message_of_a_growing_conversation_is_encoded_once() -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -33,6 +36,7 @@ from tether.persist.backends import (
     SessionNotFoundError,
     SqliteBackend,
     StoreConflictError,
+    WritesWithoutWaiting,
 )
 from tether.persist.backends.postgres import PostgresBackend
 from tether.session import AssistantChunk, Session, SessionHeader, StepStart, TurnStart
@@ -123,6 +127,49 @@ def test_append_continues_seq_and_rejects_gaps(open_backend: Callable[[], LogBac
 
     assert records(backend.load("s1")) == events(0, 8)
     assert open_backend().next_seq("s1") == 8
+
+
+@contextmanager
+def another_writer_holds(backend: LogBackend, store_root: Path, session_id: str) -> Iterator[None]:
+    """Hold the lock a write of ``session_id`` takes, as a writer in another process would."""
+    if isinstance(backend, JsonlBackend):
+        fd = os.open(backend.path(session_id), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+        return
+    conn = sqlite3.connect(store_root / "sessions.sqlite3", isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def test_try_write_appends_as_write_does_but_never_waits_for_another_writer(
+    backend: LogBackend, store_root: Path
+) -> None:
+    if isinstance(backend, PostgresBackend):
+        pytest.skip("PostgreSQL writes only from its pool's threads: it offers no try_write")
+    assert isinstance(backend, WritesWithoutWaiting)
+    # A first write creates the session: left to write().
+    backend.write(header("other"), [])
+    assert backend.try_write(header("s1"), events(0, 2)) is False
+    assert not backend.exists("s1")
+
+    backend.write(header("s1"), events(0, 2))
+    assert backend.try_write(header("s1"), events(2, 2)) is True
+    assert backend.try_write(header("s1"), []) is True
+    with pytest.raises(StoreConflictError):
+        backend.try_write(header("s1"), events(2, 1))
+    with another_writer_holds(backend, store_root, "s1"):
+        assert backend.try_write(header("s1"), events(4, 1)) is False
+    assert records(backend.load("s1")) == events(0, 4)
+    assert backend.try_write(header("s1"), events(4, 1)) is True
+    assert records(backend.load("s1")) == events(0, 5)
 
 
 def test_load_round_trips_header_and_events(open_backend: Callable[[], LogBackend]) -> None:

@@ -4,7 +4,10 @@ One contract, run against the JSONL, SQLite and PostgreSQL plugins.
 """
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+import time
+import types
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,11 +18,13 @@ from tether.content import TextBlock, ToolCallBlock
 from tether.persist import jsonl as jsonl_plugin
 from tether.persist import postgres as postgres_plugin
 from tether.persist import sqlite as sqlite_plugin
-from tether.persist.backends import LogBackend
+from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
 from tether.persist.backends.errors import SessionNotFoundError
+from tether.persist.backends.lease import LeaseBook
 from tether.persist.backends.postgres import PostgresBackend
-from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence
-from tether.runtime import Fiber, Runtime
+from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence, mount_persistence
+from tether.persist.writer import WriteBehind
+from tether.runtime import Context, Fiber, Runtime
 from tether.session import (
     AssistantMessageEvent,
     Completed,
@@ -32,7 +37,7 @@ from tether.session import (
     TurnStart,
     UserMessageEvent,
 )
-from tether.session.log import Session
+from tether.session.log import Session, SessionHeader
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 from tether.session.store import apply as store_plugin
 
@@ -126,6 +131,93 @@ async def test_write_behind_writes_without_a_flush(world: World) -> None:
     # No flush: the writer picks the batch up after its window.
     assert await asyncio.wait_for(written.get(), timeout=10) == len(session.events)
     assert [s.id for s in await world.persistence.list()] == ["behind"]
+
+
+@pytest.mark.parametrize("backend_class", [JsonlBackend, SqliteBackend], ids=["jsonl", "sqlite"])
+async def test_a_turns_end_is_written_at_once_and_unloading_does_not_wait_out_the_window(
+    backend_class: type[JsonlBackend] | type[SqliteBackend], tmp_path: Path
+) -> None:
+    # An hour's window: only a turn's end can have the writer write before it.
+    persistence = types.ModuleType("hour_window_persistence")
+    persistence.inject = ("sessions",)  # type: ignore[attr-defined]
+
+    async def apply(ctx: Context, config: None) -> None:
+        await mount_persistence(ctx, backend_class(tmp_path), window=3600.0)
+
+    persistence.apply = apply  # type: ignore[attr-defined]
+    async with Runtime() as runtime:
+        await runtime.ctx.plugin(store_plugin)
+        await runtime.ctx.plugin(persistence)
+        written: asyncio.Queue[int] = asyncio.Queue()
+        runtime.ctx.on(SESSION_WRITTEN, lambda session, durable: written.put_nowait(durable))
+        session = live(runtime.ctx.get(SESSIONS), "prompt")
+        prompt(session, "hello")
+        complete(session, "hi")
+        assert await asyncio.wait_for(written.get(), timeout=30) == len(session.events)
+        assert session.events[-1].type == "turn/end"
+        prompt(session, "and then")
+        assert written.empty()
+    # Unloading drains what is pending without waiting out the window.
+    assert backend_class(tmp_path).next_seq("prompt") == len(session.events)
+
+
+class ThreadNotingBackend(JsonlBackend):
+    """Notes where each write runs (``loop`` or ``thread``); ``delay`` makes writes slow."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.writes: list[str] = []
+        self.delay = 0.0
+
+    def _note(self) -> None:
+        on_loop = threading.current_thread() is threading.main_thread()
+        self.writes.append("loop" if on_loop else "thread")
+        time.sleep(self.delay)  # a slow disk (this is the backend's synchronous code)
+
+    def write(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        self._note()
+        super().write(header, events)
+
+    def try_write(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
+    ) -> bool:
+        written = super().try_write(header, events)
+        if written:
+            self._note()
+        return written
+
+
+async def test_an_awaited_write_runs_on_the_loop_only_while_writes_are_quick(
+    tmp_path: Path,
+) -> None:
+    backend = ThreadNotingBackend(tmp_path)
+    # A limit no healthy disk reaches, and a delay past it for the slow write.
+    limit = 0.25
+    writer = WriteBehind(
+        backend, leases=LeaseBook(backend.acquire_lease), window=3600.0, inline_limit=limit
+    )
+    task = asyncio.get_running_loop().create_task(writer.run())
+    session = Session(SessionHeader(id="quick", created_at=1.0, cwd="/"))
+
+    async def turn(delay: float = 0.0) -> None:
+        backend.delay = delay
+        prompt(session, "hello")
+        complete(session, "hi")
+        await writer.flush(session)
+
+    try:
+        await turn()  # the first write creates the file: in a thread
+        await turn()  # quick so far: on the loop
+        await turn(delay=limit * 1.2)  # on the loop, and slow
+        await turn()  # so this one goes to a thread, and is quick again
+        await turn()
+        prompt(session, "unawaited")
+    finally:
+        await writer.close()
+        await task
+    assert backend.writes == ["thread", "loop", "loop", "thread", "loop", "thread"]
+    stored = backend.load("quick")
+    assert [e.to_record() for e in stored.events] == [e.to_record() for e in session.events]
 
 
 async def test_a_session_without_events_leaves_no_artifact(world: World) -> None:

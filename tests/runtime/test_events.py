@@ -1,5 +1,6 @@
 """Events: emit isolation, serial, parallel, waterfall, dispatch snapshots."""
 
+import asyncio
 import logging
 
 import pytest
@@ -119,6 +120,38 @@ async def test_parallel_runs_all_and_raises_failures_together(runtime: Runtime) 
         await runtime.ctx.parallel(FLUSH)
     assert finished == ["ok"]
     assert isinstance(info.value.exceptions[0], OSError)
+
+
+async def test_parallel_with_one_listener_fails_and_cancels_as_with_many(
+    runtime: Runtime,
+) -> None:
+    async def fails() -> None:
+        raise OSError("disk full")
+
+    remove = runtime.ctx.on(FLUSH, fails)
+    with pytest.raises(ExceptionGroup) as info:
+        await runtime.ctx.parallel(FLUSH)
+    assert [type(e) for e in info.value.exceptions] == [OSError]
+    remove()
+
+    started, release = asyncio.Event(), asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def waits() -> None:
+        started.set()
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    runtime.ctx.on(FLUSH, waits)
+    dispatch = asyncio.ensure_future(runtime.ctx.parallel(FLUSH))
+    await started.wait()
+    dispatch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await dispatch
+    assert cancelled == [True]
 
 
 async def test_waterfall_listeners_replace_the_value(runtime: Runtime) -> None:

@@ -168,6 +168,13 @@ def test_parameters_and_specs_are_private_copies() -> None:
     assert hash(spec) == hash(echo.spec())
 
 
+def test_schema_is_the_tools_own_schema_shared_by_every_read() -> None:
+    echo = echo_tool()
+    assert echo.schema is echo.schema
+    assert echo.schema == echo.parameters
+    assert echo.parameters is not echo.schema
+
+
 def test_tool_values_are_frozen_and_check_their_fields() -> None:
     result = ToolResult("c1", "echo", "hi", False)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -136,6 +136,12 @@ async def test_specs_can_be_narrowed_to_named_tools(registry: ToolRegistry) -> N
     assert registry.specs(only=[]) == []
     with pytest.raises(TypeError, match="sequence of tool names"):
         registry.specs(only="alpha")
+    assert [tool.name for tool in registry.list(only=["gamma", "alpha", "nope"])] == [
+        "alpha",
+        "gamma",
+    ]
+    with pytest.raises(TypeError, match="sequence of tool names"):
+        registry.list(only="alpha")
 
 
 async def test_concurrency_safety_is_read_from_the_visible_tool(registry: ToolRegistry) -> None:

@@ -293,8 +293,8 @@ class TurnRunner:
         session = driver.session
         agent = driver.agent
         options = driver.options
-        specs = self._tools.specs(scope=driver.id, only=options.tools)
-        tools = tuple(ToolSpec(s.name, s.description, s.parameters) for s in specs)
+        visible = self._tools.list(scope=driver.id, only=options.tools)
+        tools = tuple(ToolSpec(t.name, t.description, t.schema) for t in visible)
         system = await self._prompt(driver).text(tools)
         messages = await self._fit(driver, system, tools, signal)
         if messages is None:

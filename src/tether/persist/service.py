@@ -51,6 +51,7 @@ from tether.session.registry import DEFAULT_REGISTRY
 from tether.session.repair import repair
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 from tether.session.stored import StoredEvent
+from tether.session.vocabulary import TurnEnd
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -343,7 +344,12 @@ async def mount_persistence(
         # The listeners belong to this effect's chain, so they are removed
         # before the writer drains: no event can slip in after the drain.
         events = ctx.runtime.events
-        yield events.add("session/event", lambda session, event: writer.notice(session))
+        # A turn's end is written at once: the acknowledgement of the turn
+        # (an ACP answer, `tether run`'s exit) follows it and waits for it.
+        yield events.add(
+            "session/event",
+            lambda session, event: writer.notice(session, now=event.type == TurnEnd.type),
+        )
         yield events.add("session/flush", writer.flush)
         yield events.add("session/disposed", writer.release)
         ctx.provide(PERSISTENCE, Persistence(backend, writer, store, leases, bell, poll=poll))

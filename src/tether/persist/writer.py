@@ -4,7 +4,9 @@ Appends never wait for the disk. Each append marks its session dirty and wakes
 the writer task; the writer waits one batch window (so a burst of appends
 becomes one batch), then, session by session, writes every event appended
 since the last write in one backend call run in a worker thread (one fsync or
-one transaction per batch).
+one transaction per batch). An append noticed with ``now`` (the persistence
+service passes it for a turn's end, which an acknowledgement follows) cuts the
+window short, so the write is under way before anyone waits for it.
 
 :meth:`WriteBehind.flush` is the durability barrier: it skips the window and
 returns once every event appended to the session before the call is durable.
@@ -24,15 +26,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tether.persist.backends.base import LogBackend
+from tether.persist.backends.base import LogBackend, WritesWithoutWaiting
 from tether.persist.backends.lease import LeaseBook
 from tether.session.events import Event
 from tether.session.log import Session
 
 log = logging.getLogger(__name__)
+
+INLINE_LIMIT = 0.002
+"""An acknowledged batch is written on the event loop's thread only while the
+last write took less than this many seconds (see :class:`WriteBehind`)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -56,6 +63,15 @@ class WriteBehind:
     Run :meth:`run` as a task owned by whoever owns the backend, and
     :meth:`close` it (which drains every pending event) before closing the
     backend.
+
+    Writes run in a worker thread, with one exception: a batch someone waits
+    for (a flush, or a ``now`` notice), when it is the only one pending, is
+    written on the event loop's own thread if the backend can write it
+    without waiting for a lock (:class:`WritesWithoutWaiting`) and the last
+    write took less than ``inline_limit`` (:data:`INLINE_LIMIT`). Handing the write to a thread
+    and back costs two thread wake-ups, more than the write itself on a
+    small machine; the loop is held for one quick write at most, and a slow
+    disk sends writes back to the thread.
     """
 
     def __init__(
@@ -64,9 +80,12 @@ class WriteBehind:
         *,
         leases: LeaseBook,
         window: float = 0.002,
+        inline_limit: float = INLINE_LIMIT,
         on_written: Callable[[Session, int], None] | None = None,
     ) -> None:
-        """``on_written(session, durable)`` is called after each successful batch."""
+        """``on_written(session, durable)`` is called after each successful batch;
+        ``inline_limit`` is the longest last write that still lets an awaited
+        batch be written on the loop's thread, in seconds."""
         if window < 0:
             raise ValueError(f"batch window must be >= 0 seconds, got {window}")
         self._backend = backend
@@ -79,14 +98,26 @@ class WriteBehind:
         self._urgent = asyncio.Event()
         self._closing = False
         self._stopped = False
+        self._inline = backend if isinstance(backend, WritesWithoutWaiting) else None
+        self._inline_limit = inline_limit
+        self._last_write = inline_limit
+        """How long the last write took, in seconds (none yet: as if too long)."""
 
-    def notice(self, session: Session) -> None:
-        """Record that ``session`` has new events (called on every append)."""
+    def notice(self, session: Session, *, now: bool = False) -> None:
+        """Record that ``session`` has new events (called on every append).
+
+        With ``now``, the batch is written without waiting for the window:
+        an acknowledgement is about to wait for it (see :meth:`flush`), and
+        whatever the process does before it asks overlaps the write.
+        """
         track = self._tracks.get(session)
         if track is None:
             track = self._tracks[session] = _Track(session)
         if track not in self._dirty:
             self._dirty[track] = None
+            self._wake.set()
+        if now:
+            self._urgent.set()
             self._wake.set()
 
     def store_header(self, session: Session) -> None:
@@ -150,12 +181,13 @@ class WriteBehind:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._window):
                         await self._urgent.wait()
+            awaited = self._urgent.is_set() and not self._closing
             self._wake.clear()
             self._urgent.clear()
             batch = list(self._dirty)
             self._dirty.clear()
             if len(batch) == 1:
-                await self._write(batch[0])
+                await self._write(batch[0], inline=awaited)
             else:
                 # Sessions are written side by side: each write is one file (or
                 # one transaction), so their fsyncs need not wait on each other.
@@ -173,9 +205,11 @@ class WriteBehind:
         for track in self._tracks.values():
             if track.durable is None or track.durable < len(track.session.events):
                 self._dirty[track] = None
+        # Urgent too: a writer waiting out its window drains now.
+        self._urgent.set()
         self._wake.set()
 
-    async def _write(self, track: _Track) -> None:
+    async def _write(self, track: _Track, *, inline: bool = False) -> None:
         session = track.session
         end = len(session.events)
         try:
@@ -184,7 +218,8 @@ class WriteBehind:
             start = track.durable
             if end > start or track.header_wanted:
                 events = session.events[start:end]
-                await asyncio.to_thread(self._store, session, events)
+                if not (inline and self._store_inline(session, events)):
+                    await asyncio.to_thread(self._store, session, events)
                 track.durable = end
                 track.header_wanted = False
                 if self._on_written is not None:
@@ -216,9 +251,21 @@ class WriteBehind:
         return self._backend.next_seq(session_id)
 
     def _store(self, session: Session, events: Sequence[Event]) -> None:
-        self._backend.write(
-            session.header.to_record(), [event.to_stored_record() for event in events]
-        )
+        records = [event.to_stored_record() for event in events]
+        started = time.perf_counter()
+        self._backend.write(session.header.to_record(), records)
+        self._last_write = time.perf_counter() - started
+
+    def _store_inline(self, session: Session, events: Sequence[Event]) -> bool:
+        """Write on this thread if that waits for no lock and writes are quick; whether it did."""
+        if self._inline is None or self._last_write >= self._inline_limit:
+            return False
+        records = [event.to_stored_record() for event in events]
+        started = time.perf_counter()
+        written = self._inline.try_write(session.header.to_record(), records)
+        if written:
+            self._last_write = time.perf_counter() - started
+        return written
 
     def _settle(self, track: _Track) -> None:
         durable = track.durable or 0

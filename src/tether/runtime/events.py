@@ -144,7 +144,18 @@ class EventBus:
             if inspect.isawaitable(result):
                 await result
 
-        outcomes = await asyncio.gather(*(call(fn) for fn in listeners), return_exceptions=True)
+        outcomes: list[object]
+        if len(listeners) == 1:
+            # Awaited in this task: a lone listener has no one to run beside,
+            # and a durability flush (an acknowledgement waits for it) saves
+            # a task and the loop turns that gathering it costs.
+            try:
+                await call(listeners[0])
+                outcomes = [None]
+            except BaseException as exc:
+                outcomes = [exc]
+        else:
+            outcomes = await asyncio.gather(*(call(fn) for fn in listeners), return_exceptions=True)
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         errors = [f for f in failures if isinstance(f, Exception)]
         if len(errors) != len(failures):

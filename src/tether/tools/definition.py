@@ -235,6 +235,15 @@ class Tool(Generic[A]):
         copied: dict[str, Any] = copy_json(self._schema)
         return copied
 
+    @property
+    def schema(self) -> Mapping[str, Any]:
+        """The JSON Schema of the arguments, the tool's own: read it, never change it.
+
+        What a model request carries on every turn (copying it each time
+        cost more than encoding it); :attr:`parameters` is a copy to change.
+        """
+        return self._schema
+
     def spec(self) -> ToolSpec:
         """How the model is told about this tool."""
         return ToolSpec(self.name, self.description, self.parameters)

@@ -164,9 +164,17 @@ class ToolRegistry:
         """
         return [tool.spec() for tool in self._visible(scope, only).values()]
 
-    def list(self, scope: str | None = None) -> builtins.list[Tool[Any]]:
-        """The tools ``scope`` sees (global ones and its own), sorted by name."""
-        return builtins.list(self._catalog.visible(scope).values())
+    def list(
+        self, scope: str | None = None, only: Sequence[str] | None = None
+    ) -> builtins.list[Tool[Any]]:
+        """The tools ``scope`` sees (global ones and its own), sorted by name.
+
+        ``only`` narrows them as it does for :meth:`specs`.
+
+        Raises:
+            TypeError: ``only`` is a single string rather than a sequence of names.
+        """
+        return builtins.list(self._visible(scope, only).values())
 
     # -- execution -------------------------------------------------------------
 

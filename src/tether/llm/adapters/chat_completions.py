@@ -64,7 +64,7 @@ from tether.llm.chunks import (
     ToolCallDelta,
     Usage,
 )
-from tether.llm.request import ModelRequest
+from tether.llm.request import ModelRequest, ToolSpec
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -133,14 +133,39 @@ class RequestEncoder:
 
     The messages of a conversation are the same objects from one request to
     the next, so their JSON is kept (see :class:`FragmentCache`) and a request
-    encodes only the messages it adds. The bytes decode to exactly what
+    encodes only the messages it adds; a request whose messages extend those
+    of an earlier request of its conversation (the conversation's first
+    message tells which) reuses that request's joined JSON, so its cost does
+    not grow with the conversation. The system prompt and the tool
+    definitions, the same from one request to the next too, are encoded
+    again only when they change. The bytes decode to exactly what
     :func:`request_body` returns.
     """
 
-    __slots__ = ("_fragments", "_image_parts", "_imaged", "_max_tokens_field")
+    __slots__ = (
+        "_conversations",
+        "_fragments",
+        "_image_parts",
+        "_imaged",
+        "_max_tokens_field",
+        "_system",
+        "_system_json",
+        "_tools",
+        "_tools_json",
+    )
+
+    _CONVERSATIONS = 16
+    """How many conversations' last requests are kept (an adapter serves every agent)."""
 
     def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
         self._max_tokens_field = max_tokens_field
+        self._conversations: dict[int, tuple[tuple[Message, ...], str]] = {}
+        """By the ``id`` of a conversation's first message (which the entry keeps
+        alive): its last request's messages, and their JSON joined."""
+        self._system = ""
+        self._system_json = ""
+        self._tools: tuple[ToolSpec, ...] = ()
+        self._tools_json = ""
         self._imaged: weakref.WeakSet[ToolMessage] = weakref.WeakSet()
         """Tool results with images this encoder met that are still alive: while
         there are none, no request needs the walk that places their images."""
@@ -160,15 +185,53 @@ class RequestEncoder:
 
     def encode(self, request: ModelRequest, *, model: str) -> bytes:
         """The JSON body asking ``model`` for the answer to ``request``."""
-        parts = self._fragments.fragments(request.messages)
+        joined = self._joined(request.messages)
         if self._imaged:
-            parts = self._place_images(request.messages, parts)
-        if request.system:
-            parts.insert(0, dumps(_system(request.system)))
+            # Encoding the messages noted the tool results with images: they are
+            # placed after their run of tool messages, from the kept fragments.
+            parts = self._fragments.fragments(request.messages)
+            joined = ",".join(filter(None, self._place_images(request.messages, parts)))
+        messages = ",".join(filter(None, (self._encoded_system(request.system), joined)))
         # The settings always hold the model, so the object is never empty.
-        settings = dumps({"model": model, **_settings(request, self._max_tokens_field)})
-        messages = ",".join(filter(None, parts))  # "" is a message that is not sent
-        return f'{settings[:-1]},"messages":[{messages}]}}'.encode()
+        settings = dumps(
+            {"model": model, **_settings(request, self._max_tokens_field, tools=False)}
+        )
+        tools = self._encoded_tools(request.tools)
+        return f'{settings[:-1]}{tools},"messages":[{messages}]}}'.encode()
+
+    def _joined(self, messages: tuple[Message, ...]) -> str:
+        """The JSON of ``messages`` joined by commas ("" is a message that is not sent)."""
+        if not messages:
+            return ""
+        key = id(messages[0])
+        known = self._conversations.pop(key, None)
+        if known is not None and messages[: len(known[0])] == known[0]:
+            sent, sent_json = known
+            added = ",".join(filter(None, self._fragments.fragments(messages[len(sent) :])))
+            joined = ",".join(filter(None, (sent_json, added)))
+        else:
+            joined = ",".join(filter(None, self._fragments.fragments(messages)))
+        if len(self._conversations) >= self._CONVERSATIONS:
+            del self._conversations[next(iter(self._conversations))]
+        self._conversations[key] = (messages, joined)
+        return joined
+
+    def _encoded_system(self, system: str | None) -> str:
+        """The system message's JSON ("" for none), encoded again only when it changes."""
+        if not system:
+            return ""
+        if system != self._system:
+            self._system, self._system_json = system, dumps(_system(system))
+        return self._system_json
+
+    def _encoded_tools(self, tools: tuple[ToolSpec, ...]) -> str:
+        """``,"tools":[…]`` for ``tools`` (nothing for none), as encoded for the last request
+        while they compare equal to its (a tool's schema is the same object from one
+        request to the next, so comparing them costs little)."""
+        if tools != self._tools:
+            self._tools = tools
+            self._tools_json = f',"tools":{dumps(_tools(tools))}' if tools else ""
+        return self._tools_json
 
     def _place_images(self, messages: tuple[Message, ...], parts: list[str]) -> list[str]:
         """``parts`` with the user message carrying tool results' images after each
@@ -195,26 +258,32 @@ def _system(text: str) -> dict[str, object]:
     return {"role": "system", "content": text}
 
 
-def _settings(request: ModelRequest, max_tokens_field: str) -> dict[str, object]:
-    """Everything in the body but the model and the messages."""
+def _settings(
+    request: ModelRequest, max_tokens_field: str, *, tools: bool = True
+) -> dict[str, object]:
+    """Everything in the body but the model and the messages (and, without ``tools``, the tools)."""
     settings: dict[str, object] = {"stream": True, "stream_options": {"include_usage": True}}
-    if request.tools:
-        settings["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in request.tools
-        ]
+    if tools and request.tools:
+        settings["tools"] = _tools(request.tools)
     if request.max_tokens is not None:
         settings[max_tokens_field] = request.max_tokens
     if request.temperature is not None:
         settings["temperature"] = request.temperature
     return settings
+
+
+def _tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, object]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in tools
+    ]
 
 
 def message_to_wire(message: Message, *, replay_reasoning: bool) -> dict[str, object] | None:

@@ -13,6 +13,7 @@ from tether.persist.backends.base import (
     SessionSummary,
     StoredLog,
     TornTail,
+    WritesWithoutWaiting,
     newest_first,
 )
 from tether.persist.backends.errors import (
@@ -57,6 +58,7 @@ __all__ = [
     "StoredLog",
     "TornTail",
     "UnsupportedFormatError",
+    "WritesWithoutWaiting",
     "newest_first",
     "validate_session_id",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tether.persist.backends.errors import CorruptLogError
 from tether.persist.backends.lease import Holder, Lease
@@ -254,4 +254,27 @@ class LogBackend(Protocol):
 
     def close(self) -> None:
         """Release the backend's resources; idempotent."""
+        ...
+
+
+@runtime_checkable
+class WritesWithoutWaiting(Protocol):
+    """A backend that can try a write that never waits for a lock.
+
+    The session writer uses it to write an acknowledged batch on the event
+    loop's own thread (see :mod:`tether.persist.writer`), where waiting for
+    another writer would stall everything else the process does.
+    """
+
+    def try_write(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
+    ) -> bool:
+        """Store a batch as :meth:`LogBackend.write` does, unless that would wait.
+
+        Returns ``False``, having changed nothing, when the write would wait
+        for a lock another writer holds, or is not a plain append to a
+        stored session (a first write creates a file or a row; let
+        :meth:`LogBackend.write` do it). Otherwise the batch is durable on
+        return, as after :meth:`LogBackend.write`, and it raises what that raises.
+        """
         ...

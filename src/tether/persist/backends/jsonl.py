@@ -168,6 +168,27 @@ class JsonlBackend:
             if batch:
                 self._append(file, batch, payload)
 
+    def try_write(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
+    ) -> bool:
+        """Append a batch unless the file's lock is held or the file is not stored yet.
+
+        See :meth:`WritesWithoutWaiting.try_write`; raises what :meth:`write` raises.
+        """
+        self._check_open()
+        if not self._swept:
+            return False
+        session_id = validate_session_id(header.get("id"))
+        batch = parse_batch(session_id, events)
+        try:
+            file = SessionFile.open(self.path(session_id), session_id, writable=True, wait=False)
+        except (FileNotFoundError, BlockingIOError):
+            return False
+        with file:
+            if batch:
+                self._append(file, batch, encode_lines(batch))
+        return True
+
     def load(self, session_id: str) -> StoredLog:
         """Read and validate the whole log; see :meth:`LogBackend.load`.
 

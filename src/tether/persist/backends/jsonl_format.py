@@ -115,17 +115,18 @@ class SessionFile:
         self.mtime = stat.st_mtime
 
     @classmethod
-    def open(cls, path: Path, session_id: str, *, writable: bool) -> SessionFile:
+    def open(cls, path: Path, session_id: str, *, writable: bool, wait: bool = True) -> SessionFile:
         """Open ``path``: locked exclusively to write, unlocked to read.
 
         Raises:
             FileNotFoundError: there is no such file, or it was deleted while
                 this call waited for the lock.
+            BlockingIOError: without ``wait``, another writer holds the lock.
         """
         fd = os.open(path, (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY)
         try:
             if writable:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
             stat = os.fstat(fd)
             if stat.st_nlink == 0:
                 raise FileNotFoundError(errno.ENOENT, "session file was deleted", str(path))

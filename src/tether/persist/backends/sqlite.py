@@ -66,6 +66,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_BUSY_TIMEOUT = 30.0
+"""How long a write waits for another process's transaction to end, in seconds."""
+
+
+class _Busy(Exception):
+    """A write that may not wait found the connection or the write lock taken."""
+
+
 SCHEMA_VERSION = 2
 """The schema this module creates (kept in ``PRAGMA user_version``), and the newest it reads."""
 
@@ -158,7 +166,7 @@ class SqliteBackend:
         # isolation_level=None leaves transactions to the explicit BEGINs below.
         conn = sqlite3.connect(
             root_path / "sessions.sqlite3",
-            timeout=30.0,
+            timeout=_BUSY_TIMEOUT,
             isolation_level=None,
             check_same_thread=False,
         )
@@ -206,14 +214,36 @@ class SqliteBackend:
             InvalidRecordError: the header (first write) or an event is invalid.
             StoreConflictError: the batch does not continue the stored log.
         """
+        self._write(header, events, wait=True)
+
+    def try_write(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
+    ) -> bool:
+        """Store a batch unless the connection or the database's write lock is taken,
+        or the session has no row yet.
+
+        See :meth:`WritesWithoutWaiting.try_write`; raises what :meth:`write` raises.
+        """
+        try:
+            return self._write(header, events, wait=False)
+        except _Busy:
+            return False
+
+    def _write(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]], *, wait: bool
+    ) -> bool:
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         lines = encode_lines(batch)
-        with self._transaction() as conn:
+        with self._transaction(wait=wait) as conn:
             stored = conn.execute(
                 "SELECT turn_count, last_activity, title FROM sessions WHERE id = ?",
                 (session_id,),
             ).fetchone()
+            if stored is None and not wait:
+                # A first write: left to the caller that may wait.
+                conn.execute("ROLLBACK")
+                return False
             if stored is None:
                 record = parse_header(header)
                 if batch:
@@ -247,6 +277,7 @@ class SqliteBackend:
                     " VALUES (?, ?, ?, ?)",
                     (session_id, batch[0]["seq"], batch[-1]["seq"] + 1, lines),
                 )
+        return True
 
     def load(self, session_id: str) -> StoredLog:
         """Read and validate the whole log; see :meth:`LogBackend.load`.
@@ -397,25 +428,46 @@ class SqliteBackend:
                 self._conn.close()
 
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+    def _connection(self, *, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        """Hold the connection; without ``wait``, raise :class:`_Busy` if another call holds it."""
+        if not self._lock.acquire(blocking=wait):
+            raise _Busy
+        try:
             if self._closed:
                 raise BackendClosedError(f"{self!r} is closed")
             yield self._conn
+        finally:
+            self._lock.release()
 
     @contextmanager
-    def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
-        """Hold the connection for one transaction, committed on success.
+    def _transaction(
+        self, *, write: bool = True, wait: bool = True
+    ) -> Iterator[sqlite3.Connection]:
+        """Hold the connection for one transaction, committed on success
+        (a body that ended it itself is left ended).
 
         A write transaction takes the database's write lock up front, so the
         seq checked at its start still holds when it commits; a read one sees
-        one snapshot across its queries.
+        one snapshot across its queries. Without ``wait``, :class:`_Busy` is
+        raised at once when the connection or the write lock is taken.
         """
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+        with self._connection(wait=wait) as conn:
+            if wait:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+            else:
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                        raise _Busy from None
+                    raise
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
             try:
                 yield conn
-                conn.execute("COMMIT")
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
