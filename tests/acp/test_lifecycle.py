@@ -43,7 +43,9 @@ async def test_disconnect_mid_prompt_disposes_everything_and_exits(tmp_path: Pat
         held = server.start_prompt(talking, "hold")
         started = tmp_path / "started"
         os.mkfifo(started)
-        command = f"bash sleep 30 & echo started > {started}; wait"
+        # "started" is written once the background child runs sleep (not still bash).
+        exec_seen = 'until read -r c < /proc/$!/comm && [ "$c" = sleep ]; do :; done'
+        command = f"bash sleep 30 & {exec_seen}; echo started > {started}; wait"
         sleeping = server.start_prompt(running, command)
         await server.client.wait_for(server.client.saw_text(talking, "holding"))
         # Reading the FIFO returns once the command has written to it.
