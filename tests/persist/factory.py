@@ -11,7 +11,7 @@ def header(
     session_id: str = "s1",
     *,
     created_at: float = BASE_TIME,
-    cwd: str = "/work/project",
+    cwd: str = "/home/user/project",
     lineage: dict[str, object] | None = None,
     meta: dict[str, str] | None = None,
 ) -> dict[str, object]:
