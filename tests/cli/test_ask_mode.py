@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pty
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.cli.test_chat_terminal import expect
 from tests.cli.test_commands import env_for, session_id, tether
+from tether.cli.asking import TerminalAsker
+from tether.runtime.signal import CancelSignal
+from tether.tools.definition import ToolExec
+from tether.tools.preview import ToolPreview
 
 
 def run_on_a_terminal(home: Path, cwd: Path, *args: str) -> tuple[int, int]:
@@ -72,3 +79,43 @@ def test_ask_mode_without_a_terminal_refuses_in_one_line(tmp_path: Path) -> None
         "tether: error: run: --mode ask asks on the terminal, and stdin is not one; "
         "give --mode auto"
     )
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the asker reads of a tool call: its tool, circumstances and preview."""
+
+    tool_name: str
+    exec: ToolExec
+    approval: str | None = None
+    args: dict[str, object] = field(default_factory=dict)
+
+    async def preview(self) -> ToolPreview:
+        return ToolPreview(kind="edit", title=self.tool_name, approval=self.approval)
+
+
+async def test_always_covers_what_the_editor_remembers_never_a_call_needing_approval() -> None:
+    agent = object()
+    asked: list[str] = []
+    answers = iter(["a", "y"])
+
+    async def ask(question: str) -> str:
+        asked.append(question)
+        return next(answers)
+
+    ran: list[tuple[str, bool]] = []
+
+    async def run(invocation: Any) -> Any:
+        ran.append((invocation.tool_name, invocation.exec.approved))
+        return invocation
+
+    asker = TerminalAsker(agent, io.StringIO(), ask)  # type: ignore[arg-type]
+    exec_ = ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd=None)
+    object.__setattr__(exec_, "agent", agent)
+    await asker.before_execute(Call("write", exec_), run)  # type: ignore[arg-type]
+    # "always" on a write covers every edit…
+    await asker.before_execute(Call("edit", exec_), run)  # type: ignore[arg-type]
+    # …but not a call that needs approval whatever the mode: asked, and approved.
+    await asker.before_execute(Call("write", exec_, approval="outside the workspace"), run)  # type: ignore[arg-type]
+    assert len(asked) == 2
+    assert ran == [("write", True), ("edit", False), ("write", True)]

@@ -2,10 +2,13 @@
 
 Before a call runs, the terminal shows what it will do — the command of a
 ``bash`` call, the file of a file tool, and for an edit the lines it changes
-— and asks ``[y]es / [n]o / [a]lways``. *Always* allows that tool for the
-rest of the run. A refusal, or a cancel (Ctrl-C) while the question is open,
-ends the call as denied; the model is told so. ``todo`` is never asked (it
-changes nothing outside the session).
+— and asks ``[y]es / [n]o / [a]lways``. *Always* allows what the editor's
+"allow always" allows (`tether.tools.permission.remembered_as`): every edit
+for an edit, the tool otherwise, and never a call that needs approval
+whatever the mode (a write outside the workspace is asked every time). A
+refusal, or a cancel (Ctrl-C) while the question is open, ends the call as
+denied; the model is told so. ``todo`` is never asked (it changes nothing
+outside the session).
 
 The question is read from the terminal on stdin, so ask mode needs one: a
 ``run`` or ``chat`` whose stdin is not a terminal refuses ask mode at start
@@ -27,9 +30,8 @@ from tether.agent import Agent
 from tether.cli.render import call_line
 from tether.runtime import Veto
 from tether.tools.execute import ToolInvocation
-
-UNASKED = frozenset({"todo"})
-"""Tools that run without asking: they change nothing outside the session."""
+from tether.tools.permission import Mode, granted, needs_asking, remembered_as
+from tether.tools.preview import ToolPreview
 
 MAX_DIFF_LINES = 40
 
@@ -51,6 +53,7 @@ class TerminalAsker:
         self._out = out
         self._ask = ask
         self._always: set[str] = set()
+        """What "always" was answered for (`remembered_as`): tool names and ``EDITS``."""
 
     async def before_execute(
         self,
@@ -58,13 +61,20 @@ class TerminalAsker:
         next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
     ) -> ToolInvocation:
         tool = invocation.tool_name
-        if invocation.exec.agent is not self._agent or tool in UNASKED or tool in self._always:
+        if invocation.exec.agent is not self._agent:
             return await next_(invocation)
-        self._out.write(await describe(invocation))
+        try:
+            preview = await invocation.preview()
+        except Exception:
+            preview = None
+        approval = None if preview is None else preview.approval
+        if not needs_asking(Mode.ASK, tool, approval) or granted(self._always, tool, preview):
+            return await next_(invocation)
+        self._out.write(describe(invocation, preview))
         self._out.flush()
         answer = await self._answer(invocation, f"allow this {tool} call? [y]es / [n]o / [a]lways")
-        if answer == "a":
-            self._always.add(tool)
+        if answer == "a" and (remembered := remembered_as(tool, preview)) is not None:
+            self._always.add(remembered)
         if answer not in ("y", "a"):
             raise Veto(f"the user did not allow this {tool} call")
         return await next_(replace(invocation, exec=replace(invocation.exec, approved=True)))
@@ -87,13 +97,9 @@ class TerminalAsker:
         return line.strip().lower()[:1] if line else "n"
 
 
-async def describe(invocation: ToolInvocation) -> str:
+def describe(invocation: ToolInvocation, preview: ToolPreview | None) -> str:
     """What the question shows of a call: its tool and target, and an edit's diff."""
     lines = [f"\n[ask] {call_line(invocation.tool_name, invocation.args)}"]
-    try:
-        preview = await invocation.preview()
-    except Exception:
-        preview = None
     for diff in preview.diffs if preview is not None else ():
         old = (diff.old_text or "").splitlines()
         new = diff.new_text.splitlines()
