@@ -249,7 +249,8 @@ class _Chat:
                 return
             if self.question is not None:
                 answer, self.question = self.question[0], None
-                answer.set_result(entry.text)
+                if not answer.done():  # a cancelled call withdrew the question meanwhile
+                    answer.set_result(entry.text)
                 continue
             text = entry.text.strip()
             if text in ("/quit", "/exit"):
