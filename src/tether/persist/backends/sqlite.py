@@ -459,7 +459,7 @@ class SqliteBackend:
                 try:
                     conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
                 except sqlite3.OperationalError as exc:
-                    if exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                    if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:  # BUSY_RECOVERY too
                         raise _Busy from None
                     raise
                 finally:
