@@ -43,10 +43,15 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tether.persist.backends.errors import InvalidSessionIdError, SessionNotFoundError
+from tether.persist.backends.errors import (
+    InvalidSessionIdError,
+    LogStoreError,
+    SessionNotFoundError,
+)
 from tether.persist.backends.records import validate_session_id
 from tether.persist.cluster import CLUSTER
 from tether.persist.service import PERSISTENCE
+from tether.session.errors import SessionError
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
 from tether.tools.permission import Mode
 from tether.web.hub import (
@@ -430,6 +435,8 @@ class Api:
             return await persistence.load(session_id)
         except SessionNotFoundError:
             raise ApiError(404, f"no session {session_id}") from None
+        except (LogStoreError, SessionError) as exc:  # damaged: said, never a traceback
+            raise ApiError(500, f"session {session_id} cannot be read: {exc}") from None
 
     async def _check_exists(self, session_id: str) -> None:
         if self._hub.live_agent(session_id) is not None:
@@ -472,11 +479,18 @@ class Api:
         try:
             yield b"retry: %d\n\n" % RETRY_MS
             yield self._state(session_id)
-            async for batch in follow:
-                if not batch:  # nudged: the questions changed
-                    yield self._state(session_id)
-                for start in range(0, len(batch), REPLAY_BATCH):
-                    yield encoded.message(session_id, batch[start : start + REPLAY_BATCH])
+            try:
+                async for batch in follow:
+                    if not batch:  # nudged: the questions changed
+                        yield self._state(session_id)
+                    for start in range(0, len(batch), REPLAY_BATCH):
+                        yield encoded.message(session_id, batch[start : start + REPLAY_BATCH])
+            except (LogStoreError, SessionError) as exc:
+                # The log was damaged or deleted while followed: the page is told once
+                # and stops reconnecting (a reconnect would only fail again).
+                log.warning("following session %s: %s", session_id, exc)
+                failed = {"message": f"session {session_id} cannot be read: {exc}"}
+                yield b"event: failed\ndata: %b\n\n" % msgspec.json.encode(failed)
         finally:
             await follow.aclose()
             encoded.leave(session_id)

@@ -483,6 +483,11 @@ document.addEventListener("DOMContentLoaded", () => {
   const source = new EventSource(`/api/sessions/${encodeURIComponent(sessionId)}/events`);
   source.addEventListener("events", onEvents);
   source.addEventListener("state", onState);
+  source.addEventListener("failed", (message) => {
+    source.close();
+    document.body.dataset.connected = "false";
+    showError(JSON.parse(message.data).message);
+  });
   source.addEventListener("open", () => {
     document.body.dataset.connected = "true";
   });
