@@ -67,7 +67,10 @@ async def test_every_request_without_the_right_token_is_401_and_says_nothing(
                 for m, p in API_ROUTES
             ]
             paths += [("GET", "/"), ("GET", f"/s/{session_id}"), ("GET", "/api/openapi.json")]
-            for bad in ({}, {"Authorization": "Bearer wrong"}, {"Cookie": "tether_token=wrong"}):
+            port = web.base.rpartition(":")[2]
+            wrong_cookie = {"Cookie": f"tether_token_{port}=wrong"}
+            right_elsewhere = {"Cookie": f"tether_token_1={TOKEN}"}  # another port's cookie
+            for bad in ({}, {"Authorization": "Bearer wrong"}, wrong_cookie, right_elsewhere):
                 for method, path in paths:
                     response = await anonymous.request(method, path, headers=bad)
                     assert response.status_code == 401, (method, path, bad)
@@ -85,7 +88,10 @@ async def test_the_token_in_the_url_becomes_a_strict_cookie_and_leaves_the_url(
         assert entered.status_code == 303
         assert entered.headers["location"] == "/s/x1?keep=1"
         cookies = entered.headers.get_list("set-cookie")
-        assert any(c.startswith("tether_token=") and "HttpOnly" in c for c in cookies)
+        # Named by port: a second server on this host keeps its own cookies.
+        port = web.base.rpartition(":")[2]
+        assert any(c.startswith(f"tether_token_{port}=") and "HttpOnly" in c for c in cookies)
+        assert any(c.startswith(f"tether_csrf_{port}=") for c in cookies)
         assert all("SameSite=Strict" in c for c in cookies)
         page = await browser.get("/")
         assert page.status_code == 200
@@ -103,7 +109,7 @@ async def test_a_state_change_with_the_cookie_needs_the_csrf_token_and_our_origi
 ) -> None:
     async with served(tmp_path) as web, httpx.AsyncClient(base_url=web.base) as browser:
         await browser.get(f"/?token={TOKEN}")
-        csrf = browser.cookies["tether_csrf"]
+        csrf = browser.cookies[f"tether_csrf_{web.base.rpartition(':')[2]}"]
         body = {"cwd": str(tmp_path)}
         refused = await browser.post("/api/sessions", json=body)
         assert refused.status_code == 403
@@ -493,3 +499,27 @@ async def test_a_steered_prompt_joins_the_running_turn(tmp_path: Path) -> None:
         got = await read_stream(web.client, session_id)  # up to the first turn's end
         prompts = [r for r in got.records if r["type"] == "user/message"]
         assert len(prompts) == 2 and "steered words" in str(prompts[1]["data"])
+
+
+async def test_a_damaged_log_is_one_line_on_the_page_and_ends_its_stream(tmp_path: Path) -> None:
+    from tests.persist.factory import event, header
+    from tether.persist.backends import JsonlBackend
+
+    async with served(tmp_path) as web:
+        backend = JsonlBackend(tmp_path)
+        backend.write(header("damaged"), [event(0), event(1), event(2)])
+        path = backend.path("damaged")
+        lines = path.read_bytes().split(b"\n")
+        lines[2] = b'{"type":"assistant/chunk","seq":1,'  # cut short before the last line
+        path.write_bytes(b"\n".join(lines))
+
+        answer = await web.client.get("/api/sessions/damaged")
+        assert answer.status_code == 500
+        assert answer.json()["error"].startswith("session damaged cannot be read: ")
+        assert "Traceback" not in answer.text
+        url = "/api/sessions/damaged/events"
+        async with web.client.stream("GET", url) as response:
+            body = (await response.aread()).decode()
+        # The stream says why once and ends, so the page stops reconnecting.
+        assert "event: failed\n" in body and "cannot be read" in body
+        assert "Traceback" not in body

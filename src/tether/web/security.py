@@ -4,15 +4,17 @@
 
 * **The token.** ``tether web`` makes a random token and prints a URL holding
   it (``/?token=…``). A request is let in when it carries the token as
-  ``Authorization: Bearer <token>`` (scripts), or as the ``tether_token``
-  cookie (browsers). A page request with a right ``token`` query parameter
+  ``Authorization: Bearer <token>`` (scripts), or as the ``tether_token_<port>``
+  cookie (browsers; named by the port the browser reached, because browsers
+  keep cookies per host, not per port, and two servers on one host must not
+  overwrite each other's). A page request with a right ``token`` query parameter
   sets that cookie (``HttpOnly``, ``SameSite=Strict``) and is redirected to
   the same URL without it, so the token leaves the address bar. Anything else
   is ``401`` with a body that says only that (no route, no session, no
   detail leaks).
 * **CSRF.** A request that changes state (any method but ``GET``, ``HEAD``)
   and is let in by the cookie must also send ``X-Tether-CSRF`` equal to the
-  ``tether_csrf`` cookie (a double-submit token, readable by the page's own
+  ``tether_csrf_<port>`` cookie (a double-submit token, readable by the page's own
   script and by no other site's), and an ``Origin``, when it sends one, that
   is this server. A Bearer request needs neither: no browser adds that
   header by itself.
@@ -39,6 +41,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 TOKEN_COOKIE = "tether_token"
 CSRF_COOKIE = "tether_csrf"
+"""The cookies' names before their port suffix (see :func:`cookie_name`)."""
 CSRF_HEADER = "x-tether-csrf"
 
 CSP = (
@@ -54,6 +57,14 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-frame-options", b"DENY"),
 )
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def cookie_name(base: str, headers: dict[str, str]) -> str:
+    """``base`` named for the port in the request's ``Host`` (``tether_token_8123``), as
+    the page's script names it from ``location.port``; ``base`` alone without one."""
+    host = headers.get("host", "")
+    port = host.rpartition(":")[2] if not host.endswith("]") else ""
+    return f"{base}_{port}" if port.isdigit() else base
 
 
 def new_token() -> str:
@@ -86,12 +97,12 @@ class Guard:
         bearer = _bearer(headers.get("authorization", ""))
         method = scope["method"]
         if given is not None and method in SAFE_METHODS and self._right(given):
-            await self._enter(scope, query, send_secured)
+            await self._enter(scope, query, headers, send_secured)
             return
         if bearer is not None and self._right(bearer):
             await self._app(scope, receive, send_secured)
             return
-        if not self._right(cookies.get(TOKEN_COOKIE)):
+        if not self._right(cookies.get(cookie_name(TOKEN_COOKIE, headers))):
             await _refuse(send_secured, 401, "unauthorized: open the URL tether web printed")
             return
         if method not in SAFE_METHODS and not self._same_site(scope, headers, cookies):
@@ -109,7 +120,7 @@ class Guard:
         sent = headers.get(CSRF_HEADER)
         if sent is None or not hmac.compare_digest(sent.encode(), self._csrf.encode()):
             return False
-        if cookies.get(CSRF_COOKIE) != sent:
+        if cookies.get(cookie_name(CSRF_COOKIE, headers)) != sent:
             return False
         origin = headers.get("origin")
         if origin is None:
@@ -117,7 +128,9 @@ class Guard:
         host = headers.get("host", "")
         return origin in (f"http://{host}", f"https://{host}")
 
-    async def _enter(self, scope: Scope, query: list[tuple[str, str]], send: Send) -> None:
+    async def _enter(
+        self, scope: Scope, query: list[tuple[str, str]], headers: dict[str, str], send: Send
+    ) -> None:
         """A first visit with the token: set the cookies, redirect to the URL without it."""
         rest = urlencode([(k, v) for k, v in query if k != "token"])
         location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
@@ -129,11 +142,13 @@ class Guard:
                     (b"location", location.encode()),
                     (
                         b"set-cookie",
-                        f"{TOKEN_COOKIE}={self._token}; Path=/; HttpOnly; SameSite=Strict".encode(),
+                        f"{cookie_name(TOKEN_COOKIE, headers)}={self._token};"
+                        " Path=/; HttpOnly; SameSite=Strict".encode(),
                     ),
                     (
                         b"set-cookie",
-                        f"{CSRF_COOKIE}={self._csrf}; Path=/; SameSite=Strict".encode(),
+                        f"{cookie_name(CSRF_COOKIE, headers)}={self._csrf};"
+                        " Path=/; SameSite=Strict".encode(),
                     ),
                     (b"content-length", b"0"),
                 ],

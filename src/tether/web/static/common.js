@@ -2,7 +2,9 @@
 "use strict";
 
 function csrfToken() {
-  const match = document.cookie.match(/(?:^|;\s*)tether_csrf=([^;]+)/);
+  // Named by port, as the server names it: two servers on one host keep theirs apart.
+  const name = location.port ? `tether_csrf_${location.port}` : "tether_csrf";
+  const match = document.cookie.match(new RegExp(`(?:^|;\\s*)${name}=([^;]+)`));
   return match ? decodeURIComponent(match[1]) : "";
 }
 
