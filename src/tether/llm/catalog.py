@@ -26,10 +26,9 @@ list has no context window and no price.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
-import msgspec
 from msgspec import Meta
 
 from tether.runtime.schema import FieldError, Schema
@@ -132,7 +131,7 @@ _SCRIPTED = "offline"
 class ModelCatalog:
     """Known models by reference, in the order the settings list them."""
 
-    models: Mapping[str, ModelEntry] = msgspec.field(default_factory=dict)
+    models: Mapping[str, ModelEntry] = field(default_factory=dict)
 
     def get(self, model: str) -> ModelEntry | None:
         """The entry of ``model``, or ``None`` when the settings do not list it."""
