@@ -293,3 +293,10 @@ def test_a_write_that_fails_before_reaching_the_server_is_not_left_to_be_written
     with pytest.raises(BackendClosedError):
         backend.write(header("s1"), events(2, 1))
     assert backend._queue == []  # no later writer of this backend picks it up
+
+
+def test_a_schema_name_too_long_for_its_channels_is_refused_before_connecting() -> None:
+    # "tether.<schema>.control" must fit PostgreSQL's 63-byte identifiers: NOTIFY
+    # refuses a longer channel, and LISTEN would quietly listen to a truncated one.
+    with pytest.raises(ValueError, match="too long for its NOTIFY channels: at most 48 bytes"):
+        PostgresBackend("postgresql://nowhere.invalid/x", schema="s" * 49)

@@ -13,6 +13,8 @@ CONTROL_CHANNEL = "control"
 EVENTS_CHANNEL = "events"
 """The doorbell of every write: ``"<session id> <last seq>"``."""
 
+CHANNELS = (CONTROL_CHANNEL, EVENTS_CHANNEL)
+
 
 def channel(schema: str, name: str) -> str:
     """The NOTIFY channel ``name`` of the sessions kept in ``schema``."""

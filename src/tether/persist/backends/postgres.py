@@ -61,7 +61,7 @@ from psycopg import sql
 
 from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import BadRecordError
-from tether.persist.backends.channels import EVENTS_CHANNEL, channel
+from tether.persist.backends.channels import CHANNELS, EVENTS_CHANNEL, channel
 from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
@@ -93,6 +93,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+MAX_IDENTIFIER = 63
+"""The longest identifier PostgreSQL keeps (bytes): a NOTIFY channel's name is one."""
 
 _Row = tuple[int, str, float, str]
 """An event row as read: ``(seq, type, time, data)``."""
@@ -274,6 +277,13 @@ class PostgresBackend:
         """
         if lease_ttl <= 0:
             raise ValueError(f"lease TTL must be positive, got {lease_ttl}")
+        longest = max(len(channel(schema, name).encode()) for name in CHANNELS)
+        if longest > MAX_IDENTIFIER:
+            # NOTIFY refuses a longer channel name, and LISTEN would truncate it.
+            raise ValueError(
+                f"schema name {schema!r} is too long for its NOTIFY channels: at most "
+                f"{MAX_IDENTIFIER - longest + len(schema.encode())} bytes"
+            )
         self._url = url
         self._schema = schema
         self._host = host_id or default_host_id()
