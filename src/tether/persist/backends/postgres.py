@@ -306,8 +306,12 @@ class PostgresBackend:
         """Tokens of leases found taken over (reported once)."""
         self._heartbeat: threading.Thread | None = None
         self._stop = threading.Event()
-        with self._connection() as conn:
-            self._migrate(conn)
+        try:
+            with self._connection() as conn:
+                self._migrate(conn)
+        except BaseException:
+            self.close()  # the connection the migration used, back in the pool
+            raise
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(schema={self._schema!r}, host={self._host!r})"
