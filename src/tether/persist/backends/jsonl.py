@@ -29,7 +29,6 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,7 +254,7 @@ class JsonlBackend:
             OSError: the directory is read-only, not writable, or full.
         """
         self._check_open()
-        probe = self._dir / f".probe.{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
+        probe = self._dir / f".probe.{os.getpid()}.{os.urandom(4).hex()}{_TEMP_SUFFIX}"
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             _write_all(fd, b"\0" * 4096)
@@ -332,7 +331,7 @@ class JsonlBackend:
         data = header_line(record) + payload
         # The pid lets a later backend tell a crashed write's leftovers from a
         # write in progress in another process.
-        temp = self._dir / f".{session_id}.{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
+        temp = self._dir / f".{session_id}.{os.getpid()}.{os.urandom(4).hex()}{_TEMP_SUFFIX}"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             try:
