@@ -1,7 +1,7 @@
 """Session log and persistence benchmarks; prints its figures.
 
 Usage: python bench/bench_sessions.py [--events N] [--repeat N] [--loads N]
-                                      [--only memory,durable,write,load]
+                                      [--only memory,durable,write,load,follow]
                                       [--backend jsonl|sqlite]
 
 Each figure is printed as the median of its runs with their range. The
@@ -17,7 +17,10 @@ Figures (targets from the sessions contract):
   writing them with one fsync per batch (target: within 1.2x of it);
 - load + derive_messages of a 100,000-event session (target <= 150 ms),
   through the persistence service, ``--loads`` times per durable run;
-- bytes on disk per 1,000 events.
+- bytes on disk per 1,000 events;
+- following a stored session as another process does (``events_after``, what
+  ``tether sessions tail`` and the web app read at each poll): a read of an
+  idle session, and of one new batch of 10 events, next to a whole load.
 """
 
 from __future__ import annotations
@@ -166,6 +169,39 @@ def bench_write_path(backend_class: type, data_dir: Path, session: Session, batc
     return len(events) / elapsed
 
 
+def bench_follow(
+    backend_class: type, data_dir: Path, session: Session, polls: int = 50
+) -> tuple[list[float], list[float], list[float]]:
+    """Seconds per ``events_after`` of a follower (its own backend object, as another
+    process has): on an idle session, after a batch of 10 new events; and per whole load."""
+    writer, follower = backend_class(data_dir), backend_class(data_dir)
+    header = session.header.to_record()
+    stored = list(session.events)
+    for offset in range(0, len(stored), WRITE_BATCH):
+        writer.write(header, [e.to_stored_record() for e in stored[offset : offset + WRITE_BATCH]])
+    last = len(follower.events_after(header["id"], -1)) - 1
+    more = Session.restore(session.header, stored)
+    idle, grown, whole = [], [], []
+    for _ in range(polls):
+        start = time.perf_counter()
+        assert follower.events_after(header["id"], last) == []
+        idle.append(time.perf_counter() - start)
+        batch = [more.append(AssistantChunk(kind="text", delta="x")) for _ in range(10)]
+        writer.write(header, [event.to_stored_record() for event in batch])
+        start = time.perf_counter()
+        found = follower.events_after(header["id"], last)
+        grown.append(time.perf_counter() - start)
+        assert len(found) == 10
+        last = found[-1].seq
+    for _ in range(3):
+        start = time.perf_counter()
+        follower.load(header["id"])
+        whole.append(time.perf_counter() - start)
+    writer.close()
+    follower.close()
+    return idle, grown, whole
+
+
 def bench_bare(path: Path, session: Session, batch: int) -> float:
     """A bare loop: the same events to JSON lines, one write + fsync per batch."""
     events = list(session.events)
@@ -201,14 +237,14 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=3, help="loads timed per durable run")
     parser.add_argument(
         "--only",
-        default="memory,durable,write,load",
+        default="memory,durable,write,load,follow",
         help="comma-separated figures to measure (durable and load share their runs)",
     )
     parser.add_argument("--backend", choices=("jsonl", "sqlite"), action="append")
     args = parser.parse_args()
     count = args.events
     only = set(args.only.split(","))
-    unknown = only - {"memory", "durable", "write", "load"}
+    unknown = only - {"memory", "durable", "write", "load", "follow"}
     if unknown:
         parser.error(f"unknown figures in --only: {', '.join(sorted(unknown))}")
 
@@ -249,6 +285,14 @@ def main() -> None:
                     f"{statistics.median(sizes) / count * 1000 / 1024:.1f} KiB on disk "
                     "per 1,000 events"
                 )
+        if "follow" in only:
+            with tempfile.TemporaryDirectory() as tmp:
+                idle, grown, whole = bench_follow(backend_class, Path(tmp), session)
+            print(
+                f"{name}: following {count:,} stored events: an idle poll {spread(idle, 1e6)} µs, "
+                f"a poll finding 10 new events {spread(grown, 1e6)} µs; "
+                f"a whole load {spread(whole, 1000, 1)} ms"
+            )
         if "write" in only:
             ratios = []
             for _ in range(args.repeat):

@@ -109,3 +109,49 @@ async def test_a_fenced_host_says_once_per_session_that_it_was_taken_over(
     finally:
         db.close()
         postgres.drop(schema)
+
+
+async def test_a_fenced_host_takes_its_session_back_once_the_taker_lets_it_go(
+    tmp_path: Path,
+) -> None:
+    """After a takeover, the fenced host forgets the lease it lost: once the editor
+    has closed the fenced session and the taker has let it go, the same process
+    loads it again and works on it, and nothing the fenced agent held in memory
+    is stored."""
+    schema = postgres.new_schema()
+    cluster = {
+        "TETHER_DATABASE_URL": postgres.URL,
+        "TETHER_DATABASE_SCHEMA": schema,
+        "TETHER_LEASE_TTL": "1",
+        "TETHER_HOST_ID": "paused-host",
+    }
+    db = PostgresBackend(postgres.URL, schema=schema, host_id="taker")
+    try:
+        async with serving(tmp_path, env=cluster) as server:
+            sid = await server.new_session()
+            prompt = server.start_prompt(sid, "hold")
+            await server.client.wait_for(server.client.saw_text(sid, "holding"))
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                lease = await take_over(db, sid)
+                stored = len(db.load(sid).events)
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            with pytest.raises(RequestError):
+                await prompt
+            assert len(db.load(sid).events) == stored
+            await server.conn.close_session(session_id=sid)
+            lease.release()
+            await server.conn.load_session(cwd=str(server.home), session_id=sid, mcp_servers=[])
+            assert await server.prompt(sid, "again") == "end_turn"
+            await server.close_stdin()
+        events = db.load(sid).events
+        assert [e.seq for e in events] == list(range(len(events)))
+        prompts = [e.data_object()["content"] for e in events if e.type == "user/message"]
+        assert prompts == [[{"type": "text", "text": "again"}]]  # none of the fenced turn
+        ends = [e.data_object()["reason"] for e in events if e.type == "turn/end"]
+        assert ends == [{"kind": "completed"}]
+        assert db.lease_info(sid) is None
+    finally:
+        db.close()
+        postgres.drop(schema)

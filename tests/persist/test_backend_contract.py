@@ -324,6 +324,8 @@ def test_missing_session_raises_not_found(backend: LogBackend) -> None:
         backend.load("absent")
     with pytest.raises(SessionNotFoundError, match="absent"):
         backend.delete("absent")
+    with pytest.raises(SessionNotFoundError, match="absent"):
+        backend.events_after("absent", -1)
 
 
 def test_closed_backend_refuses_every_call(backend: LogBackend) -> None:
@@ -335,6 +337,7 @@ def test_closed_backend_refuses_every_call(backend: LogBackend) -> None:
         lambda: backend.exists("s1"),
         lambda: backend.next_seq("s1"),
         lambda: backend.load("s1"),
+        lambda: backend.events_after("s1", -1),
         backend.list,
         lambda: backend.delete("s1"),
         lambda: backend.write(header("s1"), events(1, 1)),
@@ -406,6 +409,52 @@ def test_any_split_into_batches_loads_as_one_log(kind: str, cuts: list[int]) -> 
             assert summary.last_activity == log[-1]["time"]
         finally:
             backend.close()
+
+
+def test_a_follower_reads_every_event_once_in_order_from_where_it_is(
+    open_backend: Callable[[], LogBackend],
+) -> None:
+    writer, follower = open_backend(), open_backend()  # as another process would
+    writer.write(header("s1"), [])
+    assert follower.events_after("s1", -1) == []
+    log = [user_message(0, "start")] + [event(seq, data={"n": seq}) for seq in range(1, 9)]
+    read: list[dict[str, object]] = []
+    for start, end in ((0, 3), (3, 4), (4, 4), (4, 9)):
+        writer.write(header("s1"), log[start:end])
+        found = follower.events_after("s1", len(read) - 1)
+        assert follower.events_after("s1", len(read) - 1 + len(found)) == []  # nothing new
+        read += [e.to_record() for e in found]
+        assert read == log[:end]
+    for after in range(-1, 10):
+        assert [e.to_record() for e in follower.events_after("s1", after)] == log[after + 1 :]
+    assert [e.to_record() for e in follower.events_after("s1", 4)] == log[5:]
+
+
+def test_a_jsonl_follower_skips_a_line_still_being_written_and_reads_it_once_whole(
+    store_root: Path,
+) -> None:
+    writer, follower = JsonlBackend(store_root), JsonlBackend(store_root)
+    writer.write(header("s1"), [user_message(0, "start")])
+    assert len(follower.events_after("s1", -1)) == 1
+    line = json.dumps(event(1, data={"n": 1})).encode() + b"\n"
+    with writer.path("s1").open("ab") as file:
+        file.write(line[:10])
+        file.flush()
+        assert follower.events_after("s1", 0) == []
+        file.write(line[10:])
+    [found] = follower.events_after("s1", 0)
+    assert found.to_record() == event(1, data={"n": 1})
+    assert follower.events_after("s1", 1) == []
+
+
+def test_a_jsonl_follower_reads_a_replaced_file_whole(store_root: Path) -> None:
+    writer, follower = JsonlBackend(store_root), JsonlBackend(store_root)
+    writer.write(header("s1"), [user_message(0, "first")])
+    assert len(follower.events_after("s1", -1)) == 1
+    writer.delete("s1")
+    writer.write(header("s1"), [user_message(0, "again"), event(1)])
+    assert [e.to_record() for e in follower.events_after("s1", 0)] == [event(1)]
+    assert follower.events_after("s1", -1)[0].to_record() == user_message(0, "again")
 
 
 def damage_header(backend: LogBackend, session_id: str) -> None:

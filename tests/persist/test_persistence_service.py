@@ -20,7 +20,7 @@ from tether.persist import postgres as postgres_plugin
 from tether.persist import sqlite as sqlite_plugin
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
 from tether.persist.backends.errors import SessionNotFoundError
-from tether.persist.backends.lease import LeaseBook
+from tether.persist.backends.lease import Lease, LeaseBook, SessionTakenOverError
 from tether.persist.backends.postgres import PostgresBackend
 from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence, mount_persistence
 from tether.persist.writer import WriteBehind
@@ -38,6 +38,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.log import Session, SessionHeader
+from tether.session.registry import DEFAULT_REGISTRY
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 from tether.session.store import apply as store_plugin
 
@@ -388,3 +389,68 @@ async def test_following_a_session_that_is_not_stored_fails(world: World) -> Non
     with pytest.raises(SessionNotFoundError):
         async for _batch in world.persistence.follow("absent"):
             pass
+
+
+class TakenOverBackend(JsonlBackend):
+    """Refuses writes as taken over by another host while ``taken``; counts leases taken."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.taken = False
+        self.leases_taken = 0
+
+    def acquire_lease(self, session_id: str) -> Lease:
+        self.leases_taken += 1
+        return super().acquire_lease(session_id)
+
+    def write(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        if self.taken:
+            raise SessionTakenOverError(str(header["id"]), "hostB")
+        super().write(header, events)
+
+    def try_write(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
+    ) -> bool:
+        if self.taken:
+            raise SessionTakenOverError(str(header["id"]), "hostB")
+        return super().try_write(header, events)
+
+
+async def test_a_taken_over_session_is_never_written_again_and_its_lease_is_forgotten(
+    tmp_path: Path,
+) -> None:
+    backend = TakenOverBackend(tmp_path)
+    leases = LeaseBook(backend.acquire_lease)
+    writer = WriteBehind(backend, leases=leases, window=3600.0)
+    task = asyncio.get_running_loop().create_task(writer.run())
+    fenced = Session(SessionHeader(id="fenced", created_at=1.0, cwd="/"))
+    try:
+        prompt(fenced, "stored")
+        complete(fenced, "yes")
+        await writer.flush(fenced)
+        stored = [e.to_record() for e in fenced.events]
+        backend.taken = True
+        prompt(fenced, "refused")
+        with pytest.raises(SessionTakenOverError):
+            await writer.flush(fenced)
+        assert not leases.holds("fenced")  # forgotten at once, not when released
+        backend.taken = False  # the new owner let it go: the lease is free again
+        complete(fenced, "the fenced agent's answer, in this process's memory only")
+        with pytest.raises(SessionTakenOverError):
+            await writer.flush(fenced)
+        writer.notice(fenced, now=True)
+        writer.release(fenced)
+        loaded = backend.load_events("fenced", DEFAULT_REGISTRY)
+        header = SessionHeader.from_record(loaded.header)
+        again = Session.restore(header, loaded.events, decoded=True)
+        prompt(again, "taken back")
+        await writer.flush(again)
+        writer.release(again)
+    finally:
+        await writer.close()
+        await task
+    records = [e.to_record() for e in backend.load("fenced").events]
+    assert records[: len(stored)] == stored
+    assert records[len(stored) :] == [e.to_record() for e in again.events][len(stored) :]
+    assert backend.leases_taken == 2
+    assert not leases.holds("fenced")

@@ -300,3 +300,35 @@ def test_a_schema_name_too_long_for_its_channels_is_refused_before_connecting() 
     # refuses a longer channel, and LISTEN would quietly listen to a truncated one.
     with pytest.raises(ValueError, match="too long for its NOTIFY channels: at most 48 bytes"):
         PostgresBackend("postgresql://nowhere.invalid/x", schema="s" * 49)
+
+
+class AnswerLost(PostgresBackend):
+    """While ``losing``, each transaction commits and is then run again: what the one
+    retry of a transaction whose connection broke before its answer came does."""
+
+    losing = False
+
+    def _run(self, work: Any) -> Any:
+        if self.losing:
+            super()._run(work)
+        return super()._run(work)
+
+
+def test_a_lease_take_or_a_delete_retried_after_it_committed_does_what_was_asked(
+    schema: str,
+) -> None:
+    backend = AnswerLost(postgres.URL, schema=schema, host_id="a")
+    try:
+        backend.write(header("s1"), events(0, 1))
+        backend.losing = True
+        lease = backend.acquire_lease("s1")  # not refused by its own first attempt
+        assert backend.lease_info("s1").host == "a"  # type: ignore[union-attr]
+        backend.losing = False
+        backend.write(header("s1"), events(1, 1))  # under the token the retry kept
+        backend.losing = True
+        lease.release()
+        assert backend.lease_info("s1") is None
+        backend.delete("s1")  # not "not found" because its first attempt deleted it
+        assert not backend.exists("s1")
+    finally:
+        backend.close()

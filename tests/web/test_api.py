@@ -242,9 +242,18 @@ async def test_an_oversized_prompt_is_413_and_queues_nothing(tmp_path: Path) -> 
         assert agent is not None and len(agent.session.events) == events_before
 
 
-def _tether_run(data_dir: Path, task: str) -> subprocess.Popen[str]:
+def _tether_run(data_dir: Path, task: str, *options: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(data_dir), "run", task],
+        [
+            sys.executable,
+            "-m",
+            "tether.cli.main",
+            "--data-dir",
+            str(data_dir),
+            "run",
+            *options,
+            task,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -302,6 +311,27 @@ async def test_a_session_live_in_another_process_is_409_naming_it_followed_live_
         turn_ends = [r for r in got.records if r["type"] == "turn/end"]
         assert turn_ends  # the first turn's end, from the stored log
         assert web.hub.owns(str(stored["id"]))
+
+
+async def test_a_tab_on_an_idle_stored_session_follows_another_process_that_opens_it_later(
+    tmp_path: Path,
+) -> None:
+    finished = _tether_run(tmp_path, "$ echo earlier")
+    await asyncio.to_thread(finished.communicate, timeout=30)
+    async with served(tmp_path) as web:
+        (stored,) = (await web.client.get("/api/sessions")).json()["sessions"]
+        session_id = str(stored["id"])
+        before = await read_stream(web.client, session_id)
+        last = before.records[-1]["seq"]
+        following = asyncio.ensure_future(read_stream(web.client, session_id, after=last))
+        await _until(lambda: web.hub.follows.followers(session_id) == 1)
+        other = _tether_run(tmp_path, "$ echo opened-elsewhere", "--resume", session_id)
+        _out, err = await asyncio.to_thread(other.communicate, timeout=30)
+        assert other.returncode == 0, err
+        got = await asyncio.wait_for(following, 30)  # the same stream, no reconnect
+        assert [r["seq"] for r in got.records] == list(range(last + 1, last + 1 + len(got.records)))
+        assert "opened-elsewhere" in str(got.records)
+        assert got.records[-1]["data"]["reason"] == {"kind": "completed"}  # type: ignore[index]
 
 
 async def test_a_client_gone_mid_stream_leaves_no_follower_and_the_turn_goes_on(

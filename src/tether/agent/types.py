@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-import secrets
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -73,7 +73,7 @@ class Target(enum.StrEnum):
     """The next step boundary of the running turn (or a new turn when idle)."""
 
 
-_ID_PREFIX = secrets.token_hex(6)
+_ID_PREFIX = os.urandom(6).hex()
 _id_counter = itertools.count(1)
 
 

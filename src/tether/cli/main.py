@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from tether import __version__
 from tether.cli.boot import UsageError, existing_dir
@@ -15,6 +15,10 @@ from tether.cli.failures import EXIT_FAILED, OneLineFormatter, StartRefusedError
 from tether.cli.process import begin_startup, exit_now
 from tether.fence import fence
 from tether.masking import CredentialFilter
+
+if TYPE_CHECKING:
+    _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+    """What ``add_subparsers`` returns: each command adds its parser to it."""
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -59,11 +63,11 @@ def add_resume_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_acp_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_acp_parser(commands: _Commands) -> None:
     """``tether acp`` and its options."""
     acp = commands.add_parser(
         "acp",
-        help="serve an editor over the Agent Client Protocol on stdio",
+        help=_HELP["acp"],
         description="Serve one ACP client (an editor) on stdin/stdout until stdin closes. "
         "stdout carries protocol frames only; logs go to stderr.",
     )
@@ -100,11 +104,11 @@ def add_acp_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
 
 
-def add_web_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_web_parser(commands: _Commands) -> None:
     """``tether web`` and its options."""
     web = commands.add_parser(
         "web",
-        help="watch, steer and stop sessions in a browser",
+        help=_HELP["web"],
         description="Serve the web app and its API (docs/web.md). Prints the URL to open, "
         "with its access token, on stdout.",
     )
@@ -132,11 +136,9 @@ def add_web_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
 
 
-def add_sessions_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_sessions_parser(commands: _Commands) -> None:
     """The ``sessions`` command and its actions."""
-    sessions = commands.add_parser(
-        "sessions", help="list, show, export, tail, cancel or delete sessions"
-    )
+    sessions = commands.add_parser("sessions", help=_HELP["sessions"])
     session_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
     session_commands.required = True
     listing = session_commands.add_parser(
@@ -183,37 +185,11 @@ def add_sessions_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tether",
-        description="tether: an agent harness with owned lifecycles and durable sessions.",
-    )
-    parser.add_argument("--version", action="version", version=f"tether {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        metavar="DIR",
-        help="where sessions and the user overlay live (default: $TETHER_HOME, "
-        "else ~/.local/share/tether)",
-    )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        action="append",
-        metavar="FILE",
-        help="a composition overlay that patches plugin rows by id (repeatable)",
-    )
-    parser.add_argument(
-        "--dev",
-        action="store_true",
-        help="reload plugin modules when their source files change",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def add_run_parser(commands: _Commands) -> None:
+    """``tether run`` and its options."""
     run = commands.add_parser(
         "run",
-        help="run one task headless, the answer on stdout",
+        help=_HELP["run"],
         description="Run one task. The answer goes to stdout (streamed on a terminal; "
         "written once stored when stdout is a pipe or a file); tool activity and the "
         "session id go to stderr. Ctrl-C cancels the turn; a second Ctrl-C exits at once.",
@@ -247,9 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
     add_thinking_option(run)
 
+
+def add_chat_parser(commands: _Commands) -> None:
+    """``tether chat`` and its options."""
     chat = commands.add_parser(
         "chat",
-        help="an interactive session in the terminal",
+        help=_HELP["chat"],
         description="Chat with an agent. Lines are prompts (queued while a turn runs; "
         "Ctrl-S steers it); /help lists the commands and keys. Ctrl-C cancels the "
         "running turn; /quit or Ctrl-D leaves.",
@@ -264,9 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_thinking_option(chat)
 
-    add_sessions_parser(commands)
 
-    config = commands.add_parser("config", help="inspect the composition")
+def add_config_parser(commands: _Commands) -> None:
+    """``tether config`` and its actions."""
+    config = commands.add_parser("config", help=_HELP["config"])
     config_commands = config.add_subparsers(dest="config_command", metavar="ACTION")
     config_commands.required = True
     config_show = config_commands.add_parser(
@@ -279,18 +259,113 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--force", action="store_true", help="replace an existing one")
 
+
+def add_doctor_parser(commands: _Commands) -> None:
+    """``tether doctor`` and its options."""
     doctor = commands.add_parser(
         "doctor",
-        help="check the data directory and the model (one tiny request)",
+        help=_HELP["doctor"],
         description="Check that sessions can be stored and that the model answers: one "
         "request of a few tokens, with its latency. Exit 0 when every check passed.",
     )
     add_model_options(doctor)
 
-    add_acp_parser(commands)
-    add_web_parser(commands)
 
-    commands.add_parser("demo", help="tour the plugin runtime")
+def add_demo_parser(commands: _Commands) -> None:
+    """``tether demo``."""
+    commands.add_parser("demo", help=_HELP["demo"])
+
+
+_HELP = {
+    "run": "run one task headless, the answer on stdout",
+    "chat": "an interactive session in the terminal",
+    "sessions": "list, show, export, tail, cancel or delete sessions",
+    "config": "inspect the composition",
+    "doctor": "check the data directory and the model (one tiny request)",
+    "acp": "serve an editor over the Agent Client Protocol on stdio",
+    "web": "watch, steer and stop sessions in a browser",
+    "demo": "tour the plugin runtime",
+}
+"""Each command's line in ``tether --help``, in the order listed there."""
+
+_BUILDERS: dict[str, Callable[[_Commands], None]] = {
+    "run": add_run_parser,
+    "chat": add_chat_parser,
+    "sessions": add_sessions_parser,
+    "config": add_config_parser,
+    "doctor": add_doctor_parser,
+    "acp": add_acp_parser,
+    "web": add_web_parser,
+    "demo": add_demo_parser,
+}
+
+_GLOBAL_FLAGS = frozenset({"-v", "--verbose", "--dev"})
+_GLOBAL_VALUED = frozenset({"--data-dir", "--config"})
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, when it is certain without parsing; else ``None``.
+
+    Only the global options are skipped: an abbreviated or unknown option
+    (whose value argparse alone knows how to take) makes it uncertain.
+    """
+    at = 0
+    while at < len(argv):
+        word = argv[at]
+        if word in _GLOBAL_FLAGS:
+            at += 1
+        elif word in _GLOBAL_VALUED:
+            at += 2
+        elif word.split("=", 1)[0] in _GLOBAL_VALUED:
+            at += 1
+        elif word.startswith("-"):
+            return None
+        else:
+            return word if word in _BUILDERS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``tether`` argument parser.
+
+    With ``command``, only that command's parser is built with its options;
+    every other command gets a parser that has only its help line (what
+    ``tether --help`` shows), which saves building a dozen parsers on each
+    start. Parse with it only command lines that name ``command``
+    (:func:`command_of` says which); without ``command``, every parser is
+    complete.
+    """
+    parser = argparse.ArgumentParser(
+        prog="tether",
+        description="tether: an agent harness with owned lifecycles and durable sessions.",
+    )
+    parser.add_argument("--version", action="version", version=f"tether {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="where sessions and the user overlay live (default: $TETHER_HOME, "
+        "else ~/.local/share/tether)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="a composition overlay that patches plugin rows by id (repeatable)",
+    )
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="reload plugin modules when their source files change",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, build in _BUILDERS.items():
+        if command is None or name == command:
+            build(commands)
+        else:
+            commands.add_parser(name, help=_HELP[name])
     return parser
 
 
@@ -306,8 +381,9 @@ def _positive_seconds(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(command_of(words))
+    args = parser.parse_args(words)
     handler = logging.StreamHandler(sys.stderr)
     log_format = "%(levelname)s %(name)s: %(message)s"
     handler.setFormatter(

@@ -10,7 +10,9 @@ Doorbells: the persistence service rings one after each batch it writes
 (this process's sessions); the PostgreSQL backend also rings it for every
 ``NOTIFY`` of another host's append. Where nothing rings for writes of other
 processes (JSONL and SQLite written by another ``tether``), the follower also
-reads again every ``poll`` seconds.
+reads again every ``poll`` seconds. Each read is the backend's
+``events_after``, which reads only what was stored after the last seq: a poll
+of an idle session parses nothing.
 """
 
 from __future__ import annotations
@@ -59,22 +61,6 @@ class Doorbell:
                     del self._rungs[session_id]
 
 
-def read_after(backend: LogBackend, session_id: str, after_seq: int) -> list[StoredEvent]:
-    """The stored events of ``session_id`` with seq greater than ``after_seq``, in order.
-
-    A backend that can read part of a log (``events_after``) does; others
-    load the whole log.
-
-    Raises:
-        SessionNotFoundError, CorruptLogError: from the backend.
-    """
-    events_after = getattr(backend, "events_after", None)
-    if events_after is not None:
-        found: list[StoredEvent] = events_after(session_id, after_seq)
-        return found
-    return backend.load(session_id).events[after_seq + 1 :]
-
-
 async def follow(
     backend: LogBackend,
     doorbell: Doorbell,
@@ -97,7 +83,7 @@ async def follow(
         while True:
             # Cleared before the read: a ring during the read means "read again".
             rung.clear()
-            events = await asyncio.to_thread(read_after, backend, session_id, last)
+            events = await asyncio.to_thread(backend.events_after, session_id, last)
             if events:
                 last = events[-1].seq
                 yield events

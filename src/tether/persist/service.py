@@ -41,7 +41,7 @@ from tether.persist.backends.bulk import collector_paused
 from tether.persist.backends.errors import StoreConflictError
 from tether.persist.backends.lease import Holder, LeaseBook
 from tether.persist.backends.records import parse_header
-from tether.persist.follow import Doorbell, follow, read_after
+from tether.persist.follow import Doorbell, follow
 from tether.persist.writer import WriteBehind
 from tether.runtime.keys import Notice, ServiceKey
 from tether.runtime.schema import Schema
@@ -116,7 +116,7 @@ class Persistence:
         Raises:
             SessionNotFoundError, CorruptLogError: from the backend.
         """
-        return await asyncio.to_thread(read_after, self._backend, session_id, after_seq)
+        return await asyncio.to_thread(self._backend.events_after, session_id, after_seq)
 
     async def load(self, session_id: str) -> Session:
         """Read a stored session for reading; a last turn that never closed is

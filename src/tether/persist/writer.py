@@ -17,6 +17,10 @@ Writes happen only under the session's lease: the first write of a session
 takes it (through the :class:`~tether.persist.backends.lease.LeaseBook`), so
 a session open in another process fails to write instead of interleaving
 with it; the lease is given up once the session is released and written.
+A session whose lease another host took over is lost to this writer: its
+flushes fail with the takeover, its later events are never written, and its
+lease is forgotten at once, so loading the session again here takes a fresh
+one.
 :meth:`WriteBehind.store_header` makes a session stored before its first
 event (a session created and not yet used can be loaded elsewhere).
 """
@@ -31,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tether.persist.backends.base import LogBackend, WritesWithoutWaiting
-from tether.persist.backends.lease import LeaseBook
+from tether.persist.backends.lease import LeaseBook, SessionTakenOverError, taken_over
 from tether.session.events import Event
 from tether.session.log import Session
 
@@ -55,6 +59,8 @@ class _Track:
     """The header must be stored even while the session has no events."""
     failing: bool = False
     """The last write failed (its failure was logged once)."""
+    lost: SessionTakenOverError | None = None
+    """Another host took the session over: it is never written again (kept until released)."""
 
 
 class WriteBehind:
@@ -113,6 +119,8 @@ class WriteBehind:
         track = self._tracks.get(session)
         if track is None:
             track = self._tracks[session] = _Track(session)
+        elif track.lost is not None:
+            return
         if track not in self._dirty:
             self._dirty[track] = None
             self._wake.set()
@@ -132,6 +140,9 @@ class WriteBehind:
     def release(self, session: Session) -> None:
         """Forget ``session`` once everything appended to it so far is written."""
         track = self._tracks.get(session)
+        if track is not None and track.lost is not None:
+            del self._tracks[session]
+            return
         if track is None:
             # Never written here: a resumed session still holds its lease.
             self._leases.release(session.id, session)
@@ -152,10 +163,14 @@ class WriteBehind:
 
         Raises:
             RuntimeError: the writer is closed.
+            SessionTakenOverError: another host took the session over; nothing
+                appended since is written.
             OSError, StoreConflictError, …: the backend failed to write them.
         """
         target = len(session.events)
         track = self._tracks.get(session)
+        if track is not None and track.lost is not None:
+            raise track.lost
         if track is None:
             if target == 0:
                 return
@@ -203,6 +218,8 @@ class WriteBehind:
         """
         self._closing = True
         for track in self._tracks.values():
+            if track.lost is not None:
+                continue
             if track.durable is None or track.durable < len(track.session.events):
                 self._dirty[track] = None
         # Urgent too: a writer waiting out its window drains now.
@@ -210,6 +227,8 @@ class WriteBehind:
         self._wake.set()
 
     async def _write(self, track: _Track, *, inline: bool = False) -> None:
+        if track.lost is not None:
+            return
         session = track.session
         end = len(session.events)
         try:
@@ -226,6 +245,10 @@ class WriteBehind:
                     self._on_written(session, end)
         except Exception as exc:
             waiters, track.waiters = track.waiters, []
+            lost = taken_over(exc)
+            if lost is not None:
+                await self._lose(track, lost, waiters)
+                return
             if not track.failing:
                 # Once per failing streak, and not as an error: every flush
                 # waiting now or later (the acknowledgement of the work, the
@@ -241,6 +264,33 @@ class WriteBehind:
             track.failing = False
             log.info("writing session %s works again; nothing was lost", session.id)
         self._settle(track)
+
+    async def _lose(
+        self,
+        track: _Track,
+        error: SessionTakenOverError,
+        waiters: list[tuple[int, asyncio.Future[None]]],
+    ) -> None:
+        """``track``'s session was taken over: write it no more, forget its lease (in a
+        thread: releasing it may be a round trip), then fail its waiters.
+
+        The track stays until the session is released, so that nothing the
+        session appends meanwhile starts a new track (which would take a
+        fresh lease and store what the new owner never saw).
+        """
+        session = track.session
+        track.lost = error
+        self._dirty.pop(track, None)
+        if track.released:
+            self._tracks.pop(session, None)
+        log.info("session %s is no longer written here: %s", session.id, error)
+        try:
+            await asyncio.to_thread(self._leases.forget, session.id)
+        finally:
+            # After the lease is forgotten: whoever waited may load the session again at once.
+            for _target, future in waiters:
+                if not future.done():
+                    future.set_exception(error)
 
     def _begin(self, track: _Track) -> int:
         """Before a session's first write: take its lease, learn how much is stored."""

@@ -26,7 +26,6 @@ writes everything appended to ``session`` before the call, then returns.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -67,7 +66,7 @@ class SessionStateError(SessionError):
 def new_session_id(clock: Callable[[], float] = time.time) -> str:
     """A fresh session id: sortable by creation time, unique by a random suffix."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
-    return f"{stamp}-{secrets.token_hex(4)}"
+    return f"{stamp}-{os.urandom(4).hex()}"
 
 
 class SessionStore:

@@ -14,7 +14,6 @@ import errno
 import logging
 import os
 import shutil
-import tempfile
 from collections import deque
 from collections.abc import Callable
 
@@ -47,6 +46,9 @@ class SpillDir:
         if self._removed:
             raise OSError(errno.ENOENT, "the spill directory was removed")
         if self._path is None:
+            # Imported here: most commands never spill, and start-up need not pay for it.
+            import tempfile
+
             self._path = tempfile.mkdtemp(prefix="tether-shell-", dir=self._parent)
         path = os.path.join(self._path, name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC

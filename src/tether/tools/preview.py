@@ -20,10 +20,21 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 
 
 class Location(msgspec.Struct, frozen=True):
-    """A file a call touches (absolute ``path``), and the 1-based ``line`` if one."""
+    """A file a call touches (absolute ``path``), and the 1-based ``line`` if one.
+
+    Raises:
+        ValueError: ``path`` is empty or ``line`` is below 1; a previewer that
+            makes one fails, and the call goes on without its preview.
+    """
 
     path: str
     line: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_path("a location", self.path)
+        # bool is an int: True must not pass for line 1.
+        if self.line is not None and (type(self.line) is not int or self.line < 1):
+            raise ValueError(f"a location's line must be an int >= 1, got {self.line!r}")
 
 
 class Diff(msgspec.Struct, frozen=True):
@@ -32,6 +43,9 @@ class Diff(msgspec.Struct, frozen=True):
     path: str
     old_text: str | None
     new_text: str
+
+    def __post_init__(self) -> None:
+        _check_path("a diff", self.path)
 
 
 class ToolPreview(msgspec.Struct, frozen=True):
@@ -48,3 +62,8 @@ class ToolPreview(msgspec.Struct, frozen=True):
     locations: tuple[Location, ...] = ()
     diffs: tuple[Diff, ...] = ()
     approval: str | None = None
+
+
+def _check_path(what: str, path: object) -> None:
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{what} needs a non-empty path, got {path!r}")

@@ -10,12 +10,11 @@ the last one yielded:
   and every wake-up reads the log from the follower's cursor, so an event
   appended between the subscription and the first read is neither lost nor
   sent twice (the log, not the wake-up, carries the events);
-* a session **stored, and live nowhere**, is read from storage; the follower
-  then waits: if the session goes live in this process (a prompt resumes it),
-  its new events follow from the cursor;
-* a session **live in another process** (its lease is held elsewhere, on this
-  host or, on PostgreSQL, on another one) is read from storage, then
-  followed there: :meth:`Persistence.follow
+* a session **stored, not live in this process** (live nowhere, or in
+  another process: its lease is held elsewhere, on this host or, on
+  PostgreSQL, on another one) is read from storage, then followed there, so
+  that a process that has it live, or opens it later, is followed from its
+  writes: :meth:`Persistence.follow
   <tether.persist.service.Persistence.follow>` reads by seq from the cursor
   each time the backend's doorbell rings (or its poll comes round), and the
   stored records are decoded by the same registry a load decodes them by, so
@@ -103,11 +102,13 @@ class Follows:
                         if batch:
                             cursor = batch[-1].seq
                             yield batch
-                        if await persistence.holder(session_id) is not None:
-                            reader = asyncio.get_running_loop().create_task(
-                                _read_stored(persistence, session_id, cursor, stored, wake),
-                                name=f"web-follow:{session_id}",
-                            )
+                        # Followed in storage whether or not another process has it
+                        # live now: one that opens it later is followed from its first
+                        # write. A poll of an idle log reads nothing new (events_after).
+                        reader = asyncio.get_running_loop().create_task(
+                            _read_stored(persistence, session_id, cursor, stored, wake),
+                            name=f"web-follow:{session_id}",
+                        )
                 while True:
                     wake.clear()
                     if nudges != self._nudges[session_id]:

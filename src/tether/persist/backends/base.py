@@ -210,6 +210,20 @@ class LogBackend(Protocol):
         """
         ...
 
+    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
+        """The stored events of ``session_id`` whose seq is greater than ``after_seq``, in order.
+
+        What a follower of the log reads each time it is told to look again:
+        a backend reads only what was stored after ``after_seq`` where it
+        can, so that following an idle session costs nearly nothing. Never
+        modifies storage (a torn tail is left for the next write to cut).
+
+        Raises:
+            SessionNotFoundError: nothing is stored for ``session_id``.
+            CorruptLogError: what it reads is damaged.
+        """
+        ...
+
     def list(self) -> builtins.list[SessionSummary]:
         """Summarise every stored session, newest activity first.
 

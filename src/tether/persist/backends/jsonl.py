@@ -29,7 +29,6 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +64,7 @@ from tether.persist.location import private_dir
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
+    from tether.session.stored import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,8 @@ class JsonlBackend:
         # Entries are only replaced whole while the session's flock is held;
         # single dict operations need no lock of their own.
         self._tails: dict[str, _Tail] = {}
+        self._marks: dict[str, _Tail] = {}
+        """Where the last :meth:`events_after` of each session ended (any thread may set one)."""
         self._closed = False
         self._swept = False
         if not self._dir.is_dir():
@@ -208,6 +210,40 @@ class JsonlBackend:
         )
         return LoadedLog(header, events, torn)
 
+    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
+        """The stored events after ``after_seq``; see :meth:`LogBackend.events_after`.
+
+        A follower reads the same log again and again, so where its last read
+        ended is kept (the file, the next seq, the offset past the last whole
+        line): a read after that seq parses only the lines appended since, and
+        one of an unchanged file parses nothing. A file replaced or cut short
+        since, or a read from further back, is read whole.
+        """
+        self._check_open()
+        try:
+            file = SessionFile.open(self.path(session_id), session_id, writable=False)
+        except FileNotFoundError:
+            raise SessionNotFoundError(session_id) from None
+        with file:
+            mark = self._marks.get(session_id)
+            if (
+                mark is not None
+                and mark.inode == file.inode
+                and mark.size <= file.size
+                and after_seq >= mark.next_seq - 1
+            ):
+                try:
+                    events, end = file.parse_appended(mark.size, mark.next_seq)
+                except CorruptLogError:
+                    pass  # read whole below, which tells a torn last line from damage
+                else:
+                    self._marks[session_id] = _Tail(file.inode, mark.next_seq + len(events), end)
+                    return events[after_seq + 1 - mark.next_seq :]
+            layout = file.probe()
+            events = file.parse_events(layout.header_end, layout.end)
+            self._marks[session_id] = _Tail(file.inode, len(events), layout.end)
+        return events[max(0, after_seq + 1) :]
+
     def _read(
         self, session_id: str, read_events: Callable[[SessionFile, int, int], _Events]
     ) -> tuple[HeaderRecord, _Events, TornTail | None]:
@@ -255,7 +291,7 @@ class JsonlBackend:
             OSError: the directory is read-only, not writable, or full.
         """
         self._check_open()
-        probe = self._dir / f".probe.{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
+        probe = self._dir / f".probe.{os.getpid()}.{os.urandom(4).hex()}{_TEMP_SUFFIX}"
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             _write_all(fd, b"\0" * 4096)
@@ -300,12 +336,14 @@ class JsonlBackend:
         with self._open_stored(session_id) as file:
             os.unlink(file.path)
             self._tails.pop(session_id, None)
+            self._marks.pop(session_id, None)
         _fsync_dir(self._dir)
 
     def close(self) -> None:
         """Forget cached state; later calls raise :class:`BackendClosedError`."""
         self._closed = True
         self._tails.clear()
+        self._marks.clear()
 
     def _open_stored(self, session_id: str) -> SessionFile:
         self._check_open()
@@ -332,7 +370,7 @@ class JsonlBackend:
         data = header_line(record) + payload
         # The pid lets a later backend tell a crashed write's leftovers from a
         # write in progress in another process.
-        temp = self._dir / f".{session_id}.{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
+        temp = self._dir / f".{session_id}.{os.getpid()}.{os.urandom(4).hex()}{_TEMP_SUFFIX}"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             try:

@@ -199,6 +199,24 @@ class SessionFile:
         except BadRecordError as exc:
             raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
 
+    def parse_appended(self, start: int, first_seq: int) -> tuple[builtins.list[StoredEvent], int]:
+        """Parse the whole lines from offset ``start`` (a line's start) to the file's end,
+        which must begin at seq ``first_seq``; and the offset just past them.
+
+        A line still being written (no newline yet) is left for a later read.
+
+        Raises:
+            CorruptLogError: a line is not a valid event, or its seq is out of
+                order (a torn line that ends in a newline reads as one too).
+        """
+        end = self._rfind_newline(self.size) + 1
+        if end <= start:
+            return [], start
+        try:
+            return parse_lines(self.read(start, end), first_seq), end
+        except BadRecordError as exc:
+            raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
+
     def _parse_block(self, block: bytes, start: int) -> builtins.list[StoredEvent]:
         try:
             return parse_lines(block, 0)

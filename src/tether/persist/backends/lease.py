@@ -279,6 +279,17 @@ class LeaseBook:
             del self._held[session_id]
         lease.release()
 
+    def forget(self, session_id: str) -> None:
+        """The lease of ``session_id`` was taken over: drop it for every owner.
+
+        The next :meth:`acquire` takes a fresh lease instead of sharing the
+        lost one. Releasing a lost lease leaves its new holder's alone.
+        """
+        with self._lock:
+            entry = self._held.pop(session_id, None)
+        if entry is not None:
+            entry[0].release()
+
     def release_all(self) -> None:
         """Give up every lease (the backend is closing)."""
         with self._lock:

@@ -636,8 +636,15 @@ class PostgresBackend:
         """
         validate_session_id(session_id)
 
+        attempts = 0
+
         def delete(cur: psycopg.Cursor[Any]) -> None:
-            if cur.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount == 0:
+            nonlocal attempts
+            attempts += 1
+            deleted = cur.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount
+            # A retry that finds no row: the attempt whose connection broke
+            # may have committed the delete; the session is gone either way.
+            if deleted == 0 and attempts == 1:
                 raise SessionNotFoundError(session_id)
 
         self._run(delete)
@@ -655,22 +662,28 @@ class PostgresBackend:
             SessionLeasedError: another holder has the lease live (it names the host).
         """
         validate_session_id(session_id)
+        # The token is drawn first, on its own: a take retried after a lost
+        # connection (whose first attempt may have committed) finds its own
+        # token in the row and takes it again, instead of being refused by
+        # itself until the TTL passes.
+        token = self._run(_next_token)
 
         def take(cur: psycopg.Cursor[Any]) -> int | LeaseInfo:
             row = cur.execute(
                 "INSERT INTO leases AS l (session_id, holder, host, pid, token, expires_at)"
-                " VALUES (%(id)s, %(holder)s, %(host)s, %(pid)s, nextval('lease_tokens'),"
+                " VALUES (%(id)s, %(holder)s, %(host)s, %(pid)s, %(token)s,"
                 "         clock_timestamp() + %(ttl)s * interval '1 second')"
                 " ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder,"
                 "   host = excluded.host, pid = excluded.pid, token = excluded.token,"
                 "   expires_at = excluded.expires_at"
-                " WHERE l.expires_at <= clock_timestamp()"
+                " WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token"
                 " RETURNING token",
                 {
                     "id": session_id,
                     "holder": self.holder_id,
                     "host": self._host,
                     "pid": self._pid,
+                    "token": token,
                     "ttl": self._ttl,
                 },
             ).fetchone()
@@ -891,6 +904,13 @@ class PostgresBackend:
                 log.info("PostgreSQL schema %s migrated to version %d", self._schema, number)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_LOCK_CLASS, self._schema))
+
+
+def _next_token(cur: psycopg.Cursor[Any]) -> int:
+    """A fresh fencing token: tokens only grow, whoever draws them."""
+    row = cur.execute("SELECT nextval('lease_tokens')").fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 class _FencedLease:

@@ -63,6 +63,7 @@ from tether.persist.location import private_dir
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
+    from tether.session.stored import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +307,37 @@ class SqliteBackend:
             return LoadedLog(header, decode_lines(lines, registry))
         except BadRecordError as exc:
             raise _corrupt(session_id, exc) from None
+
+    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
+        """The stored events after ``after_seq``; see :meth:`LogBackend.events_after`.
+
+        Reads only the batches that end after ``after_seq`` (a schema 1
+        database, read as it is, is read whole).
+        """
+        validate_session_id(session_id)
+        with self._transaction(write=False) as conn:
+            if (
+                conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                is None
+            ):
+                raise SessionNotFoundError(session_id)
+            if self._version == _EVENT_ROWS:
+                first, lines = 0, _lines_of_event_rows(conn, session_id)
+            else:
+                batches = conn.execute(
+                    "SELECT first_seq, lines FROM batches WHERE session_id = ? AND end_seq > ?"
+                    " ORDER BY first_seq",
+                    (session_id, after_seq + 1),
+                ).fetchall()
+                if not batches:
+                    return []
+                first, lines = batches[0][0], _joined(session_id, batches)
+        try:
+            events = parse_lines(lines, first)
+        except BadRecordError as exc:
+            raise CorruptLogError(session_id, exc.reason, seq=first + exc.index) from None
+        skip = max(0, after_seq + 1 - first)
+        return events[skip:]
 
     def _read(self, session_id: str) -> tuple[HeaderRecord, bytes]:
         """The session's header and the event lines of its whole log, in seq order.
