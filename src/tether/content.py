@@ -13,11 +13,11 @@ remember how it encoded one for as long as the message lives.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NoReturn
 
 import msgspec
+from msgspec.structs import force_setattr
 
 __all__ = [
     "AssistantBlock",
@@ -152,8 +152,7 @@ def _blocks(
     return blocks
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class SystemMessage:
+class SystemMessage(msgspec.Struct, frozen=True, weakref=True):
     """Instructions that frame the conversation."""
 
     text: str
@@ -163,18 +162,16 @@ class SystemMessage:
             _reject(self, text=str)
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class UserRoleMessage:
+class UserRoleMessage(msgspec.Struct, frozen=True, weakref=True):
     """What the user (or a program speaking for them) said."""
 
     content: tuple[UserBlock, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content", _blocks("UserRoleMessage", self.content, _USER_BLOCKS))
+        force_setattr(self, "content", _blocks("UserRoleMessage", self.content, _USER_BLOCKS))
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class AssistantMessage:
+class AssistantMessage(msgspec.Struct, frozen=True, weakref=True):
     """What the model answered.
 
     ``interrupted`` marks an answer cut short (a cancel or a crash): its content
@@ -185,9 +182,7 @@ class AssistantMessage:
     interrupted: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "content", _blocks("AssistantMessage", self.content, _ASSISTANT_BLOCKS)
-        )
+        force_setattr(self, "content", _blocks("AssistantMessage", self.content, _ASSISTANT_BLOCKS))
         if not isinstance(self.interrupted, bool):
             _reject(self, interrupted=bool)
 
@@ -202,8 +197,7 @@ class AssistantMessage:
         return "".join(block.text for block in self.content if isinstance(block, TextBlock))
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class ToolMessage:
+class ToolMessage(msgspec.Struct, frozen=True, weakref=True):
     """The result of one tool call, answering the call with id ``call_id``.
 
     ``content`` is its text; ``images`` are images the result carries beside
@@ -225,7 +219,7 @@ class ToolMessage:
         ):
             _reject(self, call_id=str, name=str, content=str, is_error=bool)
         if self.images or type(self.images) is not tuple:
-            object.__setattr__(
+            force_setattr(
                 self, "images", _blocks("ToolMessage", self.images, (ImageRef,), "images")
             )
 

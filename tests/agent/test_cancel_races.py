@@ -525,7 +525,7 @@ async def test_a_cancel_during_the_retry_wait_keeps_the_abandoned_attempt_from_t
         yield Finish("error", error="529 overloaded", error_code="overloaded")
 
     async def retry_later(error, next_, a):  # type: ignore[no-untyped-def]
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         waiting.set()
         return replace(await next_(error), retry=True, delay=30.0)

@@ -23,11 +23,12 @@ import asyncio
 import random
 import tempfile
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from pydantic import BaseModel
 
 from tests.agent.support import assert_balanced, on_disk

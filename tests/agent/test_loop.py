@@ -103,7 +103,7 @@ async def test_request_error_waterfall_may_retry(world: World) -> None:
     async def retry_once(error, next_, a: Agent):  # type: ignore[no-untyped-def]
         attempts.append(error.attempt)
         decision = await next_(error)
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         return replace(decision, retry=error.attempt < 2)
 
@@ -120,7 +120,7 @@ async def test_request_waterfall_adjusts_the_model_request(world: World) -> None
     agent = (await world.get("agents").create(cwd="/w")).agent
 
     async def add_system(request, next_, a):  # type: ignore[no-untyped-def]
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         return await next_(replace(request, system="be brief"))
 

@@ -204,6 +204,16 @@ def test_invalid_calls_cannot_be_mutated() -> None:
         result.invalid_calls["c1"] = result.invalid_calls["c0"]  # type: ignore[index]
 
 
+def test_results_are_values_hashed_without_their_mappings() -> None:
+    chunks: list[StreamChunk] = [ToolCallDelta(0, "c0", "bash", "["), Finish("tool-calls")]
+    result, again = assemble(chunks), assemble(chunks)
+    assert result.invalid_calls
+    assert result == again
+    assert hash(result) == hash(again)
+    with pytest.raises(AttributeError):
+        result.text = "changed"  # type: ignore[misc]
+
+
 def _split(text: str, cuts: list[int]) -> list[str]:
     points = sorted({min(cut, len(text)) for cut in cuts} | {0, len(text)})
     return [text[a:b] for a, b in itertools.pairwise(points)]

@@ -10,7 +10,6 @@ import enum
 import itertools
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -85,8 +84,7 @@ def new_message_id() -> str:
     return f"m{_ID_PREFIX}{next(_id_counter):x}"
 
 
-@dataclass(frozen=True, slots=True)
-class UserMessage:
+class UserMessage(msgspec.Struct, frozen=True):
     """Input delivered to an agent: a prompt, a steer, a notice.
 
     ``source`` says who sent it (``user``, ``plugin``, ``notice``, …); ``id``
@@ -95,7 +93,7 @@ class UserMessage:
 
     content: tuple[TextBlock | ImageRef, ...]
     source: str = "user"
-    id: str = field(default_factory=new_message_id)
+    id: str = msgspec.field(default_factory=new_message_id)
 
     def __post_init__(self) -> None:
         if not self.content:

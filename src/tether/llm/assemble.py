@@ -29,8 +29,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
+
+import msgspec
 
 from tether.content import (
     AssistantBlock,
@@ -56,8 +57,7 @@ MISSING_FINISH = "the model stream ended without a finish"
 """The error of the finish :meth:`Assembler.result` supplies when none was fed."""
 
 
-@dataclass(frozen=True, slots=True)
-class InvalidToolCall:
+class InvalidToolCall(msgspec.Struct, frozen=True):
     """Why a tool call of an answer cannot run, and what the model actually sent."""
 
     call_id: str
@@ -74,8 +74,7 @@ def _frozen_renames() -> Mapping[str, str]:
     return MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class Assembled:
+class Assembled(msgspec.Struct, frozen=True):
     """The outcome of one model stream.
 
     ``message`` is the assistant's answer; it is marked ``interrupted`` when the
@@ -91,10 +90,13 @@ class Assembled:
     finish: Finish
     usage: Usage | None
     text: str
-    invalid_calls: Mapping[str, InvalidToolCall] = field(
-        default_factory=_frozen_mapping, hash=False
-    )
-    renamed_calls: Mapping[str, str] = field(default_factory=_frozen_renames, hash=False)
+    invalid_calls: Mapping[str, InvalidToolCall] = msgspec.field(default_factory=_frozen_mapping)
+    renamed_calls: Mapping[str, str] = msgspec.field(default_factory=_frozen_renames)
+
+    def __hash__(self) -> int:
+        # Mappings are unhashable; the other fields keep the hash consistent
+        # with equality.
+        return hash((self.message, self.finish, self.usage, self.text))
 
 
 class _Text:

@@ -26,9 +26,9 @@ list has no context window and no price.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Annotated
 
+import msgspec
 from msgspec import Meta
 
 from tether.runtime.schema import FieldError, Schema
@@ -127,11 +127,10 @@ _SCRIPTED = "offline"
 """The scripted model: it accepts images (it reports what it was sent)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelCatalog:
+class ModelCatalog(msgspec.Struct, frozen=True):
     """Known models by reference, in the order the settings list them."""
 
-    models: Mapping[str, ModelEntry] = field(default_factory=dict)
+    models: Mapping[str, ModelEntry] = msgspec.field(default_factory=dict)
 
     def get(self, model: str) -> ModelEntry | None:
         """The entry of ``model``, or ``None`` when the settings do not list it."""

@@ -46,9 +46,9 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncGenerator, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
+import msgspec
 from msgspec import Meta
 
 from tether.content import (
@@ -90,8 +90,7 @@ _ECHO_CHARS = 200
 _EXIT_CODE = re.compile(r"\bexit(?:ed with)?[ _]code\W{0,3}(-?\d+)", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class OfflineModel:
+class OfflineModel(msgspec.Struct, frozen=True):
     """The scripted model adapter; see the module docstring.
 
     Raises:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+
+import msgspec
+from msgspec.structs import force_setattr
 
 from tether.content import AssistantMessage, Message, SystemMessage, ToolMessage, UserRoleMessage
 
@@ -60,8 +62,7 @@ def parse_model_ref(ref: str) -> tuple[str, str | None]:
     return provider, model
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
+class ToolSpec(msgspec.Struct, frozen=True):
     """A tool as the model sees it: a name, what it does, and its arguments' JSON Schema.
 
     ``parameters`` is not copied: treat it as read-only.
@@ -73,7 +74,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: Mapping[str, object] = field(hash=False)
+    parameters: Mapping[str, object]
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -81,9 +82,13 @@ class ToolSpec:
         if not isinstance(self.parameters, Mapping):
             raise TypeError(f"ToolSpec.parameters must be a mapping, got {self.parameters!r}")
 
+    def __hash__(self) -> int:
+        # Mappings are unhashable; `name` and `description` keep the hash
+        # consistent with equality.
+        return hash((self.name, self.description))
 
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
+
+class ModelRequest(msgspec.Struct, frozen=True):
     """One request to a model.
 
     ``model`` is a model reference (see :func:`parse_model_ref`). ``system`` is
@@ -106,8 +111,8 @@ class ModelRequest:
 
     def __post_init__(self) -> None:
         parse_model_ref(self.model)
-        object.__setattr__(self, "messages", _entries("messages", self.messages, _MESSAGE_TYPES))
-        object.__setattr__(self, "tools", _entries("tools", self.tools, (ToolSpec,)))
+        force_setattr(self, "messages", _entries("messages", self.messages, _MESSAGE_TYPES))
+        force_setattr(self, "tools", _entries("tools", self.tools, (ToolSpec,)))
         names = [tool.name for tool in self.tools]
         if len(set(names)) != len(names):
             duplicates = sorted({name for name in names if names.count(name) > 1})

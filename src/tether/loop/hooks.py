@@ -7,7 +7,7 @@ arguments. The first argument after the value is always the public
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from tether.agent.types import Agent, UserMessage
 from tether.llm.request import ModelRequest
@@ -15,8 +15,7 @@ from tether.runtime.keys import Notice, Parallel, Serial, Waterfall
 from tether.session import CompactionTrigger, TurnEndReason
 
 
-@dataclass(frozen=True, slots=True)
-class RequestError:
+class RequestError(msgspec.Struct, frozen=True):
     """A failed model request, passed through ``agent/request-error``."""
 
     error: str

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from tether.llm.request import ToolSpec
 from tether.loop.environment import Environment, find_repository_root, gather
@@ -55,8 +56,7 @@ what the user asked."""
 _DESCRIPTION_CHARS = 200
 
 
-@dataclass(frozen=True, slots=True)
-class PromptSettings:
+class PromptSettings(msgspec.Struct, frozen=True):
     """How an agent's system prompt is built (the agent loop's settings)."""
 
     system: str | None = None

@@ -34,10 +34,11 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated
 
+import msgspec
 from msgspec import Meta
+from msgspec.structs import replace
 
 from tether.loop.hooks import REQUEST_ERROR, RequestError
 from tether.runtime.schema import Schema
@@ -55,8 +56,7 @@ RETRYABLE = ("rate-limit", "server", "timeout", "transport")
 """The error codes retried by default."""
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetryPolicy(msgspec.Struct, frozen=True):
     """Which failed requests to retry, and after how long; see the module docstring.
 
     ``max_attempts`` counts every request of one step, the first included.
@@ -68,7 +68,7 @@ class RetryPolicy:
     jitter: float = 0.5
     max_retry_after: float = 120.0
     retry_on: frozenset[str] = frozenset(RETRYABLE)
-    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+    rng: random.Random = msgspec.field(default_factory=random.Random)
 
     def backoff(self, attempt: int) -> float:
         """The delay after failed request number ``attempt``, before the ``Retry-After`` floor."""

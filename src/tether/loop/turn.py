@@ -49,9 +49,10 @@ import logging
 import re
 import weakref
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from tether.agent.events import AGENT_ERROR
 from tether.agent.inbox import to_event

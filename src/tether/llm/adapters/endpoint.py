@@ -17,11 +17,10 @@ unknown.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
+import msgspec
 from msgspec import Meta
 
 from tether.llm.adapters.errors import ProviderError
@@ -105,16 +104,15 @@ class EndpointConfig(Schema, frozen=True):
     default_model: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(msgspec.Struct, frozen=True):
     """A provider ready to be called, or the reason it cannot be.
 
-    ``api_key`` is kept out of ``repr``; read it with ``get_secret_value()``
+    ``api_key`` is masked in every ``repr``; read it with ``get_secret_value()``
     only to build a request header.
     """
 
     preset: Preset
-    api_key: Secret | None = field(default=None, repr=False)
+    api_key: Secret | None = None
     problem: ProviderError | None = None
 
     @property
@@ -160,7 +158,7 @@ def resolve_endpoint(
                 overrides[name] = value
         if config.api_key_env is not None:
             overrides["key_env"] = tuple(config.api_key_env)
-    preset = dataclasses.replace(preset, **overrides)  # type: ignore[arg-type]
+    preset = msgspec.structs.replace(preset, **overrides)
     provider = preset.provider
     if preset.base_url is None:
         return Endpoint(
@@ -192,4 +190,4 @@ def resolve_endpoint(
     return Endpoint(preset, api_key=Secret(key))
 
 
-_PRESET_FIELDS = frozenset(f.name for f in dataclasses.fields(Preset))
+_PRESET_FIELDS = frozenset(Preset.__struct_fields__)

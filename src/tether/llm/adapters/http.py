@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.llm.adapters.errors import (
     ProviderError,
@@ -49,8 +50,7 @@ def _plain(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-@dataclass(frozen=True, slots=True)
-class HttpOptions:
+class HttpOptions(msgspec.Struct, frozen=True):
     """Timeouts (seconds) and pool size of an adapter's client.
 
     ``read_timeout`` bounds each wait for bytes, not the whole answer: a

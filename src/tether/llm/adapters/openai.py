@@ -30,9 +30,9 @@ the plugin's ``connect_timeout`` and ``read_timeout``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Literal
 
+import msgspec
 from msgspec import Meta
 
 from tether.fence import environ
@@ -135,7 +135,9 @@ def endpoints(config: Config, env: Mapping[str, str]) -> list[Endpoint]:
     for provider in config.providers:
         if provider not in presets:
             # A provider of its own is configured like ``openai-compatible``.
-            presets[provider] = replace(PRESETS["openai-compatible"], provider=provider)
+            presets[provider] = msgspec.structs.replace(
+                PRESETS["openai-compatible"], provider=provider
+            )
     return [
         resolve_endpoint(preset, config.providers.get(provider), env)
         for provider, preset in presets.items()

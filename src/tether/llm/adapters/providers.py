@@ -11,8 +11,9 @@ Keys are read from the provider's own variable first, then from
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from tether.masking import mask_credentials
 
@@ -34,8 +35,7 @@ GENERIC_KEY_ENV = "TETHER_API_KEY"
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 
 
-@dataclass(frozen=True, slots=True)
-class Preset:
+class Preset(msgspec.Struct, frozen=True):
     """What tether assumes about one named provider until configured otherwise.
 
     ``base_url`` ends with the API version path when the provider uses one

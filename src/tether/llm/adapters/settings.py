@@ -27,8 +27,9 @@ rows and points the agent loop at the model.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 from typing import Literal
+
+import msgspec
 
 from tether.fence import environ
 from tether.llm.adapters.providers import (
@@ -77,8 +78,7 @@ class ModelSettingsError(LlmError, ValueError):
     """The model choice cannot work; the message says what to set."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelSettings:
+class ModelSettings(msgspec.Struct, frozen=True):
     """A checked model choice.
 
     ``model`` is a full model reference (``"deepseek:deepseek-chat"``, or
@@ -89,7 +89,7 @@ class ModelSettings:
     model: str
     source: ModelSource
     base_url: str | None = None
-    api_key: Secret | None = field(default=None, repr=False)
+    api_key: Secret | None = None
     notice: str | None = None
     """A line to print on stderr (the offline fallback), or ``None``."""
 
