@@ -3,17 +3,20 @@ a later model that does not is sent a note in its place, and the log keeps the i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from tests.adapters.fake_server import FakeServer, stream
 from tests.adapters.support import call, delta, text_answer
 from tests.adapters.world import build_world
 from tests.plugins.fs_support import PNG_1X1
 from tether.agent import UserMessage
-from tether.content import ImageRef
+from tether.content import ImageRef, ToolMessage
+from tether.llm.request import ModelRequest
+from tether.loop.hooks import REQUEST
 from tether.plugins import tool_fs
 from tether.session import ToolResultEvent
 from tether.session.settings import MODEL_OPTION, ConfigChanged
@@ -72,5 +75,45 @@ async def test_an_image_read_reaches_a_vision_model_and_a_later_text_model_gets_
             "(openai-compatible:test-model) does not accept images]"
         )
         assert "image_url" not in server.requests[2].body.decode()
+    finally:
+        await world.runtime.dispose()
+
+
+async def test_a_model_a_request_listener_switches_to_gets_the_images_it_accepts(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    llm = {"models": {VISION: {"images": True}}}
+    world = await build_world(tmp_path / "data", server, model=VISION, llm=llm)
+    try:
+        await world.runtime.ctx.plugin(tool_fs)
+        (tmp_path / "data" / "cat.png").write_bytes(PNG_1X1)
+        text_model = "openai-compatible:test-model"
+
+        async def to_text_model_after_the_read(
+            request: ModelRequest,
+            next_: Callable[[ModelRequest], Awaitable[ModelRequest]],
+            agent: object,
+        ) -> ModelRequest:
+            if isinstance(request.messages[-1], ToolMessage):
+                request = replace(request, model=text_model)
+            return await next_(request)
+
+        world.runtime.ctx.on(REQUEST, to_text_model_after_the_read)
+        server.queue(stream(read_call("cat.png")), stream(text_answer("no idea")))
+        agent = await world.agent()
+        agent.followup(UserMessage.text("what is in cat.png?"))
+        await agent.when_idle()
+
+        image = ImageRef.inline("image/png", PNG_1X1)
+        (result,) = [e.payload for e in agent.session.events if e.type == "tool/result"]
+        assert isinstance(result, ToolResultEvent) and result.images == (image,)
+        sent = server.requests[1]
+        assert sent.json["model"] == "test-model"
+        tool = next(m for m in sent.json["messages"] if m["role"] == "tool")
+        assert tool["content"].endswith(
+            "\n[the result held an image, left out: the model in use "
+            f"({text_model}) does not accept images]"
+        )
+        assert "image_url" not in sent.body.decode()
     finally:
         await world.runtime.dispose()

@@ -22,7 +22,9 @@ registration order):
   ``tuple[UserMessage, ...]``; args: ``(agent, step)``. Rewrite the input, or
   raise :class:`~tether.runtime.Veto` to reject it (the turn ends ``blocked``).
 * ``REQUEST`` (``agent/request``) — **waterfall**; value: the :class:`ModelRequest`; args:
-  ``(agent,)``. Adjust the model configuration of one request.
+  ``(agent,)``. Adjust the model configuration of one request. Its messages
+  hold every image of the tool results; those the model it leaves does not
+  accept are replaced by a note after the waterfall.
 * ``REQUEST_ERROR`` (``agent/request-error``) — **waterfall**; value: a :class:`RequestError`
   (``retry=False``); args: ``(agent,)``. Return it with ``retry=True`` to
   retry the request (``delay`` seconds later, cancellable), else the turn ends
@@ -302,9 +304,8 @@ class TurnRunner:
             return _aborted_answer()
         # The model a session/config chose in the log, else the agent's.
         model = driver.history.model(options.model)
-        messages = self._for_model(driver, messages, model)
         request = ModelRequest(model=model, messages=messages, system=system, tools=tools)
-        request = await self._ctx.waterfall(REQUEST, request, agent)
+        request = self._for_model(driver, await self._ctx.waterfall(REQUEST, request, agent))
         attempt = 0
         overflowed = False
         while True:
@@ -328,9 +329,10 @@ class TurnRunner:
                             delay=0.0,
                         )
                     )
-                    messages = self._for_model(driver, driver.history.messages(), model)
-                    request = ModelRequest(model, messages, system, tools)
-                    request = await self._ctx.waterfall(REQUEST, request, agent)
+                    request = ModelRequest(model, driver.history.messages(), system, tools)
+                    request = self._for_model(
+                        driver, await self._ctx.waterfall(REQUEST, request, agent)
+                    )
                     continue
             decision = await self._ctx.waterfall(
                 REQUEST_ERROR,
@@ -354,15 +356,18 @@ class TurnRunner:
                 # is not an answer, so the model never sees it.
                 return assembled
 
-    def _for_model(
-        self, driver: AgentDriver, messages: tuple[Message, ...], model: str
-    ) -> tuple[Message, ...]:
-        """``messages`` as ``model`` can take them: without the images of tool
-        results when it does not accept images (see :class:`History`)."""
+    def _for_model(self, driver: AgentDriver, request: ModelRequest) -> ModelRequest:
+        """``request`` as its model can take it: without the images of tool results
+        when the model does not accept images (see :class:`History`).
+
+        Applied after the ``agent/request`` waterfall, to the model it left:
+        a listener that switches the model switches what the images become.
+        """
         history = driver.history
+        model = request.model
         if not history.has_tool_images or self._llm.catalog.accepts_images(model):
-            return messages
-        return history.without_tool_images(messages, model)
+            return request
+        return replace(request, messages=history.without_tool_images(request.messages, model))
 
     async def _stream(
         self, driver: AgentDriver, request: ModelRequest, signal: CancelSignal
