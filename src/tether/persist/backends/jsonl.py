@@ -31,9 +31,10 @@ import logging
 import os
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
+
+import msgspec
 
 from tether.persist.backends.base import (
     LoadedLog,
@@ -402,8 +403,7 @@ class JsonlBackend:
                 _remove_quietly(temp)
 
 
-@dataclass(frozen=True)
-class _Tail:
+class _Tail(msgspec.Struct, frozen=True):
     """What an append needs to know about a session file, valid while it is unchanged."""
 
     inode: int
