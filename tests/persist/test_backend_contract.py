@@ -253,6 +253,17 @@ def test_list_reports_each_sessions_header_labels(backend: LogBackend) -> None:
     assert labels == {"root": {}, "child": {"parent": "root", "task": "a job"}}
 
 
+def test_listing_rows_with_labels_are_hashable_values(backend: LogBackend) -> None:
+    backend.write(header("child", meta={"parent": "root"}), events(0, 1))
+
+    [row] = backend.list()
+    [again] = backend.list()
+
+    assert row == again
+    assert hash(row) == hash(again)
+    assert {row, again} == {row}
+
+
 def test_list_reports_a_corrupt_session_instead_of_failing(backend: LogBackend) -> None:
     backend.write(header("good"), events(0, 2))
     backend.write(header("bad"), events(0, 2))

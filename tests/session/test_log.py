@@ -494,6 +494,23 @@ def test_header_meta_is_a_read_only_copy() -> None:
         header.meta["title"] = "x"  # type: ignore[index]
 
 
+def test_headers_are_immutable_values_that_hash_despite_their_meta() -> None:
+    header = SessionHeader("s", 1, "/", Lineage("p", 2), {"title": "demo"})
+    same = SessionHeader("s", 1.0, "/", Lineage("p", 2), {"title": "demo"})
+    relabelled = SessionHeader("s", 1.0, "/", Lineage("p", 2), {"title": "other"})
+
+    assert header == same
+    assert hash(header) == hash(same)
+    assert header != relabelled
+    assert {header, same, relabelled, SessionHeader("t", 1.0, "/")} == {
+        header,
+        relabelled,
+        SessionHeader("t", 1.0, "/"),
+    }
+    with pytest.raises(AttributeError):
+        header.cwd = "/elsewhere"  # type: ignore[misc]
+
+
 @pytest.mark.parametrize(
     ("record", "fragment"),
     [

@@ -16,8 +16,9 @@ client's reason; nothing is written when it fails.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.plugins.fs.access import FileAccess, FileText, page_text
 from tether.plugins.fs.errors import FileToolError
@@ -29,8 +30,7 @@ if TYPE_CHECKING:
     from tether.acp.record import ClientLink
 
 
-@dataclass(frozen=True, slots=True)
-class ClientFeatures:
+class ClientFeatures(msgspec.Struct, frozen=True):
     """What the client said it serves, in ``initialize``'s ``clientCapabilities``."""
 
     read_text_file: bool = False

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
+import msgspec
 from acp.schema import StopReason
 
 from tether.loop.turn import step_limit_reached
 from tether.session import Aborted, Blocked, Completed, Errored, MaxTokens, TurnEndReason
 
 
-@dataclass(frozen=True, slots=True)
-class TurnFailed:
+class TurnFailed(msgspec.Struct, frozen=True):
     """A prompt whose turn failed (a model or tool-infrastructure error)."""
 
     error: str
@@ -22,8 +21,7 @@ Outcome = StopReason | TurnFailed
 """How a prompt ended."""
 
 
-@dataclass(eq=False, slots=True)
-class PendingPrompt:
+class PendingPrompt(msgspec.Struct, eq=False):
     """A ``session/prompt`` waiting for its turn to end; ``future`` gets the outcome."""
 
     message_id: str

@@ -32,7 +32,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from tether.persist.backends.base import LogBackend, WritesWithoutWaiting
 from tether.persist.backends.lease import LeaseBook, SessionTakenOverError, taken_over
@@ -46,14 +47,13 @@ INLINE_LIMIT = 0.002
 last write took less than this many seconds (see :class:`WriteBehind`)."""
 
 
-@dataclass(eq=False, slots=True)
-class _Track:
+class _Track(msgspec.Struct, eq=False):
     """What the writer knows of one session: how much of it is stored, and who waits."""
 
     session: Session
     durable: int | None = None
     """How many of the session's events are stored; ``None`` until first asked of the backend."""
-    waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+    waiters: list[tuple[int, asyncio.Future[None]]] = msgspec.field(default_factory=list)
     released: bool = False
     header_wanted: bool = False
     """The header must be stored even while the session has no events."""

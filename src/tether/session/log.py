@@ -7,9 +7,10 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import cast, overload
+
+import msgspec
 
 from tether.session.errors import (
     EventFormatError,
@@ -49,8 +50,7 @@ _LINEAGE_KEYS = frozenset({"parent", "seed_length"})
 _HEADER_KEYS = frozenset({"id", "created_at", "cwd", "lineage", "meta"})
 
 
-@dataclass(frozen=True, slots=True)
-class Lineage:
+class Lineage(msgspec.Struct, frozen=True):
     """Where a forked session came from: its first ``seed_length`` events were
     copied from session ``parent``.
 
@@ -87,8 +87,7 @@ class Lineage:
         return cls(cast(str, record["parent"]), cast(int, record["seed_length"]))
 
 
-@dataclass(frozen=True, slots=True)
-class SessionHeader:
+class SessionHeader(msgspec.Struct, frozen=True):
     """What a session is, kept outside its event list.
 
     ``meta`` holds free-form string labels (a title, the agent's name); it is
@@ -102,8 +101,7 @@ class SessionHeader:
     created_at: float
     cwd: str
     lineage: Lineage | None = None
-    # Mappings are unhashable; the other fields make hashing consistent.
-    meta: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    meta: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         _require(
@@ -128,8 +126,12 @@ class SessionHeader:
             and all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()),
             f"header meta must map str to str, got {meta!r}",
         )
-        object.__setattr__(self, "created_at", float(created_at))
-        object.__setattr__(self, "meta", MappingProxyType(dict(meta)))
+        msgspec.structs.force_setattr(self, "created_at", float(created_at))
+        msgspec.structs.force_setattr(self, "meta", MappingProxyType(dict(meta)))
+
+    def __hash__(self) -> int:
+        # Mappings are unhashable; the other fields make hashing consistent.
+        return hash((self.id, self.created_at, self.cwd, self.lineage))
 
     def to_record(self) -> dict[str, object]:
         """Return the header as a JSON-ready dict of fresh plain values."""

@@ -24,8 +24,9 @@ The invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import cast
+
+import msgspec
 
 from tether.content import ToolCallBlock
 from tether.session.errors import SessionInvariantError
@@ -45,8 +46,7 @@ from tether.session.vocabulary import (
 __all__ = ["IN_STEP_ONLY", "PendingToolCall", "Structure"]
 
 
-@dataclass(frozen=True, slots=True)
-class PendingToolCall:
+class PendingToolCall(msgspec.Struct, frozen=True):
     """A tool call requested in the open step that has no result yet.
 
     ``started`` tells whether a ``tool/call`` marked it as executing: a started

@@ -54,9 +54,9 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
+import msgspec
 from msgspec import Meta
 
 from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
@@ -142,8 +142,7 @@ class HubClosedError(WebError):
     """The web app is shutting down."""
 
 
-@dataclass(eq=False)
-class Question:
+class Question(msgspec.Struct, eq=False):
     """A tool call waiting for a person's answer in the page."""
 
     id: str
@@ -158,7 +157,12 @@ class Question:
     asked_at: float
     always: str | None
     """What "Always allow" would grant (the tool, or every edit); ``None``: not offered."""
-    answer: asyncio.Future[PermissionDecision] = field(repr=False)
+    answer: asyncio.Future[PermissionDecision]
+
+    def __repr__(self) -> str:
+        # The future's repr (its state and callbacks) tells nothing about the question.
+        shown = (name for name in self.__struct_fields__ if name != "answer")
+        return f"Question({', '.join(f'{name}={getattr(self, name)!r}' for name in shown)})"
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -10,15 +10,15 @@ settings give no prices has no cost (``None``), never a guessed one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+
+import msgspec
 
 from tether.llm.catalog import ModelCatalog
 from tether.session import AssistantMessageEvent, Event, TurnStart
 from tether.session.settings import MODEL_OPTION, ConfigChanged
 
 
-@dataclass(slots=True)
-class TurnUsage:
+class TurnUsage(msgspec.Struct):
     """What one turn's answers used, and cost when the prices are known."""
 
     turn: int
@@ -28,7 +28,7 @@ class TurnUsage:
     currency: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        return msgspec.structs.asdict(self)
 
 
 def usage_by_turn(events: Iterable[Event], catalog: ModelCatalog, model: str) -> list[TurnUsage]:

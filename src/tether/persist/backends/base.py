@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import msgspec
 
 from tether.persist.backends.errors import CorruptLogError
 from tether.persist.backends.lease import Holder, Lease
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
 
 
-@dataclass(frozen=True)
-class TornTail:
+class TornTail(msgspec.Struct, frozen=True):
     """The incomplete last line a JSONL load found at the end of a file.
 
     ``line`` is its 1-based line number, ``offset`` where the intact part ends
@@ -37,8 +37,7 @@ class TornTail:
     discarded_bytes: int
 
 
-@dataclass(frozen=True)
-class StoredLog:
+class StoredLog(msgspec.Struct, frozen=True):
     """A session log as loaded: the header as a fresh dict, and each event
     decoded once into a `StoredEvent` (its data raw JSON, for the session
     layer to decode into its payload)."""
@@ -48,8 +47,7 @@ class StoredLog:
     repaired_tail: TornTail | None = None
 
 
-@dataclass(frozen=True)
-class LoadedLog:
+class LoadedLog(msgspec.Struct, frozen=True):
     """A session log as loaded and decoded: the header as a fresh dict, and
     the events, each at its seq (``events[i].seq == i``) and carrying the
     payload the registry it was decoded by gives its type."""
@@ -59,8 +57,7 @@ class LoadedLog:
     repaired_tail: TornTail | None = None
 
 
-@dataclass(frozen=True)
-class SessionSummary:
+class SessionSummary(msgspec.Struct, frozen=True):
     """One row of a session listing.
 
     ``turn_count`` counts ``turn/start`` events, ``last_activity`` is the time of
@@ -80,8 +77,23 @@ class SessionSummary:
     last_activity: float
     title: str | None
     error: str | None = None
-    meta: Mapping[str, str] = field(default_factory=dict, hash=False)
+    meta: Mapping[str, str] = msgspec.field(default_factory=dict)
     holder: Holder | None = None
+
+    def __hash__(self) -> int:
+        # ``meta`` is a dict, which cannot be hashed; rows equal in it are equal in the rest.
+        return hash(
+            (
+                self.id,
+                self.cwd,
+                self.created_at,
+                self.turn_count,
+                self.last_activity,
+                self.title,
+                self.error,
+                self.holder,
+            )
+        )
 
     @classmethod
     def of_row(

@@ -30,9 +30,10 @@ import builtins
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
+
+import msgspec
 
 from tether.persist.backends.base import (
     LoadedLog,
@@ -440,8 +441,7 @@ class JsonlBackend:
                 _remove_quietly(temp)
 
 
-@dataclass(frozen=True)
-class _Tail:
+class _Tail(msgspec.Struct, frozen=True):
     """What an append needs to know about a session file, valid while it is unchanged."""
 
     inode: int

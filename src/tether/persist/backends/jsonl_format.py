@@ -21,10 +21,11 @@ import fcntl
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.persist.backends.bulk import BadRecordError
 from tether.persist.backends.errors import (
@@ -73,8 +74,7 @@ def header_line(header: HeaderRecord) -> bytes:
     return encode_json({"tether_session": FORMAT_VERSION, "header": header}).encode("utf-8") + b"\n"
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(msgspec.Struct, frozen=True):
     """Where the parts of a session file lie, learned without parsing its events.
 
     ``end`` is the offset just past the last intact line; bytes from there to

@@ -25,15 +25,15 @@ import fcntl
 import os
 import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+import msgspec
 
 from tether.persist.backends.errors import LogStoreError
 
 
-@dataclass(frozen=True, slots=True)
-class Holder:
+class Holder(msgspec.Struct, frozen=True):
     """Who has a session live: the process ``pid`` (``0`` when its pid is unknown)
     and, where several hosts share the sessions (PostgreSQL), its ``host``."""
 

@@ -52,7 +52,6 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -213,8 +212,7 @@ def default_host_id() -> str:
     return socket.gethostname() or "localhost"
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseInfo:
+class LeaseInfo(msgspec.Struct, frozen=True):
     """Who holds a session's lease: ``host``, ``pid``, and whether it is live (unexpired)."""
 
     host: str
@@ -232,15 +230,14 @@ _GROUP_MAX = 32
 """The most batches one transaction commits together."""
 
 
-@dataclass(eq=False, slots=True)
-class _Pending:
+class _Pending(msgspec.Struct, eq=False):
     """One session's batch on its way to the database, and how it ended."""
 
     session_id: str
     params: tuple[object, ...]
     batch: Sequence[EventRecord]
     bad_header: InvalidRecordError | None
-    done: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = msgspec.field(default_factory=threading.Event)
     error: BaseException | None = None
     lost: bool = False
     """The connection broke while its group was committed (the group may have been stored)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import cast
 
 import msgspec
@@ -52,8 +51,7 @@ def _plain(data: Mapping[str, object] | msgspec.Raw) -> Mapping[str, object]:
     return data
 
 
-@dataclass(frozen=True)
-class Activity:
+class Activity(msgspec.Struct, frozen=True):
     """How far a session has got: its turns, its latest event and its title.
 
     ``title`` comes from the first ``user/message`` that has text, or from the
