@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from tether.agent.events import CANCEL_REQUESTED
+from tether.tools.execute import ToolInvocation
+from tether.tools.preview import ToolPreview
 from tether.web.app import MAX_PROMPT_BYTES
 from tether.web.security import CSP
 
@@ -409,6 +411,29 @@ async def test_background_tasks_are_shown_and_killed_only_for_their_session(
         assert killed.status_code == 200
         assert killed.json()["task"]["status"] == "killed"
         assert killed.json()["task"]["stop"]["signals"]
+
+
+async def test_an_asked_calls_preview_is_made_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    previewed: list[str] = []
+    preview = ToolInvocation.preview
+
+    async def counted(invocation: ToolInvocation) -> ToolPreview | None:
+        previewed.append(invocation.tool_name)
+        return await preview(invocation)
+
+    monkeypatch.setattr(ToolInvocation, "preview", counted)
+    async with served(tmp_path, mode="ask") as web:
+        session_id = await _create(web, tmp_path, mode="ask")
+        await _prompt(web, session_id, "$ echo previewed-once")
+        asked = await read_stream(web.client, session_id, until=None, until_state=True)
+        (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
+        await web.client.post(
+            f"/api/sessions/{session_id}/questions/{question['id']}", json={"allow": True}
+        )
+        await read_stream(web.client, session_id)
+    assert previewed == ["bash"]
 
 
 async def test_a_permission_question_is_answered_from_the_api(tmp_path: Path) -> None:

@@ -195,6 +195,9 @@ class WebHub:
         self._stopping: dict[str, asyncio.Task[None]] = {}
         self._sent_cancels: dict[str, float] = {}
         self._questions: dict[str, Question] = {}
+        self._previews: dict[tuple[str, str], ToolPreview | None] = {}
+        """The preview of each call being approved, by agent and call id: what its
+        question shows, computed once (a preview may read a large file)."""
         self._ids = itertools.count(1)
         self._closing = False
         self._teardown: asyncio.Task[None] | None = None
@@ -455,7 +458,12 @@ class WebHub:
         preview = await _preview_of(invocation)
         approval = None if preview is None else preview.approval
         mode = self.mode_of(governing)
-        approved = await approve(self._ctx, agent, invocation, mode, approval)
+        key = (agent.id, invocation.exec.call_id)
+        self._previews[key] = preview
+        try:
+            approved = await approve(self._ctx, agent, invocation, mode, approval)
+        finally:
+            self._previews.pop(key, None)
         return invocation if approved is None else await next_(approved)
 
     async def ask(self, agent: Agent, invocation: ToolInvocation) -> PermissionDecision | None:
@@ -463,7 +471,10 @@ class WebHub:
         governing = self._governing(agent)
         if governing is None:
             return None
-        preview = await _preview_of(invocation)
+        key = (agent.id, invocation.exec.call_id)
+        preview = (
+            self._previews[key] if key in self._previews else await _preview_of(invocation)
+        )
         grants = SessionSettings(governing.session.events).granted
         if granted(grants, invocation.tool_name, preview):
             return PermissionDecision.ALLOW
