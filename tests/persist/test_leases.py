@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +108,64 @@ def test_a_lease_book_takes_a_lease_once_and_gives_it_up_with_its_last_owner() -
     assert released == []
     book.release("s1", second)
     assert released == ["s1"] and not book.holds("s1")
+
+
+def test_a_lease_book_takes_leases_of_different_sessions_side_by_side() -> None:
+    slow_take_started, slow_take_may_end = threading.Event(), threading.Event()
+    taken: list[str] = []
+
+    class Lease:
+        def __init__(self, session_id: str) -> None:
+            if session_id == "slow":
+                slow_take_started.set()
+                assert slow_take_may_end.wait(10)
+            taken.append(session_id)
+
+        def release(self) -> None:
+            pass
+
+    book = LeaseBook(Lease)
+    owners = [object(), object()]
+    slow = threading.Thread(target=book.acquire, args=("slow", owners[0]))
+    slow.start()
+    try:
+        assert slow_take_started.wait(10)
+        quick = threading.Thread(target=book.acquire, args=("quick", object()))
+        quick.start()
+        quick.join(5)
+        assert not quick.is_alive() and taken == ["quick"]  # it did not wait for the slow take
+        # A second owner of the session being taken waits for that take, and shares it.
+        second = threading.Thread(target=book.acquire, args=("slow", owners[1]))
+        second.start()
+    finally:
+        slow_take_may_end.set()
+        slow.join(10)
+    second.join(10)
+    assert taken == ["quick", "slow"]
+    book.release("slow", owners[0])
+    assert book.holds("slow")
+    book.release("slow", owners[1])
+    assert not book.holds("slow")
+
+
+def test_a_failed_take_lets_the_next_owner_try_again() -> None:
+    attempts: list[str] = []
+
+    class Lease:
+        def __init__(self, session_id: str) -> None:
+            attempts.append(session_id)
+            if len(attempts) == 1:
+                raise OSError("read-only file system")
+
+        def release(self) -> None:
+            pass
+
+    book = LeaseBook(Lease)
+    with pytest.raises(OSError):
+        book.acquire("s1", object())
+    assert not book.holds("s1")
+    book.acquire("s1", object())
+    assert book.holds("s1") and attempts == ["s1", "s1"]
 
 
 async def test_resume_takes_the_lease_before_it_repairs(world: World) -> None:  # noqa: F811

@@ -241,13 +241,19 @@ class LeaseBook:
 
     :meth:`acquire` takes the lease on the first owner's behalf (one call to
     the backend) and only counts later ones; :meth:`release` gives it up once
-    the last owner has. Thread-safe: acquisitions run in worker threads.
+    the last owner has. Thread-safe: acquisitions run in worker threads, and
+    those of different sessions do not wait for each other's backend call
+    (on PostgreSQL, a round trip each).
     """
 
     def __init__(self, take: Callable[[str], Lease]) -> None:
         self._take = take
         self._lock = threading.Lock()
+        self._taken = threading.Condition(self._lock)
+        """Notified when a take in progress ends (with a lease or an error)."""
         self._held: dict[str, tuple[Lease, set[Hashable]]] = {}
+        self._taking: set[str] = set()
+        """Sessions whose lease one thread is taking now, outside the lock."""
 
     def holds(self, session_id: str) -> bool:
         """Whether this process holds the lease of ``session_id``."""
@@ -261,10 +267,24 @@ class LeaseBook:
             OSError, LogStoreError: from the backend.
         """
         with self._lock:
+            while session_id in self._taking:
+                self._taken.wait()
             entry = self._held.get(session_id)
-            if entry is None:
-                entry = self._held[session_id] = (self._take(session_id), set())
-            entry[1].add(owner)
+            if entry is not None:
+                entry[1].add(owner)
+                return
+            self._taking.add(session_id)
+        try:
+            lease = self._take(session_id)
+        except BaseException:
+            with self._lock:
+                self._taking.discard(session_id)
+                self._taken.notify_all()
+            raise
+        with self._lock:
+            self._taking.discard(session_id)
+            self._held[session_id] = (lease, {owner})
+            self._taken.notify_all()
 
     def release(self, session_id: str, owner: Hashable) -> None:
         """``owner`` no longer needs the lease; the last owner's release gives it up."""
