@@ -23,6 +23,7 @@ from tether.session import ContextCompacted, StepEnd, derive_messages
         ("openai:gpt-4.1-mini", 1_047_576),
         ("openai:gpt-4o", 128_000),
         ("openai-compatible:llama3.1:8b", 131_072),
+        ("openai-compatible:anthropic/claude-sonnet-4.5", 200_000),  # a router's name
         ("openai-compatible:something-new", FALLBACK_WINDOW),
     ],
 )

@@ -26,14 +26,23 @@ list has no context window and no price.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 from msgspec import Meta
 
 from tether.runtime.schema import FieldError, Schema
 
-__all__ = ["DEFAULT_MODELS", "IMAGE_MODELS", "ModelCatalog", "ModelEntry", "Prices"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "IMAGE_MODELS",
+    "ModelCatalog",
+    "ModelEntry",
+    "Prices",
+    "by_longest_prefix",
+]
+
+V = TypeVar("V")
 
 PER_TOKENS = 1_000_000
 """Prices are per this many tokens."""
@@ -124,6 +133,17 @@ IMAGE_MODELS: Mapping[str, bool] = {
 matches does not (DeepSeek's chat models, most local ones)."""
 
 _SCRIPTED = "offline"
+
+
+def by_longest_prefix(table: Mapping[str, V], name: str) -> V | None:
+    """The value of the longest key of ``table`` that model name ``name`` starts
+    with, after any ``vendor/`` (a router's names carry the vendor:
+    ``anthropic/claude-sonnet-4.5``); ``None`` when none does."""
+    name = name.rpartition("/")[2]
+    best = max((prefix for prefix in table if name.startswith(prefix)), key=len, default=None)
+    return None if best is None else table[best]
+
+
 """The scripted model: it accepts images (it reports what it was sent)."""
 
 
@@ -159,12 +179,7 @@ class ModelCatalog(msgspec.Struct, frozen=True):
         entry = self.models.get(name)
         if entry is not None and entry.images is not None:
             return entry.images
-        # A router's names carry the vendor: "anthropic/claude-sonnet-4.5".
-        name = name.rpartition("/")[2]
-        best = max(
-            (prefix for prefix in IMAGE_MODELS if name.startswith(prefix)), key=len, default=""
-        )
-        return IMAGE_MODELS.get(best, False)
+        return by_longest_prefix(IMAGE_MODELS, name) or False
 
     def choices(self, current: str) -> tuple[str, ...]:
         """The models a picker offers: ``current`` first, then the catalog's others."""

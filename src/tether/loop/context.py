@@ -29,7 +29,7 @@ from tether.content import (
     ToolMessage,
     UserRoleMessage,
 )
-from tether.llm.catalog import DEFAULT_MODELS
+from tether.llm.catalog import DEFAULT_MODELS, by_longest_prefix
 from tether.llm.request import ToolSpec, parse_model_ref
 from tether.session.vocabulary import encode_data
 
@@ -85,7 +85,8 @@ def context_window(model: str, overrides: Mapping[str, int] = {}) -> int:
     ``overrides`` (the agent loop's ``context_windows``) is consulted first,
     by the full reference (``"openai-compatible:qwen3:8b"``) then by the model
     name alone (``"qwen3:8b"``); then :data:`DEFAULT_WINDOWS` by the longest
-    prefix of the model name; then :data:`FALLBACK_WINDOW`. A bare provider
+    prefix of the model name, after any ``vendor/`` (as the catalog looks up
+    image support); then :data:`FALLBACK_WINDOW`. A bare provider
     reference (``"deepseek"``) stands for that provider's default model.
 
     Raises:
@@ -99,12 +100,8 @@ def context_window(model: str, overrides: Mapping[str, int] = {}) -> int:
     if provider == "offline":
         return _OFFLINE_WINDOW
     name = name or DEFAULT_MODELS.get(provider)
-    if name is None:
-        return FALLBACK_WINDOW
-    best = max(
-        (prefix for prefix in DEFAULT_WINDOWS if name.startswith(prefix)), key=len, default=None
-    )
-    return FALLBACK_WINDOW if best is None else DEFAULT_WINDOWS[best]
+    window = None if name is None else by_longest_prefix(DEFAULT_WINDOWS, name)
+    return FALLBACK_WINDOW if window is None else window
 
 
 def text_tokens(text: str) -> int:
