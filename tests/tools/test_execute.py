@@ -461,3 +461,16 @@ def test_a_preview_must_be_callable() -> None:
         Tool("bad", "Bad.", CountArgs, Recorder().run, preview="nope")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="approved must be bool"):
         ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd=None, approved="yes")  # type: ignore[arg-type]
+
+
+def test_an_invocation_compares_hashes_and_shows_without_its_tool() -> None:
+    exec = exec_for("c1")
+    args = MappingProxyType({"text": "hi"})
+    with_tool = ToolInvocation("echo", args, exec, echo_tool())
+    without = ToolInvocation("echo", args, exec)
+    assert with_tool == without
+    assert hash(with_tool) == hash(without)
+    assert with_tool != ToolInvocation("echo", MappingProxyType({"text": "other"}), exec)
+    assert with_tool != ToolInvocation("echo", args, exec_for("c2"))
+    assert repr(with_tool) == repr(without)
+    assert "Tool(" not in repr(with_tool)
