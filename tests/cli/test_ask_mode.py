@@ -7,9 +7,10 @@ import json
 import os
 import pty
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from tests.cli.test_chat_terminal import expect
 from tests.cli.test_commands import env_for, session_id, tether
@@ -81,14 +82,13 @@ def test_ask_mode_without_a_terminal_refuses_in_one_line(tmp_path: Path) -> None
     )
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(msgspec.Struct, frozen=True):
     """What the asker reads of a tool call: its tool, circumstances and preview."""
 
     tool_name: str
     exec: ToolExec
     approval: str | None = None
-    args: dict[str, object] = field(default_factory=dict)
+    args: dict[str, object] = msgspec.field(default_factory=dict)
 
     async def preview(self) -> ToolPreview:
         return ToolPreview(kind="edit", title=self.tool_name, approval=self.approval)
@@ -111,7 +111,7 @@ async def test_always_covers_what_the_editor_remembers_never_a_call_needing_appr
 
     asker = TerminalAsker(agent, io.StringIO(), ask)  # type: ignore[arg-type]
     exec_ = ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd=None)
-    object.__setattr__(exec_, "agent", agent)
+    msgspec.structs.force_setattr(exec_, "agent", agent)
     await asker.before_execute(Call("write", exec_), run)  # type: ignore[arg-type]
     # "always" on a write covers every edit…
     await asker.before_execute(Call("edit", exec_), run)  # type: ignore[arg-type]

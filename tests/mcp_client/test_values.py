@@ -101,3 +101,14 @@ def test_results_become_text_and_long_ones_are_cut() -> None:
     assert long.content == "x" * 10 + "\n[truncated: 10 of 50 characters shown]"
     structured = types.CallToolResult(content=[], structuredContent={"a": 1})
     assert render_result(structured, 100).content == '{"a": 1}'
+
+
+def test_server_entries_hash_without_their_mappings() -> None:
+    stdio = StdioServer("a", "srv", ("-x",), env={"K": "v"})
+    http = HttpServer("b", "https://h/mcp", headers={"A": "1"})
+    assert hash(stdio) == hash(StdioServer("a", "srv", ("-x",), env={"K": "other"}))
+    assert hash(http) == hash(HttpServer("b", "https://h/mcp", headers={}))
+    assert {stdio, http} == {
+        StdioServer("a", "srv", ("-x",), env={"K": "v"}),
+        HttpServer("b", "https://h/mcp", headers={"A": "1"}),
+    }

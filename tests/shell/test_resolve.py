@@ -1,8 +1,8 @@
 """resolve(): every default filled, limits capped, bad requests refused at the boundary."""
 
-import dataclasses
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tether.runtime import PluginConfigError, Runtime
@@ -75,9 +75,8 @@ def test_resolve_refuses_bad_requests_with_a_clear_error(
 
 
 def test_spec_owner_is_required_and_has_no_default() -> None:
-    owner = {f.name: f for f in dataclasses.fields(ShellExecSpec)}["owner"]
-    assert owner.default is dataclasses.MISSING
-    assert owner.default_factory is dataclasses.MISSING
+    owner = {f.name: f for f in msgspec.structs.fields(ShellExecSpec)}["owner"]
+    assert owner.required
     with pytest.raises(TypeError, match="owner"):
         ShellExecSpec(command="true", cwd="/", env={}, timeout_ms=1, max_output_bytes=1)  # type: ignore[call-arg]
 

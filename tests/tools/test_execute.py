@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from types import MappingProxyType
 from typing import Annotated, Any
 
+import msgspec
 import pytest
 from msgspec import Meta
 from pydantic import BaseModel, ConfigDict, Field
@@ -203,7 +203,7 @@ async def test_before_execute_may_rewrite_arguments_which_are_validated_again(
     replacement: dict[str, object] = {"count": 5}
 
     async def rewrite(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
-        return await next_(dataclasses.replace(invocation, args=replacement))
+        return await next_(msgspec.structs.replace(invocation, args=replacement))
 
     runtime.ctx.on(BEFORE_EXECUTE, rewrite)
     assert (await registry.execute(call("count", count=1), exec_for())).content == "5 items"
@@ -225,7 +225,7 @@ async def test_before_execute_may_not_redirect_a_call(
     await registry.register(echo_tool("echo"))
 
     def redirect(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
-        return dataclasses.replace(invocation, tool_name="echo")
+        return msgspec.structs.replace(invocation, tool_name="echo")
 
     runtime.ctx.on(BEFORE_EXECUTE, redirect)
     result = await registry.execute(call("count", count=1), exec_for())
@@ -260,7 +260,7 @@ async def test_after_execute_can_rewrite_the_result(
     ) -> ToolResult:
         seen.append(invocation)
         final = await next_(result)
-        return dataclasses.replace(final, content=final.content.upper())
+        return msgspec.structs.replace(final, content=final.content.upper())
 
     runtime.ctx.on(AFTER_EXECUTE, shout)
     result = await registry.execute(call("count", count=2, unit="apples"), exec_for())
@@ -304,7 +304,7 @@ async def test_a_result_is_withheld_when_after_execute_vetoes_or_fails(
             raise Veto("contains a secret")
         if listener == "raise":
             raise RuntimeError("boom")
-        return dataclasses.replace(result, call_id="other")
+        return msgspec.structs.replace(result, call_id="other")
 
     runtime.ctx.on(AFTER_EXECUTE, after)
     result = await registry.execute(call("count", count=1), exec_for())
@@ -440,10 +440,10 @@ async def test_a_listener_reads_the_tools_preview_of_the_arguments_as_they_stand
     async def look(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
         seen.append(await invocation.preview())
         if invocation.tool_name == "previewed":
-            rewritten = dataclasses.replace(invocation, args={"count": 9})
+            rewritten = msgspec.structs.replace(invocation, args={"count": 9})
             seen.append(await rewritten.preview())
-            approved = dataclasses.replace(
-                rewritten, exec=dataclasses.replace(rewritten.exec, approved=True)
+            approved = msgspec.structs.replace(
+                rewritten, exec=msgspec.structs.replace(rewritten.exec, approved=True)
             )
             return await next_(approved)
         return await next_(invocation)
@@ -461,3 +461,16 @@ def test_a_preview_must_be_callable() -> None:
         Tool("bad", "Bad.", CountArgs, Recorder().run, preview="nope")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="approved must be bool"):
         ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd=None, approved="yes")  # type: ignore[arg-type]
+
+
+def test_an_invocation_compares_hashes_and_shows_without_its_tool() -> None:
+    exec = exec_for("c1")
+    args = MappingProxyType({"text": "hi"})
+    with_tool = ToolInvocation("echo", args, exec, echo_tool())
+    without = ToolInvocation("echo", args, exec)
+    assert with_tool == without
+    assert hash(with_tool) == hash(without)
+    assert with_tool != ToolInvocation("echo", MappingProxyType({"text": "other"}), exec)
+    assert with_tool != ToolInvocation("echo", args, exec_for("c2"))
+    assert repr(with_tool) == repr(without)
+    assert "Tool(" not in repr(with_tool)

@@ -23,8 +23,9 @@ import asyncio
 import difflib
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import TextIO
+
+from msgspec.structs import replace
 
 from tether.agent import Agent
 from tether.cli.render import call_line

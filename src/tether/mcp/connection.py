@@ -32,9 +32,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from tether import __version__
 from tether.mcp.errors import McpStartError, McpUnavailableError
@@ -51,8 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class McpSettings:
+class McpSettings(msgspec.Struct, frozen=True):
     """The limits every server of the ``mcp`` plugin runs under (seconds and sizes)."""
 
     startup_timeout: float = 10.0

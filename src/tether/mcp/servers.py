@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
+
+import msgspec
 
 from tether.mcp.errors import McpConfigError
 
@@ -26,27 +27,33 @@ _NAME = re.compile(r"^[^\x00-\x1f]{1,64}$")
 """A server's name: 1 to 64 printable characters (it is shown, and it names tools)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StdioServer:
+class StdioServer(msgspec.Struct, frozen=True):
     """A server tether starts as a process of the session's agent and talks to on stdio."""
 
     name: str
     command: str
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+    env: Mapping[str, str] = _EMPTY
     """Set on top of the agent's tool environment (secrets scrubbed, see ``tether.fence``)."""
     cwd: str | None = None
     """Where the process runs; the session's cwd when unset."""
 
+    def __hash__(self) -> int:
+        # Without the environment, an unhashable mapping.
+        return hash((self.name, self.command, self.args, self.cwd))
 
-@dataclass(frozen=True, slots=True)
-class HttpServer:
+
+class HttpServer(msgspec.Struct, frozen=True):
     """A server reached over HTTP: ``transport`` ``http`` (streamable HTTP) or ``sse``."""
 
     name: str
     url: str
     transport: Literal["http", "sse"] = "http"
-    headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+    headers: Mapping[str, str] = _EMPTY
+
+    def __hash__(self) -> int:
+        # Without the headers, an unhashable mapping.
+        return hash((self.name, self.url, self.transport))
 
 
 ServerSpec = StdioServer | HttpServer

@@ -48,7 +48,6 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
@@ -179,8 +178,7 @@ def describe_end(reason: TurnEndReason | None) -> str:
     return f"{reason.kind}: {error}" if error else reason.kind
 
 
-@dataclass(eq=False)
-class Child:
+class Child(msgspec.Struct, eq=False):
     """One child agent, as its parent's family knows it."""
 
     handle: AgentHandle

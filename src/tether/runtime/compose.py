@@ -29,7 +29,6 @@ import importlib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -261,8 +260,7 @@ def resolve_plugin(reference: str) -> ResolvedPlugin:
         ) from None
 
 
-@dataclass(slots=True)
-class RowState:
+class RowState(msgspec.Struct):
     """What the composer knows of one row."""
 
     row: PluginRow

@@ -25,9 +25,10 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from tether.runtime.errors import PluginConfigError, PluginDefinitionError
 from tether.runtime.keys import ServiceKey, service_name
@@ -39,8 +40,7 @@ if TYPE_CHECKING:
 Apply = Callable[["Context", Any], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class PluginSpec:
+class PluginSpec(msgspec.Struct, frozen=True):
     """A plugin normalized to one shape; built by :func:`plugin_spec`."""
 
     target: object

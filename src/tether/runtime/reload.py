@@ -18,10 +18,11 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.runtime.errors import ReloadError, RuntimeFault
 from tether.runtime.fiber import Fiber, FiberState
@@ -55,8 +56,7 @@ def reimport(module_name: str) -> ModuleType:
     return module
 
 
-@dataclass(frozen=True, slots=True)
-class _Mount:
+class _Mount(msgspec.Struct, frozen=True):
     """How a fiber was mounted, to mount its plugin again from reloaded code."""
 
     parent: Fiber

@@ -63,6 +63,7 @@ __all__ = [
     "decode",
     "is_model",
     "json_schema",
+    "shared_json_schema",
     "to_data",
 ]
 
@@ -204,6 +205,16 @@ def json_schema(model: type[Any]) -> dict[str, Any]:
     return copied
 
 
+def shared_json_schema(model: type[Any]) -> Mapping[str, Any]:
+    """The JSON Schema of ``model`` as :func:`json_schema` builds it, but the one kept
+    for the class rather than a copy: read it, never change it.
+
+    Raises:
+        TypeError: as :func:`json_schema`.
+    """
+    return _schema_of(model)
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-shaped data (dicts, lists, scalars).
 
@@ -222,7 +233,8 @@ _SCHEMAS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDicti
 
 
 def _schema_of(model: type[Any]) -> dict[str, Any]:
-    """The kept JSON Schema of ``model``, built on first use; never hand it out uncopied."""
+    """The kept JSON Schema of ``model``, built on first use; handed out uncopied only
+    read-only (:func:`shared_json_schema`)."""
     try:
         return _SCHEMAS[model]
     except KeyError:

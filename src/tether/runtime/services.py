@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.runtime.errors import ServiceConflictError
 
@@ -33,8 +34,7 @@ _RESERVED = (
 )
 
 
-@dataclass(eq=False, slots=True)
-class _Entry:
+class _Entry(msgspec.Struct, eq=False):
     """A provided service: the object, the fiber that provides it, and whether it is going."""
 
     service: object

@@ -24,7 +24,6 @@ from __future__ import annotations
 import builtins
 import enum
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
@@ -67,8 +66,7 @@ def _frozen_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
     return None if env is None else MappingProxyType(dict(env))
 
 
-@dataclass(frozen=True, slots=True)
-class ShellExecRequest:
+class ShellExecRequest(msgspec.Struct, frozen=True):
     """What a consumer asks for; :meth:`ShellExecutor.resolve` fills in the rest.
 
     ``env`` holds variables to set for this command on top of the executor's
@@ -84,11 +82,10 @@ class ShellExecRequest:
     max_output_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "env", _frozen_env(self.env))
+        msgspec.structs.force_setattr(self, "env", _frozen_env(self.env))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellExecSpec:
+class ShellExecSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A request with every field resolved; what :meth:`~ShellExecutor.run` and
     :meth:`~ShellExecutor.start` execute.
 
@@ -108,7 +105,7 @@ class ShellExecSpec:
     owner: str | None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        msgspec.structs.force_setattr(self, "env", MappingProxyType(dict(self.env)))
 
 
 class StopReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -28,11 +28,12 @@ import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import msgspec
+
 from tether.content import ImageRef
-from tether.runtime.schema import copy_json, is_model
+from tether.runtime.schema import copy_json, is_model, shared_json_schema
 from tether.runtime.signal import CancelSignal
 from tether.tools.arguments import arguments_schema
 from tether.tools.preview import ToolPreview
@@ -56,8 +57,7 @@ A = TypeVar("A")
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
 
-@dataclass(frozen=True, slots=True)
-class ToolExec:
+class ToolExec(msgspec.Struct, frozen=True):
     """The circumstances of one tool call, handed to the tool with its arguments.
 
     ``agent`` is the agent whose model made the call, or ``None`` when a
@@ -100,8 +100,7 @@ class ToolExec:
         return cls(agent=agent, call_id=call_id, signal=signal, cwd=cwd)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutput:
+class ToolOutput(msgspec.Struct, frozen=True):
     """What a tool returns: text for the model, flagged as an error or not,
     and images beside the text.
 
@@ -124,8 +123,7 @@ class ToolOutput:
         _check_images("ToolOutput", self.images)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(msgspec.Struct, frozen=True):
     """The outcome of one tool call, answering the call with id ``call_id``.
 
     Every call yields exactly one result, whether the tool ran, failed, was
@@ -152,8 +150,7 @@ def _check_images(owner: str, images: object) -> None:
         raise TypeError(f"{owner}.images must be a tuple of ImageRef, got {images!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
+class ToolSpec(msgspec.Struct, frozen=True):
     """A tool as the model is told about it.
 
     ``parameters`` is a JSON Schema object (``"type": "object"``) built from
@@ -163,9 +160,12 @@ class ToolSpec:
 
     name: str
     description: str
-    # Excluded from hashing because dicts are unhashable; the name already
-    # makes the hash consistent with equality.
-    parameters: Mapping[str, object] = field(hash=False)
+    parameters: Mapping[str, object]
+
+    def __hash__(self) -> int:
+        # Without the parameters, which are unhashable dicts; equal specs
+        # still hash alike.
+        return hash((self.name, self.description))
 
 
 ToolFunction = Callable[[A, ToolExec], Awaitable[ToolOutput | str]]
@@ -175,8 +175,7 @@ ToolPreviewer = Callable[[A, ToolExec], Awaitable[ToolPreview]]
 """How a tool describes a call before it runs (see :mod:`tether.tools.preview`)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Tool(Generic[A]):
+class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
     """A tool the model can call.
 
     ``name`` matches ``^[a-zA-Z][a-zA-Z0-9_-]{0,63}$`` (what model providers
@@ -209,7 +208,6 @@ class Tool(Generic[A]):
     execute: ToolFunction[A]
     concurrency_safe: bool = False
     preview: ToolPreviewer[A] | None = None
-    _schema: dict[str, Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -227,22 +225,24 @@ class Tool(Generic[A]):
             raise TypeError(f"tool {self.name!r}: concurrency_safe must be bool")
         if self.preview is not None and not callable(self.preview):
             raise TypeError(f"tool {self.name!r}: preview must be an async function")
-        object.__setattr__(self, "_schema", _object_schema(self.name, self.args))
+        _check_object_schema(self.name, self.args)
 
     @property
     def parameters(self) -> dict[str, Any]:
         """The JSON Schema of the arguments; a fresh copy on every read."""
-        copied: dict[str, Any] = copy_json(self._schema)
+        copied: dict[str, Any] = copy_json(self.schema)
         return copied
 
     @property
     def schema(self) -> Mapping[str, Any]:
-        """The JSON Schema of the arguments, the tool's own: read it, never change it.
+        """The JSON Schema of the arguments, shared by every read: read it, never change it.
 
         What a model request carries on every turn (copying it each time
         cost more than encoding it); :attr:`parameters` is a copy to change.
+        It is the one kept for the class of ``args`` (built when the tool
+        was defined), so tools with the same ``args`` share it.
         """
-        return self._schema
+        return shared_json_schema(self.args)
 
     def spec(self) -> ToolSpec:
         """How the model is told about this tool."""
@@ -303,7 +303,7 @@ def _args_annotation(fn: Callable[..., object], tool_name: str) -> type[Any]:
     return annotation
 
 
-def _object_schema(tool_name: str, args: type[Any]) -> dict[str, Any]:
+def _check_object_schema(tool_name: str, args: type[Any]) -> None:
     try:
         schema = arguments_schema(args)
     except Exception as exc:
@@ -315,4 +315,3 @@ def _object_schema(tool_name: str, args: type[Any]) -> dict[str, Any]:
             f"tool {tool_name!r}: the arguments of a tool must be a JSON object, "
             f"but {args.__name__} describes {schema.get('type', 'something else')!r}"
         )
-    return schema

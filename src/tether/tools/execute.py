@@ -25,7 +25,7 @@ Events declared here (both ``waterfall``: middleware, see
 * ``tool/before-execute`` — value: a :class:`ToolInvocation`; listeners are
   ``(invocation, next) -> ToolInvocation``. Dispatched once per call of a
   known tool with valid arguments, right before it runs. A listener may pass
-  on a replaced invocation (``dataclasses.replace`` with other ``args`` or
+  on a replaced invocation (``msgspec.structs.replace`` with other ``args`` or
   ``exec``), or raise :class:`~tether.runtime.Veto` to deny the call: the
   tool does not run and the result is ``denied: <reason>``. Redirecting the
   call to another tool (a changed ``tool_name``) is refused, because the
@@ -47,9 +47,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from tether.frozen import thaw
 from tether.runtime.errors import Veto
@@ -75,8 +76,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolInvocation:
+class ToolInvocation(msgspec.Struct, frozen=True):
     """A validated call about to run: the value of ``tool/before-execute``.
 
     ``args`` are the validated arguments as JSON data (defaults filled in,
@@ -85,13 +85,29 @@ class ToolInvocation:
 
     :meth:`preview` describes the call as its tool would run it (``None``
     when the tool gives no preview).
+
+    Invocations compare by ``tool_name``, ``args`` and ``exec``, and hash by
+    ``tool_name`` and ``exec``; ``tool`` is left out of both, and of the repr.
     """
 
     tool_name: str
-    # Excluded from hashing because mappings are unhashable.
-    args: Mapping[str, object] = field(hash=False)
+    args: Mapping[str, object]
     exec: ToolExec
-    tool: Tool[Any] | None = field(default=None, compare=False, repr=False)
+    tool: Tool[Any] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.tool_name, self.args, self.exec) == (other.tool_name, other.args, other.exec)
+
+    def __hash__(self) -> int:
+        # The arguments are an unhashable mapping.
+        return hash((self.tool_name, self.exec))
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolInvocation(tool_name={self.tool_name!r}, args={self.args!r}, exec={self.exec!r})"
+        )
 
     async def preview(self) -> ToolPreview | None:
         """The tool's preview of this invocation's arguments, or ``None`` if it has none.
@@ -106,8 +122,7 @@ class ToolInvocation:
         return await tool.preview(parse(tool.args, thaw(self.args)), self.exec)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ScheduledCall:
+class ScheduledCall(msgspec.Struct, frozen=True, eq=False):
     """One call to run, with the tools its caller may use, by name."""
 
     call: ToolCallBlock

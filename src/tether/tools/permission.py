@@ -25,8 +25,9 @@ without asking (:func:`granted`).
 from __future__ import annotations
 
 import enum
-from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from tether.agent.types import Agent
 from tether.runtime.errors import Veto

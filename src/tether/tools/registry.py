@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from tether.runtime.keys import ServiceKey
 from tether.tools.definition import Tool, ToolExec, ToolResult, ToolSpec
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
     from tether.runtime import Context
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Registration:
+class _Registration(msgspec.Struct, frozen=True, eq=False):
     """One registered tool, the scope it is visible in, and the plugin that registered it."""
 
     tool: Tool[Any]

@@ -30,8 +30,9 @@ import contextlib
 import errno
 import os
 import stat
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from tether.agent.types import Agent
 from tether.plugins.fs.errors import FileToolError
@@ -43,8 +44,7 @@ from tether.runtime.keys import Serial
 __all__ = ["FILE_ACCESS", "DiskFiles", "FileAccess", "FileText", "page_text"]
 
 
-@dataclass(frozen=True, slots=True)
-class FileText:
+class FileText(msgspec.Struct, frozen=True):
     """A whole file's text and its version; ``data`` its bytes, when they were read."""
 
     text: str

@@ -9,20 +9,19 @@ result only once every edit has.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from tether.plugins.fs.errors import FileToolError
 
 
-@dataclass(frozen=True, slots=True)
-class Edit:
+class Edit(msgspec.Struct, frozen=True):
     old_string: str
     new_string: str
     replace_all: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Edited:
+class Edited(msgspec.Struct, frozen=True):
     """The new text, how many replacements were made, and where the first change is
     (``first_offset`` in the new text; ``first_line``, 1-based)."""
 

@@ -17,7 +17,8 @@ import bisect
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from tether.plugins.fs import GrepMode
 from tether.plugins.fs.errors import FileToolError
@@ -114,8 +115,7 @@ def glob_files(start: str, pattern: str, stopped: Callable[[], bool] = _never) -
     return [entry.path for entry, _ in found]
 
 
-@dataclass(frozen=True, slots=True)
-class GrepQuery:
+class GrepQuery(msgspec.Struct, frozen=True):
     pattern: str
     mode: GrepMode = "files_with_matches"
     glob: str | None = None
@@ -136,8 +136,7 @@ class GrepQuery:
             raise FileToolError(f"invalid regular expression {self.pattern!r}: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(msgspec.Struct, frozen=True):
     """One file with matches: its path, its modification time, and what is shown of it."""
 
     path: str

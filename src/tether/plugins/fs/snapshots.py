@@ -17,7 +17,8 @@ the plugin forgets them, and the model is told to read a file again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from tether.plugins.fs.errors import FileToolError
 
@@ -29,8 +30,7 @@ def digest(data: bytes) -> str:
     return hashlib.sha1(data, usedforsecurity=False).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """A file as the model last saw it: its version, and its digest if it saw all of it."""
 
     version: str

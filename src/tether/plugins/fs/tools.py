@@ -10,8 +10,9 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tether.content import ImageRef
 from tether.llm.catalog import ModelCatalog
@@ -42,8 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
+class _Target(msgspec.Struct, frozen=True):
     resolved: Resolved
     access: FileAccess
     owner: str

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 if TYPE_CHECKING:
     from pathspec import PathSpec
@@ -22,8 +23,7 @@ IGNORE_FILE = ".gitignore"
 ALWAYS_SKIPPED = frozenset({".git"})
 
 
-@dataclass(frozen=True, slots=True)
-class _Rules:
+class _Rules(msgspec.Struct, frozen=True):
     base: str
     spec: PathSpec[Any]
 

@@ -9,13 +9,13 @@ the workspace that points outside is outside.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+import msgspec
 
 from tether.plugins.fs.errors import FileToolError
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(msgspec.Struct, frozen=True):
     """A path as the model named it (``shown``), its absolute form and its real target.
 
     ``real`` is the target with every symlink resolved (for a path that does
