@@ -472,9 +472,7 @@ class WebHub:
         if governing is None:
             return None
         key = (agent.id, invocation.exec.call_id)
-        preview = (
-            self._previews[key] if key in self._previews else await _preview_of(invocation)
-        )
+        preview = self._previews[key] if key in self._previews else await _preview_of(invocation)
         grants = SessionSettings(governing.session.events).granted
         if granted(grants, invocation.tool_name, preview):
             return PermissionDecision.ALLOW
