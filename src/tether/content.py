@@ -29,6 +29,7 @@ __all__ = [
     "TextBlock",
     "ToolCallBlock",
     "ToolMessage",
+    "ToolSpec",
     "UserBlock",
     "UserRoleMessage",
 ]
@@ -226,3 +227,31 @@ class ToolMessage(msgspec.Struct, frozen=True, weakref=True):
 
 Message = SystemMessage | UserRoleMessage | AssistantMessage | ToolMessage
 """Any message of a conversation."""
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A tool as the model sees it: a name, what it does, and its arguments' JSON Schema.
+
+    What a model request carries (:class:`tether.llm.request.ModelRequest`)
+    and what a tool says of itself (:meth:`tether.tools.definition.Tool.spec`).
+    ``parameters`` is not copied: treat it as read-only.
+
+    Raises:
+        ValueError: ``name`` is empty.
+        TypeError: ``parameters`` is not a mapping.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, object]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"ToolSpec.name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.parameters, Mapping):
+            raise TypeError(f"ToolSpec.parameters must be a mapping, got {self.parameters!r}")
+
+    def __hash__(self) -> int:
+        # Mappings are unhashable; `name` and `description` keep the hash
+        # consistent with equality.
+        return hash((self.name, self.description))

@@ -9,12 +9,19 @@ may itself contain colons (``"ollama:qwen2.5:7b"``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import msgspec
 from msgspec.structs import force_setattr
 
-from tether.content import AssistantMessage, Message, SystemMessage, ToolMessage, UserRoleMessage
+from tether.content import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    ToolSpec,
+    UserRoleMessage,
+)
 
 __all__ = ["ModelRequest", "ToolSpec", "check_provider_name", "parse_model_ref"]
 
@@ -60,32 +67,6 @@ def parse_model_ref(ref: str) -> tuple[str, str | None]:
             "must be non-empty, without surrounding spaces"
         )
     return provider, model
-
-
-class ToolSpec(msgspec.Struct, frozen=True):
-    """A tool as the model sees it: a name, what it does, and its arguments' JSON Schema.
-
-    ``parameters`` is not copied: treat it as read-only.
-
-    Raises:
-        ValueError: ``name`` is empty.
-        TypeError: ``parameters`` is not a mapping.
-    """
-
-    name: str
-    description: str
-    parameters: Mapping[str, object]
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"ToolSpec.name must be a non-empty string, got {self.name!r}")
-        if not isinstance(self.parameters, Mapping):
-            raise TypeError(f"ToolSpec.parameters must be a mapping, got {self.parameters!r}")
-
-    def __hash__(self) -> int:
-        # Mappings are unhashable; `name` and `description` keep the hash
-        # consistent with equality.
-        return hash((self.name, self.description))
 
 
 class ModelRequest(msgspec.Struct, frozen=True):

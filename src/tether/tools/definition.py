@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
-from tether.content import ImageRef
+from tether.content import ImageRef, ToolSpec
 from tether.runtime.schema import copy_json, is_model, shared_json_schema
 from tether.runtime.signal import CancelSignal
 from tether.tools.arguments import arguments_schema
@@ -148,24 +148,6 @@ class ToolResult(msgspec.Struct, frozen=True):
 def _check_images(owner: str, images: object) -> None:
     if type(images) is not tuple or (images and not all(isinstance(i, ImageRef) for i in images)):
         raise TypeError(f"{owner}.images must be a tuple of ImageRef, got {images!r}")
-
-
-class ToolSpec(msgspec.Struct, frozen=True):
-    """A tool as the model is told about it.
-
-    ``parameters`` is a JSON Schema object (``"type": "object"``) built from
-    plain dicts and lists: it can be handed to ``json.dumps`` as it is, and
-    each spec holds its own copy.
-    """
-
-    name: str
-    description: str
-    parameters: Mapping[str, object]
-
-    def __hash__(self) -> int:
-        # Without the parameters, which are unhashable dicts; equal specs
-        # still hash alike.
-        return hash((self.name, self.description))
 
 
 ToolFunction = Callable[[A, ToolExec], Awaitable[ToolOutput | str]]
