@@ -20,6 +20,8 @@ import msgspec
 from msgspec.structs import force_setattr
 
 __all__ = [
+    "IMAGE_TYPES",
+    "MAX_IMAGE_BYTES",
     "AssistantBlock",
     "AssistantMessage",
     "ImageRef",
@@ -63,6 +65,14 @@ class TextBlock(msgspec.Struct, frozen=True, tag_field="type", tag="text"):
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             _reject(self, text=str)
+
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image types every provider takes inline."""
+
+MAX_IMAGE_BYTES = 3 * 1024 * 1024 + 768 * 1024
+"""3.75 MiB: the largest image whose base64 form fits 5 MiB (5,242,880 bytes),
+Anthropic's limit per image (OpenAI and Gemini accept more)."""
 
 
 class ImageRef(msgspec.Struct, frozen=True, tag_field="type", tag="image"):

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import FastMCP, Image
 
 server = FastMCP("tests")
 
@@ -58,6 +58,18 @@ def stuck(seconds: float) -> str:
 def huge(size: int) -> str:
     """A text of ``size`` characters."""
     return "x" * size
+
+
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082"
+)
+
+
+@server.tool()
+def picture() -> Image:
+    """A 1x1 PNG."""
+    return Image(data=PNG_1X1, format="png")
 
 
 @server.tool()

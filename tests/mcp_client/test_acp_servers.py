@@ -49,6 +49,18 @@ async def test_a_stdio_server_tools_are_called_as_mcp_server_tool(tmp_path: Path
         assert is_error and content.startswith("denied")
 
 
+async def test_an_image_a_tool_answers_reaches_a_model_that_accepts_images(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+        sid = await new_session(server, stdio("files"))
+        assert await server.prompt(sid, call("mcp__files__picture")) == "end_turn"
+        (result,) = [e["data"] for e in server.log(sid) if e["type"] == "tool/result"]
+        assert result["content"] == "[image: image/png, 67 bytes (attached)]"
+        ((image,),) = [result["images"]]
+        assert image["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+
+
 async def test_a_server_of_session_a_is_invisible_to_b_and_dies_with_a(tmp_path: Path) -> None:
     async with serving(tmp_path, "--mode", "auto", model="offline") as server:
         a = await new_session(server, stdio("files"))

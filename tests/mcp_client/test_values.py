@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from mcp import types
 
+from tests.plugins.fs_support import PNG_1X1
+from tether.content import MAX_IMAGE_BYTES, ImageRef
 from tether.mcp.errors import McpConfigError
 from tether.mcp.servers import HttpServer, StdioServer, from_acp, from_config
 from tether.mcp.tools import arguments_model, render_result, tool_name
@@ -112,3 +116,36 @@ def test_server_entries_hash_without_their_mappings() -> None:
         StdioServer("a", "srv", ("-x",), env={"K": "v"}),
         HttpServer("b", "https://h/mcp", headers={"A": "1"}),
     }
+
+
+def test_images_are_attached_only_for_a_model_that_takes_them_and_only_those_it_can() -> None:
+    from mcp import types
+
+    png = base64.b64encode(PNG_1X1).decode()
+
+    def image(data: str, mime: str = "image/png") -> types.ImageContent:
+        return types.ImageContent(type="image", data=data, mimeType=mime)
+
+    result = types.CallToolResult(
+        content=[
+            image(png),
+            image(png, "image/svg+xml"),
+            image("not base64!"),
+            image(base64.b64encode(b"\0" * (MAX_IMAGE_BYTES + 1)).decode()),
+        ]
+    )
+    attached = render_result(result, 10_000_000, images=True)
+    assert attached.images == (ImageRef.inline("image/png", PNG_1X1),)
+    assert attached.content.splitlines() == [
+        f"[image: image/png, {len(PNG_1X1)} bytes (attached)]",
+        f"[image: image/svg+xml, {len(PNG_1X1)} bytes; not attached: models take PNG, JPEG, "
+        "GIF or WebP]",
+        "[image: image/png, 8 bytes; not attached: its data is not base64]",
+        f"[image: image/png, {MAX_IMAGE_BYTES + 1} bytes; not attached: larger than "
+        f"{MAX_IMAGE_BYTES:,} bytes]",
+    ]
+    described = render_result(result, 10_000_000)  # a model without images
+    assert described.images == ()
+    assert described.content.splitlines()[0] == f"[image: image/png, {len(PNG_1X1)} bytes]"
+    cut = render_result(types.CallToolResult(content=[image(png)]), 5, images=True)
+    assert cut.images == attached.images[:1]  # the text is cut, the image stays

@@ -41,6 +41,7 @@ from msgspec import Meta
 
 from tether.agent.events import AGENT_CREATED, AGENT_SETUP
 from tether.agent.types import Agent, UserMessage
+from tether.llm.service import LLM
 from tether.persist.location import data_dir
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
@@ -256,7 +257,13 @@ class McpService:
             return [f"MCP server {spec.name!r} failed to start: {exc}"]
         from tether.mcp.tools import build_tools
 
-        tools, problems = build_tools(connection, listed, self.settings.max_result_chars)
+        def accepts_images(model: str | None) -> bool:
+            llm = agent.ctx.get(LLM)
+            return model is not None and llm is not None and llm.catalog.accepts_images(model)
+
+        tools, problems = build_tools(
+            connection, listed, self.settings.max_result_chars, accepts_images
+        )
         registry = agent.ctx.service(TOOLS)
         for tool in tools:
             try:

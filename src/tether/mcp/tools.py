@@ -11,20 +11,26 @@ outside that set become ``_``; a name that would be longer than 64 is cut and
 ends with 8 hex digits of a hash of the full name, so two tools never share
 a name by truncation.
 
-Results: text content is kept as it is; images, audio and binary resources
-are described (tether's tool results are text); structured content is shown
-as JSON when there is no other content. A result longer than
-``max_result_chars`` is cut with a note.
+Results: text content is kept as it is; an image (PNG, JPEG, GIF or WebP,
+up to :data:`~tether.content.MAX_IMAGE_BYTES`) is attached for a model that
+accepts images, as ``read`` attaches one, and described otherwise; audio
+and binary resources are described; structured content is shown as JSON
+when there is no other content. A result longer than ``max_result_chars``
+is cut with a note (the images stay).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tether.content import IMAGE_TYPES, MAX_IMAGE_BYTES, ImageRef
 from tether.mcp.errors import McpUnavailableError
 from tether.tools.definition import Tool, ToolExec, ToolOutput
 
@@ -50,10 +56,16 @@ def tool_name(server: str, tool: str) -> str:
 
 
 def build_tools(
-    connection: McpConnection, listed: list[types.Tool], max_result_chars: int
+    connection: McpConnection,
+    listed: list[types.Tool],
+    max_result_chars: int,
+    accepts_images: Callable[[str | None], bool] = lambda model: False,
 ) -> tuple[list[Tool[Any]], list[str]]:
     """The tools of ``connection`` (one per listed tool), and a problem per tool left out
-    (an unusable schema, a name that collides with another of the server's tools)."""
+    (an unusable schema, a name that collides with another of the server's tools).
+
+    ``accepts_images(model)`` says whether the model that made a call (its
+    :attr:`ToolExec.model`) gets the images of the result."""
     tools: list[Tool[Any]] = []
     problems: list[str] = []
     names: set[str] = set()
@@ -76,14 +88,19 @@ def build_tools(
                 or item.title
                 or f"{item.name} (MCP server {connection.name})",
                 args=args,
-                execute=_caller(connection, item.name, max_result_chars),
+                execute=_caller(connection, item.name, max_result_chars, accepts_images),
                 concurrency_safe=bool(hints is not None and hints.readOnlyHint),
             )
         )
     return tools, problems
 
 
-def _caller(connection: McpConnection, remote: str, limit: int) -> Any:
+def _caller(
+    connection: McpConnection,
+    remote: str,
+    limit: int,
+    accepts_images: Callable[[str | None], bool],
+) -> Any:
     async def execute(args: Any, exec: ToolExec) -> ToolOutput:
         from mcp.shared.exceptions import McpError
         from pydantic import ValidationError
@@ -100,7 +117,7 @@ def _caller(connection: McpConnection, remote: str, limit: int) -> Any:
                 f"({exc.error_count()} problem(s); first: {exc.errors()[0]['msg']})",
                 is_error=True,
             )
-        return render_result(result, limit)
+        return render_result(result, limit, images=accepts_images(exec.model))
 
     return execute
 
@@ -150,17 +167,26 @@ def _located(error: Any) -> str:
     return f"{path}: {error.message}" if path else str(error.message)
 
 
-def render_result(result: types.CallToolResult, limit: int) -> ToolOutput:
-    """``result`` as the text the model reads, cut at ``limit`` characters."""
+def render_result(result: types.CallToolResult, limit: int, *, images: bool = False) -> ToolOutput:
+    """``result`` as the text the model reads, cut at ``limit`` characters; with
+    ``images``, the images a model can take attached (see the module docs)."""
     from mcp import types
 
     parts: list[str] = []
+    attached: list[ImageRef] = []
     for block in result.content:
         if isinstance(block, types.TextContent):
             parts.append(block.text)
-        elif isinstance(block, types.ImageContent | types.AudioContent):
-            kind = "image" if isinstance(block, types.ImageContent) else "audio"
-            parts.append(f"[{kind}: {block.mimeType}, {len(block.data) * 3 // 4} bytes]")
+        elif isinstance(block, types.ImageContent):
+            image, note = _image(block.data, block.mimeType) if images else (None, "")
+            size = _decoded_size(block.data)
+            if image is not None:
+                attached.append(image)
+                parts.append(f"[image: {block.mimeType}, {size} bytes (attached)]")
+            else:
+                parts.append(f"[image: {block.mimeType}, {size} bytes{note}]")
+        elif isinstance(block, types.AudioContent):
+            parts.append(f"[audio: {block.mimeType}, {_decoded_size(block.data)} bytes]")
         elif isinstance(block, types.ResourceLink):
             parts.append(f"[resource link: {block.uri}]")
         elif isinstance(block, types.EmbeddedResource):
@@ -174,4 +200,23 @@ def render_result(result: types.CallToolResult, limit: int) -> ToolOutput:
     text = "\n".join(parts)
     if len(text) > limit:
         text = f"{text[:limit]}\n[truncated: {limit} of {len(text)} characters shown]"
-    return ToolOutput(text, is_error=bool(result.isError))
+    return ToolOutput(text, is_error=bool(result.isError), images=tuple(attached))
+
+
+def _decoded_size(data: str) -> int:
+    """How many bytes the base64 text ``data`` holds."""
+    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+
+
+def _image(data: str, mime_type: str) -> tuple[ImageRef | None, str]:
+    """The image an MCP result carries (base64 ``data``) as image content, or ``None``
+    and why it is not attached."""
+    if mime_type not in IMAGE_TYPES:
+        return None, "; not attached: models take PNG, JPEG, GIF or WebP"
+    try:
+        size = len(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError):
+        return None, "; not attached: its data is not base64"
+    if size > MAX_IMAGE_BYTES:
+        return None, f"; not attached: larger than {MAX_IMAGE_BYTES:,} bytes"
+    return ImageRef(f"data:{mime_type};base64,{data}", mime_type), ""

@@ -13,12 +13,11 @@ Nothing is resized or re-encoded.
 
 from __future__ import annotations
 
+from tether.content import MAX_IMAGE_BYTES
 from tether.plugins.fs.errors import FileToolError
 
 __all__ = ["MAX_IMAGE_BYTES", "ImageFileError", "image_on_disk", "image_type"]
 
-MAX_IMAGE_BYTES = 3 * 1024 * 1024 + 768 * 1024
-"""3.75 MiB: the largest image whose base64 form fits 5 MiB (5,242,880 bytes)."""
 
 _SIGNATURES = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
