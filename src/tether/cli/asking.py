@@ -20,7 +20,6 @@ next line entered answers the question).
 from __future__ import annotations
 
 import asyncio
-import difflib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
@@ -28,14 +27,11 @@ from typing import TextIO
 from msgspec.structs import replace
 
 from tether.agent import Agent
-from tether.cli.render import call_line
+from tether.cli.render import call_line, diff_lines
 from tether.runtime import Veto
 from tether.tools.execute import ToolInvocation
 from tether.tools.permission import Mode, granted, needs_asking, remembered_as
 from tether.tools.preview import ToolPreview
-
-MAX_DIFF_LINES = 40
-
 
 Ask = Callable[[str], Awaitable[str]]
 """Puts a question (``allow this bash call? …``) to the person; returns the line answered."""
@@ -102,13 +98,7 @@ def describe(invocation: ToolInvocation, preview: ToolPreview | None) -> str:
     """What the question shows of a call: its tool and target, and an edit's diff."""
     lines = [f"\n[ask] {call_line(invocation.tool_name, invocation.args)}"]
     for diff in preview.diffs if preview is not None else ():
-        old = (diff.old_text or "").splitlines()
-        new = diff.new_text.splitlines()
-        shown = list(difflib.unified_diff(old, new, diff.path, diff.path, lineterm=""))
-        if len(shown) > MAX_DIFF_LINES:
-            cut = len(shown) - MAX_DIFF_LINES
-            shown = [*shown[:MAX_DIFF_LINES], f"… {cut} more lines"]
-        lines.extend(shown)
+        lines.extend(diff_lines(diff.path, diff.old_text, diff.new_text))
     return "\n".join(lines) + "\n"
 
 

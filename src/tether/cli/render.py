@@ -9,6 +9,7 @@ question (:mod:`tether.cli.asking`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 
 from tether.cli.failures import model_failure
@@ -82,6 +83,42 @@ def _plain(value: object) -> object:
     return value
 
 
+MAX_DIFF_LINES = 40
+"""The most lines of one diff a transcript or a question shows; a note says how many more."""
+
+
+def diff_lines(path: str, old_text: str | None, new_text: str, *, first_line: int = 1) -> list[str]:
+    """The unified diff of a file's change from ``old_text`` (``None``: a new file)
+    to ``new_text``, both starting at line ``first_line``, cut at
+    :data:`MAX_DIFF_LINES` with a note."""
+    import difflib
+
+    old = (old_text or "").splitlines()
+    new = new_text.splitlines()
+    shown = [
+        _at_line(line, first_line - 1)
+        for line in difflib.unified_diff(
+            old, new, path if old_text is not None else "/dev/null", path, lineterm=""
+        )
+    ]
+    if len(shown) > MAX_DIFF_LINES:
+        cut = len(shown) - MAX_DIFF_LINES
+        shown = [*shown[:MAX_DIFF_LINES], f"… {cut} more lines"]
+    return shown
+
+
+def _at_line(line: str, offset: int) -> str:
+    """A hunk header of a diff of an excerpt, moved to where the excerpt is in its file."""
+    if not offset or not line.startswith("@@ "):
+        return line
+    return re.sub(
+        r"([-+])(\d+)",
+        lambda found: f"{found[1]}{int(found[2]) + offset}",
+        line,
+        count=2,
+    )
+
+
 def transcript(
     session: Session, *, markdown: bool = False, thinking: bool = False
 ) -> Iterator[str]:
@@ -134,6 +171,23 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             yield f"  ← {data.get('name')} {status}:"
             for line in content.splitlines() or [""]:
                 yield f"    {line}"
+    elif kind == "tool/previewed":
+        diffs = _plain(data.get("diffs"))
+        for diff in diffs if isinstance(diffs, list) else []:
+            if not isinstance(diff, dict):
+                continue
+            lines = diff_lines(
+                str(diff.get("path")),
+                diff.get("old_text"),
+                str(diff.get("new_text", "")),
+                first_line=int(diff.get("first_line", 1)),
+            )
+            if diff.get("shortened"):
+                lines.append(f"({diff['shortened']})")
+            if markdown:
+                yield "```diff\n" + "\n".join(lines) + "\n```"
+            else:
+                yield from (f"    {line}" for line in lines)
     elif kind == "tool/stopped":
         for line in stop_lines(data):
             yield f"- _{line}_" if markdown else f"  ■ {line}"

@@ -32,7 +32,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tether.cli.render import call_line, clipped, stop_lines, text_of, turn_outcome
+from tether.cli.render import (
+    MAX_DIFF_LINES,
+    call_line,
+    clipped,
+    stop_lines,
+    text_of,
+    turn_outcome,
+)
 from tether.cli.surface import Status, Style, Surface
 from tether.frozen import thaw
 from tether.session.attempts import RETRY_TYPE, retry_notice
@@ -48,7 +55,6 @@ FOLD_ABOVE = 8
 """An output of more lines than this is folded."""
 FOLD_HEAD = 3
 FOLD_TAIL = 3
-MAX_DIFF_LINES = 40
 WAITING = "waiting for the model"
 ECHO_LINES = 3
 """Lines of a prompt shown (the rest are counted)."""
