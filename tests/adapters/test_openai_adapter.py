@@ -673,6 +673,28 @@ def test_encoded_images_of_tool_results_decode_to_the_request_body() -> None:
     assert sum(m["role"] == "user" for m in expected["messages"]) == 1  # type: ignore[union-attr]
 
 
+def test_images_of_one_conversation_are_placed_in_its_requests_and_no_other() -> None:
+    from tether.llm.adapters.chat_completions import RequestEncoder, request_body
+    from tether.llm.request import ModelRequest
+
+    encoder = RequestEncoder(replay_reasoning=False)
+    with_images = [UserRoleMessage((TextBlock("look"),)), *_IMAGE_ROUND]
+    without = [UserRoleMessage((TextBlock("list"),)), *_TOOL_ROUND]
+    for step in range(3):
+        for conversation in (with_images, without, with_images, without):
+            conversation.append(UserRoleMessage((TextBlock(f"and {step}?"),)))
+            request = ModelRequest(model="p:m", messages=tuple(conversation))
+            expected = request_body(request, model="m", replay_reasoning=False)
+            assert json.loads(encoder.encode(request, model="m")) == expected
+    without.extend(_IMAGE_ROUND)  # the plain conversation gets an image of its own
+    request = ModelRequest(model="p:m", messages=tuple(without))
+    body = json.loads(encoder.encode(request, model="m"))
+    assert body == request_body(request, model="m", replay_reasoning=False)
+    assert (
+        sum(m["role"] == "user" and isinstance(m["content"], list) for m in body["messages"]) == 1
+    )
+
+
 def test_tool_definitions_are_encoded_again_only_when_they_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

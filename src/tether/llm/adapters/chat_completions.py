@@ -30,7 +30,6 @@ Field names are the protocol's. Providers that speak it with extensions
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +145,6 @@ class RequestEncoder:
         "_conversations",
         "_fragments",
         "_image_parts",
-        "_imaged",
         "_max_tokens_field",
         "_system",
         "_system_json",
@@ -159,20 +157,17 @@ class RequestEncoder:
 
     def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
         self._max_tokens_field = max_tokens_field
-        self._conversations: dict[int, tuple[tuple[Message, ...], str]] = {}
+        self._conversations: dict[int, tuple[tuple[Message, ...], str, bool]] = {}
         """By the ``id`` of a conversation's first message (which the entry keeps
-        alive): its last request's messages, and their JSON joined."""
+        alive): its last request's messages, their JSON joined, and whether a tool
+        result among them has images (only then does a request need the walk
+        that places them)."""
         self._system = ""
         self._system_json = ""
         self._tools: tuple[ToolSpec, ...] = ()
         self._tools_json = ""
-        self._imaged: weakref.WeakSet[ToolMessage] = weakref.WeakSet()
-        """Tool results with images this encoder met that are still alive: while
-        there are none, no request needs the walk that places their images."""
 
         def encode(message: Message) -> str:
-            if type(message) is ToolMessage and message.images:
-                self._imaged.add(message)
             wire = message_to_wire(message, replay_reasoning=replay_reasoning)
             return "" if wire is None else dumps(wire)
 
@@ -185,10 +180,10 @@ class RequestEncoder:
 
     def encode(self, request: ModelRequest, *, model: str) -> bytes:
         """The JSON body asking ``model`` for the answer to ``request``."""
-        joined = self._joined(request.messages)
-        if self._imaged:
-            # Encoding the messages noted the tool results with images: they are
-            # placed after their run of tool messages, from the kept fragments.
+        joined, imaged = self._joined(request.messages)
+        if imaged:
+            # Tool results with images: the images are placed after their run
+            # of tool messages, from the kept fragments.
             parts = self._fragments.fragments(request.messages)
             joined = ",".join(filter(None, self._place_images(request.messages, parts)))
         messages = ",".join(filter(None, (self._encoded_system(request.system), joined)))
@@ -199,22 +194,26 @@ class RequestEncoder:
         tools = self._encoded_tools(request.tools)
         return f'{settings[:-1]}{tools},"messages":[{messages}]}}'.encode()
 
-    def _joined(self, messages: tuple[Message, ...]) -> str:
-        """The JSON of ``messages`` joined by commas ("" is a message that is not sent)."""
+    def _joined(self, messages: tuple[Message, ...]) -> tuple[str, bool]:
+        """The JSON of ``messages`` joined by commas ("" is a message that is not sent),
+        and whether a tool result among them has images."""
         if not messages:
-            return ""
+            return "", False
         key = id(messages[0])
         known = self._conversations.pop(key, None)
         if known is not None and messages[: len(known[0])] == known[0]:
-            sent, sent_json = known
-            added = ",".join(filter(None, self._fragments.fragments(messages[len(sent) :])))
+            sent, sent_json, imaged = known
+            new = messages[len(sent) :]
+            added = ",".join(filter(None, self._fragments.fragments(new)))
             joined = ",".join(filter(None, (sent_json, added)))
+            imaged = imaged or _has_images(new)
         else:
             joined = ",".join(filter(None, self._fragments.fragments(messages)))
+            imaged = _has_images(messages)
         if len(self._conversations) >= self._CONVERSATIONS:
             del self._conversations[next(iter(self._conversations))]
-        self._conversations[key] = (messages, joined)
-        return joined
+        self._conversations[key] = (messages, joined, imaged)
+        return joined, imaged
 
     def _encoded_system(self, system: str | None) -> str:
         """The system message's JSON ("" for none), encoded again only when it changes."""
@@ -248,6 +247,10 @@ class RequestEncoder:
         if held:
             placed.append(_user_parts(held))
         return placed
+
+
+def _has_images(messages: tuple[Message, ...]) -> bool:
+    return any(type(message) is ToolMessage and message.images for message in messages)
 
 
 def _user_parts(parts: list[str]) -> str:
