@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from acp.exceptions import RequestError
 
 from tests import postgres
-from tests.acp.harness import ROOT, env_for, serving
+from tests.acp.harness import ROOT, AcpProcess, env_for, serving
 from tether.persist.backends.lease import Lease, SessionLeasedError
 from tether.persist.backends.postgres import PostgresBackend
 
@@ -69,13 +72,26 @@ async def take_over(db: PostgresBackend, sid: str) -> Lease:
                 await asyncio.sleep(0.05)
 
 
-async def test_a_fenced_host_says_once_per_session_that_it_was_taken_over(
-    tmp_path: Path,
-) -> None:
-    """A host paused past its TTL, whose session another host took over, stops that
-    session's agent when it runs again: its editor's prompt gets the takeover error,
-    its stderr one line for the session, no error, no traceback, and nothing of it
-    is stored after the takeover."""
+@dataclass
+class Fenced:
+    """An ACP server whose session another host took over while it was paused."""
+
+    server: AcpProcess
+    sid: str
+    db: PostgresBackend
+    """The taker's backend."""
+    lease: Lease
+    """The taker's lease of the session."""
+    stored: int
+    """How many events were stored when the taker took the session over."""
+    refused: RequestError
+    """What the editor's prompt in flight got."""
+
+
+@asynccontextmanager
+async def fenced(tmp_path: Path) -> AsyncIterator[Fenced]:
+    """A server paused past its TTL with a prompt in flight, while another host took
+    its session over; once it runs again and its prompt was answered."""
     schema = postgres.new_schema()
     cluster = {
         "TETHER_DATABASE_URL": postgres.URL,
@@ -97,18 +113,30 @@ async def test_a_fenced_host_says_once_per_session_that_it_was_taken_over(
                 server.process.send_signal(signal.SIGCONT)
             with pytest.raises(RequestError) as refused:
                 await prompt
-            assert str(refused.value) == f"session {sid} was taken over by host taker"
-            await server.close_stdin()
-            lines = server.stderr().splitlines()
+            yield Fenced(server, sid, db, lease, stored, refused.value)
+    finally:
+        db.close()
+        postgres.drop(schema)
+
+
+async def test_a_fenced_host_says_once_per_session_that_it_was_taken_over(
+    tmp_path: Path,
+) -> None:
+    """A host paused past its TTL, whose session another host took over, stops that
+    session's agent when it runs again: its editor's prompt gets the takeover error,
+    its stderr one line for the session, no error, no traceback, and nothing of it
+    is stored after the takeover."""
+    async with fenced(tmp_path) as case:
+        sid = case.sid
+        assert str(case.refused) == f"session {sid} was taken over by host taker"
+        await case.server.close_stdin()
+        lines = case.server.stderr().splitlines()
         assert lines == [
             f"WARNING tether.plugins.cluster: session {sid} was taken over by host taker;"
             " its agent stops here"
         ]
-        assert len(db.load(sid).events) == stored
-        lease.release()
-    finally:
-        db.close()
-        postgres.drop(schema)
+        assert len(case.db.load(sid).events) == case.stored
+        case.lease.release()
 
 
 async def test_a_fenced_host_takes_its_session_back_once_the_taker_lets_it_go(
@@ -118,33 +146,14 @@ async def test_a_fenced_host_takes_its_session_back_once_the_taker_lets_it_go(
     has closed the fenced session and the taker has let it go, the same process
     loads it again and works on it, and nothing the fenced agent held in memory
     is stored."""
-    schema = postgres.new_schema()
-    cluster = {
-        "TETHER_DATABASE_URL": postgres.URL,
-        "TETHER_DATABASE_SCHEMA": schema,
-        "TETHER_LEASE_TTL": "1",
-        "TETHER_HOST_ID": "paused-host",
-    }
-    db = PostgresBackend(postgres.URL, schema=schema, host_id="taker")
-    try:
-        async with serving(tmp_path, env=cluster) as server:
-            sid = await server.new_session()
-            prompt = server.start_prompt(sid, "hold")
-            await server.client.wait_for(server.client.saw_text(sid, "holding"))
-            server.process.send_signal(signal.SIGSTOP)
-            try:
-                lease = await take_over(db, sid)
-                stored = len(db.load(sid).events)
-            finally:
-                server.process.send_signal(signal.SIGCONT)
-            with pytest.raises(RequestError):
-                await prompt
-            assert len(db.load(sid).events) == stored
-            await server.conn.close_session(session_id=sid)
-            lease.release()
-            await server.conn.load_session(cwd=str(server.home), session_id=sid, mcp_servers=[])
-            assert await server.prompt(sid, "again") == "end_turn"
-            await server.close_stdin()
+    async with fenced(tmp_path) as case:
+        server, sid, db = case.server, case.sid, case.db
+        assert len(db.load(sid).events) == case.stored
+        await server.conn.close_session(session_id=sid)
+        case.lease.release()
+        await server.conn.load_session(cwd=str(server.home), session_id=sid, mcp_servers=[])
+        assert await server.prompt(sid, "again") == "end_turn"
+        await server.close_stdin()
         events = db.load(sid).events
         assert [e.seq for e in events] == list(range(len(events)))
         prompts = [e.data_object()["content"] for e in events if e.type == "user/message"]
@@ -152,6 +161,3 @@ async def test_a_fenced_host_takes_its_session_back_once_the_taker_lets_it_go(
         ends = [e.data_object()["reason"] for e in events if e.type == "turn/end"]
         assert ends == [{"kind": "completed"}]
         assert db.lease_info(sid) is None
-    finally:
-        db.close()
-        postgres.drop(schema)

@@ -11,9 +11,9 @@ from msgspec.structs import replace
 
 from tests.adapters.fake_server import FakeServer, stream
 from tests.adapters.support import call, delta, text_answer
-from tests.adapters.world import build_world
+from tests.adapters.world import AdapterWorld, build_world
 from tests.plugins.fs_support import PNG_1X1
-from tether.agent import UserMessage
+from tether.agent import Agent, UserMessage
 from tether.content import ImageRef, ToolMessage
 from tether.llm.request import ModelRequest
 from tether.loop.hooks import REQUEST
@@ -40,80 +40,77 @@ def read_call(path: str) -> list[object]:
     ]
 
 
-async def test_an_image_read_reaches_a_vision_model_and_a_later_text_model_gets_a_note(
-    server: FakeServer, tmp_path: Path
-) -> None:
+@pytest.fixture
+async def world(server: FakeServer, tmp_path: Path) -> AsyncIterator[AdapterWorld]:
+    """A vision model's world with the file tools and ``cat.png`` in its directory."""
     llm = {"models": {VISION: {"images": True}}}
-    world = await build_world(tmp_path / "data", server, model=VISION, llm=llm)
+    built = await build_world(tmp_path / "data", server, model=VISION, llm=llm)
     try:
-        await world.runtime.ctx.plugin(tool_fs)
+        await built.runtime.ctx.plugin(tool_fs)
         (tmp_path / "data" / "cat.png").write_bytes(PNG_1X1)
-        server.queue(stream(read_call("cat.png")), stream(text_answer("a cat")))
-        agent = await world.agent()
-        agent.followup(UserMessage.text("what is in cat.png?"))
-        await agent.when_idle()
-
-        image = ImageRef.inline("image/png", PNG_1X1)
-        (result,) = [e.payload for e in agent.session.events if e.type == "tool/result"]
-        assert isinstance(result, ToolResultEvent) and result.images == (image,)
-        sent = server.requests[1].json["messages"]
-        assert sent[-1]["role"] == "user"
-        assert sent[-1]["content"][1] == {"type": "image_url", "image_url": {"url": image.url}}
-
-        agent.session.append(
-            ConfigChanged(option=MODEL_OPTION, value="openai-compatible:test-model")
-        )
-        server.queue(stream(text_answer("no idea")))
-        agent.followup(UserMessage.text("and now?"))
-        await agent.when_idle()
-
-        again = server.requests[2].json
-        assert again["model"] == "test-model"
-        tool = next(m for m in again["messages"] if m["role"] == "tool")
-        assert tool["content"].endswith(
-            "\n[the result held an image, left out: the model in use "
-            "(openai-compatible:test-model) does not accept images]"
-        )
-        assert "image_url" not in server.requests[2].body.decode()
+        yield built
     finally:
-        await world.runtime.dispose()
+        await built.runtime.dispose()
+
+
+IMAGE = ImageRef.inline("image/png", PNG_1X1)
+
+
+async def read_the_picture(world: AdapterWorld, answer: str) -> Agent:
+    """An agent that read ``cat.png`` (its result holds the image), then answered."""
+    world.server.queue(stream(read_call("cat.png")), stream(text_answer(answer)))
+    agent = await world.agent()
+    agent.followup(UserMessage.text("what is in cat.png?"))
+    await agent.when_idle()
+    (result,) = [e.payload for e in agent.session.events if e.type == "tool/result"]
+    assert isinstance(result, ToolResultEvent) and result.images == (IMAGE,)
+    return agent
+
+
+async def test_an_image_read_reaches_a_vision_model_and_a_later_text_model_gets_a_note(
+    server: FakeServer, world: AdapterWorld
+) -> None:
+    agent = await read_the_picture(world, "a cat")
+    sent = server.requests[1].json["messages"]
+    assert sent[-1]["role"] == "user"
+    assert sent[-1]["content"][1] == {"type": "image_url", "image_url": {"url": IMAGE.url}}
+
+    agent.session.append(ConfigChanged(option=MODEL_OPTION, value="openai-compatible:test-model"))
+    server.queue(stream(text_answer("no idea")))
+    agent.followup(UserMessage.text("and now?"))
+    await agent.when_idle()
+
+    again = server.requests[2].json
+    assert again["model"] == "test-model"
+    tool = next(m for m in again["messages"] if m["role"] == "tool")
+    assert tool["content"].endswith(
+        "\n[the result held an image, left out: the model in use "
+        "(openai-compatible:test-model) does not accept images]"
+    )
+    assert "image_url" not in server.requests[2].body.decode()
 
 
 async def test_a_model_a_request_listener_switches_to_gets_the_images_it_accepts(
-    server: FakeServer, tmp_path: Path
+    server: FakeServer, world: AdapterWorld
 ) -> None:
-    llm = {"models": {VISION: {"images": True}}}
-    world = await build_world(tmp_path / "data", server, model=VISION, llm=llm)
-    try:
-        await world.runtime.ctx.plugin(tool_fs)
-        (tmp_path / "data" / "cat.png").write_bytes(PNG_1X1)
-        text_model = "openai-compatible:test-model"
+    text_model = "openai-compatible:test-model"
 
-        async def to_text_model_after_the_read(
-            request: ModelRequest,
-            next_: Callable[[ModelRequest], Awaitable[ModelRequest]],
-            agent: object,
-        ) -> ModelRequest:
-            if isinstance(request.messages[-1], ToolMessage):
-                request = replace(request, model=text_model)
-            return await next_(request)
+    async def to_text_model_after_the_read(
+        request: ModelRequest,
+        next_: Callable[[ModelRequest], Awaitable[ModelRequest]],
+        agent: object,
+    ) -> ModelRequest:
+        if isinstance(request.messages[-1], ToolMessage):
+            request = replace(request, model=text_model)
+        return await next_(request)
 
-        world.runtime.ctx.on(REQUEST, to_text_model_after_the_read)
-        server.queue(stream(read_call("cat.png")), stream(text_answer("no idea")))
-        agent = await world.agent()
-        agent.followup(UserMessage.text("what is in cat.png?"))
-        await agent.when_idle()
-
-        image = ImageRef.inline("image/png", PNG_1X1)
-        (result,) = [e.payload for e in agent.session.events if e.type == "tool/result"]
-        assert isinstance(result, ToolResultEvent) and result.images == (image,)
-        sent = server.requests[1]
-        assert sent.json["model"] == "test-model"
-        tool = next(m for m in sent.json["messages"] if m["role"] == "tool")
-        assert tool["content"].endswith(
-            "\n[the result held an image, left out: the model in use "
-            f"({text_model}) does not accept images]"
-        )
-        assert "image_url" not in sent.body.decode()
-    finally:
-        await world.runtime.dispose()
+    world.runtime.ctx.on(REQUEST, to_text_model_after_the_read)
+    await read_the_picture(world, "no idea")
+    sent = server.requests[1]
+    assert sent.json["model"] == "test-model"
+    tool = next(m for m in sent.json["messages"] if m["role"] == "tool")
+    assert tool["content"].endswith(
+        "\n[the result held an image, left out: the model in use "
+        f"({text_model}) does not accept images]"
+    )
+    assert "image_url" not in sent.body.decode()

@@ -220,12 +220,7 @@ class JsonlBackend:
         one of an unchanged file parses nothing. A file replaced or cut short
         since, or a read from further back, is read whole.
         """
-        self._check_open()
-        try:
-            file = SessionFile.open(self.path(session_id), session_id, writable=False)
-        except FileNotFoundError:
-            raise SessionNotFoundError(session_id) from None
-        with file:
+        with self._open_for_reading(session_id) as file:
             mark = self._marks.get(session_id)
             if (
                 mark is not None
@@ -250,12 +245,7 @@ class JsonlBackend:
     ) -> tuple[HeaderRecord, _Events, TornTail | None]:
         """The header, the events ``read_events`` makes of the intact event
         lines, and the torn tail if there is one."""
-        self._check_open()
-        try:
-            file = SessionFile.open(self.path(session_id), session_id, writable=False)
-        except FileNotFoundError:
-            raise SessionNotFoundError(session_id) from None
-        with file:
+        with self._open_for_reading(session_id) as file:
             layout = file.probe()
             events = read_events(file, layout.header_end, layout.end)
             torn = None
@@ -345,6 +335,13 @@ class JsonlBackend:
         self._closed = True
         self._tails.clear()
         self._marks.clear()
+
+    def _open_for_reading(self, session_id: str) -> SessionFile:
+        self._check_open()
+        try:
+            return SessionFile.open(self.path(session_id), session_id, writable=False)
+        except FileNotFoundError:
+            raise SessionNotFoundError(session_id) from None
 
     def _open_stored(self, session_id: str) -> SessionFile:
         self._check_open()
