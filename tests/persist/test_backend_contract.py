@@ -460,12 +460,52 @@ def test_a_jsonl_follower_skips_a_line_still_being_written_and_reads_it_once_who
 
 def test_a_jsonl_follower_reads_a_replaced_file_whole(store_root: Path) -> None:
     writer, follower = JsonlBackend(store_root), JsonlBackend(store_root)
-    writer.write(header("s1"), [user_message(0, "first")])
+    writer.write(header("s1"), [user_message(0, "p" * 300)])
     assert len(follower.events_after("s1", -1)) == 1
+    size = writer.path("s1").stat().st_size
     writer.delete("s1")
-    writer.write(header("s1"), [user_message(0, "again"), event(1)])
-    assert [e.to_record() for e in follower.events_after("s1", 0)] == [event(1)]
+    # Another log of the same id and, once padded, the same size (the file
+    # system may hand it the same inode, too).
+    replaced = [user_message(0, "again"), event(1, data={"delta": ""})]
+    writer.write(header("s1"), replaced)
+    padding = size - writer.path("s1").stat().st_size
+    writer.delete("s1")
+    replaced[1] = event(1, data={"delta": "x" * padding})
+    writer.write(header("s1"), replaced)
+    assert writer.path("s1").stat().st_size == size
+    assert [e.to_record() for e in follower.events_after("s1", 0)] == replaced[1:]
     assert follower.events_after("s1", -1)[0].to_record() == user_message(0, "again")
+
+
+def test_a_jsonl_follower_holding_a_mark_sees_a_file_rewritten_in_place(
+    store_root: Path,
+) -> None:
+    writer, follower = JsonlBackend(store_root), JsonlBackend(store_root)
+    writer.write(header("s1"), [user_message(0, "abc")])
+    assert len(follower.events_after("s1", -1)) == 1
+    path = writer.path("s1")
+    before = path.read_bytes()
+    # The same inode and size, another log: a reader must not take it for the one it read.
+    rewritten = before.replace(b'"abc"', b'"xyz"')
+    assert len(rewritten) == len(before)
+    with path.open("r+b") as file:
+        file.write(rewritten)
+    assert follower.events_after("s1", 0) == []
+    assert follower.events_after("s1", -1)[0].to_record() == user_message(0, "xyz")
+    with path.open("ab") as file:
+        file.write(json.dumps(event(1)).encode() + b"\n")
+    assert [e.to_record() for e in follower.events_after("s1", 0)] == [event(1)]
+
+
+def test_a_jsonl_follower_reads_a_log_with_a_torn_last_line_once(store_root: Path) -> None:
+    writer, follower = JsonlBackend(store_root), JsonlBackend(store_root)
+    writer.write(header("s1"), [user_message(0, "abc")])
+    with writer.path("s1").open("ab") as file:
+        file.write(b'{"type": "assistant/chunk", "seq": 1, "ti\0\0\0\n')  # zeros after a crash
+    assert [e.seq for e in follower.events_after("s1", -1)] == [0]
+    assert follower.events_after("s1", 0) == []  # and again: nothing new, the tail is torn
+    writer.write(header("s1"), [event(1)])  # the next write cuts the torn line
+    assert [e.to_record() for e in follower.events_after("s1", 0)] == [event(1)]
 
 
 def damage_header(backend: LogBackend, session_id: str) -> None:

@@ -148,6 +148,54 @@ def test_a_lease_book_takes_leases_of_different_sessions_side_by_side() -> None:
     assert not book.holds("slow")
 
 
+def test_forgetting_a_lost_lease_leaves_a_lease_taken_since_alone() -> None:
+    released: list[int] = []
+    count = iter(range(100))
+
+    class Lease:
+        def __init__(self, session_id: str) -> None:
+            self.number = next(count)
+
+        def release(self) -> None:
+            released.append(self.number)
+
+    book = LeaseBook(Lease)
+    lost_owner, new_owner = object(), object()
+    book.acquire("s1", lost_owner)
+    book.forget("s1", lost_owner)  # lease 0 was taken over
+    assert released == [0] and not book.holds("s1")
+    book.acquire("s1", new_owner)  # lease 1, fresh
+    book.forget("s1", lost_owner)  # a late second notice of the first loss
+    assert released == [0] and book.holds("s1")
+
+
+def test_closing_the_book_waits_for_a_take_under_way_and_gives_it_up() -> None:
+    started, may_end = threading.Event(), threading.Event()
+    released: list[str] = []
+
+    class Lease:
+        def __init__(self, session_id: str) -> None:
+            started.set()
+            assert may_end.wait(10)
+            self.session_id = session_id
+
+        def release(self) -> None:
+            released.append(self.session_id)
+
+    book = LeaseBook(Lease)
+    taking = threading.Thread(target=book.acquire, args=("s1", object()))
+    taking.start()
+    assert started.wait(10)
+    closing = threading.Thread(target=book.release_all)
+    closing.start()
+    closing.join(0.2)
+    assert closing.is_alive()  # it waits for the take
+    may_end.set()
+    taking.join(10)
+    closing.join(10)
+    assert released == ["s1"] and not book.holds("s1")
+
+
 def test_a_failed_take_lets_the_next_owner_try_again() -> None:
     attempts: list[str] = []
 

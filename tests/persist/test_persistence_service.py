@@ -440,6 +440,9 @@ async def test_a_taken_over_session_is_never_written_again_and_its_lease_is_forg
             await writer.flush(fenced)
         writer.notice(fenced, now=True)
         writer.release(fenced)
+        prompt(fenced, "appended after its release")  # never written either
+        with pytest.raises(SessionTakenOverError):
+            await writer.flush(fenced)
         loaded = backend.load_events("fenced", DEFAULT_REGISTRY)
         header = SessionHeader.from_record(loaded.header)
         again = Session.restore(header, loaded.events, decoded=True)

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import msgspec
@@ -59,8 +60,6 @@ class _Track(msgspec.Struct, eq=False):
     """The header must be stored even while the session has no events."""
     failing: bool = False
     """The last write failed (its failure was logged once)."""
-    lost: SessionTakenOverError | None = None
-    """Another host took the session over: it is never written again (kept until released)."""
 
 
 class WriteBehind:
@@ -99,6 +98,10 @@ class WriteBehind:
         self._window = window
         self._on_written = on_written
         self._tracks: dict[Session, _Track] = {}
+        self._lost: weakref.WeakKeyDictionary[Session, SessionTakenOverError] = (
+            weakref.WeakKeyDictionary()
+        )
+        """Sessions another host took over, while they live: never written again."""
         self._dirty: dict[_Track, None] = {}
         self._wake = asyncio.Event()
         self._urgent = asyncio.Event()
@@ -116,11 +119,11 @@ class WriteBehind:
         an acknowledgement is about to wait for it (see :meth:`flush`), and
         whatever the process does before it asks overlaps the write.
         """
+        if session in self._lost:
+            return
         track = self._tracks.get(session)
         if track is None:
             track = self._tracks[session] = _Track(session)
-        elif track.lost is not None:
-            return
         if track not in self._dirty:
             self._dirty[track] = None
             self._wake.set()
@@ -139,10 +142,9 @@ class WriteBehind:
 
     def release(self, session: Session) -> None:
         """Forget ``session`` once everything appended to it so far is written."""
-        track = self._tracks.get(session)
-        if track is not None and track.lost is not None:
-            del self._tracks[session]
+        if session in self._lost:
             return
+        track = self._tracks.get(session)
         if track is None:
             # Never written here: a resumed session still holds its lease.
             self._leases.release(session.id, session)
@@ -167,10 +169,11 @@ class WriteBehind:
                 appended since is written.
             OSError, StoreConflictError, …: the backend failed to write them.
         """
+        lost = self._lost.get(session)
+        if lost is not None:
+            raise lost
         target = len(session.events)
         track = self._tracks.get(session)
-        if track is not None and track.lost is not None:
-            raise track.lost
         if track is None:
             if target == 0:
                 return
@@ -218,8 +221,6 @@ class WriteBehind:
         """
         self._closing = True
         for track in self._tracks.values():
-            if track.lost is not None:
-                continue
             if track.durable is None or track.durable < len(track.session.events):
                 self._dirty[track] = None
         # Urgent too: a writer waiting out its window drains now.
@@ -227,9 +228,9 @@ class WriteBehind:
         self._wake.set()
 
     async def _write(self, track: _Track, *, inline: bool = False) -> None:
-        if track.lost is not None:
-            return
         session = track.session
+        if session in self._lost:
+            return
         end = len(session.events)
         try:
             if track.durable is None:
@@ -274,18 +275,20 @@ class WriteBehind:
         """``track``'s session was taken over: write it no more, forget its lease (in a
         thread: releasing it may be a round trip), then fail its waiters.
 
-        The track stays until the session is released, so that nothing the
-        session appends meanwhile starts a new track (which would take a
-        fresh lease and store what the new owner never saw).
+        The session is remembered as lost for as long as it lives, so that
+        nothing it appends later (even after it was released) starts a new
+        track, which would take a fresh lease and store what the new owner
+        never saw.
         """
         session = track.session
-        track.lost = error
+        self._lost[session] = error
+        self._tracks.pop(session, None)
         self._dirty.pop(track, None)
-        if track.released:
-            self._tracks.pop(session, None)
         log.info("session %s is no longer written here: %s", session.id, error)
         try:
-            await asyncio.to_thread(self._leases.forget, session.id)
+            await asyncio.to_thread(self._leases.forget, session.id, track)
+        except Exception:  # the lease is lost anyway; the writer must go on
+            log.exception("could not give up the lost lease of session %s", session.id)
         finally:
             # After the lease is forgotten: whoever waited may load the session again at once.
             for _target, future in waiters:

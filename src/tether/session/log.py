@@ -210,6 +210,7 @@ class Session:
     """
 
     __slots__ = (
+        "__weakref__",
         "_clock",
         "_dispatching",
         "_events",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import builtins
 import logging
 import os
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -96,7 +97,7 @@ class JsonlBackend:
         # Entries are only replaced whole while the session's flock is held;
         # single dict operations need no lock of their own.
         self._tails: dict[str, _Tail] = {}
-        self._marks: dict[str, _Tail] = {}
+        self._marks: dict[str, _Mark] = {}
         """Where the last :meth:`events_after` of each session ended (any thread may set one)."""
         self._closed = False
         self._swept = False
@@ -215,29 +216,26 @@ class JsonlBackend:
         """The stored events after ``after_seq``; see :meth:`LogBackend.events_after`.
 
         A follower reads the same log again and again, so where its last read
-        ended is kept (the file, the next seq, the offset past the last whole
-        line): a read after that seq parses only the lines appended since, and
-        one of an unchanged file parses nothing. A file replaced or cut short
-        since, or a read from further back, is read whole.
+        ended is kept (a :class:`_Mark`): a read after that seq of the same
+        file parses only the lines appended since, and one of a file that has
+        not grown reads one line. A file replaced (even on a reused inode) or
+        cut short since, or a read from further back, is read whole.
         """
         with self._open_for_reading(session_id) as file:
             mark = self._marks.get(session_id)
-            if (
-                mark is not None
-                and mark.inode == file.inode
-                and mark.size <= file.size
-                and after_seq >= mark.next_seq - 1
-            ):
+            if mark is not None and after_seq >= mark.next_seq - 1 and mark.holds(file):
+                if file.size == mark.seen:
+                    return []
                 try:
-                    events, end = file.parse_appended(mark.size, mark.next_seq)
+                    events, end = file.parse_appended(mark.end, mark.next_seq)
                 except CorruptLogError:
                     pass  # read whole below, which tells a torn last line from damage
                 else:
-                    self._marks[session_id] = _Tail(file.inode, mark.next_seq + len(events), end)
+                    self._marks[session_id] = _Mark.of(file, mark.next_seq + len(events), end)
                     return events[after_seq + 1 - mark.next_seq :]
             layout = file.probe()
             events = file.parse_events(layout.header_end, layout.end)
-            self._marks[session_id] = _Tail(file.inode, len(events), layout.end)
+            self._marks[session_id] = _Mark.of(file, len(events), layout.end)
         return events[max(0, after_seq + 1) :]
 
     def _read(
@@ -444,6 +442,36 @@ class _Tail(msgspec.Struct, frozen=True):
     inode: int
     next_seq: int
     size: int
+
+
+class _Mark(msgspec.Struct, frozen=True):
+    """Where a follower's last read of a session file ended (see
+    :meth:`JsonlBackend.events_after`)."""
+
+    inode: int
+    next_seq: int
+    """The seq of the first event not read yet."""
+    end: int
+    """The offset past the last whole line read."""
+    seen: int
+    """The file's size at that read (a line still being written, or a torn one, included)."""
+    last_line: int
+    """Where the last whole line read starts."""
+    last_crc: int
+    """The CRC-32 of that line: the same file, not another one on a reused inode."""
+
+    @classmethod
+    def of(cls, file: SessionFile, next_seq: int, end: int) -> _Mark:
+        start = file.line_start(end)
+        return cls(file.inode, next_seq, end, file.size, start, zlib.crc32(file.read(start, end)))
+
+    def holds(self, file: SessionFile) -> bool:
+        """Whether ``file`` is the file read, with what was read still in place."""
+        return (
+            file.inode == self.inode
+            and file.size >= self.end
+            and zlib.crc32(file.read(self.last_line, self.end)) == self.last_crc
+        )
 
 
 def _summarize(path: Path, session_id: str) -> SessionSummary | None:

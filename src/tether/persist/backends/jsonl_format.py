@@ -199,6 +199,10 @@ class SessionFile:
         except BadRecordError as exc:
             raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
 
+    def line_start(self, end: int) -> int:
+        """Where the line that ends just before offset ``end`` (past its newline) starts."""
+        return self._rfind_newline(end - 1) + 1
+
     def parse_appended(self, start: int, first_seq: int) -> tuple[builtins.list[StoredEvent], int]:
         """Parse the whole lines from offset ``start`` (a line's start) to the file's end,
         which must begin at seq ``first_seq``; and the offset just past them.

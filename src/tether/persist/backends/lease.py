@@ -299,20 +299,27 @@ class LeaseBook:
             del self._held[session_id]
         lease.release()
 
-    def forget(self, session_id: str) -> None:
-        """The lease of ``session_id`` was taken over: drop it for every owner.
+    def forget(self, session_id: str, owner: Hashable) -> None:
+        """The lease of ``session_id`` that ``owner`` shares was taken over: drop it
+        for every owner.
 
         The next :meth:`acquire` takes a fresh lease instead of sharing the
-        lost one. Releasing a lost lease leaves its new holder's alone.
+        lost one. A lease taken since by other owners (``owner`` is not among
+        them) is left alone, and releasing a lost lease leaves its new
+        holder's alone.
         """
         with self._lock:
-            entry = self._held.pop(session_id, None)
-        if entry is not None:
-            entry[0].release()
+            entry = self._held.get(session_id)
+            if entry is None or owner not in entry[1]:
+                return
+            del self._held[session_id]
+        entry[0].release()
 
     def release_all(self) -> None:
-        """Give up every lease (the backend is closing)."""
+        """Give up every lease (the backend is closing), a take under way included."""
         with self._lock:
+            while self._taking:
+                self._taken.wait()
             held, self._held = self._held, {}
         for lease, _owners in held.values():
             lease.release()
