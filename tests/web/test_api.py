@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tether.agent import UserMessage
 from tether.agent.events import CANCEL_REQUESTED
 from tether.tools.execute import ToolInvocation
 from tether.tools.preview import ToolPreview
@@ -334,6 +335,26 @@ async def test_a_tab_on_an_idle_stored_session_follows_another_process_that_open
         assert [r["seq"] for r in got.records] == list(range(last + 1, last + 1 + len(got.records)))
         assert "opened-elsewhere" in str(got.records)
         assert got.records[-1]["data"]["reason"] == {"kind": "completed"}  # type: ignore[index]
+
+
+async def test_a_tab_on_a_session_that_leaves_this_process_follows_it_in_storage(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web:
+        handle = await web.tether.agents.create(cwd=str(tmp_path))  # live here, not the app's
+        session_id = handle.agent.id
+        handle.agent.followup(UserMessage.text("$ echo here"))
+        await handle.agent.when_idle()
+        last = handle.agent.session.events[-1].seq
+        following = asyncio.ensure_future(read_stream(web.client, session_id, after=last))
+        await _until(lambda: web.hub.follows.followers(session_id) == 1)
+        await handle.dispose()  # it leaves this process; the tab stays open
+        other = _tether_run(tmp_path, "$ echo then-elsewhere", "--resume", session_id)
+        _out, err = await asyncio.to_thread(other.communicate, timeout=30)
+        assert other.returncode == 0, err
+        got = await asyncio.wait_for(following, 30)
+        assert [r["seq"] for r in got.records] == list(range(last + 1, last + 1 + len(got.records)))
+        assert "then-elsewhere" in str(got.records)
 
 
 async def test_a_client_gone_mid_stream_leaves_no_follower_and_the_turn_goes_on(

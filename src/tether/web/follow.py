@@ -20,7 +20,8 @@ the last one yielded:
   stored records are decoded by the same registry a load decodes them by, so
   a view gets the same event values as from a live session. Should the
   session then go live in this process, the follower goes on from its
-  in-memory log, at the same cursor.
+  in-memory log, at the same cursor; once it leaves this process again
+  (``session/disposed``), from storage.
 
 Waking is shared: the followers of a session subscribe to one
 :class:`~tether.persist.follow.Doorbell` rung by ``session/event``. A view
@@ -56,6 +57,11 @@ class Follows:
 
     def on_session_event(self, session: Session, event: Event) -> None:
         """``session/event``: wake every follower of ``session``."""
+        self._bell.ring(session.id)
+
+    def on_session_disposed(self, session: Session) -> None:
+        """``session/disposed``: wake every follower of ``session``, which now
+        follows it in storage (another process may open it)."""
         self._bell.ring(session.id)
 
     def nudge(self, session_id: str) -> None:
@@ -102,13 +108,7 @@ class Follows:
                         if batch:
                             cursor = batch[-1].seq
                             yield batch
-                        # Followed in storage whether or not another process has it
-                        # live now: one that opens it later is followed from its first
-                        # write. A poll of an idle log reads nothing new (events_after).
-                        reader = asyncio.get_running_loop().create_task(
-                            _read_stored(persistence, session_id, cursor, stored, wake),
-                            name=f"web-follow:{session_id}",
-                        )
+                        reader = _reader(persistence, session_id, cursor, stored, wake)
                 while True:
                     wake.clear()
                     if nudges != self._nudges[session_id]:
@@ -125,6 +125,9 @@ class Follows:
                         stored.clear()
                         if reader is not None and reader.done():
                             reader.result()  # its failure is the follower's
+                        elif reader is None and self._persistence is not None and not batch:
+                            # Live here until now: followed in storage from here on.
+                            reader = _reader(self._persistence, session_id, cursor, stored, wake)
                     if batch:
                         cursor = batch[-1].seq
                         yield batch
@@ -144,6 +147,23 @@ class Follows:
 
             raise SessionNotFoundError(session_id)
         return self._persistence
+
+
+def _reader(
+    persistence: Persistence,
+    session_id: str,
+    after_seq: int,
+    into: list[Event],
+    wake: asyncio.Event,
+) -> asyncio.Task[None]:
+    """A task following ``session_id`` in storage after ``after_seq`` (see
+    :func:`_read_stored`), whether or not another process has it live now: one
+    that opens it later is followed from its first write. A poll of an idle log
+    reads nothing new (``events_after``)."""
+    return asyncio.get_running_loop().create_task(
+        _read_stored(persistence, session_id, after_seq, into, wake),
+        name=f"web-follow:{session_id}",
+    )
 
 
 async def _stop(reader: asyncio.Task[None]) -> None:

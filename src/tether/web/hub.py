@@ -70,7 +70,7 @@ from tether.plugins.tool_subagent import PARENT
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged, SessionSettings
-from tether.session.store import SESSION_EVENT, SESSIONS
+from tether.session.store import SESSION_DISPOSED, SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
 from tether.tools.permission import (
@@ -605,6 +605,7 @@ async def apply(ctx: Context, config: Config) -> None:
 
     def lifecycle() -> Iterator[Callable[[], object]]:
         yield events.add(SESSION_EVENT.name, hub.follows.on_session_event)
+        yield events.add(SESSION_DISPOSED.name, hub.follows.on_session_disposed)
         yield events.add(BEFORE_EXECUTE.name, hub.before_execute)
         yield events.add(PERMISSION_REQUEST.name, hub.ask)
         yield events.add(AGENT_DISPOSED.name, hub.forget)

@@ -13,8 +13,9 @@ start together migrate once. Tables:
 
 **One live owner per session, across hosts: the fenced lease.** A host takes
 a session's lease before it creates, resumes or repairs it. Taking it draws a
-fresh **fencing token** from a sequence (so tokens only grow, whoever takes
-the lease next) and sets its expiry, on the database's clock, one TTL ahead;
+fresh **fencing token** from a sequence (never one another take drew: the
+write check compares tokens for equality, so it needs them distinct, not
+ordered) and sets its expiry, on the database's clock, one TTL ahead;
 a live lease of another holder refuses the taker
 (:class:`~tether.persist.backends.lease.SessionLeasedError`, naming the
 host). A heartbeat thread renews every lease this backend holds every TTL/3.
@@ -904,7 +905,7 @@ class PostgresBackend:
 
 
 def _next_token(cur: psycopg.Cursor[Any]) -> int:
-    """A fresh fencing token: tokens only grow, whoever draws them."""
+    """A fresh fencing token, one no other take drew."""
     row = cur.execute("SELECT nextval('lease_tokens')").fetchone()
     assert row is not None
     return int(row[0])
