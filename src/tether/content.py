@@ -34,6 +34,7 @@ __all__ = [
     "ToolSpec",
     "UserBlock",
     "UserRoleMessage",
+    "image_type",
 ]
 
 
@@ -73,6 +74,25 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGE_BYTES = 3 * 1024 * 1024 + 768 * 1024
 """3.75 MiB: the largest image whose base64 form fits 5 MiB (5,242,880 bytes),
 Anthropic's limit per image (OpenAI and Gemini accept more)."""
+
+_IMAGE_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def image_type(head: bytes) -> str | None:
+    """The media type (one of :data:`IMAGE_TYPES`) of the image whose bytes start
+    with ``head``, told by its signature; ``None`` if it is not one. Twelve bytes
+    are enough to tell."""
+    for signature, media_type in _IMAGE_SIGNATURES:
+        if head.startswith(signature):
+            return media_type
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 class ImageRef(msgspec.Struct, frozen=True, tag_field="type", tag="image"):

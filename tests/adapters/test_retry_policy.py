@@ -42,6 +42,16 @@ def test_jitter_only_shortens_the_delay_within_its_share() -> None:
     assert len(set(delays)) > 100
 
 
+def test_policies_compare_hash_and_show_by_their_settings_not_their_random_state() -> None:
+    one = RetryPolicy(max_attempts=3, rng=random.Random(1))
+    other = RetryPolicy(max_attempts=3, rng=random.Random(2))
+    assert one == other and hash(one) == hash(other)
+    assert len({one, other}) == 1
+    assert one != RetryPolicy(max_attempts=4, rng=one.rng)
+    assert "rng" not in repr(one) and "max_attempts=3" in repr(one)
+    assert repr(one) == repr(other)
+
+
 def test_attempts_are_capped() -> None:
     policy = RetryPolicy(max_attempts=3)
     assert policy.decide(failed("server", 2)).retry

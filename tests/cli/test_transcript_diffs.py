@@ -49,3 +49,16 @@ def test_a_long_diff_is_cut_with_a_note() -> None:
     plain = list(transcript(session))
     assert plain[-1] == f"    … {100 + 3 - MAX_DIFF_LINES} more lines"
     assert len([line for line in plain if line.startswith("    +line")]) == MAX_DIFF_LINES - 3
+
+
+def test_a_diff_of_equal_texts_shows_nothing() -> None:
+    session = new_session()
+    complete_turn(session, "first")
+    before = list(transcript(session, markdown=True))
+    same = PreviewDiff("/ws/same.txt", "a\nb\n", "a\nb\n")
+    session.append(ToolPreviewed("e1", "edit", "edit same.txt", diffs=(same,)))
+    assert list(transcript(session, markdown=True)) == before
+    assert "```diff" not in "\n".join(transcript(session, markdown=True))
+    shortened = PreviewDiff("/ws/same.txt", "a\n", "a\n", shortened="shortened: 3 lines")
+    session.append(ToolPreviewed("e2", "edit", "edit same.txt", diffs=(shortened,)))
+    assert list(transcript(session))[-1] == "    (shortened: 3 lines)"

@@ -3,6 +3,7 @@ a later model that does not is sent a note in its place, and the log keeps the i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from tether.session.settings import MODEL_OPTION, ConfigChanged
 VISION = "openai-compatible:vision-model"
 """Listed in the catalog as accepting images; the default ``test-model`` is not."""
 
+TEXT = "openai-compatible:test-model"
+
 
 @pytest.fixture
 async def server() -> AsyncIterator[FakeServer]:
@@ -40,17 +43,33 @@ def read_call(path: str) -> list[object]:
     ]
 
 
-@pytest.fixture
-async def world(server: FakeServer, tmp_path: Path) -> AsyncIterator[AdapterWorld]:
-    """A vision model's world with the file tools and ``cat.png`` in its directory."""
+@contextlib.asynccontextmanager
+async def files_world(
+    server: FakeServer, tmp_path: Path, model: str
+) -> AsyncIterator[AdapterWorld]:
+    """A world of agents on ``model`` with the file tools and ``cat.png`` in its directory."""
     llm = {"models": {VISION: {"images": True}}}
-    built = await build_world(tmp_path / "data", server, model=VISION, llm=llm)
+    built = await build_world(tmp_path / "data", server, model=model, llm=llm)
     try:
         await built.runtime.ctx.plugin(tool_fs)
         (tmp_path / "data" / "cat.png").write_bytes(PNG_1X1)
         yield built
     finally:
         await built.runtime.dispose()
+
+
+@pytest.fixture
+async def world(server: FakeServer, tmp_path: Path) -> AsyncIterator[AdapterWorld]:
+    """A vision model's world (see :func:`files_world`)."""
+    async with files_world(server, tmp_path, VISION) as built:
+        yield built
+
+
+@pytest.fixture
+async def text_world(server: FakeServer, tmp_path: Path) -> AsyncIterator[AdapterWorld]:
+    """A text model's world (see :func:`files_world`)."""
+    async with files_world(server, tmp_path, TEXT) as built:
+        yield built
 
 
 IMAGE = ImageRef.inline("image/png", PNG_1X1)
@@ -93,7 +112,7 @@ async def test_an_image_read_reaches_a_vision_model_and_a_later_text_model_gets_
 async def test_a_model_a_request_listener_switches_to_gets_the_images_it_accepts(
     server: FakeServer, world: AdapterWorld
 ) -> None:
-    text_model = "openai-compatible:test-model"
+    text_model = TEXT
 
     async def to_text_model_after_the_read(
         request: ModelRequest,
@@ -114,3 +133,20 @@ async def test_a_model_a_request_listener_switches_to_gets_the_images_it_accepts
         f"({text_model}) does not accept images]"
     )
     assert "image_url" not in sent.body.decode()
+
+
+async def test_tools_decide_about_images_for_the_model_a_request_listener_switches_to(
+    server: FakeServer, text_world: AdapterWorld
+) -> None:
+    async def to_vision_model(
+        request: ModelRequest,
+        next_: Callable[[ModelRequest], Awaitable[ModelRequest]],
+        agent: object,
+    ) -> ModelRequest:
+        return await next_(replace(request, model=VISION))
+
+    text_world.runtime.ctx.on(REQUEST, to_vision_model)
+    await read_the_picture(text_world, "a cat")  # the read result holds the image
+    assert [sent.json["model"] for sent in server.requests] == ["vision-model"] * 2
+    after = server.requests[1].json["messages"]
+    assert after[-1]["content"][1] == {"type": "image_url", "image_url": {"url": IMAGE.url}}

@@ -118,34 +118,89 @@ def test_server_entries_hash_without_their_mappings() -> None:
     }
 
 
+def _image(data: bytes | str, mime: str = "image/png") -> types.ImageContent:
+    text = data if isinstance(data, str) else base64.b64encode(data).decode()
+    return types.ImageContent(type="image", data=text, mimeType=mime)
+
+
 def test_images_are_attached_only_for_a_model_that_takes_them_and_only_those_it_can() -> None:
-    from mcp import types
-
-    png = base64.b64encode(PNG_1X1).decode()
-
-    def image(data: str, mime: str = "image/png") -> types.ImageContent:
-        return types.ImageContent(type="image", data=data, mimeType=mime)
-
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"/>'
+    large = PNG_1X1 + b"\0" * MAX_IMAGE_BYTES
     result = types.CallToolResult(
         content=[
-            image(png),
-            image(png, "image/svg+xml"),
-            image("not base64!"),
-            image(base64.b64encode(b"\0" * (MAX_IMAGE_BYTES + 1)).decode()),
+            _image(PNG_1X1),
+            _image(svg, "image/svg+xml"),
+            _image("not base64!"),
+            _image(large),
         ]
     )
     attached = render_result(result, 10_000_000, images=True)
     assert attached.images == (ImageRef.inline("image/png", PNG_1X1),)
     assert attached.content.splitlines() == [
         f"[image: image/png, {len(PNG_1X1)} bytes (attached)]",
-        f"[image: image/svg+xml, {len(PNG_1X1)} bytes; not attached: models take PNG, JPEG, "
-        "GIF or WebP]",
-        "[image: image/png, 8 bytes; not attached: its data is not base64]",
-        f"[image: image/png, {MAX_IMAGE_BYTES + 1} bytes; not attached: larger than "
+        f"[image: image/svg+xml, {len(svg)} bytes; not attached: its data is not a PNG, JPEG, "
+        "GIF or WebP image]",
+        "[image: image/png, 7 bytes; not attached: its data is not base64]",
+        f"[image: image/png, {len(large)} bytes; not attached: larger than "
         f"{MAX_IMAGE_BYTES:,} bytes]",
     ]
     described = render_result(result, 10_000_000)  # a model without images
     assert described.images == ()
     assert described.content.splitlines()[0] == f"[image: image/png, {len(PNG_1X1)} bytes]"
-    cut = render_result(types.CallToolResult(content=[image(png)]), 5, images=True)
+    cut = render_result(types.CallToolResult(content=[_image(PNG_1X1)]), 5, images=True)
     assert cut.images == attached.images[:1]  # the text is cut, the image stays
+
+
+JPEG = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffd9")
+
+
+def test_an_image_is_attached_with_the_type_its_bytes_show_not_the_claimed_one() -> None:
+    result = types.CallToolResult(content=[_image(JPEG, "image/png"), _image(PNG_1X1, "image/gif")])
+    output = render_result(result, 10_000, images=True)
+    assert output.images == (
+        ImageRef.inline("image/jpeg", JPEG),
+        ImageRef.inline("image/png", PNG_1X1),
+    )
+    assert output.content.splitlines() == [
+        f"[image: image/jpeg, {len(JPEG)} bytes (attached)]",
+        f"[image: image/png, {len(PNG_1X1)} bytes (attached)]",
+    ]
+
+
+def test_line_wrapped_base64_is_attached_and_its_size_counts_no_line_breaks() -> None:
+    wrapped = base64.encodebytes(PNG_1X1).decode()
+    assert "\n" in wrapped.rstrip("\n")
+    output = render_result(types.CallToolResult(content=[_image(wrapped)]), 10_000, images=True)
+    assert output.images == (ImageRef.inline("image/png", PNG_1X1),)
+    assert output.content == f"[image: image/png, {len(PNG_1X1)} bytes (attached)]"
+    described = render_result(types.CallToolResult(content=[_image(wrapped)]), 10_000)
+    assert described.content == f"[image: image/png, {len(PNG_1X1)} bytes]"
+
+
+def test_one_result_attaches_at_most_five_images() -> None:
+    result = types.CallToolResult(content=[_image(PNG_1X1)] * 7)
+    output = render_result(result, 10_000, images=True)
+    assert output.images == (ImageRef.inline("image/png", PNG_1X1),) * 5
+    assert (
+        output.content.splitlines()[5:]
+        == [
+            f"[image: image/png, {len(PNG_1X1)} bytes; not attached: this result already "
+            "attaches 5 images]"
+        ]
+        * 2
+    )
+
+
+def test_one_result_attaches_at_most_twice_the_image_limit_in_bytes() -> None:
+    big = PNG_1X1 + b"\0" * (MAX_IMAGE_BYTES - len(PNG_1X1) - 100)
+    result = types.CallToolResult(content=[_image(big), _image(big), _image(big), _image(PNG_1X1)])
+    output = render_result(result, 10_000, images=True)
+    assert output.images == (
+        ImageRef.inline("image/png", big),
+        ImageRef.inline("image/png", big),
+        ImageRef.inline("image/png", PNG_1X1),  # it still fits
+    )
+    assert output.content.splitlines()[2] == (
+        f"[image: image/png, {len(big)} bytes; not attached: this result's images would "
+        f"pass {2 * MAX_IMAGE_BYTES:,} bytes]"
+    )

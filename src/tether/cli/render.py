@@ -184,6 +184,8 @@ def _render(event: Event, markdown: bool) -> Iterator[str]:
             )
             if diff.get("shortened"):
                 lines.append(f"({diff['shortened']})")
+            if not lines:
+                continue  # equal texts: an empty diff block would say nothing
             if markdown:
                 yield "```diff\n" + "\n".join(lines) + "\n```"
             else:

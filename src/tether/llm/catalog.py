@@ -133,6 +133,7 @@ IMAGE_MODELS: Mapping[str, bool] = {
 matches does not (DeepSeek's chat models, most local ones)."""
 
 _SCRIPTED = "offline"
+"""The scripted model: it accepts images (it reports what it was sent)."""
 
 
 def by_longest_prefix(table: Mapping[str, V], name: str) -> V | None:
@@ -142,9 +143,6 @@ def by_longest_prefix(table: Mapping[str, V], name: str) -> V | None:
     name = name.rpartition("/")[2]
     best = max((prefix for prefix in table if name.startswith(prefix)), key=len, default=None)
     return None if best is None else table[best]
-
-
-"""The scripted model: it accepts images (it reports what it was sent)."""
 
 
 class ModelCatalog(msgspec.Struct, frozen=True):

@@ -60,6 +60,8 @@ class RetryPolicy(msgspec.Struct, frozen=True):
     """Which failed requests to retry, and after how long; see the module docstring.
 
     ``max_attempts`` counts every request of one step, the first included.
+    Equality, hashing and ``repr`` leave ``rng`` out: two policies with the same
+    settings are the same policy, whatever their random state.
     """
 
     max_attempts: int = 5
@@ -69,6 +71,23 @@ class RetryPolicy(msgspec.Struct, frozen=True):
     max_retry_after: float = 120.0
     retry_on: frozenset[str] = frozenset(RETRYABLE)
     rng: random.Random = msgspec.field(default_factory=random.Random)
+
+    def _settings(self) -> tuple[tuple[str, object], ...]:
+        return tuple(
+            (field, getattr(self, field)) for field in self.__struct_fields__ if field != "rng"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RetryPolicy) or type(other) is not type(self):
+            return NotImplemented
+        return self._settings() == other._settings()
+
+    def __hash__(self) -> int:
+        return hash(self._settings())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{field}={value!r}" for field, value in self._settings())
+        return f"{type(self).__name__}({shown})"
 
     def backoff(self, attempt: int) -> float:
         """The delay after failed request number ``attempt``, before the ``Retry-After`` floor."""

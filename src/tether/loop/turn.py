@@ -262,9 +262,10 @@ class TurnRunner:
             session.append(StepStart(turn=turn, step=step))
             for message in step_input:
                 session.append(to_event(message))
-            assembled = await self._request(driver, signal)
-            if isinstance(assembled, Errored):
-                return assembled
+            answered = await self._request(driver, signal)
+            if isinstance(answered, Errored):
+                return answered
+            assembled, model = answered
             calls = assembled.message.tool_calls
             if signal.cancelled or assembled.finish.reason == "aborted":
                 _close_step(session, NOT_STARTED)
@@ -274,7 +275,7 @@ class TurnRunner:
                 _close_step(session, REFUSED)
                 return Blocked()
             if calls:
-                await self._run_tools(driver, calls, assembled, signal)
+                await self._run_tools(driver, calls, assembled, model, signal)
             session.append(StepEnd(turn=turn, step=step))
             if signal.cancelled:
                 return _aborted(signal)
@@ -286,8 +287,12 @@ class TurnRunner:
             if stop is not None:
                 return stop
 
-    async def _request(self, driver: AgentDriver, signal: CancelSignal) -> Assembled | Errored:
-        """Ask the model; log the stream and the answer; return it (or the error).
+    async def _request(
+        self, driver: AgentDriver, signal: CancelSignal
+    ) -> tuple[Assembled, str] | Errored:
+        """Ask the model; log the stream and the answer; return it with the model
+        its request was sent to, the one the ``agent/request`` waterfall left
+        (or the error).
 
         The request is compacted first when it would pass the threshold of the
         model's window; a ``context-overflow`` error compacts once and retries
@@ -300,10 +305,10 @@ class TurnRunner:
         tools = tuple(ToolSpec(t.name, t.description, t.schema) for t in visible)
         system = await self._prompt(driver).text(tools)
         messages = await self._fit(driver, system, tools, signal)
-        if messages is None:
-            return _aborted_answer()
         # The model a session/config chose in the log, else the agent's.
         model = driver.history.model(options.model)
+        if messages is None:
+            return _aborted_answer(), model
         request = ModelRequest(model=model, messages=messages, system=system, tools=tools)
         request = self._for_model(driver, await self._ctx.waterfall(REQUEST, request, agent))
         attempt = 0
@@ -314,12 +319,12 @@ class TurnRunner:
             finish = assembled.finish
             if finish.reason != "error" or signal.cancelled:
                 _log_answer(session, assembled)
-                return assembled
+                return assembled, request.model
             if finish.error_code == OVERFLOW and not overflowed:
                 overflowed = True
                 if not await self._compact_after_overflow(driver, system, tools, signal):
                     if signal.cancelled:
-                        return assembled
+                        return assembled, request.model
                 else:
                     session.append(
                         RetryEvent(
@@ -354,7 +359,7 @@ class TurnRunner:
             if signal.cancelled:
                 # The attempt was abandoned at its boundary: what it streamed
                 # is not an answer, so the model never sees it.
-                return assembled
+                return assembled, request.model
 
     def _for_model(self, driver: AgentDriver, request: ModelRequest) -> ModelRequest:
         """``request`` as its model can take it: without the images of tool results
@@ -445,9 +450,12 @@ class TurnRunner:
         driver: AgentDriver,
         calls: tuple[ToolCallBlock, ...],
         assembled: Assembled,
+        model: str,
         signal: CancelSignal,
     ) -> None:
         """Run the answer's tool calls; log their results in the model's order.
+        ``model``, the model the answer's request was sent to (the one the
+        ``agent/request`` waterfall left), is each call's :attr:`ToolExec.model`.
 
         ``tool/call`` is logged as each batch starts (the tool registry runs
         consecutive concurrency-safe calls together, others alone). A call
@@ -465,7 +473,6 @@ class TurnRunner:
             for call in batch:
                 session.append(ToolCallEvent(id=call.id, name=call.name, arguments=call.arguments))
 
-        model = driver.history.model(driver.options.model)
         results = await self._tools.execute_all(
             runnable,
             lambda call: ToolExec(

@@ -12,8 +12,10 @@ ends with 8 hex digits of a hash of the full name, so two tools never share
 a name by truncation.
 
 Results: text content is kept as it is; an image (PNG, JPEG, GIF or WebP,
-up to :data:`~tether.content.MAX_IMAGE_BYTES`) is attached for a model that
-accepts images, as ``read`` attaches one, and described otherwise; audio
+told by its bytes, up to :data:`~tether.content.MAX_IMAGE_BYTES`) is attached
+for a model that accepts images, as ``read`` attaches one, and described
+otherwise, as are the images past :data:`MAX_RESULT_IMAGES` or
+:data:`MAX_RESULT_IMAGE_BYTES` in one result; audio
 and binary resources are described; structured content is shown as JSON
 when there is no other content. A result longer than ``max_result_chars``
 is cut with a note (the images stay).
@@ -30,7 +32,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tether.content import IMAGE_TYPES, MAX_IMAGE_BYTES, ImageRef
+from tether.content import MAX_IMAGE_BYTES, ImageRef, image_type
 from tether.mcp.errors import McpUnavailableError
 from tether.tools.definition import Tool, ToolExec, ToolOutput
 
@@ -44,6 +46,12 @@ log = logging.getLogger(__name__)
 PREFIX = "mcp"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_NAME = 64
+
+MAX_RESULT_IMAGES = 5
+"""The most images one result attaches: each stays in every later request."""
+
+MAX_RESULT_IMAGE_BYTES = 2 * MAX_IMAGE_BYTES
+"""The most decoded image bytes one result attaches, for the same reason."""
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -174,19 +182,26 @@ def render_result(result: types.CallToolResult, limit: int, *, images: bool = Fa
 
     parts: list[str] = []
     attached: list[ImageRef] = []
+    attached_bytes = 0
     for block in result.content:
         if isinstance(block, types.TextContent):
             parts.append(block.text)
         elif isinstance(block, types.ImageContent):
-            image, note = _image(block.data, block.mimeType) if images else (None, "")
-            size = _decoded_size(block.data)
-            if image is not None:
-                attached.append(image)
-                parts.append(f"[image: {block.mimeType}, {size} bytes (attached)]")
-            else:
-                parts.append(f"[image: {block.mimeType}, {size} bytes{note}]")
+            data = block.data.translate(_ASCII_WHITESPACE)
+            size = _decoded_size(data)
+            if not images:
+                parts.append(f"[image: {block.mimeType}, {size} bytes]")
+                continue
+            image, note = _image(data, len(attached), attached_bytes)
+            if image is None:
+                parts.append(f"[image: {block.mimeType}, {size} bytes; not attached: {note}]")
+                continue
+            attached.append(image)
+            attached_bytes += size
+            parts.append(f"[image: {image.mime_type}, {size} bytes (attached)]")
         elif isinstance(block, types.AudioContent):
-            parts.append(f"[audio: {block.mimeType}, {_decoded_size(block.data)} bytes]")
+            data = block.data.translate(_ASCII_WHITESPACE)
+            parts.append(f"[audio: {block.mimeType}, {_decoded_size(data)} bytes]")
         elif isinstance(block, types.ResourceLink):
             parts.append(f"[resource link: {block.uri}]")
         elif isinstance(block, types.EmbeddedResource):
@@ -203,20 +218,35 @@ def render_result(result: types.CallToolResult, limit: int, *, images: bool = Fa
     return ToolOutput(text, is_error=bool(result.isError), images=tuple(attached))
 
 
+# Base64 may be wrapped in lines (RFC 2045); the decoder's strict mode refuses
+# any whitespace, so it goes first.
+_ASCII_WHITESPACE = str.maketrans("", "", " \t\n\r\f\v")
+
+
 def _decoded_size(data: str) -> int:
-    """How many bytes the base64 text ``data`` holds."""
+    """How many bytes the base64 text ``data`` (without whitespace) holds."""
     return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
 
 
-def _image(data: str, mime_type: str) -> tuple[ImageRef | None, str]:
-    """The image an MCP result carries (base64 ``data``) as image content, or ``None``
-    and why it is not attached."""
-    if mime_type not in IMAGE_TYPES:
-        return None, "; not attached: models take PNG, JPEG, GIF or WebP"
+def _image(data: str, count: int, total: int) -> tuple[ImageRef | None, str]:
+    """The image an MCP result carries (base64 ``data`` without whitespace) as image
+    content, or ``None`` and why it is not attached, given the ``count`` images of
+    ``total`` decoded bytes the result already attaches.
+
+    The type attached is the one the bytes show (:func:`~tether.content.image_type`),
+    whatever the server claims: a provider refuses an image whose declared type does
+    not match its bytes, and the refused image would stay in every later request."""
     try:
-        size = len(base64.b64decode(data, validate=True))
+        decoded = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        return None, "; not attached: its data is not base64"
-    if size > MAX_IMAGE_BYTES:
-        return None, f"; not attached: larger than {MAX_IMAGE_BYTES:,} bytes"
-    return ImageRef(f"data:{mime_type};base64,{data}", mime_type), ""
+        return None, "its data is not base64"
+    media_type = image_type(decoded[:16])
+    if media_type is None:
+        return None, "its data is not a PNG, JPEG, GIF or WebP image"
+    if len(decoded) > MAX_IMAGE_BYTES:
+        return None, f"larger than {MAX_IMAGE_BYTES:,} bytes"
+    if count >= MAX_RESULT_IMAGES:
+        return None, f"this result already attaches {MAX_RESULT_IMAGES} images"
+    if total + len(decoded) > MAX_RESULT_IMAGE_BYTES:
+        return None, f"this result's images would pass {MAX_RESULT_IMAGE_BYTES:,} bytes"
+    return ImageRef.inline(media_type, decoded), ""

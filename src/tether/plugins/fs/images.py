@@ -13,28 +13,10 @@ Nothing is resized or re-encoded.
 
 from __future__ import annotations
 
-from tether.content import MAX_IMAGE_BYTES
+from tether.content import MAX_IMAGE_BYTES, image_type
 from tether.plugins.fs.errors import FileToolError
 
 __all__ = ["MAX_IMAGE_BYTES", "ImageFileError", "image_on_disk", "image_type"]
-
-
-_SIGNATURES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def image_type(head: bytes) -> str | None:
-    """The media type of the image whose file starts with ``head``; ``None`` if not one."""
-    for signature, media_type in _SIGNATURES:
-        if head.startswith(signature):
-            return media_type
-    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def image_on_disk(path: str) -> str | None:
