@@ -214,3 +214,32 @@ def test_a_second_tab_and_a_reload_mid_stream_see_the_same_stream_with_no_gap(
     _check_complete(page, server)
     _check_complete(second, server)
     assert page.inner_text("#transcript") == second.inner_text("#transcript")
+
+
+def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
+    context: Any, server: Server
+) -> None:
+    page = context.new_page()
+    listings: list[str] = []
+    page.on("request", lambda r: "/api/sessions?" in r.url and listings.append(r.url))
+    page.goto(server.base + "/")
+    page.wait_for_function("() => document.querySelector('#sessions tbody') !== null")
+    page.wait_for_timeout(3_500)
+    assert len(listings) >= 2  # the first read, then one every 3 s
+    page.evaluate(
+        """() => {
+            Object.defineProperty(document, "hidden", {value: true, configurable: true});
+            document.dispatchEvent(new Event("visibilitychange"));
+        }"""
+    )
+    hidden_from = len(listings)
+    page.wait_for_timeout(3_500)
+    assert len(listings) == hidden_from  # a tab in the background asks nothing
+    with page.expect_request(lambda r: "/api/sessions?" in r.url, timeout=300):
+        page.evaluate(  # shown again: read at once, not at the next tick
+            """() => {
+                Object.defineProperty(document, "hidden", {value: false, configurable: true});
+                document.dispatchEvent(new Event("visibilitychange"));
+            }"""
+        )
+    page.close()

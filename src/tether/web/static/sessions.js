@@ -82,5 +82,12 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("live-only").addEventListener("change", loadSessions);
   loadModels();
   loadSessions();
-  setInterval(loadSessions, 3000);
+  // The listing is read every 3 s while the page is seen; a tab in the
+  // background asks nothing, and reads it again as soon as it is shown.
+  setInterval(() => {
+    if (!document.hidden) loadSessions();
+  }, 3000);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) loadSessions();
+  });
 });
