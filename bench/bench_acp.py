@@ -234,17 +234,24 @@ async def prompt_latency(server: FakeServer, prompts: int, home: Path) -> list[f
         return latencies
 
 
+async def streaming_prompt(
+    server: FakeServer, conn: Any, client: Any, sid: str
+) -> asyncio.Future[Any]:
+    """A prompt whose answer streams until the client leaves, once its first chunk
+    has reached the client; the future is its answer."""
+    streaming = client.streaming[sid] = asyncio.Event()
+    server.queue(until_client_leaves([delta("thinking")]))
+    prompt = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("think long")]))
+    await streaming.wait()
+    return prompt
+
+
 async def cancel_latency(server: FakeServer, cancels: int, home: Path) -> list[float]:
     async with spawned(server, home) as (_process, conn, client, _ready):
         sid = (await conn.new_session(cwd=str(home), mcp_servers=[])).session_id
         latencies = []
         for _ in range(cancels):
-            streaming = client.streaming[sid] = asyncio.Event()
-            server.queue(until_client_leaves([delta("thinking")]))
-            prompt = asyncio.ensure_future(
-                conn.prompt(session_id=sid, prompt=[text_block("think long")])
-            )
-            await streaming.wait()
+            prompt = await streaming_prompt(server, conn, client, sid)
             start = time.perf_counter()
             await conn.cancel(session_id=sid)
             answer = await prompt

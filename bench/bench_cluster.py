@@ -381,12 +381,7 @@ async def cancel(rounds: int) -> None:
                     sid = (await conn.new_session(cwd=home, mcp_servers=[])).session_id
                     after = -1
                     for _ in range(rounds):
-                        streaming = client.streaming[sid] = asyncio.Event()
-                        server.queue(until_client_leaves([delta("thinking")]))
-                        prompt = asyncio.ensure_future(
-                            conn.prompt(session_id=sid, prompt=[text_block("think long")])
-                        )
-                        await streaming.wait()
+                        prompt = await bench_acp.streaming_prompt(server, conn, client, sid)
                         # The request, as `tether sessions cancel` makes it on host B.
                         start = time.perf_counter()
                         info = await asyncio.to_thread(b.lease_info, sid)
