@@ -274,17 +274,16 @@ class LeaseBook:
                 entry[1].add(owner)
                 return
             self._taking.add(session_id)
+        lease: Lease | None = None
         try:
             lease = self._take(session_id)
-        except BaseException:
+        finally:
+            # Taken or failed, the take is over: whoever waits for it looks again.
             with self._lock:
                 self._taking.discard(session_id)
+                if lease is not None:
+                    self._held[session_id] = (lease, {owner})
                 self._taken.notify_all()
-            raise
-        with self._lock:
-            self._taking.discard(session_id)
-            self._held[session_id] = (lease, {owner})
-            self._taken.notify_all()
 
     def release(self, session_id: str, owner: Hashable) -> None:
         """``owner`` no longer needs the lease; the last owner's release gives it up."""
