@@ -108,7 +108,6 @@ class Follows:
                         if batch:
                             cursor = batch[-1].seq
                             yield batch
-                        reader = _reader(persistence, session_id, cursor, stored, wake)
                 while True:
                     wake.clear()
                     if nudges != self._nudges[session_id]:
@@ -126,7 +125,7 @@ class Follows:
                         if reader is not None and reader.done():
                             reader.result()  # its failure is the follower's
                         elif reader is None and self._persistence is not None and not batch:
-                            # Live here until now: followed in storage from here on.
+                            # Not live here (or no longer): followed in storage from here on.
                             reader = _reader(self._persistence, session_id, cursor, stored, wake)
                     if batch:
                         cursor = batch[-1].seq
