@@ -249,4 +249,5 @@ def _image(data: str, count: int, total: int) -> tuple[ImageRef | None, str]:
         return None, f"this result already attaches {MAX_RESULT_IMAGES} images"
     if total + len(decoded) > MAX_RESULT_IMAGE_BYTES:
         return None, f"this result's images would pass {MAX_RESULT_IMAGE_BYTES:,} bytes"
-    return ImageRef.inline(media_type, decoded), ""
+    # ``data`` is the image's base64 already (checked above): not encoded again.
+    return ImageRef(f"data:{media_type};base64,{data}", media_type), ""
