@@ -24,7 +24,9 @@ has been answered ``cancelled``. The session teardown and the bridge's
 listeners are one effect, so the permission policy outlives every tool call
 of every session.
 
-**Prompts.** One prompt per session is in flight at a time. It is queued as a
+**Prompts.** One prompt per session is in flight at a time — but a prompt
+sent after a ``session/cancel`` is accepted while the cancelled one is still to
+answer, and runs after it (the cancel never touches it). It is queued as a
 followup (:meth:`Bridge.prompt` does so before it returns, so a cancel that
 arrives later always finds it); its outcome is read from the session log: the
 claim of its message ties it to a turn, and that turn's ``turn/end`` gives the
@@ -272,8 +274,7 @@ class Bridge:
         naming = self._naming.pop(session_id, None)
         if naming is not None:
             naming.cancel("the session was closed")
-        if record.prompt is not None:
-            record.prompt.cancel_requested = True
+        record.mark_cancelled()
 
         async def dispose() -> None:
             try:
@@ -543,7 +544,7 @@ class Bridge:
         """
         self._check_open()
         record = self.record(session_id)
-        if record.agent.status is not AgentStatus.RUNNING and record.prompt is None:
+        if record.agent.status is not AgentStatus.RUNNING and not record.answering:
             raise SessionIdleError(session_id)
         _deliver(record.agent.steer, message)
 
@@ -615,8 +616,7 @@ class Bridge:
             naming.cancel("the ACP connection is closing")
         records = list(self._records.values())
         for record in records:
-            if record.prompt is not None:
-                record.prompt.cancel_requested = True
+            record.mark_cancelled()
         work = list(self._work)
         outcomes = await asyncio.gather(
             *(record.dispose() for record in records), *work, return_exceptions=True
