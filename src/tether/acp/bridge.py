@@ -289,9 +289,12 @@ class Bridge:
             BridgeClosedError: the bridge is closing (it disposes the session anyway).
         """
         opening = self._opening.get(session_id)
-        if session_id not in self._records and opening is not None:
-            if not await opening.ended() or session_id not in self._records:
-                return  # the load failed, or another close came first: nothing is open
+        if (
+            session_id not in self._records
+            and opening is not None
+            and (not await opening.ended() or session_id not in self._records)
+        ):
+            return  # the load failed, or another close came first: nothing is open
         record = self.record(session_id)
         self._check_open()
         del self._records[session_id]
