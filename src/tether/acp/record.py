@@ -279,7 +279,7 @@ class SessionRecord:
         self, invocation: ToolInvocation, preview: ToolPreview | None = None
     ) -> ToolCallUpdate:
         return self._mapper.pending(
-            invocation.exec.call_id, invocation.tool_name, invocation.args, preview
+            invocation.exec.call_id, invocation.tool_name, invocation.shown_args, preview
         )
 
     # -- the prompts in flight ---------------------------------------------------------
