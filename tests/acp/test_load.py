@@ -1,5 +1,6 @@
 """``session/load`` replays a stored session exactly as it was streamed; ``session/list``."""
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,60 @@ async def test_list_shows_stored_sessions_with_cwd_and_title(tmp_path: Path) -> 
             (sid, str(server.home), "a title for this")
         ]
         assert (await server.conn.list_sessions(cwd="/elsewhere")).sessions == []
+
+
+def _request(frame_id: str, method: str, params: dict[str, object]) -> bytes:
+    frame = {"jsonrpc": "2.0", "id": frame_id, "method": method, "params": params}
+    return json.dumps(frame).encode() + b"\n"
+
+
+async def _stored_session(tmp_path: Path) -> str:
+    async with serving(tmp_path) as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, "stored") == "end_turn"
+    return sid
+
+
+async def test_a_close_sent_while_its_session_loads_closes_it(tmp_path: Path) -> None:
+    sid = await _stored_session(tmp_path)
+    async with serving(tmp_path) as server:
+        await server.conn.list_sessions()  # tether is up
+        earlier = len(server.ledger())  # the lines of the process that stored it
+        load = {"cwd": str(server.home), "sessionId": sid, "mcpServers": []}
+        # What Zed sends: the load, and at once the close of the same session.
+        server.write_raw(
+            _request("load", "session/load", load)
+            + _request("close", "session/close", {"sessionId": sid})
+        )
+        closed = await server.frame(lambda f: f.get("id") == "close")
+        assert "error" not in closed and "result" in closed, closed
+        # Disposed by the close, not left live until the connection ends.
+        assert f"disposed {sid}" in server.ledger()[earlier:], server.ledger()
+        loaded = await server.frame(lambda f: f.get("id") == "load")
+        assert "result" in loaded, loaded
+        with pytest.raises(RequestError) as refused:
+            await server.prompt(sid, "still there?")
+        assert refused.value.code == -32602
+        # Closed, it loads again.
+        await server.conn.load_session(cwd=str(server.home), session_id=sid, mcp_servers=[])
+        assert await server.prompt(sid, "back") == "end_turn"
+
+
+async def test_two_concurrent_loads_of_one_session_both_answer_with_one_replay(
+    tmp_path: Path,
+) -> None:
+    sid = await _stored_session(tmp_path)
+    async with serving(tmp_path) as server:
+        await server.conn.list_sessions()  # tether is up
+        earlier = len(server.ledger())  # the lines of the process that stored it
+        load = {"cwd": str(server.home), "sessionId": sid, "mcpServers": []}
+        server.write_raw(
+            _request("first", "session/load", load) + _request("second", "session/load", load)
+        )
+        first = await server.frame(lambda f: f.get("id") == "first")
+        second = await server.frame(lambda f: f.get("id") == "second")
+        assert "result" in first and "result" in second, (first, second)
+        said = [u.content.text for u in server.client.of(sid) if isinstance(u, UserMessageChunk)]
+        assert said == ["stored"]
+        assert server.ledger()[earlier:].count(f"created {sid}") == 1, server.ledger()
+        assert await server.prompt(sid, "one session") == "end_turn"

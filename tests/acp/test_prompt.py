@@ -21,7 +21,10 @@ async def test_initialize_negotiates_the_version_and_states_capabilities(tmp_pat
         assert capabilities.prompt_capabilities.image is False
         assert capabilities.prompt_capabilities.embedded_context is True
         assert answer.auth_methods == []
-        assert await server.conn.authenticate(method_id="none") is not None
+        # A model that needs no key: no method is offered, so none can be chosen.
+        with pytest.raises(RequestError) as refused:
+            await server.conn.authenticate(method_id="none")
+        assert refused.value.code == -32602
 
 
 async def test_prompt_streams_text_and_answers_end_turn(tmp_path: Path) -> None:

@@ -89,8 +89,8 @@ async def test_cancel_request_cancels_a_prompt_and_ignores_anything_else(tmp_pat
     async with serving(tmp_path) as server:
         sid = await server.new_session()
         quiet = [
-            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"id": "nothing"}},
-            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"id": {"x": 1}}},
+            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "nothing"}},
+            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": {"x": 1}}},
             {"jsonrpc": "2.0", "method": "$/cancel_request"},
         ]
         server.write_raw(b"".join(json.dumps(f).encode() + b"\n" for f in quiet))
@@ -99,7 +99,7 @@ async def test_cancel_request_cancels_a_prompt_and_ignores_anything_else(tmp_pat
         await server.client.wait_for(server.client.saw_text(sid, "holding"))
         # The same id again while the prompt runs: refused, the prompt unharmed.
         assert await code_of(server, request("held", "session/list", {}), "held") == -32600
-        cancel = request(77, "$/cancel_request", {"id": "held"})
+        cancel = request(77, "$/cancel_request", {"requestId": "held"})
         assert await server.frame_answer(cancel, 77) == {"jsonrpc": "2.0", "id": 77, "result": None}
         outcome = await server.frame(lambda f: f.get("id") == "held" and "result" in f)
         assert outcome["result"] == {"stopReason": "cancelled"}

@@ -86,3 +86,19 @@ async def test_set_mode_switches_between_ask_and_auto(tmp_path: Path) -> None:
         await server.conn.set_session_mode(session_id=sid, mode_id="ask")
         assert await server.prompt(sid, "bash echo asked") == "end_turn"
         assert len(server.client.permission_requests) == 1
+
+
+async def test_a_permission_request_shows_the_same_arguments_as_the_tool_call(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("one line\n")
+    async with serving(tmp_path) as server:
+        sid = await server.new_session()
+        # read's offset and limit are left to their defaults.
+        assert await server.prompt(sid, 'call read {"path": "notes.txt"}') == "end_turn"
+        start = next(u for u in server.client.of(sid) if isinstance(u, ToolCallStart))
+        ((_sid, asked, _options),) = server.client.permission_requests
+        assert start.raw_input == {"path": "notes.txt"}
+        assert asked.tool_call_id == start.tool_call_id
+        assert asked.raw_input == start.raw_input

@@ -219,6 +219,23 @@ async def test_before_execute_may_rewrite_arguments_which_are_validated_again(
     assert recorder.calls == [CountArgs(count=5)]
 
 
+async def test_shown_arguments_are_the_calls_own_until_a_listener_rewrites_them(
+    runtime: Runtime, registry: ToolRegistry, recorder: Recorder
+) -> None:
+    shown: list[dict[str, object]] = []
+
+    async def rewrite(invocation: ToolInvocation, next_: Next[ToolInvocation]) -> ToolInvocation:
+        shown.append(dict(invocation.shown_args))
+        rewritten = msgspec.structs.replace(invocation, args={"count": 5})
+        shown.append(dict(rewritten.shown_args))
+        return await next_(rewritten)
+
+    runtime.ctx.on(BEFORE_EXECUTE, rewrite)
+    await registry.execute(call("count", count=1), exec_for())
+    # As the model called it (no defaulted unit), then what will run instead.
+    assert shown == [{"count": 1}, {"count": 5}]
+
+
 async def test_before_execute_may_not_redirect_a_call(
     runtime: Runtime, registry: ToolRegistry, recorder: Recorder
 ) -> None:

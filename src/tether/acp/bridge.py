@@ -24,7 +24,9 @@ has been answered ``cancelled``. The session teardown and the bridge's
 listeners are one effect, so the permission policy outlives every tool call
 of every session.
 
-**Prompts.** One prompt per session is in flight at a time. It is queued as a
+**Prompts.** One prompt per session is in flight at a time — but a prompt
+sent after a ``session/cancel`` is accepted while the cancelled one is still to
+answer, and runs after it (the cancel never touches it). It is queued as a
 followup (:meth:`Bridge.prompt` does so before it returns, so a cancel that
 arrives later always finds it); its outcome is read from the session log: the
 claim of its message ties it to a turn, and that turn's ``turn/end`` gives the
@@ -162,6 +164,11 @@ class Bridge:
         self.config = config
         self._link: ClientLink | None = None
         self._records: dict[str, SessionRecord] = {}
+        self._opening: dict[str, _Opening] = {}
+        """Sessions being loaded or resumed, by id, from the moment the request begins until
+        the load has ended (published or failed): a close, a cancel or another load finds them."""
+        self._disposing: dict[str, asyncio.Task[None]] = {}
+        """The disposals ``session/close`` started, by session, until they end (a load waits)."""
         self._listening: dict[Session, SessionRecord] = {}
         """Records by session, from before their agent is published until its scope unwinds."""
         self._work: set[asyncio.Task[Any]] = set()
@@ -218,7 +225,10 @@ class Bridge:
         """Open the stored session ``session_id`` and replay its history to the client.
 
         Every update of the replay is written before this returns. Loading a
-        session this bridge already has open replays it again.
+        session this bridge already has open replays it again; a load sent
+        while another load of the session is in progress waits for that one
+        and answers with the same session, without a second replay (it fails
+        as that one failed).
 
         ``servers`` are started as for :meth:`create` (a session already open
         keeps the servers it has).
@@ -230,12 +240,18 @@ class Bridge:
             AgentError, SessionNotFoundError, CorruptLogError: from ``ctx.agents.resume``.
         """
         open_record = self._records.get(session_id)
+        if open_record is None and session_id in self._opening:
+            opening = self._opening[session_id]
+            open_record = await opening.joined(cwd)
+            if opening.replays:
+                return open_record  # one replay for both: the load in progress sends it
         if open_record is not None:
             _check_cwd(open_record.agent, cwd)
             open_record.replay(open_record.agent.session.events)
             return open_record
         attach = self._mcp_setup(servers)
-        return await self._owned(self._load(session_id, cwd, attach, replay=True))
+        work = self._load(session_id, cwd, attach, replay=True)
+        return await self._open(session_id, work, replays=True)
 
     async def resume(
         self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
@@ -243,37 +259,49 @@ class Bridge:
         """Open the stored session ``session_id`` without replaying its history.
 
         The client keeps what it already shows; live updates follow from here.
-        Resuming a session this bridge already has open returns it as it is.
+        Resuming a session this bridge already has open (or is opening: once
+        it is open) returns it as it is.
         ``servers`` are started as for :meth:`load`.
 
         Raises:
             As :meth:`load`.
         """
         open_record = self._records.get(session_id)
+        if open_record is None and session_id in self._opening:
+            return await self._opening[session_id].joined(cwd)
         if open_record is not None:
             _check_cwd(open_record.agent, cwd)
             return open_record
         attach = self._mcp_setup(servers)
-        return await self._owned(self._load(session_id, cwd, attach, replay=False))
+        work = self._load(session_id, cwd, attach, replay=False)
+        return await self._open(session_id, work, replays=False)
 
     async def close_session(self, session_id: str) -> None:
         """Dispose session ``session_id``'s agent; its log stays stored.
 
         A prompt in flight answers ``cancelled``. When this returns, the
-        session's closing events are on disk and it can be loaded again.
+        session's closing events are on disk and it can be loaded again. A
+        session still being loaded or resumed is closed once it is open; if
+        its load fails, nothing is open and there is nothing to close.
 
         Raises:
-            UnknownSessionError: the bridge has no such session.
+            UnknownSessionError: the bridge has no such session (open or opening).
             BridgeClosedError: the bridge is closing (it disposes the session anyway).
         """
+        opening = self._opening.get(session_id)
+        if (
+            session_id not in self._records
+            and opening is not None
+            and (not await opening.ended() or session_id not in self._records)
+        ):
+            return  # the load failed, or another close came first: nothing is open
         record = self.record(session_id)
         self._check_open()
         del self._records[session_id]
         naming = self._naming.pop(session_id, None)
         if naming is not None:
             naming.cancel("the session was closed")
-        if record.prompt is not None:
-            record.prompt.cancel_requested = True
+        record.mark_cancelled()
 
         async def dispose() -> None:
             try:
@@ -281,7 +309,10 @@ class Bridge:
             finally:
                 record.settle_cancelled()
 
-        await self._owned(dispose())
+        disposing = self._spawn(dispose())
+        self._disposing[session_id] = disposing
+        disposing.add_done_callback(lambda _: self._disposing.pop(session_id, None))
+        await asyncio.shield(disposing)
 
     async def stored_sessions(self, cwd: str | None = None) -> list[SessionSummary]:
         """Readable stored sessions (newest activity first), those of ``cwd`` only if given."""
@@ -337,6 +368,10 @@ class Bridge:
         *,
         replay: bool,
     ) -> SessionRecord:
+        disposing = self._disposing.get(session_id)
+        if disposing is not None:
+            # A close of this session still runs: the session is live until it ends.
+            await asyncio.wait({disposing})
         link = self._check_open()
         built: list[tuple[SessionRecord, int]] = []
         mismatch: list[CwdMismatchError] = []
@@ -436,11 +471,16 @@ class Bridge:
         return self.record(session_id).begin_prompt(message)
 
     def cancel(self, session_id: str) -> None:
-        """Cancel the work of session ``session_id`` (``agent.cancel(cause=user)``).
+        """Cancel the work of session ``session_id`` (``agent.cancel(cause=user)``); a
+        session still being loaded is cancelled as soon as it is open.
 
         Raises:
             UnknownSessionError.
         """
+        opening = self._opening.get(session_id)
+        if session_id not in self._records and opening is not None:
+            opening.cancelled = True
+            return
         self.record(session_id).cancel()
 
     def cancel_all(self) -> None:
@@ -543,7 +583,7 @@ class Bridge:
         """
         self._check_open()
         record = self.record(session_id)
-        if record.agent.status is not AgentStatus.RUNNING and record.prompt is None:
+        if record.agent.status is not AgentStatus.RUNNING and not record.answering:
             raise SessionIdleError(session_id)
         _deliver(record.agent.steer, message)
 
@@ -615,8 +655,7 @@ class Bridge:
             naming.cancel("the ACP connection is closing")
         records = list(self._records.values())
         for record in records:
-            if record.prompt is not None:
-                record.prompt.cancel_requested = True
+            record.mark_cancelled()
         work = list(self._work)
         outcomes = await asyncio.gather(
             *(record.dispose() for record in records), *work, return_exceptions=True
@@ -795,6 +834,14 @@ class Bridge:
 
     async def _owned(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` in a task the bridge owns (its teardown awaits it)."""
+        return await asyncio.shield(self._spawn(work))
+
+    def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Start ``work`` in a task the bridge owns (its teardown awaits it).
+
+        Raises:
+            BridgeError: the bridge is closing or serves no client (``work`` is closed).
+        """
         try:
             self._check_open()
         except BridgeError:
@@ -803,7 +850,36 @@ class Bridge:
         task = asyncio.get_running_loop().create_task(work)
         self._work.add(task)
         task.add_done_callback(self._work_done)
-        return await asyncio.shield(task)
+        return task
+
+    async def _open(
+        self, session_id: str, work: Coroutine[Any, Any, SessionRecord], *, replays: bool
+    ) -> SessionRecord:
+        """Load or resume session ``session_id`` by ``work`` (which replays, or not), the
+        session known as opening until ``work`` has ended.
+
+        From this call on, :attr:`_opening` holds the session: a close waits
+        for the load and closes the session, a cancel is applied as soon as
+        it is open, another load or resume joins it. ``work``'s failure is
+        this call's (and every joiner's).
+        """
+        opening = _Opening(replays)
+
+        async def open_it() -> SessionRecord:
+            record = await work
+            if opening.cancelled:
+                record.cancel()
+            return record
+
+        opening.task = self._spawn(open_it())
+        self._opening[session_id] = opening
+
+        def ended(_: object) -> None:
+            if self._opening.get(session_id) is opening:
+                del self._opening[session_id]
+
+        opening.task.add_done_callback(ended)
+        return await asyncio.shield(opening.task)
 
     def _work_done(self, task: asyncio.Task[Any]) -> None:
         self._work.discard(task)
@@ -814,6 +890,37 @@ class Bridge:
         ):
             # Nobody awaits a title: its failure is logged here, never shown.
             log.warning("naming a session failed", exc_info=task.exception())
+
+
+class _Opening:
+    """A session being loaded or resumed: the bridge's entry for it until the load ends."""
+
+    __slots__ = ("cancelled", "replays", "task")
+
+    def __init__(self, replays: bool) -> None:
+        self.replays = replays
+        """Whether the load in progress replays the history to the client."""
+        self.cancelled = False
+        """A ``session/cancel`` arrived meanwhile: applied once the session is open."""
+        self.task: asyncio.Task[SessionRecord] | None = None
+
+    async def ended(self) -> bool:
+        """Wait for the load to end; whether it opened the session."""
+        assert self.task is not None
+        await asyncio.wait({self.task})
+        return not self.task.cancelled() and self.task.exception() is None
+
+    async def joined(self, cwd: str) -> SessionRecord:
+        """The session, once the load in progress has opened it.
+
+        Raises:
+            CwdMismatchError: the session belongs to another directory than ``cwd``.
+            Exception: what the load in progress raised.
+        """
+        assert self.task is not None
+        record = await asyncio.shield(self.task)
+        _check_cwd(record.agent, cwd)
+        return record
 
 
 def _deliver(send: Callable[[UserMessage], None], message: UserMessage) -> None:

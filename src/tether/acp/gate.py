@@ -11,9 +11,11 @@ sees a frame, what the SDK would get wrong:
 * **An unknown notification** is dropped and logged once per method.
 * **A notification with bad params** (``session/cancel`` whose ``sessionId``
   is not a string) is dropped and logged once.
-* **``$/cancel_request``** cancels the referenced request when it is a
-  ``session/prompt`` in progress (its session's turn is cancelled, so the
-  prompt answers ``cancelled``); a reference to anything else — another
+* **``$/cancel_request``** (``{"requestId": …}``, the schema's
+  ``CancelRequestNotification``) cancels the referenced request when it is a
+  ``session/prompt`` in progress: its session's turn is cancelled, so the
+  prompt answers ``{"stopReason": "cancelled"}`` — the "valid response with a
+  cancellation marker" the protocol allows; a reference to anything else — another
   method, a request already answered, no request at all — is ignored
   quietly. Sent with an ``id``, it is answered with a ``null`` result.
 * **Malformed ``mcpServers``** in ``session/new`` or ``session/load`` get
@@ -37,6 +39,8 @@ from tether.acp.transport import INVALID_REQUEST, FrameTransport, error_frame, v
 log = logging.getLogger(__name__)
 
 CANCEL_REQUEST = "$/cancel_request"
+REQUEST_ID = "requestId"
+"""The parameter of ``$/cancel_request`` that names the request to cancel."""
 
 REQUEST_METHODS = frozenset(
     {
@@ -172,7 +176,7 @@ class RpcGate:
 
     def _cancel_request(self, frame: dict[str, Any]) -> None:
         params = frame.get("params")
-        target = params.get("id") if isinstance(params, dict) else None
+        target = params.get(REQUEST_ID) if isinstance(params, dict) else None
         session = self._in_progress.get(_key(target)) if valid_id(target) else None
         if session is not None:
             log.info("request %r cancelled by the client: cancelling its turn", target)

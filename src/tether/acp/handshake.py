@@ -11,6 +11,7 @@ offers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether import __version__
@@ -38,9 +39,15 @@ def negotiate(requested: int) -> int:
     return requested if requested in SUPPORTED_VERSIONS else PROTOCOL_VERSION
 
 
-def initialize_result(*, images: bool, requested: int = PROTOCOL_VERSION) -> dict[str, Any]:
+def initialize_result(
+    *,
+    images: bool,
+    requested: int = PROTOCOL_VERSION,
+    auth_methods: Sequence[Mapping[str, object]] = (),
+) -> dict[str, Any]:
     """The ``initialize`` result for a client that asked for version ``requested``:
-    the negotiated protocol version, capabilities, agent info (wire names)."""
+    the negotiated protocol version, capabilities, ``auth_methods`` (see
+    :mod:`tether.acp.auth`), agent info (wire names)."""
     return {
         "protocolVersion": negotiate(requested),
         "agentCapabilities": {
@@ -50,13 +57,15 @@ def initialize_result(*, images: bool, requested: int = PROTOCOL_VERSION) -> dic
             # stdio servers are the baseline every agent supports; both HTTP transports work too.
             "mcpCapabilities": {"http": True, "sse": True},
         },
-        "authMethods": [],
+        "authMethods": [dict(method) for method in auth_methods],
         "agentInfo": {"name": "tether", "title": "tether", "version": __version__},
         "_meta": ADVERTISED,
     }
 
 
-def early_initialize(frame: dict[str, Any], *, images: bool) -> dict[str, Any] | None:
+def early_initialize(
+    frame: dict[str, Any], *, images: bool, auth_methods: Sequence[Mapping[str, object]] = ()
+) -> dict[str, Any] | None:
     """The response frame to ``frame`` if it is a well-formed ``initialize``, else ``None``.
 
     Anything else (another method, a notification, bad params) is left to the
@@ -69,5 +78,5 @@ def early_initialize(frame: dict[str, Any], *, images: bool) -> dict[str, Any] |
     if not valid_protocol_version(version):
         return None
     assert isinstance(version, int)
-    result = initialize_result(images=images, requested=version)
+    result = initialize_result(images=images, requested=version, auth_methods=auth_methods)
     return {"jsonrpc": "2.0", "id": frame["id"], "result": result}

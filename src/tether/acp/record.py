@@ -118,7 +118,8 @@ class SessionRecord:
         self._default_mode = mode
         self.previews: dict[str, ToolPreview] = {}
         """The previews of this session's calls that are waiting to run, by call id."""
-        self.prompt: PendingPrompt | None = None
+        self._prompts: list[PendingPrompt] = []
+        """The prompts not yet answered, oldest first: every one but the last was cancelled."""
         self._link = link
         events = agent.session.events
         self._held: list[Event] | None = [] if hold else None
@@ -251,8 +252,8 @@ class SessionRecord:
             if text.strip():
                 namer, self._namer = self._namer, None
                 namer(self, text)
-        if self.prompt is not None:
-            self._track(self.prompt, event)
+        for prompt in list(self._prompts):
+            self._track(prompt, event)
 
     def show_child(self, call_id: str, event: Event) -> None:
         """Show ``event`` of the child agent started by this session's ``task`` call
@@ -278,39 +279,54 @@ class SessionRecord:
         self, invocation: ToolInvocation, preview: ToolPreview | None = None
     ) -> ToolCallUpdate:
         return self._mapper.pending(
-            invocation.exec.call_id, invocation.tool_name, invocation.args, preview
+            invocation.exec.call_id, invocation.tool_name, invocation.shown_args, preview
         )
 
-    # -- the prompt in flight ---------------------------------------------------------
+    # -- the prompts in flight ---------------------------------------------------------
+
+    @property
+    def answering(self) -> bool:
+        """Whether a prompt of this session has not been answered yet."""
+        return bool(self._prompts)
 
     def begin_prompt(self, message: UserMessage) -> asyncio.Future[Outcome]:
         """Queue ``message`` as a followup; the future settles with its outcome.
 
+        A prompt sent after a cancel is accepted while the cancelled one is
+        still to answer: the cancel cleared or aborted everything queued
+        before it, so the new prompt runs as a turn of its own, after the
+        cancelled one has answered ``cancelled``.
+
         Raises:
-            PromptInFlightError: a prompt of this session has not been answered.
+            PromptInFlightError: a prompt of this session that was not
+                cancelled has not been answered.
             BridgeClosedError: the agent is being disposed.
         """
-        if self.prompt is not None:
+        if any(not prompt.cancel_requested for prompt in self._prompts):
             raise PromptInFlightError(self.id)
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self.prompt = PendingPrompt(message.id, future)
+        prompt = PendingPrompt(message.id, future)
         try:
             self.agent.followup(message)
         except AgentDisposedError as exc:
-            self.prompt = None
             raise BridgeClosedError(str(exc)) from None
+        self._prompts.append(prompt)
         return future
 
     def cancel(self) -> None:
-        """``session/cancel``: the prompt in flight answers ``cancelled``."""
-        if self.prompt is not None:
-            self.prompt.cancel_requested = True
+        """``session/cancel``: every prompt in flight answers ``cancelled``."""
+        self.mark_cancelled()
         self.agent.cancel(CancelCause.USER)
 
+    def mark_cancelled(self) -> None:
+        """Have every prompt in flight answer ``cancelled``, however its turn ends."""
+        for prompt in self._prompts:
+            prompt.cancel_requested = True
+
     def settle_cancelled(self) -> None:
-        """Answer the prompt in flight ``cancelled`` (its agent is gone)."""
-        if self.prompt is not None:
-            self._settle("cancelled")
+        """Answer every prompt in flight ``cancelled`` (its agent is gone)."""
+        for prompt in list(self._prompts):
+            self._settle(prompt, "cancelled")
 
     def _track(self, prompt: PendingPrompt, event: Event) -> None:
         payload = event.payload
@@ -318,13 +334,12 @@ class SessionRecord:
             if payload.op == "claim":
                 prompt.turn = self.agent.session.open_turn
             elif payload.op != "insert":
-                self._settle("cancelled")
+                self._settle(prompt, "cancelled")
         elif isinstance(payload, TurnEnd) and payload.turn == prompt.turn:
-            self._settle(outcome_of(payload.reason))
+            self._settle(prompt, outcome_of(payload.reason))
 
-    def _settle(self, outcome: Outcome) -> None:
-        prompt, self.prompt = self.prompt, None
-        assert prompt is not None
+    def _settle(self, prompt: PendingPrompt, outcome: Outcome) -> None:
+        self._prompts.remove(prompt)
         if prompt.cancel_requested:
             outcome = "cancelled"
         if not prompt.future.done():

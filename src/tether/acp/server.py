@@ -58,6 +58,7 @@ from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.acp.transport import INVALID_REQUEST, FrameTransport
 
 if TYPE_CHECKING:
+    from tether.acp.auth import ModelAuth
     from tether.acp.bridge import Bridge
     from tether.acp.editor_files import ClientFeatures
     from tether.acp.record import SessionRecord
@@ -101,9 +102,12 @@ class AcpServer:
         *,
         images: bool,
         client_capabilities: object = None,
+        auth: ModelAuth | None = None,
     ) -> None:
+        from tether.acp.auth import ModelAuth
         from tether.acp.editor_files import ClientFeatures
 
+        self._auth = auth or ModelAuth()
         self._source = source
         self._transport = transport
         self._images = images
@@ -198,13 +202,22 @@ class AcpServer:
         from tether.acp.editor_files import ClientFeatures
 
         self._features = ClientFeatures.parse(client_capabilities)
-        # The response is written before the boot task first runs.
-        self._source.start()
-        result = initialize_result(images=self._images, requested=protocol_version)
+        if self._auth.missing is None:
+            # The response is written before the boot task first runs.
+            self._source.start()
+        result = initialize_result(
+            images=self._images, requested=protocol_version, auth_methods=self._auth.methods
+        )
         return InitializeResponse.model_validate(result)
 
     async def authenticate(self, method_id: str, **_meta: object) -> AuthenticateResponse:
-        # No method is offered, so none is required: there is nothing to do.
+        """Succeeds once the key of ``method_id`` is set (see :mod:`tether.acp.auth`)."""
+        from tether.acp.auth import AuthError
+
+        try:
+            self._auth.authenticate(method_id)
+        except AuthError as exc:
+            raise RequestError(exc.code, str(exc)) from None
         return AuthenticateResponse()
 
     async def new_session(
@@ -425,7 +438,18 @@ class AcpServer:
     # -- internals --------------------------------------------------------------------
 
     async def _bridge(self) -> Bridge:
-        """The bridge, bound to this server; returns without suspending once it is up."""
+        """The bridge, bound to this server; returns without suspending once it is up.
+
+        Raises:
+            RequestError: ``-32000`` while the model's key is missing (tether does
+                not start without it); ``-32603`` when tether failed to start.
+        """
+        from tether.acp.auth import AuthError
+
+        try:
+            self._auth.check_ready()
+        except AuthError as exc:
+            raise RequestError(exc.code, str(exc)) from None
         bridge = self._source.ready()
         if bridge is None:
             try:

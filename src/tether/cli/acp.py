@@ -30,13 +30,15 @@ import logging
 import signal
 import sys
 import warnings
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from tether.acp.auth import ModelAuth, model_auth
 from tether.acp.handshake import early_initialize
 from tether.acp.stdio import claim_stdio
 from tether.acp.transport import FrameTransport
 from tether.cli.ending import TERMINATING
 from tether.cli.process import exit_now
+from tether.fence import environ
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
@@ -146,6 +148,27 @@ class Boot:
         return tether, bridge
 
 
+async def _answer_initialize(
+    first: dict[str, Any], transport: FrameTransport, boot: Boot, auth: ModelAuth, *, images: bool
+) -> object:
+    """Answer ``first`` at once if it is a well-formed ``initialize``, and start the boot
+    (unless the model's key is missing); else give it back for the SDK to answer.
+
+    Returns the client's capabilities from that ``initialize`` (``None`` without one).
+    """
+    answer = early_initialize(first, images=images, auth_methods=auth.methods)
+    if answer is None:
+        transport.unread(first)
+        return None
+    transport.write(answer)
+    # Out before the imports that follow block the loop for most of a second.
+    await transport.drain()
+    if auth.missing is None:
+        boot.start()
+    params = first.get("params")
+    return params.get("clientCapabilities") if isinstance(params, dict) else None
+
+
 def run_acp(args: argparse.Namespace) -> NoReturn:
     """``tether acp``: :func:`serve`, then :func:`exit_now` with its status."""
     exit_now(asyncio.run(serve(args)))
@@ -156,17 +179,12 @@ async def serve(args: argparse.Namespace) -> int:
     streams = await claim_stdio()
     transport = FrameTransport(streams.reader, streams.writer)
     boot = Boot(args)
+    # Without the model's key tether does not boot; the editor is told what to set.
+    auth = model_auth(args.model, environ())
     first = await transport.receive()
     if first is None:
         return 0
-    answer = early_initialize(first, images=args.images)
-    if answer is None:
-        transport.unread(first)
-    else:
-        transport.write(answer)
-        # Out before the imports below block the loop for most of a second.
-        await transport.drain()
-        boot.start()
+    capabilities = await _answer_initialize(first, transport, boot, auth, images=args.images)
     # session/resume and session/close are "unstable" to the SDK: its router
     # answers them only when allowed to (the server answers session/fork
     # "method not found" itself).
@@ -177,10 +195,9 @@ async def serve(args: argparse.Namespace) -> int:
     from tether.acp.gate import RpcGate
     from tether.acp.server import AcpServer
 
-    # The client's capabilities come with its initialize, even the one answered early.
-    params = first.get("params") if answer is not None else None
-    capabilities = params.get("clientCapabilities") if isinstance(params, dict) else None
-    server = AcpServer(boot, transport, images=args.images, client_capabilities=capabilities)
+    server = AcpServer(
+        boot, transport, images=args.images, client_capabilities=capabilities, auth=auth
+    )
     connection = AgentSideConnection(
         server, RpcGate(transport, server.cancel_turn), listening=False, use_unstable_protocol=True
     )

@@ -96,7 +96,7 @@ class TerminalAsker:
 
 def describe(invocation: ToolInvocation, preview: ToolPreview | None) -> str:
     """What the question shows of a call: its tool and target, and an edit's diff."""
-    lines = [f"\n[ask] {call_line(invocation.tool_name, invocation.args)}"]
+    lines = [f"\n[ask] {call_line(invocation.tool_name, invocation.shown_args)}"]
     for diff in preview.diffs if preview is not None else ():
         lines.extend(diff_lines(diff.path, diff.old_text, diff.new_text))
     return "\n".join(lines) + "\n"

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AFTER_EXECUTE",
     "BEFORE_EXECUTE",
+    "CalledWith",
     "ScheduledCall",
     "ToolInvocation",
     "run_call",
@@ -76,6 +77,14 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+class CalledWith(msgspec.Struct, frozen=True):
+    """The arguments a call came with (as logged with ``tool/call``), and the validated
+    arguments they became."""
+
+    arguments: Mapping[str, object]
+    validated: Mapping[str, object]
+
+
 class ToolInvocation(msgspec.Struct, frozen=True):
     """A validated call about to run: the value of ``tool/before-execute``.
 
@@ -83,17 +92,34 @@ class ToolInvocation(msgspec.Struct, frozen=True):
     keys as the schema names them), read-only. A listener that replaces them
     has its replacement validated again before the tool runs.
 
+    :attr:`shown_args` are the arguments a person is shown (a permission
+    question in any front end): the call's own, as its ``tool/call`` event
+    logged them, so a question shows exactly the arguments the transcript
+    shows for that call.
+
     :meth:`preview` describes the call as its tool would run it (``None``
     when the tool gives no preview).
 
     Invocations compare by ``tool_name``, ``args`` and ``exec``, and hash by
-    ``tool_name`` and ``exec``; ``tool`` is left out of both, and of the repr.
+    ``tool_name`` and ``exec``; ``tool`` and ``called_with`` are left out of
+    both, and of the repr.
     """
 
     tool_name: str
     args: Mapping[str, object]
     exec: ToolExec
     tool: Tool[Any] | None = None
+    called_with: CalledWith | None = None
+
+    @property
+    def shown_args(self) -> Mapping[str, object]:
+        """The arguments to show a person: the call's own (as logged with ``tool/call``)
+        — unless a ``tool/before-execute`` listener replaced ``args``; then those,
+        since they are what will run."""
+        called = self.called_with
+        if called is not None and called.validated is self.args:
+            return called.arguments
+        return self.args
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -250,7 +276,9 @@ async def _prepare(
     if tool is None:
         raise _Refusal(_unknown_tool(call.name, scheduled.tools))
     args = _validate(tool, thaw(call.arguments))
-    invocation = ToolInvocation(tool.name, _as_json(tool, args), exec, tool)
+    validated = _as_json(tool, args)
+    called_with = CalledWith(call.arguments, validated)
+    invocation = ToolInvocation(tool.name, validated, exec, tool, called_with)
     approved = await _before_execute(ctx, invocation)
     if approved.args is not invocation.args:
         args = _validate(

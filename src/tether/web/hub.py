@@ -482,7 +482,7 @@ class WebHub:
             agent_id=agent.id,
             call_id=invocation.exec.call_id,
             tool=invocation.tool_name,
-            arguments=_plain(invocation.args),
+            arguments=_plain(invocation.shown_args),
             title=None if preview is None else preview.title,
             diffs=[]
             if preview is None

@@ -5,7 +5,9 @@ One table serves both the adapter plugins (their default configuration) and
 model choice before anything starts), so the two never disagree.
 
 Keys are read from the provider's own variable first, then from
-``TETHER_API_KEY``; an empty variable counts as unset.
+``TETHER_API_KEY``; an empty variable counts as unset. The variables
+themselves are :data:`tether.provider_keys.KEYS`'s (which ``tether acp``
+reads before this package is imported).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Literal
 import msgspec
 
 from tether.masking import mask_credentials
+from tether.provider_keys import GENERIC_KEY_ENV, KEYS, find_key
 
 __all__ = [
     "ANTHROPIC_PLUGIN",
@@ -28,9 +31,6 @@ __all__ = [
 
 OPENAI_PLUGIN = "tether.llm.adapters.openai"
 ANTHROPIC_PLUGIN = "tether.llm.adapters.anthropic"
-
-GENERIC_KEY_ENV = "TETHER_API_KEY"
-"""Read for every provider after the provider's own variable."""
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 
@@ -69,7 +69,7 @@ PRESETS: Mapping[str, Preset] = {
             OPENAI_PLUGIN,
             "openai",
             base_url="https://api.deepseek.com",
-            key_env=("DEEPSEEK_API_KEY",),
+            key_env=KEYS["deepseek"].variables,
             key_required=True,
             default_model="deepseek-chat",
             replay_reasoning=True,
@@ -79,7 +79,7 @@ PRESETS: Mapping[str, Preset] = {
             OPENAI_PLUGIN,
             "openai",
             base_url="https://api.openai.com/v1",
-            key_env=("OPENAI_API_KEY",),
+            key_env=KEYS["openai"].variables,
             key_required=True,
             default_model="gpt-4.1",
             max_tokens_field="max_completion_tokens",
@@ -99,22 +99,13 @@ PRESETS: Mapping[str, Preset] = {
             ANTHROPIC_PLUGIN,
             "anthropic",
             base_url="https://api.anthropic.com/v1",
-            key_env=("ANTHROPIC_API_KEY",),
+            key_env=KEYS["anthropic"].variables,
             key_required=True,
             default_model="claude-sonnet-4-5",
         ),
     )
 }
 """The named providers, by provider name."""
-
-
-def find_key(variables: tuple[str, ...], env: Mapping[str, str]) -> tuple[str, str] | None:
-    """The first of ``variables`` set (non-blank) in ``env``, and its value, stripped."""
-    for variable in variables:
-        value = env.get(variable, "").strip()
-        if value:
-            return variable, value
-    return None
 
 
 def check_key(key: str, where: str) -> str | None:

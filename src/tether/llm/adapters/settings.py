@@ -27,7 +27,6 @@ rows and points the agent loop at the model.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Literal
 
 import msgspec
 
@@ -43,6 +42,7 @@ from tether.llm.adapters.providers import (
 )
 from tether.llm.errors import LlmError
 from tether.llm.request import parse_model_ref
+from tether.provider_keys import MODEL_ENV, ModelSource, choose_model
 from tether.runtime.schema import Secret
 
 __all__ = [
@@ -57,10 +57,7 @@ __all__ = [
     "resolve_model_settings",
 ]
 
-MODEL_ENV = "TETHER_MODEL"
 BASE_URL_ENV = "TETHER_BASE_URL"
-DEEPSEEK_KEY_ENV = "DEEPSEEK_API_KEY"
-DEEPSEEK_DEFAULT = "deepseek:deepseek-chat"
 OFFLINE = "offline"
 RETRY_PLUGIN = "tether.loop.retry"
 AGENT_LOOP_ROW = "agent_loop"
@@ -69,9 +66,6 @@ OFFLINE_NOTICE = (
     "tether: no model configured (--model, TETHER_MODEL or DEEPSEEK_API_KEY); "
     "using the offline model, a script and not an LLM"
 )
-
-ModelSource = Literal["given", "TETHER_MODEL", "DEEPSEEK_API_KEY", "default"]
-"""Where the model choice came from, by the precedence above."""
 
 
 class ModelSettingsError(LlmError, ValueError):
@@ -199,7 +193,7 @@ def resolve_model_settings(
     if env is None:
         env = environ()
     given_url = _given(base_url)
-    ref, source = _choose(_given(model), env)
+    ref, source = choose_model(model, env)
     if ref is None:
         if given_url is not None:
             raise ModelSettingsError(
@@ -243,17 +237,6 @@ def resolve_model_settings(
         base_url=url,
         api_key=_key(preset, ref, env),
     )
-
-
-def _choose(model: str | None, env: Mapping[str, str]) -> tuple[str | None, ModelSource]:
-    if model is not None:
-        return model, "given"
-    from_env = _given(env.get(MODEL_ENV))
-    if from_env is not None:
-        return from_env, "TETHER_MODEL"
-    if find_key((DEEPSEEK_KEY_ENV,), env) is not None:
-        return DEEPSEEK_DEFAULT, "DEEPSEEK_API_KEY"
-    return None, "default"
 
 
 def _key(preset: Preset, ref: str, env: Mapping[str, str]) -> Secret | None:

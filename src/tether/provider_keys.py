@@ -1,0 +1,88 @@
+"""Which model a start picks, and where each named provider's API key comes from.
+
+The one table of the key variables, and the one precedence of the model
+choice, read by :mod:`tether.llm.adapters.providers` and
+:mod:`tether.llm.adapters.settings` (which check and apply them) and by
+``tether acp``'s handshake (which tells an editor what to set, see
+:mod:`tether.acp.auth`) — before anything heavy is imported, so this module
+imports only the standard library.
+
+The model, first match wins: the one given (``--model``), ``TETHER_MODEL``,
+:data:`DEFAULT_MODEL` when :data:`DEFAULT_KEY_ENV` is set, else none (the
+offline model). A key is read from the provider's own variable, then from
+:data:`GENERIC_KEY_ENV`; an empty variable counts as unset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, NamedTuple
+
+__all__ = [
+    "DEFAULT_KEY_ENV",
+    "DEFAULT_MODEL",
+    "GENERIC_KEY_ENV",
+    "KEYS",
+    "MODEL_ENV",
+    "ModelSource",
+    "ProviderKey",
+    "choose_model",
+    "find_key",
+]
+
+GENERIC_KEY_ENV = "TETHER_API_KEY"
+"""Read for every provider after the provider's own variable."""
+
+MODEL_ENV = "TETHER_MODEL"
+DEFAULT_KEY_ENV = "DEEPSEEK_API_KEY"
+DEFAULT_MODEL = "deepseek:deepseek-chat"
+
+ModelSource = Literal["given", "TETHER_MODEL", "DEEPSEEK_API_KEY", "default"]
+"""Where the model choice came from, by the precedence above."""
+
+
+class ProviderKey(NamedTuple):
+    """The key of one named provider that needs one."""
+
+    label: str
+    """The provider's name as people write it (``"DeepSeek"``)."""
+    variables: tuple[str, ...]
+    """The provider's own key variables (:data:`GENERIC_KEY_ENV` is read after them)."""
+    link: str
+    """Where a person gets a key."""
+
+
+KEYS: Mapping[str, ProviderKey] = {
+    "deepseek": ProviderKey(
+        "DeepSeek", ("DEEPSEEK_API_KEY",), "https://platform.deepseek.com/api_keys"
+    ),
+    "openai": ProviderKey("OpenAI", ("OPENAI_API_KEY",), "https://platform.openai.com/api-keys"),
+    "anthropic": ProviderKey(
+        "Anthropic", ("ANTHROPIC_API_KEY",), "https://console.anthropic.com/settings/keys"
+    ),
+}
+"""The named providers whose requests need a key, by provider name."""
+
+
+def find_key(variables: tuple[str, ...], env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first of ``variables`` set (non-blank) in ``env``, and its value, stripped."""
+    for variable in variables:
+        value = env.get(variable, "").strip()
+        if value:
+            return variable, value
+    return None
+
+
+def choose_model(model: str | None, env: Mapping[str, str]) -> tuple[str | None, ModelSource]:
+    """The model reference a start uses (``None``: none is configured) and its source.
+
+    ``model`` is the one given (``None`` or blank: not given).
+    """
+    if model is not None and model.strip():
+        return model.strip(), "given"
+    from_env = env.get(MODEL_ENV, "").strip()
+    if from_env:
+        return from_env, "TETHER_MODEL"
+    if find_key((DEFAULT_KEY_ENV,), env) is not None:
+        return DEFAULT_MODEL, "DEEPSEEK_API_KEY"
+    return None, "default"
