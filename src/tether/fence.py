@@ -8,10 +8,14 @@ names that look secret (containing ``KEY``, ``TOKEN``, ``SECRET`` or
 ``PASSWORD``: the API keys the adapters read, ``TETHER_API_KEY`` among them)
 and a ``TETHER_*`` setting whose value is a URL with credentials. If it finds
 any, it re-executes the command with them removed from the environment and
-hands them over on an inherited pipe (never on the command line); the new
-process reads the pipe, closes it, and keeps the variables in memory only
+hands them over on an inherited descriptor — an anonymous memory file
+(``memfd``), so there is no limit to their size; a pipe where there is no
+memfd — never on the command line or in the environment; the new process
+reads it, closes it, and keeps the variables in memory only
 (:func:`environ`). It also marks itself non-dumpable, so a process of the
-same (non-root) user can neither attach to it nor read its memory.
+same (non-root) user can neither attach to it nor read its memory. It never
+fails open: when the hand-over cannot be made, tether refuses to start (one
+line, status 2) rather than run with the secrets in its environment block.
 
 What remains (see ``docs/shell.md``): root, and anything that can ptrace as
 root, can still read tether's memory; a key given in a composition file
@@ -29,10 +33,12 @@ before anything else, in the process that re-executes too.
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
 import sys
 from collections.abc import Mapping
+from typing import NoReturn
 
 HANDOVER_ENV = "TETHER_FENCED_FD"
 """Names the descriptor the fenced variables arrive on, in the re-executed process."""
@@ -80,41 +86,75 @@ def fence() -> None:
 
     In a process started with secrets in its environment it re-executes the
     command and does not return; in the re-executed one it takes the
-    variables from the handover pipe and returns. Where re-executing is not
-    possible (no ``sys.orig_argv``, the pipe cannot be made, the secrets do
-    not fit in it, the exec fails — said on stderr) it returns with nothing
-    changed.
+    variables from the handed-over descriptor and returns. It never fails
+    open: where the secrets cannot be handed over (no ``sys.orig_argv``, no
+    descriptor can be made, the exec fails) it says so on stderr in one line
+    and exits with status 2, before anything runs.
+
+    Raises:
+        SystemExit: (status 2) the secrets could not be fenced.
     """
     handover = os.environ.pop(HANDOVER_ENV, None)
     if handover is not None:
         _receive(handover)
         return
     fenced = {name: value for name, value in os.environ.items() if is_fenced(name, value)}
-    if not fenced or not getattr(sys, "orig_argv", None):
+    if not fenced:
         return
-    payload = json.dumps(fenced).encode()
+    if not getattr(sys, "orig_argv", None):
+        _refuse("this interpreter does not say how it was started, so it cannot re-execute")
     try:
-        read_end, write_end = os.pipe()
-    except OSError:
-        return
-    try:
-        # The whole payload must fit in the pipe: nobody reads it until the exec.
-        if len(payload) > _pipe_capacity(write_end):
-            os.close(read_end)
-            return
-        os.write(write_end, payload)
-    finally:
-        os.close(write_end)
-    os.set_inheritable(read_end, True)
+        fd = _handover(json.dumps(fenced).encode())
+    except OSError as exc:
+        _refuse(f"they cannot be handed over ({exc.strerror or exc})")
     env = {name: value for name, value in os.environ.items() if not is_fenced(name, value)}
-    env[HANDOVER_ENV] = str(read_end)
+    env[HANDOVER_ENV] = str(fd)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
     except OSError as exc:
-        os.close(read_end)
-        print(f"tether: cannot fence the secrets (re-executing failed: {exc})", file=sys.stderr)
+        os.close(fd)
+        _refuse(f"re-executing failed ({exc.strerror or exc})")
+
+
+def _refuse(why: str) -> NoReturn:
+    print(f"tether: cannot keep the secrets out of reach of tools: {why}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _handover(payload: bytes) -> int:
+    """An inheritable descriptor to read ``payload`` from, whatever its size.
+
+    An anonymous memory file (``memfd``: never on disk) where the platform has
+    one; elsewhere a pipe, which must hold the whole payload, as nobody reads
+    it until the exec.
+
+    Raises:
+        OSError: no descriptor could be made, or the payload does not fit the pipe.
+    """
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None:
+        fd: int = memfd_create("tether-fenced", getattr(os, "MFD_CLOEXEC", 1))
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+    else:
+        fd, write_end = os.pipe()
+        try:
+            if len(payload) > _pipe_capacity(write_end):
+                os.close(fd)
+                raise OSError(errno.E2BIG, "the secrets do not fit in a pipe")
+            os.write(write_end, payload)
+        finally:
+            os.close(write_end)
+    os.set_inheritable(fd, True)
+    return fd
 
 
 def _pipe_capacity(fd: int) -> int:

@@ -15,6 +15,7 @@ from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio, SseMcpServer
 HERE = Path(__file__).resolve().parent
 SDK_SERVER = str(HERE / "sdk_server.py")
 RAW_SERVER = str(HERE / "raw_server.py")
+STUBBORN_SERVER = str(HERE / "stubborn_server.py")
 
 
 def stdio(name: str = "t", *args: str, script: str = SDK_SERVER, **env: str) -> McpServerStdio:

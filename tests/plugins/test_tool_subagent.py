@@ -11,14 +11,20 @@ from typing import Any
 
 import pytest
 
-from tests.agent.world import ScriptedModel, World, build_world, call, say
+from tests.agent.world import ScriptedModel, World, build_world, call, calls, say
 from tests.plugins.test_tool_bash import call_as
 from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
-from tether.agent.events import AGENT_CREATED
+from tether.agent.events import AGENT_CREATED, AGENT_DISPOSED, AGENT_SETUP
+from tether.llm.chunks import Finish, StreamChunk, TextDelta
+from tether.llm.request import ModelRequest
 from tether.persist.backends import JsonlBackend
+from tether.plugins.tool_subagent import parent_of
 from tether.runtime import Context
 from tether.runtime.compose import PluginRow
+from tether.runtime.keys import Next
 from tether.session.store import SESSION_EVENT
+from tether.tools import ToolResult
+from tether.tools.execute import AFTER_EXECUTE
 
 ROW = PluginRow(id="tool_subagent", plugin="tether.plugins.tool_subagent")
 
@@ -350,3 +356,108 @@ async def test_running_children_survive_a_reload_of_the_plugin_and_still_cascade
     parent.cancel(CancelCause.USER)
     await asyncio.wait_for(parent.when_idle(), 10)
     assert reasons(stored(world, child.id)) == [{"kind": "aborted", "cause": "parent"}]
+
+
+class Crowd:
+    """Watches one parent's children: how many are alive at most, which calls were refused.
+
+    Each child holds its one model stream until :attr:`release` is set.
+    """
+
+    def __init__(self, world: World, parent: Agent) -> None:
+        self.parent = parent
+        self.alive: set[str] = set()
+        self.most_alive = 0
+        self.streaming = 0
+        self.refused: list[str] = []
+        self.release = asyncio.Event()
+        self.decided = asyncio.Event()
+        world.ctx.on(AGENT_CREATED, self.born)
+        world.ctx.on(AGENT_DISPOSED, lambda agent: self.alive.discard(agent.id))
+        world.ctx.on(AFTER_EXECUTE, self.after)
+
+    def judge(self) -> None:
+        # Enough has happened to tell: two children hold their stream and the
+        # three other calls were refused, or a third child got in.
+        if (self.streaming >= 2 and len(self.refused) >= 3) or self.streaming > 2:
+            self.decided.set()
+
+    def born(self, agent: Agent) -> None:
+        if parent_of(agent) == self.parent.id:
+            self.alive.add(agent.id)
+            self.most_alive = max(self.most_alive, len(self.alive))
+
+    def after(self, result: ToolResult, next_: Next[ToolResult], invocation: object) -> object:
+        if result.name == "task" and result.content.startswith("task refused:"):
+            self.refused.append(result.content)
+            self.judge()
+        return next_(result)
+
+    async def child(self, request: ModelRequest, signal: object) -> AsyncIterator[StreamChunk]:
+        self.streaming += 1
+        self.judge()
+        await self.release.wait()
+        yield TextDelta("child done")
+        yield Finish("stop")
+
+
+def task_calls(count: int) -> Any:
+    return calls(
+        *(
+            (f"t{i}", "task", json.dumps({"description": "job", "prompt": "go", "agent": "kid"}))
+            for i in range(count)
+        )
+    )
+
+
+def completed(records: list[dict[str, Any]]) -> int:
+    return sum(str(r["content"]).endswith(": completed]") for r in records)
+
+
+async def test_one_answer_with_five_tasks_never_runs_more_children_than_max_children(
+    tmp_path: Path,
+) -> None:
+    world = await subagent_world(tmp_path, max_children=2)
+    try:
+        parent = (await new_parent(world)).agent
+        crowd = Crowd(world, parent)
+        world.model.queue(task_calls(5), say("parent done"))
+        kids(world).queue(*[crowd.child] * 5)
+        parent.followup(UserMessage.text("delegate five"))
+        await asyncio.wait_for(crowd.decided.wait(), 10)
+        crowd.release.set()
+        await asyncio.wait_for(parent.when_idle(), 10)
+
+        assert crowd.most_alive == 2
+        assert completed(results(parent)) == 2
+        assert crowd.refused == ["task refused: this agent already runs 2 tasks (the limit)"] * 3
+        # Every slot is given back: the next answer may delegate twice again.
+        world.model.queue(task_calls(2), say("again done"))
+        kids(world).queue(say("one"), say("two"))
+        parent.followup(UserMessage.text("delegate two"))
+        await asyncio.wait_for(parent.when_idle(), 10)
+        assert completed(results(parent)[5:]) == 2
+    finally:
+        await world.runtime.dispose()
+
+
+async def test_a_child_whose_create_failed_gives_its_slot_back(tmp_path: Path) -> None:
+    world = await subagent_world(tmp_path, max_children=1)
+    try:
+        parent = (await new_parent(world)).agent
+        failures = [RuntimeError("setup broke")]
+
+        def setup(agent: Agent) -> None:
+            if parent_of(agent) == parent.id and failures:
+                raise failures.pop()
+
+        world.ctx.on(AGENT_SETUP, setup)
+        world.model.queue(task_calls(1), task_calls(1), say("parent done"))
+        kids(world).queue(say("made it"))
+        parent.followup(UserMessage.text("delegate"))
+        await asyncio.wait_for(parent.when_idle(), 10)
+        failed, worked = results(parent)
+        assert str(failed["content"]).startswith("task not started: ")
+        assert str(worked["content"]).startswith("made it\n[task ")
+    finally:
+        await world.runtime.dispose()

@@ -14,7 +14,8 @@ and its last lines are kept to explain an exit.
 
 Stopping (:meth:`StdioProcess.stop`) closes stdin and sends SIGTERM to the
 group at once, then SIGKILL after the grace; it returns once the leader has
-exited and no process of the group is left.
+exited and no process of the group is left (awaited with the shell's
+:func:`~tether.shell.process.group_emptied`, after a SIGKILL too).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from tether.mcp.errors import McpStartError
 from tether.shell.environment import child_environment
 from tether.shell.parent_death import parent_death
-from tether.shell.process import group_alive, signal_name
+from tether.shell.process import group_alive, group_emptied, signal_name
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 
 _READ_SIZE = 1 << 16
 _STDERR_LINES = 20
+
+UNKILLABLE_WAIT = 5.0
+"""How long :meth:`StdioProcess.stop` waits for a group it has sent SIGKILL to."""
 
 
 class StdioProcess:
@@ -161,27 +165,49 @@ class StdioProcess:
                 await write_stream.aclose()
 
     async def stop(self, grace: float) -> None:
-        """Close stdin, SIGTERM the group, SIGKILL it after ``grace`` seconds; return once
-        the leader has exited and the group is gone. Idempotent."""
+        """Close stdin and end the server's whole process group; return once it is gone.
+
+        SIGTERM goes to the group at once; SIGKILL follows after ``grace``
+        seconds unless, by then, the leader has exited and no process of the
+        group is left. It returns once both hold — after a SIGKILL too, which
+        is awaited, not assumed. The one exception: when that is still not so
+        :data:`UNKILLABLE_WAIT` seconds after SIGKILL (a process stuck in the
+        kernel, or one that left the group still holding the server's pipes),
+        it is logged and not waited for. Idempotent; concurrent calls each
+        return once the group is gone.
+        """
         stdin = self._process.stdin
         if stdin is not None and not stdin.is_closing():
             stdin.close()
-        if not self.exited.done():
+        if not self.exited.done() or group_alive(self.pid):
             self._signal(signal.SIGTERM)
             try:
                 async with asyncio.timeout(grace):
-                    await asyncio.shield(self.exited)
+                    await self._gone()
             except TimeoutError:
                 self._signal(signal.SIGKILL)
-                await asyncio.shield(self.exited)
-        if group_alive(self.pid):
-            # The leader is gone; what it started in its group goes with it.
-            self._signal(signal.SIGKILL)
+                try:
+                    async with asyncio.timeout(UNKILLABLE_WAIT):
+                        await self._gone()
+                except TimeoutError:
+                    log.warning(
+                        "mcp server %s: group %d is not gone %g s after SIGKILL (a process "
+                        "stuck in the kernel, or one outside the group holding its pipes); "
+                        "not waiting for it",
+                        self.spec.name,
+                        self.pid,
+                        UNKILLABLE_WAIT,
+                    )
         for pump in self._pumps:
             pump.cancel()
         await asyncio.gather(*self._pumps, return_exceptions=True)
 
     # -- internals -------------------------------------------------------------------
+
+    async def _gone(self) -> None:
+        """Return once the leader has exited and its group has emptied."""
+        await asyncio.shield(self.exited)
+        await group_emptied(self.pid)
 
     def _signal(self, number: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

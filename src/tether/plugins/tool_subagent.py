@@ -32,9 +32,11 @@ What cascades lives in the parent's scope (its listeners and the watchers of
 background children), not in this plugin, so a reload of this plugin leaves
 every running child owned, cascaded and reported as before.
 
-**Limits** (settings): delegation depth (default 2), running children per
-parent (8), live agents in the process (64); a call over one is an error
-result naming it. A child runs in its parent's cwd with the parent's model
+**Limits** (settings): delegation depth (default 2), children per parent
+(8), live agents in the process (64); a call over one is an error result
+naming it. A child counts from the moment its call reserves it (before it
+is created) until it is disposed, so the calls of one answer cannot all
+pass the check. A child runs in its parent's cwd with the parent's model
 and tools unless a **profile** (``profiles`` in settings: a system prompt,
 tools, a model) says otherwise; a profile can narrow the tools, never widen
 them past the parent's.
@@ -120,7 +122,9 @@ class Config(Schema, frozen=True):
     """Limits of delegation, and the profiles children can be given."""
 
     max_depth: Annotated[int, Meta(ge=1, description="levels of delegation below a root")] = 2
-    max_children: Annotated[int, Meta(ge=1, description="running children per parent")] = 8
+    max_children: Annotated[
+        int, Meta(ge=1, description="children per parent, counted from the call until disposed")
+    ] = 8
     max_agents: Annotated[int, Meta(ge=1, description="live agents in the process")] = 64
     profiles: Mapping[str, Profile] = msgspec.field(default_factory=dict)
 
@@ -214,6 +218,11 @@ class Family:
     def __init__(self, parent: Agent, families: Families) -> None:
         self.parent = parent
         self.children: dict[str, Child] = {}
+        self.slots = 0
+        """Children counted against ``max_children``: each from the moment its
+        ``task`` call reserved it (before the first await, so the calls of one
+        answer cannot all pass the check) until it is disposed or its creation
+        failed."""
         self._families = families
         self._stopped: list[Child] = []
         self._entries: list[StoppedAgent] = []
@@ -325,6 +334,8 @@ class SubagentTools:
         self._ctx = ctx
         self._config = config
         self._families: dict[str, Family] = {}
+        self._creating = 0
+        """Children whose create is under way: not yet in the registry, yet counted."""
 
     # -- task -------------------------------------------------------------------
 
@@ -336,27 +347,13 @@ class SubagentTools:
         if refusal is not None:
             return ToolOutput(f"task refused: {refusal}", is_error=True)
         family = self._family(parent)
-        options = self._options(parent, args.agent)
-        labels = {
-            PARENT: parent.id,
-            PARENT_CALL: exec.call_id,
-            DEPTH: str(depth_of(parent) + 1),
-            DESCRIPTION: args.description,
-        }
-        if args.run_in_background:
-            labels[BACKGROUND] = "true"
-        try:
-            handle = await parent.ctx.service(AGENTS).create(
-                cwd=parent.session.header.cwd, options=options, meta=labels
-            )
-        except AgentError as exc:
-            return ToolOutput(f"task not started: {exc}", is_error=True)
-        child = Child(handle, exec.call_id, args.description, args.run_in_background)
-        if exec.signal.cancelled:
-            # The parent was cancelled while the child was being created.
-            await handle.dispose()
-            return ToolOutput("task not started: the turn was cancelled", is_error=True)
-        family.children[child.id] = child
+        # The check above and this reservation happen with no await between
+        # them: a call counts from here, not once its child reports running.
+        family.slots += 1
+        started = await self._start(family, args, exec)
+        if isinstance(started, ToolOutput):
+            return started
+        child = started
         child.agent.followup(UserMessage.text(args.prompt, source=PROMPT_SOURCE))
         if args.run_in_background:
             self._watch(family, child)
@@ -366,18 +363,62 @@ class SubagentTools:
             )
         return await self._foreground(family, child, exec)
 
+    async def _start(self, family: Family, args: TaskArgs, exec: ToolExec) -> Child | ToolOutput:
+        """Create the child of a reserved slot and admit it to ``family``, or say why not.
+
+        From here the slot belongs to the admitted child, and :meth:`_finish`
+        gives it back; on every other exit (a refused or failed create, a
+        cancel that won the race, an exception) it is given back here, after
+        a created child is disposed.
+        """
+        parent = family.parent
+        labels = {
+            PARENT: parent.id,
+            PARENT_CALL: exec.call_id,
+            DEPTH: str(depth_of(parent) + 1),
+            DESCRIPTION: args.description,
+        }
+        if args.run_in_background:
+            labels[BACKGROUND] = "true"
+        admitted = False
+        self._creating += 1
+        try:
+            try:
+                handle = await parent.ctx.service(AGENTS).create(
+                    cwd=parent.session.header.cwd,
+                    options=self._options(parent, args.agent),
+                    meta=labels,
+                )
+            finally:
+                self._creating -= 1
+            if exec.signal.cancelled:
+                # The parent was cancelled while the child was being created.
+                await handle.dispose()
+                return ToolOutput("task not started: the turn was cancelled", is_error=True)
+            child = Child(handle, exec.call_id, args.description, args.run_in_background)
+            family.children[child.id] = child
+            admitted = True
+            return child
+        except AgentError as exc:
+            return ToolOutput(f"task not started: {exc}", is_error=True)
+        finally:
+            if not admitted:
+                family.slots -= 1
+
     async def _foreground(self, family: Family, child: Child, exec: ToolExec) -> ToolOutput:
         settled = family.settle(child)
         stop: asyncio.Future[object] = asyncio.ensure_future(exec.signal.wait())
         try:
-            await asyncio.wait((settled, stop), return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait((settled, stop), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if not settled.done():
+                family.stop_all()  # the cascade did it already, unless it lost a race
+                await asyncio.shield(settled)
+            reason, answer = outcome(child.agent.session)
         finally:
-            stop.cancel()
-        if not settled.done():
-            family.stop_all()  # the cascade did it already, unless it lost a race
-            await asyncio.shield(settled)
-        reason, answer = outcome(child.agent.session)
-        await self._finish(family, child)
+            await self._finish(family, child)
         return _result(child.id, reason, answer)
 
     def _watch(self, family: Family, child: Child) -> None:
@@ -413,10 +454,19 @@ class SubagentTools:
         parent.ctx.defer(stop_watching, label=f"watch task {child.id}")
 
     async def _finish(self, family: Family, child: Child) -> None:
-        """The child's work is done: dispose it (its log stays stored)."""
-        if family.children.get(child.id) is child:
+        """The child's work is done: dispose it (its log stays stored), then free its slot.
+
+        The slot is freed by the call that took the child out of the family,
+        once the child is disposed.
+        """
+        counted = family.children.get(child.id) is child
+        if counted:
             del family.children[child.id]
-        await child.handle.dispose()
+        try:
+            await child.handle.dispose()
+        finally:
+            if counted:
+                family.slots -= 1
 
     # -- task_output, task_kill ------------------------------------------------
 
@@ -486,9 +536,9 @@ class SubagentTools:
         if depth_of(parent) + 1 > config.max_depth:
             return f"delegation is limited to {config.max_depth} levels, and this agent is a child"
         family = self._families.get(parent.id)
-        if family is not None and len(family.busy()) >= config.max_children:
+        if family is not None and family.slots >= config.max_children:
             return f"this agent already runs {config.max_children} tasks (the limit)"
-        if len(self._ctx.service(AGENTS).list()) >= config.max_agents:
+        if len(self._ctx.service(AGENTS).list()) + self._creating >= config.max_agents:
             return f"{config.max_agents} agents are live in this process (the limit)"
         return None
 

@@ -8,6 +8,8 @@ Its environment is :mod:`tether.shell.environment`'s, its output streams are
   event loop's callbacks (pipe data, pipe EOF, process exit, timers), so a
   command in flight costs no task; :meth:`ShellProcess.wait` is how its owner
   awaits the end.
+* :class:`GroupProbe` and :func:`group_emptied` — how any owner of a process
+  group (a command here, an MCP server) learns that the group has emptied.
 
 When a command *ends*: its leader (bash) has exited, its process group is
 gone (or has been sent SIGKILL), and its output pipes have reached EOF (or
@@ -101,6 +103,66 @@ _PROBE_MAX = 0.1
 _READ_SIZE = _PIPE_SIZE
 
 
+class GroupProbe:
+    """Calls ``on_empty()`` once no process of group ``pgid`` is alive (zombies do not count).
+
+    Nothing announces that a group has emptied, so it is probed with
+    :func:`group_alive` on the event loop's timers, at a growing interval (1 ms
+    doubling to 100 ms): a probe costs no task. :meth:`start` begins probing
+    (a second call while probing does nothing); :meth:`cancel` stops it, and
+    ``on_empty`` is then never called. ``on_empty`` is called at most once per
+    :meth:`start`, from the event loop.
+    """
+
+    def __init__(self, pgid: int, on_empty: Callable[[], None]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._pgid = pgid
+        self._on_empty = on_empty
+        self._handle: asyncio.Handle | None = None
+        self._delay = _PROBE_FIRST
+
+    @property
+    def probing(self) -> bool:
+        return self._handle is not None
+
+    def start(self) -> None:
+        if self._handle is None:
+            self._handle = self._loop.call_soon(self._probe)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _probe(self) -> None:
+        if group_alive(self._pgid):
+            self._handle = self._loop.call_later(self._delay, self._probe)
+            self._delay = min(self._delay * 2, _PROBE_MAX)
+            return
+        self._handle = None
+        self._on_empty()
+
+
+async def group_emptied(pgid: int) -> None:
+    """Return once no process of group ``pgid`` is alive (see :class:`GroupProbe`).
+
+    It waits as long as that takes: bound it with a timeout. Cancelling the
+    wait stops the probing.
+    """
+    emptied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def settle() -> None:
+        if not emptied.done():
+            emptied.set_result(None)
+
+    probe = GroupProbe(pgid, settle)
+    probe.start()
+    try:
+        await emptied
+    finally:
+        probe.cancel()
+
+
 class ShellProcess:
     """One ``bash -c COMMAND`` in a new session (its own process group), stdin from /dev/null.
 
@@ -134,8 +196,7 @@ class ShellProcess:
         self._group_settled = False
         """The group is known to be gone, or SIGKILL was sent to it."""
         self._deadline: asyncio.TimerHandle | None = None
-        self._probe: asyncio.Handle | None = None
-        self._probe_delay = _PROBE_FIRST
+        self._probe = GroupProbe(self._pgid, self._group_emptied)
         self._drain: asyncio.TimerHandle | None = None
         self._ended: asyncio.Future[None] = self._loop.create_future()
         self._end_callbacks: list[Callable[[], None]] = []
@@ -321,7 +382,7 @@ class ShellProcess:
 
     def _kill_group(self) -> None:
         self._deadline = None
-        self._cancel(self._probe)
+        self._probe.cancel()
         self._signal_group(SIGKILL)
         self._group_settled = True
         self._advance()
@@ -342,10 +403,8 @@ class ShellProcess:
         if self._ended.done() or self._returncode is None:
             return
         if not self._group_settled:
-            # Nothing announces that a group has emptied, so it is probed, at
-            # a growing interval, until it has or the SIGKILL deadline comes.
-            if self._probe is None:
-                self._probe = self._loop.call_soon(self._probe_group)
+            # Probed until it has emptied or the SIGKILL deadline comes.
+            self._probe.start()
             return
         if not self._pipes:
             self._finish()
@@ -354,13 +413,8 @@ class ShellProcess:
             # while, then stop listening.
             self._drain = self._loop.call_later(self._grace, self._close_pipes)
 
-    def _probe_group(self) -> None:
-        self._probe = None
+    def _group_emptied(self) -> None:
         if self._ended.done() or self._group_settled:
-            return
-        if group_alive(self._pgid):
-            self._probe = self._loop.call_later(self._probe_delay, self._probe_group)
-            self._probe_delay = min(self._probe_delay * 2, _PROBE_MAX)
             return
         self._cancel(self._deadline)
         self._deadline = None
@@ -374,9 +428,10 @@ class ShellProcess:
         self._advance()
 
     def _finish(self) -> None:
-        for handle in (self._deadline, self._probe, self._drain):
+        for handle in (self._deadline, self._drain):
             self._cancel(handle)
-        self._deadline = self._probe = self._drain = None
+        self._deadline = self._drain = None
+        self._probe.cancel()
         self._ended_at = self._loop.time()
         self._ended.set_result(None)
         callbacks, self._end_callbacks = self._end_callbacks, []
