@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from tether.llm.adapters.decoding import Decoder
 from tether.llm.adapters.endpoint import Endpoint
@@ -23,6 +23,9 @@ from tether.llm.chunks import Finish, StreamChunk
 from tether.llm.request import ModelRequest
 from tether.masking import mask_credentials
 from tether.runtime.signal import CancelSignal
+
+if TYPE_CHECKING:
+    from httpx_sse import ServerSentEvent
 
 __all__ = ["DRAIN_SECONDS", "HttpAdapter", "failure"]
 
@@ -87,10 +90,13 @@ class HttpAdapter(ABC):
     ) -> AsyncGenerator[StreamChunk, None]:
         """Stream the answer to ``request``; see the class docstring for failures.
 
-        A cancelled ``signal`` seen between events ends the stream with
-        ``Finish("aborted")``; closing the generator early (which is how the
-        ``llm`` service interrupts a blocked adapter) closes the response and
-        its connection at once.
+        Each chunk must come within the client's ``idle_timeout`` of the one
+        before it (of the request, for the first): an answer that stalls, even
+        on a connection that keeps sending keep-alive bytes, ends with a
+        ``timeout`` error naming the setting. A cancelled ``signal`` seen
+        between events ends the stream with ``Finish("aborted")``; closing the
+        generator early (which is how the ``llm`` service interrupts a blocked
+        adapter) closes the response and its connection at once.
         """
         endpoint = self._endpoint
         try:
@@ -105,19 +111,62 @@ class HttpAdapter(ABC):
                 provider=endpoint.provider,
             )
             async with contextlib.aclosing(events):
-                async for event in events:
-                    if signal.cancelled:
-                        yield Finish("aborted")
-                        return
-                    for chunk in decoder.feed(event):
+                chunks = _decoded(events, decoder, signal)
+                async with contextlib.aclosing(chunks):
+                    while (chunk := await self._next(chunks)) is not None:
                         yield chunk
-                    if decoder.done:
-                        await _drain(events)
-                        break
+                        if isinstance(chunk, Finish):
+                            return
+                if decoder.done:
+                    await _drain(events)
             for chunk in decoder.end():
                 yield chunk
         except ProviderError as exc:
             yield failure(exc, endpoint)
+
+    async def _next(self, chunks: AsyncGenerator[StreamChunk, None]) -> StreamChunk | None:
+        """The next chunk of ``chunks`` (``None`` at its end), if it comes within ``idle_timeout``.
+
+        Raises:
+            ProviderError: it did not (``timeout``, naming the setting).
+        """
+        idle = self._http.options.idle_timeout
+        try:
+            async with asyncio.timeout(idle) as wait:
+                return await anext(chunks)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            if not wait.expired():
+                raise
+            raise ProviderError("timeout", _stalled(self.name, idle)) from None
+
+
+async def _decoded(
+    events: AsyncGenerator[ServerSentEvent, None], decoder: Decoder, signal: CancelSignal
+) -> AsyncGenerator[StreamChunk, None]:
+    """The chunks ``events`` carry, up to the end of the answer (not its closing chunks).
+
+    A cancelled ``signal`` seen between events ends them with ``Finish("aborted")``.
+
+    Raises:
+        ProviderError: as the events and the decoder raise it.
+    """
+    async for event in events:
+        if signal.cancelled:
+            yield Finish("aborted")
+            return
+        for chunk in decoder.feed(event):
+            yield chunk
+        if decoder.done:
+            return
+
+
+def _stalled(provider: str, idle: float) -> str:
+    return (
+        f"{provider}: the answer stalled: nothing new for {idle:g} s "
+        "(idle_timeout in the adapter's configuration)"
+    )
 
 
 async def _drain(events: AsyncGenerator[object, None]) -> None:
