@@ -110,56 +110,46 @@ class HttpAdapter(ABC):
                 content=content,
                 provider=endpoint.provider,
             )
+            idle = self._http.options.idle_timeout
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + idle
             async with contextlib.aclosing(events):
-                chunks = _decoded(events, decoder, signal)
-                async with contextlib.aclosing(chunks):
-                    while (chunk := await self._next(chunks)) is not None:
-                        yield chunk
-                        if isinstance(chunk, Finish):
-                            return
-                if decoder.done:
-                    await _drain(events)
+                while (event := await self._next(events, deadline)) is not None:
+                    if signal.cancelled:
+                        yield Finish("aborted")
+                        return
+                    chunks = decoder.feed(event)
+                    if chunks:
+                        deadline = loop.time() + idle
+                        for chunk in chunks:
+                            yield chunk
+                    if decoder.done:
+                        await _drain(events)
+                        break
             for chunk in decoder.end():
                 yield chunk
         except ProviderError as exc:
             yield failure(exc, endpoint)
 
-    async def _next(self, chunks: AsyncGenerator[StreamChunk, None]) -> StreamChunk | None:
-        """The next chunk of ``chunks`` (``None`` at its end), if it comes within ``idle_timeout``.
+    async def _next(
+        self, events: AsyncGenerator[ServerSentEvent, None], deadline: float
+    ) -> ServerSentEvent | None:
+        """The next event (``None`` at the end), if it comes before ``deadline`` (loop time).
 
         Raises:
-            ProviderError: it did not (``timeout``, naming the setting).
+            ProviderError: it did not (``timeout``, naming ``idle_timeout``), or
+                as the events raise it.
         """
-        idle = self._http.options.idle_timeout
         try:
-            async with asyncio.timeout(idle) as wait:
-                return await anext(chunks)
+            async with asyncio.timeout_at(deadline) as wait:
+                return await anext(events)
         except StopAsyncIteration:
             return None
         except TimeoutError:
             if not wait.expired():
                 raise
+            idle = self._http.options.idle_timeout
             raise ProviderError("timeout", _stalled(self.name, idle)) from None
-
-
-async def _decoded(
-    events: AsyncGenerator[ServerSentEvent, None], decoder: Decoder, signal: CancelSignal
-) -> AsyncGenerator[StreamChunk, None]:
-    """The chunks ``events`` carry, up to the end of the answer (not its closing chunks).
-
-    A cancelled ``signal`` seen between events ends them with ``Finish("aborted")``.
-
-    Raises:
-        ProviderError: as the events and the decoder raise it.
-    """
-    async for event in events:
-        if signal.cancelled:
-            yield Finish("aborted")
-            return
-        for chunk in decoder.feed(event):
-            yield chunk
-        if decoder.done:
-            return
 
 
 def _stalled(provider: str, idle: float) -> str:
