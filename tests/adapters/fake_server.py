@@ -59,6 +59,12 @@ class Reply:
         """Set when the client closed the connection."""
         return self._connection.client_gone
 
+    @property
+    def closed(self) -> bool:
+        """Whether the client left, or the connection can take no more bytes."""
+        connection = self._connection
+        return connection.client_gone.is_set() or connection.writer.transport.is_closing()
+
     async def start(
         self,
         status: int = 200,
@@ -376,7 +382,7 @@ def endless(head: Sequence[object], piece: object) -> Script:
     async def script(request: Recorded, reply: Reply) -> None:
         await reply.start()
         await _send(reply, head)
-        while not reply.client_gone.is_set():
+        while not reply.closed:
             await _send(reply, [piece])
             await reply.flush()
             # Writing alone never yields: let the client read.

@@ -9,16 +9,18 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.fake_server import FakeServer, Script, endless, stall
+from tests.adapters.fake_server import FakeServer, Script, endless, stall, stream
 from tests.adapters.support import (
     ask,
     block_delta,
     block_start,
+    call,
     collect,
     delta,
     message_start,
     mount_anthropic,
     mount_openai,
+    text_answer,
 )
 from tests.adapters.world import AdapterWorld, build_world
 from tether.agent import UserMessage
@@ -124,9 +126,6 @@ async def test_an_endless_answer_ends_the_turn_at_its_output_limit(
 async def test_the_output_limit_counts_every_step_of_the_turn(
     server: FakeServer, tmp_path: Path
 ) -> None:
-    from tests.adapters.fake_server import stream
-    from tests.adapters.support import call, text_answer
-
     world = await build_world(tmp_path, server, retry=NO_WAIT, loop={"max_turn_output": 60})
     try:
         tool_call = [
