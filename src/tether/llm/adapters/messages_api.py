@@ -289,8 +289,13 @@ class StreamDecoder:
             ]
         if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
             return [TextDelta(block["text"])]
-        if kind == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"]:
-            return [ReasoningDelta(block["thinking"])]
+        if kind == "thinking":
+            # The API streams thinking and its signature as deltas and starts
+            # empty; a server that sends the block whole here is taken at its word.
+            thinking, signature = block.get("thinking"), block.get("signature")
+            text = thinking if isinstance(thinking, str) else ""
+            signed = signature if isinstance(signature, str) and signature else None
+            return [ReasoningDelta(text, signed)] if text or signed else []
         if kind == "redacted_thinking" and isinstance(block.get("data"), str):
             return [RedactedReasoning(block["data"])]
         return []
