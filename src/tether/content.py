@@ -27,6 +27,7 @@ __all__ = [
     "ImageRef",
     "Message",
     "ReasoningBlock",
+    "RedactedReasoningBlock",
     "SystemMessage",
     "TextBlock",
     "ToolCallBlock",
@@ -129,6 +130,23 @@ class ReasoningBlock(msgspec.Struct, frozen=True, tag_field="type", tag="reasoni
             _reject(self, text=str, signature=(str, type(None)))
 
 
+class RedactedReasoningBlock(
+    msgspec.Struct, frozen=True, tag_field="type", tag="redacted_reasoning"
+):
+    """Reasoning the provider sent encrypted (Anthropic's ``redacted_thinking``).
+
+    ``data`` is the provider's opaque form of it; it has no readable text. The
+    provider requires it back unchanged, in its place among the answer's
+    blocks, in the requests that continue the answer (a tool loop).
+    """
+
+    data: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, str):
+            _reject(self, data=str)
+
+
 class ToolCallBlock(msgspec.Struct, frozen=True, tag_field="type", tag="tool_call"):
     """A tool call the model requested.
 
@@ -158,11 +176,11 @@ class ToolCallBlock(msgspec.Struct, frozen=True, tag_field="type", tag="tool_cal
 UserBlock = TextBlock | ImageRef
 """Content a user message may carry."""
 
-AssistantBlock = TextBlock | ReasoningBlock | ToolCallBlock
+AssistantBlock = TextBlock | ReasoningBlock | RedactedReasoningBlock | ToolCallBlock
 """Content an assistant message may carry."""
 
 _USER_BLOCKS = (TextBlock, ImageRef)
-_ASSISTANT_BLOCKS = (TextBlock, ReasoningBlock, ToolCallBlock)
+_ASSISTANT_BLOCKS = (TextBlock, ReasoningBlock, RedactedReasoningBlock, ToolCallBlock)
 
 
 def _blocks(

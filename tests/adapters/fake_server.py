@@ -4,6 +4,8 @@ Each request takes the next script from a queue. A script answers through a
 :class:`Reply`: a JSON error, or a server-sent event stream it writes event by
 event, and it may wait on asyncio events between writes (to hold a stream
 open), wait until the client goes away, or drop the connection mid-stream.
+Ready-made scripts stand in for misbehaving providers too: one whose answer
+stalls (silent, or kept alive by pings) and one whose answer never ends.
 
 What a script writes is buffered and sent in one piece when it flushes, ends
 or drops the answer, or at the latest when the event loop next gets control
@@ -56,6 +58,12 @@ class Reply:
     def client_gone(self) -> asyncio.Event:
         """Set when the client closed the connection."""
         return self._connection.client_gone
+
+    @property
+    def closed(self) -> bool:
+        """Whether the client left, or the connection can take no more bytes."""
+        connection = self._connection
+        return connection.client_gone.is_set() or connection.writer.transport.is_closing()
 
     async def start(
         self,
@@ -177,7 +185,11 @@ class _Connection:
     async def watch_eof(self) -> None:
         """While a script answers: notice the client closing the connection."""
         while True:
-            data = await self.reader.read(65536)
+            try:
+                data = await self.reader.read(65536)
+            except ConnectionError:
+                # A reset (the client closed while we were writing) is a goodbye too.
+                data = b""
             if not data:
                 self.server.gone_times.append(time.perf_counter())
                 self.client_gone.set()
@@ -310,11 +322,7 @@ def stream(
 
     async def script(request: Recorded, reply: Reply) -> None:
         await reply.start()
-        for item in events:
-            if isinstance(item, tuple):
-                await reply.event(item[1], event=item[0])
-            else:
-                await reply.event(item)
+        await _send(reply, events)
         if reached is not None or hold is not None:
             # Out before anyone learns the events were sent.
             await reply.flush()
@@ -335,6 +343,60 @@ def stream(
 def until_client_leaves(events: Sequence[object], reached: asyncio.Event | None = None) -> Script:
     """Stream ``events``, then hold the stream open until the client closes the connection."""
     return stream(events, hold=asyncio.Event(), reached=reached)
+
+
+def stall(
+    events: Sequence[object],
+    *,
+    keepalive: bytes | None = None,
+    every: float = 0.01,
+    reached: asyncio.Event | None = None,
+) -> Script:
+    """Stream ``events``, then nothing more of the answer until the client leaves.
+
+    Without ``keepalive`` the connection goes silent; with it, those bytes (an
+    SSE comment, a ``ping`` event) are sent every ``every`` seconds, as a
+    provider keeps an idle stream alive. ``reached`` is set once the events
+    are out.
+    """
+
+    async def script(request: Recorded, reply: Reply) -> None:
+        await reply.start()
+        await _send(reply, events)
+        await reply.flush()
+        if reached is not None:
+            reached.set()
+        while not reply.client_gone.is_set():
+            if keepalive is not None:
+                await reply.raw(keepalive)
+                await reply.flush()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reply.client_gone.wait(), every)
+
+    return script
+
+
+def endless(head: Sequence[object], piece: object) -> Script:
+    """Stream ``head``, then the event ``piece`` over and over until the client leaves."""
+
+    async def script(request: Recorded, reply: Reply) -> None:
+        await reply.start()
+        await _send(reply, head)
+        while not reply.closed:
+            await _send(reply, [piece])
+            await reply.flush()
+            # Writing alone never yields: let the client read.
+            await asyncio.sleep(0)
+
+    return script
+
+
+async def _send(reply: Reply, events: Sequence[object]) -> None:
+    for item in events:
+        if isinstance(item, tuple):
+            await reply.event(item[1], event=item[0])
+        else:
+            await reply.event(item)
 
 
 def error(status: int, body: object, headers: Mapping[str, str] | None = None) -> Script:

@@ -24,6 +24,7 @@ from tether.content import (
     AssistantMessage,
     ImageRef,
     ReasoningBlock,
+    RedactedReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolMessage,
@@ -145,6 +146,34 @@ async def test_thinking_streams_as_reasoning_with_its_signature(
         TextBlock("42"),
     )
     assert server.requests[0].json["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+async def test_redacted_and_whole_thinking_blocks_keep_their_data_and_signature(
+    server: FakeServer, runtime: Runtime
+) -> None:
+    llm, _ = await mount_anthropic(runtime, server, thinking_budget=2048)
+    server.queue(
+        stream(
+            [
+                message_start(),
+                block_start(0, {"type": "redacted_thinking", "data": "opaque=="}),
+                block_stop(0),
+                block_start(1, {"type": "thinking", "thinking": "whole", "signature": "sig-w"}),
+                block_stop(1),
+                block_start(2, {"type": "text", "text": "done"}),
+                block_stop(2),
+                *message_end("end_turn"),
+            ]
+        )
+    )
+
+    chunks = await collect(llm, ask(model=MODEL))
+
+    assert assemble(chunks).message.content == (
+        RedactedReasoningBlock("opaque=="),
+        ReasoningBlock("whole", "sig-w"),
+        TextBlock("done"),
+    )
 
 
 async def test_history_maps_tool_results_thinking_and_images(

@@ -26,8 +26,12 @@ from tests.adapters.support import (
 )
 from tests.adapters.world import AdapterWorld, build_world
 from tether.agent import Agent, UserMessage
+from tether.content import AssistantMessage, ReasoningBlock, RedactedReasoningBlock, ToolCallBlock
 from tether.host import Tether
 from tether.llm.adapters.settings import resolve_model_settings
+from tether.persist.backends import JsonlBackend
+from tether.session import DEFAULT_REGISTRY
+from tether.session.derive import derive_messages
 from tether.session.events import Event
 from tether.session.log import Session
 from tether.session.store import SESSION_EVENT, SESSIONS
@@ -299,6 +303,70 @@ async def test_anthropic_turn_with_tool_use_replays_signed_thinking_and_tool_res
                 ],
             },
         ]
+    finally:
+        await world.runtime.dispose()
+
+
+async def test_anthropic_tool_loop_returns_redacted_and_signed_thinking_unchanged_in_order(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    world = await build_world(
+        tmp_path, server, provider="anthropic", model="anthropic:claude-test", retry=NO_WAIT
+    )
+    redacted = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+    try:
+        server.queue(
+            stream(
+                [
+                    message_start(),
+                    block_start(0, redacted),
+                    block_stop(0),
+                    block_start(1, {"type": "thinking", "thinking": ""}),
+                    block_delta(1, {"type": "thinking_delta", "thinking": "First part."}),
+                    block_delta(1, {"type": "signature_delta", "signature": "sig-1"}),
+                    block_stop(1),
+                    block_start(2, {"type": "thinking", "thinking": ""}),
+                    block_delta(2, {"type": "thinking_delta", "thinking": "Second part."}),
+                    block_delta(2, {"type": "signature_delta", "signature": "sig-2"}),
+                    block_stop(2),
+                    block_start(3, {"type": "tool_use", "id": "toolu_1", "name": "weather"}),
+                    block_delta(3, {"type": "input_json_delta", "partial_json": '{"city":"Oslo"}'}),
+                    block_stop(3),
+                    *message_end("tool_use"),
+                ]
+            ),
+            stream(anthropic_text("Snowy.")),
+        )
+        agent = await world.agent()
+
+        agent.followup(UserMessage.text("Weather in Oslo?"))
+        await agent.when_idle()
+        await world.runtime.ctx.get(SESSIONS).flush(agent.session)
+
+        assert reasons(agent.session) == [{"kind": "completed"}]
+        assert server.requests[1].json["messages"][1] == {
+            "role": "assistant",
+            "content": [
+                redacted,
+                {"type": "thinking", "thinking": "First part.", "signature": "sig-1"},
+                {"type": "thinking", "thinking": "Second part.", "signature": "sig-2"},
+                {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}},
+            ],
+        }
+        backend = JsonlBackend(tmp_path)
+        try:
+            stored = backend.load(agent.id)
+        finally:
+            backend.close()
+        reloaded = derive_messages(DEFAULT_REGISTRY.decode_stored(stored.events))
+        assert reloaded[1] == AssistantMessage(
+            (
+                RedactedReasoningBlock(redacted["data"]),
+                ReasoningBlock("First part.", "sig-1"),
+                ReasoningBlock("Second part.", "sig-2"),
+                ToolCallBlock("toolu_1", "weather", {"city": "Oslo"}),
+            )
+        )
     finally:
         await world.runtime.dispose()
 

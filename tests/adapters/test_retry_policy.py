@@ -58,6 +58,16 @@ def test_attempts_are_capped() -> None:
     assert not policy.decide(failed("server", 3)).retry
 
 
+def test_a_timeout_is_retried_only_while_the_step_has_made_fewer_than_timeout_attempts() -> None:
+    policy = RetryPolicy(max_attempts=5)
+    first = policy.decide(failed("timeout", 1))
+    assert first.retry and first.max_attempts == 2
+    assert not policy.decide(failed("timeout", 2)).retry
+    assert policy.decide(failed("server", 2)).retry
+    assert policy.decide(failed("timeout", 3)).retry is False
+    assert RetryPolicy(timeout_attempts=4).decide(failed("timeout", 3)).retry
+
+
 def test_retry_after_is_a_floor_on_the_delay() -> None:
     policy = RetryPolicy(base_delay=1.0, jitter=0)
     assert policy.decide(failed("rate-limit", retry_after=12.0)).delay == 12.0

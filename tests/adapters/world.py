@@ -59,7 +59,9 @@ async def build_world(
     retry: dict[str, Any] | None = None,
     loop: dict[str, Any] | None = None,
     llm: dict[str, Any] | None = None,
+    adapter: dict[str, Any] | None = None,
 ) -> AdapterWorld:
+    """The world; ``adapter`` is merged into the adapter plugin's config (timeouts)."""
     runtime = Runtime()
     world = AdapterWorld(runtime, server, data_dir)
     ctx = runtime.ctx
@@ -68,11 +70,11 @@ async def build_world(
     await ctx.plugin(llm_plugin, llm)
     base_url = f"{server.url}/v1"
     if provider == "anthropic":
-        await ctx.plugin(anthropic_plugin, {"base_url": base_url, "api_key": KEY})
+        config = {"base_url": base_url, "api_key": KEY, **(adapter or {})}
+        await ctx.plugin(anthropic_plugin, config)
     else:
-        await ctx.plugin(
-            openai_plugin, {"providers": {provider: {"base_url": base_url, "api_key": KEY}}}
-        )
+        providers = {provider: {"base_url": base_url, "api_key": KEY}}
+        await ctx.plugin(openai_plugin, {"providers": providers, **(adapter or {})})
     await ctx.plugin(tools_plugin)
     await ctx.plugin(agents_plugin)
     if retry is not None:

@@ -15,6 +15,8 @@ from tether.llm import (
     Finish,
     ReasoningBlock,
     ReasoningDelta,
+    RedactedReasoning,
+    RedactedReasoningBlock,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -65,6 +67,28 @@ def test_a_block_of_another_kind_in_between_starts_a_new_block() -> None:
         TextBlock("c"),
     )
     assert result.text == "abc"
+
+
+def test_each_signed_reasoning_block_and_each_redacted_one_keeps_its_own_place() -> None:
+    result = assemble(
+        [
+            RedactedReasoning("opaque-1"),
+            ReasoningDelta("first"),
+            ReasoningDelta("", signature="sig-1"),
+            ReasoningDelta("second"),
+            ReasoningDelta("", signature="sig-2"),
+            RedactedReasoning("opaque-2"),
+            TextDelta("answer"),
+            Finish("stop"),
+        ]
+    )
+    assert result.message.content == (
+        RedactedReasoningBlock("opaque-1"),
+        ReasoningBlock("first", "sig-1"),
+        ReasoningBlock("second", "sig-2"),
+        RedactedReasoningBlock("opaque-2"),
+        TextBlock("answer"),
+    )
 
 
 def test_tool_call_deltas_fold_by_index_in_order_of_first_appearance() -> None:

@@ -29,15 +29,23 @@ plugins:
   #   config:
   #     model: deepseek:deepseek-chat
   #     max_steps: 50
+  #     max_turn_output: 1000000   # characters of model output one turn may stream
 
   # Sessions in one SQLite database instead of one JSONL file each:
   # - id: persistence
   #   plugin: tether.persist.sqlite
 
-  # Retry failed model requests (rate limits, overloaded providers):
+  # Retry failed model requests (rate limits, overloaded providers; a
+  # timed-out or stalled answer is retried timeout_attempts - 1 times):
   # - id: retry
   #   plugin: tether.loop.retry
-  #   config: {max_attempts: 5, base_delay: 1.0}
+  #   config: {max_attempts: 5, base_delay: 1.0, timeout_attempts: 2}
+
+  # How long an answer may stall (no new text, reasoning or tool call),
+  # per adapter plugin (tether.llm.adapters.anthropic likewise):
+  # - id: openai
+  #   plugin: tether.llm.adapters.openai
+  #   config: {idle_timeout: 120, read_timeout: 120}
 """
 """What ``config init`` writes: every example commented out, so it changes nothing yet."""
 

@@ -4,8 +4,11 @@
 :class:`~tether.content.AssistantMessage`:
 
 * consecutive text deltas fold into one :class:`TextBlock`, and consecutive
-  reasoning deltas into one :class:`ReasoningBlock` (its signature is the last
-  one sent); a block of another kind in between starts a new block;
+  reasoning deltas into one :class:`ReasoningBlock`; a block of another kind
+  in between starts a new block, and so does reasoning that follows a
+  signature (the provider signs each of its reasoning blocks once, at its
+  end, so two signed blocks stay two, each with its own signature);
+* a :class:`RedactedReasoning` is a :class:`RedactedReasoningBlock` of its own;
 * tool-call deltas fold by ``index`` into one :class:`ToolCallBlock` whose
   ``arguments`` is the decoded JSON object;
 * blocks appear in the order their first chunk arrived.
@@ -37,12 +40,14 @@ from tether.content import (
     AssistantBlock,
     AssistantMessage,
     ReasoningBlock,
+    RedactedReasoningBlock,
     TextBlock,
     ToolCallBlock,
 )
 from tether.llm.chunks import (
     Finish,
     ReasoningDelta,
+    RedactedReasoning,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -130,7 +135,7 @@ class _Call:
         return self.id if self.id is not None else f"call_{self.index}"
 
 
-_Part = _Text | _Reasoning | _Call
+_Part = _Text | _Reasoning | _Call | RedactedReasoningBlock
 
 
 class Assembler:
@@ -168,12 +173,15 @@ class Assembler:
                 self._text_part().parts.append(chunk.text)
         elif isinstance(chunk, ReasoningDelta):
             if chunk.text or chunk.signature is not None:
-                part = self._reasoning_part()
+                part = self._reasoning_part(starts_text=bool(chunk.text))
                 part.parts.append(chunk.text)
                 if chunk.signature is not None:
                     part.signature = chunk.signature
         elif isinstance(chunk, ToolCallDelta):
             self._feed_call(chunk)
+        elif isinstance(chunk, RedactedReasoning):
+            self._open = None
+            self._parts.append(RedactedReasoningBlock(chunk.data))
         elif isinstance(chunk, Usage):
             self._usage = chunk
         elif isinstance(chunk, Finish):
@@ -244,11 +252,14 @@ class Assembler:
             self._parts.append(self._open)
         return self._open
 
-    def _reasoning_part(self) -> _Reasoning:
-        if not isinstance(self._open, _Reasoning):
-            self._open = _Reasoning()
-            self._parts.append(self._open)
-        return self._open
+    def _reasoning_part(self, *, starts_text: bool) -> _Reasoning:
+        open_part = self._open
+        if not isinstance(open_part, _Reasoning) or (
+            starts_text and open_part.signature is not None
+        ):
+            open_part = self._open = _Reasoning()
+            self._parts.append(open_part)
+        return open_part
 
     def _feed_call(self, chunk: ToolCallDelta) -> None:
         self._open = None
@@ -277,10 +288,14 @@ def assemble(chunks: Iterable[StreamChunk]) -> Assembled:
     return assembler.result()
 
 
-def _block_of(part: _Text | _Reasoning) -> TextBlock | ReasoningBlock:
+def _block_of(
+    part: _Text | _Reasoning | RedactedReasoningBlock,
+) -> TextBlock | ReasoningBlock | RedactedReasoningBlock:
     if isinstance(part, _Text):
         return TextBlock("".join(part.parts))
-    return ReasoningBlock("".join(part.parts), part.signature)
+    if isinstance(part, _Reasoning):
+        return ReasoningBlock("".join(part.parts), part.signature)
+    return part
 
 
 def _text_of(message: AssistantMessage) -> str:

@@ -4,6 +4,8 @@ An adapter turns its provider's stream into these values so that the agent loop
 and the :class:`~tether.llm.assemble.Assembler` deal with one vocabulary:
 
 * :class:`TextDelta` and :class:`ReasoningDelta` carry text as it streams;
+* :class:`RedactedReasoning` carries a reasoning block the provider sent
+  encrypted, whole;
 * :class:`ToolCallDelta` carries one fragment of a tool call, keyed by the
   call's ``index`` within the answer;
 * :class:`Usage` reports token counts (the last one of a stream wins);
@@ -25,6 +27,7 @@ __all__ = [
     "Finish",
     "FinishReason",
     "ReasoningDelta",
+    "RedactedReasoning",
     "StreamChunk",
     "TextDelta",
     "ToolCallDelta",
@@ -47,6 +50,16 @@ class ReasoningDelta(msgspec.Struct, frozen=True):
 
     text: str
     signature: str | None = None
+
+
+class RedactedReasoning(msgspec.Struct, frozen=True):
+    """A whole reasoning block the provider sent encrypted: ``data`` is its opaque form.
+
+    It becomes a :class:`~tether.content.RedactedReasoningBlock` of the answer,
+    which the provider wants back unchanged in the requests that continue it.
+    """
+
+    data: str
 
 
 class ToolCallDelta(msgspec.Struct, frozen=True):
@@ -133,5 +146,5 @@ class Finish(msgspec.Struct, frozen=True):
             )
 
 
-StreamChunk = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish
+StreamChunk = TextDelta | ReasoningDelta | RedactedReasoning | ToolCallDelta | Usage | Finish
 """Any chunk of a normalized model stream."""

@@ -35,6 +35,7 @@ from tether.llm.catalog import ModelCatalog, ModelEntry
 from tether.llm.chunks import (
     Finish,
     ReasoningDelta,
+    RedactedReasoning,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -53,7 +54,7 @@ __all__ = ["Config", "LlmService", "LlmView", "ModelAdapter", "apply", "name"]
 
 log = logging.getLogger(__name__)
 
-_CHUNK_TYPES = (TextDelta, ReasoningDelta, ToolCallDelta, Usage, Finish)
+_CHUNK_TYPES = (TextDelta, ReasoningDelta, RedactedReasoning, ToolCallDelta, Usage, Finish)
 
 
 class ModelAdapter(Protocol):

@@ -28,7 +28,7 @@ from tether.agent.types import AgentOptions
 from tether.loop.compaction import COMPACTION, CompactionSettings
 from tether.loop.factory import LoopFactory
 from tether.loop.prompt import PromptSettings
-from tether.loop.turn import TurnRunner
+from tether.loop.turn import DEFAULT_MAX_TURN_OUTPUT, TurnRunner
 from tether.persist.location import data_dir
 from tether.persist.service import PERSISTENCE
 from tether.runtime.schema import FieldError, Schema
@@ -103,6 +103,9 @@ class Config(Schema, frozen=True):
     """Context windows in tokens, by model reference or model name."""
     compaction: CompactionConfig = msgspec.field(default_factory=CompactionConfig)
     max_steps: Annotated[int, Meta(ge=1, le=10_000)] = 50
+    max_turn_output: Annotated[int, Meta(ge=1)] = DEFAULT_MAX_TURN_OUTPUT
+    """Characters of model output (text, reasoning, tool-call arguments) one turn
+    may stream; past it the stream is stopped and the turn ends ``error``."""
     agents: tuple[AgentRow, ...] = ()
 
     def __post_init__(self) -> None:
@@ -153,7 +156,10 @@ async def apply(ctx: Context, config: Config) -> None:
         max_steps=config.max_steps,
     )
     runner = TurnRunner(
-        ctx, prompt=config.prompt_settings(), compaction=config.compaction_settings()
+        ctx,
+        prompt=config.prompt_settings(),
+        compaction=config.compaction_settings(),
+        max_turn_output=config.max_turn_output,
     )
     factory = LoopFactory(ctx, runner, defaults)
     ctx.provide(COMPACTION, runner.compaction)

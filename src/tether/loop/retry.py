@@ -14,6 +14,13 @@ normalized ``rate-limit``, ``server``, ``timeout`` and ``transport`` of
   (:attr:`~tether.loop.turn.RequestError.retry_after`); a ``Retry-After``
   longer than ``max_retry_after`` gives up at once instead.
 
+A ``timeout`` (a provider that could not be reached in time, or an answer
+that stalled) is retried only while the step has made fewer than
+``timeout_attempts`` requests (2: one retry): each such attempt already
+waited a whole timeout, and a provider that stalled once is likely to again,
+so a stall holds a turn about twice the adapter's ``idle_timeout``, not
+``max_attempts`` times it.
+
 Later listeners of the waterfall see that decision and may change it. When
 the final decision is a retry, the loop writes it to the agent's session as
 an ``llm/retry`` event (:class:`RetryEvent`, part of the built-in session
@@ -52,7 +59,8 @@ __all__ = ["RETRYABLE", "Config", "RetryEvent", "RetryPolicy", "apply", "inject"
 
 log = logging.getLogger(__name__)
 
-RETRYABLE = ("rate-limit", "server", "timeout", "transport")
+TIMEOUT = "timeout"
+RETRYABLE = ("rate-limit", "server", TIMEOUT, "transport")
 """The error codes retried by default."""
 
 
@@ -70,6 +78,7 @@ class RetryPolicy(msgspec.Struct, frozen=True):
     jitter: float = 0.5
     max_retry_after: float = 120.0
     retry_on: frozenset[str] = frozenset(RETRYABLE)
+    timeout_attempts: int = 2
     rng: random.Random = msgspec.field(default_factory=random.Random)
 
     def _settings(self) -> tuple[tuple[str, object], ...]:
@@ -96,14 +105,21 @@ class RetryPolicy(msgspec.Struct, frozen=True):
 
     def decide(self, error: RequestError) -> RequestError:
         """``error`` with ``retry`` and ``delay`` set by this policy."""
-        if error.code not in self.retry_on or error.attempt >= self.max_attempts:
+        limit = self.attempts_for(error.code)
+        if error.code not in self.retry_on or error.attempt >= limit:
             return replace(error, retry=False, delay=0.0)
         delay = self.backoff(error.attempt)
         if error.retry_after is not None:
             if error.retry_after > self.max_retry_after:
                 return replace(error, retry=False, delay=0.0)
             delay = max(delay, error.retry_after)
-        return replace(error, retry=True, delay=delay, max_attempts=self.max_attempts)
+        return replace(error, retry=True, delay=delay, max_attempts=limit)
+
+    def attempts_for(self, code: str | None) -> int:
+        """The requests a step may make when the last one failed with ``code``."""
+        if code == TIMEOUT:
+            return min(self.max_attempts, self.timeout_attempts)
+        return self.max_attempts
 
 
 name = "retry"
@@ -123,6 +139,10 @@ class Config(Schema, frozen=True):
         float, Meta(ge=0, description="a longer Retry-After gives up instead of waiting")
     ] = 120.0
     retry_on: tuple[str, ...] = tuple(sorted(RETRYABLE))
+    timeout_attempts: Annotated[
+        int,
+        Meta(ge=1, description="requests per step when they time out or stall, the first included"),
+    ] = 2
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(
@@ -132,6 +152,7 @@ class Config(Schema, frozen=True):
             jitter=self.jitter,
             max_retry_after=self.max_retry_after,
             retry_on=frozenset(self.retry_on),
+            timeout_attempts=self.timeout_attempts,
         )
 
 
@@ -155,7 +176,7 @@ def _record(agent: Agent, decision: RequestError, policy: RetryPolicy) -> None:
         "agent %s: model request %d of %d failed (%s), retrying in %.2fs: %s",
         agent.id,
         decision.attempt,
-        policy.max_attempts,
+        decision.max_attempts,
         decision.code,
         decision.delay,
         decision.error,

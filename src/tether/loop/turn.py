@@ -9,6 +9,12 @@ A turn, as it lands in the session log::
       … more steps while tools owe the model a reply or steering arrived …
     turn/end {completed | aborted{cause} | blocked | error{error} | max-tokens}
 
+A turn's model output is bounded: once the text, reasoning and tool-call
+arguments streamed during one turn (every step and attempt together) pass
+``max_turn_output`` characters, the stream is closed and the turn ends
+``error`` with code ``output-limit`` and a message naming the setting; what
+streamed is kept as an interrupted ``assistant/message``.
+
 The turn **always** closes, whatever happens: a cancel, a model error, a tool
 crash, an infrastructure failure. When it is cancelled, text already streamed
 is kept as an interrupted ``assistant/message``, tools already started are
@@ -61,7 +67,7 @@ from tether.agent.inbox import to_event
 from tether.agent.types import CancelCause, Target, UserMessage
 from tether.content import Message, ToolCallBlock
 from tether.llm.assemble import Assembled, Assembler
-from tether.llm.chunks import Finish, ReasoningDelta, TextDelta
+from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from tether.llm.request import ModelRequest, ToolSpec
 from tether.llm.service import LLM
 from tether.loop.compaction import (
@@ -116,6 +122,9 @@ log = logging.getLogger(__name__)
 NOT_STARTED = "tool call cancelled before it started"
 REFUSED = "tool call not run: the provider refused the answer that made it"
 OVERFLOW = "context-overflow"
+OUTPUT_LIMIT = "output-limit"
+DEFAULT_MAX_TURN_OUTPUT = 1_000_000
+"""Characters of model output one turn may stream (about 250,000 tokens)."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
@@ -140,8 +149,10 @@ class TurnRunner:
         *,
         prompt: PromptSettings | None = None,
         compaction: CompactionSettings | None = None,
+        max_turn_output: int = DEFAULT_MAX_TURN_OUTPUT,
     ) -> None:
         self._ctx = ctx
+        self._max_turn_output = max_turn_output
         self._prompt_settings = prompt or PromptSettings()
         self._compaction = Compaction(ctx, compaction or CompactionSettings())
         self._prompts: weakref.WeakKeyDictionary[AgentDriver, SystemPrompt] = (
@@ -239,6 +250,7 @@ class TurnRunner:
         agent = driver.agent
         step_input = claimed
         step = 0
+        output = OutputBudget(self._max_turn_output)
         while True:
             # Checked before anything is claimed: input accepted after a cancel
             # belongs to a later turn, never to this one.
@@ -262,7 +274,7 @@ class TurnRunner:
             session.append(StepStart(turn=turn, step=step))
             for message in step_input:
                 session.append(to_event(message))
-            answered = await self._request(driver, signal)
+            answered = await self._request(driver, signal, output)
             if isinstance(answered, Errored):
                 return answered
             assembled, model = answered
@@ -288,11 +300,12 @@ class TurnRunner:
                 return stop
 
     async def _request(
-        self, driver: AgentDriver, signal: CancelSignal
+        self, driver: AgentDriver, signal: CancelSignal, output: OutputBudget
     ) -> tuple[Assembled, str] | Errored:
         """Ask the model; log the stream and the answer; return it with the model
         its request was sent to, the one the ``agent/request`` waterfall left
-        (or the error).
+        (or the error). Every attempt spends ``output``; an attempt that
+        exhausts it is not retried.
 
         The request is compacted first when it would pass the threshold of the
         model's window; a ``context-overflow`` error compacts once and retries
@@ -315,11 +328,14 @@ class TurnRunner:
         overflowed = False
         while True:
             attempt += 1
-            assembled = await self._stream(driver, request, signal)
+            assembled = await self._stream(driver, request, signal, output)
             finish = assembled.finish
             if finish.reason != "error" or signal.cancelled:
                 _log_answer(session, assembled)
                 return assembled, request.model
+            if finish.error_code == OUTPUT_LIMIT:
+                _log_answer(session, assembled)
+                return Errored(error=finish.error or OUTPUT_LIMIT, code=OUTPUT_LIMIT)
             if finish.error_code == OVERFLOW and not overflowed:
                 overflowed = True
                 if not await self._compact_after_overflow(driver, system, tools, signal):
@@ -375,13 +391,25 @@ class TurnRunner:
         return replace(request, messages=history.without_tool_images(request.messages, model))
 
     async def _stream(
-        self, driver: AgentDriver, request: ModelRequest, signal: CancelSignal
+        self,
+        driver: AgentDriver,
+        request: ModelRequest,
+        signal: CancelSignal,
+        output: OutputBudget,
     ) -> Assembled:
-        """One attempt: stream the answer, logging its text and reasoning as chunks."""
+        """One attempt: stream the answer, logging its text and reasoning as chunks.
+
+        A chunk that exhausts ``output`` closes the stream (and with it the
+        provider's response) at once; the attempt then ends ``error`` with
+        code :data:`OUTPUT_LIMIT`.
+        """
         session = driver.session
         assembler = Assembler()
         async with contextlib.aclosing(self._llm.stream(request, signal)) as stream:
             async for chunk in stream:
+                if output.spend(chunk):
+                    assembler.feed(Finish("error", error=output.exhausted, error_code=OUTPUT_LIMIT))
+                    break
                 assembler.feed(chunk)
                 if isinstance(chunk, TextDelta) and chunk.text:
                     session.append(AssistantChunk(kind="text", delta=chunk.text))
@@ -501,6 +529,39 @@ class TurnRunner:
                     images=result.images,
                 )
             )
+
+
+class OutputBudget:
+    """The model output one turn may still stream, in characters.
+
+    Text, reasoning and tool-call arguments count, in every step and every
+    attempt of the turn; usage reports and finishes do not.
+    """
+
+    __slots__ = ("_left", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._left = limit
+
+    def spend(self, chunk: StreamChunk) -> bool:
+        """Count ``chunk``; whether it passes the limit (it is then not part of the answer)."""
+        if isinstance(chunk, TextDelta | ReasoningDelta):
+            size = len(chunk.text)
+        elif isinstance(chunk, ToolCallDelta):
+            size = len(chunk.args_delta)
+        else:
+            return False
+        self._left -= size
+        return self._left < 0
+
+    @property
+    def exhausted(self) -> str:
+        """The one-line error of a turn that passed the limit."""
+        return (
+            f"the model's output passed this turn's limit of {self.limit:,} characters, "
+            "so its stream was stopped (max_turn_output in the agent_loop configuration)"
+        )
 
 
 def _log_answer(session: Session, assembled: Assembled) -> None:

@@ -30,6 +30,7 @@ from tether.content import (
     AssistantBlock,
     ImageRef,
     ReasoningBlock,
+    RedactedReasoningBlock,
     TextBlock,
     ToolCallBlock,
     UserBlock,
@@ -200,7 +201,12 @@ class StepEnd(_StepBoundary, frozen=True):
 # -- conversation ---------------------------------------------------------------
 
 _USER_BLOCKS: tuple[type[UserBlock], ...] = (TextBlock, ImageRef)
-_ASSISTANT_BLOCKS: tuple[type[AssistantBlock], ...] = (TextBlock, ReasoningBlock, ToolCallBlock)
+_ASSISTANT_BLOCKS: tuple[type[AssistantBlock], ...] = (
+    TextBlock,
+    ReasoningBlock,
+    RedactedReasoningBlock,
+    ToolCallBlock,
+)
 
 
 def _content(

@@ -39,6 +39,7 @@ __all__ = [
     "Endpoint",
     "EndpointConfig",
     "HttpConfig",
+    "IdleTimeout",
     "MaxConnections",
     "ReadTimeout",
     "http_options",
@@ -49,6 +50,14 @@ __all__ = [
 ConnectTimeout = Annotated[float, Meta(gt=0, description="seconds to connect")]
 ReadTimeout = Annotated[
     float, Meta(gt=0, description="seconds to wait for the next bytes of an answer")
+]
+IdleTimeout = Annotated[
+    float,
+    Meta(
+        gt=0,
+        description="seconds an answer may go without progress (new text, reasoning or "
+        "tool-call arguments; keep-alive pings do not count) before the attempt fails",
+    ),
 ]
 MaxConnections = Annotated[int, Meta(ge=1, description="pooled connections")]
 
@@ -61,6 +70,8 @@ class HttpFields(Protocol):
     @property
     def read_timeout(self) -> float: ...
     @property
+    def idle_timeout(self) -> float: ...
+    @property
     def max_connections(self) -> int: ...
 
 
@@ -69,6 +80,7 @@ class HttpConfig(Schema, frozen=True):
 
     connect_timeout: ConnectTimeout = 10.0
     read_timeout: ReadTimeout = 120.0
+    idle_timeout: IdleTimeout = 120.0
     max_connections: MaxConnections = 20
 
 
@@ -77,6 +89,7 @@ def http_options(config: HttpFields) -> HttpOptions:
     return HttpOptions(
         connect_timeout=config.connect_timeout,
         read_timeout=config.read_timeout,
+        idle_timeout=config.idle_timeout,
         max_connections=config.max_connections,
     )
 

@@ -53,14 +53,17 @@ def _plain(value: object) -> object:
 class HttpOptions(msgspec.Struct, frozen=True):
     """Timeouts (seconds) and pool size of an adapter's client.
 
-    ``read_timeout`` bounds each wait for bytes, not the whole answer: a
-    stream that keeps sending never times out.
+    ``read_timeout`` bounds each wait for bytes, not the whole answer.
+    ``idle_timeout`` bounds each wait for progress of the answer (the next
+    stream chunk; keep-alive bytes do not count); the adapter enforces it
+    (:class:`~tether.llm.adapters.streaming.HttpAdapter`), not the client.
     """
 
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
     write_timeout: float = 30.0
     max_connections: int = 20
+    idle_timeout: float = 120.0
 
 
 class HttpClient:
@@ -163,11 +166,23 @@ class HttpClient:
                 except SSEError:
                     raise await _not_a_stream(response, provider) from None
         except httpx.TimeoutException as exc:
-            text = mask_credentials(f"{provider}: timed out talking to {url}: {_detail(exc)}")
+            text = mask_credentials(f"{provider}: {self._timed_out(exc, url)}")
             raise ProviderError("timeout", text) from None
         except (httpx.TransportError, httpx.StreamError) as exc:
             text = mask_credentials(f"{provider}: connection to {url} failed: {_detail(exc)}")
             raise ProviderError("transport", text) from None
+
+    def _timed_out(self, exc: httpx.TimeoutException, url: str) -> str:
+        """What timed out, in one line that names the setting to change."""
+        import httpx
+
+        options = self._options
+        if isinstance(exc, httpx.ConnectTimeout):
+            seconds = options.connect_timeout
+            return f"could not connect to {url} within {seconds:g} s (connect_timeout)"
+        if isinstance(exc, httpx.ReadTimeout):
+            return f"{url} sent nothing for {options.read_timeout:g} s (read_timeout)"
+        return f"timed out talking to {url}: {_detail(exc)}"
 
 
 async def _status_error(response: httpx.Response, provider: str) -> ProviderError:

@@ -15,10 +15,10 @@ Field names are the protocol's. How tether's messages map:
 * reasoning goes back as ``thinking`` blocks with their ``signature``; a
   reasoning block without one (another provider's, or one cut off before its
   signature arrived) is left out, as the API rejects unsigned thinking;
+* a ``redacted_thinking`` block is kept as a
+  :class:`~tether.content.RedactedReasoningBlock` and goes back as it came,
+  its ``data`` unchanged, in its place among the answer's blocks;
 * empty text blocks are left out, and so is a message left with no content.
-
-``redacted_thinking`` blocks are not kept: tether's messages have no place
-for them.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tether.content import (
     AssistantMessage,
     ImageRef,
     ReasoningBlock,
+    RedactedReasoningBlock,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
@@ -46,6 +47,7 @@ from tether.llm.adapters.http import dumps
 from tether.llm.chunks import (
     FinishReason,
     ReasoningDelta,
+    RedactedReasoning,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -153,6 +155,8 @@ def _wire(
                 blocks.append(
                     {"type": "thinking", "thinking": block.text, "signature": block.signature}
                 )
+        elif isinstance(block, RedactedReasoningBlock):
+            blocks.append({"type": "redacted_thinking", "data": block.data})
         elif isinstance(block, ToolCallBlock):
             blocks.append(
                 {"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments}
@@ -285,8 +289,15 @@ class StreamDecoder:
             ]
         if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
             return [TextDelta(block["text"])]
-        if kind == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"]:
-            return [ReasoningDelta(block["thinking"])]
+        if kind == "thinking":
+            # The API streams thinking and its signature as deltas and starts
+            # empty; a server that sends the block whole here is taken at its word.
+            thinking, signature = block.get("thinking"), block.get("signature")
+            text = thinking if isinstance(thinking, str) else ""
+            signed = signature if isinstance(signature, str) and signature else None
+            return [ReasoningDelta(text, signed)] if text or signed else []
+        if kind == "redacted_thinking" and isinstance(block.get("data"), str):
+            return [RedactedReasoning(block["data"])]
         return []
 
     def _delta(self, data: dict[str, Any]) -> list[StreamChunk]:

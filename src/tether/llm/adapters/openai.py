@@ -24,7 +24,7 @@ name is not a preset adds a provider; it needs a ``base_url``::
 Then ``--model ollama:qwen3`` talks to Ollama. All providers of the plugin
 share its HTTP clients (one per scheme, see :class:`~.http.HttpClient`;
 created on first use, closed when the plugin unloads); their timeouts are
-the plugin's ``connect_timeout`` and ``read_timeout``.
+the plugin's ``connect_timeout``, ``read_timeout`` and ``idle_timeout``.
 """
 
 from __future__ import annotations

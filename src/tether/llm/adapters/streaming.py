@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from tether.llm.adapters.decoding import Decoder
 from tether.llm.adapters.endpoint import Endpoint
@@ -23,6 +23,9 @@ from tether.llm.chunks import Finish, StreamChunk
 from tether.llm.request import ModelRequest
 from tether.masking import mask_credentials
 from tether.runtime.signal import CancelSignal
+
+if TYPE_CHECKING:
+    from httpx_sse import ServerSentEvent
 
 __all__ = ["DRAIN_SECONDS", "HttpAdapter", "failure"]
 
@@ -87,10 +90,13 @@ class HttpAdapter(ABC):
     ) -> AsyncGenerator[StreamChunk, None]:
         """Stream the answer to ``request``; see the class docstring for failures.
 
-        A cancelled ``signal`` seen between events ends the stream with
-        ``Finish("aborted")``; closing the generator early (which is how the
-        ``llm`` service interrupts a blocked adapter) closes the response and
-        its connection at once.
+        Each chunk must come within the client's ``idle_timeout`` of the one
+        before it (of the request, for the first): an answer that stalls, even
+        on a connection that keeps sending keep-alive bytes, ends with a
+        ``timeout`` error naming the setting. A cancelled ``signal`` seen
+        between events ends the stream with ``Finish("aborted")``; closing the
+        generator early (which is how the ``llm`` service interrupts a blocked
+        adapter) closes the response and its connection at once.
         """
         endpoint = self._endpoint
         try:
@@ -104,13 +110,19 @@ class HttpAdapter(ABC):
                 content=content,
                 provider=endpoint.provider,
             )
+            idle = self._http.options.idle_timeout
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + idle
             async with contextlib.aclosing(events):
-                async for event in events:
+                while (event := await self._next(events, deadline)) is not None:
                     if signal.cancelled:
                         yield Finish("aborted")
                         return
-                    for chunk in decoder.feed(event):
-                        yield chunk
+                    chunks = decoder.feed(event)
+                    if chunks:
+                        deadline = loop.time() + idle
+                        for chunk in chunks:
+                            yield chunk
                     if decoder.done:
                         await _drain(events)
                         break
@@ -118,6 +130,33 @@ class HttpAdapter(ABC):
                 yield chunk
         except ProviderError as exc:
             yield failure(exc, endpoint)
+
+    async def _next(
+        self, events: AsyncGenerator[ServerSentEvent, None], deadline: float
+    ) -> ServerSentEvent | None:
+        """The next event (``None`` at the end), if it comes before ``deadline`` (loop time).
+
+        Raises:
+            ProviderError: it did not (``timeout``, naming ``idle_timeout``), or
+                as the events raise it.
+        """
+        try:
+            async with asyncio.timeout_at(deadline) as wait:
+                return await anext(events)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            if not wait.expired():
+                raise
+            idle = self._http.options.idle_timeout
+            raise ProviderError("timeout", _stalled(self.name, idle)) from None
+
+
+def _stalled(provider: str, idle: float) -> str:
+    return (
+        f"{provider}: the answer stalled: nothing new for {idle:g} s "
+        "(idle_timeout in the adapter's configuration)"
+    )
 
 
 async def _drain(events: AsyncGenerator[object, None]) -> None:
