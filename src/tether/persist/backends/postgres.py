@@ -100,14 +100,14 @@ MAX_IDENTIFIER = 63
 _Row = tuple[int, str, float, str]
 """An event row as read: ``(seq, type, time, data)``."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest schema this module creates, and the newest it reads."""
 
 _APPEND_FUNCTION = """
-CREATE FUNCTION append_batch(
+CREATE OR REPLACE FUNCTION append_batch(
     p_id text, p_token bigint, p_header jsonb, p_created double precision, p_events jsonb,
     p_first bigint, p_count integer, p_turns integer, p_last double precision, p_title text,
-    p_channel text
+    p_channel text, p_create boolean
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     lease record;
@@ -125,6 +125,9 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'TT002', MESSAGE = lease.host || ' ' || lease.pid;
     END IF;
     SELECT next_seq INTO stored_next FROM sessions WHERE id = p_id FOR UPDATE;
+    IF FOUND AND p_create THEN
+        RAISE EXCEPTION USING ERRCODE = 'TT005', MESSAGE = 'already stored';
+    END IF;
     IF NOT FOUND THEN
         IF p_header IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'TT004', MESSAGE = 'the session is not stored';
@@ -163,7 +166,14 @@ $$
 the seq check, the session row, the events, the doorbell. Errors by SQLSTATE:
 ``TT001`` taken over (message: the new host), ``TT002`` leased by another
 (``host pid``), ``TT003`` seq conflict (the stored next seq), ``TT004`` a
-first write without a valid header, ``TT005`` created by another writer."""
+first write without a valid header, ``TT005`` a create (``p_create``) of a
+session already stored, or created by another writer meanwhile."""
+
+_APPEND_BEFORE_CREATE = (
+    "append_batch(text, bigint, jsonb, double precision, jsonb, bigint, integer, integer,"
+    " double precision, text, text)"
+)
+"""The signature of schema 1's ``append_batch``, which had no ``p_create``."""
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -201,6 +211,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE SEQUENCE lease_tokens",
         _APPEND_FUNCTION,
     ),
+    (f"DROP FUNCTION IF EXISTS {_APPEND_BEFORE_CREATE}", _APPEND_FUNCTION),
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
 
@@ -225,7 +236,9 @@ class LeaseInfo(msgspec.Struct, frozen=True):
         return f"{self.host}:{self.pid}"
 
 
-_APPEND_CALL = "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s, %s, %s, %s)"
+_APPEND_CALL = (
+    "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)"
+)
 
 _GROUP_MAX = 32
 """The most batches one transaction commits together."""
@@ -370,6 +383,26 @@ class PostgresBackend:
             SessionTakenOverError: another host took this backend's lease over.
             SessionLeasedError: another host holds the lease (a write without one).
         """
+        self._submit(header, events, create=False)
+
+    def create(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
+    ) -> None:
+        """Insert the session's row and first batch in one statement, only if it has
+        no row, under the lease as :meth:`write`; see :meth:`LogBackend.create`.
+
+        Raises:
+            InvalidRecordError: the header or an event is invalid.
+            StoreConflictError: the session has a row already.
+            SessionTakenOverError, SessionLeasedError: as :meth:`write`.
+        """
+        self._submit(header, events, create=True)
+
+    def _submit(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]], *, create: bool
+    ) -> None:
+        """Queue one batch and return once it is committed (by this thread or
+        another one committing a group); raise what refused it."""
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         # The header matters only to a first write, which the server tells apart.
@@ -392,6 +425,7 @@ class PostgresBackend:
             activity.last_activity,
             activity.title,
             self._events_channel,
+            create,
         )
         mine = _Pending(session_id, params, batch, bad_header)
         with self._lock:
@@ -505,9 +539,7 @@ class PostgresBackend:
         if exc.sqlstate == "TT004" and bad_header is not None:
             raise bad_header from None
         if exc.sqlstate == "TT005":
-            raise StoreConflictError(
-                f"session {session_id!r} was created by another writer"
-            ) from None
+            raise StoreConflictError(f"session {session_id} is already stored") from None
 
     def _already_stored(
         self, conn: psycopg.Connection[Any], session_id: str, batch: Sequence[EventRecord]
