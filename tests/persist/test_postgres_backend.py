@@ -308,10 +308,10 @@ class AnswerLost(PostgresBackend):
 
     losing = False
 
-    def _run(self, work: Any) -> Any:
+    def _run(self, work: Any, **options: Any) -> Any:
         if self.losing:
-            super()._run(work)
-        return super()._run(work)
+            super()._run(work, **options)
+        return super()._run(work, **options)
 
 
 def test_a_lease_take_or_a_delete_retried_after_it_committed_does_what_was_asked(
@@ -327,7 +327,8 @@ def test_a_lease_take_or_a_delete_retried_after_it_committed_does_what_was_asked
         backend.write(header("s1"), events(1, 1))  # under the token the retry kept
         backend.losing = True
         lease.release()
-        assert backend.lease_info("s1") is None
+        released = backend.lease_info("s1")
+        assert released is not None and not released.live and released.host == "a"
         backend.delete("s1")  # not "not found" because its first attempt deleted it
         assert not backend.exists("s1")
     finally:

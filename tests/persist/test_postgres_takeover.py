@@ -1,0 +1,94 @@
+"""A takeover completes within the lease's TTL and a bounded wait, whatever a stale
+holder is doing: here a real second process stopped (SIGSTOP) while a
+transaction of its own keeps the lease row locked, as a host paused in the
+middle of a renewal does."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests import postgres
+from tether.persist.backends.lease import SessionLeasedError
+from tether.persist.backends.postgres import PostgresBackend
+
+TTL = 1.0
+
+BOUND = TTL + 2.0 + 2.0
+"""The promise: the TTL, the stall limit (half the TTL, at least 2 s), 2 s of margin."""
+
+STALLED_HOLDER = """
+import os, signal, sys
+from tether.persist.backends.postgres import PostgresBackend
+
+url, schema, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
+backend = PostgresBackend(url, schema=schema, host_id="hostA", lease_ttl=ttl)
+backend.acquire_lease("s1")
+with backend._connection() as conn, conn.transaction():
+    # A renewal under way: the lease row is locked until the transaction ends.
+    conn.execute("SELECT 1 FROM leases WHERE session_id = 's1' FOR UPDATE")
+    print("locked", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    name = postgres.new_schema()
+    try:
+        yield name
+    finally:
+        postgres.drop(name)
+
+
+def test_a_takeover_completes_within_ttl_and_a_bounded_wait_while_a_stopped_host_holds_the_row(
+    schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", STALLED_HOLDER, postgres.URL, schema, str(TTL)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    taker = PostgresBackend(postgres.URL, schema=schema, host_id="hostB", lease_ttl=TTL)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        locked = time.monotonic()
+        bound = BOUND
+        taken: list[object] = []
+
+        def take() -> None:
+            while True:
+                try:
+                    taken.append(taker.acquire_lease("s1"))
+                    return
+                except SessionLeasedError as exc:  # live still: its TTL has not passed
+                    if time.monotonic() - locked > bound:
+                        taken.append(exc)
+                        return
+
+        with caplog.at_level(logging.WARNING, logger="tether.persist.backends.postgres"):
+            thread = threading.Thread(target=take, daemon=True)
+            thread.start()
+            thread.join(bound + 5.0)
+            assert not thread.is_alive(), "the takeover hung on the stopped host's lock"
+        assert taken and not isinstance(taken[0], BaseException), taken
+        assert time.monotonic() - locked < bound
+        assert taker.lease_holder("s1") is not None
+        assert taker.lease_holder("s1").host == "hostB"  # type: ignore[union-attr]
+        waits = [r.getMessage() for r in caplog.records if "waiting for its lease" in r.message]
+        assert len(waits) == 1 and "host hostA (pid " in waits[0], waits
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.communicate(timeout=30)
+        taker.close()
