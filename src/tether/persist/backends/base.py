@@ -189,9 +189,7 @@ class LogBackend(Protocol):
         """
         ...
 
-    def create(
-        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
-    ) -> None:
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
         """Store a new session: ``header`` and a first batch (maybe empty), atomically,
         only if nothing is stored under its id; durable on return.
 

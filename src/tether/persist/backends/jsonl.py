@@ -167,9 +167,7 @@ class JsonlBackend:
             if batch:
                 self._append(file, batch, payload)
 
-    def create(
-        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
-    ) -> None:
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
         """Create the session's file whole, only if it has none; see :meth:`LogBackend.create`.
 
         The file is written aside and hard-linked into place, which fails if

@@ -218,9 +218,7 @@ class SqliteBackend:
         """
         self._write(header, events, wait=True)
 
-    def create(
-        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
-    ) -> None:
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
         """Insert the session's row and first batch in one transaction, only if it
         has no row; see :meth:`LogBackend.create`.
 
