@@ -1,7 +1,7 @@
 """A takeover completes within the lease's TTL and a bounded wait, whatever a stale
 holder is doing: here a real second process stopped (SIGSTOP) while a
 transaction of its own keeps the lease row locked, as a host paused in the
-middle of a renewal does."""
+middle of a renewal does. And a database fault is said in one line."""
 
 from __future__ import annotations
 
@@ -14,9 +14,14 @@ import threading
 import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from tests import postgres
+from tests.persist.conftest import postgres_connection
+from tests.persist.factory import events, header
+from tether.cli.failures import describe
+from tether.persist.backends.errors import storage_failure
 from tether.persist.backends.lease import SessionLeasedError
 from tether.persist.backends.postgres import PostgresBackend
 
@@ -92,3 +97,23 @@ def test_a_takeover_completes_within_ttl_and_a_bounded_wait_while_a_stopped_host
         holder.kill()
         holder.communicate(timeout=30)
         taker.close()
+
+
+def test_a_database_fault_is_one_line_naming_the_database_not_the_disk_nor_the_query(
+    schema: str,
+) -> None:
+    backend = PostgresBackend(postgres.URL, schema=schema, host_id="hostA")
+    try:
+        with postgres_connection(backend) as conn:
+            # A fault met inside the append function, whose error carries its statement.
+            conn.execute("ALTER TABLE events ADD CONSTRAINT refuse_all CHECK (seq < 0)")
+        with pytest.raises(psycopg.Error) as failed:
+            backend.write(header("s1"), events(0, 1))
+        assert "\n" in str(failed.value)  # what the driver says spans lines
+        said = storage_failure(failed.value)
+        assert said.startswith("the session database failed: ")
+        assert "\n" not in said and "disk" not in said
+        assert "append_batch" not in said and "INSERT" not in said
+        assert describe(failed.value) == said
+    finally:
+        backend.close()
