@@ -194,6 +194,21 @@ def test_a_batch_committed_before_the_connection_broke_is_not_stored_twice(schem
         backend.close()
 
 
+@pytest.mark.parametrize("count", [0, 2])
+def test_a_create_committed_before_the_connection_broke_is_not_refused_as_stored(
+    schema: str, count: int
+) -> None:
+    backend = _Breaking(schema, "after")
+    try:
+        backend.create(header("s1"), events(0, count))  # committed, answer lost, retried
+        assert backend.broken
+        assert records(backend.load("s1")) == events(0, count)
+        with pytest.raises(StoreConflictError, match="session s1 is already stored"):
+            backend.create(header("s1", cwd="/other"), [])
+    finally:
+        backend.close()
+
+
 def test_writes_under_repeated_connection_kills_lose_nothing_acknowledged(schema: str) -> None:
     backend = PostgresBackend(postgres.URL, schema=schema)
     stop = threading.Event()

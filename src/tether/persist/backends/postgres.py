@@ -512,9 +512,7 @@ class PostgresBackend:
             while True:
                 try:
                     with self._connection() as conn:
-                        if retried and self._already_stored(
-                            conn, pending.session_id, pending.batch
-                        ):
+                        if retried and self._already_stored(conn, pending):
                             return
                         conn.execute(_APPEND_CALL, pending.params)
                     return
@@ -559,21 +557,28 @@ class PostgresBackend:
         if exc.sqlstate == "TT005":
             raise StoreConflictError(f"session {session_id} is already stored") from None
 
-    def _already_stored(
-        self, conn: psycopg.Connection[Any], session_id: str, batch: Sequence[EventRecord]
-    ) -> bool:
-        """Whether a retried batch was committed by the attempt whose connection broke."""
-        if not batch:
+    def _already_stored(self, conn: psycopg.Connection[Any], pending: _Pending) -> bool:
+        """Whether a retried batch was committed by the attempt whose connection broke.
+
+        A create's is when the stored header is its own and the log ends with
+        its batch (an empty create leaves only the header to compare).
+        """
+        batch, create = pending.batch, pending.params[-1] is True
+        if not batch and not create:
             return False
+        first = batch[0]["seq"] if batch else 0
         row = conn.execute(
-            "SELECT s.next_seq, e.type, e.time FROM sessions s"
+            "SELECT s.next_seq, e.type, e.time, s.header = %s::jsonb FROM sessions s"
             " LEFT JOIN events e ON e.session_id = s.id AND e.seq = %s WHERE s.id = %s",
-            (batch[0]["seq"], session_id),
+            (pending.params[2], first, pending.session_id),
         ).fetchone()
-        return (
-            row is not None
-            and row[0] == batch[-1]["seq"] + 1
-            and (row[1], row[2]) == (batch[0]["type"], batch[0]["time"])
+        if row is None or (create and not row[3]):
+            return False
+        if not batch:
+            return bool(row[0] == 0)
+        return row[0] == batch[-1]["seq"] + 1 and (row[1], row[2]) == (
+            batch[0]["type"],
+            batch[0]["time"],
         )
 
     def load(self, session_id: str) -> StoredLog:
