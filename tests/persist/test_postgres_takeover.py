@@ -20,9 +20,10 @@ import pytest
 from tests import postgres
 from tests.persist.conftest import postgres_connection
 from tests.persist.factory import events, header
+from tests.persist.test_postgres_backend import wait_until_expired
 from tether.cli.failures import describe
 from tether.persist.backends.errors import storage_failure
-from tether.persist.backends.lease import SessionLeasedError
+from tether.persist.backends.lease import SessionLeasedError, SessionTakenOverError
 from tether.persist.backends.postgres import PostgresBackend
 
 TTL = 1.0
@@ -88,8 +89,8 @@ def test_a_takeover_completes_within_ttl_and_a_bounded_wait_while_a_stopped_host
             assert not thread.is_alive(), "the takeover hung on the stopped host's lock"
         assert taken and not isinstance(taken[0], BaseException), taken
         assert time.monotonic() - locked < bound
-        assert taker.lease_holder("s1") is not None
-        assert taker.lease_holder("s1").host == "hostB"  # type: ignore[union-attr]
+        info = taker.lease_info("s1")
+        assert info is not None and info.host == "hostB"  # taken over
         waits = [r.getMessage() for r in caplog.records if "waiting for its lease" in r.message]
         assert len(waits) == 1 and "host hostA (pid " in waits[0], waits
     finally:
@@ -117,3 +118,20 @@ def test_a_database_fault_is_one_line_naming_the_database_not_the_disk_nor_the_q
         assert describe(failed.value) == said
     finally:
         backend.close()
+
+
+def test_a_host_its_session_was_taken_from_is_told_which_host_took_it(schema: str) -> None:
+    former = PostgresBackend(postgres.URL, schema=schema, host_id="hostA", lease_ttl=0.3)
+    taker = PostgresBackend(postgres.URL, schema=schema, host_id="hostB", lease_ttl=0.3)
+    try:
+        former.write(header("s1"), events(0, 1))
+        former.acquire_lease("s1")
+        former._stop.set()  # paused: its lease is not renewed
+        wait_until_expired(taker, "s1")
+        taker.acquire_lease("s1").release()  # taken over, then let go
+        with pytest.raises(SessionTakenOverError) as fenced:
+            former.write(header("s1"), events(1, 1))
+        assert str(fenced.value) == "session s1 was taken over by host hostB"
+    finally:
+        former.close()
+        taker.close()

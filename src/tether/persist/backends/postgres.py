@@ -773,7 +773,8 @@ class PostgresBackend:
             "         clock_timestamp() + %(ttl)s * interval '1 second')"
             " ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder,"
             "   host = excluded.host, pid = excluded.pid, token = excluded.token,"
-            "   expires_at = excluded.expires_at"
+            # Not excluded.expires_at: that was reckoned before the wait for the row.
+            "   expires_at = clock_timestamp() + %(ttl)s * interval '1 second'"
             " WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token"
             " RETURNING token",
             {
