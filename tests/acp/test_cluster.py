@@ -56,7 +56,7 @@ async def test_a_cancel_from_another_host_answers_the_editors_prompt_cancelled(
             if event.type == "turn/end"
         ]
         assert ends == [{"kind": "aborted", "cause": "user"}, {"kind": "completed"}]
-        assert db.lease_info(sid) is None  # given up when the editor left
+        assert db.lease_holder(sid) is None  # given up when the editor left
     finally:
         db.close()
         postgres.drop(schema)
@@ -160,4 +160,4 @@ async def test_a_fenced_host_takes_its_session_back_once_the_taker_lets_it_go(
         assert prompts == [[{"type": "text", "text": "again"}]]  # none of the fenced turn
         ends = [e.data_object()["reason"] for e in events if e.type == "turn/end"]
         assert ends == [{"kind": "completed"}]
-        assert db.lease_info(sid) is None
+        assert db.lease_holder(sid) is None

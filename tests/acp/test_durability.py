@@ -144,7 +144,9 @@ async def test_with_the_disk_full_a_prompt_is_answered_with_an_error_and_writing
             # Longer than the page the log's end may still have room in.
             with pytest.raises(RequestError) as failed:
                 await server.prompt(sid, LARGE)
-            assert "could not be written" in str(failed.value.args)
+            assert "could not be stored: [Errno 28] No space left on device" in str(
+                failed.value.args
+            )
             filler.unlink()
             assert await server.prompt(sid, "after") == "end_turn"
         events = server.log(sid)

@@ -165,6 +165,7 @@ async def test_a_failed_closing_flush_is_reported_and_when_idle_still_resolves(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(JsonlBackend, "write", disk_full)
+    monkeypatch.setattr(JsonlBackend, "create", disk_full)
     with pytest.raises(AgentError, match="closing events could not be written"):
         await handle.dispose()
     await asyncio.wait_for(handle.agent.when_idle(), timeout=5)

@@ -179,6 +179,10 @@ class ThreadNotingBackend(JsonlBackend):
         self._note()
         super().write(header, events)
 
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        self._note()
+        super().create(header, events)
+
     def try_write(
         self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
     ) -> bool:
@@ -446,6 +450,7 @@ async def test_a_taken_over_session_is_never_written_again_and_its_lease_is_forg
         loaded = backend.load_events("fenced", DEFAULT_REGISTRY)
         header = SessionHeader.from_record(loaded.header)
         again = Session.restore(header, loaded.events, decoded=True)
+        writer.continues(again)  # resumed: it continues the stored log
         prompt(again, "taken back")
         await writer.flush(again)
         writer.release(again)

@@ -99,6 +99,7 @@ from tether.agent.registry import AGENTS
 from tether.agent.types import AgentStatus
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
+from tether.persist.backends.errors import storage_failure
 from tether.persist.backends.lease import taken_over
 from tether.persist.service import PERSISTENCE
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
@@ -452,7 +453,7 @@ class Bridge:
                 # Not a failure to store: the session is another host's now.
                 raise NotStoredError(str(cause)) from exc
             raise NotStoredError(
-                f"session {session_id}: its events could not be written to disk: {cause}"
+                f"session {session_id}: its events could not be stored: {storage_failure(cause)}"
             ) from exc
 
     # -- session/prompt, session/cancel, session/set_mode -----------------------------

@@ -33,7 +33,7 @@ class BridgeClosedError(BridgeError):
 
 
 class NotStoredError(BridgeError):
-    """What a request would acknowledge could not be written to disk."""
+    """What a request would acknowledge could not be stored."""
 
 
 class SessionIdleError(BridgeError):

@@ -152,7 +152,9 @@ class AgentsView:
         when the options restrict them, are recorded there by the loop).
 
         Raises:
-            AgentConflictError: ``session_id`` is live.
+            AgentConflictError: ``session_id`` is live, is stored already (resume
+                it instead), or is being created or is open in another process
+                (of two processes creating one id, exactly one succeeds).
             AgentCreateError: setup raised, or the caller is unloading; nothing
                 was published.
             AgentError: no agent loop is mounted.
@@ -171,7 +173,7 @@ class AgentsView:
         """Rebuild an agent from its persisted session (inbox included; turns continue).
 
         Raises:
-            AgentConflictError: the session is live.
+            AgentConflictError: the session is live, or being resumed here.
             AgentError: no agent loop or no persistence is mounted.
             SessionNotFoundError, CorruptLogError: from persistence.
         """

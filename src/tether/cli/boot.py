@@ -172,6 +172,7 @@ async def start(
                 check_model_provider(tether)
             if persistent:
                 await check_persistence(tether)
+                check_agent_loop(tether)
         except (UsageError, StartRefusedError):
             await tether.stop()
             raise
@@ -188,6 +189,23 @@ def row_problem(tether: Tether, row: str) -> str:
 
 
 PERSISTENCE_ROW = "persistence"
+
+AGENT_LOOP_ROW = "agent_loop"
+
+
+def check_agent_loop(tether: Tether) -> None:
+    """Refuse to go on when the composition's agent loop row failed to start.
+
+    Its configured agents are created as it starts: one whose session id
+    another process holds or has stored is refused there, and the command
+    is refused with it, in one line, rather than running without agents.
+
+    Raises:
+        UsageError: the row failed (exit 2), saying why.
+    """
+    problems = [str(p) for p in tether.problems if p.row == repr(AGENT_LOOP_ROW)]
+    if problems:
+        raise UsageError("; ".join(problems))
 
 
 class _RowFailureFilter(logging.Filter):

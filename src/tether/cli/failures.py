@@ -59,10 +59,11 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, OSError):
         what = _PLAIN.get(exc.errno or 0) or exc.strerror or str(exc)
         return what + (f": {exc.filename}" if exc.filename else "")
-    if type(exc).__module__ == "sqlite3":
-        return f"the session database failed: {exc}"
-    if type(exc).__module__.startswith("psycopg"):
-        return f"the session database failed: {_first_line(exc).strip()}"
+    module = type(exc).__module__
+    if module == "sqlite3" or module.startswith("psycopg"):
+        from tether.persist.backends.errors import storage_failure
+
+        return storage_failure(exc)
     return None
 
 

@@ -37,6 +37,7 @@ from tether.agent.events import AGENT_CREATED, AGENT_SESSION_START, AGENT_SETUP
 from tether.agent.registry import AGENTS, AgentRegistry, Setup
 from tether.agent.types import AgentHandle, AgentOptions
 from tether.loop.driver import AgentDriver
+from tether.persist.backends.lease import SessionLeasedError
 from tether.persist.service import PERSISTENCE
 from tether.runtime import Effect, FiberInactiveError
 from tether.session.log import Session
@@ -88,22 +89,25 @@ class LoopFactory:
         meta: Mapping[str, str] | None = None,
     ) -> AgentHandle:
         options = options or self._defaults
-        persistence = self._ctx.get(PERSISTENCE)
-        stored = (
-            session_id is not None
-            and persistence is not None
-            and await persistence.exists(session_id)
-        )
-        if stored:
-            raise AgentConflictError(
-                f"session {session_id!r} is already stored: resume it instead of "
-                "creating a new session over it"
-            )
         try:
             session = self._store.prepare(session_id, cwd=cwd, meta=header_meta(options, meta))
         except SessionConflictError as exc:
             raise AgentConflictError(str(exc)) from None
-        return await self._publish(caller, session, options, setup)
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None:
+            return await self._publish(caller, session, options, setup)
+        if session_id is not None:
+            # A chosen id may be chosen by another process too: the lease
+            # decides, and under it the id must not be stored yet.
+            try:
+                await persistence.claim(session)
+            except (SessionConflictError, SessionLeasedError) as exc:
+                raise AgentConflictError(str(exc)) from None
+        try:
+            return await self._publish(caller, session, options, setup)
+        except BaseException:
+            persistence.abandon(session)
+            raise
 
     async def resume(
         self,

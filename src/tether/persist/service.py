@@ -20,10 +20,15 @@ be live in another process. A session live in this process is never repaired.
 
 One live owner per session: resuming takes the session's lease
 (:mod:`tether.persist.backends.lease`) before it reads the log, so a repair is
-written only by the process that will own the session; a new session's lease
-is taken by its first write (or by :meth:`Persistence.store`). The
-lease is given up once the session is disposed and written. Loads and
-listings take no lease and never write.
+written only by the process that will own the session. A new session whose
+id its creator chose is claimed (:meth:`Persistence.claim`): its lease is
+taken, and under it the id is checked not to be stored, so of two processes
+creating one id exactly one goes on; a new session under a generated id takes
+its lease with its first write (or :meth:`Persistence.store`). Whatever
+happens around it, a new session's first write creates it and never appends
+to a log stored before (see :mod:`tether.persist.writer`). The lease is given
+up once the session is disposed and written. Loads and listings take no lease
+and never write.
 """
 
 from __future__ import annotations
@@ -98,6 +103,8 @@ class Persistence:
         self._leases = leases
         self._doorbell = doorbell
         self._poll = poll
+        self._resuming: set[str] = set()
+        """Sessions :meth:`prepare_resume` is preparing now."""
 
     def follow(self, session_id: str, after_seq: int = -1) -> AsyncIterator[list[StoredEvent]]:
         """The stored events of ``session_id`` after ``after_seq``, then the new
@@ -164,21 +171,62 @@ class Persistence:
         """
         if self._store.get(session_id) is not None:
             raise SessionConflictError(f"session {session_id!r} is already live")
+        if session_id in self._resuming:
+            # The lease is shared inside this process: it cannot tell two
+            # resumes of one session apart, so this set does.
+            raise SessionConflictError(f"session {session_id!r} is being resumed already")
+        self._resuming.add(session_id)
         token = object()
-        await asyncio.to_thread(self._leases.acquire, session_id, token)
         try:
-            session = await self._read(session_id)
-            await self._repair(session)
-            restored = self._store.prepare_restored(session.header, session.events)
-            # The restored session holds the lease until its first write hands
-            # it to the writer (or :meth:`abandon` gives it up).
-            self._leases.acquire(session_id, restored)
+            await asyncio.to_thread(self._leases.acquire, session_id, token)
+            try:
+                session = await self._read(session_id)
+                await self._repair(session)
+                restored = self._store.prepare_restored(session.header, session.events)
+                self._writer.continues(restored)
+                # The restored session holds the lease until its first write hands
+                # it to the writer (or :meth:`abandon` gives it up).
+                self._leases.acquire(session_id, restored)
+            finally:
+                self._leases.release(session_id, token)
         finally:
-            self._leases.release(session_id, token)
+            self._resuming.discard(session_id)
         return restored
 
+    async def claim(self, session: Session) -> None:
+        """Claim the id of a new session its creator chose: take the session's
+        lease, and under it check that nothing is stored under the id.
+
+        Of two processes (or hosts) claiming one id, one holds the lease and
+        the other is refused; a claim after the winner stored the session finds
+        it stored. The session holds the lease until its first write hands it
+        to the writer (or :meth:`abandon` gives it up); that write creates the
+        session.
+
+        Raises:
+            SessionConflictError: the id is stored (resume it instead).
+            SessionLeasedError: another process has the session open.
+            OSError, LogStoreError: storage cannot record the lease or be read.
+        """
+        await asyncio.to_thread(self._claim, session)
+
+    def _claim(self, session: Session) -> None:
+        self._leases.acquire(session.id, session)
+        try:
+            stored = self._backend.exists(session.id)
+        except BaseException:
+            self._leases.release(session.id, session)
+            raise
+        if stored:
+            self._leases.release(session.id, session)
+            raise SessionConflictError(
+                f"session {session.id!r} is already stored: resume it instead of "
+                "creating a new session over it"
+            )
+
     def abandon(self, session: Session) -> None:
-        """Give up the lease of a session :meth:`prepare_resume` prepared that never went live."""
+        """Give up the lease of a session :meth:`prepare_resume` prepared (or
+        :meth:`claim` claimed) that never went live."""
         if not self._store.is_live(session):
             self._leases.release(session.id, session)
 
@@ -239,13 +287,14 @@ class Persistence:
         token = object()
         self._leases.acquire(session.id, token)
         try:
-            if self._backend.exists(session.id):
-                raise StoreConflictError(
-                    f"session {session.id} is already stored (delete it first to replace it)"
-                )
-            self._backend.write(
+            self._backend.create(
                 session.header.to_record(), [event.to_stored_record() for event in session.events]
             )
+        except StoreConflictError:
+            # Restored above, its seqs run from 0: the id is what is stored.
+            raise StoreConflictError(
+                f"session {session.id} is already stored (delete it first to replace it)"
+            ) from None
         finally:
             self._leases.release(session.id, token)
 

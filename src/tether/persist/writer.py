@@ -23,6 +23,13 @@ lease is forgotten at once, so loading the session again here takes a fresh
 one.
 :meth:`WriteBehind.store_header` makes a session stored before its first
 event (a session created and not yet used can be loaded elsewhere).
+
+A session's first write either creates it or continues it, never guesses:
+a session the writer was told continues a stored log (:meth:`WriteBehind.continues`,
+which resume calls) appends from the seq stored; any other session is new,
+and its first write creates it (:meth:`LogBackend.create`), which fails if
+anything is stored under its id. So what another process stored is never
+taken for a new session's history, and a new session is never spliced onto it.
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ class _Track(msgspec.Struct, eq=False):
     """The header must be stored even while the session has no events."""
     failing: bool = False
     """The last write failed (its failure was logged once)."""
+    creating: bool = False
+    """The next write creates the session: nothing may be stored under its id."""
 
 
 class WriteBehind:
@@ -102,6 +111,8 @@ class WriteBehind:
             weakref.WeakKeyDictionary()
         )
         """Sessions another host took over, while they live: never written again."""
+        self._continuing: weakref.WeakSet[Session] = weakref.WeakSet()
+        """Sessions that continue a stored log (resumed ones); every other one is new."""
         self._dirty: dict[_Track, None] = {}
         self._wake = asyncio.Event()
         self._urgent = asyncio.Event()
@@ -130,6 +141,17 @@ class WriteBehind:
         if now:
             self._urgent.set()
             self._wake.set()
+
+    def continues(self, session: Session) -> None:
+        """Note that ``session`` continues the log stored under its id (it was
+        resumed from it): its first write appends from the seq stored.
+
+        Call it before the session's first append. A session never noted here
+        is new: its first write creates it, and fails with
+        :class:`~tether.persist.backends.errors.StoreConflictError` if
+        anything is stored under its id.
+        """
+        self._continuing.add(session)
 
     def store_header(self, session: Session) -> None:
         """Have ``session`` stored (its header, at least) by the next batch.
@@ -236,12 +258,17 @@ class WriteBehind:
             if track.durable is None:
                 track.durable = await asyncio.to_thread(self._begin, track)
             start = track.durable
-            if end > start or track.header_wanted:
+            if end > start or track.header_wanted or track.creating:
                 events = session.events[start:end]
-                if not (inline and self._store_inline(session, events)):
-                    await asyncio.to_thread(self._store, session, events)
+                if track.creating or not (inline and self._store_inline(session, events)):
+                    await asyncio.to_thread(self._store, session, events, create=track.creating)
                 track.durable = end
                 track.header_wanted = False
+                if track.creating:
+                    # Stored now: a later track of it (a flush after its
+                    # release, say) continues what this one created.
+                    self._continuing.add(session)
+                    track.creating = False
                 if self._on_written is not None:
                     self._on_written(session, end)
         except Exception as exc:
@@ -296,17 +323,26 @@ class WriteBehind:
                     future.set_exception(error)
 
     def _begin(self, track: _Track) -> int:
-        """Before a session's first write: take its lease, learn how much is stored."""
-        session_id = track.session.id
-        self._leases.acquire(session_id, track)
-        # A session being resumed handed its lease to its session object.
-        self._leases.release(session_id, track.session)
-        return self._backend.next_seq(session_id)
+        """Before a session's first write: take its lease; for a session that
+        continues a stored log, learn how much is stored (a new one has nothing
+        stored: its first write creates it)."""
+        session = track.session
+        self._leases.acquire(session.id, track)
+        # A session being resumed or created under a chosen id handed its
+        # lease to its session object.
+        self._leases.release(session.id, session)
+        if session in self._continuing:
+            return self._backend.next_seq(session.id)
+        track.creating = True
+        return 0
 
-    def _store(self, session: Session, events: Sequence[Event]) -> None:
+    def _store(self, session: Session, events: Sequence[Event], *, create: bool = False) -> None:
         records = [event.to_stored_record() for event in events]
         started = time.perf_counter()
-        self._backend.write(session.header.to_record(), records)
+        if create:
+            self._backend.create(session.header.to_record(), records)
+        else:
+            self._backend.write(session.header.to_record(), records)
         self._last_write = time.perf_counter() - started
 
     def _store_inline(self, session: Session, events: Sequence[Event]) -> bool:

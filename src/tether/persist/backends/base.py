@@ -189,6 +189,22 @@ class LogBackend(Protocol):
         """
         ...
 
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        """Store a new session: ``header`` and a first batch (maybe empty), atomically,
+        only if nothing is stored under its id; durable on return.
+
+        The check and the store are one step (an exclusive create of the file,
+        an insert of the header row that conflicts): of two writers creating
+        one id, exactly one succeeds, and a session stored before is never
+        taken for the new one's history.
+
+        Raises:
+            InvalidRecordError: the header or an event is invalid.
+            StoreConflictError: something is stored under the id (another writer
+                created it), or the batch does not start at seq 0. Nothing is stored.
+        """
+        ...
+
     def load(self, session_id: str) -> StoredLog:
         """Read a whole session log, validated.
 

@@ -89,3 +89,23 @@ class UnsupportedFormatError(LogStoreError):
 
 class BackendClosedError(LogStoreError, RuntimeError):
     """A backend was used after :meth:`close`."""
+
+
+def storage_failure(error: BaseException) -> str:
+    """What failed in storage, as one line a person can read.
+
+    A database's error is named as one (never as a disk) by its own primary
+    message, without the query text or the context lines a driver may add
+    (PostgreSQL's ``LINE 1: …``, ``CONTEXT: …``); any other error is its
+    first line.
+    """
+    module = type(error).__module__
+    if module == "sqlite3" or module.startswith("psycopg"):
+        diag = getattr(error, "diag", None)
+        primary = getattr(diag, "message_primary", None)
+        return f"the session database failed: {primary or _first_line(error)}"
+    return _first_line(error)
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -155,12 +155,7 @@ class JsonlBackend:
             CorruptLogError: the stored file is damaged before its last line.
             UnsupportedFormatError: the file was written by a newer format.
         """
-        self._check_open()
-        if not self._swept:
-            self._swept = True
-            self._remove_orphaned_temp_files()
-        session_id = validate_session_id(header.get("id"))
-        batch = parse_batch(session_id, events)
+        session_id, batch = self._writing(header, events)
         path = self.path(session_id)
         payload = encode_lines(batch)
         try:
@@ -171,6 +166,31 @@ class JsonlBackend:
         with file:
             if batch:
                 self._append(file, batch, payload)
+
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        """Create the session's file whole, only if it has none; see :meth:`LogBackend.create`.
+
+        The file is written aside and hard-linked into place, which fails if
+        the name exists: the check and the create are one step.
+
+        Raises:
+            InvalidRecordError: the header or an event is invalid.
+            StoreConflictError: the session has a file already.
+        """
+        session_id, batch = self._writing(header, events)
+        self._create(self.path(session_id), session_id, header, batch, encode_lines(batch))
+
+    def _writing(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
+    ) -> tuple[str, builtins.list[EventRecord]]:
+        """The session id and the checked batch of a write about to happen
+        (leftovers of interrupted writes are swept before the first)."""
+        self._check_open()
+        if not self._swept:
+            self._swept = True
+            self._remove_orphaned_temp_files()
+        session_id = validate_session_id(header.get("id"))
+        return session_id, parse_batch(session_id, events)
 
     def try_write(
         self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
@@ -380,9 +400,7 @@ class JsonlBackend:
                 # writer created meanwhile.
                 os.link(temp, path)
             except FileExistsError:
-                raise StoreConflictError(
-                    f"session {session_id!r} was created by another writer"
-                ) from None
+                raise StoreConflictError(f"session {session_id} is already stored") from None
         finally:
             _remove_quietly(temp)
         _fsync_dir(self._dir)

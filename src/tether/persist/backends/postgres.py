@@ -51,6 +51,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -100,14 +101,14 @@ MAX_IDENTIFIER = 63
 _Row = tuple[int, str, float, str]
 """An event row as read: ``(seq, type, time, data)``."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest schema this module creates, and the newest it reads."""
 
 _APPEND_FUNCTION = """
-CREATE FUNCTION append_batch(
+CREATE OR REPLACE FUNCTION append_batch(
     p_id text, p_token bigint, p_header jsonb, p_created double precision, p_events jsonb,
     p_first bigint, p_count integer, p_turns integer, p_last double precision, p_title text,
-    p_channel text
+    p_channel text, p_create boolean
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     lease record;
@@ -125,6 +126,9 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'TT002', MESSAGE = lease.host || ' ' || lease.pid;
     END IF;
     SELECT next_seq INTO stored_next FROM sessions WHERE id = p_id FOR UPDATE;
+    IF FOUND AND p_create THEN
+        RAISE EXCEPTION USING ERRCODE = 'TT005', MESSAGE = 'already stored';
+    END IF;
     IF NOT FOUND THEN
         IF p_header IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'TT004', MESSAGE = 'the session is not stored';
@@ -163,7 +167,14 @@ $$
 the seq check, the session row, the events, the doorbell. Errors by SQLSTATE:
 ``TT001`` taken over (message: the new host), ``TT002`` leased by another
 (``host pid``), ``TT003`` seq conflict (the stored next seq), ``TT004`` a
-first write without a valid header, ``TT005`` created by another writer."""
+first write without a valid header, ``TT005`` a create (``p_create``) of a
+session already stored, or created by another writer meanwhile."""
+
+_APPEND_BEFORE_CREATE = (
+    "append_batch(text, bigint, jsonb, double precision, jsonb, bigint, integer, integer,"
+    " double precision, text, text)"
+)
+"""The signature of schema 1's ``append_batch``, which had no ``p_create``."""
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -201,6 +212,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE SEQUENCE lease_tokens",
         _APPEND_FUNCTION,
     ),
+    (f"DROP FUNCTION IF EXISTS {_APPEND_BEFORE_CREATE}", _APPEND_FUNCTION),
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
 
@@ -225,10 +237,19 @@ class LeaseInfo(msgspec.Struct, frozen=True):
         return f"{self.host}:{self.pid}"
 
 
-_APPEND_CALL = "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s, %s, %s, %s)"
+_APPEND_CALL = "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)"
 
 _GROUP_MAX = 32
 """The most batches one transaction commits together."""
+
+_LOCK_WAIT = 1.0
+"""How long one attempt at a lease waits for its row's lock, in seconds (longer is logged)."""
+
+_LOCK_MARGIN = 2.0
+"""How long past :attr:`PostgresBackend.stall_limit` a take waits for a locked row."""
+
+_STALL_MIN = 2.0
+"""The shortest :attr:`PostgresBackend.stall_limit`, in seconds."""
 
 
 class _Pending(msgspec.Struct, eq=False):
@@ -287,6 +308,7 @@ class PostgresBackend:
         self._host = host_id or default_host_id()
         self._pid = os.getpid()
         self._ttl = lease_ttl
+        self._stall_limit = max(_STALL_MIN, lease_ttl / 2)
         self._on_lease_lost = on_lease_lost
         self._events_channel = channel(schema, EVENTS_CHANNEL)
         self._lock = threading.Lock()
@@ -331,6 +353,17 @@ class PostgresBackend:
     def lease_ttl(self) -> float:
         return self._ttl
 
+    @property
+    def stall_limit(self) -> float:
+        """How long a transaction of this backend may wait for its own client, in
+        seconds, before the server ends it (half the lease TTL, at least 2 s).
+
+        tether sends a transaction's statements without waiting in between, so
+        only a stopped or cut-off host reaches it; whatever rows such a host
+        had locked (a lease row, mid-renewal) are free again after it.
+        """
+        return self._stall_limit
+
     # -- the LogBackend seam -------------------------------------------------
 
     def exists(self, session_id: str) -> bool:
@@ -370,6 +403,24 @@ class PostgresBackend:
             SessionTakenOverError: another host took this backend's lease over.
             SessionLeasedError: another host holds the lease (a write without one).
         """
+        self._submit(header, events, create=False)
+
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        """Insert the session's row and first batch in one statement, only if it has
+        no row, under the lease as :meth:`write`; see :meth:`LogBackend.create`.
+
+        Raises:
+            InvalidRecordError: the header or an event is invalid.
+            StoreConflictError: the session has a row already.
+            SessionTakenOverError, SessionLeasedError: as :meth:`write`.
+        """
+        self._submit(header, events, create=True)
+
+    def _submit(
+        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]], *, create: bool
+    ) -> None:
+        """Queue one batch and return once it is committed (by this thread or
+        another one committing a group); raise what refused it."""
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
         # The header matters only to a first write, which the server tells apart.
@@ -392,6 +443,7 @@ class PostgresBackend:
             activity.last_activity,
             activity.title,
             self._events_channel,
+            create,
         )
         mine = _Pending(session_id, params, batch, bad_header)
         with self._lock:
@@ -460,9 +512,7 @@ class PostgresBackend:
             while True:
                 try:
                     with self._connection() as conn:
-                        if retried and self._already_stored(
-                            conn, pending.session_id, pending.batch
-                        ):
+                        if retried and self._already_stored(conn, pending):
                             return
                         conn.execute(_APPEND_CALL, pending.params)
                     return
@@ -505,25 +555,30 @@ class PostgresBackend:
         if exc.sqlstate == "TT004" and bad_header is not None:
             raise bad_header from None
         if exc.sqlstate == "TT005":
-            raise StoreConflictError(
-                f"session {session_id!r} was created by another writer"
-            ) from None
+            raise StoreConflictError(f"session {session_id} is already stored") from None
 
-    def _already_stored(
-        self, conn: psycopg.Connection[Any], session_id: str, batch: Sequence[EventRecord]
-    ) -> bool:
-        """Whether a retried batch was committed by the attempt whose connection broke."""
-        if not batch:
+    def _already_stored(self, conn: psycopg.Connection[Any], pending: _Pending) -> bool:
+        """Whether a retried batch was committed by the attempt whose connection broke.
+
+        A create's is when the stored header is its own and the log ends with
+        its batch (an empty create leaves only the header to compare).
+        """
+        batch, create = pending.batch, pending.params[-1] is True
+        if not batch and not create:
             return False
+        first = batch[0]["seq"] if batch else 0
         row = conn.execute(
-            "SELECT s.next_seq, e.type, e.time FROM sessions s"
+            "SELECT s.next_seq, e.type, e.time, s.header = %s::jsonb FROM sessions s"
             " LEFT JOIN events e ON e.session_id = s.id AND e.seq = %s WHERE s.id = %s",
-            (batch[0]["seq"], session_id),
+            (pending.params[2], first, pending.session_id),
         ).fetchone()
-        return (
-            row is not None
-            and row[0] == batch[-1]["seq"] + 1
-            and (row[1], row[2]) == (batch[0]["type"], batch[0]["time"])
+        if row is None or (create and not row[3]):
+            return False
+        if not batch:
+            return bool(row[0] == 0)
+        return row[0] == batch[-1]["seq"] + 1 and (row[1], row[2]) == (
+            batch[0]["type"],
+            batch[0]["time"],
         )
 
     def load(self, session_id: str) -> StoredLog:
@@ -665,40 +720,78 @@ class PostgresBackend:
         # token in the row and takes it again, instead of being refused by
         # itself until the TTL passes.
         token = self._run(_next_token)
-
-        def take(cur: psycopg.Cursor[Any]) -> int | LeaseInfo:
-            row = cur.execute(
-                "INSERT INTO leases AS l (session_id, holder, host, pid, token, expires_at)"
-                " VALUES (%(id)s, %(holder)s, %(host)s, %(pid)s, %(token)s,"
-                "         clock_timestamp() + %(ttl)s * interval '1 second')"
-                " ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder,"
-                "   host = excluded.host, pid = excluded.pid, token = excluded.token,"
-                "   expires_at = excluded.expires_at"
-                " WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token"
-                " RETURNING token",
-                {
-                    "id": session_id,
-                    "holder": self.holder_id,
-                    "host": self._host,
-                    "pid": self._pid,
-                    "token": token,
-                    "ttl": self._ttl,
-                },
-            ).fetchone()
-            if row is not None:
-                return int(row[0])
-            held = cur.execute(
-                "SELECT host, pid FROM leases WHERE session_id = %s", (session_id,)
-            ).fetchone()
-            return LeaseInfo(held[0], held[1], True) if held else LeaseInfo("unknown", 0, True)
-
-        taken = self._run(take)
+        taken = self._take_waiting(session_id, token)
         if isinstance(taken, LeaseInfo):
             raise SessionLeasedError(session_id, taken.pid or None, host=taken.host)
         with self._lock:
             self._tokens[session_id] = taken
             self._start_heartbeat()
         return _FencedLease(self, session_id, taken)
+
+    def _take_waiting(self, session_id: str, token: int) -> int | LeaseInfo:
+        """Take the lease under ``token`` (its token), or say who holds it live.
+
+        The lease row may be locked by a transaction of a holder that is
+        stopped or cut off (paused in the middle of a renewal, say). The wait
+        for it is bounded: the server ends such a transaction once it has been
+        idle for :attr:`stall_limit` (every connection of this backend sets
+        ``idle_in_transaction_session_timeout``), and past that bound (and a
+        margin) the take gives up, refused. A wait longer than
+        :data:`_LOCK_WAIT` is logged once, naming the host that holds the row.
+        """
+        deadline = time.monotonic() + self._stall_limit + _LOCK_MARGIN
+        said = False
+        while True:
+            try:
+                return self._run(lambda cur: self._take(cur, session_id, token))
+            except psycopg.errors.LockNotAvailable:
+                info = self.lease_info(session_id)  # a plain read: it waits for no lock
+                holder = LeaseInfo("unknown", 0, True) if info is None else info
+                if time.monotonic() >= deadline:
+                    return LeaseInfo(holder.host, holder.pid, True)
+                if not said:
+                    said = True
+                    log.warning(
+                        "session %s: waiting for its lease, whose row host %s (pid %d) keeps "
+                        "locked; at most %.0f s more",
+                        session_id,
+                        holder.host,
+                        holder.pid,
+                        max(0.0, deadline - time.monotonic()),
+                    )
+
+    def _take(self, cur: psycopg.Cursor[Any], session_id: str, token: int) -> int | LeaseInfo:
+        """One attempt at the lease, waiting at most :data:`_LOCK_WAIT` for its row.
+
+        Raises:
+            psycopg.errors.LockNotAvailable: the row stayed locked that long.
+        """
+        cur.execute(f"SET LOCAL lock_timeout = '{int(_LOCK_WAIT * 1000)}ms'")
+        row = cur.execute(
+            "INSERT INTO leases AS l (session_id, holder, host, pid, token, expires_at)"
+            " VALUES (%(id)s, %(holder)s, %(host)s, %(pid)s, %(token)s,"
+            "         clock_timestamp() + %(ttl)s * interval '1 second')"
+            " ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder,"
+            "   host = excluded.host, pid = excluded.pid, token = excluded.token,"
+            # Not excluded.expires_at: that was reckoned before the wait for the row.
+            "   expires_at = clock_timestamp() + %(ttl)s * interval '1 second'"
+            " WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token"
+            " RETURNING token",
+            {
+                "id": session_id,
+                "holder": self.holder_id,
+                "host": self._host,
+                "pid": self._pid,
+                "token": token,
+                "ttl": self._ttl,
+            },
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        held = cur.execute(
+            "SELECT host, pid FROM leases WHERE session_id = %s", (session_id,)
+        ).fetchone()
+        return LeaseInfo(held[0], held[1], True) if held else LeaseInfo("unknown", 0, True)
 
     def lease_holder(self, session_id: str) -> Holder | None:
         """The host and pid of a live lease's holder (on any host), else ``None``."""
@@ -741,7 +834,9 @@ class PostgresBackend:
             ).fetchall()
             return {row[0] for row in rows}
 
-        renewed = self._run(renew)
+        # One statement, no transaction around it: the server commits it as it
+        # ends, so a host stopped meanwhile never keeps the rows locked.
+        renewed = self._run(renew, transaction=False)
         lost = [session_id for session_id in held if session_id not in renewed]
         for session_id in lost:
             with self._lock:
@@ -785,10 +880,15 @@ class PostgresBackend:
         with self._lock:
             if self._tokens.get(session_id) == token:
                 del self._tokens[session_id]
+        # Expired, not deleted: the row keeps naming the host that held the
+        # session last (a host it was taken from says who took it).
         self._run(
             lambda cur: cur.execute(
-                "DELETE FROM leases WHERE session_id = %s AND token = %s", (session_id, token)
-            )
+                "UPDATE leases SET expires_at = clock_timestamp()"
+                " WHERE session_id = %s AND token = %s AND expires_at > clock_timestamp()",
+                (session_id, token),
+            ),
+            transaction=False,
         )
 
     def notify(self, channel_name: str, payload: str) -> None:
@@ -828,13 +928,17 @@ class PostgresBackend:
 
     # -- connections ---------------------------------------------------------
 
-    def _run(self, work: Callable[[psycopg.Cursor[Any]], _T]) -> _T:
-        """Run ``work`` in one transaction, retried once on a fresh connection
-        when the connection was lost (``work`` must be safe to run twice)."""
+    def _run(self, work: Callable[[psycopg.Cursor[Any]], _T], *, transaction: bool = True) -> _T:
+        """Run ``work`` in one transaction (without ``transaction``, each of its
+        statements in its own), retried once on a fresh connection when the
+        connection was lost (``work`` must be safe to run twice)."""
         for attempt in (1, 2):
             try:
-                with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
-                    return work(cur)
+                with self._connection() as conn, conn.cursor() as cur:
+                    if not transaction:
+                        return work(cur)
+                    with conn.transaction():
+                        return work(cur)
             except psycopg.OperationalError as exc:
                 if attempt == 2 or not _connection_lost(exc):
                     raise
@@ -868,6 +972,11 @@ class PostgresBackend:
         )
         try:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self._schema)))
+            conn.execute(
+                sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+                    sql.Literal(f"{int(self._stall_limit * 1000)}ms")
+                )
+            )
         except BaseException:
             conn.close()
             raise
@@ -944,6 +1053,7 @@ def _connection_lost(exc: psycopg.OperationalError) -> bool:
     return isinstance(exc, psycopg.errors.AdminShutdown) or exc.sqlstate in (
         None,
         "57P01",  # terminated by the administrator (pg_terminate_backend)
+        "25P03",  # ended as idle in a transaction too long (this host was stopped)
         "08000",
         "08003",
         "08006",

@@ -40,6 +40,7 @@ from tether.persist.backends.errors import (
     BackendClosedError,
     CorruptLogError,
     SessionNotFoundError,
+    StoreConflictError,
     UnsupportedFormatError,
 )
 from tether.persist.backends.lease import (
@@ -217,6 +218,19 @@ class SqliteBackend:
         """
         self._write(header, events, wait=True)
 
+    def create(self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]) -> None:
+        """Insert the session's row and first batch in one transaction, only if it
+        has no row; see :meth:`LogBackend.create`.
+
+        The transaction holds the database's write lock from its start, so the
+        check and the insert are one step.
+
+        Raises:
+            InvalidRecordError: the header or an event is invalid.
+            StoreConflictError: the session has a row already.
+        """
+        self._write(header, events, wait=True, create=True)
+
     def try_write(
         self, header: Mapping[str, object], events: Sequence[Mapping[str, object]]
     ) -> bool:
@@ -231,7 +245,12 @@ class SqliteBackend:
             return False
 
     def _write(
-        self, header: Mapping[str, object], events: Sequence[Mapping[str, object]], *, wait: bool
+        self,
+        header: Mapping[str, object],
+        events: Sequence[Mapping[str, object]],
+        *,
+        wait: bool,
+        create: bool = False,
     ) -> bool:
         session_id = validate_session_id(header.get("id"))
         batch = parse_batch(session_id, events)
@@ -241,6 +260,8 @@ class SqliteBackend:
                 "SELECT turn_count, last_activity, title FROM sessions WHERE id = ?",
                 (session_id,),
             ).fetchone()
+            if stored is not None and create:
+                raise StoreConflictError(f"session {session_id} is already stored")
             if stored is None and not wait:
                 # A first write: left to the caller that may wait.
                 conn.execute("ROLLBACK")
