@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.mounts import fill, tmpfs
 from tether.agent import UserMessage
 from tether.agent.events import CANCEL_REQUESTED
 from tether.tools.execute import ToolInvocation
@@ -644,3 +646,33 @@ async def test_a_damaged_log_is_one_line_on_the_page_and_ends_its_stream(tmp_pat
         # The stream says why once and ends, so the page stops reconnecting.
         assert "event: failed\n" in body and "cannot be read" in body
         assert "Traceback" not in body
+
+
+async def test_a_prompt_the_page_was_told_failed_never_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with tmpfs(tmp_path / "home", size="512k") as home:
+        async with served(home) as web:
+            session_id = await _create(web, tmp_path)
+            filler = fill(home)
+            refused_text = "refused " + "x" * 20_000
+            refused = await web.client.post(
+                f"/api/sessions/{session_id}/prompt", json={"text": refused_text}
+            )
+            assert refused.status_code == 503, refused.text
+            assert refused.json() == {
+                "error": f"session {session_id}: the prompt could not be stored: "
+                "No space left on device"
+            }
+            filler.unlink()
+            await _prompt(web, session_id, "accepted")
+            agent = web.hub.live_agent(session_id)
+            assert agent is not None
+            await agent.when_idle()
+            await web.hub.flush(agent)
+        stored = [json.loads(line) for line in (home / "sessions" / f"{session_id}.jsonl").open()]
+    prompts = [json.dumps(r["data"]) for r in stored if r.get("type") == "user/message"]
+    assert len(prompts) == 1 and "accepted" in prompts[0]  # the refused one never ran
+    answers = [json.dumps(r["data"]) for r in stored if r.get("type") == "assistant/message"]
+    assert answers and not any("refused" in answer for answer in answers)
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
