@@ -41,7 +41,9 @@ them, through the bash tools' owner fence
 (:func:`tether.plugins.tool_bash.may_touch`).
 
 Listeners (registered by the plugin): ``session/event`` wakes followers
-(:mod:`tether.web.follow`); ``tool/before-execute`` applies the mode;
+(:mod:`tether.web.follow`); ``agent/pre-step`` lets a prompt submitted here
+into a step only once it is stored (:meth:`WebHub.prompt`);
+``tool/before-execute`` applies the mode;
 ``permission/request`` asks the page; ``agent/disposed`` forgets a handle
 disposed by another owner.
 """
