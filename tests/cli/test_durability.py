@@ -288,6 +288,59 @@ def test_a_log_without_write_permission_fails_the_turn_in_one_line_and_keeps_the
     assert "second" not in shown.stdout
 
 
+def test_run_prints_nothing_of_a_turn_it_could_not_store(tmp_path: Path) -> None:
+    """A log that refuses writes, then a disk with too little room for the turn:
+    stdout (a pipe) stays empty, stderr says why in one line, exit 1."""
+    first = tether(tmp_path, "run", "first")
+    assert first.returncode == 0, first.stderr
+    sid = session_id(first.stderr)
+    log_file = tmp_path / "sessions" / f"{sid}.jsonl"
+    log_file.chmod(0o400)
+    denied = tether_denied(tmp_path, "run", "--resume", sid, "second")
+    as_json = tether_denied(tmp_path, "run", "--output-format", "json", "--resume", sid, "third")
+    log_file.chmod(0o600)
+    assert (denied.returncode, denied.stdout) == (1, ""), denied.stderr
+    result = json.loads(as_json.stdout)
+    assert (as_json.returncode, result["stored"], result["answer"]) == (1, False, "")
+    assert only_line(denied.stderr.replace(f"session {sid}\n", "")) == (
+        f"tether: session {sid} could not be stored: permission denied: {log_file}"
+    )
+
+    with tmpfs(tmp_path / "home", size="256k") as home:
+        earlier = session_id(tether(home, "run", "earlier").stderr)
+        filler = fill(home)
+        os.truncate(filler, filler.stat().st_size - 4096)  # room for the start-up probe only
+        full = tether(home, "run", "--resume", earlier, "long " + "x" * 8000)
+    assert (full.returncode, full.stdout) == (1, ""), full.stderr
+    assert only_line(full.stderr.replace(f"session {earlier}\n", "")) == (
+        f"tether: session {earlier} could not be stored: the disk is full"
+    )
+
+
+def test_run_prints_a_session_id_only_once_the_session_is_on_disk(tmp_path: Path) -> None:
+    slow = overlay(tmp_path, "slow", SLOW)
+    for attempt in range(5):
+        home = tmp_path / f"home-{attempt}"
+        run = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "tether.cli.main", "--config", slow),
+                *("run", "--model", "slow", "take your time"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(home),
+        )
+        assert run.stderr is not None
+        said = ""
+        while not said.startswith("session "):
+            said = read_until(run.stderr, "\n")
+        run.kill()  # the moment the id is printed
+        run.communicate()
+        sid = session_id(said)
+        assert JsonlBackend(home).load(sid).header["id"] == sid
+
+
 # -- any input is stored ------------------------------------------------------------
 
 

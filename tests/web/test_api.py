@@ -4,6 +4,8 @@ endpoint, and every kind of bad input."""
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.mounts import fill, tmpfs
 from tether.agent import UserMessage
 from tether.agent.events import CANCEL_REQUESTED
 from tether.tools.execute import ToolInvocation
@@ -59,43 +62,110 @@ async def _until(condition: object, within: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
+STATE_CHANGES = [(method, path) for method, path in API_ROUTES if method == "POST"]
+
+
+def _paths(routes: list[tuple[str, str]], session_id: str) -> list[tuple[str, str]]:
+    return [
+        (method, path.format(session_id=session_id, question_id="q1", task_id="bash-1"))
+        for method, path in routes
+    ]
+
+
 async def test_every_request_without_the_right_token_is_401_and_says_nothing(
     tmp_path: Path,
 ) -> None:
     async with served(tmp_path) as web:
         session_id = await _create(web, tmp_path)
         async with httpx.AsyncClient(base_url=web.base) as anonymous:
-            paths = [
-                (m, p.format(session_id=session_id, question_id="q1", task_id="bash-1"))
-                for m, p in API_ROUTES
-            ]
-            paths += [("GET", "/"), ("GET", f"/s/{session_id}"), ("GET", "/api/openapi.json")]
-            port = web.base.rpartition(":")[2]
-            wrong_cookie = {"Cookie": f"tether_token_{port}=wrong"}
-            right_elsewhere = {"Cookie": f"tether_token_1={TOKEN}"}  # another port's cookie
-            for bad in ({}, {"Authorization": "Bearer wrong"}, wrong_cookie, right_elsewhere):
+            paths = [*_paths(API_ROUTES, session_id), ("GET", "/api/openapi.json")]
+            wrong_query = {"token": "wrong"}
+            for bad in ({}, {"Authorization": "Bearer wrong"}):
                 for method, path in paths:
                     response = await anonymous.request(method, path, headers=bad)
                     assert response.status_code == 401, (method, path, bad)
                     assert session_id not in response.text
                     assert response.headers["content-security-policy"] == CSP
-            wrong_query = await anonymous.get("/?token=wrong")
-            assert wrong_query.status_code == 401
+                    with_query = await anonymous.request(method, path, params=wrong_query)
+                    assert with_query.status_code == 401, (method, path)
+            assert (await anonymous.get("/?token=wrong")).status_code == 401
 
 
-async def test_the_token_in_the_url_becomes_a_strict_cookie_and_leaves_the_url(
+async def test_a_cookie_never_carries_the_token_and_opens_nothing(tmp_path: Path) -> None:
+    """Browsers send a host's cookies to every port of it: a server beside this one
+    would receive them. So no cookie is set, and none is a credential."""
+    async with served(tmp_path) as web, httpx.AsyncClient(base_url=web.base) as browser:
+        session_id = await _create(web, tmp_path)
+        before = (await web.client.get(f"/api/sessions/{session_id}")).json()["events"]
+        entered = await browser.get(f"/s/{session_id}?token={TOKEN}&keep=1")
+        assert entered.status_code == 200 and "set-cookie" not in entered.headers
+        assert not browser.cookies
+        port = web.base.rpartition(":")[2]
+        # Everything a server on another port of this host could have received
+        # from the browser before: the token cookie and the CSRF cookie.
+        stolen = f"tether_token_{port}={TOKEN}; tether_csrf_{port}=c; tether_token={TOKEN}"
+        headers = {"Cookie": stolen, "X-Tether-CSRF": "c", "Origin": web.base}
+        for method, path in _paths(API_ROUTES, session_id):
+            response = await browser.request(method, path, headers=headers, json={"text": "x"})
+            assert response.status_code == 401, (method, path)
+        shown = await web.client.get(f"/api/sessions/{session_id}")
+        assert shown.json()["events"] == before  # no prompt ran
+
+
+async def test_a_state_change_from_another_origin_is_refused_on_every_endpoint(
     tmp_path: Path,
 ) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path)
+        before = (await web.client.get(f"/api/sessions/{session_id}")).json()["events"]
+        port = int(web.base.rpartition(":")[2])
+        for origin in ("http://evil.example", f"http://127.0.0.1:{port + 1}", "null"):
+            for method, path in _paths(STATE_CHANGES, session_id):
+                response = await web.client.request(
+                    method, path, headers={"Origin": origin}, json={"cwd": str(tmp_path)}
+                )
+                assert response.status_code == 403, (origin, method, path)
+                assert response.json() == {"error": "forbidden: cross-origin request refused"}
+        shown = await web.client.get(f"/api/sessions/{session_id}")
+        assert shown.json()["events"] == before
+        same = await web.client.post(
+            "/api/sessions", json={"cwd": str(tmp_path)}, headers={"Origin": web.base}
+        )
+        assert same.status_code == 201
+
+
+def _raw_get(base: str, target: str) -> tuple[int, str | None]:
+    """``GET target`` sent as it is (no client normalises it): the status and ``Location``."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.request("GET", target)
+        response = connection.getresponse()
+        response.read()
+        return response.status, response.getheader("location")
+    finally:
+        connection.close()
+
+
+async def test_entering_with_the_token_never_redirects_anywhere(tmp_path: Path) -> None:
+    async with served(tmp_path) as web:
+        for target in (
+            f"//evil.example/?token={TOKEN}",
+            f"/\\evil.example/?token={TOKEN}",
+            f"/%2F%2Fevil.example?token={TOKEN}",
+            f"https://evil.example/?token={TOKEN}",
+            f"/?token={TOKEN}&next=//evil.example",
+            f"/?next=https://evil.example&token={TOKEN}",
+        ):
+            status, location = await asyncio.to_thread(_raw_get, web.base, target)
+            assert location is None and status in (200, 404), (target, status, location)
+
+
+async def test_the_pages_and_their_files_are_served_without_a_credential(
+    tmp_path: Path,
+) -> None:
+    """They hold no data (the API does): the page's script sends the token."""
     async with served(tmp_path) as web, httpx.AsyncClient(base_url=web.base) as browser:
-        entered = await browser.get(f"/s/x1?token={TOKEN}&keep=1")
-        assert entered.status_code == 303
-        assert entered.headers["location"] == "/s/x1?keep=1"
-        cookies = entered.headers.get_list("set-cookie")
-        # Named by port: a second server on this host keeps its own cookies.
-        port = web.base.rpartition(":")[2]
-        assert any(c.startswith(f"tether_token_{port}=") and "HttpOnly" in c for c in cookies)
-        assert any(c.startswith(f"tether_csrf_{port}=") for c in cookies)
-        assert all("SameSite=Strict" in c for c in cookies)
         page = await browser.get("/")
         assert page.status_code == 200
         assert '<script src="/static/sessions.js"' in page.text
@@ -105,30 +175,7 @@ async def test_the_token_in_the_url_becomes_a_strict_cookie_and_leaves_the_url(
         static = await browser.get("/static/session.js")
         assert static.status_code == 200
         assert static.headers["content-security-policy"] == CSP
-
-
-async def test_a_state_change_with_the_cookie_needs_the_csrf_token_and_our_origin(
-    tmp_path: Path,
-) -> None:
-    async with served(tmp_path) as web, httpx.AsyncClient(base_url=web.base) as browser:
-        await browser.get(f"/?token={TOKEN}")
-        csrf = browser.cookies[f"tether_csrf_{web.base.rpartition(':')[2]}"]
-        body = {"cwd": str(tmp_path)}
-        refused = await browser.post("/api/sessions", json=body)
-        assert refused.status_code == 403
-        forged = await browser.post("/api/sessions", json=body, headers={"X-Tether-CSRF": "x"})
-        assert forged.status_code == 403
-        cross = await browser.post(
-            "/api/sessions",
-            json=body,
-            headers={"X-Tether-CSRF": csrf, "Origin": "http://evil.example"},
-        )
-        assert cross.status_code == 403
-        allowed = await browser.post(
-            "/api/sessions", json=body, headers={"X-Tether-CSRF": csrf, "Origin": web.base}
-        )
-        assert allowed.status_code == 201
-        assert (await browser.get("/api/sessions")).status_code == 200  # reads need no header
+        assert (await browser.get("/s/x1")).status_code == 200
 
 
 async def test_create_prompt_and_stream_a_bash_turn_then_list_and_show_it(tmp_path: Path) -> None:
@@ -599,3 +646,33 @@ async def test_a_damaged_log_is_one_line_on_the_page_and_ends_its_stream(tmp_pat
         # The stream says why once and ends, so the page stops reconnecting.
         assert "event: failed\n" in body and "cannot be read" in body
         assert "Traceback" not in body
+
+
+async def test_a_prompt_the_page_was_told_failed_never_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with tmpfs(tmp_path / "home", size="512k") as home:
+        async with served(home) as web:
+            session_id = await _create(web, tmp_path)
+            filler = fill(home)
+            refused_text = "refused " + "x" * 20_000
+            refused = await web.client.post(
+                f"/api/sessions/{session_id}/prompt", json={"text": refused_text}
+            )
+            assert refused.status_code == 503, refused.text
+            assert refused.json() == {
+                "error": f"session {session_id}: the prompt could not be stored: "
+                "No space left on device"
+            }
+            filler.unlink()
+            await _prompt(web, session_id, "accepted")
+            agent = web.hub.live_agent(session_id)
+            assert agent is not None
+            await agent.when_idle()
+            await web.hub.flush(agent)
+        stored = [json.loads(line) for line in (home / "sessions" / f"{session_id}.jsonl").open()]
+    prompts = [json.dumps(r["data"]) for r in stored if r.get("type") == "user/message"]
+    assert len(prompts) == 1 and "accepted" in prompts[0]  # the refused one never ran
+    answers = [json.dumps(r["data"]) for r in stored if r.get("type") == "assistant/message"]
+    assert answers and not any("refused" in answer for answer in answers)
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

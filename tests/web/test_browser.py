@@ -83,7 +83,7 @@ def context(browser: Any, server: Server) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1200, "height": 800})
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
-    page.goto(server.url)  # the token becomes the cookie
+    page.goto(server.url)  # the page keeps the token in this origin's storage
     page.close()
     try:
         yield context
@@ -122,6 +122,21 @@ def _check_complete(page: Any, server: Server) -> None:
     page.locator(f"body[data-last-seq='{events - 1}']").wait_for(state="attached")
     assert page.get_attribute("body", "data-gaps") == "0"
     assert page.get_attribute("body", "data-dups") == "0"
+
+
+def test_the_token_leaves_the_address_bar_and_no_cookie_carries_it(
+    browser: Any, server: Server
+) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(server.url)
+        page.locator("#sessions").wait_for(state="attached")
+        assert "token" not in page.url
+        assert context.cookies() == []
+        assert page.evaluate("localStorage.getItem('tether_token')") == server.token
+    finally:
+        context.close()
 
 
 def test_a_new_session_runs_bash_and_streams_the_answer_and_its_output(

@@ -304,17 +304,34 @@ async def open_agent(
 
 async def open_for(tether: Tether, args: argparse.Namespace, *, cwd: str) -> AgentHandle | None:
     """:func:`open_agent` as ``run`` and ``chat`` ask for it (``--resume``,
-    ``--continue``), and a resumed session on a model that works here
-    (:func:`resumed_model`); ``None`` once the reason it cannot is printed."""
+    ``--continue``): a new session once it is stored (its header, so the id
+    the command shows names a session on disk), a resumed one on a model that
+    works here (:func:`resumed_model`); ``None`` once the reason it cannot is
+    printed."""
     resuming = bool(args.resume or args.continue_)
     handle = await open_agent(tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd)
-    if handle is None or not resuming:
-        return handle
+    if handle is None:
+        return None
+    if not resuming:
+        return await _stored(handle, verbose=bool(getattr(args, "verbose", False)))
     unusable = resumed_model(tether, handle.agent, explicit=bool(args.model or args.base_url))
     if unusable is None:
         return handle
     print(f"tether: {unusable}", file=sys.stderr)
     await handle.dispose()
+    return None
+
+
+async def _stored(handle: AgentHandle, *, verbose: bool) -> AgentHandle | None:
+    """``handle`` once its new session is on disk (its id may be shown); else ``None``,
+    the reason printed and the agent disposed."""
+    from tether.cli.ending import acknowledge, dispose_reporting
+
+    unstored = await acknowledge(handle.agent, created=True)
+    if unstored is None:
+        return handle
+    _failed, release_logs = await dispose_reporting(handle, unstored, verbose=verbose)
+    release_logs()
     return None
 
 

@@ -7,7 +7,8 @@ exits with ``128 + signal`` (143, 129).
 **Acknowledgement.** A command acknowledges a turn (prints its outcome,
 exits with its status, shows the next ``you>`` prompt) only once
 :func:`acknowledge` has returned ``None``: everything the turn appended is
-on disk.
+on disk. Likewise it shows the id of a session it created only once the
+session is stored.
 """
 
 from __future__ import annotations
@@ -67,12 +68,22 @@ class Terminations:
             self._then()
 
 
-async def acknowledge(agent: Agent) -> str | None:
-    """Flush the agent's session: ``None`` once it is durable, else why it is not (one line)."""
+async def acknowledge(agent: Agent, *, created: bool = False) -> str | None:
+    """Flush the agent's session: ``None`` once it is durable, else why it is not (one line).
+
+    With ``created`` (a session just made, whose id is about to be shown), a
+    session without events is stored too, as its header: an id a command
+    prints names a session that exists on disk.
+    """
+    from tether.persist.service import PERSISTENCE
     from tether.session.store import SESSIONS
 
+    persistence = agent.ctx.get(PERSISTENCE) if created else None
     try:
-        await agent.ctx.service(SESSIONS).flush(agent.session)
+        if persistence is not None:
+            await persistence.store(agent.session)
+        else:
+            await agent.ctx.service(SESSIONS).flush(agent.session)
     except Exception as exc:
         cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
         reason = describe(cause) or str(cause)

@@ -53,7 +53,12 @@ def turn_result(
     error: str | None,
     stored: bool,
 ) -> dict[str, object]:
-    """The result line of the turn whose events start at ``first_seq``."""
+    """The result line of the turn whose events start at ``first_seq``.
+
+    A turn that is not ``stored`` shows how it ended but nothing of its work
+    (an empty answer, no tool calls): a script that read an answer read a
+    stored one.
+    """
     events = [event for event in agent.session.events if event.seq >= first_seq]
     answer = ""
     usage: dict[str, int] = {}
@@ -93,8 +98,8 @@ def turn_result(
         "session_id": agent.id,
         "stop_reason": stop.get("kind"),
         "cause": stop.get("cause"),
-        "answer": answer,
-        "tool_calls": list(calls.values()),
+        "answer": answer if stored else "",
+        "tool_calls": list(calls.values()) if stored else [],
         "usage": usage or None,
         "is_error": exit_code != 0,
         "error": error,

@@ -1,10 +1,11 @@
 """``tether run``: one task, headless.
 
-The assistant's text goes to stdout; tool activity and the session id go to
-stderr. On a terminal the text streams as it arrives; when stdout is a pipe or
-a file (a script reads it), the answer is held and written once the turn is on
-disk, so a script that has the answer has a stored answer (``--stream`` streams
-it anyway, before it is stored). When both stdout and stderr are terminals
+The assistant's text goes to stdout; tool activity and the session id (once
+the session is on disk) go to stderr. On a terminal the text streams as it
+arrives; when stdout is a pipe or a file (a script reads it), the answer is
+held and written once the turn is on disk, so a script that has the answer has
+a stored answer; a turn that could not be stored writes nothing there
+(``--stream`` streams it anyway, before it is stored). When both stdout and stderr are terminals
 that take colours (:func:`~tether.cli.terminal.colours_wanted`), the answer is
 rendered as Markdown and the work coloured (:class:`~tether.cli.surface.RichSurface`,
 rich imported then and only then), and a spinner on stderr says what is awaited
@@ -139,8 +140,8 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_block()
-        if isinstance(printer, PlainSurface):
-            printer.release()  # the turn is on disk (or ``unstored`` says why not)
+        if isinstance(printer, PlainSurface) and unstored is None:
+            printer.release()  # the turn is on disk: the held answer may be read
         status, reason = _verdict(agent, printer, terminations)
         if not text_out:
             status, reason = _write_result(

@@ -7,7 +7,7 @@ One concern per module:
 * :mod:`tether.web.hub` — the ``web`` plugin: the sessions the web app opened,
   prompts, the one stop, permission questions, background tasks behind the
   owner fence;
-* :mod:`tether.web.security` — the access token, CSRF and the
+* :mod:`tether.web.security` — the access token, the origin check and the
   Content-Security-Policy, as ASGI middleware;
 * :mod:`tether.web.usage` — tokens and cost of each turn;
 * :mod:`tether.web.app` — the Starlette app: pages, the JSON API, the event

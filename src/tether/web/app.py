@@ -21,7 +21,8 @@ value (a session id is checked with ``validate_session_id``, so no path
 can be smuggled in one), 404 an unknown session or task, 409 a session live
 in another process (``holder`` is ``{host, pid}``: the host on PostgreSQL,
 ``null`` otherwise), 413 a prompt over :data:`MAX_PROMPT_BYTES`, 503 the app
-shutting down.
+shutting down or storage refusing what was submitted (a prompt refused so
+never runs).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from tether.tools.permission import Mode
 from tether.web.hub import (
     HubClosedError,
     LiveElsewhereError,
+    NotStoredError,
     UnknownSessionError,
     UnknownTaskError,
     WebError,
@@ -336,6 +338,7 @@ class Api:
         responses:
           201: {description: "{id}"}
           400: {description: a bad cwd, model or mode}
+          503: {description: "the session could not be stored (it was not created)"}
         """
         body = await _json_body(request, limit=64 * 1024)
         cwd = body.get("cwd")
@@ -351,11 +354,8 @@ class Api:
             raise ApiError(400, f"mode must be ask or auto, got {mode_given!r}") from None
         try:
             agent = await self._hub.create(_normal(cwd), model=model, mode=mode)
-        except HubClosedError as exc:
+        except (HubClosedError, NotStoredError) as exc:
             raise ApiError(503, str(exc)) from None
-        persistence = self._ctx.get(PERSISTENCE)
-        if persistence is not None:
-            await persistence.store(agent.session)
         return JSONResponse({"id": agent.id}, status_code=201)
 
     async def get_session(self, request: Request) -> Response:
@@ -524,6 +524,7 @@ class Api:
           404: {description: no such session}
           409: {description: "live in another process; {holder: {host, pid}} names it"}
           413: {description: the prompt is too large}
+          503: {description: "the prompt could not be stored: refused, it never runs"}
         """
         session_id = _session_id(request)
         body = await _json_body(request, limit=MAX_PROMPT_BYTES)
@@ -532,14 +533,13 @@ class Api:
             raise ApiError(400, "text must be a non-empty string")
         steer = body.get("steer", False) is True
         try:
-            agent = await self._hub.prompt(session_id, text, steer=steer)
+            await self._hub.prompt(session_id, text, steer=steer)
         except LiveElsewhereError as exc:
             raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
         except UnknownSessionError as exc:
             raise ApiError(404, str(exc)) from None
-        except HubClosedError as exc:
+        except (HubClosedError, NotStoredError) as exc:
             raise ApiError(503, str(exc)) from None
-        await self._hub.flush(agent)
         return JSONResponse({"queued": True, "steer": steer}, status_code=202)
 
     async def cancel(self, request: Request) -> Response:

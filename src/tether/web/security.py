@@ -1,23 +1,28 @@
-"""The web app's guard: the access token, CSRF, and the headers every response carries.
+"""The web app's guard: the access token, the origin check, and the headers every response carries.
 
 :class:`Guard` is ASGI middleware around the whole app:
 
 * **The token.** ``tether web`` makes a random token and prints a URL holding
-  it (``/?token=…``). A request is let in when it carries the token as
-  ``Authorization: Bearer <token>`` (scripts), or as the ``tether_token_<port>``
-  cookie (browsers; named by the port the browser reached, because browsers
-  keep cookies per host, not per port, and two servers on one host must not
-  overwrite each other's). A page request with a right ``token`` query parameter
-  sets that cookie (``HttpOnly``, ``SameSite=Strict``) and is redirected to
-  the same URL without it, so the token leaves the address bar. Anything else
-  is ``401`` with a body that says only that (no route, no session, no
-  detail leaks).
-* **CSRF.** A request that changes state (any method but ``GET``, ``HEAD``)
-  and is let in by the cookie must also send ``X-Tether-CSRF`` equal to the
-  ``tether_csrf_<port>`` cookie (a double-submit token, readable by the page's own
-  script and by no other site's), and an ``Origin``, when it sends one, that
-  is this server. A Bearer request needs neither: no browser adds that
-  header by itself.
+  it (``/?token=…``). Every API request must carry it: as ``Authorization:
+  Bearer <token>`` (scripts, and the page's own requests), or, for a ``GET``
+  (an ``EventSource``, which cannot set a header), as the ``token`` query
+  parameter. Anything else is ``401`` with a body that says only that (no
+  route, no session, no detail leaks).
+* **No cookie.** A browser sends a host's cookies to every port of that host,
+  so a cookie holding the token would reach any other server the browser
+  visits on it (a dev server the agent started, say). The token is therefore
+  never a cookie: the page's script keeps it in the origin's ``localStorage``
+  (scheme, host *and port*: no other server's page can read it) and sends it
+  as the header itself. A cookie opens nothing, so a stolen one is useless,
+  and a cross-site request cannot borrow the browser's credentials (there is
+  no ambient one to borrow).
+* **The pages** (``/``, ``/s/…``) and their files (``/static/…``) hold no
+  data and are served to anyone; a page visited with a wrong ``token`` is a
+  ``401``. Nothing is ever redirected, so no URL can send a browser elsewhere.
+* **Origin.** A request that changes state (any method but ``GET``, ``HEAD``)
+  whose ``Origin`` is not this server (``http://`` + its ``Host``) is ``403``,
+  token or not: a page of another origin (or one reached by DNS rebinding)
+  never changes anything.
 * **Headers.** Every response, a refusal included, carries a strict
   Content-Security-Policy (scripts, styles and connections from this origin
   only, no inline script, no framing), ``X-Content-Type-Options: nosniff``,
@@ -29,20 +34,14 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
-from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-TOKEN_COOKIE = "tether_token"
-CSRF_COOKIE = "tether_csrf"
-"""The cookies' names before their port suffix (see :func:`cookie_name`)."""
-CSRF_HEADER = "x-tether-csrf"
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -59,17 +58,13 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
-def cookie_name(base: str, headers: dict[str, str]) -> str:
-    """``base`` named for the port in the request's ``Host`` (``tether_token_8123``), as
-    the page's script names it from ``location.port``; ``base`` alone without one."""
-    host = headers.get("host", "")
-    port = host.rpartition(":")[2] if not host.endswith("]") else ""
-    return f"{base}_{port}" if port.isdigit() else base
-
-
 def new_token() -> str:
     """A fresh random access token (256 bits, URL-safe)."""
     return secrets.token_urlsafe(32)
+
+
+PAGES = ("/static/", "/s/")
+"""Path prefixes of the pages and their files (and ``/`` itself): served without the token."""
 
 
 class Guard:
@@ -78,7 +73,6 @@ class Guard:
     def __init__(self, app: ASGIApp, token: str) -> None:
         self._app = app
         self._token = token
-        self._csrf = secrets.token_urlsafe(24)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,22 +85,19 @@ class Guard:
             await send(message)
 
         headers = _headers(scope)
-        cookies = _cookies(headers.get("cookie", ""))
-        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
-        given = dict(query).get("token")
-        bearer = _bearer(headers.get("authorization", ""))
         method = scope["method"]
-        if given is not None and method in SAFE_METHODS and self._right(given):
-            await self._enter(scope, query, headers, send_secured)
-            return
-        if bearer is not None and self._right(bearer):
-            await self._app(scope, receive, send_secured)
-            return
-        if not self._right(cookies.get(cookie_name(TOKEN_COOKIE, headers))):
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        given = query.get("token") if method in SAFE_METHODS else None
+        if given is not None and not self._right(given):
             await _refuse(send_secured, 401, "unauthorized: open the URL tether web printed")
             return
-        if method not in SAFE_METHODS and not self._same_site(scope, headers, cookies):
-            await _refuse(send_secured, 403, "forbidden: cross-site request refused")
+        path = scope["path"]
+        page = method in SAFE_METHODS and (path == "/" or path.startswith(PAGES))
+        if not page and not self._right(_bearer(headers.get("authorization", "")) or given):
+            await _refuse(send_secured, 401, "unauthorized: open the URL tether web printed")
+            return
+        if method not in SAFE_METHODS and not _same_origin(headers):
+            await _refuse(send_secured, 403, "forbidden: cross-origin request refused")
             return
         await self._app(scope, receive, send_secured)
 
@@ -115,46 +106,14 @@ class Guard:
             candidate.encode(), self._token.encode()
         )
 
-    def _same_site(self, scope: Scope, headers: dict[str, str], cookies: dict[str, str]) -> bool:
-        """The CSRF check of a state-changing request let in by its cookie."""
-        sent = headers.get(CSRF_HEADER)
-        if sent is None or not hmac.compare_digest(sent.encode(), self._csrf.encode()):
-            return False
-        if cookies.get(cookie_name(CSRF_COOKIE, headers)) != sent:
-            return False
-        origin = headers.get("origin")
-        if origin is None:
-            return True
-        host = headers.get("host", "")
-        return origin in (f"http://{host}", f"https://{host}")
 
-    async def _enter(
-        self, scope: Scope, query: list[tuple[str, str]], headers: dict[str, str], send: Send
-    ) -> None:
-        """A first visit with the token: set the cookies, redirect to the URL without it."""
-        rest = urlencode([(k, v) for k, v in query if k != "token"])
-        location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 303,
-                "headers": [
-                    (b"location", location.encode()),
-                    (
-                        b"set-cookie",
-                        f"{cookie_name(TOKEN_COOKIE, headers)}={self._token};"
-                        " Path=/; HttpOnly; SameSite=Strict".encode(),
-                    ),
-                    (
-                        b"set-cookie",
-                        f"{cookie_name(CSRF_COOKIE, headers)}={self._csrf};"
-                        " Path=/; SameSite=Strict".encode(),
-                    ),
-                    (b"content-length", b"0"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": b""})
+def _same_origin(headers: dict[str, str]) -> bool:
+    """Whether the request's ``Origin``, when it sends one, is this server."""
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    host = headers.get("host", "")
+    return bool(host) and origin in (f"http://{host}", f"https://{host}")
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -162,15 +121,6 @@ def _headers(scope: Scope) -> dict[str, str]:
         key.decode("latin-1").lower(): value.decode("latin-1")
         for key, value in scope.get("headers", ())
     }
-
-
-def _cookies(header: str) -> dict[str, str]:
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(header)
-    except Exception:
-        return {}
-    return {key: morsel.value for key, morsel in jar.items()}
 
 
 def _bearer(header: str) -> str | None:

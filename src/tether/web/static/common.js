@@ -1,15 +1,28 @@
-// Shared by both pages: the API client (CSRF header on every state change) and small helpers.
+// Shared by both pages: the API client (the access token on every request) and small helpers.
 "use strict";
 
-function csrfToken() {
-  // Named by port, as the server names it: two servers on one host keep theirs apart.
-  const name = location.port ? `tether_csrf_${location.port}` : "tether_csrf";
-  const match = document.cookie.match(new RegExp(`(?:^|;\\s*)${name}=([^;]+)`));
-  return match ? decodeURIComponent(match[1]) : "";
+// The token comes in the URL tether web printed (?token=…). It is kept in this origin's
+// localStorage (scheme, host and port: no page of another server can read it) and sent as a
+// header, never as a cookie: a browser sends a host's cookies to every port of it.
+const ACCESS_TOKEN = (() => {
+  const params = new URLSearchParams(location.search);
+  const given = params.get("token");
+  if (given) {
+    localStorage.setItem("tether_token", given);
+    params.delete("token");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  }
+  return localStorage.getItem("tether_token") || "";
+})();
+
+function withToken(path) {
+  // For an EventSource, which cannot send a header: the token as a query parameter.
+  return path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(ACCESS_TOKEN);
 }
 
 async function api(method, path, body) {
-  const init = { method, headers: { "X-Tether-CSRF": csrfToken() }, credentials: "same-origin" };
+  const init = { method, headers: { Authorization: "Bearer " + ACCESS_TOKEN }, credentials: "omit" };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);

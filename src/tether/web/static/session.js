@@ -480,7 +480,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("stop").addEventListener("click", stop);
   loadSession();
   loadTasks();
-  const source = new EventSource(`/api/sessions/${encodeURIComponent(sessionId)}/events`);
+  const source = new EventSource(withToken(`/api/sessions/${encodeURIComponent(sessionId)}/events`));
   source.addEventListener("events", onEvents);
   source.addEventListener("state", onState);
   source.addEventListener("failed", (message) => {
