@@ -90,6 +90,10 @@ class Call(msgspec.Struct, frozen=True):
     approval: str | None = None
     args: dict[str, object] = msgspec.field(default_factory=dict)
 
+    @property
+    def shown_args(self) -> dict[str, object]:
+        return self.args
+
     async def preview(self) -> ToolPreview:
         return ToolPreview(kind="edit", title=self.tool_name, approval=self.approval)
 
