@@ -98,6 +98,10 @@ class LogDecoder:
         union: object = Union[tuple(records)] if len(records) > 1 else records[0]  # noqa: UP007
         self._lines = msgspec.json.Decoder(union).decode_lines
 
+    def decodes(self, type_name: str) -> bool:
+        """Whether this decoder has a class for events of ``type_name``."""
+        return type_name in self._types
+
     def lines(self, block: bytes, first_seq: int = 0) -> list[Event] | None:
         """The events of newline-terminated event lines that begin at seq ``first_seq``.
 

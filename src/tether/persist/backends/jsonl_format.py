@@ -44,7 +44,7 @@ from tether.persist.backends.summary import Activity, title_of
 from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
-    from tether.session.events import Event
+    from tether.session.log import LoadedEvents
     from tether.session.registry import EventRegistry
 
 __all__ = [
@@ -195,11 +195,11 @@ class SessionFile:
                 ) from None
         return events
 
-    def decode_events(self, start: int, end: int, registry: EventRegistry) -> builtins.list[Event]:
+    def decode_events(self, start: int, end: int, registry: EventRegistry) -> LoadedEvents:
         """Decode the event lines in ``[start, end)``, which begin at seq 0, into events.
 
-        Decoded as read, a block at a time (`decode_blocks`), so the file is
-        never held whole beside its events.
+        Decoded as read, a block at a time, and kept packed (`decode_blocks`),
+        so the file is never held decoded whole.
 
         Raises:
             CorruptLogError: a line is not a valid event, or its seq is out of order.

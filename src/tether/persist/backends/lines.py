@@ -19,10 +19,10 @@ import msgspec
 
 from tether.persist.backends.bulk import BadRecordError, decode_event_lines_of
 from tether.persist.backends.records import EventRecord, encode_record
+from tether.session.log import LoadedEvents
 from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
-    from tether.session.events import Event
     from tether.session.registry import EventRegistry
 
 __all__ = ["BLOCK", "decode_blocks", "drained", "encode_lines", "gathered", "parse_lines"]
@@ -79,12 +79,13 @@ def parse_lines(block: bytes, first_seq: int | None) -> builtins.list[StoredEven
     return decode_event_lines_of(text, first_seq)
 
 
-def decode_blocks(blocks: Iterable[bytes], registry: EventRegistry) -> builtins.list[Event]:
+def decode_blocks(blocks: Iterable[bytes], registry: EventRegistry) -> LoadedEvents:
     """Decode the event lines of a whole log, which begin at seq 0, into events.
 
-    ``blocks`` are runs of whole lines in log order, read one at a time: a
-    log is decoded as it is read, so what it costs beyond its events is one
-    block, not a second copy of the log. Each block is decoded in one pass
+    ``blocks`` are runs of whole lines in log order, read one at a time:
+    each is decoded (every line checked), then kept packed as it was read
+    (`LoadedEvents.add`), so a load holds the log's lines and one block's
+    events, never the whole log decoded. Each block is decoded in one pass
     when every line allows it; otherwise parsed as :func:`parse_lines`
     parses them, then decoded by ``registry``.
 
@@ -94,16 +95,18 @@ def decode_blocks(blocks: Iterable[bytes], registry: EventRegistry) -> builtins.
         UnknownEventTypeError, EventFormatError: as `EventRegistry.decode_stored`.
     """
     decoder = registry.log_decoder()
-    events: builtins.list[Event] = []
+    events = LoadedEvents()
     for block in blocks:
         first = len(events)
         decoded = decoder.lines(block, first)
-        if decoded is None:
-            try:
-                decoded = registry.decode_stored(parse_lines(block, first))
-            except BadRecordError as exc:
-                raise BadRecordError(first + exc.index, exc.reason) from None
-        events += decoded
+        if decoded is not None:
+            events.add(block, decoded)
+            continue
+        try:
+            decoded = registry.decode_stored(parse_lines(block, first))
+        except BadRecordError as exc:
+            raise BadRecordError(first + exc.index, exc.reason) from None
+        events.add(None, decoded)
     return events
 
 
