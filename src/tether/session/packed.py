@@ -188,7 +188,9 @@ class PackedEvents(Sequence[Event]):
         """Put packed events at the end: into the last block while it is under `BLOCK`."""
         blocks = self._blocks
         last = blocks[-1] if blocks else None
-        if last is None or len(last.lines) >= BLOCK or len(lines) >= BLOCK:
+        # A block a load read comes whole, in a block of its own; what a
+        # session packs as it goes (a turn's lines) joins the last block.
+        if last is None or len(last.lines) >= BLOCK or len(lines) >= BLOCK // 2:
             if last is not None and type(last.lines) is bytearray:
                 last.lines = bytes(last.lines)
             block = _Block(self._packed, lines, ends)
