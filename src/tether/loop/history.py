@@ -27,11 +27,13 @@ from collections.abc import Iterator
 from tether.content import Message, ToolMessage
 from tether.loop.context import message_tokens
 from tether.session import ContextCompacted, derive_messages
+from tether.session.derive import DERIVED_TYPES
 from tether.session.events import Event
 from tether.session.log import Session
-from tether.session.settings import MODEL_OPTION, SessionSettings
+from tether.session.settings import MODEL_OPTION, SETTINGS_TYPES, SessionSettings
 
 _COMPACTED = ContextCompacted.type
+_FOLDED = DERIVED_TYPES | SETTINGS_TYPES
 
 
 class History:
@@ -80,17 +82,17 @@ class History:
         compacted = False
 
         def new() -> Iterator[Event]:
-            # One pass over the new events, which a log holds packed once
-            # their turn closed: each is decoded once.
+            # One pass over the new events of the types either fold reads:
+            # a log holds most events packed, and only these are decoded.
             nonlocal compacted
-            for event in events.between(self._seen, end):
+            for event in events.of_types(_FOLDED, self._seen, end):
                 settings.advance(event)
                 compacted = compacted or event.type == _COMPACTED
                 yield event
 
         added = derive_messages(new())
         if settings.cleared_at != cleared or compacted:
-            self._messages = derive_messages(events.between(0, end))
+            self._messages = derive_messages(events.of_types(DERIVED_TYPES, 0, end))
             self._sizes = [message_tokens(message) for message in self._messages]
             self._total = sum(self._sizes)
             self._anchor = None

@@ -247,6 +247,15 @@ class SessionEvents(Sequence[Event]):
         stop = length if stop is None else max(0, min(stop, length))
         return self._events.between(max(0, min(start, stop)), stop)
 
+    def of_types(
+        self, names: frozenset[str], start: int = 0, stop: int | None = None
+    ) -> Iterator[Event]:
+        """The events of types ``names`` from seq ``start`` to ``stop`` (as
+        `between`), in order; only those are decoded."""
+        length = len(self._events)
+        stop = length if stop is None else max(0, min(stop, length))
+        return self._events.of_types(names, max(0, min(start, stop)), stop)
+
     @property
     def packed(self) -> int:
         """How many events, from the first, are held packed (decoded when read)."""
@@ -286,6 +295,12 @@ class LoadedEvents(Sequence[Event]):
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
+
+    def of_types(
+        self, names: frozenset[str], start: int = 0, stop: int | None = None
+    ) -> Iterator[Event]:
+        """See `SessionEvents.of_types`."""
+        return self.events.of_types(names, start, stop)
 
     def add(self, lines: bytes | None, events: list[Event]) -> None:
         """Add the next decoded ``events``, whose stored lines are ``lines``

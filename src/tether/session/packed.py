@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import itertools
+import re
 from array import array
-from typing import overload
 from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
 
 import msgspec
 
@@ -50,6 +52,15 @@ _CACHED = 64
 _DECODER = EventRegistry().log_decoder()
 _PACKABLE = {cls.type: cls for cls in CORE_PAYLOADS if _DECODER.decodes(cls.type)}
 _ENCODE_LINES = msgspec.json.Encoder().encode_lines
+_CODES = {type_name: code for code, type_name in enumerate(_PACKABLE, 1)}
+"""The tag of each packable type; 0 stands for an event held decoded."""
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_pattern(names: frozenset[str]) -> re.Pattern[bytes]:
+    """What finds the tags of events of types ``names`` and of those held decoded."""
+    codes = bytes(sorted({0} | {_CODES[name] for name in names if name in _CODES}))
+    return re.compile(b"[" + re.escape(codes) + b"]")
 
 
 def encode_events(events: Sequence[Event]) -> bytes:
@@ -66,18 +77,22 @@ def encode_events(events: Sequence[Event]) -> bytes:
 
 
 class _Block:
-    """The packed events from seq ``first``: their ``lines`` and where each ends.
+    """The packed events from seq ``first``: their ``lines``, where each
+    ends, and each one's type as a byte (``tags``, `_CODES`).
 
-    An event held decoded (``pinned``) has an empty line. Only the last
+    An event held decoded (``pinned``) has an empty line and the tag 0. Only the last
     block grows (its ``lines`` a ``bytearray`` then); the others never change.
     """
 
-    __slots__ = ("ends", "first", "lines", "pinned")
+    __slots__ = ("ends", "first", "lines", "pinned", "tags")
 
-    def __init__(self, first: int, lines: bytes | bytearray, ends: array[int]) -> None:
+    def __init__(
+        self, first: int, lines: bytes | bytearray, ends: array[int], tags: bytearray
+    ) -> None:
         self.first = first
         self.lines = lines
         self.ends = ends
+        self.tags = tags
         self.pinned: dict[int, Event] | None = None
 
     def __len__(self) -> int:
@@ -179,12 +194,20 @@ class PackedEvents(Sequence[Event]):
         ):
             pieces = lines.split(b"\n")
             pieces.pop()
-            self._extend(lines, _ends(pieces), None)
+            tags = bytearray(map(_CODES.__getitem__, [event.type for event in events]))
+            self._extend(lines, _ends(pieces), tags, None)
             return
         pieces, pinned = _encoded(events)
-        self._extend(b"".join(piece + b"\n" for piece in pieces if piece), _ends(pieces), pinned)
+        tags = bytearray(
+            0 if not piece else _CODES[event.type]
+            for piece, event in zip(pieces, events, strict=True)
+        )
+        lines = b"".join(piece + b"\n" for piece in pieces if piece)
+        self._extend(lines, _ends(pieces), tags, pinned)
 
-    def _extend(self, lines: bytes, ends: array[int], pinned: dict[int, Event] | None) -> None:
+    def _extend(
+        self, lines: bytes, ends: array[int], tags: bytearray, pinned: dict[int, Event] | None
+    ) -> None:
         """Put packed events at the end: into the last block while it is under `BLOCK`."""
         blocks = self._blocks
         last = blocks[-1] if blocks else None
@@ -193,7 +216,7 @@ class PackedEvents(Sequence[Event]):
         if last is None or len(last.lines) >= BLOCK or len(lines) >= BLOCK // 2:
             if last is not None and type(last.lines) is bytearray:
                 last.lines = bytes(last.lines)
-            block = _Block(self._packed, lines, ends)
+            block = _Block(self._packed, lines, ends, tags)
             block.pinned = pinned
             blocks.append(block)
             self._firsts.append(self._packed)
@@ -205,6 +228,7 @@ class PackedEvents(Sequence[Event]):
             count = len(last.ends)
             grown += lines
             last.ends.extend(end + offset for end in ends)
+            last.tags += tags
             if pinned:
                 held = last.pinned if last.pinned is not None else {}
                 held.update((index + count, event) for index, event in pinned.items())
@@ -268,6 +292,32 @@ class PackedEvents(Sequence[Event]):
         run = list(self.between(low, high))
         return tuple(run[index - low] for index in indices)
 
+    def of_types(
+        self, names: frozenset[str], start: int = 0, stop: int | None = None
+    ) -> Iterator[Event]:
+        """The events of types ``names`` from seq ``start`` to ``stop`` (exclusive;
+        default: the end), in order; only they are decoded.
+
+        ``start`` and ``stop`` must lie within ``0..len(self)``.
+        """
+        stop = len(self) if stop is None else stop
+        pattern = _tag_pattern(names)
+        packed = self._packed
+        at = bisect.bisect_right(self._firsts, start) - 1 if start < packed else len(self._blocks)
+        for block in self._blocks[max(at, 0) :]:
+            first = block.first
+            if first >= min(stop, packed):
+                break
+            low, high = max(start - first, 0), min(stop - first, len(block))
+            for run_start, run_stop in _runs(pattern.finditer(block.tags, low, high)):
+                for event in block.decode(run_start, run_stop):
+                    if event.type in names:
+                        yield event
+        tail = self._tail
+        for event in tail[max(start - packed, 0) : max(stop - packed, 0)]:
+            if event.type in names:
+                yield event
+
     def __iter__(self) -> Iterator[Event]:
         # Events appended while this runs are yielded too, as a list's
         # iterator does.
@@ -283,6 +333,20 @@ class PackedEvents(Sequence[Event]):
             start = max(0, stop - _CACHED)
             yield from reversed(list(self.between(start, stop)))
             stop = start
+
+
+def _runs(matches: Iterator[re.Match[bytes]]) -> Iterator[tuple[int, int]]:
+    """The runs of consecutive positions ``matches`` found, as (start, stop)."""
+    run_start = run_stop = -1
+    for match in matches:
+        at = match.start()
+        if at != run_stop:
+            if run_stop > run_start:
+                yield run_start, run_stop
+            run_start = at
+        run_stop = at + 1
+    if run_stop > run_start:
+        yield run_start, run_stop
 
 
 def _ends(pieces: list[bytes]) -> array[int]:
@@ -316,6 +380,6 @@ def _encoded(events: list[Event]) -> tuple[list[bytes], dict[int, Event] | None]
 
 
 def _copied(block: _Block) -> _Block:
-    copy = _Block(block.first, bytes(block.lines), array("I", block.ends))
+    copy = _Block(block.first, bytes(block.lines), array("I", block.ends), bytearray(block.tags))
     copy.pinned = None if block.pinned is None else dict(block.pinned)
     return copy
