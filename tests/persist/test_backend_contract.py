@@ -38,8 +38,12 @@ from tether.persist.backends import (
     StoreConflictError,
     WritesWithoutWaiting,
 )
+from tether.persist.backends.jsonl_format import SessionFile
+from tether.persist.backends.lines import BLOCK
 from tether.persist.backends.postgres import PostgresBackend
 from tether.session import AssistantChunk, Session, SessionHeader, StepStart, TurnStart
+from tether.session.log_decoder import LogDecoder
+from tether.session.registry import DEFAULT_REGISTRY
 
 
 def stored_files(root: Path) -> list[str]:
@@ -585,3 +589,53 @@ def test_an_event_holding_a_lone_surrogate_is_stored_mended(backend: LogBackend)
     session.append(AssistantChunk("text", "caf\udce9"))
     backend.write(session.header.to_record(), [e.to_stored_record() for e in session.events])
     assert records(backend.load("s1"))[2]["data"] == {"kind": "text", "delta": "caf\ufffd"}
+
+
+def _big_log(backend: LogBackend, session_id: str, blocks: int) -> int:
+    """Store a log of about ``blocks`` blocks of event lines (a prompt, then
+    chunks), in the writer's batches; return its number of events."""
+    count = blocks * BLOCK // 240
+    log = [event(0, "turn/start", data={"turn": 1}), user_message(1, "a long one")] + [
+        event(seq, data={"kind": "text", "delta": "x" * 160}) for seq in range(2, count)
+    ]
+    for start in range(0, count, 512):
+        backend.write(header(session_id), log[start : start + 512])
+    return count
+
+
+def test_a_load_decodes_a_log_a_block_of_lines_at_a_time_whatever_its_size(
+    backend: LogBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = _big_log(backend, "big", blocks=4)
+    decoded: list[int] = []
+    whole = LogDecoder.lines
+
+    def lines(self: LogDecoder, block: bytes, *rest: int) -> object:
+        decoded.append(len(block))
+        return whole(self, block, *rest)
+
+    monkeypatch.setattr(LogDecoder, "lines", lines)
+    loaded = backend.load_events("big", DEFAULT_REGISTRY)
+    assert [e.seq for e in loaded.events] == list(range(count))
+    # Never the whole log at once: a block, and the rest of a row or line.
+    assert len(decoded) >= 4
+    assert max(decoded) <= BLOCK + 512 * 240
+
+
+def test_a_jsonl_listing_reads_a_session_a_block_at_a_time_whatever_its_size(
+    store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = JsonlBackend(store_root)
+    count = _big_log(backend, "big", blocks=4)
+    reads: list[int] = []
+    read = SessionFile.read
+
+    def counted(self: SessionFile, start: int, end: int) -> bytes:
+        reads.append(end - start)
+        return read(self, start, end)
+
+    monkeypatch.setattr(SessionFile, "read", counted)
+    [summary] = backend.list()
+    assert (summary.title, summary.turn_count) == ("a long one", 1)
+    assert summary.last_activity == BASE_TIME + count - 1
+    assert max(reads) <= BLOCK

@@ -388,7 +388,7 @@ def test_restore_reproduces_the_session_state() -> None:
 
     restored = Session.restore(HEADER, session.events, registry=registry)
     assert snapshot(restored) == snapshot(session)
-    assert restored.events[0] is session.events[0]
+    assert list(restored.events) == list(session.events)
     records = [event.to_record() for event in session.events]
     from_records = Session.restore(
         HEADER, [Event.from_record(r, registry) for r in records], registry=registry

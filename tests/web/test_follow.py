@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import pytest
 
 from tether.agent import UserMessage
 from tether.host import Tether
+from tether.persist.backends import JsonlBackend
+from tether.persist.backends.base import LoadedLog
 from tether.session import Event
+from tether.session.registry import EventRegistry
 from tether.session.store import SESSION_EVENT
 from tether.web.follow import Follows
 
@@ -67,3 +73,36 @@ async def test_a_nudge_yields_an_empty_batch_between_events(tmp_path: Path) -> N
         )
         await follow.aclose()
         await handle.dispose()
+
+
+async def test_views_of_one_stored_session_opened_together_read_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Tether(data_dir=tmp_path) as tether:
+        handle = await tether.agents.create(cwd=str(tmp_path))
+        handle.agent.followup(UserMessage.text("$ echo stored-turn"))
+        await handle.agent.when_idle()
+        session_id = handle.agent.id
+        await handle.dispose()
+
+        reads: list[str] = []
+        load_events = JsonlBackend.load_events
+
+        def counted(self: JsonlBackend, session_id: str, registry: EventRegistry) -> LoadedLog:
+            reads.append(session_id)
+            return load_events(self, session_id, registry)
+
+        monkeypatch.setattr(JsonlBackend, "load_events", counted)
+        follows = Follows(tether.sessions, tether.persistence)
+        # What a page opens at once: its details, its usage, its events.
+        follow = follows.follow(session_id)
+        loaded = await asyncio.gather(
+            follows.load(session_id), follows.load(session_id), anext(follow)
+        )
+        await follow.aclose()
+        assert reads == [session_id]
+        assert loaded[0] is loaded[1]
+        assert list(loaded[2]) == list(loaded[0].events)
+        # Once read, a later view reads it again (nothing is kept).
+        await follows.load(session_id)
+        assert reads == [session_id, session_id]

@@ -22,13 +22,18 @@ against the model's context window is a sum, not a walk.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from tether.content import Message, ToolMessage
 from tether.loop.context import message_tokens
 from tether.session import ContextCompacted, derive_messages
+from tether.session.derive import DERIVED_TYPES
+from tether.session.events import Event
 from tether.session.log import Session
-from tether.session.settings import MODEL_OPTION, SessionSettings
+from tether.session.settings import MODEL_OPTION, SETTINGS_TYPES, SessionSettings
 
 _COMPACTED = ContextCompacted.type
+_FOLDED = DERIVED_TYPES | SETTINGS_TYPES
 
 
 class History:
@@ -69,21 +74,30 @@ class History:
 
     def _advance(self) -> None:
         events = self._session.events
-        if len(events) <= self._seen:
-            return
         end = len(events)
-        new = events[self._seen : end]
-        cleared = self._settings.cleared_at
-        for event in new:
-            self._settings.advance(event)
-        if self._settings.cleared_at != cleared or any(e.type == _COMPACTED for e in new):
-            self._messages = derive_messages(events[:end])
+        if end <= self._seen:
+            return
+        settings = self._settings
+        cleared = settings.cleared_at
+        compacted = False
+
+        def new() -> Iterator[Event]:
+            # One pass over the new events of the types either fold reads:
+            # a log holds most events packed, and only these are decoded.
+            nonlocal compacted
+            for event in events.of_types(_FOLDED, self._seen, end):
+                settings.advance(event)
+                compacted = compacted or event.type == _COMPACTED
+                yield event
+
+        added = derive_messages(new())
+        if settings.cleared_at != cleared or compacted:
+            self._messages = derive_messages(events.of_types(DERIVED_TYPES, 0, end))
             self._sizes = [message_tokens(message) for message in self._messages]
             self._total = sum(self._sizes)
             self._anchor = None
             self._tool_images = _with_images(self._messages)
         else:
-            added = derive_messages(new)
             sizes = [message_tokens(message) for message in added]
             self._messages.extend(added)
             self._sizes.extend(sizes)

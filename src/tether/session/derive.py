@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from tether.content import AssistantMessage, Message, TextBlock, ToolMessage, UserRoleMessage
 from tether.session.compaction import ContextCompacted
-from tether.session.events import Event
+from tether.session.events import Event, of_types
 from tether.session.log import Session
 from tether.session.settings import HistoryCleared
 from tether.session.vocabulary import (
@@ -17,7 +17,7 @@ from tether.session.vocabulary import (
     UserMessageEvent,
 )
 
-__all__ = ["derive_messages", "derive_with_seqs", "summary_message"]
+__all__ = ["DERIVED_TYPES", "derive_messages", "derive_with_seqs", "summary_message"]
 
 _CLEARED = HistoryCleared.type
 
@@ -25,6 +25,9 @@ _VISIBLE: dict[str, type[EventPayload]] = {
     cls.type: cls
     for cls in (UserMessageEvent, AssistantMessageEvent, ToolResultEvent, ContextCompacted)
 }
+
+DERIVED_TYPES = frozenset((*_VISIBLE, _CLEARED))
+"""The types a conversation is derived from: the others change nothing in it."""
 
 SUMMARY_PREFIX = (
     "The earlier part of this conversation was compacted to fit the context window. "
@@ -73,7 +76,7 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
 def derive_with_seqs(source: Session | Iterable[Event]) -> tuple[list[Message], list[int]]:
     """`derive_messages`, and beside it the seq each message stands at: its
     event's, or for a summary the first seq of the range it replaces."""
-    events = source.events if isinstance(source, Session) else source
+    events = of_types(source.events if isinstance(source, Session) else source, DERIVED_TYPES)
     messages: list[Message] = []
     origins: list[int] = []
     for event in events:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import FrozenInstanceError
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 import msgspec
 from msgspec import Raw
@@ -28,7 +28,7 @@ from tether.session.vocabulary import BUILTIN_PAYLOADS
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
 
-__all__ = ["Event"]
+__all__ = ["Event", "of_types"]
 
 # The core payloads are checked on construction and build their data only
 # when it is read, which keeps appends and loads cheap. Exact classes only: a
@@ -280,3 +280,22 @@ def holding(type_name: str, seq: int, time: float, payload: EventPayload) -> Eve
         return assemble(type_name, seq, time, None, payload)
     data = freeze_data(payload.to_data(), where=f"{type_name}: data")
     return assemble(type_name, seq, time, data, payload)
+
+
+@runtime_checkable
+class _Selective(Protocol):
+    def of_types(
+        self, names: frozenset[str], start: int = 0, stop: int | None = None
+    ) -> Iterator[Event]: ...
+
+
+def of_types(events: Iterable[Event], names: frozenset[str]) -> Iterable[Event]:
+    """The events of ``events`` whose type is one of ``names``, in order.
+
+    A session's events (which hold most of a log packed) decode only those;
+    any other iterable comes back as it is, for the caller to pass over the
+    other types as it would anyway.
+    """
+    if isinstance(events, _Selective):
+        return events.of_types(names)
+    return events

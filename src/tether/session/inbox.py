@@ -6,10 +6,13 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from tether.session.errors import SessionInvariantError
-from tether.session.events import Event
+from tether.session.events import Event, of_types
 from tether.session.vocabulary import InboxSpliced, UserMessageEvent
 
 __all__ = ["InboxState", "replay_inbox"]
+
+
+_SPLICED = frozenset((InboxSpliced.type,))
 
 
 class InboxState(NamedTuple):
@@ -33,7 +36,7 @@ def replay_inbox(events: Iterable[Event]) -> InboxState:
         EventFormatError: a splice without a payload has malformed data.
     """
     fifos: dict[str, dict[str, UserMessageEvent]] = {"queued": {}, "steering": {}}
-    for event in events:
+    for event in of_types(events, _SPLICED):
         if event.type != InboxSpliced.type:
             continue
         splice = event.payload

@@ -19,16 +19,22 @@ from tether.session.errors import (
     SessionInvariantError,
 )
 from tether.session.events import Event, build_event
+from tether.session.packed import PackedEvents
 from tether.session.payload import EventPayload
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.structure import IN_STEP_ONLY, PendingToolCall, Structure
-from tether.session.vocabulary import BUILTIN_PAYLOADS
+from tether.session.vocabulary import BUILTIN_PAYLOADS, TurnStart
 
-__all__ = ["Lineage", "Observer", "Session", "SessionEvents", "SessionHeader"]
+__all__ = ["Lineage", "LoadedEvents", "Observer", "Session", "SessionEvents", "SessionHeader"]
 
 _log = logging.getLogger(__name__)
 
 _BUILTIN_CLASSES = frozenset(BUILTIN_PAYLOADS)
+_TURN_START = TurnStart.type
+
+UNPACKED_LIMIT = 4096
+"""How many events a session holds decoded at most: past it, a turn that
+is still open has its events packed too."""
 
 
 def _require(ok: bool, message: str) -> None:
@@ -167,24 +173,61 @@ Observer = Callable[["Session", Event], None]
 """Called synchronously with the session and each event appended to it."""
 
 
+def _decoded(
+    events: Iterable[Event], registry: EventRegistry, structure: Structure
+) -> Iterator[Event]:
+    """``events`` decoded through ``registry``, with their seqs and the
+    invariants checked (advancing ``structure``) as each is taken.
+
+    Raises:
+        SessionInvariantError, EventFormatError, UnknownEventTypeError: as
+            `Session.restore`.
+    """
+    payload_class = registry.payload_class
+    classes: dict[str, type[EventPayload] | None] = {}
+    for expected, given in enumerate(events):
+        if given.seq != expected:
+            raise SessionInvariantError(
+                f"expected seq {expected}: seqs are contiguous from 0", seq=given.seq
+            )
+        type_name = given.type
+        try:
+            registered = classes[type_name]
+        except KeyError:
+            registered = classes[type_name] = payload_class(type_name)
+        # Events decoded by this registry already carry their class.
+        if type(given.payload) is registered:
+            event = given
+        else:
+            try:
+                event = registry.decode_event(given)
+            except EventFormatError as error:
+                raise type(error)(f"seq {given.seq}: {error}") from error
+        _check(structure, (event,))
+        yield event
+
+
 class SessionEvents(Sequence[Event]):
     """A read-only, live view of a session's events, in seq order.
 
-    Slicing returns a tuple (a snapshot).
+    Slicing returns a tuple (a snapshot). The events of closed turns are
+    held packed, as their stored lines (`tether.session.packed`), and
+    decoded each time they are read: what a read returns equals what was
+    appended, though it may be another object.
     """
 
-    __slots__ = ("_events",)
+    __slots__ = ("_events", "_registry", "_structure")
 
-    def __init__(self, events: list[Event]) -> None:
+    def __init__(self, events: PackedEvents, structure: Structure, registry: EventRegistry) -> None:
         self._events = events
+        self._structure = structure
+        self._registry = registry
 
     @overload
     def __getitem__(self, index: int) -> Event: ...
     @overload
     def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
     def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
-        if isinstance(index, slice):
-            return tuple(self._events[index])
         return self._events[index]
 
     def __len__(self) -> int:
@@ -193,8 +236,99 @@ class SessionEvents(Sequence[Event]):
     def __iter__(self) -> Iterator[Event]:
         return iter(self._events)
 
+    def __reversed__(self) -> Iterator[Event]:
+        return reversed(self._events)
+
+    def between(self, start: int, stop: int | None = None) -> Iterator[Event]:
+        """The events from seq ``start`` to ``stop`` (exclusive; default: the
+        current end), decoded a run at a time rather than all at once as a
+        slice is. Both bounds are clamped to the log."""
+        length = len(self._events)
+        stop = length if stop is None else max(0, min(stop, length))
+        return self._events.between(max(0, min(start, stop)), stop)
+
+    def of_types(
+        self, names: frozenset[str], start: int = 0, stop: int | None = None
+    ) -> Iterator[Event]:
+        """The events of types ``names`` from seq ``start`` to ``stop`` (as
+        `between`), in order; only those are decoded."""
+        length = len(self._events)
+        stop = length if stop is None else max(0, min(stop, length))
+        return self._events.of_types(names, max(0, min(start, stop)), stop)
+
+    @property
+    def packed(self) -> int:
+        """How many events, from the first, are held packed (decoded when read)."""
+        return self._events.packed
+
     def __repr__(self) -> str:
         return f"<events of a session: {len(self._events)}>"
+
+
+class LoadedEvents(Sequence[Event]):
+    """A stored log's events as a load decodes them, a block of lines at a
+    time: each block is packed as it comes (`PackedEvents.add_lines`) and
+    the log's structural invariants are checked over its events then, so
+    the log is never held decoded whole.
+
+    The first invariant broken is kept, not raised: `Session.restore`
+    raises it, after every line was decoded (a damaged line later on is
+    named first, as before).
+    """
+
+    __slots__ = ("error", "events", "structure")
+
+    def __init__(self) -> None:
+        self.events = PackedEvents()
+        self.structure = Structure()
+        self.error: SessionInvariantError | None = None
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
+    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
+        return self.events[index]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def of_types(
+        self, names: frozenset[str], start: int = 0, stop: int | None = None
+    ) -> Iterator[Event]:
+        """See `SessionEvents.of_types`."""
+        return self.events.of_types(names, start, stop)
+
+    def add(self, lines: bytes | None, events: list[Event]) -> None:
+        """Add the next decoded ``events``, whose stored lines are ``lines``
+        (``None``: not as they are, e.g. read the checked way)."""
+        if self.error is None:
+            try:
+                _check(self.structure, events)
+            except SessionInvariantError as error:
+                self.error = error
+        self.events.add_lines(lines, events)
+
+
+def _check(structure: Structure, events: Iterable[Event]) -> None:
+    """Advance ``structure`` over ``events`` decoded by the session's registry.
+
+    Raises:
+        SessionInvariantError: an event breaks an invariant; ``seq`` names it.
+    """
+    # This loop runs once per stored event. Most of a log is of types whose
+    # one rule is to come inside an open step: that is checked here rather
+    # than through a call per event.
+    in_step_only = IN_STEP_ONLY
+    for event in events:
+        if event.type not in in_step_only or structure.open_step is None:
+            try:
+                structure.advance(event)
+            except SessionInvariantError as error:
+                raise SessionInvariantError(str(error), seq=event.seq) from None
 
 
 class Session:
@@ -241,9 +375,9 @@ class Session:
         self._header = header
         self._registry = DEFAULT_REGISTRY if registry is None else registry
         self._clock = clock
-        self._events: list[Event] = []
-        self._view = SessionEvents(self._events)
+        self._events = PackedEvents()
         self._structure = Structure()
+        self._view = SessionEvents(self._events, self._structure, self._registry)
         self._observers: tuple[Observer, ...] = ()
         self._dispatching = False
 
@@ -267,7 +401,10 @@ class Session:
 
         ``decoded=True`` says the events were decoded by ``registry`` with
         their seqs checked (as `LogBackend.load_events` gives them): only
-        the invariants are checked then.
+        the invariants are checked then, and events a load packed
+        (`LoadedEvents`, checked as they were decoded) are taken as they
+        are. So are the events of another session with the same registry.
+        The events restored are held packed.
 
         Raises:
             SessionInvariantError: an event has the wrong seq or breaks an
@@ -278,50 +415,28 @@ class Session:
         """
         session = cls(header, registry=registry, clock=clock)
         registry = session._registry
-        structure = session._structure
-        stored = session._events
-        append = stored.append
-        payload_class = registry.payload_class
-        classes: dict[str, type[EventPayload] | None] = {}
-        # These loops run once per stored event. Most of a log is of types
-        # whose one rule is to come inside an open step: that is checked
-        # here rather than through a call per event.
-        in_step_only = IN_STEP_ONLY
+        if decoded and isinstance(events, LoadedEvents):
+            if events.error is not None:
+                raise events.error
+            session._adopt(events.events.copy(), events.structure.copy())
+            return session
+        if isinstance(events, SessionEvents) and events._registry is registry:
+            # Another session's events, checked by the same registry.
+            session._adopt(events._events.copy(), events._structure.copy())
+            return session
         if decoded:
             events = list(events)
-            for event in events:
-                if event.type not in in_step_only or structure.open_step is None:
-                    try:
-                        structure.advance(event)
-                    except SessionInvariantError as error:
-                        raise SessionInvariantError(str(error), seq=event.seq) from None
-            stored.extend(events)
-            return session
-        for expected, given in enumerate(events):
-            if given.seq != expected:
-                raise SessionInvariantError(
-                    f"expected seq {expected}: seqs are contiguous from 0", seq=given.seq
-                )
-            type_name = given.type
-            try:
-                registered = classes[type_name]
-            except KeyError:
-                registered = classes[type_name] = payload_class(type_name)
-            # Events decoded by this registry already carry their class.
-            if type(given.payload) is registered:
-                event = given
-            else:
-                try:
-                    event = registry.decode_event(given)
-                except EventFormatError as error:
-                    raise type(error)(f"seq {given.seq}: {error}") from error
-            if type_name not in in_step_only or structure.open_step is None:
-                try:
-                    structure.advance(event)
-                except SessionInvariantError as error:
-                    raise SessionInvariantError(str(error), seq=event.seq) from None
-            append(event)
+            _check(session._structure, events)
+            session._events.extend(events)
+        else:
+            session._events.extend(_decoded(events, registry, session._structure))
+        session._events.pack()
         return session
+
+    def _adopt(self, events: PackedEvents, structure: Structure) -> None:
+        self._events = events
+        self._structure = structure
+        self._view = SessionEvents(events, structure, self._registry)
 
     # -- write side -----------------------------------------------------------------
 
@@ -360,7 +475,11 @@ class Session:
         structure = self._structure
         if event.type not in IN_STEP_ONLY or structure.open_step is None:
             structure.advance(event)
-        self._events.append(event)
+        events = self._events
+        # A turn that begins closes the one before: its events are packed.
+        if event.type == _TURN_START or events.unpacked >= UNPACKED_LIMIT:
+            events.pack()
+        events.append(event)
         if self._observers:
             self._publish(event)
         return event

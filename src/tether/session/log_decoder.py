@@ -98,11 +98,15 @@ class LogDecoder:
         union: object = Union[tuple(records)] if len(records) > 1 else records[0]  # noqa: UP007
         self._lines = msgspec.json.Decoder(union).decode_lines
 
-    def lines(self, block: bytes) -> list[Event] | None:
-        """The events of newline-terminated event lines that begin at seq 0.
+    def decodes(self, type_name: str) -> bool:
+        """Whether this decoder has a class for events of ``type_name``."""
+        return type_name in self._types
+
+    def lines(self, block: bytes, first_seq: int = 0) -> list[Event] | None:
+        """The events of newline-terminated event lines that begin at seq ``first_seq``.
 
         Returns ``None`` unless every line is a whole, valid record of a type
-        this decoder has a class for, with seqs counting up from 0.
+        this decoder has a class for, with seqs counting up from ``first_seq``.
         """
         try:
             records = cast(list[_Record], self._lines(block))
@@ -116,19 +120,19 @@ class LogDecoder:
         append = events.append
         build = _build
         # This loop runs once per event.
-        for index, record in enumerate(records):
-            if record.seq != index:
+        for seq, record in enumerate(records, first_seq):
+            if record.seq != seq:
                 return None
             type_name = record.type_name
             payload = record.data
             finish, lazy = types[type_name]
             if finish is not None or not lazy:
-                event = _finished(type_name, index, record.time, payload, finish)
+                event = _finished(type_name, seq, record.time, payload, finish)
                 if event is None:
                     return None
                 append(event)
                 continue
-            append(build(type_name, index, record.time, None, payload))
+            append(build(type_name, seq, record.time, None, payload))
         return events
 
 

@@ -30,9 +30,9 @@ from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import BUILTIN_PAYLOADS
 
-__all__ = ["DEFAULT_REGISTRY", "EventRegistry"]
+__all__ = ["CORE_PAYLOADS", "DEFAULT_REGISTRY", "EventRegistry"]
 
-_CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
+CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     *BUILTIN_PAYLOADS,
     ToolStopped,
     ToolPreviewed,
@@ -122,7 +122,7 @@ class EventRegistry:
     __slots__ = ("_classes", "_decoders", "_ignorable", "_log_decoder")
 
     def __init__(self) -> None:
-        self._classes: dict[str, type[EventPayload]] = {cls.type: cls for cls in _CORE_PAYLOADS}
+        self._classes: dict[str, type[EventPayload]] = {cls.type: cls for cls in CORE_PAYLOADS}
         self._ignorable: set[str] = set()
         # Built on first use, per class; a registration change drops the entry.
         self._decoders: dict[str, _Decoder] = {}

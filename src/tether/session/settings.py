@@ -34,7 +34,7 @@ from typing import ClassVar, Literal, get_args
 import msgspec
 
 from tether.session.errors import EventFormatError
-from tether.session.events import Event
+from tether.session.events import Event, of_types
 from tether.session.fields import check_id
 from tether.session.vocabulary import EventStruct
 
@@ -44,6 +44,7 @@ __all__ = [
     "PLAN_PRIORITIES",
     "PLAN_STATUSES",
     "SETTINGS_PAYLOADS",
+    "SETTINGS_TYPES",
     "ConfigChanged",
     "HistoryCleared",
     "PermissionGranted",
@@ -152,7 +153,8 @@ SETTINGS_PAYLOADS: tuple[type[EventStruct], ...] = (
 )
 """The payload classes of this module, all in the core vocabulary."""
 
-_SETTINGS_TYPES = frozenset(cls.type for cls in SETTINGS_PAYLOADS)
+SETTINGS_TYPES = frozenset(cls.type for cls in SETTINGS_PAYLOADS)
+"""The types `SessionSettings` folds: the others change nothing in it."""
 
 
 class SessionSettings:
@@ -173,7 +175,7 @@ class SessionSettings:
         self.plan: tuple[PlanEntry, ...] = ()
         self.cleared_at: int | None = None
         self.title: str | None = None
-        for event in events:
+        for event in of_types(events, SETTINGS_TYPES):
             self.advance(event)
 
     @property
@@ -183,7 +185,7 @@ class SessionSettings:
     def advance(self, event: Event) -> bool:
         """Fold ``event`` in; whether it was one of this module's types."""
         # By name first: reading a loaded chunk's payload would build it.
-        if event.type not in _SETTINGS_TYPES:
+        if event.type not in SETTINGS_TYPES:
             return False
         payload = event.payload
         if isinstance(payload, ConfigChanged):

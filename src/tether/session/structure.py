@@ -80,6 +80,20 @@ class Structure:
         self._started: set[str] = set()
         self._resulted: set[str] = set()
 
+    def copy(self) -> Structure:
+        """A structure in the same state, advanced independently of this one."""
+        copy = Structure()
+        copy.open_turn, copy.open_step, copy.last_turn = (
+            self.open_turn,
+            self.open_step,
+            self.last_turn,
+        )
+        copy._last_step = self._last_step
+        copy._requested = dict(self._requested)
+        copy._started = set(self._started)
+        copy._resulted = set(self._resulted)
+        return copy
+
     def _forget_calls(self) -> None:
         # Tool calls belong to their step; between steps there are none.
         self._requested = {}

@@ -428,11 +428,8 @@ class Api:
         return JSONResponse({"turns": [turn.to_json() for turn in turns]})
 
     async def _load(self, session_id: str) -> Session:
-        persistence = self._ctx.get(PERSISTENCE)
-        if persistence is None:
-            raise ApiError(404, f"no session {session_id}")
         try:
-            return await persistence.load(session_id)
+            return await self._hub.follows.load(session_id)
         except SessionNotFoundError:
             raise ApiError(404, f"no session {session_id}") from None
         except (LogStoreError, SessionError) as exc:  # damaged: said, never a traceback

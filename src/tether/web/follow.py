@@ -53,6 +53,8 @@ class Follows:
         self._persistence = persistence
         self._bell = Doorbell()
         self._nudges: dict[str, int] = {}
+        self._loading: dict[str, asyncio.Future[Session]] = {}
+        """The reads of stored sessions under way (see :meth:`load`)."""
         """Per session followed: how many nudges it had (a follower yields on a change)."""
 
     def on_session_event(self, session: Session, event: Event) -> None:
@@ -101,8 +103,7 @@ class Follows:
                 cursor = after_seq
                 batch: Sequence[Event]
                 if self._store.get(session_id) is None:
-                    persistence = self._stored_in(session_id)
-                    loaded = await persistence.load(session_id)
+                    loaded = await self.load(session_id)
                     if self._store.get(session_id) is None:
                         batch = loaded.events[cursor + 1 :]
                         if batch:
@@ -139,6 +140,42 @@ class Follows:
                     await _stop(reader)
                 if self._bell.subscribers(session_id) == 1:  # this follower's own
                     self._nudges.pop(session_id, None)
+
+    async def load(self, session_id: str) -> Session:
+        """The stored session ``session_id``, read to be viewed (never changed).
+
+        Reads of one session asked for while one is under way share it: the
+        views of one page (its events, its details, its usage) hold a big
+        log once, not once each. A read whose asker went away meanwhile is
+        started again by the next one waiting.
+
+        Raises:
+            SessionNotFoundError, CorruptLogError, SessionError: as
+                :meth:`Persistence.load <tether.persist.service.Persistence.load>`.
+        """
+        while (pending := self._loading.get(session_id)) is not None:
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this reader was cancelled, not the shared read
+        persistence = self._stored_in(session_id)
+        shared: asyncio.Future[Session] = asyncio.get_running_loop().create_future()
+        self._loading[session_id] = shared
+        try:
+            session = await persistence.load(session_id)
+        except asyncio.CancelledError:
+            shared.cancel()
+            raise
+        except BaseException as exc:
+            shared.set_exception(exc)
+            shared.exception()  # told to whoever waits; never logged as unheard
+            raise
+        else:
+            shared.set_result(session)
+            return session
+        finally:
+            del self._loading[session_id]
 
     def _stored_in(self, session_id: str) -> Persistence:
         if self._persistence is None:

@@ -20,7 +20,7 @@ from tether.persist.backends.records import HeaderRecord, parse_stored_header
 from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
-    from tether.session.events import Event
+    from tether.session.log import LoadedEvents
     from tether.session.registry import EventRegistry
 
 
@@ -49,11 +49,12 @@ class StoredLog(msgspec.Struct, frozen=True):
 
 class LoadedLog(msgspec.Struct, frozen=True):
     """A session log as loaded and decoded: the header as a fresh dict, and
-    the events, each at its seq (``events[i].seq == i``) and carrying the
-    payload the registry it was decoded by gives its type."""
+    the events, each at its seq and carrying the payload the registry it
+    was decoded by gives its type, held packed as `Session.restore` takes
+    them (with ``decoded=True``)."""
 
     header: HeaderRecord
-    events: list[Event]
+    events: LoadedEvents
     repaired_tail: TornTail | None = None
 
 

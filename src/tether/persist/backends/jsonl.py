@@ -30,7 +30,7 @@ import builtins
 import logging
 import os
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_Events = TypeVar("_Events", bound=Sequence[object])
+_Events = TypeVar("_Events", bound=Sized)
 
 _SUFFIX = ".jsonl"
 _TEMP_SUFFIX = ".tmp"

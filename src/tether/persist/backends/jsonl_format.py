@@ -21,6 +21,7 @@ import fcntl
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from tether.persist.backends.errors import (
     InvalidRecordError,
     UnsupportedFormatError,
 )
-from tether.persist.backends.lines import decode_lines, parse_lines
+from tether.persist.backends.lines import BLOCK, decode_blocks, parse_lines
 from tether.persist.backends.records import (
     HeaderRecord,
     encode_json,
@@ -43,7 +44,7 @@ from tether.persist.backends.summary import Activity, title_of
 from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
-    from tether.session.events import Event
+    from tether.session.log import LoadedEvents
     from tether.session.registry import EventRegistry
 
 __all__ = [
@@ -179,25 +180,53 @@ class SessionFile:
     def parse_events(self, start: int, end: int) -> builtins.list[StoredEvent]:
         """Parse and validate the event lines in ``[start, end)``, which begin at seq 0.
 
+        Read a block at a time (:meth:`blocks`).
+
         Raises:
             CorruptLogError: a line is not a valid event, or its seq is out of order.
         """
-        return self._parse_block(self.read(start, end), start)
+        events: builtins.list[StoredEvent] = []
+        for block in self.blocks(start, end):
+            try:
+                events += parse_lines(block, len(events))
+            except BadRecordError as exc:
+                raise self._corrupt(
+                    self._line_number(start) + len(events) + exc.index, exc.reason
+                ) from None
+        return events
 
-    def decode_events(self, start: int, end: int, registry: EventRegistry) -> builtins.list[Event]:
+    def decode_events(self, start: int, end: int, registry: EventRegistry) -> LoadedEvents:
         """Decode the event lines in ``[start, end)``, which begin at seq 0, into events.
 
-        In one pass (`LogDecoder.lines`) when every line allows it; otherwise
-        parsed as :meth:`parse_events` does, then decoded by ``registry``.
+        Decoded as read, a block at a time, and kept packed (`decode_blocks`),
+        so the file is never held decoded whole.
 
         Raises:
             CorruptLogError: a line is not a valid event, or its seq is out of order.
             UnknownEventTypeError, EventFormatError: as `EventRegistry.decode_stored`.
         """
         try:
-            return decode_lines(self.read(start, end), registry)
+            return decode_blocks(self.blocks(start, end), registry)
         except BadRecordError as exc:
             raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
+
+    def blocks(self, start: int, end: int) -> Iterator[bytes]:
+        """The lines in ``[start, end)`` (``end`` just past a newline), read in
+        runs of whole lines of about :data:`BLOCK` bytes.
+
+        A line longer than a block comes whole, in a block of its own size.
+        """
+        while start < end:
+            stop = min(start + BLOCK, end)
+            block = self.read(start, stop)
+            if stop < end:
+                cut = block.rfind(b"\n") + 1
+                if cut:
+                    block = block[:cut]
+                else:
+                    block += self.read(stop, self._find_newline(stop) + 1)
+            yield block
+            start += len(block)
 
     def line_start(self, end: int) -> int:
         """Where the line that ends just before offset ``end`` (past its newline) starts."""
@@ -221,47 +250,60 @@ class SessionFile:
         except BadRecordError as exc:
             raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
 
-    def _parse_block(self, block: bytes, start: int) -> builtins.list[StoredEvent]:
-        try:
-            return parse_lines(block, 0)
-        except BadRecordError as exc:
-            raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
-
     def scan_activity(self, layout: Layout) -> Activity:
         """Fold the file's events into an :class:`Activity` without parsing most of them.
+
+        The file is read a block at a time (:meth:`blocks`): what a listing
+        holds of a session is one block, whatever the session's size.
 
         Raises:
             CorruptLogError: a line that had to be parsed is not a valid event.
         """
         if layout.last_event is None:
             return Activity()
-        # Starting at the header's newline puts a newline before every event line.
-        start = layout.header_end - 1
-        window = self.read(start, layout.end)
+        activity = Activity()
+        offset, seq = layout.header_end, 0
+        for block in self.blocks(layout.header_end, layout.end):
+            activity = self._scan_block(block, offset, seq, activity)
+            offset += len(block)
+            seq += block.count(b"\n")
+        return Activity(activity.turn_count, layout.last_event.time, activity.title)
+
+    def _scan_block(self, block: bytes, offset: int, seq: int, activity: Activity) -> Activity:
+        """``activity`` after the event lines ``block``, found at ``offset``, from seq ``seq``."""
+        # A newline before the block puts one before every event line.
+        window = b"\n" + block
         if window.count(_EVENT_START) != window.count(b"\n") - 1:
             # Not all in this backend's compact form: parse it the exact way.
-            return Activity().extend(self.parse_events(layout.header_end, layout.end))
-        title = None
-        found = window.find(_USER_MESSAGE)
-        while title is None and found >= 0:
-            line_end = window.index(b"\n", found + 1) + 1
             try:
-                [message] = parse_lines(window[found + 1 : line_end], None)
+                return activity.extend(parse_lines(block, seq))
             except BadRecordError as exc:
-                raise self._corrupt(self._line_number(start + found + 1), exc.reason) from None
-            title = title_of(message.data_object())
-            found = window.find(_USER_MESSAGE, line_end - 1)
+                raise self._corrupt(self._line_number(offset) + exc.index, exc.reason) from None
+        title = activity.title
+        found = window.find(_USER_MESSAGE) if title is None else -1
+        while title is None and found >= 0:
+            title = title_of(self._line_in(window, found, offset).data_object())
+            found = window.find(_USER_MESSAGE, found + 1)
         named = window.rfind(_SESSION_TITLE)
         if named >= 0:
             # A title written for the session replaces the first prompt's.
-            line_end = window.index(b"\n", named + 1) + 1
-            try:
-                [titled] = parse_lines(window[named + 1 : line_end], None)
-            except BadRecordError as exc:
-                raise self._corrupt(self._line_number(start + named + 1), exc.reason) from None
-            written = titled.data_object().get("title")
+            written = self._line_in(window, named, offset).data_object().get("title")
             title = written if isinstance(written, str) and written else title
-        return Activity(window.count(_TURN_START), layout.last_event.time, title)
+        return Activity(activity.turn_count + window.count(_TURN_START), None, title)
+
+    def _line_in(self, window: bytes, newline: int, offset: int) -> StoredEvent:
+        """The event on the line after ``window[newline]``, a window that starts
+        just before file offset ``offset``.
+
+        Raises:
+            CorruptLogError: the line is not a valid event.
+        """
+        line_end = window.index(b"\n", newline + 1) + 1
+        try:
+            [event] = parse_lines(window[newline + 1 : line_end], None)
+        except BadRecordError as exc:
+            raise self._corrupt(self._line_number(offset + newline), exc.reason) from None
+        return event
 
     def cut_torn_tail(self, layout: Layout) -> None:
         """Truncate the file to its last intact line, durably."""

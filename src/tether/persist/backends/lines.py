@@ -4,30 +4,35 @@ A batch is stored as its event lines: each event in compact JSON with its
 keys in the order ``type, seq, time, data``, each line ending in a newline.
 The JSONL backend appends them to a session's file; the SQLite backend
 keeps each batch's lines in one row. Reading a log back is then the same for
-both: the lines of the whole log, from seq 0, decoded in one pass
-(`LogDecoder.lines`), or, when that pass refuses them, parsed line by line
-so the first bad one is named.
+both: the lines of the whole log, from seq 0, decoded a block of lines at a
+time as they are read, each block in one pass (`LogDecoder.lines`), or, when
+that pass refuses it, parsed line by line so the first bad one is named.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
 from tether.persist.backends.bulk import BadRecordError, decode_event_lines_of
 from tether.persist.backends.records import EventRecord, encode_record
+from tether.session.log import LoadedEvents
 from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
-    from tether.session.events import Event
     from tether.session.registry import EventRegistry
 
-__all__ = ["decode_lines", "encode_lines", "parse_lines"]
+__all__ = ["BLOCK", "decode_blocks", "drained", "encode_lines", "gathered", "parse_lines"]
 
 _ENCODER = msgspec.json.Encoder()
+
+_T = TypeVar("_T")
+
+BLOCK = 1 << 20
+"""About how many bytes of event lines a load or a listing decodes at a time."""
 
 
 def encode_lines(batch: Sequence[EventRecord]) -> bytes:
@@ -74,17 +79,58 @@ def parse_lines(block: bytes, first_seq: int | None) -> builtins.list[StoredEven
     return decode_event_lines_of(text, first_seq)
 
 
-def decode_lines(block: bytes, registry: EventRegistry) -> builtins.list[Event]:
+def decode_blocks(blocks: Iterable[bytes], registry: EventRegistry) -> LoadedEvents:
     """Decode the event lines of a whole log, which begin at seq 0, into events.
 
-    In one pass when every line allows it; otherwise parsed as
-    :func:`parse_lines` parses them, then decoded by ``registry``.
+    ``blocks`` are runs of whole lines in log order, read one at a time:
+    each is decoded (every line checked), then kept packed as it was read
+    (`LoadedEvents.add`), so a load holds the log's lines and one block's
+    events, never the whole log decoded. Each block is decoded in one pass
+    when every line allows it; otherwise parsed as :func:`parse_lines`
+    parses them, then decoded by ``registry``.
 
     Raises:
-        BadRecordError: a line is not a valid event, or its seq is out of order.
+        BadRecordError: a line is not a valid event, or its seq is out of
+            order; its ``index`` counts lines from the log's first.
         UnknownEventTypeError, EventFormatError: as `EventRegistry.decode_stored`.
     """
-    events = registry.log_decoder().lines(block)
-    if events is None:
-        events = registry.decode_stored(parse_lines(block, 0))
+    decoder = registry.log_decoder()
+    events = LoadedEvents()
+    for block in blocks:
+        first = len(events)
+        decoded = decoder.lines(block, first)
+        if decoded is not None:
+            events.add(block, decoded)
+            continue
+        try:
+            decoded = registry.decode_stored(parse_lines(block, first))
+        except BadRecordError as exc:
+            raise BadRecordError(first + exc.index, exc.reason) from None
+        events.add(None, decoded)
     return events
+
+
+def gathered(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """Runs of whole lines ``pieces`` joined into blocks of about :data:`BLOCK` bytes.
+
+    Each piece is taken only when its block is built, so a lazy ``pieces``
+    is read a block ahead at most.
+    """
+    block: builtins.list[bytes] = []
+    size = 0
+    for piece in pieces:
+        block.append(piece)
+        size += len(piece)
+        if size >= BLOCK:
+            yield b"".join(block)
+            block, size = [], 0
+    if block:
+        yield b"".join(block)
+
+
+def drained(items: builtins.list[_T]) -> Iterator[_T]:
+    """The items of ``items`` in order, each removed from the list as it is
+    taken, so rows read whole are freed as they are decoded, not after."""
+    items.reverse()
+    while items:
+        yield items.pop()

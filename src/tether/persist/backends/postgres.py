@@ -52,7 +52,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,7 +73,7 @@ from tether.persist.backends.errors import (
     UnsupportedFormatError,
 )
 from tether.persist.backends.lease import Holder, SessionLeasedError, SessionTakenOverError
-from tether.persist.backends.lines import decode_lines, parse_lines
+from tether.persist.backends.lines import decode_blocks, drained, gathered, parse_lines
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
@@ -590,16 +590,23 @@ class PostgresBackend:
                 have a gap; it names the session and seq.
         """
         header, rows = self._read(session_id)
+        events: builtins.list[StoredEvent] = []
         try:
-            return StoredLog(header, parse_lines(_event_lines(rows), 0))
+            for block in _event_blocks(rows):
+                events += parse_lines(block, len(events))
         except BadRecordError as exc:
-            raise CorruptLogError(session_id, exc.reason, seq=exc.index) from None
+            raise CorruptLogError(session_id, exc.reason, seq=len(events) + exc.index) from None
+        return StoredLog(header, events)
 
     def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
-        """Read the whole log and decode it; see :meth:`LogBackend.load_events`."""
+        """Read the whole log and decode it; see :meth:`LogBackend.load_events`.
+
+        The rows become event lines and are decoded a block at a time
+        (`decode_blocks`), each row let go once decoded.
+        """
         header, rows = self._read(session_id)
         try:
-            return LoadedLog(header, decode_lines(_event_lines(rows), registry))
+            return LoadedLog(header, decode_blocks(_event_blocks(rows), registry))
         except BadRecordError as exc:
             raise CorruptLogError(session_id, exc.reason, seq=exc.index) from None
 
@@ -1080,21 +1087,29 @@ def _without_nul(value: object) -> object:
     return value
 
 
-def _event_lines(rows: Sequence[_Row]) -> bytes:
-    """The event lines (`tether.persist.backends.lines`) of event rows, in their order.
+def _event_lines(rows: Iterable[_Row]) -> bytes:
+    """The event lines (`tether.persist.backends.lines`) of event rows, in their order."""
+    return b"".join([_event_line(row) for row in rows])
 
-    Each row becomes the line the file backends store, its ``data`` as the
-    database gives it back; the lines are then read by the same decoder as
-    theirs, which checks each one (a row's ``data`` that is not a JSON
-    object fails there, naming its seq).
+
+def _event_line(row: _Row) -> bytes:
+    """The event line of an event row: the line the file backends store, its
+    ``data`` as the database gives it back.
+
+    The lines are then read by the same decoder as theirs, which checks each
+    one (a row's ``data`` that is not a JSON object fails there, naming its seq).
     """
-    encode = _LINE_ENCODER.encode
-    return b"".join(
-        [
-            encode({"type": kind, "seq": seq, "time": time, "data": msgspec.Raw(data)}) + b"\n"
-            for seq, kind, time, data in rows
-        ]
+    seq, kind, time, data = row
+    return (
+        _LINE_ENCODER.encode({"type": kind, "seq": seq, "time": time, "data": msgspec.Raw(data)})
+        + b"\n"
     )
+
+
+def _event_blocks(rows: builtins.list[_Row]) -> Iterator[bytes]:
+    """:func:`_event_lines` of ``rows`` in blocks (`gathered`), each row let go
+    as its block is built."""
+    return gathered(_event_line(row) for row in drained(rows))
 
 
 _LINE_ENCODER = msgspec.json.Encoder()

@@ -49,7 +49,13 @@ from tether.persist.backends.lease import (
     process_alive,
     process_start,
 )
-from tether.persist.backends.lines import decode_lines, encode_lines, parse_lines
+from tether.persist.backends.lines import (
+    decode_blocks,
+    drained,
+    encode_lines,
+    gathered,
+    parse_lines,
+)
 from tether.persist.backends.records import (
     HeaderRecord,
     check_continues,
@@ -311,21 +317,25 @@ class SqliteBackend:
             CorruptLogError: the stored header or an event is invalid, or seqs
                 have a gap; it names the session and seq.
         """
-        header, lines = self._read(session_id)
+        header, blocks = self._read(session_id)
+        events: builtins.list[StoredEvent] = []
         try:
-            return StoredLog(header, parse_lines(lines, 0))
+            for block in blocks:
+                events += parse_lines(block, len(events))
         except BadRecordError as exc:
-            raise _corrupt(session_id, exc) from None
+            raise CorruptLogError(session_id, exc.reason, seq=len(events) + exc.index) from None
+        return StoredLog(header, events)
 
     def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
         """Read the whole log and decode it; see :meth:`LogBackend.load_events`.
 
-        The event lines of all its batches are decoded in one pass
-        (`decode_lines`), as the JSONL backend decodes a file's.
+        The event lines of its batches are decoded a block at a time
+        (`decode_blocks`), as the JSONL backend decodes a file's, each batch
+        row let go once decoded.
         """
-        header, lines = self._read(session_id)
+        header, blocks = self._read(session_id)
         try:
-            return LoadedLog(header, decode_lines(lines, registry))
+            return LoadedLog(header, decode_blocks(blocks, registry))
         except BadRecordError as exc:
             raise _corrupt(session_id, exc) from None
 
@@ -360,13 +370,17 @@ class SqliteBackend:
         skip = max(0, after_seq + 1 - first)
         return events[skip:]
 
-    def _read(self, session_id: str) -> tuple[HeaderRecord, bytes]:
-        """The session's header and the event lines of its whole log, in seq order.
+    def _read(self, session_id: str) -> tuple[HeaderRecord, Iterator[bytes]]:
+        """The session's header and the event lines of its whole log, in seq
+        order, in blocks (`gathered`) to be taken once.
+
+        The rows are read in one transaction; each is let go as its block is
+        taken.
 
         Raises:
             SessionNotFoundError: the session has no row.
-            CorruptLogError: the stored header is invalid, or a batch holds
-                something other than event lines.
+            CorruptLogError: the stored header is invalid, or (as its block is
+                taken) a batch holds something other than event lines.
         """
         validate_session_id(session_id)
         with self._transaction(write=False) as conn:
@@ -376,14 +390,14 @@ class SqliteBackend:
             if stored is None:
                 raise SessionNotFoundError(session_id)
             if self._version == _EVENT_ROWS:
-                lines = _lines_of_event_rows(conn, session_id)
+                blocks = iter([_lines_of_event_rows(conn, session_id)])
             else:
                 batches = conn.execute(
                     "SELECT first_seq, lines FROM batches WHERE session_id = ? ORDER BY first_seq",
                     (session_id,),
                 ).fetchall()
-                lines = _joined(session_id, batches)
-        return parse_stored_header(session_id, stored[0]), lines
+                blocks = gathered(_lines(session_id, *row) for row in drained(batches))
+        return parse_stored_header(session_id, stored[0]), blocks
 
     def list(self) -> builtins.list[SessionSummary]:
         """Summarise every session from its row, newest activity first; see :meth:`LogBackend.list`.
@@ -599,20 +613,25 @@ def _joined(session_id: str, batches: Sequence[tuple[int, object]]) -> bytes:
     """The lines of batch rows ``(first_seq, lines)``, in their order, as one block.
 
     Raises:
-        CorruptLogError: a row's lines are neither bytes nor text (SQLite
+        CorruptLogError: as :func:`_lines`.
+    """
+    return b"".join([_lines(session_id, first_seq, lines) for first_seq, lines in batches])
+
+
+def _lines(session_id: str, first_seq: int, lines: object) -> bytes:
+    """The event lines of a batch row.
+
+    Raises:
+        CorruptLogError: the row's lines are neither bytes nor text (SQLite
             stores what it is given).
     """
-    blocks: builtins.list[bytes] = []
-    for first_seq, lines in batches:
-        if type(lines) is bytes:
-            blocks.append(lines)
-        elif type(lines) is str:
-            blocks.append(lines.encode("utf-8"))
-        else:
-            raise CorruptLogError(
-                session_id, "the batch stored from here holds no event lines", seq=first_seq
-            )
-    return b"".join(blocks)
+    if type(lines) is bytes:
+        return lines
+    if type(lines) is str:
+        return lines.encode("utf-8")
+    raise CorruptLogError(
+        session_id, "the batch stored from here holds no event lines", seq=first_seq
+    )
 
 
 _ENCODER = msgspec.json.Encoder()
