@@ -157,6 +157,30 @@ async def test_with_the_disk_full_a_prompt_is_answered_with_an_error_and_writing
     assert "Traceback" not in server.stderr()
 
 
+async def test_a_queued_prompt_refused_on_a_full_disk_never_runs(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "home", size="1m") as home:
+        async with serving(tmp_path) as server:
+            sid = await server.new_session()
+            assert await server.prompt(sid, "before") == "end_turn"
+            filler = fill(home)
+            prompt = [{"type": "text", "text": LARGE}]
+            with pytest.raises(RequestError) as refused:
+                await server.conn.ext_method("tether/queue", {"sessionId": sid, "prompt": prompt})
+            assert f"session {sid}: the prompt could not be stored: No space left on device" in (
+                str(refused.value.args)
+            )
+            filler.unlink()
+            assert await server.prompt(sid, "after") == "end_turn"
+        events = server.log(sid)
+    # Told it failed, it never ran: no turn for it, and the log withdraws it.
+    assert prompts(events) == ["before", "after"]
+    reasons = [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"]
+    assert reasons == ["completed"] * 2
+    ops = [e["data"]["op"] for e in events if e["type"] == "agent/inbox/spliced"]
+    assert ops == ["insert", "claim", "insert", "discard", "insert", "claim"]
+    assert "Traceback" not in server.stderr()
+
+
 async def test_a_retried_request_is_announced_live_and_replayed_without_the_abandoned_text(
     tmp_path: Path,
 ) -> None:

@@ -124,7 +124,9 @@ def read_until(stream: Any, marker: str) -> str:
 
 
 @pytest.mark.timeout(60)
-def test_chat_shows_the_next_prompt_only_once_the_turn_is_stored(tmp_path: Path) -> None:
+def test_chat_shows_the_next_prompt_only_once_the_turn_is_stored_and_never_runs_a_refused_one(
+    tmp_path: Path,
+) -> None:
     with tmpfs(tmp_path / "home", size="512k") as home:
         chat = subprocess.Popen(
             [sys.executable, "-m", "tether.cli.main", "chat"],
@@ -144,7 +146,7 @@ def test_chat_shows_the_next_prompt_only_once_the_turn_is_stored(tmp_path: Path)
             chat.stdin.write("full " + "x" * 8000 + "\n")
             chat.stdin.flush()
             before_prompt = read_until(chat.stderr, "you> ")
-            assert "could not be stored: the disk is full" in before_prompt
+            assert "the prompt could not be stored: No space left on device" in before_prompt
             filler.unlink()
             chat.stdin.write("/quit\n")
             chat.stdin.flush()
@@ -153,11 +155,13 @@ def test_chat_shows_the_next_prompt_only_once_the_turn_is_stored(tmp_path: Path)
         finally:
             chat.kill()
         assert chat.returncode == 0, rest
-        # Once space returned, the pending turn was written: nothing was lost.
         stored = list((home / "sessions").glob("*.jsonl"))
         assert len(stored) == 1
         records = [json.loads(line) for line in stored[0].read_bytes().splitlines()]
-        assert [r.get("type") for r in records].count("turn/end") == 2
+        # The refused prompt never ran: one turn, and the log withdraws it.
+        assert [r.get("type") for r in records].count("turn/end") == 1
+        ops = [r["data"]["op"] for r in records if r.get("type") == "agent/inbox/spliced"]
+        assert ops == ["insert", "claim", "insert", "discard"]
 
 
 # -- one live owner ---------------------------------------------------------------

@@ -675,4 +675,10 @@ async def test_a_prompt_the_page_was_told_failed_never_runs(
     assert len(prompts) == 1 and "accepted" in prompts[0]  # the refused one never ran
     answers = [json.dumps(r["data"]) for r in stored if r.get("type") == "assistant/message"]
     assert answers and not any("refused" in answer for answer in answers)
+    # No turn was opened for it: the one turn is the accepted prompt's, and it completed.
+    ends = [r["data"]["reason"] for r in stored if r.get("type") == "turn/end"]
+    assert ends == [{"kind": "completed"}]
+    # It was withdrawn in the log, so a resume does not run it either.
+    splices = [r["data"] for r in stored if r.get("type") == "agent/inbox/spliced"]
+    assert [s["op"] for s in splices] == ["insert", "discard", "insert", "claim"]
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

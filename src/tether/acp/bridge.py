@@ -96,7 +96,7 @@ from tether.agent import (
 from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry, parse_command
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
-from tether.agent.types import AgentStatus
+from tether.agent.types import AgentStatus, Target
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
 from tether.persist.backends.errors import storage_failure
@@ -575,27 +575,31 @@ class Bridge:
         if answer:
             record.send({"sessionUpdate": "agent_message_chunk", "content": _text(answer)})
 
-    def steer(self, session_id: str, message: UserMessage) -> None:
-        """Deliver ``message`` to the running turn of ``session_id`` at its next step.
+    async def steer(self, session_id: str, message: UserMessage) -> None:
+        """Deliver ``message`` to the running turn of ``session_id`` at its next step;
+        return once it is stored (:meth:`~tether.agent.Agent.submit`).
 
         Raises:
             UnknownSessionError, BridgeClosedError,
             SessionIdleError: no turn runs and no prompt is in flight.
+            NotStoredError (of the agent layer): it could not be stored; it never runs.
         """
         self._check_open()
         record = self.record(session_id)
         if record.agent.status is not AgentStatus.RUNNING and not record.answering:
             raise SessionIdleError(session_id)
-        _deliver(record.agent.steer, message)
+        await _submit(record.agent, message, Target.STEERING)
 
-    def queue(self, session_id: str, message: UserMessage) -> None:
-        """Queue ``message`` as its own next turn of ``session_id``, without waiting for it.
+    async def queue(self, session_id: str, message: UserMessage) -> None:
+        """Queue ``message`` as its own next turn of ``session_id``; return once it is
+        stored, without waiting for its turn (:meth:`~tether.agent.Agent.submit`).
 
         Raises:
-            UnknownSessionError, BridgeClosedError.
+            UnknownSessionError, BridgeClosedError,
+            NotStoredError (of the agent layer): it could not be stored; it never runs.
         """
         self._check_open()
-        _deliver(self.record(session_id).agent.followup, message)
+        await _submit(self.record(session_id).agent, message, Target.QUEUED)
 
     @property
     def _namer(self) -> Callable[[SessionRecord, str], None] | None:
@@ -924,9 +928,10 @@ class _Opening:
         return record
 
 
-def _deliver(send: Callable[[UserMessage], None], message: UserMessage) -> None:
+async def _submit(agent: Agent, message: UserMessage, target: Target) -> None:
+    """``agent.submit``, a disposed agent being a closing bridge."""
     try:
-        send(message)
+        await agent.submit(message, target)
     except AgentDisposedError as exc:
         raise BridgeClosedError(str(exc)) from None
 

@@ -424,12 +424,12 @@ class AcpServer:
         self._track_handler()
         bridge = await self._bridge()
         with _errors():
+            # Answered once the delivery is on disk; one that cannot be stored is
+            # withdrawn (a request cancelled meanwhile too): it never runs.
             if method == STEER:
-                bridge.steer(session_id, message)
+                await bridge.steer(session_id, message)
             else:
-                bridge.queue(session_id, message)
-            # Acknowledged only once the delivery is on disk.
-            await asyncio.shield(bridge.acknowledge(session_id))
+                await bridge.queue(session_id, message)
         return {"messageId": message.id, "queue": "steering" if method == STEER else "queued"}
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:

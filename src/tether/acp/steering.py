@@ -2,7 +2,10 @@
 
 Both are requests with params ``{"sessionId", "prompt"}`` (``prompt``: content
 blocks, as in ``session/prompt``) and answer ``{"messageId", "queue"}`` once
-the message is on disk (durable before acknowledged):
+the message is on disk (durable before acknowledged; the agent's
+``submit``). A message that cannot be stored is answered with a one-line
+error (``-32603``) and withdrawn: it never runs, and neither does one whose
+request is cancelled before it is stored.
 
 * ``_tether/steer`` — the message reaches the running turn at its next step
   boundary (after the tool calls in progress), as input the model sees before

@@ -5,6 +5,7 @@ from tether.agent.errors import (
     AgentCreateError,
     AgentDisposedError,
     AgentError,
+    NotStoredError,
 )
 from tether.agent.registry import AgentFactory, AgentRegistry, AgentsView, Setup
 from tether.agent.types import (
@@ -30,6 +31,7 @@ __all__ = [
     "AgentStatus",
     "AgentsView",
     "CancelCause",
+    "NotStoredError",
     "Setup",
     "Target",
     "UserMessage",

@@ -17,3 +17,26 @@ class AgentCreateError(AgentError):
 
 class AgentDisposedError(AgentError):
     """The agent was disposed; it accepts no more input."""
+
+
+class NotStoredError(AgentError):
+    """What was submitted could not be stored: it was refused, and it never runs.
+
+    The message is one line: ``session ID: WHAT could not be stored: WHY``.
+    """
+
+    @classmethod
+    def of(cls, session_id: str, what: str, error: BaseException) -> NotStoredError:
+        """The one-line refusal of ``what`` (``the prompt``, ``the session``) in
+        ``session_id``, saying why storing it failed (``error``, or the first error of a
+        group): an ``OSError``'s own words and file, a database's primary message."""
+        from tether.persist.backends.errors import storage_failure
+
+        cause = error
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        if isinstance(cause, OSError) and cause.strerror:
+            reason = cause.strerror + (f": {cause.filename}" if cause.filename else "")
+        else:
+            reason = storage_failure(cause)
+        return cls(f"session {session_id}: {what} could not be stored: {reason}")

@@ -5,6 +5,12 @@ input for the next step boundary of the running turn. **Every change is
 appended to the session first** (``agent/inbox/spliced``), so resuming a
 session rebuilds the inbox exactly (:func:`tether.session.replay_inbox`).
 
+A message inserted ``held`` (a submission waiting for its insert to be on
+disk) is in its FIFO but not claimable: a claim takes messages from the head
+and stops at the first held one, so what follows it waits and the order is
+kept. :meth:`Inbox.release` makes it claimable; :meth:`Inbox.withdraw`
+removes it (a ``discard`` splice). A cancel clears held messages too.
+
 Live notifications (``emit``; each receives ``(agent, messages, queue)``):
 ``agent/inbox/inserted``, ``agent/inbox/claimed``, ``agent/inbox/discarded``.
 """
@@ -41,23 +47,55 @@ class Inbox:
             Target.QUEUED: deque(from_event(m) for m in state.queued),
             Target.STEERING: deque(from_event(m) for m in state.steering),
         }
+        self._held: dict[str, Target] = {}
+        """Messages inserted but not claimable yet (their insert is not durable), by id."""
 
     def pending(self, target: Target) -> tuple[UserMessage, ...]:
         return tuple(self._fifos[target])
 
     def __bool__(self) -> bool:
+        """Whether anything is pending, claimable or held."""
         return any(self._fifos.values())
 
-    def has(self, target: Target) -> bool:
-        return bool(self._fifos[target])
+    @property
+    def holding(self) -> bool:
+        """Whether a held message (one waiting to be durable) is pending."""
+        return bool(self._held)
 
-    def insert(self, message: UserMessage, target: Target) -> None:
-        """Append ``message`` to ``target`` (logged first)."""
+    def has(self, target: Target) -> bool:
+        """Whether a claim of ``target`` would take something (its head is not held)."""
+        fifo = self._fifos[target]
+        return bool(fifo) and fifo[0].id not in self._held
+
+    def insert(self, message: UserMessage, target: Target, *, held: bool = False) -> None:
+        """Append ``message`` to ``target`` (logged first); ``held``: not claimable
+        until :meth:`release`."""
         self._session.append(
             InboxSpliced(queue=target.value, op="insert", messages=(to_event(message),))
         )
         self._fifos[target].append(message)
+        if held:
+            self._held[message.id] = target
         self._notify(INBOX_INSERTED, (message,), target)
+
+    def release(self, message_id: str) -> bool:
+        """Make the held message ``message_id`` claimable; whether it is still pending
+        (a cancel may have cleared it)."""
+        return self._held.pop(message_id, None) is not None
+
+    def withdraw(self, message_id: str) -> bool:
+        """Remove the held message ``message_id`` from its FIFO, logged first as a
+        ``discard`` splice (so a resume agrees); whether it was still pending."""
+        target = self._held.get(message_id)
+        if target is None:
+            return False
+        fifo = self._fifos[target]
+        message = next(m for m in fifo if m.id == message_id)
+        self._session.append(InboxSpliced(queue=target.value, op="discard", ids=(message_id,)))
+        del self._held[message_id]
+        fifo.remove(message)
+        self._notify(INBOX_DISCARDED, (message,), target)
+        return True
 
     def claim_turn(self) -> tuple[UserMessage, ...]:
         """Take the input of a new turn: one queued prompt, then all pending steering."""
@@ -75,16 +113,24 @@ class Inbox:
         )
 
     def _take(self, target: Target, limit: int | None, op: InboxOp) -> tuple[UserMessage, ...]:
+        """Remove up to ``limit`` messages from the head of ``target``, logged first as
+        ``op``. A claim stops at the first held message; a cancel takes held ones too."""
         fifo = self._fifos[target]
-        count = len(fifo) if limit is None else min(limit, len(fifo))
-        if count == 0:
+        taken: list[UserMessage] = []
+        for message in fifo:
+            if (limit is not None and len(taken) == limit) or (
+                op == "claim" and message.id in self._held
+            ):
+                break
+            taken.append(message)
+        if not taken:
             return ()
-        taken = tuple(list(fifo)[:count])
         self._session.append(
             InboxSpliced(queue=target.value, op=op, ids=tuple(m.id for m in taken))
         )
-        for _ in range(count):
+        for message in taken:
             fifo.popleft()
+            self._held.pop(message.id, None)
         event = INBOX_CLAIMED if op == "claim" else INBOX_DISCARDED
-        self._notify(event, taken, target)
-        return taken
+        self._notify(event, tuple(taken), target)
+        return tuple(taken)

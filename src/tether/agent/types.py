@@ -133,6 +133,19 @@ class Agent(Protocol):
         """Deliver ``message`` to ``target``; wake the driver if ``wakeup``."""
         ...
 
+    async def submit(self, message: UserMessage, target: Target = Target.QUEUED) -> None:
+        """Deliver ``message`` to ``target`` and wake the driver — durably: the send to
+        acknowledge to someone. Returns once the delivery is on disk; the driver claims
+        the message only from then on (input sent behind it waits: the order is kept).
+        When storing it fails, the message is withdrawn (logged as discarded): it never
+        runs, and no turn is opened for it. A cancel meanwhile clears it as any other.
+
+        Raises:
+            AgentDisposedError: the agent is being or has been disposed.
+            NotStoredError: it could not be stored (one line saying why).
+        """
+        ...
+
     def followup(self, message: UserMessage) -> None:
         """Queue ``message`` as its own next turn and wake the driver."""
         ...

@@ -17,7 +17,9 @@ is shown of the work is :mod:`tether.cli.work`'s.
 
 The ``you>`` prompt appears only once the turn before it is on disk; a turn
 that could not be stored is reported instead, on one line (the chat goes
-on, and writing resumes when the disk allows). While a turn runs, the editor
+on, and writing resumes when the disk allows). A prompt runs (and ``(queued:
+…)`` is shown) only once it is stored; one that cannot be is refused on one
+line and never runs. While a turn runs, the editor
 shows ``queue>``. SIGTERM and SIGHUP cancel the running turn and leave, with
 exit status 143 or 129. ``--mode ask`` puts each tool call to the person
 first (:mod:`tether.cli.asking`); the next line entered answers it.
@@ -35,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from tether.agent import Agent, AgentStatus, CancelCause, UserMessage
+from tether.agent import Agent, AgentStatus, CancelCause, NotStoredError, Target, UserMessage
 from tether.agent.commands import (
     COMMANDS,
     CommandCall,
@@ -340,7 +342,7 @@ class _Chat:
         """One entry: a command, or a prompt (queued, or steering, if a turn runs)."""
         parsed = parse_command(text)
         if parsed is None:
-            self._prompt(text, steer=steer)
+            await self._prompt(text, steer=steer)
             return
         self.ready = False
         try:
@@ -350,17 +352,29 @@ class _Chat:
         if self.agent.status is AgentStatus.IDLE:
             await self._show_ready()
 
-    def _prompt(self, text: str, *, steer: bool) -> None:
+    async def _prompt(self, text: str, *, steer: bool) -> None:
         running = self.agent.status is AgentStatus.RUNNING
         self.ready = False
         self.lines.refresh()
-        if steer and running:
-            self.agent.steer(UserMessage.text(text))
-            self.surface.line("(steering: delivered at the next step of this turn)", "dim")
+        steering = steer and running
+        if not await self._submit(text, Target.STEERING if steering else Target.QUEUED):
             return
-        self.agent.followup(UserMessage.text(text))
-        if running:
+        if steering:
+            self.surface.line("(steering: delivered at the next step of this turn)", "dim")
+        elif running:
             self.surface.line("(queued: it runs when the current turn ends)", "dim")
+
+    async def _submit(self, text: str, target: Target) -> bool:
+        """Deliver ``text`` once it is stored (``agent.submit``); whether it was. One that
+        could not be is said on one line, and never runs."""
+        try:
+            await self.agent.submit(UserMessage.text(text), target)
+        except NotStoredError as exc:
+            self.surface.line(f"tether: {exc}", "error")
+            if self.agent.status is AgentStatus.IDLE:
+                await self._show_ready()
+            return False
+        return True
 
     async def _command(self, name: str, argument: str) -> None:
         say = self.surface.line
@@ -372,7 +386,7 @@ class _Chat:
         elif name == "steer":
             if not argument:
                 raise CommandError("give the text: /steer TEXT")
-            self.agent.steer(UserMessage.text(argument))
+            await self._submit(argument, Target.STEERING)
         elif name == "compact":
             await self._compact()
         elif name == "output":

@@ -57,6 +57,18 @@ class LoopAgent:
         """
         self._driver.send(message, target, wakeup)
 
+    async def submit(self, message: UserMessage, target: Target = Target.QUEUED) -> None:
+        """Deliver ``message`` to ``target`` and wake the driver, durably: return once it
+        is stored; it runs only then, and never when storing it fails.
+
+        See :meth:`tether.agent.Agent.submit`.
+
+        Raises:
+            AgentDisposedError: the agent is being or has been disposed.
+            NotStoredError: it could not be stored; it was withdrawn and never runs.
+        """
+        await self._driver.submit(message, target)
+
     def followup(self, message: UserMessage) -> None:
         """Queue ``message`` as its own next turn and wake the driver."""
         self._driver.send(message, Target.QUEUED, True)

@@ -1,7 +1,8 @@
 """``AgentDriver``: the loop's side of an agent — its inbox, its driver task, its stop.
 
 One driver task per agent runs turns one after another. Input arrives through
-:meth:`AgentDriver.send`; :meth:`AgentDriver.cancel` is what the public
+:meth:`AgentDriver.send`, or :meth:`AgentDriver.submit` when the sender is
+told it was accepted (it runs only once stored); :meth:`AgentDriver.cancel` is what the public
 ``cancel()`` reaches. The turn itself is run by :mod:`tether.loop.turn`.
 
 Nobody outside the agent loop holds a driver: the registry, events, hooks and
@@ -25,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from tether.agent.errors import AgentDisposedError
+from tether.agent.errors import AgentDisposedError, NotStoredError
 from tether.agent.events import AGENT_STATUS, AGENT_STOPPING, CANCEL_REQUESTED, InboxNotice
 from tether.agent.inbox import Inbox
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
@@ -118,10 +119,50 @@ class AgentDriver:
             raise AgentDisposedError(f"agent {self.id!r} is disposed")
         self._inbox.insert(message, target)
         if wakeup:
-            if target is Target.STEERING:
-                self._steer_wake = True
-            self._quiescent.clear()
+            self._wake_for(target)
+
+    async def submit(self, message: UserMessage, target: Target) -> None:
+        """Deliver ``message`` to ``target`` durably: return once its insert is on
+        disk, and let the driver claim it only from then on (then wake it).
+
+        In order: the insert is logged (before the first suspension, so a
+        cancel called after this call started clears it); the message waits,
+        unclaimable, while the session is flushed (input queued behind it waits
+        too: the order is kept); then it becomes claimable and the driver wakes.
+        When the flush fails (or this call is cancelled meanwhile) the message
+        is withdrawn (a ``discard`` splice, so a resume agrees): it never runs
+        and no turn is opened for it. A message cleared by a cancel meanwhile
+        stays cleared: it never runs either.
+
+        Raises:
+            AgentDisposedError: the agent is being or has been disposed.
+            NotStoredError: the insert could not be stored (one line saying why);
+                the message was withdrawn.
+        """
+        if self._closed:
+            raise AgentDisposedError(f"agent {self.id!r} is disposed")
+        self._inbox.insert(message, target, held=True)
+        self._quiescent.clear()
+        try:
+            await self._flush(self._session)
+        except BaseException as exc:
+            self._inbox.withdraw(message.id)
+            # What queued behind it may be claimable now; or the agent is idle.
             self._wake.set()
+            if not isinstance(exc, Exception):
+                raise
+            raise NotStoredError.of(self.id, "the prompt", exc) from exc
+        if self._inbox.release(message.id):
+            self._wake_for(target)
+        else:
+            self._wake.set()
+
+    def _wake_for(self, target: Target) -> None:
+        """Wake the driver for input now claimable in ``target``."""
+        if target is Target.STEERING:
+            self._steer_wake = True
+        self._quiescent.clear()
+        self._wake.set()
 
     # -- stopping ---------------------------------------------------------------
 
@@ -241,7 +282,9 @@ class AgentDriver:
                 if not self._startable():
                     self._steer_wake = False
                     self._wake.clear()
-                    self._quiescent.set()
+                    if not self._inbox.holding:
+                        # A message waiting to be stored may still start a turn.
+                        self._quiescent.set()
                     await self._wake.wait()
                     continue
                 self._quiescent.clear()

@@ -44,6 +44,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tether.agent.errors import NotStoredError
 from tether.persist.backends.errors import (
     InvalidSessionIdError,
     LogStoreError,
@@ -58,7 +59,6 @@ from tether.tools.permission import Mode
 from tether.web.hub import (
     HubClosedError,
     LiveElsewhereError,
-    NotStoredError,
     UnknownSessionError,
     UnknownTaskError,
     WebError,

@@ -41,9 +41,7 @@ them, through the bash tools' owner fence
 (:func:`tether.plugins.tool_bash.may_touch`).
 
 Listeners (registered by the plugin): ``session/event`` wakes followers
-(:mod:`tether.web.follow`); ``agent/pre-step`` lets a prompt submitted here
-into a step only once it is stored (:meth:`WebHub.prompt`);
-``tool/before-execute`` applies the mode;
+(:mod:`tether.web.follow`); ``tool/before-execute`` applies the mode;
 ``permission/request`` asks the page; ``agent/disposed`` forgets a handle
 disposed by another owner.
 """
@@ -62,16 +60,14 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 from msgspec import Meta
 
-from tether.agent import Agent, AgentHandle, CancelCause, UserMessage
+from tether.agent import Agent, AgentHandle, CancelCause, NotStoredError, Target, UserMessage
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
-from tether.loop.hooks import PRE_STEP
 from tether.persist.backends.lease import Holder
 from tether.persist.cluster import CLUSTER, SessionNotLiveError
 from tether.persist.service import PERSISTENCE
 from tether.plugins.tool_bash import may_touch
 from tether.plugins.tool_subagent import PARENT
-from tether.runtime.errors import Veto
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged, SessionSettings
@@ -147,10 +143,6 @@ class HubClosedError(WebError):
     """The web app is shutting down."""
 
 
-class NotStoredError(WebError):
-    """What was submitted could not be stored: it was refused, and it never runs."""
-
-
 class Question(msgspec.Struct, eq=False):
     """A tool call waiting for a person's answer in the page."""
 
@@ -208,9 +200,6 @@ class WebHub:
         """The preview of each call being approved, by agent and call id: what its
         question shows, computed once (a preview may read a large file)."""
         self._ids = itertools.count(1)
-        self._verdicts: dict[str, asyncio.Future[bool]] = {}
-        """Prompts submitted but not yet admitted into a step, by message id: whether
-        each was stored (pending while its flush runs)."""
         self._closing = False
         self._teardown: asyncio.Task[None] | None = None
 
@@ -283,7 +272,9 @@ class WebHub:
             # Never acknowledged, so nobody can use it: it goes.
             with contextlib.suppress(Exception):
                 await handle.dispose()
-            raise _not_stored(handle.agent.id, "the session", exc) from None
+            refused = NotStoredError.of(handle.agent.id, "the session", exc)
+            log.warning("%s", refused)  # one line, no traceback
+            raise refused from None
         return await self._keep(handle)
 
     async def open(self, session_id: str) -> Agent:
@@ -332,60 +323,21 @@ class WebHub:
         deliver it to the running turn at its next step (a turn starts when idle) —
         and return once it is stored.
 
-        Accepted durably, or refused and withdrawn: when storing it fails, the
-        prompt never reaches the model. A step that claims it while it is being
-        stored waits for the verdict (:meth:`admit`); a refused one is dropped
-        from its step's input (a turn left with no input ends ``blocked``).
+        Accepted durably, or refused: the agent's durable delivery
+        (:meth:`~tether.agent.Agent.submit`) lets a step claim the prompt only once
+        it is stored, and withdraws one that could not be: it never runs.
 
         Raises:
             NotStoredError: it could not be stored (one line saying why).
             As :meth:`open`.
         """
         agent = await self.open(session_id)
-        message = UserMessage.text(text)
-        verdict: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._verdicts[message.id] = verdict
         try:
-            if steer:
-                agent.steer(message)
-            else:
-                agent.followup(message)
-            await self.flush(agent)
-        except BaseException as exc:
-            verdict.set_result(False)  # kept until a step drops the message
-            if not isinstance(exc, Exception):
-                raise
-            raise _not_stored(agent.id, "the prompt", exc) from None
-        verdict.set_result(True)
-        self._verdicts.pop(message.id, None)
+            await agent.submit(UserMessage.text(text), Target.STEERING if steer else Target.QUEUED)
+        except NotStoredError as exc:
+            log.warning("%s", exc)  # one line, no traceback
+            raise
         return agent
-
-    async def admit(
-        self,
-        step_input: tuple[UserMessage, ...],
-        next_: Callable[[tuple[UserMessage, ...]], Awaitable[tuple[UserMessage, ...]]],
-        agent: Agent,
-        step: int,
-    ) -> tuple[UserMessage, ...]:
-        """``agent/pre-step``: a prompt submitted here enters a step only once it is
-        stored; one that could not be stored is dropped (see :meth:`prompt`).
-
-        Raises:
-            Veto: the step's only input was refused (the turn ends ``blocked``).
-        """
-        kept: list[UserMessage] = []
-        for message in step_input:
-            verdict = self._verdicts.get(message.id)
-            if verdict is None:
-                kept.append(message)
-                continue
-            if await asyncio.shield(verdict):
-                kept.append(message)
-            else:
-                del self._verdicts[message.id]
-        if step_input and not kept and step == 1:
-            raise Veto("the prompt could not be stored")
-        return await next_(tuple(kept))
 
     def cancel(self, session_id: str) -> bool:
         """Stop ``session_id``'s work (cause ``user``), once per stop; ``False`` when a stop
@@ -664,17 +616,6 @@ async def _preview_of(invocation: ToolInvocation) -> ToolPreview | None:
         return None
 
 
-def _not_stored(session_id: str, what: str, exc: Exception) -> NotStoredError:
-    """The one-line refusal of ``what`` (logged as one line too: no traceback)."""
-    cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
-    reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
-    if isinstance(cause, OSError) and cause.filename:
-        reason += f": {cause.filename}"
-    message = f"session {session_id}: {what} could not be stored: {reason.splitlines()[0]}"
-    log.warning("%s", message)
-    return NotStoredError(message)
-
-
 async def apply(ctx: Context, config: Config) -> None:
     """Provide the ``web`` service; its sessions and listeners unwind as one effect."""
     hub = WebHub(ctx, config)
@@ -684,7 +625,6 @@ async def apply(ctx: Context, config: Config) -> None:
         yield events.add(SESSION_EVENT.name, hub.follows.on_session_event)
         yield events.add(SESSION_DISPOSED.name, hub.follows.on_session_disposed)
         yield events.add(BEFORE_EXECUTE.name, hub.before_execute)
-        yield events.add(PRE_STEP.name, hub.admit)
         yield events.add(PERMISSION_REQUEST.name, hub.ask)
         yield events.add(AGENT_DISPOSED.name, hub.forget)
         # Last in, first out: the sessions close while the listeners still stand.
