@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import postgres
 from tests.cli.test_commands import SLOW, slow_run, tether
 
 AGENTS = (
@@ -22,13 +23,17 @@ AGENTS = (
 SQLITE = "  - id: persistence\n    plugin: tether.persist.sqlite\n"
 
 
-@pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "postgres"])
 def test_two_processes_with_one_configured_session_id_exactly_one_has_it(
     tmp_path: Path, backend: str
 ) -> None:
     rows = SLOW + AGENTS
     if backend == "sqlite":
         rows += SQLITE
+    elif backend == "postgres":
+        # PostgreSQL connects slowly: the agent loop must wait for it, or the
+        # configured agent is created before any claim can be made.
+        rows += postgres.persistence_row(tmp_path)
     overlay = tmp_path / "fixed.yml"
     overlay.write_text(rows)
     # The first process is running a turn, with the configured agent live.

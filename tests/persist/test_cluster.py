@@ -282,6 +282,24 @@ def test_cancel_says_so_when_the_holder_goes_away_without_stopping(cluster: Clus
     )
 
 
+def test_cancel_after_the_holder_went_away_without_stopping_says_so_too(cluster: Cluster) -> None:
+    a, sid = cluster.slow_turn("hostA")
+    a.send_signal(signal.SIGSTOP)  # it never stops the turn; its lease expires
+    try:
+        # The cancel comes only once no host has the session live.
+        cluster.wait_for(lambda: cluster.holder(sid) is None, f"hostA's lease of {sid} to expire")
+        cancelled = cluster.run("hostB", "sessions", "cancel", sid)
+    finally:
+        a.kill()
+        a.communicate(timeout=30)
+    assert cancelled.returncode == 1
+    assert cancelled.stderr.splitlines()[-1] == (
+        f"tether: host hostA let session {sid} go without stopping turn 1;"
+        " the turn is closed (interrupted) when the session is resumed"
+    )
+    assert cancelled.stdout == ""
+
+
 def test_cancel_without_waiting_returns_once_sent(cluster: Cluster) -> None:
     a, sid = cluster.slow_turn("hostA")
     try:

@@ -207,3 +207,86 @@ async def test_scope_listeners_hear_only_what_the_filter_accepts(runtime: Runtim
     assert await runtime.ctx.waterfall(THING_SHAPE, 1, theirs) == 1
     assert await runtime.ctx.waterfall(THING_SHAPE, 1, mine) == 2
     await scope.dispose()
+
+
+class SlowProvider:
+    """Declares ``counter`` and provides it once ``go`` is set (or fails, with ``fail``)."""
+
+    name = "slow_provider"
+    provides = ("counter",)
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.go = asyncio.Event()
+        self.fail = fail
+        self.counter = Counter()
+
+    async def apply(self, ctx: Context, config: None) -> None:
+        await self.go.wait()
+        if self.fail:
+            raise RuntimeError("cannot reach the counter")
+        ctx.provide(COUNTER, self.counter)
+
+
+class OptionalReader:
+    """Reads ``counter`` when there is one, as it loads."""
+
+    name = "optional_reader"
+    optional = ("counter",)
+
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+
+    async def apply(self, ctx: Context, config: None) -> None:
+        self.seen.append(ctx.get(COUNTER))
+
+
+async def test_an_optional_service_a_mounted_fiber_promises_is_there_when_its_reader_loads(
+    runtime: Runtime,
+) -> None:
+    reader = OptionalReader()
+    provider = SlowProvider()
+    # Mounted first, the reader still waits for the provider declared after it.
+    reader_fiber = runtime.ctx.plugin(reader)
+    runtime.ctx.plugin(provider)
+    await reader_fiber
+    assert reader_fiber.state is FiberState.PENDING
+    assert reader.seen == []
+    provider.go.set()
+    await runtime.idle()
+    assert reader_fiber.state is FiberState.ACTIVE
+    assert reader.seen == [provider.counter]
+
+
+async def test_an_optional_service_whose_provider_fails_leaves_its_reader_to_load_without(
+    runtime: Runtime,
+) -> None:
+    reader = OptionalReader()
+    provider = SlowProvider(fail=True)
+    runtime.ctx.plugin(provider)
+    reader_fiber = runtime.ctx.plugin(reader)
+    await reader_fiber
+    assert reader_fiber.state is FiberState.PENDING
+    provider.go.set()
+    await runtime.idle()
+    assert reader_fiber.state is FiberState.ACTIVE
+    assert reader.seen == [None]
+
+
+async def test_an_optional_service_nobody_promises_is_not_waited_for(runtime: Runtime) -> None:
+    reader = OptionalReader()
+    fiber = await runtime.ctx.plugin(reader)
+    assert fiber.state is FiberState.ACTIVE
+    assert reader.seen == [None]
+
+
+async def test_an_optional_reader_waits_no_longer_once_the_promising_fiber_is_disposed(
+    runtime: Runtime,
+) -> None:
+    reader = OptionalReader()
+    provider_fiber = runtime.ctx.plugin(SlowProvider())
+    reader_fiber = await runtime.ctx.plugin(reader)
+    assert reader_fiber.state is FiberState.PENDING
+    await provider_fiber.dispose()
+    await runtime.idle()
+    assert reader_fiber.state is FiberState.ACTIVE
+    assert reader.seen == [None]

@@ -29,8 +29,9 @@ def config_show(args: argparse.Namespace) -> int:
             spec = plugin_spec(resolve_plugin(row.plugin).plugin)
             config = spec.validate_config(row.config)
             entry["config"] = to_data(config) if config is not None else {}
-            if spec.inject:
-                entry["inject"] = list(spec.inject)
+            for field in ("inject", "optional", "provides"):
+                if names := getattr(spec, field):
+                    entry[field] = list(names)
         except RuntimeFault as exc:
             entry["error"] = str(exc)
             failed = True

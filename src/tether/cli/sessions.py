@@ -181,15 +181,17 @@ async def _cancel(
     then (unless ``wait`` is false) follow the log until that host wrote the stop.
 
     Exit 0: the turn is over (or none was running); 1: no host has the session
-    live, or its holder went away, or no stop was seen in :data:`CANCEL_WAIT`
-    seconds; 2: not a session id.
+    live, or its holder went away — before the cancel or after it — leaving
+    the turn open, or no stop was seen in :data:`CANCEL_WAIT` seconds; 2: not
+    a session id.
 
     Raises:
         SessionNotFoundError, SessionNotLiveError: nothing is stored under the
-            id; no host has it live.
+            id; no host has it live and no turn of it is left open.
     """
     from tether.persist.backends.errors import InvalidSessionIdError
     from tether.persist.backends.records import validate_session_id
+    from tether.persist.cluster import SessionNotLiveError
 
     if cluster is None:
         print(
@@ -206,15 +208,23 @@ async def _cancel(
         host = await cluster.cancel(session_id)
         print(f"cancel of {session_id} sent to host {host}", file=sys.stderr)
         return EXIT_OK
-    # Read before the cancel is sent: the stop is among the events after these.
-    session = await persistence.load(session_id)
+    # Read as stored (an open turn left open, whether or not its holder still
+    # runs) before the cancel is sent: the stop is among the events after these.
+    session = await persistence.load(session_id, as_stored=True)
     last = len(session.events) - 1
-    host = await cluster.cancel(session_id)
-    print(f"cancel of {session_id} sent to host {host}", file=sys.stderr)
-    if session.open_turn is None:
-        print(f"session {session_id} has no turn running on host {host}: nothing to stop")
-        return EXIT_OK
-    end = await _stop_in_log(persistence, session_id, last)
+    try:
+        host = await cluster.cancel(session_id)
+    except SessionNotLiveError as exc:
+        if session.open_turn is None or exc.last_host is None:
+            raise
+        # Its holder let it go before the cancel: whether it stopped is in the log.
+        host, end = exc.last_host, await _end_after(persistence, session_id, last)
+    else:
+        print(f"cancel of {session_id} sent to host {host}", file=sys.stderr)
+        if session.open_turn is None:
+            print(f"session {session_id} has no turn running on host {host}: nothing to stop")
+            return EXIT_OK
+        end = await _stop_in_log(persistence, session_id, last)
     if end is None:
         if await persistence.holder(session_id) is None:
             print(
@@ -274,6 +284,11 @@ async def _stop_in_log(persistence: Persistence, session_id: str, after: int) ->
             raise error
     if not ending.cancelled():
         return ending.result()
+    return await _end_after(persistence, session_id, after)
+
+
+async def _end_after(persistence: Persistence, session_id: str, after: int) -> StoredEvent | None:
+    """The first ``turn/end`` stored now after seq ``after``, or ``None``."""
     for event in await persistence.events_after(session_id, after):
         if event.type == "turn/end":
             return event

@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 name = "agent_loop"
 inject = ("sessions", "llm", "tools", "agents")
+optional = ("persistence",)
+"""A composed persistence row is up before any agent is created: a configured
+agent's session id is claimed, and a stored one resumed, by the persistence
+that will store it (PostgreSQL connects slowly; the agent loop waits)."""
 
 USER_INSTRUCTIONS = "AGENTS.md"
 """The user's own instruction file, in tether's home directory by default."""

@@ -58,11 +58,16 @@ RECONNECT_DELAY = 1.0
 
 
 class SessionNotLiveError(LogStoreError):
-    """No host has the session live: there is nothing to cancel."""
+    """No host has the session live: there is nothing to cancel.
 
-    def __init__(self, session_id: str) -> None:
+    ``last_host`` names the host that held it last (its lease expired or was
+    given up), ``None`` when no host ever did.
+    """
+
+    def __init__(self, session_id: str, last_host: str | None = None) -> None:
         super().__init__(f"session {session_id} is not live on any host")
         self.session_id = session_id
+        self.last_host = last_host
 
 
 class Cluster:
@@ -101,12 +106,13 @@ class Cluster:
 
         Raises:
             InvalidSessionIdError: ``session_id`` is not a valid id.
-            SessionNotLiveError: no host has the session live.
+            SessionNotLiveError: no host has the session live (it names the
+                host that held it last).
         """
         validate_session_id(session_id)
         info = await asyncio.to_thread(self._backend.lease_info, session_id)
         if info is None or not info.live:
-            raise SessionNotLiveError(session_id)
+            raise SessionNotLiveError(session_id, None if info is None else info.host)
         await asyncio.to_thread(self._backend.notify, self._control, f"cancel {session_id}")
         return info.host
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 name = "persist_jsonl"
 inject = ("sessions",)
+provides = ("persistence",)
 Config = PersistenceConfig
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 name = "persist_postgres"
 inject = ("sessions",)
+provides = ("persistence", "cluster")
 
 POLL = 5.0
 """How often a follower reads again without a doorbell (a safety net: NOTIFY rings it)."""

@@ -125,9 +125,10 @@ class Persistence:
         """
         return await asyncio.to_thread(self._backend.events_after, session_id, after_seq)
 
-    async def load(self, session_id: str) -> Session:
+    async def load(self, session_id: str, *, as_stored: bool = False) -> Session:
         """Read a stored session for reading; a last turn that never closed is
-        closed **in memory only** — unless the session is live.
+        closed **in memory only** — unless the session is live, or
+        ``as_stored`` asks for the log exactly as it is stored.
 
         The returned session is a private copy: not entered in the store.
         Nothing is written: the session may be live in another process (a
@@ -144,6 +145,8 @@ class Persistence:
                 message names the session and the seq).
         """
         session = await self._read(session_id)
+        if as_stored:
+            return session
         if self._store.get(session_id) is None and not await self._live_elsewhere(session_id):
             repair(session)
         return session

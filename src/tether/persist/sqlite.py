@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 name = "persist_sqlite"
 inject = ("sessions",)
+provides = ("persistence",)
 Config = PersistenceConfig
 
 

@@ -97,11 +97,22 @@ class Runtime:
         self._fibers.pop(fiber, None)
 
     def fibers_waiting_for(self, name: str) -> list[Fiber]:
+        """Pending fibers that inject ``name`` or wait for it as ``optional``."""
         return [
             f
             for f in self._fibers
-            if f.spec is not None and f.state is FiberState.PENDING and name in f.inject
+            if f.spec is not None
+            and f.state is FiberState.PENDING
+            and (name in f.inject or name in f.spec.optional)
         ]
+
+    def promised(self, name: str, *, besides: Fiber) -> bool:
+        """True when a fiber other than ``besides`` declares it provides ``name``
+        and may still load (pending or loading)."""
+        return any(
+            f is not besides and f.spec is not None and name in f.spec.provides and f.unsettled
+            for f in self._fibers
+        )
 
     def fibers_injecting(self, name: str) -> list[Fiber]:
         return [

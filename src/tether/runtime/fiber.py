@@ -139,7 +139,23 @@ class Fiber:
     # -- loading ---------------------------------------------------------------
 
     def missing_services(self) -> list[str]:
-        return [name for name in self.inject if not self.runtime.services.has(name)]
+        """The services this fiber waits for: each injected one not provided,
+        and each ``optional`` one not provided that another fiber declares it
+        provides and is still pending or loading."""
+        services = self.runtime.services
+        missing = [name for name in self.inject if not services.has(name)]
+        if self.spec is not None:
+            missing += [
+                name
+                for name in self.spec.optional
+                if not services.has(name) and self.runtime.promised(name, besides=self)
+            ]
+        return missing
+
+    @property
+    def unsettled(self) -> bool:
+        """True while the fiber may still load: pending, or loading."""
+        return self.state in (FiberState.PENDING, FiberState.LOADING)
 
     def start(self) -> None:
         """Begin loading if every injected service is present (else stay pending)."""
@@ -168,12 +184,21 @@ class Fiber:
                     self.state = FiberState.FAILED
                     self.error = exc
                     log.error("plugin %r failed to start: %s", self.name, exc)
+                    self._release_waiters()
                     if not isinstance(exc, Exception):
                         raise
                     return
                 self.state = FiberState.ACTIVE
+                self._release_waiters()
         finally:
             self._load_task = None
+
+    def _release_waiters(self) -> None:
+        """The fiber settled or went: those waiting for what it promised re-check."""
+        if self.spec is not None:
+            for name in self.spec.provides:
+                for fiber in self.runtime.fibers_waiting_for(name):
+                    fiber.start()
 
     async def settled(self) -> Fiber:
         """Wait until no load is in flight; return ``self`` or raise if apply failed.
@@ -226,6 +251,7 @@ class Fiber:
             await self._dispose_effects()
             self.state = FiberState.DISPOSED
         self.runtime.forget(self)
+        self._release_waiters()
         if self._anchor is not None:
             # The parent no longer needs to dispose this child.
             self._anchor.discard()

@@ -5,6 +5,14 @@ A plugin carries metadata:
 * ``name`` — defaults to the module's last component or the class name;
 * ``inject`` — the service names it needs; the fiber stays pending until all
   are provided, and unloads when one goes away;
+* ``optional`` — service names it reads with ``ctx.get`` when they exist: the
+  fiber does not load while another fiber that declares one (``provides``)
+  has yet to settle, so what it does as it loads sees the service when it
+  comes; it loads without it once no such fiber is pending or loading (the
+  provider failed, or is not composed). It does not unload when one goes away;
+* ``provides`` — the service names it will provide as it loads: a promise to
+  the fibers that wait for them as ``optional`` (providing an undeclared name
+  is allowed; nobody waits for it);
 * ``Config`` — a :class:`~tether.runtime.schema.Schema` or a pydantic model;
   the config given at mount is decoded into it, and its defaults fill what
   was omitted. pydantic is imported only when a plugin with a pydantic
@@ -46,6 +54,10 @@ class PluginSpec(msgspec.Struct, frozen=True):
     target: object
     name: str
     inject: tuple[str, ...]
+    optional: tuple[str, ...]
+    """Services it waits for while a fiber that ``provides`` them has yet to settle."""
+    provides: tuple[str, ...]
+    """Services it declares it provides once loaded."""
     config_model: type | None
     """A :class:`~tether.runtime.schema.Schema` or a pydantic model class."""
     apply: Apply
@@ -106,7 +118,9 @@ def plugin_spec(plugin: object) -> PluginSpec:
     name = getattr(plugin, "name", default_name)
     if not isinstance(name, str) or not name:
         raise PluginDefinitionError(f"plugin {plugin!r}: 'name' must be a non-empty string")
-    inject = _inject_of(plugin, name)
+    inject = _names_of(plugin, name, "inject")
+    optional = _names_of(plugin, name, "optional")
+    provides = _names_of(plugin, name, "provides")
     config_model = getattr(plugin, "Config", None)
     if config_model is not None:
         try:
@@ -117,6 +131,8 @@ def plugin_spec(plugin: object) -> PluginSpec:
         target=plugin,
         name=name,
         inject=inject,
+        optional=optional,
+        provides=provides,
         config_model=config_model,
         apply=_apply_of(plugin, name),
         module=module,
@@ -124,14 +140,15 @@ def plugin_spec(plugin: object) -> PluginSpec:
     )
 
 
-def _inject_of(plugin: object, name: str) -> tuple[str, ...]:
-    """The names a plugin injects; ``inject`` lists names or :class:`ServiceKey` objects."""
-    inject = getattr(plugin, "inject", ())
-    if isinstance(inject, str) or not all(isinstance(i, str | ServiceKey) for i in inject):
+def _names_of(plugin: object, name: str, field: str) -> tuple[str, ...]:
+    """The service names of a plugin's ``inject``, ``optional`` or ``provides``
+    (each a list of names or :class:`ServiceKey` objects)."""
+    names = getattr(plugin, field, ())
+    if isinstance(names, str) or not all(isinstance(i, str | ServiceKey) for i in names):
         raise PluginDefinitionError(
-            f"plugin {name!r}: 'inject' must be a list of service names or service keys"
+            f"plugin {name!r}: {field!r} must be a list of service names or service keys"
         )
-    return tuple(service_name(i) for i in inject)
+    return tuple(service_name(i) for i in names)
 
 
 def _apply_of(plugin: object, name: str) -> Apply:
