@@ -1,4 +1,4 @@
-"""The workspace fence holds under races.
+"""The workspace fence holds under races, and concurrent edits never lose an update.
 
 A second process swaps a directory of the workspace for a symlink to a
 directory outside it, as fast as it can, while the file tools read, write,
@@ -9,6 +9,7 @@ where the kernel lacks it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.fs_support import file_tools
-from tether.plugins.fs import beneath
+from tests.plugins.fs_support import Files, file_tools
+from tether.plugins.fs import access, beneath
 
 RACE_SECONDS = 1.5
 """How long each race runs (thousands of calls)."""
@@ -146,3 +147,81 @@ async def test_a_directory_swapped_for_a_symlink_never_lets_a_search_out(
 
         await race(search)
         assert leaks == []
+
+
+# -- concurrent edits ------------------------------------------------------------------
+
+
+async def two_agents(fs: Files) -> tuple[object, object]:
+    agents = fs.world.get("agents")
+    first = (await agents.create(cwd=str(fs.root))).agent
+    second = (await agents.create(cwd=str(fs.root))).agent
+    return first, second
+
+
+async def test_two_agents_editing_one_file_at_once_never_lose_an_edit(tmp_path: Path) -> None:
+    async with file_tools(tmp_path) as fs:
+        first, second = await two_agents(fs)
+        outcomes = []
+        for round in range(20):
+            path = f"r{round}.txt"
+            (fs.root / path).write_text("alpha\nbeta\n" + "filler\n" * 20_000)
+            for agent in (first, second):
+                await fs.call("read", path=path, agent=agent)  # type: ignore[arg-type]
+            (one, one_failed), (two, two_failed) = await asyncio.gather(
+                fs.call("edit", path=path, old_string="alpha", new_string="ALPHA", agent=first),  # type: ignore[arg-type]
+                fs.call("edit", path=path, old_string="beta", new_string="BETA", agent=second),  # type: ignore[arg-type]
+            )
+            text = (fs.root / path).read_text()
+            assert ("ALPHA" in text) != one_failed, (one, text[:20])
+            assert ("BETA" in text) != two_failed, (two, text[:20])
+            for content, failed in ((one, one_failed), (two, two_failed)):
+                if failed:
+                    assert content == (
+                        f"{path} changed on disk since it was last read; "
+                        "read it again before editing"
+                    )
+            outcomes.append((one_failed, two_failed))
+        assert all(not (a and b) for a, b in outcomes), "one of two edits must land"
+
+
+async def test_a_change_that_keeps_size_and_mtime_is_seen_before_an_edit(tmp_path: Path) -> None:
+    async with file_tools(tmp_path) as fs:
+        await a_change_that_keeps_size_and_mtime(fs)
+
+
+def overwrite_in_place(path: Path, head: str) -> None:
+    with open(path, "r+") as stream:
+        stream.write(head)
+
+
+async def a_change_that_keeps_size_and_mtime(fs: Files) -> None:
+    path = fs.root / "a.txt"
+    path.write_text("one two\n")
+    before = path.stat()
+    await fs.ok("read", path="a.txt")
+    overwrite_in_place(path, "ONE")  # the same inode, the same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    reason = await fs.refused("edit", path="a.txt", old_string="two", new_string="2")
+    assert reason == "a.txt changed on disk since it was last read; read it again before editing"
+    assert "overwrote" not in await fs.refused("write", path="a.txt", content="new\n")
+    assert path.read_text() == "ONE two\n"
+
+
+async def test_a_change_is_seen_by_content_even_when_the_version_repeats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file system whose times are too coarse to tell two writes apart.
+    monkeypatch.setattr(access, "disk_version", lambda info: "always the same")
+    async with file_tools(tmp_path) as fs:
+        path = fs.root / "a.txt"
+        path.write_text("one two\n")
+        await fs.ok("read", path="a.txt")
+        path.write_text("ONE TWO\n")
+        reason = await fs.refused("edit", path="a.txt", old_string="TWO", new_string="2")
+        assert reason.endswith(
+            "changed on disk since it was last read; read it again before editing"
+        )
+        assert path.read_text() == "ONE TWO\n"

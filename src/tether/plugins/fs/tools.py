@@ -25,7 +25,7 @@ from tether.plugins.fs.edits import apply_edits
 from tether.plugins.fs.errors import FileToolError, failure
 from tether.plugins.fs.images import ImageFileError
 from tether.plugins.fs.search import GrepQuery, Hit, glob_files, grep
-from tether.plugins.fs.snapshots import Snapshots
+from tether.plugins.fs.snapshots import FileLocks, Snapshots
 from tether.plugins.fs.text import MAX_LINE_CHARS, READ_LINES, cut
 from tether.plugins.fs.tree import join
 from tether.plugins.fs.workspace import Resolved, Workspace
@@ -61,6 +61,7 @@ class FileTools:
         self._config = config
         self._disk = DiskFiles(config.max_file_bytes, durable=config.durable_writes)
         self.snapshots = Snapshots()
+        self.locks = FileLocks()
 
     # -- common -----------------------------------------------------------------
 
@@ -182,9 +183,10 @@ class FileTools:
         try:
             target = await self._target(args.path, exec)
             real = target.resolved.real
-            existed = await self._check_fresh(target)
-            written = await target.access.write_text(target.resolved, args.content)
-            self.snapshots.saw(target.owner, real, written)
+            async with self.locks.hold(real):
+                existed = await self._check_fresh(target)
+                written = await target.access.write_text(target.resolved, args.content)
+                self.snapshots.saw(target.owner, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") else 1)
@@ -237,11 +239,12 @@ class FileTools:
             edits = args.all()
             target = await self._target(args.path, exec)
             real = target.resolved.real
-            current = await target.access.read_text(target.resolved)
-            self.snapshots.check(target.owner, real, args.path, current.version, current.digest)
-            edited = apply_edits(current.text, edits, args.path)
-            written = await target.access.write_text(target.resolved, edited.text)
-            self.snapshots.saw(target.owner, real, written)
+            async with self.locks.hold(real):
+                current = await target.access.read_text(target.resolved)
+                self.snapshots.check(target.owner, real, args.path, current.version, current.digest)
+                edited = apply_edits(current.text, edits, args.path)
+                written = await target.access.write_text(target.resolved, edited.text)
+                self.snapshots.saw(target.owner, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
         plural = "" if edited.replacements == 1 else "s"
