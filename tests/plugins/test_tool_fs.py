@@ -14,6 +14,12 @@ from tether.plugins.fs.beneath import Beneath
 from tether.runtime import CancelSignal
 
 
+@pytest.fixture(autouse=True)
+def each_resolution(resolution: str) -> str:
+    """Every test with ``openat2`` and with the walk used where the kernel lacks it."""
+    return resolution
+
+
 @pytest.fixture
 async def fs(tmp_path: Path):  # type: ignore[no-untyped-def]
     async with file_tools(tmp_path) as files:
