@@ -89,7 +89,8 @@ class EditorFiles:
             raise FileToolError(f"the editor could not read {shown}: {exc}") from None
         if "\0" in text[:PROBE_BYTES]:
             raise FileToolError(f"{shown} is a binary file (it holds NUL bytes), not a text file")
-        return FileText(text, digest(text.encode("utf-8")))
+        version = digest(text.encode("utf-8"))
+        return FileText(text, version, version)
 
     async def version(self, target: Resolved) -> str | None:
         if not self._features.read_text_file:

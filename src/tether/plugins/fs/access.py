@@ -59,15 +59,18 @@ __all__ = [
 
 
 class FileText(msgspec.Struct, frozen=True):
-    """A whole file's text and its version; ``data`` its bytes, when they were read."""
+    """A whole file's text, its version, and the digest of its content
+    (:func:`~tether.plugins.fs.snapshots.digest`, computed where it was read:
+    off the event loop, for the disk)."""
 
     text: str
     version: str
-    data: bytes | None = None
+    digest: str
 
-    def digest(self) -> str:
-        """The digest of the content (see :func:`~tether.plugins.fs.snapshots.digest`)."""
-        return digest(self.data if self.data is not None else self.text.encode("utf-8"))
+    @property
+    def snapshot(self) -> Snapshot:
+        """The file as this read saw it."""
+        return Snapshot(self.version, self.digest)
 
 
 class FileAccess(Protocol):
@@ -216,7 +219,7 @@ class DiskFiles:
             data = stream.read()
         except OSError as exc:
             raise failure(exc, shown) from None
-        return FileText(decode(data, shown), disk_version(info), data)
+        return FileText(decode(data, shown), disk_version(info), digest(data))
 
     async def read_image(self, target: Resolved, max_bytes: int) -> tuple[str, bytes, Snapshot]:
         """The image ``target``: its media type, its bytes, and what was seen.
@@ -300,4 +303,4 @@ def page_text(whole: FileText, offset: int, limit: int) -> tuple[Page, Snapshot]
     if lines[-1] == "":
         lines.pop()
     page = page_of(lines, offset, limit, MAX_LINE_CHARS)
-    return page, Snapshot(whole.version, whole.digest())
+    return page, whole.snapshot

@@ -89,10 +89,13 @@ def _bind_openat2() -> Callable[[int, str, int, int], int] | None:
             if code != errno.EINTR:
                 raise OSError(code, os.strerror(code), path)
 
+    top = _root_fd()
     try:
-        os.close(openat2(_root_fd(), ".", os.O_RDONLY | os.O_DIRECTORY, 0))
+        os.close(openat2(top, ".", os.O_RDONLY | os.O_DIRECTORY, 0))
     except OSError:
         return None  # ENOSYS (older kernel), or EPERM (a seccomp filter that refuses it)
+    finally:
+        os.close(top)
     return openat2
 
 

@@ -21,12 +21,15 @@ the plugin forgets them, and the model is told to read a file again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import msgspec
 
 from tether.plugins.fs.errors import FileToolError
+
+T = TypeVar("T")
 
 
 def digest(data: bytes) -> str:
@@ -56,14 +59,11 @@ class Snapshots:
     def get(self, owner: str, path: str) -> Snapshot | None:
         return self._tables.get(owner, {}).get(path)
 
-    def check(
-        self, owner: str, path: str, shown: str, version: str, content: Callable[[], str]
-    ) -> None:
-        """Refuse a change to ``path``, now at ``version``, if ``owner``'s view of it is stale.
+    def check(self, owner: str, path: str, shown: str, now: Snapshot) -> None:
+        """Refuse a change to ``path``, as it is ``now``, if ``owner``'s view of it is stale.
 
-        ``content()`` gives the digest of the current content; it is compared
-        with the digest recorded, or, when none was (a paged read), ``version``
-        with the version recorded.
+        ``now``'s digest is compared with the digest recorded, or, when none
+        was (a paged read), its version with the version recorded.
 
         Raises:
             FileToolError: never read by this agent, or changed since it was read.
@@ -73,7 +73,7 @@ class Snapshots:
             raise FileToolError(
                 f"{shown} has not been read in this session; read it first, then edit it"
             )
-        same = version == seen.version if seen.digest is None else content() == seen.digest
+        same = now.version == seen.version if seen.digest is None else now.digest == seen.digest
         if not same:
             raise FileToolError(
                 f"{shown} changed on disk since it was last read; read it again before editing"
@@ -84,7 +84,13 @@ class Snapshots:
 
 
 class FileLocks:
-    """One lock per file (by real path): held while a write or an edit checks and changes it."""
+    """One lock per file (by real path): held while a write or an edit checks and changes it.
+
+    A change made under the lock is awaited with :meth:`finish`, so a cancelled
+    call does not release the lock while its write is still under way in a
+    worker thread (the next call would read the file as it was, and one of the
+    two writes would be lost).
+    """
 
     def __init__(self) -> None:
         self._held: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -105,3 +111,18 @@ class FileLocks:
                 del self._held[path]
             else:
                 self._held[path] = (lock, users - 1)
+
+    @staticmethod
+    async def finish(change: Awaitable[T]) -> T:
+        """Await ``change`` to its end; if the caller is cancelled meanwhile, still wait
+        for it, then let the cancellation through.
+
+        Raises:
+            asyncio.CancelledError: the caller was cancelled (``change`` has ended).
+        """
+        task = asyncio.ensure_future(change)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.wait({task})
+            raise

@@ -185,7 +185,9 @@ class FileTools:
             real = target.resolved.real
             async with self.locks.hold(real):
                 existed = await self._check_fresh(target)
-                written = await target.access.write_text(target.resolved, args.content)
+                written = await self.locks.finish(
+                    target.access.write_text(target.resolved, args.content)
+                )
                 self.snapshots.saw(target.owner, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
@@ -206,9 +208,7 @@ class FileTools:
         if version is None:
             return False
         current = await target.access.read_text(resolved)
-        self.snapshots.check(
-            target.owner, resolved.real, resolved.shown, current.version, current.digest
-        )
+        self.snapshots.check(target.owner, resolved.real, resolved.shown, current.snapshot)
         return True
 
     async def preview_write(self, args: WriteArgs, exec: ToolExec) -> ToolPreview:
@@ -241,9 +241,11 @@ class FileTools:
             real = target.resolved.real
             async with self.locks.hold(real):
                 current = await target.access.read_text(target.resolved)
-                self.snapshots.check(target.owner, real, args.path, current.version, current.digest)
+                self.snapshots.check(target.owner, real, args.path, current.snapshot)
                 edited = apply_edits(current.text, edits, args.path)
-                written = await target.access.write_text(target.resolved, edited.text)
+                written = await self.locks.finish(
+                    target.access.write_text(target.resolved, edited.text)
+                )
                 self.snapshots.saw(target.owner, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
