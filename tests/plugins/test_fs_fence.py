@@ -2,9 +2,10 @@
 
 A second process swaps a directory of the workspace for a symlink to a
 directory outside it, as fast as it can, while the file tools read, write,
-edit, glob and grep through that directory: nothing outside may be read,
-created or changed. Each race runs with ``openat2`` and with the walk used
-where the kernel lacks it.
+glob and grep through that directory: nothing outside may be read, created
+or changed. Each race runs with ``openat2`` and with the walk used where the
+kernel lacks it. Two edits of one file at once never both succeed unless both
+landed.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.plugins.fs_support import Files, file_tools
+from tether.agent import Agent
 from tether.plugins.fs import access
 
 RACE_SECONDS = 1.5
@@ -63,27 +66,24 @@ def swapped(tmp_path: Path) -> Iterator[Path]:
     ws = tmp_path / "ws"
     (ws / "d").mkdir(parents=True)
     (ws / "d" / "f.txt").write_text("inside\n")
-    process = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, str(ws), str(outside)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline() == "swapping\n"
-        yield outside
-        assert process.poll() is None, "the swapping stopped before the race ended"
-    finally:
-        process.kill()
-        process.wait()
+    with subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(ws), str(outside)], stdout=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline() == "swapping\n"
+            yield outside
+            assert process.poll() is None, "the swapping stopped before the race ended"
+        finally:
+            process.kill()
 
 
-async def race(body: object, budget: float = RACE_SECONDS) -> int:
+async def race(body: Callable[[int], Awaitable[None]], budget: float = RACE_SECONDS) -> int:
     """Call the coroutine function ``body(n)`` for ``budget`` seconds; how many calls ran."""
     deadline = time.monotonic() + budget
     n = 0
     while time.monotonic() < deadline:
-        await body(n)  # type: ignore[operator]
+        await body(n)
         n += 1
     return n
 
@@ -129,11 +129,12 @@ async def test_a_directory_swapped_for_a_symlink_never_lets_a_search_out(
         leaks: list[str] = []
 
         async def search(n: int) -> None:
-            for tool, arguments in (
+            calls: tuple[tuple[str, dict[str, Any]], ...] = (
                 ("grep", {"pattern": "SEC(RET)", "path": "d", "output_mode": "content"}),
                 ("grep", {"pattern": "SEC(RET)", "path": "d/f.txt", "output_mode": "content"}),
                 ("glob", {"pattern": "*", "path": "d"}),
-            ):
+            )
+            for tool, arguments in calls:
                 content, _ = await fs.call(tool, **arguments)
                 if "SECRET" in content or "only-outside" in content:
                     leaks.append(content)
@@ -145,7 +146,7 @@ async def test_a_directory_swapped_for_a_symlink_never_lets_a_search_out(
 # -- concurrent edits ------------------------------------------------------------------
 
 
-async def two_agents(fs: Files) -> tuple[object, object]:
+async def two_agents(fs: Files) -> tuple[Agent, Agent]:
     agents = fs.world.get("agents")
     first = (await agents.create(cwd=str(fs.root))).agent
     second = (await agents.create(cwd=str(fs.root))).agent
@@ -156,14 +157,14 @@ async def test_two_agents_editing_one_file_at_once_never_lose_an_edit(tmp_path: 
     async with file_tools(tmp_path) as fs:
         first, second = await two_agents(fs)
         outcomes = []
-        for round in range(20):
-            path = f"r{round}.txt"
+        for attempt in range(20):
+            path = f"r{attempt}.txt"
             (fs.root / path).write_text("alpha\nbeta\n" + "filler\n" * 20_000)
             for agent in (first, second):
-                await fs.call("read", path=path, agent=agent)  # type: ignore[arg-type]
+                await fs.call("read", path=path, agent=agent)
             (one, one_failed), (two, two_failed) = await asyncio.gather(
-                fs.call("edit", path=path, old_string="alpha", new_string="ALPHA", agent=first),  # type: ignore[arg-type]
-                fs.call("edit", path=path, old_string="beta", new_string="BETA", agent=second),  # type: ignore[arg-type]
+                fs.call("edit", path=path, old_string="alpha", new_string="ALPHA", agent=first),
+                fs.call("edit", path=path, old_string="beta", new_string="BETA", agent=second),
             )
             text = (fs.root / path).read_text()
             assert ("ALPHA" in text) != one_failed, (one, text[:20])
@@ -178,29 +179,27 @@ async def test_two_agents_editing_one_file_at_once_never_lose_an_edit(tmp_path: 
         assert all(not (a and b) for a, b in outcomes), "one of two edits must land"
 
 
-async def test_a_change_that_keeps_size_and_mtime_is_seen_before_an_edit(tmp_path: Path) -> None:
-    async with file_tools(tmp_path) as fs:
-        await a_change_that_keeps_size_and_mtime(fs)
-
-
 def overwrite_in_place(path: Path, head: str) -> None:
     with open(path, "r+") as stream:
         stream.write(head)
 
 
-async def a_change_that_keeps_size_and_mtime(fs: Files) -> None:
-    path = fs.root / "a.txt"
-    path.write_text("one two\n")
-    before = path.stat()
-    await fs.ok("read", path="a.txt")
-    overwrite_in_place(path, "ONE")  # the same inode, the same size
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert path.stat().st_size == before.st_size
-    assert path.stat().st_mtime_ns == before.st_mtime_ns
-    reason = await fs.refused("edit", path="a.txt", old_string="two", new_string="2")
-    assert reason == "a.txt changed on disk since it was last read; read it again before editing"
-    assert "overwrote" not in await fs.refused("write", path="a.txt", content="new\n")
-    assert path.read_text() == "ONE two\n"
+async def test_a_change_that_keeps_size_and_mtime_is_seen_before_an_edit(tmp_path: Path) -> None:
+    async with file_tools(tmp_path) as fs:
+        path = fs.root / "a.txt"
+        path.write_text("one two\n")
+        before = path.stat()
+        await fs.ok("read", path="a.txt")
+        overwrite_in_place(path, "ONE")  # the same inode, the same size
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert path.stat().st_size == before.st_size
+        assert path.stat().st_mtime_ns == before.st_mtime_ns
+        reason = await fs.refused("edit", path="a.txt", old_string="two", new_string="2")
+        assert reason == (
+            "a.txt changed on disk since it was last read; read it again before editing"
+        )
+        assert "overwrote" not in await fs.refused("write", path="a.txt", content="new\n")
+        assert path.read_text() == "ONE two\n"
 
 
 async def test_a_change_is_seen_by_content_even_when_the_version_repeats(

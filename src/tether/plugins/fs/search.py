@@ -81,6 +81,14 @@ def _relative(path: str, start: str) -> str:
     return path[len(start.rstrip("/")) + 1 :] if start else path
 
 
+def _files(root: Beneath, start: str) -> Iterator[tuple[Beneath, str, str]]:
+    """Each file of the walk of ``start``: its directory (open until the next file
+    of another directory), its name in it, and its path beneath ``root``."""
+    for here, directory, names in walk(root, start):
+        for name in names:
+            yield here, name, join(directory, name)
+
+
 def _mtime(root: Beneath, path: str) -> float:
     try:
         return root.stat(path).st_mtime
@@ -111,10 +119,10 @@ def glob_files(
         raise FileToolError("the glob pattern must be relative; give the directory as path")
     regex = glob_regex(pattern)
     found = []
-    for path in walk(root, start):
+    for here, name, path in _files(root, start):
         _check(stopped)
         if regex.match(_relative(path, start)):
-            found.append((path, _mtime(root, path)))
+            found.append((path, _mtime(here, name)))
     found.sort(key=lambda item: (-item[1], item[0]))
     return [path for path, _ in found]
 
@@ -180,13 +188,15 @@ def grep(
         is_file = stat.S_ISREG(root.stat(start).st_mode)
     except OSError:
         is_file = False
-    paths: Iterable[str] = [start] if is_file else walk(root, start)
+    files: Iterable[tuple[Beneath, str, str]] = (
+        [(root, start, start)] if is_file else _files(root, start)
+    )
     base = start.rpartition("/")[0] if is_file else start
-    for path in paths:
+    for here, name, path in files:
         _check(stopped)
         if only is not None and not only.match(_relative(path, base)):
             continue
-        found = _read_text_file(root, path)
+        found = _read_text_file(here, name)
         if found is None:
             continue
         data, mtime = found

@@ -39,7 +39,8 @@ class _Rules(msgspec.Struct, frozen=True):
 
 
 def _rules_in(root: Beneath, directory: str) -> _Rules | None:
-    """The rules of the ``.gitignore`` in ``directory`` (beneath ``root``), if it has any."""
+    """The rules of the ``.gitignore`` in ``directory`` (beneath ``root``; ``""`` for
+    ``root`` itself), if it has any."""
     try:
         lines = root.read(join(directory, IGNORE_FILE)).decode("utf-8", "replace").splitlines()
     except OSError:
@@ -84,33 +85,45 @@ def _inherited(start: str) -> list[_Rules]:
         return [rules for d in reversed(chain) if (rules := _rules_in(top, d[1:])) is not None]
 
 
-def walk(root: Beneath, start: str, *, ignore: bool = True) -> Iterator[str]:
-    """The regular files under directory ``start`` (depth first, in no set order).
+def walk(
+    root: Beneath, start: str, *, ignore: bool = True
+) -> Iterator[tuple[Beneath, str, list[str]]]:
+    """The regular files under directory ``start``, a directory at a time (depth
+    first, in no set order): the directory opened, its path, its files' names.
 
-    ``start`` and the paths yielded are relative to ``root``; every directory is
-    listed beneath it, no symlink followed. With ``ignore`` (the default)
-    ``.gitignore`` rules apply; ``.git`` is always skipped. Directories that
-    cannot be read are passed over.
+    ``start`` and the paths yielded are relative to ``root``; each directory is
+    opened beneath it, no symlink followed, and stays open until the next step
+    (open its files through it). With ``ignore`` (the default) ``.gitignore``
+    rules apply; ``.git`` is always skipped. Directories that cannot be read are
+    passed over.
     """
     inherited = _inherited(join(root.root, start).rstrip("/") or "/") if ignore else []
     stack: list[tuple[str, list[_Rules]]] = [(start, inherited)]
     while stack:
         directory, rules = stack.pop()
-        if ignore:
-            own = _rules_in(root, directory)
-            if own is not None:
-                rules = [*rules, own]
         try:
-            entries = root.entries(directory)
+            here = root.enter(directory)
         except OSError:
             continue
-        for name, is_dir in entries:
-            if name in ALWAYS_SKIPPED:
+        with here:
+            if ignore:
+                own = _rules_in(here, "")
+                if own is not None:
+                    rules = [*rules, own]
+            try:
+                entries = here.entries("")
+            except OSError:
                 continue
-            path = join(directory, name)
-            if rules and any(r.excludes(join(root.root, path), is_dir) for r in rules):
-                continue
-            if is_dir:
-                stack.append((path, rules))
-            else:
-                yield path
+            files: list[str] = []
+            for name, is_dir in entries:
+                if name in ALWAYS_SKIPPED:
+                    continue
+                path = join(directory, name)
+                if rules and any(r.excludes(join(root.root, path), is_dir) for r in rules):
+                    continue
+                if is_dir:
+                    stack.append((path, rules))
+                else:
+                    files.append(name)
+            if files:
+                yield here, directory, files
