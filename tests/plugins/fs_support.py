@@ -86,7 +86,7 @@ async def file_tools(tmp_path: Path, **config: Any) -> AsyncIterator[Files]:
         )
         assert report.ok, report.problems
         root = tmp_path / "ws"
-        root.mkdir()
+        root.mkdir(exist_ok=True)
         agent = (await world.get("agents").create(cwd=str(root))).agent
         yield Files(world, agent, root)
     finally:

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests.plugins.fs_support import PNG_1X1, Files, file_tools
+from tether.plugins.fs.beneath import Beneath
 from tether.runtime import CancelSignal
+
+
+@pytest.fixture(autouse=True)
+def each_resolution(resolution: str) -> str:
+    """Every test with ``openat2`` and with the walk used where the kernel lacks it."""
+    return resolution
 
 
 @pytest.fixture
@@ -125,14 +132,14 @@ async def test_permission_denied_is_an_error_result(
     fs: Files, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (fs.root / "locked.txt").write_text("secret\n")
-    real_open = open
+    real_open = Beneath.open
 
-    def denying_open(path: object, *args: object, **kwargs: object) -> object:
-        if str(path).endswith("locked.txt"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+    def denying_open(self: Beneath, path: str, *args: int) -> int:
+        if path.endswith("locked.txt"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(self, path, *args)
 
-    monkeypatch.setattr("builtins.open", denying_open)
+    monkeypatch.setattr(Beneath, "open", denying_open)
     assert await fs.refused("read", path="locked.txt") == "permission denied: locked.txt"
 
 
@@ -176,10 +183,10 @@ async def test_a_failed_write_leaves_the_file_whole_and_no_temporary(
     target.write_text("original\n")
     await fs.ok("read", path="a.txt")
 
-    def failing_replace(src: str, dst: str) -> None:
+    def failing_rename(src: str, dst: str, **dir_fds: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", failing_replace)
+    monkeypatch.setattr(os, "rename", failing_rename)
     reason = await fs.refused("edit", path="a.txt", old_string="original", new_string="new")
     assert reason == "a.txt: No space left on device"
     assert target.read_text() == "original\n"
@@ -459,24 +466,24 @@ async def test_durable_writes_fsync_before_the_rename(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     order: list[str] = []
-    real_fsync, real_replace = os.fsync, os.replace
+    real_fsync, real_rename = os.fsync, os.rename
 
     def fsync(fd: int) -> None:
         if os.readlink(f"/proc/self/fd/{fd}").endswith(".tether-tmp"):  # not the session log's
             order.append("fsync")
         real_fsync(fd)
 
-    def replace(src: str, dst: str) -> None:
+    def rename(src: str, dst: str, **dir_fds: int) -> None:
         if str(src).endswith(".tether-tmp"):
-            order.append("replace")
-        real_replace(src, dst)
+            order.append("rename")
+        real_rename(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "rename", rename)
     async with file_tools(tmp_path / "durable", durable_writes=True) as fs:
         await fs.ok("write", path="a.txt", content="kept\n")
-        assert order == ["fsync", "replace"]
+        assert order == ["fsync", "rename"]
     order.clear()
     async with file_tools(tmp_path / "default") as fs:
         await fs.ok("write", path="a.txt", content="kept\n")
-        assert order == ["replace"]
+        assert order == ["rename"]

@@ -15,19 +15,20 @@ client's reason; nothing is written when it fails.
 
 from __future__ import annotations
 
-import os
+import stat
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from tether.plugins.fs.access import FileAccess, FileText, page_text
+from tether.plugins.fs.access import FileAccess, FileText, image_on_disk, on_disk, page_text
 from tether.plugins.fs.errors import FileToolError
-from tether.plugins.fs.images import ImageFileError, image_on_disk
+from tether.plugins.fs.images import ImageFileError
 from tether.plugins.fs.snapshots import Snapshot, digest
 from tether.plugins.fs.text import PROBE_BYTES, Page
 
 if TYPE_CHECKING:
     from tether.acp.record import ClientLink
+    from tether.plugins.fs.workspace import Resolved
 
 
 class ClientFeatures(msgspec.Struct, frozen=True):
@@ -66,56 +67,58 @@ class EditorFiles:
         self._features = features
         self._disk = disk
 
-    async def read(self, path: str, shown: str, offset: int, limit: int) -> tuple[Page, Snapshot]:
+    async def read(self, target: Resolved, offset: int, limit: int) -> tuple[Page, Snapshot]:
         if not self._features.read_text_file:
-            return await self._disk.read(path, shown, offset, limit)
-        return page_text(await self.read_text(path, shown), offset, limit)
+            return await self._disk.read(target, offset, limit)
+        return page_text(await self.read_text(target), offset, limit)
 
-    async def read_text(self, path: str, shown: str) -> FileText:
+    async def read_text(self, target: Resolved) -> FileText:
         if not self._features.read_text_file:
-            return await self._disk.read_text(path, shown)
-        if _is_dir(path):
-            raise FileToolError(f"{shown} is a directory, not a file")
-        media_type = image_on_disk(path)
+            return await self._disk.read_text(target)
+        shown = target.shown
+        _refuse_directory(target)
+        media_type = image_on_disk(target)
         if media_type is not None:
             # An editor serves text buffers; an image is read from the disk.
             raise ImageFileError(shown, media_type)
         try:
-            text = await self._link.read_text_file(self._session_id, path)
+            text = await self._link.read_text_file(self._session_id, target.real)
         except Exception as exc:
-            if not _exists(path):
+            if on_disk(target) is None:
                 raise FileToolError(f"{shown} does not exist") from None
             raise FileToolError(f"the editor could not read {shown}: {exc}") from None
         if "\0" in text[:PROBE_BYTES]:
             raise FileToolError(f"{shown} is a binary file (it holds NUL bytes), not a text file")
-        return FileText(text, digest(text.encode("utf-8")))
+        version = digest(text.encode("utf-8"))
+        return FileText(text, version, version)
 
-    async def version(self, path: str) -> str | None:
+    async def version(self, target: Resolved) -> str | None:
         if not self._features.read_text_file:
-            return await self._disk.version(path)
+            return await self._disk.version(target)
         try:
-            text = await self._link.read_text_file(self._session_id, path)
+            text = await self._link.read_text_file(self._session_id, target.real)
         except Exception:
             return None
         return digest(text.encode("utf-8"))
 
-    async def write_text(self, path: str, shown: str, text: str) -> Snapshot:
+    async def write_text(self, target: Resolved, text: str) -> Snapshot:
         if not self._features.write_text_file:
-            return await self._disk.write_text(path, shown, text)
-        if _is_dir(path):
-            raise FileToolError(f"{shown} is a directory, not a file")
+            return await self._disk.write_text(target, text)
+        _refuse_directory(target)
         try:
-            await self._link.write_text_file(self._session_id, path, text)
+            await self._link.write_text_file(self._session_id, target.real, text)
         except Exception as exc:
-            raise FileToolError(f"the editor could not write {shown}: {exc}") from None
+            raise FileToolError(f"the editor could not write {target.shown}: {exc}") from None
         version = digest(text.encode("utf-8"))
         return Snapshot(version, version)
 
 
-def _is_dir(path: str) -> bool:
-    # One stat: cheap enough for the event loop, unlike a read.
-    return os.path.isdir(path)
+def _refuse_directory(target: Resolved) -> None:
+    """Refuse a directory (one ``stat``: cheap enough for the event loop, unlike a read).
 
-
-def _exists(path: str) -> bool:
-    return os.path.exists(path)
+    Raises:
+        FileToolError: ``target`` is a directory.
+    """
+    info = on_disk(target)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise FileToolError(f"{target.shown} is a directory, not a file")

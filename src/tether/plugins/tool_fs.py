@@ -6,6 +6,9 @@ lies outside it (after ``..`` and symlinks are resolved) is reached only as
 preview asks for approval, so a frontend that asks people (the ACP bridge)
 puts it to the user whatever the session's mode, and a call nobody approved
 is refused; ``allow``.
+Once decided, a path is used only in one step beneath its root (the
+workspace, or ``/`` for an allowed path outside): see
+:mod:`tether.plugins.fs.beneath`.
 
 ``read`` shows numbered lines (``offset``/``limit`` page through files of any
 size) and refuses binary files. An image (PNG, JPEG, GIF, WebP, told by its

@@ -1,6 +1,7 @@
 """The mechanics of the file tools (:mod:`tether.plugins.tool_fs`), one concern a module.
 
 * :mod:`~tether.plugins.fs.workspace` — where a path points, and whether it stays in the workspace;
+* :mod:`~tether.plugins.fs.beneath` — every file operation, done in one step beneath that root;
 * :mod:`~tether.plugins.fs.access` — reading and writing text: the disk, or an editor's buffers;
 * :mod:`~tether.plugins.fs.text` — what counts as text, and line-numbered pages of it;
 * :mod:`~tether.plugins.fs.edits` — exact-string edits, applied all or none;

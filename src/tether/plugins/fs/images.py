@@ -16,17 +16,7 @@ from __future__ import annotations
 from tether.content import MAX_IMAGE_BYTES, image_type
 from tether.plugins.fs.errors import FileToolError
 
-__all__ = ["MAX_IMAGE_BYTES", "ImageFileError", "image_on_disk", "image_type"]
-
-
-def image_on_disk(path: str) -> str | None:
-    """The media type of the image file at ``path``; ``None`` if it is not one (or
-    cannot be read). Reads 16 bytes: cheap enough for the event loop."""
-    try:
-        with open(path, "rb") as stream:
-            return image_type(stream.read(16))
-    except OSError:
-        return None
+__all__ = ["MAX_IMAGE_BYTES", "ImageFileError", "image_type"]
 
 
 class ImageFileError(FileToolError):

@@ -7,6 +7,8 @@ files passed over. The pattern is a Python regular expression; one that
 ripgrep's engine does not accept (a look-around, a backreference) makes
 :func:`rg_grep` raise :class:`Unsupported`, and the caller searches in Python.
 
+ripgrep starts in the searched directory, entered through a descriptor opened
+beneath the workspace (:mod:`tether.plugins.fs.beneath`), never by its name.
 The command runs in a worker thread's subprocess; the call's cancel is checked
 every 50 ms and kills it.
 """
@@ -18,11 +20,15 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 
-from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.beneath import Beneath
+from tether.plugins.fs.errors import FileToolError, failure
 from tether.plugins.fs.search import GrepQuery, Hit
 from tether.plugins.fs.text import cut
+from tether.plugins.fs.tree import join
 
 POLL_SECONDS = 0.05
+FD_DIRECTORY = "/proc/self/fd"
+"""Where a child process finds the descriptors it inherited, by number (Linux)."""
 
 
 class Unsupported(Exception):
@@ -45,9 +51,15 @@ def _command(rg: str, start: str, query: GrepQuery) -> list[str]:
     return [*command, "--regexp", query.pattern, "--", start]
 
 
-def _run(command: list[str], stopped: Callable[[], bool]) -> bytes:
+def _run(command: list[str], directory: int, stopped: Callable[[], bool]) -> bytes:
+    """Run ``command`` in the open directory ``directory`` (entered by its descriptor)."""
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=f"{FD_DIRECTORY}/{directory}",
+        pass_fds=(directory,),
     ) as process:
         while True:
             try:
@@ -63,54 +75,78 @@ def _run(command: list[str], stopped: Callable[[], bool]) -> bytes:
     return out
 
 
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return 0.0
-
-
 def rg_grep(
-    rg: str, start: str, query: GrepQuery, *, max_chars: int, stopped: Callable[[], bool]
+    rg: str,
+    root: Beneath,
+    start: str,
+    query: GrepQuery,
+    *,
+    max_chars: int,
+    stopped: Callable[[], bool],
 ) -> Iterator[Hit]:
-    """The hits of ``query`` under ``start``, as :func:`~tether.plugins.fs.search.grep` gives.
+    """The hits of ``query`` in the directory ``start`` (relative to ``root``), as
+    :func:`~tether.plugins.fs.search.grep` gives.
+
+    ripgrep starts in the directory opened beneath ``root`` (its descriptor,
+    not its name), so a symlink swapped in after the check cannot send it elsewhere.
 
     Raises:
-        FileToolError: the search was cancelled.
-        Unsupported: ripgrep refused the pattern or the glob.
+        FileToolError: the search was cancelled, or ``start`` cannot be opened.
+        Unsupported: ripgrep refused the pattern or the glob, or this system has no
+            ``/proc/self/fd`` to enter a directory by its descriptor.
     """
-    out = _run(_command(rg, start, query), stopped)
+    if not os.path.isdir(FD_DIRECTORY):
+        raise Unsupported(f"no {FD_DIRECTORY}")
+    try:
+        directory = root.open(start, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise failure(exc, start or ".") from None
+    try:
+        out = _run(_command(rg, ".", query), directory, stopped)
+    finally:
+        os.close(directory)
+
+    def hit(name: bytes, count: int, lines: tuple[tuple[int, str, bool], ...] = ()) -> Hit:
+        path = join(start, os.fsdecode(name).removeprefix("./"))
+        try:
+            mtime = root.stat(path).st_mtime
+        except OSError:
+            mtime = 0.0
+        return Hit(join(root.root, path), mtime, count, lines)
+
     if query.mode == "files_with_matches":
         for path in out.split(b"\0"):
             if path.strip(b"\n"):
-                name = os.fsdecode(path.strip(b"\n"))
-                yield Hit(name, _mtime(name), 1)
+                yield hit(path.strip(b"\n"), 1)
         return
     if query.mode == "count":
         for line in out.splitlines():
             path, _, count = line.partition(b"\0")
             if path:
-                name = os.fsdecode(path)
-                yield Hit(name, _mtime(name), int(count))
+                yield hit(path, int(count))
         return
-    yield from _content(out, max_chars)
+    for name, matches, lines in _content(out, max_chars):
+        yield hit(name, matches, lines)
 
 
-def _content(out: bytes, max_chars: int) -> Iterator[Hit]:
-    path: str | None = None
+def _content(
+    out: bytes, max_chars: int
+) -> Iterator[tuple[bytes, int, tuple[tuple[int, str, bool], ...]]]:
+    """Each file of ripgrep's ``--json`` output: its path, its matches, its lines."""
+    path: bytes | None = None
     lines: list[tuple[int, str, bool]] = []
     matches = 0
     for raw in out.splitlines():
         message = json.loads(raw)
         kind, data = message.get("type"), message.get("data", {})
         if kind == "begin":
-            path, lines, matches = _text(data["path"]), [], 0
+            path, lines, matches = os.fsencode(_text(data["path"])), [], 0
         elif kind in ("match", "context") and path is not None:
             text = _text(data["lines"]).rstrip("\n").rstrip("\r")
             lines.append((data["line_number"], cut(text, max_chars), kind == "match"))
             matches += kind == "match"
         elif kind == "end" and path is not None:
-            yield Hit(path, _mtime(path), matches, tuple(lines))
+            yield path, matches, tuple(lines)
             path = None
 
 

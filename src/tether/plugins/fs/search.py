@@ -14,16 +14,17 @@ passes over binary files (a NUL byte in the first 8 KiB), as ripgrep does.
 from __future__ import annotations
 
 import bisect
-import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
 from tether.plugins.fs import GrepMode
+from tether.plugins.fs.beneath import Beneath
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.fs.text import PROBE_BYTES, cut
-from tether.plugins.fs.tree import walk
+from tether.plugins.fs.tree import join, walk
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
@@ -76,14 +77,21 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def _relative(path: str, start: str) -> str:
-    """``path`` (found by walking ``start``) relative to ``start``, ``/``-separated."""
-    rel = path[len(start.rstrip(os.sep)) + 1 :]
-    return rel.replace(os.sep, "/") if os.sep != "/" else rel
+    """``path`` (found by walking ``start``; both relative to one root) relative to ``start``."""
+    return path[len(start.rstrip("/")) + 1 :] if start else path
 
 
-def _mtime(entry: os.DirEntry[str]) -> float:
+def _files(root: Beneath, start: str) -> Iterator[tuple[Beneath, str, str]]:
+    """Each file of the walk of ``start``: its directory (open until the next file
+    of another directory), its name in it, and its path beneath ``root``."""
+    for here, directory, names in walk(root, start):
+        for name in names:
+            yield here, name, join(directory, name)
+
+
+def _mtime(root: Beneath, path: str) -> float:
     try:
-        return entry.stat(follow_symlinks=False).st_mtime
+        return root.stat(path).st_mtime
     except OSError:
         return 0.0
 
@@ -97,8 +105,12 @@ def _check(stopped: Callable[[], bool]) -> None:
         raise FileToolError("the search was cancelled")
 
 
-def glob_files(start: str, pattern: str, stopped: Callable[[], bool] = _never) -> list[str]:
-    """Files under ``start`` whose relative path matches ``pattern``, newest first.
+def glob_files(
+    root: Beneath, start: str, pattern: str, stopped: Callable[[], bool] = _never
+) -> list[str]:
+    """Files under ``start`` whose path relative to it matches ``pattern``, newest first.
+
+    ``start`` and the paths returned are relative to ``root``.
 
     Raises:
         FileToolError: the pattern is absolute or invalid, or ``stopped()`` became true.
@@ -107,12 +119,12 @@ def glob_files(start: str, pattern: str, stopped: Callable[[], bool] = _never) -
         raise FileToolError("the glob pattern must be relative; give the directory as path")
     regex = glob_regex(pattern)
     found = []
-    for entry in walk(start):
+    for here, name, path in _files(root, start):
         _check(stopped)
-        if regex.match(_relative(entry.path, start)):
-            found.append((entry, _mtime(entry)))
-    found.sort(key=lambda item: (-item[1], item[0].path))
-    return [entry.path for entry, _ in found]
+        if regex.match(_relative(path, start)):
+            found.append((path, _mtime(here, name)))
+    found.sort(key=lambda item: (-item[1], item[0]))
+    return [path for path, _ in found]
 
 
 class GrepQuery(msgspec.Struct, frozen=True):
@@ -154,49 +166,66 @@ def _filter(query: GrepQuery) -> re.Pattern[str] | None:
 
 
 def grep(
-    start: str, query: GrepQuery, *, max_chars: int, stopped: Callable[[], bool] = _never
+    root: Beneath,
+    start: str,
+    query: GrepQuery,
+    *,
+    max_chars: int,
+    stopped: Callable[[], bool] = _never,
 ) -> Iterator[Hit]:
     """Every file under ``start`` (or the file ``start``) with a match of ``query``.
 
-    ``stopped`` is asked between files; once it is true the search ends.
+    ``start`` is relative to ``root``; each file is opened beneath it, and a
+    hit's path is absolute (``root``'s path joined to it). ``stopped`` is asked
+    between files; once it is true the search ends.
 
     Raises:
         FileToolError: the regex or the glob filter is invalid, or the search was stopped.
     """
     regex = query.compile()
     only = _filter(query)
-    if os.path.isfile(start):
-        paths: Iterable[str] = [start]
-        base = os.path.dirname(start)
-    else:
-        paths = (entry.path for entry in walk(start))
-        base = start
-    for path in paths:
+    try:
+        is_file = stat.S_ISREG(root.stat(start).st_mode)
+    except OSError:
+        is_file = False
+    files: Iterable[tuple[Beneath, str, str]] = (
+        [(root, start, start)] if is_file else _files(root, start)
+    )
+    base = start.rpartition("/")[0] if is_file else start
+    for here, name, path in files:
         _check(stopped)
         if only is not None and not only.match(_relative(path, base)):
             continue
-        try:
-            with open(path, "rb") as stream:
-                data = stream.read()
-        except OSError:
+        found = _read_text_file(here, name)
+        if found is None:
             continue
-        if b"\0" in data[:PROBE_BYTES]:
-            continue
+        data, mtime = found
         first = regex.search(data)
         if first is None:
             continue
-        try:
-            mtime = os.stat(path).st_mtime
-        except OSError:
-            continue
+        where = join(root.root, path)
         if query.mode == "files_with_matches":
-            yield Hit(path, mtime, 1)
+            yield Hit(where, mtime, 1)
             continue
         starts = _matching_line_starts(regex, data, first)
         if query.mode == "count":
-            yield Hit(path, mtime, len(starts))
+            yield Hit(where, mtime, len(starts))
             continue
-        yield Hit(path, mtime, len(starts), _shown_lines(data, starts, query, max_chars))
+        yield Hit(where, mtime, len(starts), _shown_lines(data, starts, query, max_chars))
+
+
+def _read_text_file(root: Beneath, path: str) -> tuple[bytes, float] | None:
+    """The bytes and modification time of the regular text file ``path``; ``None`` for
+    anything else (binary, special, unreadable), which a search passes over."""
+    try:
+        stream, info = root.open_file(path)
+        with stream:
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            data = stream.read()
+    except OSError:
+        return None
+    return None if b"\0" in data[:PROBE_BYTES] else (data, info.st_mtime)
 
 
 def _matching_line_starts(

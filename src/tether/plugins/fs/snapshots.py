@@ -4,11 +4,15 @@ Each agent has its own table, path → :class:`Snapshot`. A read records the
 file's version (and, when it read the whole file, a digest of its content);
 a write or an edit records what it wrote. An edit or an overwrite is refused
 when the model never read the file, or when the file changed since. A file
-whose version is the one recorded is unchanged (on disk: the same inode,
-size and modification time, so this costs one ``stat``); one whose version
-differs is still unchanged when its content has the digest recorded (it was
-rewritten with the very text the model saw), and stale otherwise — always
-stale when only a page was read, so no digest is known.
+is compared by content: it is unchanged when its content has the digest
+recorded, whatever its size and times say (another program may change a
+file and set its modification time back). Only where no digest is known (a
+paged read of a big file) is the version compared (on disk: inode, size,
+modification and change time; the change time cannot be set back).
+
+A write or an edit checks and changes a file under its :class:`FileLocks`
+lock, so two calls that change one file in one process take turns: the
+second sees the first's change, and is refused if its model has not read it.
 
 The tables live in the plugin and are dropped with their agent; a reload of
 the plugin forgets them, and the model is told to read a file again.
@@ -16,11 +20,16 @@ the plugin forgets them, and the model is told to read a file again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import msgspec
 
 from tether.plugins.fs.errors import FileToolError
+
+T = TypeVar("T")
 
 
 def digest(data: bytes) -> str:
@@ -50,13 +59,11 @@ class Snapshots:
     def get(self, owner: str, path: str) -> Snapshot | None:
         return self._tables.get(owner, {}).get(path)
 
-    def check(
-        self, owner: str, path: str, shown: str, version: str, content: Callable[[], str]
-    ) -> None:
-        """Refuse a change to ``path``, now at ``version``, if ``owner``'s view of it is stale.
+    def check(self, owner: str, path: str, shown: str, now: Snapshot) -> None:
+        """Refuse a change to ``path``, as it is ``now``, if ``owner``'s view of it is stale.
 
-        ``content()`` gives the digest of the current content; it is called only
-        when the version differs from the one recorded.
+        ``now``'s digest is compared with the digest recorded, or, when none
+        was (a paged read), its version with the version recorded.
 
         Raises:
             FileToolError: never read by this agent, or changed since it was read.
@@ -66,12 +73,56 @@ class Snapshots:
             raise FileToolError(
                 f"{shown} has not been read in this session; read it first, then edit it"
             )
-        if version == seen.version:
-            return
-        if seen.digest is None or content() != seen.digest:
+        same = now.version == seen.version if seen.digest is None else now.digest == seen.digest
+        if not same:
             raise FileToolError(
                 f"{shown} changed on disk since it was last read; read it again before editing"
             )
 
     def forget(self, owner: str) -> None:
         self._tables.pop(owner, None)
+
+
+class FileLocks:
+    """One lock per file (by real path): held while a write or an edit checks and changes it.
+
+    A change made under the lock is awaited with :meth:`finish`, so a cancelled
+    call does not release the lock while its write is still under way in a
+    worker thread (the next call would read the file as it was, and one of the
+    two writes would be lost).
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, path: str) -> AsyncIterator[None]:
+        """Hold ``path``'s lock for the block (in order of arrival); dropped when unused."""
+        lock, users = self._held.get(path, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._held[path] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._held[path]
+            if users == 1:
+                del self._held[path]
+            else:
+                self._held[path] = (lock, users - 1)
+
+    @staticmethod
+    async def finish(change: Awaitable[T]) -> T:
+        """Await ``change`` to its end; if the caller is cancelled meanwhile, still wait
+        for it, then let the cancellation through.
+
+        Raises:
+            asyncio.CancelledError: the caller was cancelled (``change`` has ended).
+        """
+        task = asyncio.ensure_future(change)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.wait({task})
+            raise

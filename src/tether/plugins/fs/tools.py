@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -18,12 +20,14 @@ from tether.content import ImageRef
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
 from tether.plugins.fs.access import FILE_ACCESS, DiskFiles, FileAccess
+from tether.plugins.fs.beneath import Beneath
 from tether.plugins.fs.edits import apply_edits
-from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.errors import FileToolError, failure
 from tether.plugins.fs.images import ImageFileError
 from tether.plugins.fs.search import GrepQuery, Hit, glob_files, grep
-from tether.plugins.fs.snapshots import Snapshots
+from tether.plugins.fs.snapshots import FileLocks, Snapshots
 from tether.plugins.fs.text import MAX_LINE_CHARS, READ_LINES, cut
+from tether.plugins.fs.tree import join
 from tether.plugins.fs.workspace import Resolved, Workspace
 from tether.tools import ToolExec, ToolOutput
 from tether.tools.preview import Diff, Location, ToolKind, ToolPreview
@@ -57,6 +61,7 @@ class FileTools:
         self._config = config
         self._disk = DiskFiles(config.max_file_bytes, durable=config.durable_writes)
         self.snapshots = Snapshots()
+        self.locks = FileLocks()
 
     # -- common -----------------------------------------------------------------
 
@@ -124,10 +129,7 @@ class FileTools:
         try:
             target = await self._target(args.path, exec)
             page, snapshot = await target.access.read(
-                target.resolved.real,
-                args.path,
-                args.offset or 1,
-                args.limit or READ_LINES,
+                target.resolved, args.offset or 1, args.limit or READ_LINES
             )
         except ImageFileError as image:
             return await self._read_image(target, args.path, image, exec)
@@ -147,7 +149,7 @@ class FileTools:
         real = target.resolved.real
         try:
             media_type, data, snapshot = await self._disk.read_image(
-                real, shown, self._config.max_image_bytes
+                target.resolved, self._config.max_image_bytes
             )
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
@@ -181,39 +183,42 @@ class FileTools:
         try:
             target = await self._target(args.path, exec)
             real = target.resolved.real
-            existed = await self._check_fresh(target, args.path)
-            written = await target.access.write_text(real, args.path, args.content)
+            async with self.locks.hold(real):
+                existed = await self._check_fresh(target)
+                written = await self.locks.finish(
+                    target.access.write_text(target.resolved, args.content)
+                )
+                self.snapshots.saw(target.owner, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
-        self.snapshots.saw(target.owner, real, written)
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") else 1)
         lines = lines if args.content else 0
         verb = "overwrote" if existed else "created"
         noun = "line" if lines == 1 else "lines"
         return ToolOutput(f"{verb} {args.path} ({lines} {noun})")
 
-    async def _check_fresh(self, target: _Target, shown: str) -> bool:
+    async def _check_fresh(self, target: _Target) -> bool:
         """Whether the file exists; refuse if it does and the model's view of it is stale.
 
         Raises:
             FileToolError: a directory, never read, or changed since it was read.
         """
-        real = target.resolved.real
-        version = await target.access.version(real)
+        resolved = target.resolved
+        version = await target.access.version(resolved)
         if version is None:
             return False
-        current = await target.access.read_text(real, shown)
-        self.snapshots.check(target.owner, real, shown, current.version, current.digest)
+        current = await target.access.read_text(resolved)
+        self.snapshots.check(target.owner, resolved.real, resolved.shown, current.snapshot)
         return True
 
     async def preview_write(self, args: WriteArgs, exec: ToolExec) -> ToolPreview:
         target = await self._target_for_preview(args.path, exec)
         old: str | None = None
-        if target is not None and await target.access.version(target.resolved.real) is not None:
-            try:
-                old = (await target.access.read_text(target.resolved.real, args.path)).text
-            except FileToolError:
-                old = None
+        try:
+            if target is not None and await target.access.version(target.resolved) is not None:
+                old = (await target.access.read_text(target.resolved)).text
+        except FileToolError:
+            old = None
         resolved = self._workspace(exec).resolve(args.path)
         diff = Diff(resolved.real, old, args.content)
         return self._preview("edit", f"write {args.path}", resolved, 1, (diff,))
@@ -234,13 +239,16 @@ class FileTools:
             edits = args.all()
             target = await self._target(args.path, exec)
             real = target.resolved.real
-            current = await target.access.read_text(real, args.path)
-            self.snapshots.check(target.owner, real, args.path, current.version, current.digest)
-            edited = apply_edits(current.text, edits, args.path)
-            written = await target.access.write_text(real, args.path, edited.text)
+            async with self.locks.hold(real):
+                current = await target.access.read_text(target.resolved)
+                self.snapshots.check(target.owner, real, args.path, current.snapshot)
+                edited = apply_edits(current.text, edits, args.path)
+                written = await self.locks.finish(
+                    target.access.write_text(target.resolved, edited.text)
+                )
+                self.snapshots.saw(target.owner, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
-        self.snapshots.saw(target.owner, real, written)
         plural = "" if edited.replacements == 1 else "s"
         line = edited.first_line
         return ToolOutput(
@@ -255,7 +263,7 @@ class FileTools:
         if target is None:
             return self._preview("edit", f"edit {args.path}", resolved)
         try:
-            current = await target.access.read_text(resolved.real, args.path)
+            current = await target.access.read_text(target.resolved)
             edited = apply_edits(current.text, args.all(), args.path)
         except FileToolError:
             # The call will fail with the reason; there is no diff to show.
@@ -269,23 +277,23 @@ class FileTools:
         """Resolve the place a search starts from (blocking: run it in a thread).
 
         Raises:
-            FileToolError: outside the workspace and not allowed, or missing.
+            FileToolError: outside the workspace and not allowed.
         """
         workspace = self._workspace(exec)
         resolved = workspace.resolve(path or ".")
         refusal = self._outside_refusal(resolved, exec)
         if refusal is not None:
             raise FileToolError(refusal)
-        if not os.path.exists(resolved.real):
-            raise FileToolError(f"{resolved.shown} does not exist")
         return workspace, resolved
 
     async def glob(self, args: GlobArgs, exec: ToolExec) -> ToolOutput:
         def search() -> tuple[Workspace, list[str]]:
             workspace, resolved = self._directory(args.path, exec)
-            if not os.path.isdir(resolved.real):
-                raise FileToolError(f"{resolved.shown} is not a directory")
-            return workspace, glob_files(resolved.real, args.pattern, _stopped(exec))
+            with _searched(resolved) as (root, is_file):
+                if is_file:
+                    raise FileToolError(f"{resolved.shown} is not a directory")
+                found = glob_files(root, resolved.beneath, args.pattern, _stopped(exec))
+            return workspace, [join(resolved.root, path) for path in found]
 
         try:
             workspace, found = await asyncio.to_thread(search)
@@ -308,7 +316,10 @@ class FileTools:
 
         def search() -> tuple[Workspace, list[Hit]]:
             workspace, resolved = self._directory(args.path, exec)
-            return workspace, self._search(resolved.real, query, _stopped(exec))
+            with _searched(resolved) as (root, is_file):
+                return workspace, self._search(
+                    root, resolved.beneath, is_file, query, _stopped(exec)
+                )
 
         try:
             workspace, hits = await asyncio.to_thread(search)
@@ -336,9 +347,17 @@ class FileTools:
                 previous = number
         return ToolOutput(_listed(rows, limit))
 
-    def _search(self, start: str, query: GrepQuery, stopped: Callable[[], bool]) -> list[Hit]:
-        """Every hit of ``query`` under ``start``: with ripgrep when the engine setting
-        lets it and it accepts the query, else in Python (blocking).
+    def _search(
+        self,
+        root: Beneath,
+        start: str,
+        is_file: bool,
+        query: GrepQuery,
+        stopped: Callable[[], bool],
+    ) -> list[Hit]:
+        """Every hit of ``query`` under ``start`` (beneath ``root``; the file ``start``
+        when ``is_file``): with ripgrep when the engine setting lets it and it accepts
+        the query, else in Python (blocking).
 
         Raises:
             FileToolError: an invalid regex or glob, ripgrep chosen but missing, or cancelled.
@@ -352,12 +371,13 @@ class FileTools:
         rg = shutil.which("rg") if engine != "python" else None
         if engine == "rg" and rg is None:
             raise FileToolError("grep_engine is rg, but rg is not installed")
-        if rg is not None and not os.path.isfile(start):
+        if rg is not None and not is_file:
             try:
-                return list(rg_grep(rg, start, query, max_chars=MAX_LINE_CHARS, stopped=stopped))
+                hits = rg_grep(rg, root, start, query, max_chars=MAX_LINE_CHARS, stopped=stopped)
+                return list(hits)
             except Unsupported as exc:
                 log.info("ripgrep refused %r (%s); searching in Python", query.pattern, exc)
-        return list(grep(start, query, max_chars=MAX_LINE_CHARS, stopped=stopped))
+        return list(grep(root, start, query, max_chars=MAX_LINE_CHARS, stopped=stopped))
 
     async def preview_glob(self, args: GlobArgs, exec: ToolExec) -> ToolPreview:
         resolved = self._workspace(exec).resolve(args.path or ".")
@@ -370,6 +390,25 @@ class FileTools:
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: drop the agent's snapshots."""
         self.snapshots.forget(agent.id)
+
+
+@contextmanager
+def _searched(resolved: Resolved) -> Iterator[tuple[Beneath, bool]]:
+    """The root ``resolved`` lies beneath, open, and whether it names a file (else a directory).
+
+    Raises:
+        FileToolError: it does not exist, or cannot be reached beneath its root.
+    """
+    try:
+        root = Beneath(resolved.root)
+    except OSError as exc:
+        raise failure(exc, resolved.shown) from None
+    with root:
+        try:
+            is_file = stat.S_ISREG(root.stat(resolved.beneath).st_mode)
+        except OSError as exc:
+            raise failure(exc, resolved.shown) from None
+        yield root, is_file
 
 
 def _stopped(exec: ToolExec) -> Callable[[], bool]:

@@ -4,6 +4,12 @@ The workspace is the session's cwd. A relative path resolves against it;
 ``~`` expands. Containment is decided on the *real* path (symlinks
 resolved), so neither ``..`` nor a symlink leads out unnoticed: a link inside
 the workspace that points outside is outside.
+
+That decision is not trusted to hold until the file is used: a resolved path
+names its **root** (the workspace for a path inside, ``/`` for one outside)
+and where its real target lies beneath it, and the file tools reach it only
+through :class:`~tether.plugins.fs.beneath.Beneath`, in one step beneath that
+root with no symlink followed.
 """
 
 from __future__ import annotations
@@ -20,13 +26,20 @@ class Resolved(msgspec.Struct, frozen=True):
 
     ``real`` is the target with every symlink resolved (for a path that does
     not exist yet: its nearest existing parent resolved, the rest appended).
-    ``inside`` says whether ``real`` lies within the workspace.
+    ``inside`` says whether ``real`` lies within the workspace; ``root`` is
+    then the workspace's real path, else ``/``.
     """
 
     shown: str
     absolute: str
     real: str
     inside: bool
+    root: str
+
+    @property
+    def beneath(self) -> str:
+        """``real`` relative to ``root`` (``""`` for the root itself)."""
+        return self.real[len(self.root) :].lstrip("/")
 
 
 class Workspace:
@@ -50,7 +63,8 @@ class Workspace:
             raise FileToolError("the path contains a NUL character")
         absolute = os.path.normpath(os.path.join(self.root, os.path.expanduser(path)))
         real = os.path.realpath(absolute)
-        return Resolved(path, absolute, real, self.contains(real))
+        inside = self.contains(real)
+        return Resolved(path, absolute, real, inside, self._real if inside else "/")
 
     def contains(self, real: str) -> bool:
         """Whether the real path ``real`` is the workspace or lies under it."""
