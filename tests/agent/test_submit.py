@@ -17,7 +17,8 @@ from tests.agent.world import World, call, say
 from tether.agent import Agent, AgentStatus, NotStoredError, Target, UserMessage
 from tether.agent.events import AGENT_STATUS, CANCEL_REQUESTED
 from tether.session import Session, replay_inbox
-from tether.session.store import SESSION_FLUSH
+from tether.session.events import Event
+from tether.session.store import SESSION_EVENT, SESSION_FLUSH
 
 
 class HeldFlush:
@@ -128,7 +129,7 @@ async def test_a_submitted_prompt_is_not_claimed_before_it_is_durable(world: Wor
     assert turn_ends(agent.session) == [{"kind": "completed"}] * 2
 
 
-async def test_a_steer_submitted_during_a_turn_is_not_taken_at_a_step_before_it_is_durable(
+async def test_a_steer_submitted_during_a_turn_joins_it_once_durable_never_before(
     world: World,
 ) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
@@ -137,18 +138,27 @@ async def test_a_steer_submitted_during_a_turn_is_not_taken_at_a_step_before_it_
     world.ctx.on(SESSION_FLUSH, held)
     submitting = asyncio.create_task(agent.submit(UserMessage.text("steer"), Target.STEERING))
     await held.entered.wait()
-    idle = idle_heard(agent)
-    finish_first.set()
-    await idle.wait()
-    # The turn's second step ran without it, and the turn ended.
-    assert prompts(agent.session) == ["first"]
+    second_step_ended = asyncio.Event()
+
+    def on_event(session: Session, event: Event) -> None:
+        if session is agent.session and event.type == "step/end" and event.data["step"] == 2:
+            second_step_ended.set()
+
+    world.ctx.on(SESSION_EVENT, on_event)
     world.model.queue(say("steered"))
+    finish_first.set()
+    await second_step_ended.wait()
+    # The second step ran without it; the turn waits for its verdict instead of ending.
+    assert prompts(agent.session) == ["first"]
+    assert agent.status is AgentStatus.RUNNING
+    assert types(agent.session).count("turn/end") == 0
     held.release.set()
     await submitting
     await agent.when_idle()
-    # Stored now: steering an idle agent starts a turn with it.
+    # Stored now: the running turn took it at its next step, as a steer.
     assert prompts(agent.session) == ["first", "steer"]
-    assert turn_ends(agent.session) == [{"kind": "completed"}] * 2
+    assert types(agent.session).count("turn/start") == 1
+    assert turn_ends(agent.session) == [{"kind": "completed"}]
 
 
 async def test_input_sent_behind_a_submitted_prompt_waits_for_it_fifo_order_kept(

@@ -62,6 +62,11 @@ class Inbox:
         """Whether a held message (one waiting to be durable) is pending."""
         return bool(self._held)
 
+    def holds_head(self, target: Target) -> bool:
+        """Whether the head of ``target`` is a held message (its verdict is pending)."""
+        fifo = self._fifos[target]
+        return bool(fifo) and fifo[0].id in self._held
+
     def has(self, target: Target) -> bool:
         """Whether a claim of ``target`` would take something (its head is not held)."""
         fifo = self._fifos[target]

@@ -66,6 +66,8 @@ class AgentDriver:
         self._inbox = Inbox(session, self._notify_inbox)
         self.history = History(session)
         self._wake = asyncio.Event()
+        self._settled = asyncio.Event()
+        """Set each time a submission's verdict is in (released or withdrawn)."""
         self._steer_wake = False
         self._turn_signal: CancelSignal | None = None
         self._cancelling = False
@@ -147,15 +149,26 @@ class AgentDriver:
             await self._flush(self._session)
         except BaseException as exc:
             self._inbox.withdraw(message.id)
+            self._settled.set()
             # What queued behind it may be claimable now; or the agent is idle.
             self._wake.set()
             if not isinstance(exc, Exception):
                 raise
             raise NotStoredError.of(self.id, "the prompt", exc) from exc
+        self._settled.set()
         if self._inbox.release(message.id):
             self._wake_for(target)
         else:
             self._wake.set()
+
+    async def steering_settled(self) -> None:
+        """Return once no steering message at the head of its FIFO is still being
+        stored (:meth:`submit`): a steer submitted before a turn's last step
+        boundary belongs to that turn, so the turn waits for its verdict rather
+        than ending without it. The wait is bounded by the session's flush."""
+        while self._inbox.holds_head(Target.STEERING):
+            self._settled.clear()
+            await self._settled.wait()
 
     def _wake_for(self, target: Target) -> None:
         """Wake the driver for input now claimable in ``target``."""

@@ -293,8 +293,13 @@ class TurnRunner:
                 return _aborted(signal)
             if assembled.finish.reason == "max-tokens":
                 return MaxTokens()
-            if not calls and not driver.inbox.has(Target.STEERING):
-                return Completed()
+            if not calls:
+                # A steer still being stored was sent during this turn: it is ours.
+                await driver.steering_settled()
+                if signal.cancelled:
+                    return _aborted(signal)
+                if not driver.inbox.has(Target.STEERING):
+                    return Completed()
             stop = await self._ctx.serial(TURN_STOP, agent, turn, step)
             if stop is not None:
                 return stop
