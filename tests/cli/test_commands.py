@@ -219,7 +219,8 @@ def test_chat_queues_prompts_handles_commands_and_resumes(tmp_path: Path) -> Non
     shown = tether(tmp_path, "sessions", "show", sid).stdout
     turns = shown.split("── turn ")[1:]
     assert len(turns) == 3
-    assert "you: first question\nyou: a nudge" in turns[0]
+    # A steer joins the running turn at its next step, once it is stored.
+    assert turns[0].index("you: first question") < turns[0].index("you: a nudge")
     assert "you: second question" in turns[1] and "you: third" in turns[2]
 
 
