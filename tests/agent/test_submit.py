@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+from typing import NamedTuple
 
 import pytest
 
@@ -61,6 +62,29 @@ async def running_turn(world: World, agent: Agent) -> asyncio.Event:
     return release
 
 
+class HeldSubmission(NamedTuple):
+    """A submission whose flush is held while the agent's first turn runs."""
+
+    agent: Agent
+    finish_first: asyncio.Event
+    held: HeldFlush
+    submitting: asyncio.Task[None]
+
+
+async def submitted_during_a_turn(
+    world: World, message: UserMessage, target: Target = Target.QUEUED
+) -> HeldSubmission:
+    """Start a turn held in a tool call, then submit ``message`` with its flush held
+    (returns once that flush is entered)."""
+    agent = (await world.get("agents").create(cwd="/w")).agent
+    finish_first = await running_turn(world, agent)
+    held = HeldFlush(agent.session)
+    world.ctx.on(SESSION_FLUSH, held)
+    submitting = asyncio.create_task(agent.submit(message, target))
+    await held.entered.wait()
+    return HeldSubmission(agent, finish_first, held, submitting)
+
+
 def idle_heard(agent: Agent) -> asyncio.Event:
     """Set when ``agent`` reports ``idle`` (the driver then decides, before anything else
     runs, whether another turn starts: a start would report ``running`` at once)."""
@@ -107,13 +131,8 @@ async def test_a_submitted_prompt_whose_flush_fails_never_runs_and_is_withdrawn_
 
 
 async def test_a_submitted_prompt_is_not_claimed_before_it_is_durable(world: World) -> None:
-    agent = (await world.get("agents").create(cwd="/w")).agent
-    finish_first = await running_turn(world, agent)
-    held = HeldFlush(agent.session)
-    world.ctx.on(SESSION_FLUSH, held)
     submitted = UserMessage.text("submitted")
-    submitting = asyncio.create_task(agent.submit(submitted))
-    await held.entered.wait()
+    agent, finish_first, held, submitting = await submitted_during_a_turn(world, submitted)
     idle = idle_heard(agent)
     finish_first.set()
     await idle.wait()
@@ -132,12 +151,9 @@ async def test_a_submitted_prompt_is_not_claimed_before_it_is_durable(world: Wor
 async def test_a_steer_submitted_during_a_turn_joins_it_once_durable_never_before(
     world: World,
 ) -> None:
-    agent = (await world.get("agents").create(cwd="/w")).agent
-    finish_first = await running_turn(world, agent)
-    held = HeldFlush(agent.session)
-    world.ctx.on(SESSION_FLUSH, held)
-    submitting = asyncio.create_task(agent.submit(UserMessage.text("steer"), Target.STEERING))
-    await held.entered.wait()
+    agent, finish_first, held, submitting = await submitted_during_a_turn(
+        world, UserMessage.text("steer"), Target.STEERING
+    )
     second_step_ended = asyncio.Event()
 
     def on_event(session: Session, event: Event) -> None:
@@ -164,12 +180,9 @@ async def test_a_steer_submitted_during_a_turn_joins_it_once_durable_never_befor
 async def test_input_sent_behind_a_submitted_prompt_waits_for_it_fifo_order_kept(
     world: World,
 ) -> None:
-    agent = (await world.get("agents").create(cwd="/w")).agent
-    finish_first = await running_turn(world, agent)
-    held = HeldFlush(agent.session)
-    world.ctx.on(SESSION_FLUSH, held)
-    submitting = asyncio.create_task(agent.submit(UserMessage.text("submitted")))
-    await held.entered.wait()
+    agent, finish_first, held, submitting = await submitted_during_a_turn(
+        world, UserMessage.text("submitted")
+    )
     agent.followup(UserMessage.text("sent after"))
     idle = idle_heard(agent)
     finish_first.set()
