@@ -26,14 +26,14 @@ __all__ = [
     "GENERIC_KEY_ENV",
     "KEYS",
     "MODEL_ENV",
-    "ModelSource",
     "STORED",
+    "ModelSource",
     "ProviderKey",
     "choose_model",
     "default_provider",
-    "provider_of",
     "find_key",
     "provider_key",
+    "provider_of",
 ]
 
 GENERIC_KEY_ENV = "TETHER_API_KEY"

@@ -79,7 +79,7 @@ STORED_KEY = HALF + OTHER_HALF
 PROBE = (
     f"a={HALF}; b={OTHER_HALF}; "
     "e=$(tr '\\0' '\\n' < /proc/$PPID/environ | grep -c \"$a$b\"); "
-    "o=$(env | grep -c \"$a$b\"); "
+    'o=$(env | grep -c "$a$b"); '
     'echo "found environ=$e own=$o"'
 )
 

@@ -107,7 +107,9 @@ def _status() -> int:
     for provider, key_info in KEYS.items():
         found = provider_key(provider, key_info.key_variables, env)
         if found is not None:
-            where = "stored (tether auth login)" if found[0] == STORED else f"{found[0]} (environment)"
+            where = (
+                "stored (tether auth login)" if found[0] == STORED else f"{found[0]} (environment)"
+            )
         else:
             where = f"none: set {key_info.variables[0]} or run tether auth login {provider}"
         print(f"{provider:<12} {where}")

@@ -32,6 +32,7 @@ from collections.abc import Collection, Mapping
 
 import msgspec
 
+from tether.credentials import CredentialsError
 from tether.fence import environ
 from tether.llm.adapters.providers import (
     ANTHROPIC_PLUGIN,
@@ -43,7 +44,6 @@ from tether.llm.adapters.providers import (
 )
 from tether.llm.errors import LlmError
 from tether.llm.request import parse_model_ref
-from tether.credentials import CredentialsError
 from tether.provider_keys import KEYS, MODEL_ENV, ModelSource, choose_model, provider_key
 from tether.runtime.schema import Secret
 
@@ -202,7 +202,10 @@ def resolve_model_settings(
 
 
 def _resolve(
-    model: str | None, base_url: str | None, extra_providers: Collection[str], env: Mapping[str, str]
+    model: str | None,
+    base_url: str | None,
+    extra_providers: Collection[str],
+    env: Mapping[str, str],
 ) -> ModelSettings:
     given_url = _given(base_url)
     ref, source = choose_model(model, env)
