@@ -1,15 +1,18 @@
 """ACP authentication: without the model's key, ``initialize`` says what to set and
 sessions wait for it; with it, ``authenticate`` succeeds and sessions use the model."""
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
 from acp.exceptions import RequestError
-from acp.schema import EnvVarAuthMethod
+from acp.schema import AuthCapabilities, ClientCapabilities, EnvVarAuthMethod, TerminalAuthMethod
 
 from tests.acp.harness import LEDGER, serving
 from tests.adapters.fake_server import FakeServer, stream
-from tests.adapters.support import KEY, text_answer
+from tests.adapters.support import KEY, call, delta, text_answer, usage
+from tests.cli.terminal import Terminal
 
 OVERLAY = "plugins:\n" + LEDGER
 NO_KEYS = {"DEEPSEEK_API_KEY": "", "TETHER_API_KEY": "", "TETHER_MODEL": ""}
@@ -64,3 +67,87 @@ async def test_started_with_the_key_authenticate_succeeds_and_sessions_use_the_m
             sid = await server.new_session()
             assert await server.prompt(sid, "say hello") == "end_turn"
             assert server.client.text(sid) == "Hello with a key"
+
+
+TERMINAL_CLIENT = ClientCapabilities(auth=AuthCapabilities(terminal=True))
+"""A client that runs ``terminal`` authentication methods."""
+
+HALF, OTHER_HALF = "sk-stored-", "5be1c0ffee"
+STORED_KEY = HALF + OTHER_HALF
+"""The key typed at sign-in; the tool's command names it only in halves."""
+
+PROBE = (
+    f"a={HALF}; b={OTHER_HALF}; "
+    "e=$(tr '\\0' '\\n' < /proc/$PPID/environ | grep -c \"$a$b\"); "
+    'o=$(env | grep -c "$a$b"); '
+    'echo "found environ=$e own=$o"'
+)
+
+
+def bash_call(command: str) -> list[object]:
+    """A streamed answer that is one ``bash`` tool call running ``command``."""
+    arguments = json.dumps({"command": command})
+    return [
+        delta(calls=[call(0, arguments, id="call-1", name="bash")]),
+        delta(finish="tool_calls"),
+        usage(5, 5),
+        "[DONE]",
+    ]
+
+
+def sign_in(home: Path, key: str) -> str:
+    """``tether auth login deepseek`` on a terminal, typing ``key``; its output."""
+    terminal = Terminal(home, "login", "deepseek", command="auth", env=NO_KEYS)
+    try:
+        terminal.expect("DeepSeek API key (not shown): ")
+        terminal.send(key.encode() + b"\r")
+        terminal.expect("Stored the DeepSeek API key")
+        assert terminal.finish() == 0
+        return terminal.output()
+    finally:
+        terminal.close()
+
+
+async def test_terminal_sign_in_is_advertised_and_its_key_reaches_the_model_not_the_tools(
+    tmp_path: Path,
+) -> None:
+    async with FakeServer() as model:
+        model.queue(stream(bash_call(PROBE)), stream(text_answer("Signed in")))
+        async with serving(
+            tmp_path,
+            "--base-url",
+            f"{model.url}/v1",
+            "--mode",
+            "auto",
+            initialize=False,
+            overlay=OVERLAY,
+            model="deepseek:deepseek-chat",
+            env=NO_KEYS,
+        ) as server:
+            answer = await server.conn.initialize(
+                protocol_version=1, client_capabilities=TERMINAL_CLIENT
+            )
+            methods = {method.id: method for method in answer.auth_methods or []}
+            assert list(methods) == ["deepseek-api-key", "deepseek-login"]
+            terminal = methods["deepseek-login"]
+            assert isinstance(terminal, TerminalAuthMethod)
+            assert terminal.args == ["auth", "login", "deepseek"]
+            with pytest.raises(RequestError) as early:
+                await server.conn.authenticate(method_id="deepseek-login")
+            assert early.value.code == -32000
+            assert "complete the sign-in in the terminal" in str(early.value)
+            with pytest.raises(RequestError):
+                await server.new_session()
+
+            shown = await asyncio.to_thread(sign_in, server.home, STORED_KEY)
+            assert STORED_KEY not in shown
+
+            await server.conn.authenticate(method_id="deepseek-login")
+            sid = await server.new_session()
+            assert await server.prompt(sid, "who am I?") == "end_turn"
+            assert server.client.text(sid) == "Signed in"
+            first, second = model.requests
+            assert first.headers["authorization"] == f"Bearer {STORED_KEY}"
+            assert "found environ=0 own=0" in json.dumps(second.json)
+            await server.close_stdin()
+            assert STORED_KEY not in server.stderr()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tether.credentials import write_keys
 from tether.llm.adapters.settings import (
     OFFLINE_NOTICE,
     ModelSettings,
@@ -65,7 +68,11 @@ def test_provider_alone_takes_its_default_model() -> None:
 def test_missing_key_is_a_clear_error_naming_the_variables(model: str, variables: str) -> None:
     with pytest.raises(ModelSettingsError) as raised:
         resolve_model_settings(model, env={})
-    assert str(raised.value) == f"model {model!r} needs an API key: set {variables}"
+    provider = model.partition(":")[0]
+    assert str(raised.value) == (
+        f"model {model!r} needs an API key: set {variables}, "
+        f"or store one with: tether auth login {provider}"
+    )
 
 
 def test_tether_api_key_serves_any_provider_after_its_own_variable() -> None:
@@ -199,3 +206,21 @@ def test_the_offline_model_adds_no_adapter_rows() -> None:
     assert patched["plugins"] == [  # type: ignore[index]
         {"id": "agent_loop", "plugin": "tether.loop.plugin", "config": {"model": "offline"}}
     ]
+
+
+def test_a_stored_key_serves_when_the_variable_is_unset_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path))
+    write_keys({"deepseek": "sk-stored", "anthropic": "sk-ant-stored"})
+
+    chosen = resolve_model_settings(env={})
+    assert (chosen.model, chosen.source) == ("deepseek:deepseek-chat", "stored key")
+    assert chosen.api_key == Secret("sk-stored")
+    given = resolve_model_settings("anthropic:claude-sonnet-4-5", env={})
+    assert given.api_key == Secret("sk-ant-stored")
+    assert resolve_model_settings(env=DEEPSEEK).api_key == Secret("sk-deep")
+    generic = resolve_model_settings("anthropic:claude-sonnet-4-5", env={"TETHER_API_KEY": "g"})
+    assert generic.api_key == Secret("g")
+    with pytest.raises(ModelSettingsError, match="needs an API key"):
+        resolve_model_settings("openai:gpt-4.1", env={})

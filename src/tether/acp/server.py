@@ -205,19 +205,23 @@ class AcpServer:
         if self._auth.missing is None:
             # The response is written before the boot task first runs.
             self._source.start()
+        methods = self._auth.advertise(client_capabilities)
         result = initialize_result(
-            images=self._images, requested=protocol_version, auth_methods=self._auth.methods
+            images=self._images, requested=protocol_version, auth_methods=methods
         )
         return InitializeResponse.model_validate(result)
 
     async def authenticate(self, method_id: str, **_meta: object) -> AuthenticateResponse:
-        """Succeeds once the key of ``method_id`` is set (see :mod:`tether.acp.auth`)."""
+        """Succeeds once the key of ``method_id`` is there (see :mod:`tether.acp.auth`);
+        tether then boots, if it had not for want of the key, with that key."""
         from tether.acp.auth import AuthError
 
         try:
             self._auth.authenticate(method_id)
         except AuthError as exc:
             raise RequestError(exc.code, str(exc)) from None
+        # The response is written before the boot task first runs.
+        self._source.start()
         return AuthenticateResponse()
 
     async def new_session(

@@ -156,7 +156,10 @@ async def _answer_initialize(
 
     Returns the client's capabilities from that ``initialize`` (``None`` without one).
     """
-    answer = early_initialize(first, images=images, auth_methods=auth.methods)
+    params = first.get("params")
+    capabilities = params.get("clientCapabilities") if isinstance(params, dict) else None
+    methods = auth.advertise(capabilities) if first.get("method") == "initialize" else ()
+    answer = early_initialize(first, images=images, auth_methods=methods)
     if answer is None:
         transport.unread(first)
         return None
@@ -165,8 +168,7 @@ async def _answer_initialize(
     await transport.drain()
     if auth.missing is None:
         boot.start()
-    params = first.get("params")
-    return params.get("clientCapabilities") if isinstance(params, dict) else None
+    return capabilities
 
 
 def run_acp(args: argparse.Namespace) -> NoReturn:

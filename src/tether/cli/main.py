@@ -271,6 +271,30 @@ def add_doctor_parser(commands: _Commands) -> None:
     add_model_options(doctor)
 
 
+def add_auth_parser(commands: _Commands) -> None:
+    """``tether auth`` and its actions (see :mod:`tether.cli.auth`)."""
+    auth = commands.add_parser(
+        "auth",
+        help=_HELP["auth"],
+        description="API keys stored here are used when the provider's variable is unset.",
+    )
+    actions = auth.add_subparsers(dest="auth_command", metavar="ACTION")
+    actions.required = True
+    for name, text in (
+        ("login", "ask for a provider's API key on the terminal (not echoed) and store it"),
+        ("logout", "remove a provider's stored API key"),
+    ):
+        action = actions.add_parser(name, help=text)
+        action.add_argument(
+            "provider",
+            nargs="?",
+            metavar="PROVIDER",
+            help="deepseek, openai or anthropic (default: the provider of the model "
+            "tether would use)",
+        )
+    actions.add_parser("status", help="where each provider's key comes from (never the key)")
+
+
 def add_demo_parser(commands: _Commands) -> None:
     """``tether demo``."""
     commands.add_parser("demo", help=_HELP["demo"])
@@ -285,6 +309,7 @@ _HELP = {
     "acp": "serve an editor over the Agent Client Protocol on stdio",
     "web": "watch, steer and stop sessions in a browser",
     "demo": "tour the plugin runtime",
+    "auth": "store, remove or show the model providers' API keys",
 }
 """Each command's line in ``tether --help``, in the order listed there."""
 
@@ -297,6 +322,7 @@ _BUILDERS: dict[str, Callable[[_Commands], None]] = {
     "acp": add_acp_parser,
     "web": add_web_parser,
     "demo": add_demo_parser,
+    "auth": add_auth_parser,
 }
 
 _GLOBAL_FLAGS = frozenset({"-v", "--verbose", "--dev"})
@@ -454,6 +480,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from tether.cli.web import run_web
 
         run_web(args)
+    if args.command == "auth":
+        from tether.cli.auth import auth
+
+        return auth(args)
     if args.command == "demo":
         from tether.cli.demo import run_demo
 

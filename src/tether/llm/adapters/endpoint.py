@@ -30,8 +30,8 @@ from tether.llm.adapters.providers import (
     Preset,
     check_base_url,
     check_key,
-    find_key,
 )
+from tether.provider_keys import provider_key
 from tether.runtime.schema import Schema, Secret
 
 __all__ = [
@@ -161,7 +161,8 @@ class Endpoint(msgspec.Struct, frozen=True):
 def resolve_endpoint(
     preset: Preset, config: EndpointConfig | None, env: Mapping[str, str]
 ) -> Endpoint:
-    """``preset`` with ``config`` applied and its key looked up in ``env``."""
+    """``preset`` with ``config`` applied and its key looked up: the configured one,
+    else in ``env``, else the one stored for the provider (``tether auth login``)."""
     overrides: dict[str, object] = {}
     if config is not None:
         # Any field of the config that a preset has too (subclasses add some).
@@ -189,7 +190,13 @@ def resolve_endpoint(
     if config is not None and config.api_key is not None:
         key, where = config.api_key.get_secret_value().strip(), "the configuration"
     else:
-        where, key = find_key(preset.key_variables, env) or ("the environment", "")
+        from tether.credentials import CredentialsError
+
+        try:
+            found = provider_key(provider, preset.key_variables, env)
+        except CredentialsError as exc:
+            return Endpoint(preset, problem=ProviderError("auth", f"{provider}: {exc}"))
+        where, key = found or ("the environment", "")
     if not key:
         if not preset.key_required:
             return Endpoint(preset)

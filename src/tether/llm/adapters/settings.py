@@ -4,7 +4,8 @@
 
 1. the model given (from configuration or the command line: ``--model``);
 2. ``TETHER_MODEL`` from the environment;
-3. ``deepseek:deepseek-chat`` when ``DEEPSEEK_API_KEY`` is set;
+3. ``deepseek:deepseek-chat`` when ``DEEPSEEK_API_KEY`` is set, or a DeepSeek
+   key is stored (``tether auth login``);
 4. the offline model (a script, not an LLM), with a one-line
    :attr:`ModelSettings.notice` for the command to print on stderr.
 
@@ -12,7 +13,8 @@ The base URL is the one given (``--base-url``), else ``TETHER_BASE_URL``,
 else the provider's default. It includes the API version path when the
 provider has one (``http://127.0.0.1:8000/v1``). The key comes from the
 provider's variable (``DEEPSEEK_API_KEY``, ``OPENAI_API_KEY``,
-``ANTHROPIC_API_KEY``), then ``TETHER_API_KEY``.
+``ANTHROPIC_API_KEY``), then ``TETHER_API_KEY``, then the key ``tether auth
+login`` stored for the provider (:func:`tether.provider_keys.provider_key`).
 
 Every problem — an unknown provider, a missing key, a model reference
 without a model where the provider has no default, a missing or malformed
@@ -30,6 +32,7 @@ from collections.abc import Collection, Mapping
 
 import msgspec
 
+from tether.credentials import CredentialsError
 from tether.fence import environ
 from tether.llm.adapters.providers import (
     ANTHROPIC_PLUGIN,
@@ -38,11 +41,10 @@ from tether.llm.adapters.providers import (
     Preset,
     check_base_url,
     check_key,
-    find_key,
 )
 from tether.llm.errors import LlmError
 from tether.llm.request import parse_model_ref
-from tether.provider_keys import MODEL_ENV, ModelSource, choose_model
+from tether.provider_keys import KEYS, MODEL_ENV, ModelSource, choose_model, provider_key
 from tether.runtime.schema import Secret
 
 __all__ = [
@@ -188,10 +190,23 @@ def resolve_model_settings(
         ModelSettingsError: the model reference is malformed, its provider is
             unknown, its key is missing or malformed, it needs a base URL or a
             model name that nothing gives, or ``base_url`` is malformed or
-            given for a provider that takes none.
+            given for a provider that takes none, or the stored keys had to
+            be read and their file is damaged.
     """
     if env is None:
         env = environ()
+    try:
+        return _resolve(model, base_url, extra_providers, env)
+    except CredentialsError as exc:
+        raise ModelSettingsError(str(exc)) from None
+
+
+def _resolve(
+    model: str | None,
+    base_url: str | None,
+    extra_providers: Collection[str],
+    env: Mapping[str, str],
+) -> ModelSettings:
     given_url = _given(base_url)
     ref, source = choose_model(model, env)
     if ref is None:
@@ -240,7 +255,7 @@ def resolve_model_settings(
 
 
 def _key(preset: Preset, ref: str, env: Mapping[str, str]) -> Secret | None:
-    found = find_key(preset.key_variables, env)
+    found = provider_key(preset.provider, preset.key_variables, env)
     if found is not None:
         variable, key = found
         problem = check_key(key, variable)
@@ -248,8 +263,10 @@ def _key(preset: Preset, ref: str, env: Mapping[str, str]) -> Secret | None:
             raise ModelSettingsError(problem)
         return Secret(key)
     if preset.key_required:
+        login = f", or store one with: tether auth login {preset.provider}"
         raise ModelSettingsError(
             f"model {ref!r} needs an API key: set {' or '.join(preset.key_variables)}"
+            + (login if preset.provider in KEYS else "")
         )
     return None
 
