@@ -1,7 +1,7 @@
 """The API keys ``tether auth login`` stores: one private file, read only when needed.
 
 The file is ``credentials.json`` in the data directory (``$TETHER_HOME``,
-else the XDG data home; see :func:`tether.persist.location.data_dir`):
+else the XDG data home; see :func:`tether.location.data_dir`):
 ``{"keys": {"deepseek": "sk-…"}}``, one key per provider name. It is mode
 0600 in a directory tether creates 0700, and every change writes a new file
 beside it and renames it into place, so a reader sees the old file or the
@@ -36,7 +36,7 @@ class CredentialsError(Exception):
 
 def credentials_path() -> Path:
     """Where the stored keys live (the file may not exist)."""
-    from tether.persist.location import data_dir
+    from tether.location import data_dir
 
     return data_dir() / FILE_NAME
 
@@ -78,7 +78,7 @@ def write_keys(keys: dict[str, str], path: Path | None = None) -> Path:
     Raises:
         OSError: the directory or the file cannot be written.
     """
-    from tether.persist.location import private_dir
+    from tether.location import private_dir
 
     path = path or credentials_path()
     private_dir(path.parent)

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.cli.test_commands import tether
+from tether.location import data_dir
 from tether.loop import plugin as loop_plugin
-from tether.persist.location import data_dir
 from tether.runtime.errors import RuntimeFault
 from tether.runtime.plugin import plugin_spec
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tether.cli.failures import StartRefusedError, describe
 from tether.cli.process import end_startup
-from tether.persist.location import data_dir as default_data_dir
+from tether.location import data_dir as default_data_dir
 
 if TYPE_CHECKING:
     from tether.agent import Agent, AgentHandle

@@ -25,11 +25,11 @@ from msgspec import Meta
 
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
+from tether.location import data_dir
 from tether.loop.compaction import COMPACTION, CompactionSettings
 from tether.loop.factory import LoopFactory
 from tether.loop.prompt import PromptSettings
 from tether.loop.turn import DEFAULT_MAX_TURN_OUTPUT, TurnRunner
-from tether.persist.location import data_dir
 from tether.persist.service import PERSISTENCE
 from tether.runtime.schema import FieldError, Schema
 

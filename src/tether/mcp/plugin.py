@@ -42,7 +42,7 @@ from msgspec import Meta
 from tether.agent.events import AGENT_CREATED, AGENT_SETUP
 from tether.agent.types import Agent, UserMessage
 from tether.llm.service import LLM
-from tether.persist.location import data_dir
+from tether.location import data_dir
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
 from tether.shell.guard import OrphanGuard

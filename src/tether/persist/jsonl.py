@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tether.location import data_dir
 from tether.persist.backends.jsonl import JsonlBackend
-from tether.persist.location import data_dir
 from tether.persist.service import PersistenceConfig, mount_persistence
 
 if TYPE_CHECKING:

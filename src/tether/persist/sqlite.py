@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tether.location import data_dir
 from tether.persist.backends.sqlite import SqliteBackend
-from tether.persist.location import data_dir
 from tether.persist.service import PersistenceConfig, mount_persistence
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from msgspec import Meta
 
-from tether.persist.location import data_dir
+from tether.location import data_dir
 from tether.runtime.schema import FieldError, Schema
 from tether.shell.definition import (
     SHELL,

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
+from tether.location import private_dir
 from tether.persist.backends.base import (
     LoadedLog,
     SessionSummary,
@@ -62,7 +63,6 @@ from tether.persist.backends.records import (
     parse_header,
     validate_session_id,
 )
-from tether.persist.location import private_dir
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry

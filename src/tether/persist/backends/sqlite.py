@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 import msgspec
 
+from tether.location import private_dir
 from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import BadRecordError
 from tether.persist.backends.errors import (
@@ -66,7 +67,6 @@ from tether.persist.backends.records import (
     validate_session_id,
 )
 from tether.persist.backends.summary import Activity
-from tether.persist.location import private_dir
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
