@@ -44,7 +44,6 @@ from tether.tools.execute import ToolInvocation
 from tether.tools.permission import grant
 from tether.tools.preview import ToolPreview
 
-
 REPLAY_BATCH = 1000
 """Updates a replay sends before it waits for them to leave (see `SessionRecord.replay`)."""
 
