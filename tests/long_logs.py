@@ -33,7 +33,9 @@ def _turn(number: int, chunks: int) -> Iterator[EventPayload]:
     yield StepStart(turn=number, step=1)
     yield UserMessageEvent(id=f"u{number}", source="user", content=(TextBlock(f"q{number}"),))
     yield from (AssistantChunk(kind="text", delta=word) for word in words)
-    yield AssistantMessageEvent(content=(TextBlock("".join(words)),), finish="stop", interrupted=False)
+    yield AssistantMessageEvent(
+        content=(TextBlock("".join(words)),), finish="stop", interrupted=False
+    )
     yield StepEnd(turn=number, step=1)
     yield TurnEnd(turn=number, reason=Completed())
 

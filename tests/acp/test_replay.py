@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,12 +10,12 @@ from typing import Any
 import pytest
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
+from tests.long_logs import Decodes, store_long_session
 from tether.acp import bridge as bridge_plugin
 from tether.acp import record as record_module
 from tether.acp.bridge import ACP, Bridge
 from tether.host import Tether
 from tether.session.packed import _RUN
-from tests.long_logs import Decodes, store_long_session
 
 OVERLAY = {
     "plugins": [
@@ -70,11 +71,9 @@ async def test_a_load_replays_a_long_log_a_batch_at_a_time_each_sent_before_the_
         # Every batch of updates is handed on before the next is made...
         sent = [0, *(written for written, _ in link.drains)]
         assert sent[-1] == len(link.updates)
-        assert max(b - a for a, b in zip(sent, sent[1:], strict=False)) <= batch
+        assert max(b - a for a, b in itertools.pairwise(sent)) <= batch
         # ...and what it shows is decoded as it goes: one run ahead at most.
         decoded = [count for _, count in link.drains]
         per_turn = len(record.agent.session.events) / turns / chunks  # events per update, about
-        assert max(b - a for a, b in zip(decoded, decoded[1:], strict=False)) <= (
-            batch * per_turn + _RUN
-        )
+        assert max(b - a for a, b in itertools.pairwise(decoded)) <= (batch * per_turn + _RUN)
         await bridge.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.long_logs import Decodes, store_long_session
 from tether.agent import UserMessage
 from tether.host import Tether
 from tether.persist.backends import JsonlBackend
@@ -18,7 +19,6 @@ from tether.session.registry import EventRegistry
 from tether.session.store import SESSION_EVENT
 from tether.web import follow as follow_module
 from tether.web.follow import Follows
-from tests.long_logs import Decodes, store_long_session
 
 
 async def _until_turn_end(follow: object, seen: list[Event]) -> None:
