@@ -18,6 +18,7 @@ from tether.session import Event, Session
 from tether.session.registry import EventRegistry
 from tether.session.store import SESSION_EVENT
 from tether.web import follow as follow_module
+from tether.web.app import ENCODED_KEPT, EncodedLogs
 from tether.web.follow import Follows
 
 
@@ -145,3 +146,20 @@ async def test_a_follower_catching_up_with_a_stored_log_decodes_it_a_batch_at_a_
         gc.collect()
         assert len(held) == 1 and held[0]() is None
         await follow.aclose()
+
+
+async def test_the_records_a_stream_keeps_encoded_for_its_followers_are_bounded(
+    tmp_path: Path,
+) -> None:
+    async with Tether(data_dir=tmp_path) as tether:
+        session_id = await store_long_session(tether.persistence, "/", turns=120, chunks=80)
+        events = (await tether.persistence.load(session_id)).events
+        encoded = EncodedLogs()
+        encoded.enter(session_id)
+        for start in range(0, len(events), 2000):
+            message = encoded.message(session_id, events[start : start + 2000])
+            assert message.startswith(b"id: %d\n" % min(start + 1999, len(events) - 1))
+        assert len(events) > ENCODED_KEPT
+        assert len(encoded._records[session_id]) == ENCODED_KEPT
+        encoded.leave(session_id)
+        assert encoded._records == {}
