@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_memory.py [--size-mb N] [--mix answers|tools]
                                     [--backend jsonl|sqlite] [--prompts N]
-                                    [--only load,list,live]
+                                    [--only load,list,web,replay,live]
 
 - **load** and **list**: a session log of ``--size-mb`` (default 1024) is
   written once, then loaded (`Persistence` does what `_load` does: decode,
@@ -10,6 +10,11 @@ Usage: python bench/bench_memory.py [--size-mb N] [--mix answers|tools]
   resident memory the call added (``VmHWM`` after it, less ``VmRSS`` before
   it, the high-water mark reset first) divided by the log's size, and what
   stays resident once it returned (the loaded session).
+- **web** and **replay**: the same log opened as a view opens it, measured
+  the same way: ``web`` is `tether web`'s event stream catching up (the
+  follower's batches, each encoded as the page gets it, then dropped);
+  ``replay`` is ``session/load`` (the load, then its replay's updates, each
+  encoded as a frame, then dropped).
   ``answers`` is a log of prompts and answers streamed in small chunks (most
   of its events are ``assistant/chunk``); ``tools`` adds a tool call and a
   result of a few KB to each turn.
@@ -136,11 +141,56 @@ def measure(backend_name: str, root: str, session_id: str, what: str) -> dict[st
     start = time.perf_counter()
     if what == "load":
         kept: object = _load(backend, session_id)
-    else:
+    elif what == "list":
         kept = backend.list()
+    else:
+        kept = asyncio.run(OPENERS[what](backend, session_id))
     elapsed = time.perf_counter() - start
     return {"peak": rss("VmHWM") - before, "held": rss() - before, "seconds": elapsed}
     del kept
+
+
+async def open_web(backend: LogBackend, session_id: str) -> None:
+    """Read ``session_id`` as `tether web`'s event stream does, from its first event."""
+    from tether.persist.service import _load
+    from tether.web.app import EncodedLogs
+    from tether.web.follow import Follows
+
+    total: list[int] = []
+
+    class Stored:
+        async def load(self, session_id: str) -> object:
+            session, _ = _load(backend, session_id)
+            total.append(len(session.events))
+            return session
+
+    class NoneLive:
+        def get(self, session_id: str) -> None:
+            return None
+
+    follows = Follows(NoneLive(), Stored())  # type: ignore[arg-type]
+    encoded = EncodedLogs()
+    encoded.enter(session_id)
+    follow = follows.follow(session_id)
+    async for batch in follow:
+        encoded.message(session_id, batch)
+        if batch[-1].seq == total[0] - 1:
+            break
+    await follow.aclose()
+
+
+async def open_replay(backend: LogBackend, session_id: str) -> None:
+    """Replay ``session_id`` as ``session/load`` does, each update encoded as a frame."""
+    from tether.acp.replay import replay
+    from tether.acp.transport import encode_frame
+    from tether.persist.service import _load
+
+    session, _ = _load(backend, session_id)
+    for update in replay(session.events, stop=len(session.events)):
+        encode_frame({"jsonrpc": "2.0", "method": "session/update", "params": {"update": update}})
+
+
+OPENERS = {"web": open_web, "replay": open_replay}
 
 
 async def live(prompts: int) -> tuple[int, int]:
@@ -170,7 +220,7 @@ async def live(prompts: int) -> tuple[int, int]:
 
 
 def child(argv: list[str]) -> None:
-    """``--child BACKEND ROOT ID load|list``: measure one call, print its figures as JSON."""
+    """``--child BACKEND ROOT ID load|list|web|replay``: measure one call, print its figures."""
     backend, root, session_id, what = argv
     print(json.dumps(measure(backend, root, session_id, what)))
 
@@ -181,17 +231,18 @@ def main() -> None:
     parser.add_argument("--mix", choices=("answers", "tools"), action="append")
     parser.add_argument("--backend", choices=sorted(BACKENDS), action="append")
     parser.add_argument("--prompts", type=int, default=10_000)
-    parser.add_argument("--only", default="load,list,live")
+    parser.add_argument("--only", default="load,list,web,replay,live")
     args = parser.parse_args()
     only = set(args.only.split(","))
-    if only & {"load", "list"}:
+    views = {"load", "list", "web", "replay"}
+    if only & views:
         for name in args.backend or ["jsonl"]:
             for mix in args.mix or ["answers", "tools"]:
                 with tempfile.TemporaryDirectory() as root:
                     backend = BACKENDS[name](root)
                     size = write_log(backend, "big", args.size_mb << 20, mix)
                     backend.close()
-                    for what in sorted(only & {"load", "list"}):
+                    for what in sorted(only & views):
                         out = subprocess.run(
                             [sys.executable, __file__, "--child", name, root, "big", what],
                             check=True,

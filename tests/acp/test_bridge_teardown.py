@@ -37,6 +37,9 @@ class Link:
     def send_update(self, session_id: str, update: Any) -> None:
         self.updates.append((session_id, update))
 
+    async def drain(self) -> None:
+        pass
+
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
     ) -> RequestPermissionResponse:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
 
+from tests.long_logs import Decodes, store_long_session
 from tether.agent import UserMessage
 from tether.host import Tether
 from tether.persist.backends import JsonlBackend
 from tether.persist.backends.base import LoadedLog
-from tether.session import Event
+from tether.session import Event, Session
 from tether.session.registry import EventRegistry
 from tether.session.store import SESSION_EVENT
+from tether.web import follow as follow_module
+from tether.web.app import ENCODED_KEPT, EncodedLogs
 from tether.web.follow import Follows
 
 
@@ -106,3 +111,55 @@ async def test_views_of_one_stored_session_opened_together_read_it_once(
         # Once read, a later view reads it again (nothing is kept).
         await follows.load(session_id)
         assert reads == [session_id, session_id]
+
+
+async def test_a_follower_catching_up_with_a_stored_log_decodes_it_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(follow_module, "BATCH", 100)
+    async with Tether(data_dir=tmp_path) as tether:
+        session_id = await store_long_session(tether.persistence, "/", turns=20, chunks=40)
+        total = len((await tether.persistence.load(session_id)).events)
+        held: list[weakref.ref[Session]] = []
+        load = tether.persistence.load
+
+        async def kept(session_id: str) -> Session:
+            session = await load(session_id)
+            held.append(weakref.ref(session))
+            return session
+
+        monkeypatch.setattr(tether.persistence, "load", kept)
+        decodes = Decodes(monkeypatch)
+        follows = Follows(tether.sessions, tether.persistence)
+        follow = follows.follow(session_id)
+        seqs: list[int] = []
+        while len(seqs) < total:
+            batch = await anext(follow)
+            # Each batch is at most BATCH events, decoded when it is asked for.
+            assert 0 < len(batch) <= 100
+            assert decodes.count == len(seqs) + len(batch)
+            seqs += [event.seq for event in batch]
+        assert seqs == list(range(total))
+        # Caught up: the stored session read is let go while the follower waits.
+        follows.nudge(session_id)
+        assert await anext(follow) == ()
+        gc.collect()
+        assert len(held) == 1 and held[0]() is None
+        await follow.aclose()
+
+
+async def test_the_records_a_stream_keeps_encoded_for_its_followers_are_bounded(
+    tmp_path: Path,
+) -> None:
+    async with Tether(data_dir=tmp_path) as tether:
+        session_id = await store_long_session(tether.persistence, "/", turns=120, chunks=80)
+        events = (await tether.persistence.load(session_id)).events
+        encoded = EncodedLogs()
+        encoded.enter(session_id)
+        for start in range(0, len(events), 2000):
+            message = encoded.message(session_id, events[start : start + 2000])
+            assert message.startswith(b"id: %d\n" % min(start + 1999, len(events) - 1))
+        assert len(events) > ENCODED_KEPT
+        assert len(encoded._records[session_id]) == ENCODED_KEPT
+        encoded.leave(session_id)
+        assert encoded._records == {}

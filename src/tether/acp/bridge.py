@@ -248,7 +248,7 @@ class Bridge:
                 return open_record  # one replay for both: the load in progress sends it
         if open_record is not None:
             _check_cwd(open_record.agent, cwd)
-            open_record.replay(open_record.agent.session.events)
+            await open_record.replay()
             return open_record
         attach = self._mcp_setup(servers)
         work = self._load(session_id, cwd, attach, replay=True)
@@ -399,7 +399,7 @@ class Bridge:
         record, stored = built[0]
         await self._publish(record, handle)
         if replay:
-            record.replay(record.agent.session.events[:stored])
+            await record.replay(stored)
         else:
             record.attach()
         return record

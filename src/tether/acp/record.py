@@ -9,7 +9,7 @@ append, so a load or a resume restores exactly what the editor had set.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
@@ -44,12 +44,20 @@ from tether.tools.execute import ToolInvocation
 from tether.tools.permission import grant
 from tether.tools.preview import ToolPreview
 
+REPLAY_BATCH = 1000
+"""Updates a replay sends before it waits for them to leave (see `SessionRecord.replay`)."""
+
 
 class ClientLink(Protocol):
     """What the bridge needs from the connection to its client."""
 
     def send_update(self, session_id: str, update: SessionUpdate) -> None:
         """Write a ``session/update`` now, after every update sent before it."""
+        ...
+
+    async def drain(self) -> None:
+        """Return once the updates written so far have left this process's
+        buffers (or the client is gone: what is written then is dropped)."""
         ...
 
     async def request_permission(
@@ -123,6 +131,7 @@ class SessionRecord:
         self._link = link
         events = agent.session.events
         self._held: list[Event] | None = [] if hold else None
+        self._replaying = asyncio.Lock()
         self._dispose: Callable[[], Awaitable[None]] | None = None
         self.settings = SessionSettings(events)
         """What the log says the session is set to (mode, model, grants, plan)."""
@@ -208,12 +217,29 @@ class SessionRecord:
             return
         self._show(event)
 
-    def replay(self, events: Sequence[Event]) -> None:
-        """Send ``events`` as a replay, then the live events held back meanwhile."""
-        send, session_id = self._link.send_update, self.id
-        for update in replay(events, self._new_meter(), self.agent.session.header.cwd):
-            send(session_id, update)
-        self.attach()
+    async def replay(self, stop: int | None = None) -> None:
+        """Send the session's events up to seq ``stop`` (default: all it has now)
+        as a replay, then the live events held back meanwhile, and go live.
+
+        The log is decoded and sent a batch at a time (`REPLAY_BATCH`
+        updates): each batch leaves for the client (`ClientLink.drain`)
+        before the next is decoded, so a replay holds one batch, not the
+        log. Events appended meanwhile are held back and follow the replay
+        (no gap, no duplicate); replays of one session take turns.
+        """
+        async with self._replaying:
+            session = self.agent.session
+            stop = len(session.events) if stop is None else stop
+            if self._held is None:
+                self._held = []  # appended from here on: shown after the replay
+            send, session_id = self._link.send_update, self.id
+            updates = replay(session.events, self._new_meter(), session.header.cwd, stop=stop)
+            for count, update in enumerate(updates, 1):
+                send(session_id, update)
+                if count % REPLAY_BATCH == 0:
+                    await self._link.drain()
+            await self._link.drain()
+            self.attach()
 
     def attach(self) -> None:
         """Send the live events held back while the session was opening, and go live."""

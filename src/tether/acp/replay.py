@@ -12,24 +12,32 @@ reported usage is followed by its ``usage_update``, as it was live.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tether.acp.updates import SessionUpdate, UpdateMapper
-from tether.session import Event
 from tether.session.attempts import shown
 
 if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
+    from tether.session import SessionEvents
 
 
 def replay(
-    events: Sequence[Event], meter: UsageMeter | None = None, cwd: str | None = None
+    events: SessionEvents,
+    meter: UsageMeter | None = None,
+    cwd: str | None = None,
+    *,
+    stop: int | None = None,
 ) -> Iterator[SessionUpdate]:
-    """The updates that show ``events`` (a session log, from its start) to a client.
+    """The updates that show ``events`` (a session log, from its start, up to
+    seq ``stop``; default: its end) to a client, in order.
 
-    ``cwd`` is the session's, against which relative paths of locations resolve.
+    The log is decoded as the updates are taken, a run of events at a time:
+    a consumer that sends each update before taking the next holds only one
+    run decoded. ``cwd`` is the session's, against which relative paths of
+    locations resolve.
     """
     mapper = UpdateMapper(live=False, meter=meter, cwd=cwd)
-    for event in shown(events):
+    for event in shown(events, stop):
         yield from mapper.updates(event)

@@ -28,7 +28,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol
 
 from acp.exceptions import RequestError
@@ -130,6 +130,10 @@ class AcpServer:
     def send_update(self, session_id: str, update: SessionUpdate) -> None:
         params = {"sessionId": session_id, "update": update}
         self._transport.write({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+    async def drain(self) -> None:
+        with suppress(ConnectionError):  # gone: later frames are dropped
+            await self._transport.drain()
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]

@@ -14,12 +14,17 @@ notice at the boundary (:func:`retry_notice`), and a replay of the log
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from tether.session.events import Event
 from tether.session.vocabulary import AssistantChunk, RetryEvent, StepStart
 
+if TYPE_CHECKING:
+    from tether.session.log import SessionEvents
+
 RETRY_TYPE = RetryEvent.type
+_ATTEMPT_TYPES = frozenset({AssistantChunk.type, RETRY_TYPE, StepStart.type})
 
 
 def retry_notice(data: Mapping[str, object]) -> str:
@@ -49,12 +54,17 @@ def abandoned_chunks(events: Iterable[Event]) -> frozenset[int]:
     return frozenset(abandoned)
 
 
-def shown(events: Sequence[Event]) -> Iterator[Event]:
-    """``events`` without the chunks of abandoned attempts, in order."""
-    abandoned = abandoned_chunks(events)
-    if not abandoned:
-        yield from events
-        return
-    for event in events:
+def shown(events: SessionEvents, stop: int | None = None) -> Iterator[Event]:
+    """The events of a log up to seq ``stop`` (exclusive; default: its end),
+    without the chunks of abandoned attempts, in order.
+
+    The events are decoded as they are taken, a run at a time (`SessionEvents.between`),
+    never the whole log at once; finding the abandoned chunks decodes only the
+    events that mark attempts, and none when the log holds no retry.
+    """
+    abandoned: frozenset[int] = frozenset()
+    if next(events.of_types(frozenset({RETRY_TYPE}), 0, stop), None) is not None:
+        abandoned = abandoned_chunks(events.of_types(_ATTEMPT_TYPES, 0, stop))
+    for event in events.between(0, stop):
         if event.seq not in abandoned:
             yield event

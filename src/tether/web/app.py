@@ -13,7 +13,8 @@ reconnects sends ``Last-Event-ID`` and gets exactly what follows it (a
 script may give ``?after=SEQ`` instead). ``state`` messages (no ``id``)
 carry what is not in the log: the open permission questions and whether the
 agent is live here. A record is encoded once, however many tabs follow its
-session (:class:`EncodedLogs`). A tab that goes away ends its follower at
+session at once (:class:`EncodedLogs` keeps the latest records encoded, not a
+log's whole history). A tab that goes away ends its follower at
 once; the session and its turn go on.
 
 Errors are JSON ``{"error": "..."}`` with a status that says which: 400 a bad
@@ -32,6 +33,7 @@ import json
 import logging
 import os
 import re
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +58,7 @@ from tether.persist.service import PERSISTENCE
 from tether.session.errors import SessionError
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
 from tether.tools.permission import Mode
+from tether.web.follow import BATCH
 from tether.web.hub import (
     HubClosedError,
     LiveElsewhereError,
@@ -80,8 +83,8 @@ STATIC = Path(__file__).with_name("static")
 MAX_PROMPT_BYTES = 256 * 1024
 """The largest prompt request body accepted (413 beyond)."""
 
-REPLAY_BATCH = 2000
-"""Records per ``events`` message while a stream catches up (so a page renders as it loads)."""
+ENCODED_KEPT = 4 * BATCH
+"""Records each followed session keeps encoded for its followers (the latest read)."""
 
 BATCH_WINDOW = 0.008
 """Seconds a live batch gathers events before it is sent (see :meth:`Follows.follow`):
@@ -114,11 +117,16 @@ class ApiError(Exception):
 
 
 class EncodedLogs:
-    """Log records encoded once for every follower of a session (by session, by seq);
-    a session's entries are dropped when it has no follower left."""
+    """Log records encoded once for every follower of a session (by session, by seq).
+
+    Each session keeps the `ENCODED_KEPT` records encoded last: the tabs
+    that follow it live share those, while one catching up with an old part
+    of a long log encodes what it reads. A session's entries are dropped
+    when it has no follower left.
+    """
 
     def __init__(self) -> None:
-        self._records: dict[str, list[bytes | None]] = {}
+        self._records: dict[str, OrderedDict[int, bytes]] = {}
         self._users: dict[str, int] = {}
 
     def enter(self, session_id: str) -> None:
@@ -134,16 +142,16 @@ class EncodedLogs:
 
     def message(self, session_id: str, events: Sequence[Event]) -> bytes:
         """One SSE ``events`` message holding ``events`` (contiguous, seq order)."""
-        records = self._records.setdefault(session_id, [])
-        last = events[-1].seq
-        if len(records) <= last:
-            records.extend([None] * (last + 1 - len(records)))
+        records = self._records.setdefault(session_id, OrderedDict())
         parts: list[bytes] = []
         for event in events:
-            encoded = records[event.seq]
+            encoded = records.get(event.seq)
             if encoded is None:
                 encoded = records[event.seq] = msgspec.json.encode(event.to_record())
             parts.append(encoded)
+        for _ in range(len(records) - ENCODED_KEPT):
+            records.popitem(last=False)  # the one encoded first
+        last = events[-1].seq
         return b"id: %d\nevent: events\ndata: [%b]\n\n" % (last, b",".join(parts))
 
 
@@ -480,8 +488,8 @@ class Api:
                 async for batch in follow:
                     if not batch:  # nudged: the questions changed
                         yield self._state(session_id)
-                    for start in range(0, len(batch), REPLAY_BATCH):
-                        yield encoded.message(session_id, batch[start : start + REPLAY_BATCH])
+                    else:  # at most a follower's batch: a page renders as it loads
+                        yield encoded.message(session_id, batch)
             except (LogStoreError, SessionError) as exc:
                 # The log was damaged or deleted while followed: the page is told once
                 # and stops reconnecting (a reconnect would only fail again).

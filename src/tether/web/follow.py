@@ -3,7 +3,9 @@
 :meth:`Follows.follow` is the one function every view of the web app reads a
 session through (the event stream of each tab, the API's ``events`` stream).
 It yields **batches** of events in seq order, each batch starting right after
-the last one yielded:
+the last one yielded and holding at most `BATCH` events: a view catching up
+with a long log gets it a batch at a time, each decoded when the view asks
+for it, never the log whole:
 
 * a session **live in this process** is read from its in-memory log: the
   follower is subscribed to the session's wake-ups before the log is read,
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
     from tether.persist.service import Persistence
     from tether.session import Event, Session
     from tether.session.store import SessionStore
+
+BATCH = 2000
+"""The most events one batch of a follower holds."""
 
 
 class Follows:
@@ -103,12 +108,15 @@ class Follows:
                 cursor = after_seq
                 batch: Sequence[Event]
                 if self._store.get(session_id) is None:
-                    loaded = await self.load(session_id)
-                    if self._store.get(session_id) is None:
-                        batch = loaded.events[cursor + 1 :]
-                        if batch:
-                            cursor = batch[-1].seq
-                            yield batch
+                    loaded: Session | None = await self.load(session_id)
+                    # Live here meanwhile: read from there on, at the same cursor.
+                    while loaded is not None and self._store.get(session_id) is None:
+                        batch = loaded.events[cursor + 1 : cursor + 1 + BATCH]
+                        if not batch:
+                            break
+                        cursor = batch[-1].seq
+                        yield batch
+                    loaded = None  # read: not held while followed
                 while True:
                     wake.clear()
                     if nudges != self._nudges[session_id]:
@@ -116,13 +124,13 @@ class Follows:
                         yield ()
                     session = self._store.get(session_id)
                     if session is not None:
-                        batch = session.events[cursor + 1 :]
+                        batch = session.events[cursor + 1 : cursor + 1 + BATCH]
                         if reader is not None:  # live here now: storage lags behind
                             await _stop(reader)
                             reader = None
                     else:
-                        batch = [event for event in stored if event.seq > cursor]
-                        stored.clear()
+                        batch = [event for event in stored[:BATCH] if event.seq > cursor]
+                        del stored[:BATCH]
                         if reader is not None and reader.done():
                             reader.result()  # its failure is the follower's
                         elif reader is None and self._persistence is not None and not batch:
