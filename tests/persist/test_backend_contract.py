@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -11,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -41,9 +43,12 @@ from tether.persist.backends import (
 from tether.persist.backends.jsonl_format import SessionFile
 from tether.persist.backends.lines import BLOCK
 from tether.persist.backends.postgres import PostgresBackend
+from tether.persist.follow import BATCH as FOLLOW_BATCH
+from tether.persist.follow import Doorbell, follow
 from tether.session import AssistantChunk, Session, SessionHeader, StepStart, TurnStart
 from tether.session.log_decoder import LogDecoder
 from tether.session.registry import DEFAULT_REGISTRY
+from tether.session.stored import StoredEvent
 
 
 def stored_files(root: Path) -> list[str]:
@@ -639,3 +644,61 @@ def test_a_jsonl_listing_reads_a_session_a_block_at_a_time_whatever_its_size(
     assert (summary.title, summary.turn_count) == ("a long one", 1)
     assert summary.last_activity == BASE_TIME + count - 1
     assert max(reads) <= BLOCK
+
+
+def test_events_after_with_a_limit_returns_at_most_that_many_in_order_without_gap_or_duplicate(
+    open_backend: Callable[[], LogBackend],
+) -> None:
+    writer, follower = open_backend(), open_backend()  # as another process would
+    log = [user_message(0, "start")] + [event(seq, data={"n": seq}) for seq in range(1, 50)]
+    for start in range(0, 50, 7):  # batches a limit cuts through
+        writer.write(header("s1"), log[start : start + 7])
+    for limit in (1, 3, 7, 10, 60):
+        read: list[dict[str, object]] = []
+        while found := follower.events_after("s1", len(read) - 1, limit=limit):
+            assert 0 < len(found) <= limit
+            read += [e.to_record() for e in found]
+        assert read == log
+    for after in range(-1, 52, 5):  # from any cursor, the mark of the last read or not
+        found = follower.events_after("s1", after, limit=4)
+        assert [e.to_record() for e in found] == log[after + 1 : after + 5]
+    writer.write(header("s1"), [event(50)])
+    assert [e.seq for e in follower.events_after("s1", 47, limit=2)] == [48, 49]
+    assert [e.seq for e in follower.events_after("s1", 49, limit=2)] == [50]
+    assert follower.events_after("s1", 50, limit=2) == []
+
+
+class CountingBackend:
+    """A backend whose ``events_after`` calls are counted by what each returned."""
+
+    def __init__(self, backend: LogBackend) -> None:
+        self.backend = backend
+        self.returned: list[int] = []
+
+    def events_after(self, *args: Any, **kwargs: Any) -> list[StoredEvent]:
+        found = self.backend.events_after(*args, **kwargs)
+        self.returned.append(len(found))
+        return found
+
+
+async def test_following_a_long_stored_log_reads_it_in_bounded_batches(
+    open_backend: Callable[[], LogBackend],
+) -> None:
+    writer = open_backend()
+    # Longer than two batches and, as JSON lines, than a block of the file.
+    count = 2 * FOLLOW_BATCH + 300
+    log = [user_message(0, "start")] + [
+        event(seq, data={"n": seq, "text": "x" * (2 * BLOCK // count)}) for seq in range(1, count)
+    ]
+    for start in range(0, count, 1000):
+        writer.write(header("s1"), log[start : start + 1000])
+    counting = CountingBackend(open_backend())
+    read: list[dict[str, object]] = []
+    async with asyncio.timeout(30):
+        async for batch in follow(cast(LogBackend, counting), Doorbell(), "s1", poll=60):
+            assert len(batch) <= FOLLOW_BATCH
+            read += [e.to_record() for e in batch]
+            if len(read) == count:
+                break
+    assert read == log
+    assert counting.returned == [FOLLOW_BATCH, FOLLOW_BATCH, 300]

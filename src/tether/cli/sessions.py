@@ -288,10 +288,15 @@ async def _stop_in_log(persistence: Persistence, session_id: str, after: int) ->
 
 
 async def _end_after(persistence: Persistence, session_id: str, after: int) -> StoredEvent | None:
-    """The first ``turn/end`` stored now after seq ``after``, or ``None``."""
-    for event in await persistence.events_after(session_id, after):
-        if event.type == "turn/end":
-            return event
+    """The first ``turn/end`` stored now after seq ``after``, or ``None``; read a
+    batch of events at a time."""
+    from tether.persist.follow import BATCH
+
+    while batch := await persistence.events_after(session_id, after, limit=BATCH):
+        for event in batch:
+            if event.type == "turn/end":
+                return event
+        after = batch[-1].seq
     return None
 
 

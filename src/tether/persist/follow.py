@@ -11,8 +11,9 @@ Doorbells: the persistence service rings one after each batch it writes
 ``NOTIFY`` of another host's append. Where nothing rings for writes of other
 processes (JSONL and SQLite written by another ``tether``), the follower also
 reads again every ``poll`` seconds. Each read is the backend's
-``events_after``, which reads only what was stored after the last seq: a poll
-of an idle session parses nothing.
+``events_after``, which reads only what was stored after the last seq, at
+most :data:`BATCH` events of it: a poll of an idle session parses nothing,
+and a follower of a long stored log holds one batch of it at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from collections.abc import AsyncIterator, Iterator
 
 from tether.persist.backends.base import LogBackend
 from tether.session.stored import StoredEvent
+
+BATCH = 2000
+"""The most events one read of a follower takes from the backend (and one batch holds)."""
 
 
 class Doorbell:
@@ -71,8 +75,9 @@ async def follow(
 ) -> AsyncIterator[list[StoredEvent]]:
     """Yield the stored events of ``session_id`` after ``after_seq``, then the new
     ones as they are stored, in batches: each batch is what one read found (never
-    empty), in seq order, starting right after the last one yielded, until the
-    caller stops iterating.
+    empty, at most :data:`BATCH` events), in seq order, starting right after the
+    last one yielded, until the caller stops iterating. A long stored log is read
+    a batch at a time, the next read once the caller asks for the next batch.
 
     Raises:
         SessionNotFoundError: nothing is stored under ``session_id``.
@@ -83,7 +88,7 @@ async def follow(
         while True:
             # Cleared before the read: a ring during the read means "read again".
             rung.clear()
-            events = await asyncio.to_thread(backend.events_after, session_id, last)
+            events = await asyncio.to_thread(backend.events_after, session_id, last, limit=BATCH)
             if events:
                 last = events[-1].seq
                 yield events

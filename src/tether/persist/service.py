@@ -117,13 +117,18 @@ class Persistence:
         """
         return follow(self._backend, self._doorbell, session_id, after_seq, poll=self._poll)
 
-    async def events_after(self, session_id: str, after_seq: int) -> list[StoredEvent]:
-        """The events of ``session_id`` stored now with seq greater than ``after_seq``, in order.
+    async def events_after(
+        self, session_id: str, after_seq: int, *, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """The events of ``session_id`` stored now with seq greater than ``after_seq``,
+        in order, the first ``limit`` of them (all with ``None``).
 
         Raises:
             SessionNotFoundError, CorruptLogError: from the backend.
         """
-        return await asyncio.to_thread(self._backend.events_after, session_id, after_seq)
+        return await asyncio.to_thread(
+            self._backend.events_after, session_id, after_seq, limit=limit
+        )
 
     async def load(self, session_id: str, *, as_stored: bool = False) -> Session:
         """Read a stored session for reading; a last turn that never closed is

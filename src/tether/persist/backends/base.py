@@ -239,13 +239,20 @@ class LogBackend(Protocol):
         """
         ...
 
-    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
-        """The stored events of ``session_id`` whose seq is greater than ``after_seq``, in order.
+    def events_after(
+        self, session_id: str, after_seq: int, *, limit: int | None = None
+    ) -> builtins.list[StoredEvent]:
+        """The stored events of ``session_id`` whose seq is greater than ``after_seq``,
+        in order: the first ``limit`` of them (all with ``None``).
 
         What a follower of the log reads each time it is told to look again:
         a backend reads only what was stored after ``after_seq`` where it
-        can, so that following an idle session costs nearly nothing. Never
-        modifies storage (a torn tail is left for the next write to cut).
+        can, so that following an idle session costs nearly nothing, and no
+        more than ``limit`` events' worth (about a block of lines beyond), so
+        that reading a long log a call at a time holds one call's events.
+        Successive calls, each after the last seq the one before returned,
+        give the log without gap or duplicate. Never modifies storage (a torn
+        tail is left for the next write to cut).
 
         Raises:
             SessionNotFoundError: nothing is stored for ``session_id``.

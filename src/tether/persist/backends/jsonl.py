@@ -232,14 +232,19 @@ class JsonlBackend:
         )
         return LoadedLog(header, events, torn)
 
-    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
+    def events_after(
+        self, session_id: str, after_seq: int, *, limit: int | None = None
+    ) -> builtins.list[StoredEvent]:
         """The stored events after ``after_seq``; see :meth:`LogBackend.events_after`.
 
+        Read from the file a block of lines at a time, up to the block that
+        fills ``limit``; the lines up to ``after_seq`` are counted, not parsed.
         A follower reads the same log again and again, so where its last read
         ended is kept (a :class:`_Mark`): a read after that seq of the same
-        file parses only the lines appended since, and one of a file that has
-        not grown reads one line. A file replaced (even on a reused inode) or
-        cut short since, or a read from further back, is read whole.
+        file starts there, and one of a file that has not grown since a read
+        that reached its end reads one line. A file replaced (even on a reused
+        inode) or cut short since, or a read from further back, is read from
+        its first event.
         """
         with self._open_for_reading(session_id) as file:
             mark = self._marks.get(session_id)
@@ -247,16 +252,36 @@ class JsonlBackend:
                 if file.size == mark.seen:
                     return []
                 try:
-                    events, end = file.parse_appended(mark.end, mark.next_seq)
+                    return self._read_after(
+                        file,
+                        mark.end,
+                        file.whole_end(),
+                        mark.next_seq,
+                        after_seq=after_seq,
+                        limit=limit,
+                    )
                 except CorruptLogError:
-                    pass  # read whole below, which tells a torn last line from damage
-                else:
-                    self._marks[session_id] = _Mark.of(file, mark.next_seq + len(events), end)
-                    return events[after_seq + 1 - mark.next_seq :]
+                    pass  # read from the start below, which tells a torn last line from damage
             layout = file.probe()
-            events = file.parse_events(layout.header_end, layout.end)
-            self._marks[session_id] = _Mark.of(file, len(events), layout.end)
-        return events[max(0, after_seq + 1) :]
+            return self._read_after(
+                file, layout.header_end, layout.end, 0, after_seq=after_seq, limit=limit
+            )
+
+    def _read_after(
+        self,
+        file: SessionFile,
+        start: int,
+        end: int,
+        first_seq: int,
+        *,
+        after_seq: int,
+        limit: int | None,
+    ) -> builtins.list[StoredEvent]:
+        """`SessionFile.parse_after`'s events, marking where the read ended."""
+        events, stop, next_seq = file.parse_after(start, end, first_seq, after_seq, limit)
+        seen = file.size if stop == end else stop  # stopped short: more is stored
+        self._marks[file.session_id] = _Mark.of(file, next_seq, stop, seen)
+        return events
 
     def _read(
         self, session_id: str, read_events: Callable[[SessionFile, int, int], _Events]
@@ -472,16 +497,17 @@ class _Mark(msgspec.Struct, frozen=True):
     end: int
     """The offset past the last whole line read."""
     seen: int
-    """The file's size at that read (a line still being written, or a torn one, included)."""
+    """The file's size at that read (a line still being written, or a torn one,
+    included) if it read to the end, else ``end``."""
     last_line: int
     """Where the last whole line read starts."""
     last_crc: int
     """The CRC-32 of that line: the same file, not another one on a reused inode."""
 
     @classmethod
-    def of(cls, file: SessionFile, next_seq: int, end: int) -> _Mark:
+    def of(cls, file: SessionFile, next_seq: int, end: int, seen: int) -> _Mark:
         start = file.line_start(end)
-        return cls(file.inode, next_seq, end, file.size, start, zlib.crc32(file.read(start, end)))
+        return cls(file.inode, next_seq, end, seen, start, zlib.crc32(file.read(start, end)))
 
     def holds(self, file: SessionFile) -> bool:
         """Whether ``file`` is the file read, with what was read still in place."""

@@ -34,7 +34,12 @@ from tether.persist.backends.errors import (
     InvalidRecordError,
     UnsupportedFormatError,
 )
-from tether.persist.backends.lines import BLOCK, decode_blocks, parse_lines
+from tether.persist.backends.lines import (
+    BLOCK,
+    decode_blocks,
+    parse_lines,
+    parse_lines_after,
+)
 from tether.persist.backends.records import (
     HeaderRecord,
     encode_json,
@@ -232,23 +237,32 @@ class SessionFile:
         """Where the line that ends just before offset ``end`` (past its newline) starts."""
         return self._rfind_newline(end - 1) + 1
 
-    def parse_appended(self, start: int, first_seq: int) -> tuple[builtins.list[StoredEvent], int]:
-        """Parse the whole lines from offset ``start`` (a line's start) to the file's end,
-        which must begin at seq ``first_seq``; and the offset just past them.
+    def whole_end(self) -> int:
+        """The offset just past the file's last newline: a line still being
+        written (no newline yet) is not whole."""
+        return self._rfind_newline(self.size) + 1
 
-        A line still being written (no newline yet) is left for a later read.
+    def parse_after(
+        self, start: int, end: int, first_seq: int, after_seq: int, limit: int | None
+    ) -> tuple[builtins.list[StoredEvent], int, int]:
+        """Of the event lines in ``[start, end)`` (``start`` a line's start, ``end``
+        just past a newline), which begin at seq ``first_seq``: the events whose
+        seq is greater than ``after_seq``, at most ``limit`` of them (all with
+        ``None``), in order; the offset just past the last line read; and the
+        seq of the line there.
+
+        Read a block at a time (:meth:`blocks`), as `parse_lines_after` reads.
 
         Raises:
-            CorruptLogError: a line is not a valid event, or its seq is out of
-                order (a torn line that ends in a newline reads as one too).
+            CorruptLogError: a line read is not a valid event, or its seq is
+                out of order (a torn line that ends in a newline reads as one too).
         """
-        end = self._rfind_newline(self.size) + 1
-        if end <= start:
-            return [], start
+        blocks = self.blocks(start, end)
         try:
-            return parse_lines(self.read(start, end), first_seq), end
+            events, size, seq = parse_lines_after(blocks, first_seq, after_seq, limit)
         except BadRecordError as exc:
             raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
+        return events, start + size, seq
 
     def scan_activity(self, layout: Layout) -> Activity:
         """Fold the file's events into an :class:`Activity` without parsing most of them.

@@ -25,7 +25,16 @@ from tether.session.stored import StoredEvent
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
 
-__all__ = ["BLOCK", "decode_blocks", "drained", "encode_lines", "gathered", "parse_lines"]
+__all__ = [
+    "BLOCK",
+    "decode_blocks",
+    "drained",
+    "encode_lines",
+    "gathered",
+    "parse_lines",
+    "parse_lines_after",
+    "past_lines",
+]
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -77,6 +86,57 @@ def parse_lines(block: bytes, first_seq: int | None) -> builtins.list[StoredEven
         column = exc.start - block.rfind(b"\n", 0, exc.start)
         raise BadRecordError(index, f"invalid UTF-8 at byte {column} of the line") from None
     return decode_event_lines_of(text, first_seq)
+
+
+def past_lines(block: bytes, start: int, count: int | None) -> tuple[int, int]:
+    """The offset just past the next ``count`` lines of ``block`` from offset
+    ``start`` (all of them with ``None``), and how many lines that is: fewer
+    than ``count`` at the block's end.
+
+    ``block`` is whole lines, each ending in a newline, and ``start`` is where
+    one begins. Only newlines are looked for: no line is parsed.
+    """
+    lines = block.count(b"\n", start)
+    if count is None or count >= lines:
+        return len(block), lines
+    for _ in range(count):
+        start = block.index(b"\n", start) + 1
+    return start, count
+
+
+def parse_lines_after(
+    blocks: Iterable[bytes], first_seq: int, after_seq: int, limit: int | None
+) -> tuple[builtins.list[StoredEvent], int, int]:
+    """Of the event lines in ``blocks`` (runs of whole lines in log order, taken
+    one at a time), which begin at seq ``first_seq``: the events whose seq is
+    greater than ``after_seq``, at most ``limit`` of them (all with ``None``),
+    in order; how many bytes of ``blocks`` come up to the last line read; and
+    the seq of the line there.
+
+    No block is taken after the one that fills ``limit``, and the lines up to
+    ``after_seq`` are counted, not parsed: what a call holds is its events and
+    one block.
+
+    Raises:
+        BadRecordError: a line read is not a valid event, or its seq is out of
+            order; its ``index`` counts lines from the first of ``blocks``.
+    """
+    events: builtins.list[StoredEvent] = []
+    seq = first_seq
+    size = 0
+    for block in blocks:
+        begin, skipped = past_lines(block, 0, max(0, after_seq + 1 - seq))
+        stop, taken = past_lines(block, begin, None if limit is None else limit - len(events))
+        if taken:
+            try:
+                events += parse_lines(block[begin:stop], seq + skipped)
+            except BadRecordError as exc:
+                raise BadRecordError(seq + skipped - first_seq + exc.index, exc.reason) from None
+        seq += skipped + taken
+        size += stop
+        if limit is not None and len(events) >= limit:
+            break
+    return events, size, seq
 
 
 def decode_blocks(blocks: Iterable[bytes], registry: EventRegistry) -> LoadedEvents:

@@ -629,8 +629,11 @@ class PostgresBackend:
         header_text, rows = self._run(read)
         return parse_stored_header(session_id, header_text), rows
 
-    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
-        """The stored events of ``session_id`` whose seq is greater than ``after_seq``, in order.
+    def events_after(
+        self, session_id: str, after_seq: int, *, limit: int | None = None
+    ) -> builtins.list[StoredEvent]:
+        """The stored events of ``session_id`` whose seq is greater than ``after_seq``,
+        in order, the first ``limit`` of them; see :meth:`LogBackend.events_after`.
 
         Raises:
             SessionNotFoundError: the session has no row.
@@ -646,8 +649,8 @@ class PostgresBackend:
                 raise SessionNotFoundError(session_id)
             return cur.execute(
                 "SELECT seq, type, time, data::text FROM events"
-                " WHERE session_id = %s AND seq > %s ORDER BY seq",
-                (session_id, after_seq),
+                " WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (session_id, after_seq, limit),
             ).fetchall()
 
         rows = self._run(read)

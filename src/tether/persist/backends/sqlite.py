@@ -56,6 +56,7 @@ from tether.persist.backends.lines import (
     encode_lines,
     gathered,
     parse_lines,
+    parse_lines_after,
 )
 from tether.persist.backends.records import (
     HeaderRecord,
@@ -76,6 +77,9 @@ log = logging.getLogger(__name__)
 
 _BUSY_TIMEOUT = 30.0
 """How long a write waits for another process's transaction to end, in seconds."""
+
+_MAX_SEQ = 2**63 - 1
+"""The largest integer SQLite stores: no seq is past it."""
 
 
 class _Busy(Exception):
@@ -339,11 +343,13 @@ class SqliteBackend:
         except BadRecordError as exc:
             raise _corrupt(session_id, exc) from None
 
-    def events_after(self, session_id: str, after_seq: int) -> builtins.list[StoredEvent]:
+    def events_after(
+        self, session_id: str, after_seq: int, *, limit: int | None = None
+    ) -> builtins.list[StoredEvent]:
         """The stored events after ``after_seq``; see :meth:`LogBackend.events_after`.
 
-        Reads only the batches that end after ``after_seq`` (a schema 1
-        database, read as it is, is read whole).
+        Reads only the batches that hold the events wanted, each row let go
+        once read (a schema 1 database, read as it is, reads the rows wanted).
         """
         validate_session_id(session_id)
         with self._transaction(write=False) as conn:
@@ -353,22 +359,24 @@ class SqliteBackend:
             ):
                 raise SessionNotFoundError(session_id)
             if self._version == _EVENT_ROWS:
-                first, lines = 0, _lines_of_event_rows(conn, session_id)
+                first = after_seq + 1
+                batches = [(first, _lines_of_event_rows(conn, session_id, after_seq, limit))]
             else:
+                last = _MAX_SEQ if limit is None else min(_MAX_SEQ, after_seq + limit)
                 batches = conn.execute(
                     "SELECT first_seq, lines FROM batches WHERE session_id = ? AND end_seq > ?"
-                    " ORDER BY first_seq",
-                    (session_id, after_seq + 1),
+                    " AND first_seq <= ? ORDER BY first_seq",
+                    (session_id, after_seq + 1, last),
                 ).fetchall()
                 if not batches:
                     return []
-                first, lines = batches[0][0], _joined(session_id, batches)
+                first = batches[0][0]
+        blocks = (_lines(session_id, first_seq, lines) for first_seq, lines in drained(batches))
         try:
-            events = parse_lines(lines, first)
+            events, _size, _next = parse_lines_after(blocks, first, after_seq, limit)
         except BadRecordError as exc:
             raise CorruptLogError(session_id, exc.reason, seq=first + exc.index) from None
-        skip = max(0, after_seq + 1 - first)
-        return events[skip:]
+        return events
 
     def _read(self, session_id: str) -> tuple[HeaderRecord, Iterator[bytes]]:
         """The session's header and the event lines of its whole log, in seq
@@ -609,15 +617,6 @@ def _corrupt(session_id: str, exc: BadRecordError) -> CorruptLogError:
     return CorruptLogError(session_id, exc.reason, seq=exc.index)
 
 
-def _joined(session_id: str, batches: Sequence[tuple[int, object]]) -> bytes:
-    """The lines of batch rows ``(first_seq, lines)``, in their order, as one block.
-
-    Raises:
-        CorruptLogError: as :func:`_lines`.
-    """
-    return b"".join([_lines(session_id, first_seq, lines) for first_seq, lines in batches])
-
-
 def _lines(session_id: str, first_seq: int, lines: object) -> bytes:
     """The event lines of a batch row.
 
@@ -637,8 +636,12 @@ def _lines(session_id: str, first_seq: int, lines: object) -> bytes:
 _ENCODER = msgspec.json.Encoder()
 
 
-def _lines_of_event_rows(conn: sqlite3.Connection, session_id: str) -> bytes:
-    """The event lines holding a session's rows of the schema 1 layout, in seq order.
+def _lines_of_event_rows(
+    conn: sqlite3.Connection, session_id: str, after_seq: int = -1, limit: int | None = None
+) -> bytes:
+    """The event lines holding a session's rows of the schema 1 layout whose seq
+    is greater than ``after_seq``, the first ``limit`` of them (all with
+    ``None``), in seq order.
 
     A row's data stored as text goes in as it is (whitespace that holds a
     newline compacted, as a line cannot hold one); every other value goes
@@ -647,8 +650,9 @@ def _lines_of_event_rows(conn: sqlite3.Connection, session_id: str) -> bytes:
     is a line that is refused to load, at the same seq.
     """
     rows = conn.execute(
-        "SELECT type, seq, time, data FROM events WHERE session_id = ? ORDER BY seq",
-        (session_id,),
+        "SELECT type, seq, time, data FROM events WHERE session_id = ? AND seq > ?"
+        " ORDER BY seq LIMIT ?",
+        (session_id, after_seq, -1 if limit is None else limit),
     ).fetchall()
     return _ENCODER.encode_lines(
         [
