@@ -101,7 +101,7 @@ from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
 from tether.persist.backends.errors import storage_failure
 from tether.persist.backends.lease import taken_over
-from tether.persist.service import PERSISTENCE
+from tether.persist.service import PERSISTENCE, store_created
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
@@ -434,10 +434,9 @@ class Bridge:
         store = self._ctx.service(SESSIONS)
         if not store.is_live(session):
             return
-        persistence = self._ctx.get(PERSISTENCE)
         try:
-            if created and persistence is not None:
-                await persistence.store(session)
+            if created:
+                await store_created(self._ctx, session)
             else:
                 await store.flush(session)
         except Exception as exc:

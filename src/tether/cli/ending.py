@@ -75,13 +75,12 @@ async def acknowledge(agent: Agent, *, created: bool = False) -> str | None:
     session without events is stored too, as its header: an id a command
     prints names a session that exists on disk.
     """
-    from tether.persist.service import PERSISTENCE
+    from tether.persist.service import store_created
     from tether.session.store import SESSIONS
 
-    persistence = agent.ctx.get(PERSISTENCE) if created else None
     try:
-        if persistence is not None:
-            await persistence.store(agent.session)
+        if created:
+            await store_created(agent.ctx, agent.session)
         else:
             await agent.ctx.service(SESSIONS).flush(agent.session)
     except Exception as exc:

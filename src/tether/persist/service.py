@@ -360,6 +360,25 @@ def _load(backend: LogBackend, session_id: str) -> tuple[Session, TornTail | Non
             raise type(exc)(f"session {session_id!r}: {exc}") from exc
 
 
+async def store_created(ctx: Context, session: Session) -> None:
+    """Return once a session just created is stored, its header included even with
+    no events yet, so that the id a front end shows names a session on disk; with
+    no persistence mounted (sessions in memory only), once it is flushed.
+
+    The one step every front end takes before it shows a new session's id
+    (``tether run``/``chat``, ``tether web``, ACP ``session/new``).
+
+    Raises:
+        SessionLeasedError: another process has the session open.
+        OSError, LogStoreError, ExceptionGroup: the write failed.
+    """
+    persistence = ctx.get(PERSISTENCE)
+    if persistence is not None:
+        await persistence.store(session)
+    else:
+        await ctx.service(SESSIONS).flush(session)
+
+
 async def mount_persistence(
     ctx: Context,
     backend: LogBackend,

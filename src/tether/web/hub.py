@@ -65,7 +65,7 @@ from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
 from tether.persist.backends.lease import Holder
 from tether.persist.cluster import CLUSTER, SessionNotLiveError
-from tether.persist.service import PERSISTENCE
+from tether.persist.service import PERSISTENCE, store_created
 from tether.plugins.tool_bash import may_touch
 from tether.plugins.tool_subagent import PARENT
 from tether.runtime.keys import ServiceKey
@@ -264,10 +264,8 @@ class WebHub:
             agent.session.append(ConfigChanged(option=MODE_OPTION, value=mode or self.config.mode))
 
         handle = await self._agents.create(cwd=cwd, setup=setup)
-        persistence = self._ctx.get(PERSISTENCE)
         try:
-            if persistence is not None:
-                await persistence.store(handle.agent.session)
+            await store_created(self._ctx, handle.agent.session)
         except Exception as exc:
             # Never acknowledged, so nobody can use it: it goes.
             with contextlib.suppress(Exception):
