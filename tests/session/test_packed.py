@@ -180,6 +180,23 @@ def test_reads_keep_order_and_length_while_appends_go_on(
         session.events[len(appended)]
 
 
+def test_a_read_under_way_when_a_turn_begins_yields_every_event_once_in_order() -> None:
+    """A reader that walks a live log across a pause (a replay waiting for its
+    client) sees what it asked for even when a turn begins meanwhile and packs the
+    events it had not reached yet."""
+    session = new_session()
+    appended = _turn(session, 1) + _turn(session, 2)
+    packed = session.events.packed
+    assert 0 < packed < len(appended)  # turn 1 packed, turn 2 held as appended
+    names = frozenset({"user/message", "assistant/chunk", "turn/end"})
+    reads = session.events.between(0, len(appended)), session.events.of_types(names)
+    firsts = [next(read) for read in reads]
+    appended.append(session.append(TurnStart(3)))  # packs turn 2 under the readers
+    assert session.events.packed > packed
+    assert [firsts[0], *reads[0]] == appended[:-1]
+    assert [firsts[1], *reads[1]] == [e for e in appended[:-1] if e.type in names]
+
+
 def test_a_restored_session_holds_its_events_packed_and_equal() -> None:
     registry = EventRegistry()
     session = new_session(registry)

@@ -245,14 +245,16 @@ class PackedEvents(Sequence[Event]):
 
         ``start`` and ``stop`` must lie within ``0..len(self)``.
         """
-        packed = self._packed
+        # Read together, before the first yield: a turn that begins while this
+        # runs packs the tail into a new list, and the two must agree.
+        packed, tail = self._packed, self._tail
         while start < min(stop, packed):
             block, local = self._locate(start)
             end = min(local + _RUN, len(block), stop - block.first)
             yield from block.decode(local, end)
             start = block.first + end
         if start < stop:
-            yield from self._tail[start - packed : stop - packed]
+            yield from tail[start - packed : stop - packed]
 
     def get(self, index: int) -> Event:
         """The event at ``index`` (``0 <= index < len(self)``)."""
@@ -302,18 +304,20 @@ class PackedEvents(Sequence[Event]):
         """
         stop = len(self) if stop is None else stop
         pattern = _tag_pattern(names)
-        packed = self._packed
+        # Read together, before the first yield (see between).
+        packed, tail = self._packed, self._tail
         at = bisect.bisect_right(self._firsts, start) - 1 if start < packed else len(self._blocks)
         for block in self._blocks[max(at, 0) :]:
             first = block.first
             if first >= min(stop, packed):
                 break
             low, high = max(start - first, 0), min(stop - first, len(block))
-            for run_start, run_stop in _runs(pattern.finditer(block.tags, low, high)):
+            # Matched whole before the first yield: a match iterator holds the
+            # tags' buffer, which a turn packed meanwhile must be free to grow.
+            for run_start, run_stop in list(_runs(pattern.finditer(block.tags, low, high))):
                 for event in block.decode(run_start, run_stop):
                     if event.type in names:
                         yield event
-        tail = self._tail
         for event in tail[max(start - packed, 0) : max(stop - packed, 0)]:
             if event.type in names:
                 yield event
