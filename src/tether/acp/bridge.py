@@ -240,12 +240,15 @@ class Bridge:
             McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs.
             AgentError, SessionNotFoundError, CorruptLogError: from ``ctx.agents.resume``.
         """
+        # The opening entry first: a load publishes its record before its replay
+        # has ended, and the session is not open for others until then.
+        opening = self._opening.get(session_id)
+        if opening is not None:
+            joined = await opening.joined(cwd)
+            if not opening.replays:
+                await joined.replay()  # it was a resume: this load replays
+            return joined  # else one replay for both: the load in progress sends it
         open_record = self._records.get(session_id)
-        if open_record is None and session_id in self._opening:
-            opening = self._opening[session_id]
-            open_record = await opening.joined(cwd)
-            if opening.replays:
-                return open_record  # one replay for both: the load in progress sends it
         if open_record is not None:
             _check_cwd(open_record.agent, cwd)
             await open_record.replay()
@@ -267,9 +270,10 @@ class Bridge:
         Raises:
             As :meth:`load`.
         """
+        opening = self._opening.get(session_id)
+        if opening is not None:
+            return await opening.joined(cwd)
         open_record = self._records.get(session_id)
-        if open_record is None and session_id in self._opening:
-            return await self._opening[session_id].joined(cwd)
         if open_record is not None:
             _check_cwd(open_record.agent, cwd)
             return open_record
@@ -290,11 +294,7 @@ class Bridge:
             BridgeClosedError: the bridge is closing (it disposes the session anyway).
         """
         opening = self._opening.get(session_id)
-        if (
-            session_id not in self._records
-            and opening is not None
-            and (not await opening.ended() or session_id not in self._records)
-        ):
+        if opening is not None and (not await opening.ended() or session_id not in self._records):
             return  # the load failed, or another close came first: nothing is open
         record = self.record(session_id)
         self._check_open()
