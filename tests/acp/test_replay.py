@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,4 +77,43 @@ async def test_a_load_replays_a_long_log_a_batch_at_a_time_each_sent_before_the_
         decoded = [count for _, count in link.drains]
         per_turn = len(record.agent.session.events) / turns / chunks  # events per update, about
         assert max(b - a for a, b in itertools.pairwise(decoded)) <= (batch * per_turn + _RUN)
+        await bridge.close()
+
+
+@dataclass
+class HeldLink(Link):
+    """A client whose first drain waits until :attr:`go` is set: the load's replay
+    is held half way."""
+
+    waiting: asyncio.Event = field(default_factory=asyncio.Event)
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def drain(self) -> None:
+        await super().drain()
+        self.waiting.set()
+        await self.go.wait()
+
+
+async def test_a_session_still_replaying_its_load_is_closed_or_joined_only_once_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record_module, "REPLAY_BATCH", 50)
+    async with Tether(overlays=[OVERLAY], data_dir=tmp_path) as tether:
+        await tether.runtime.ctx.plugin(bridge_plugin, {"mode": "auto"})
+        bridge = tether.runtime.ctx.get(ACP)
+        assert isinstance(bridge, Bridge)
+        session_id = await store_long_session(tether.persistence, "/", 4, 40)
+        link = HeldLink(Decodes(monkeypatch))
+        bridge.bind(link)
+        loading = asyncio.create_task(bridge.load(session_id, "/"))
+        await link.waiting.wait()  # published, its replay half way
+        again = asyncio.create_task(bridge.load(session_id, "/"))
+        closing = asyncio.create_task(bridge.close_session(session_id))
+        link.go.set()
+        record = await loading
+        assert await again is record  # joined: one replay for both
+        await closing
+        replayed = [u for u in link.updates if u["sessionUpdate"] == "agent_message_chunk"]
+        assert len(replayed) == 4 * 40  # the history once
+        assert bridge.sessions == []  # the close waited for the load, then closed it
         await bridge.close()
