@@ -13,6 +13,7 @@ from tests.acp.harness import LEDGER, serving
 from tests.adapters.fake_server import FakeServer, stream
 from tests.adapters.support import KEY, call, delta, text_answer, usage
 from tests.cli.terminal import Terminal
+from tether.acp.auth import model_auth
 
 OVERLAY = "plugins:\n" + LEDGER
 NO_KEYS = {"DEEPSEEK_API_KEY": "", "TETHER_API_KEY": "", "TETHER_MODEL": ""}
@@ -151,3 +152,13 @@ async def test_terminal_sign_in_is_advertised_and_its_key_reaches_the_model_not_
             assert "found environ=0 own=0" in json.dumps(second.json)
             await server.close_stdin()
             assert STORED_KEY not in server.stderr()
+
+
+def test_a_damaged_credentials_file_is_blamed_on_the_provider_of_the_model_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path))
+    (tmp_path / "credentials.json").write_text("not json")
+    auth = model_auth(None, {"TETHER_MODEL": "anthropic:claude-test"})
+    assert auth.missing is not None and "credentials file" in auth.missing
+    assert [method["id"] for method in auth.advertise({})] == ["anthropic-api-key"]

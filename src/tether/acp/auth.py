@@ -138,15 +138,18 @@ def model_auth(model: str | None, env: Mapping[str, str]) -> ModelAuth:
     """
     try:
         ref, _source = choose_model(model, env)
-        provider = provider_of(ref)
-        if provider not in KEYS:
-            return ModelAuth()
+    except CredentialsError as exc:
+        # Read only when no model is named: the default model's provider is the one.
+        return ModelAuth(provider_of(None), str(exc), env)
+    provider = provider_of(ref)
+    if provider not in KEYS:
+        return ModelAuth()
+    try:
         if ref is None or provider_key(provider, KEYS[provider].key_variables, env) is not None:
             return ModelAuth(provider, None, env)
-        return ModelAuth(provider, f"model {ref!r} needs an API key: {_unset(provider)}", env)
     except CredentialsError as exc:
-        named = provider_of(model)
-        return ModelAuth(named if named in KEYS else None, str(exc), env)
+        return ModelAuth(provider, str(exc), env)
+    return ModelAuth(provider, f"model {ref!r} needs an API key: {_unset(provider)}", env)
 
 
 def terminal_auth_supported(client_capabilities: object) -> bool:
