@@ -17,6 +17,7 @@ import pytest
 from tests.mounts import fill, tmpfs
 from tether.agent import UserMessage
 from tether.agent.events import CANCEL_REQUESTED
+from tether.session.store import SESSIONS
 from tether.tools.execute import ToolInvocation
 from tether.tools.preview import ToolPreview
 from tether.web.app import MAX_PROMPT_BYTES
@@ -669,7 +670,7 @@ async def test_a_prompt_the_page_was_told_failed_never_runs(
             agent = web.hub.live_agent(session_id)
             assert agent is not None
             await agent.when_idle()
-            await web.hub.flush(agent)
+            await agent.ctx.service(SESSIONS).flush(agent.session)
         stored = [json.loads(line) for line in (home / "sessions" / f"{session_id}.jsonl").open()]
     prompts = [json.dumps(r["data"]) for r in stored if r.get("type") == "user/message"]
     assert len(prompts) == 1 and "accepted" in prompts[0]  # the refused one never ran

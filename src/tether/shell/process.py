@@ -121,10 +121,6 @@ class GroupProbe:
         self._handle: asyncio.Handle | None = None
         self._delay = _PROBE_FIRST
 
-    @property
-    def probing(self) -> bool:
-        return self._handle is not None
-
     def start(self) -> None:
         if self._handle is None:
             self._handle = self._loop.call_soon(self._probe)

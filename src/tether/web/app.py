@@ -54,11 +54,11 @@ from tether.persist.backends.errors import (
 )
 from tether.persist.backends.records import validate_session_id
 from tether.persist.cluster import CLUSTER
+from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.session.errors import SessionError
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
 from tether.tools.permission import Mode
-from tether.web.follow import BATCH
 from tether.web.hub import (
     HubClosedError,
     LiveElsewhereError,

@@ -38,16 +38,13 @@ import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING
 
-from tether.persist.follow import Doorbell
+from tether.persist.follow import BATCH, Doorbell
 from tether.session.registry import DEFAULT_REGISTRY
 
 if TYPE_CHECKING:
     from tether.persist.service import Persistence
     from tether.session import Event, Session
     from tether.session.store import SessionStore
-
-BATCH = 2000
-"""The most events one batch of a follower holds."""
 
 
 class Follows:

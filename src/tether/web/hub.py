@@ -213,10 +213,6 @@ class WebHub:
         """Every agent live in this process, in the order they were published."""
         return self._agents.list()
 
-    async def flush(self, agent: Agent) -> None:
-        """Return once everything appended to ``agent``'s session is on disk."""
-        await self._ctx.service(SESSIONS).flush(agent.session)
-
     def owns(self, session_id: str) -> bool:
         """Whether the web app opened ``session_id`` (and will dispose it)."""
         return session_id in self._handles
