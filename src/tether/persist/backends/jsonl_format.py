@@ -37,6 +37,7 @@ from tether.persist.backends.errors import (
 from tether.persist.backends.lines import (
     BLOCK,
     decode_blocks,
+    parse_blocks,
     parse_lines,
     parse_lines_after,
 )
@@ -190,15 +191,10 @@ class SessionFile:
         Raises:
             CorruptLogError: a line is not a valid event, or its seq is out of order.
         """
-        events: builtins.list[StoredEvent] = []
-        for block in self.blocks(start, end):
-            try:
-                events += parse_lines(block, len(events))
-            except BadRecordError as exc:
-                raise self._corrupt(
-                    self._line_number(start) + len(events) + exc.index, exc.reason
-                ) from None
-        return events
+        try:
+            return parse_blocks(self.blocks(start, end))
+        except BadRecordError as exc:
+            raise self._corrupt(self._line_number(start) + exc.index, exc.reason) from None
 
     def decode_events(self, start: int, end: int, registry: EventRegistry) -> LoadedEvents:
         """Decode the event lines in ``[start, end)``, which begin at seq 0, into events.

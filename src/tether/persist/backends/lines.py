@@ -104,6 +104,23 @@ def past_lines(block: bytes, start: int, count: int | None) -> tuple[int, int]:
     return start, count
 
 
+def parse_blocks(blocks: Iterable[bytes]) -> builtins.list[StoredEvent]:
+    """Every event line of ``blocks`` (runs of whole lines of a log that begins at
+    seq 0, taken one at a time), parsed, in order.
+
+    Raises:
+        BadRecordError: a line is not a valid event, or its seq is out of order;
+            its ``index`` counts lines from the first of ``blocks`` (it is the seq).
+    """
+    events: builtins.list[StoredEvent] = []
+    for block in blocks:
+        try:
+            events += parse_lines(block, len(events))
+        except BadRecordError as exc:
+            raise BadRecordError(len(events) + exc.index, exc.reason) from None
+    return events
+
+
 def parse_lines_after(
     blocks: Iterable[bytes], first_seq: int, after_seq: int, limit: int | None
 ) -> tuple[builtins.list[StoredEvent], int, int]:

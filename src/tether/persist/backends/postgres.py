@@ -73,7 +73,13 @@ from tether.persist.backends.errors import (
     UnsupportedFormatError,
 )
 from tether.persist.backends.lease import Holder, SessionLeasedError, SessionTakenOverError
-from tether.persist.backends.lines import decode_blocks, drained, gathered, parse_lines
+from tether.persist.backends.lines import (
+    decode_blocks,
+    drained,
+    gathered,
+    parse_blocks,
+    parse_lines,
+)
 from tether.persist.backends.records import (
     EventRecord,
     HeaderRecord,
@@ -590,12 +596,10 @@ class PostgresBackend:
                 have a gap; it names the session and seq.
         """
         header, rows = self._read(session_id)
-        events: builtins.list[StoredEvent] = []
         try:
-            for block in _event_blocks(rows):
-                events += parse_lines(block, len(events))
+            events = parse_blocks(_event_blocks(rows))
         except BadRecordError as exc:
-            raise CorruptLogError(session_id, exc.reason, seq=len(events) + exc.index) from None
+            raise CorruptLogError(session_id, exc.reason, seq=exc.index) from None
         return StoredLog(header, events)
 
     def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:

@@ -55,7 +55,7 @@ from tether.persist.backends.lines import (
     drained,
     encode_lines,
     gathered,
-    parse_lines,
+    parse_blocks,
     parse_lines_after,
 )
 from tether.persist.backends.records import (
@@ -322,12 +322,10 @@ class SqliteBackend:
                 have a gap; it names the session and seq.
         """
         header, blocks = self._read(session_id)
-        events: builtins.list[StoredEvent] = []
         try:
-            for block in blocks:
-                events += parse_lines(block, len(events))
+            events = parse_blocks(blocks)
         except BadRecordError as exc:
-            raise CorruptLogError(session_id, exc.reason, seq=len(events) + exc.index) from None
+            raise CorruptLogError(session_id, exc.reason, seq=exc.index) from None
         return StoredLog(header, events)
 
     def load_events(self, session_id: str, registry: EventRegistry) -> LoadedLog:
