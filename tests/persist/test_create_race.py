@@ -12,6 +12,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from tether.agent import AgentConflictError
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
 from tether.persist.backends.errors import StoreConflictError
 from tether.persist.backends.postgres import PostgresBackend
+from tether.session import Session
+from tether.session.log import SessionHeader
 
 RACER = Path(__file__).with_name("create_racer.py")
 
@@ -186,3 +189,27 @@ def test_a_create_of_a_stored_id_is_refused_and_stores_nothing(
     assert second.load("s1").header["cwd"] == "/first"
     second.create(header("s2"), [])
     assert second.exists("s2") and second.next_seq("s2") == 0
+
+
+async def test_a_claim_cancelled_while_it_takes_the_lease_gives_the_lease_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Tether(data_dir=tmp_path, model="offline") as tether:
+        persistence = tether.persistence
+        entered, go = threading.Event(), threading.Event()
+        exists = persistence._backend.exists
+
+        def held_exists(session_id: str) -> bool:
+            entered.set()
+            go.wait(timeout=30)
+            return exists(session_id)
+
+        monkeypatch.setattr(persistence._backend, "exists", held_exists)
+        session = Session(SessionHeader(id="chosen", created_at=0.0, cwd="/"))
+        claiming = asyncio.create_task(persistence.claim(session))
+        await asyncio.to_thread(entered.wait, 30)  # the lease is taken; the check runs
+        claiming.cancel()
+        go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await claiming
+        assert await persistence.holder("chosen") is None

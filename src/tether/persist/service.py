@@ -34,6 +34,7 @@ and never write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -216,7 +217,15 @@ class Persistence:
             SessionLeasedError: another process has the session open.
             OSError, LogStoreError: storage cannot record the lease or be read.
         """
-        await asyncio.to_thread(self._claim, session)
+        claiming = asyncio.ensure_future(asyncio.to_thread(self._claim, session))
+        try:
+            await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            # The thread goes on and may take the lease: give it up once it is done.
+            with contextlib.suppress(Exception):
+                await claiming
+            self._leases.release(session.id, session)
+            raise
 
     def _claim(self, session: Session) -> None:
         self._leases.acquire(session.id, session)
