@@ -487,3 +487,20 @@ async def test_durable_writes_fsync_before_the_rename(
     async with file_tools(tmp_path / "default") as fs:
         await fs.ok("write", path="a.txt", content="kept\n")
         assert order == ["rename"]
+
+
+async def test_a_special_file_is_refused_by_read_and_passed_over_by_a_search(
+    tmp_path: Path,
+) -> None:
+    # The Python engine: ripgrep itself reads an ignore file that is a FIFO and waits.
+    async with file_tools(tmp_path, grep_engine="python") as fs:
+        (fs.root / "a.txt").write_text("a needle\n")
+        os.mkfifo(fs.root / ".gitignore")
+        # A writer holds the FIFO open with nothing written: a read gets no bytes yet.
+        writer = os.open(fs.root / ".gitignore", os.O_RDWR | os.O_NONBLOCK)
+        try:
+            assert "is not a regular file" in await fs.refused("read", path=".gitignore")
+            assert (await fs.ok("grep", pattern="needle")).splitlines() == ["a.txt"]
+            assert "a.txt" in await fs.ok("glob", pattern="*")
+        finally:
+            os.close(writer)

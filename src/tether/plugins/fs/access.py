@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import stat
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
@@ -288,8 +287,6 @@ def _opened(target: Resolved) -> Iterator[tuple[BinaryIO, os.stat_result]]:
     except OSError as exc:
         raise failure(exc, target.shown) from None
     with stream:
-        if not stat.S_ISREG(info.st_mode):
-            raise FileToolError(f"{target.shown} is not a regular file")
         yield stream, info
 
 

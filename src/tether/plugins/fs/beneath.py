@@ -122,6 +122,10 @@ def _parts(path: str) -> list[str]:
     return parts
 
 
+class NotRegularFileError(OSError):
+    """The path names something other than a regular file or a directory."""
+
+
 class Beneath:
     """An open root directory, and the file operations beneath it (see the module docs).
 
@@ -202,19 +206,24 @@ class Beneath:
             os.close(fd)
 
     def open_file(self, path: str) -> tuple[BinaryIO, os.stat_result]:
-        """The file ``path`` open for reading, and what it is (``fstat`` of that descriptor).
+        """The regular file ``path`` open for reading, and what it is (``fstat`` of
+        that descriptor).
 
-        A special file is opened too (without blocking); the caller looks at the
-        mode it is given.
+        The mode is checked on the descriptor opened (a special file is opened
+        without blocking, then refused), never on the name.
 
         Raises:
-            OSError: as :meth:`open`, or ``EISDIR`` for a directory.
+            OSError: as :meth:`open`, ``EISDIR`` for a directory, or
+                :class:`NotRegularFileError` for anything else that is not a
+                regular file (a FIFO, a device, a socket).
         """
         fd = self.open(path, os.O_RDONLY)
         try:
             info = os.fstat(fd)
             if stat.S_ISDIR(info.st_mode):
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotRegularFileError(errno.EINVAL, "not a regular file", path)
             return os.fdopen(fd, "rb"), info
         except BaseException:
             os.close(fd)

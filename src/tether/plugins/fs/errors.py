@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 
+from tether.plugins.fs.beneath import NotRegularFileError
+
 
 class FileToolError(Exception):
     """A file operation refused or failed, with a reason the model can act on.
@@ -20,6 +22,8 @@ class FileToolError(Exception):
 
 def failure(exc: OSError, shown: str) -> FileToolError:
     """``exc``, met while using ``shown``, as the reason the model reads."""
+    if isinstance(exc, NotRegularFileError):
+        return FileToolError(f"{shown} is not a regular file")
     if exc.errno in (errno.EACCES, errno.EPERM):
         return FileToolError(f"permission denied: {shown}")
     if exc.errno == errno.ENOENT:

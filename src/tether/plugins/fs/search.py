@@ -220,8 +220,6 @@ def _read_text_file(root: Beneath, path: str) -> tuple[bytes, float] | None:
     try:
         stream, info = root.open_file(path)
         with stream:
-            if not stat.S_ISREG(info.st_mode):
-                return None
             data = stream.read()
     except OSError:
         return None
