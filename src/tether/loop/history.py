@@ -22,13 +22,10 @@ against the model's context window is a sum, not a walk.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from tether.content import Message, ToolMessage
 from tether.loop.context import message_tokens
 from tether.session import ContextCompacted, derive_messages
 from tether.session.derive import DERIVED_TYPES
-from tether.session.events import Event
 from tether.session.log import Session
 from tether.session.settings import MODEL_OPTION, SETTINGS_TYPES, SessionSettings
 
@@ -79,18 +76,12 @@ class History:
             return
         settings = self._settings
         cleared = settings.cleared_at
-        compacted = False
-
-        def new() -> Iterator[Event]:
-            # One pass over the new events of the types either fold reads:
-            # a log holds most events packed, and only these are decoded.
-            nonlocal compacted
-            for event in events.of_types(_FOLDED, self._seen, end):
-                settings.advance(event)
-                compacted = compacted or event.type == _COMPACTED
-                yield event
-
-        added = derive_messages(new())
+        # The new events of the types either fold reads: a log holds most events
+        # packed, and only these are decoded.
+        new = list(events.of_types(_FOLDED, self._seen, end))
+        for event in new:
+            settings.advance(event)
+        compacted = any(event.type == _COMPACTED for event in new)
         if settings.cleared_at != cleared or compacted:
             self._messages = derive_messages(events.of_types(DERIVED_TYPES, 0, end))
             self._sizes = [message_tokens(message) for message in self._messages]
@@ -98,6 +89,7 @@ class History:
             self._anchor = None
             self._tool_images = _with_images(self._messages)
         else:
+            added = derive_messages(new)
             sizes = [message_tokens(message) for message in added]
             self._messages.extend(added)
             self._sizes.extend(sizes)
