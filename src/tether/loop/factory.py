@@ -41,6 +41,7 @@ from tether.persist.backends.lease import SessionLeasedError
 from tether.persist.service import PERSISTENCE
 from tether.runtime import Effect, FiberInactiveError
 from tether.session.log import Session
+from tether.session.model import ModelChoice, header_labels, header_model
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 
 if TYPE_CHECKING:
@@ -54,9 +55,10 @@ SCOPE_READS = ("agents", "sessions", "llm", "tools")
 
 
 def header_meta(options: AgentOptions, extra: Mapping[str, str] | None) -> dict[str, str]:
-    """The labels a new session's header records: its model, the tools it is
-    restricted to (a JSON list, when it is), and ``extra``."""
-    labels = {**(extra or {}), "model": options.model}
+    """The labels a new session's header records: its model (and base URL, see
+    :mod:`tether.session.model`), the tools it is restricted to (a JSON list,
+    when it is), and ``extra``."""
+    labels = {**(extra or {}), **header_labels(ModelChoice(options.model, options.base_url))}
     if options.tools is not None:
         labels["tools"] = json.dumps(list(options.tools))
     return labels
@@ -126,9 +128,11 @@ class LoopFactory:
             session = await persistence.prepare_resume(session_id)
         except SessionConflictError as exc:
             raise AgentConflictError(str(exc)) from None
-        model = session.header.meta.get("model")
         if options is None:
-            options = self._defaults if model is None else _with_model(self._defaults, model)
+            start = header_model(session.header, self._defaults.model)
+            options = msgspec.structs.replace(
+                self._defaults, model=start.model, base_url=start.base_url
+            )
         try:
             return await self._publish(caller, session, options, setup)
         except BaseException:
@@ -238,10 +242,6 @@ class _Teardown:
 
 def _distinct(*fibers: Fiber) -> tuple[Fiber, ...]:
     return tuple(dict.fromkeys(fibers))
-
-
-def _with_model(options: AgentOptions, model: str) -> AgentOptions:
-    return msgspec.structs.replace(options, model=model)
 
 
 def _only_about(session: Session) -> Callable[[str, tuple[object, ...]], bool]:

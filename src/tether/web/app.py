@@ -57,6 +57,7 @@ from tether.persist.cluster import CLUSTER
 from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.session.errors import SessionError
+from tether.session.model import header_model, session_model
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
 from tether.tools.permission import Mode
 from tether.web.hub import (
@@ -431,7 +432,7 @@ class Api:
         session = agent.session if agent is not None else await self._load(session_id)
         llm = self._ctx.get(LLM)
         catalog = ModelCatalog() if llm is None else llm.catalog
-        first = session.header.meta.get(MODEL_OPTION) or self._default_model or "offline"
+        first = header_model(session.header, self._default_model).model
         turns = usage_by_turn(session.events, catalog, first)
         return JSONResponse({"turns": [turn.to_json() for turn in turns]})
 
@@ -758,9 +759,8 @@ async def _json_body(request: Request, *, limit: int) -> dict[str, Any]:
     return body
 
 
-def _model_of(session: Session) -> str | None:
-    model = SessionSettings(session.events).options.get(MODEL_OPTION)
-    return model if model is not None else session.header.meta.get(MODEL_OPTION)
+def _model_of(session: Session) -> str:
+    return session_model(session).model
 
 
 def _check_model(ctx: Context, model: object) -> None:
