@@ -40,6 +40,7 @@ from tether.loop.driver import AgentDriver
 from tether.persist.backends.lease import SessionLeasedError
 from tether.persist.service import PERSISTENCE
 from tether.runtime import Effect, FiberInactiveError
+from tether.session.lineage import Lineage
 from tether.session.log import Session
 from tether.session.model import ModelChoice, header_labels, header_model
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
@@ -54,12 +55,15 @@ SCOPE_READS = ("agents", "sessions", "llm", "tools")
 """Services an agent's scope may read as ``agent.ctx.<name>``."""
 
 
-def header_meta(options: AgentOptions, extra: Mapping[str, str] | None) -> dict[str, str]:
+def header_meta(
+    options: AgentOptions, extra: Mapping[str, str] | None, *, delegated: bool = False
+) -> dict[str, str]:
     """The labels a new session's header records: its model (and base URL, see
     :mod:`tether.session.model`), the tools it is restricted to (a JSON list,
-    when it is), and ``extra``."""
+    when it is and no delegation records them, see
+    :mod:`tether.session.lineage`), and ``extra``."""
     labels = {**(extra or {}), **header_labels(ModelChoice(options.model, options.base_url))}
-    if options.tools is not None:
+    if options.tools is not None and not delegated:
         labels["tools"] = json.dumps(list(options.tools))
     return labels
 
@@ -89,10 +93,17 @@ class LoopFactory:
         options: AgentOptions | None,
         setup: Setup | None,
         meta: Mapping[str, str] | None = None,
+        lineage: Lineage | None = None,
     ) -> AgentHandle:
         options = options or self._defaults
+        delegated = lineage is not None and lineage.delegation is not None
         try:
-            session = self._store.prepare(session_id, cwd=cwd, meta=header_meta(options, meta))
+            session = self._store.prepare(
+                session_id,
+                cwd=cwd,
+                meta=header_meta(options, meta, delegated=delegated),
+                lineage=lineage,
+            )
         except SessionConflictError as exc:
             raise AgentConflictError(str(exc)) from None
         persistence = self._ctx.get(PERSISTENCE)

@@ -57,8 +57,8 @@ from tether.persist.cluster import CLUSTER
 from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.session.errors import SessionError
-from tether.session.model import header_model, session_model
-from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
+from tether.session.model import MODEL_LABEL, header_model, session_model
+from tether.session.settings import MODE_OPTION, SessionSettings
 from tether.tools.permission import Mode
 from tether.web.hub import (
     HubClosedError,
@@ -293,13 +293,13 @@ class Api:
                 "id": summary.id,
                 "title": summary.title,
                 "cwd": summary.cwd,
-                "model": summary.meta.get(MODEL_OPTION),
+                "model": summary.meta.get(MODEL_LABEL),
                 "last_activity": summary.last_activity,
                 "turns": summary.turn_count,
                 "live": None if holder is None else "elsewhere",
                 "holder": None if holder is None else holder.to_json(),
                 "running": False,
-                "parent": summary.meta.get("parent"),
+                "parent": summary.delegator,
             }
         for agent in self._hub.live_agents():
             row = rows.get(agent.id) or {
@@ -307,7 +307,7 @@ class Api:
                 "title": None,
                 "cwd": agent.session.header.cwd,
                 "turns": 0,
-                "parent": agent.session.header.meta.get("parent"),
+                "parent": agent.session.header.delegator,
             }
             events = agent.session.events
             row.update(
@@ -386,13 +386,14 @@ class Api:
         title = None
         if persistence is not None:
             for summary in await persistence.list():
-                if summary.meta.get("parent") == session_id:
+                delegation = summary.delegation
+                if delegation is not None and summary.delegator == session_id:
                     children.append(
                         {
                             "id": summary.id,
-                            "task": summary.meta.get("task"),
+                            "task": delegation.task,
                             "title": summary.title,
-                            "call": summary.meta.get("parent_call"),
+                            "call": delegation.call,
                         }
                     )
                 if summary.id == session_id:
@@ -409,7 +410,7 @@ class Api:
                 if agent is not None
                 else (None if holder is None else holder.to_json()),
                 "running": session.open_turn is not None and agent is not None,
-                "parent": session.header.meta.get("parent"),
+                "parent": session.header.delegator,
                 "children": children,
                 "events": len(session.events),
             }
