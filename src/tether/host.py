@@ -153,6 +153,26 @@ class Tether:
             log.error("%s", problem)
         return self
 
+    @property
+    def document(self) -> object:
+        """The raw composition the rows were mounted from (its last :meth:`recompose`)."""
+        return self._document
+
+    async def recompose(self, document: object) -> tuple[RowProblem, ...]:
+        """Bring the running rows in line with ``document`` (a raw composition).
+
+        Rows are diffed by id (see :meth:`Composer.apply`): a changed row
+        remounts, a new one mounts, an unchanged one keeps running. Returns
+        the problems of the rows that failed (each also logged and added to
+        :attr:`problems`); the rest run.
+        """
+        report = await self.composer.apply(parse_composition(document, source="tether.yml"))
+        self._document = document
+        self.problems = (*self.problems, *report.problems)
+        for problem in report.problems:
+            log.error("%s", problem)
+        return report.problems
+
     async def stop(self) -> None:
         """Dispose everything; agents are torn down and their logs flushed.
 

@@ -37,10 +37,14 @@ def test_config_init_writes_a_private_commented_config_that_composes(tmp_path: P
         for line in text.splitlines()
     )
     user.write_text(uncommented)
-    shown = tether(tmp_path, "config", "show")
+    # The example model is DeepSeek's, whose key comes from the environment.
+    key = {"DEEPSEEK_API_KEY": "sk-template-0123456789", "TETHER_MODEL": ""}
+    shown = tether(tmp_path, "config", "show", env=key)
     assert shown.returncode == 0, shown.stderr + uncommented
     assert "tether.persist.sqlite" in shown.stdout and "tether.loop.retry" in shown.stdout
     assert "max_steps: 50" in shown.stdout
+    assert "model: deepseek:deepseek-chat" in shown.stdout
+    assert "offline model" not in shown.stderr
     assert tether(tmp_path, "config", "init", "--force").returncode == 0
     assert user.read_text() == text
 

@@ -119,9 +119,9 @@ async def tree_world(tmp_path: Path) -> World:
 def by_node(world: World) -> dict[str, Agent]:
     found = {}
     for agent in world.get("agents").list():
-        description = agent.session.header.meta.get("task")
-        if description is not None:
-            found[description] = agent
+        delegation = agent.session.header.delegation
+        if delegation is not None:
+            found[delegation.task] = agent
     return found
 
 

@@ -89,9 +89,7 @@ async def new_parent(world: World) -> AgentHandle:
 
 
 def children_of(world: World, parent: Agent) -> list[Agent]:
-    return [
-        a for a in world.get("agents").list() if a.session.header.meta.get("parent") == parent.id
-    ]
+    return [a for a in world.get("agents").list() if a.session.header.delegator == parent.id]
 
 
 async def child_reaching_gate(world: World, parent: Agent, key: str, **extra: object) -> Agent:
@@ -133,9 +131,21 @@ async def test_a_foreground_task_answers_with_the_childs_answer_and_records_its_
     child_id = content.rsplit("[task ", 1)[1].split(":", maxsplit=1)[0]
     # Done with its work, the child is disposed; its log stays stored.
     assert children_of(world, parent) == [] and world.get("agents").get(child_id) is None
-    meta = header(world, child_id)["meta"]
-    assert meta["parent"] == parent.id and meta["parent_call"] == "t1" and meta["depth"] == "1"
-    assert "background" not in meta
+    stored_header = header(world, child_id)
+    assert stored_header["lineage"] == {
+        "parent": parent.id,
+        "seed_length": 0,
+        "delegation": {
+            "call": "t1",
+            "depth": 1,
+            "task": "a job",
+            "background": False,
+            "tools": None,
+        },
+    }
+    assert {"parent", "parent_call", "depth", "task", "background"}.isdisjoint(
+        stored_header["meta"]
+    )
     child_log = stored(world, child_id)
     assert reasons(child_log) == [{"kind": "completed"}]
     [prompt] = [r for r in child_log if r["type"] == "user/message"]
@@ -224,7 +234,7 @@ async def test_a_cancel_that_wins_the_race_with_the_create_disposes_the_child(
     created: list[Agent] = []
 
     def cancel_parent(agent: Agent) -> None:
-        if agent.session.header.meta.get("parent") == parent.id:
+        if agent.session.header.delegator == parent.id:
             created.append(agent)
             parent.cancel()
 
@@ -247,7 +257,8 @@ async def test_a_background_task_tells_its_parent_and_only_its_parent_may_read_i
     other = (await new_parent(world)).agent
     child = await background_child(world, parent, "work")
     _reached, release = world.gates.get("work")
-    assert child.session.header.meta["background"] == "true"
+    delegation = child.session.header.delegation
+    assert delegation is not None and delegation.background
 
     denied = await call_as(world, other, "task_output", task_id=child.id)
     assert denied == (f"no task {child.id} in this session", True)
@@ -342,6 +353,9 @@ async def test_a_profile_narrows_the_tools_and_never_widens_them(tmp_path: Path)
             "echo"
         ]  # not wait: the parent lacks it
         assert child_request.system == "You only read."
+        [child_id] = [r["content"] for r in results(parent)]
+        child_id = str(child_id).rsplit("[task ", 1)[1].split(":", maxsplit=1)[0]
+        assert header(world, child_id)["lineage"]["delegation"]["tools"] == ["echo"]
     finally:
         await world.runtime.dispose()
 

@@ -105,7 +105,6 @@ from tether.persist.service import PERSISTENCE, store_created
 from tether.plugins.fs.access import FILE_ACCESS, FileAccess
 from tether.plugins.fs.errors import FileToolError
 from tether.plugins.terminal import CLIENT_TERMINAL, Terminals
-from tether.plugins.tool_subagent import BACKGROUND, PARENT, PARENT_CALL
 from tether.runtime import CancelSignal
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
@@ -692,14 +691,13 @@ class Bridge:
         if record is not None:
             record.on_event(event)
             return
-        meta = session.header.meta
-        parent = meta.get(PARENT)
-        if parent is None or BACKGROUND in meta:
+        lineage = session.header.lineage
+        delegation = None if lineage is None else lineage.delegation
+        if lineage is None or delegation is None or delegation.background:
             return  # a background child's call has answered already
-        record = self._records.get(parent)
-        call_id = meta.get(PARENT_CALL)
-        if record is not None and call_id is not None:
-            record.show_child(call_id, event)
+        record = self._records.get(lineage.parent)
+        if record is not None:
+            record.show_child(delegation.call, event)
 
     def _listen(self, record: SessionRecord) -> Callable[[], None]:
         """Route ``record``'s session events to it; returns the function that stops it.
@@ -824,7 +822,7 @@ class Bridge:
             record = self._record_of(agent)
             if record is not None:
                 return record
-            parent = agent.session.header.meta.get(PARENT)
+            parent = agent.session.header.delegator
             if parent is None or agents is None:
                 return None
             agent = agents.get(parent)

@@ -26,12 +26,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from tether.acp.errors import BridgeError
-from tether.plugins.tool_subagent import DESCRIPTION, PARENT
+from tether.session.lineage import Lineage
 
 if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
@@ -94,14 +94,12 @@ def iso_time(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
-def lineage_meta(labels: Mapping[str, str]) -> dict[str, object] | None:
-    """The ``_meta`` of a ``session/list`` entry with header ``labels``: a child
-    session's parent and task, or ``None`` for a session nobody delegated to."""
-    parent = labels.get(PARENT)
-    if parent is None:
+def lineage_meta(lineage: Lineage | None) -> dict[str, object] | None:
+    """The ``_meta`` of a ``session/list`` entry of a session with ``lineage``: a
+    child session's parent and task, or ``None`` for a session nobody delegated to."""
+    if lineage is None or lineage.delegation is None:
         return None
-    lineage = {"parent": parent}
-    task = labels.get(DESCRIPTION)
-    if task is not None:
-        lineage["task"] = task
-    return {"tether": lineage}
+    shown: dict[str, object] = {"parent": lineage.parent}
+    if lineage.delegation.task:
+        shown["task"] = lineage.delegation.task
+    return {"tether": shown}

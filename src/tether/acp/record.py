@@ -34,6 +34,7 @@ from tether.session import (
     TurnEnd,
     UserMessageEvent,
 )
+from tether.session.model import header_model
 from tether.session.settings import (
     MODE_OPTION,
     MODEL_OPTION,
@@ -136,7 +137,7 @@ class SessionRecord:
         self.settings = SessionSettings(events)
         """What the log says the session is set to (mode, model, grants, plan)."""
         self.catalog = catalog or ModelCatalog()
-        self.configured_model = agent.session.header.meta.get(MODEL_OPTION, "offline")
+        self.configured_model = header_model(agent.session.header).model
         """The model the session was created with (the agent loop's)."""
         self.meter = self._new_meter()
         self._tasks: dict[str, ChildProgress] = {}

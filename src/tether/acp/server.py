@@ -306,7 +306,7 @@ class AcpServer:
                     cwd=summary.cwd or "",
                     title=summary.title,
                     updated_at=iso_time(summary.last_activity),
-                    field_meta=lineage_meta(summary.meta),
+                    field_meta=lineage_meta(summary.lineage),
                 )
                 for summary in stored
             ],

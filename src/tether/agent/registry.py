@@ -23,6 +23,7 @@ from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
     from tether.runtime import Context
+    from tether.session.lineage import Lineage
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class AgentFactory(Protocol):
         options: AgentOptions | None,
         setup: Setup | None,
         meta: Mapping[str, str] | None = None,
+        lineage: Lineage | None = None,
     ) -> AgentHandle: ...
 
     async def resume(
@@ -145,11 +147,14 @@ class AgentsView:
         options: AgentOptions | None = None,
         setup: Setup | None = None,
         meta: Mapping[str, str] | None = None,
+        lineage: Lineage | None = None,
     ) -> AgentHandle:
         """Create and publish an agent with a new session; the caller's fiber co-owns it.
 
         ``meta`` adds labels to the session's header (``model``, and ``tools``
-        when the options restrict them, are recorded there by the loop).
+        when the options restrict them, are recorded there by the loop);
+        ``lineage`` is the header's (a delegated child's, see
+        :mod:`tether.session.lineage`).
 
         Raises:
             AgentConflictError: ``session_id`` is live, is stored already (resume
@@ -160,7 +165,13 @@ class AgentsView:
             AgentError: no agent loop is mounted.
         """
         return await self._registry.factory().create(
-            self._caller, session_id=session_id, cwd=cwd, options=options, setup=setup, meta=meta
+            self._caller,
+            session_id=session_id,
+            cwd=cwd,
+            options=options,
+            setup=setup,
+            meta=meta,
+            lineage=lineage,
         )
 
     async def resume(

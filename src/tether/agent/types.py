@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from tether.content import ImageRef, TextBlock
+from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -186,7 +187,11 @@ class AgentHandle(msgspec.Struct, frozen=True):
 class AgentOptions(msgspec.Struct, frozen=True):
     """What an agent is created with (beyond its session)."""
 
-    model: str = "offline"
+    model: str = FALLBACK_MODEL
+    base_url: str | None = None
+    """The endpoint ``model`` is reached at, when it was chosen apart from the
+    provider's configuration; recorded in a new session's header (see
+    :mod:`tether.session.model`). ``None``: the provider's configured one."""
     system: str | None = None
     """Replaces the default system prompt's base (see ``docs/agents.md``)."""
     system_append: str | None = None

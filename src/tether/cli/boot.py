@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tether.cli.failures import StartRefusedError, describe
 from tether.cli.process import end_startup
@@ -17,6 +17,8 @@ from tether.location import data_dir as default_data_dir
 if TYPE_CHECKING:
     from tether.agent import Agent, AgentHandle
     from tether.host import Overlay, Tether
+    from tether.llm.adapters.settings import ModelSettings
+    from tether.session.model import ModelChoice
 
 
 class UsageError(Exception):
@@ -44,10 +46,13 @@ def overlays_of(args: argparse.Namespace) -> list[Overlay]:
 def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = None) -> object:
     """The composition document the options describe.
 
-    With ``with_model``, the model is resolved first (``--model``, ``--base-url``,
-    then the environment; see ``docs/models.md``) and its adapter rows are
-    added; a choice that cannot work is a usage error before anything starts,
-    and the offline fallback's notice is printed on stderr.
+    With ``with_model``, the model is resolved first (``--model``, else the
+    configuration's ``agent_loop`` model, ``--base-url``, then the environment;
+    see ``docs/models.md``) and its adapter rows are added; a choice that
+    cannot work is a usage error before anything starts, and the offline
+    fallback's notice is printed on stderr. A command that resumes a session
+    without ``--model`` leaves the model to the session (:func:`open_for`):
+    its ``--base-url`` is the session's, and no notice is printed.
 
     Raises:
         UsageError: a bad overlay path, or a model choice that cannot work.
@@ -57,21 +62,56 @@ def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = 
     document = compose_document(overlays_of(args), data_dir=data_dir_of(args))
     if not with_model:
         return document
+    base_url = getattr(args, "base_url", None)
+    resuming = not model and resumes(args)
+    settings = model_settings(
+        document, model or configured_model(document), None if resuming else base_url
+    )
+    if settings.notice and not resuming:
+        print(settings.notice, file=sys.stderr)
+    # compose_document hands back the composition as a mapping of rows.
+    return settings.apply_to(cast("Mapping[str, object]", document))
+
+
+def resumes(args: argparse.Namespace) -> bool:
+    """Whether the command continues a stored session (``--resume`` or ``--continue``)."""
+    return bool(getattr(args, "resume", None) or getattr(args, "continue_", False))
+
+
+def model_settings(document: object, model: str | None, base_url: str | None) -> ModelSettings:
+    """The checked choice of ``model`` at ``base_url`` for ``document``'s composition.
+
+    Raises:
+        UsageError: the choice cannot work (the message says what to set).
+    """
     from tether.llm.adapters.settings import ModelSettingsError, resolve_model_settings
 
     try:
-        settings = resolve_model_settings(
+        return resolve_model_settings(
             model=model,
-            base_url=getattr(args, "base_url", None),
+            base_url=base_url,
             # A provider tether does not know may come from a plugin of the
             # composition: it is accepted here and checked once mounted.
             extra_providers=[*configured_providers(document), *unknown_provider(model)],
         )
     except ModelSettingsError as exc:
         raise UsageError(str(exc)) from None
-    if settings.notice:
-        print(settings.notice, file=sys.stderr)
-    return settings.apply_to(document)  # type: ignore[arg-type]
+
+
+def configured_model(document: object) -> str | None:
+    """The ``model`` the composition's ``agent_loop`` row sets, if it sets one."""
+    row = _row(document, AGENT_LOOP_ROW)
+    config = row.get("config") if row is not None else None
+    model = config.get("model") if isinstance(config, dict) else None
+    return model if isinstance(model, str) and model.strip() else None
+
+
+def _row(document: object, row_id: str) -> dict[str, object] | None:
+    rows = document.get("plugins") if isinstance(document, dict) else None
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and row.get("id") == row_id:
+            return row
+    return None
 
 
 def unknown_provider(model: str | None) -> list[str]:
@@ -91,10 +131,19 @@ def unknown_provider(model: str | None) -> list[str]:
 def composed_model(tether: Tether) -> str | None:
     """The model of the composed agent loop (its ``model`` setting), or ``None``
     when no agent loop row started."""
-    loop = tether.composer.row("agent_loop").fiber if tether.has_row("agent_loop") else None
+    choice = composed_choice(tether)
+    return None if choice is None else choice.model
+
+
+def composed_choice(tether: Tether) -> ModelChoice | None:
+    """The model and base URL the composed agent loop gives new sessions, or
+    ``None`` when no agent loop row started."""
+    from tether.session.model import ModelChoice
+
+    loop = tether.composer.row(AGENT_LOOP_ROW).fiber if tether.has_row(AGENT_LOOP_ROW) else None
     if loop is None or loop.config is None:
         return None
-    return str(loop.config.model)
+    return ModelChoice(str(loop.config.model), loop.config.base_url)
 
 
 def check_model_provider(tether: Tether) -> None:
@@ -120,13 +169,10 @@ def check_model_provider(tether: Tether) -> None:
 
 def configured_providers(document: object) -> list[str]:
     """Providers the composition itself configures (``providers`` of the ``openai`` row)."""
-    rows = document.get("plugins") if isinstance(document, dict) else None
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, dict) and row.get("id") == "openai":
-            providers = (row.get("config") or {}).get("providers")
-            if isinstance(providers, dict):
-                return [str(name) for name in providers]
-    return []
+    row = _row(document, "openai")
+    config = row.get("config") if row is not None else None
+    providers = config.get("providers") if isinstance(config, dict) else None
+    return [str(name) for name in providers] if isinstance(providers, dict) else []
 
 
 def build(args: argparse.Namespace, *, model: str | None = None, with_model: bool = True) -> Tether:
@@ -305,16 +351,16 @@ async def open_agent(
 async def open_for(tether: Tether, args: argparse.Namespace, *, cwd: str) -> AgentHandle | None:
     """:func:`open_agent` as ``run`` and ``chat`` ask for it (``--resume``,
     ``--continue``): a new session once it is stored (its header, so the id
-    the command shows names a session on disk), a resumed one on a model that
-    works here (:func:`resumed_model`); ``None`` once the reason it cannot is
-    printed."""
-    resuming = bool(args.resume or args.continue_)
+    the command shows names a session on disk), a resumed one on the model it
+    ran on, or the one ``--model``/``--base-url`` give (:func:`continue_on`);
+    ``None`` once the reason it cannot is printed."""
+    resuming = resumes(args)
     handle = await open_agent(tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd)
     if handle is None:
         return None
     if not resuming:
         return await _stored(handle, verbose=bool(getattr(args, "verbose", False)))
-    unusable = resumed_model(tether, handle.agent, explicit=bool(args.model or args.base_url))
+    unusable = await continue_on(tether, handle.agent, model=args.model, base_url=args.base_url)
     if unusable is None:
         return handle
     print(f"tether: {unusable}", file=sys.stderr)
@@ -335,47 +381,88 @@ async def _stored(handle: AgentHandle, *, verbose: bool) -> AgentHandle | None:
     return None
 
 
-def resumed_model(tether: Tether, agent: Agent, *, explicit: bool) -> str | None:
-    """Make a resumed session use the model the command line chose, or check its own.
+async def continue_on(
+    tether: Tether, agent: Agent, *, model: str | None, base_url: str | None
+) -> str | None:
+    """Make a resumed session go on on the model it ran on, or on the one given.
 
-    With ``explicit`` (``--model`` or ``--base-url`` given), the composed model
-    becomes the session's for its next requests, the switch logged as
-    ``session/config model`` when it changes anything. Otherwise the model the
-    session last used must have a provider here. Returns why not, in one line,
-    or ``None``.
+    The session's model is :func:`tether.session.model.session_model`'s: the
+    model and base URL its log says. ``model`` (``--model``, composed already)
+    replaces both, ``base_url`` (``--base-url``) the base URL; a change is
+    logged as ``session/config`` (``model``, then ``base_url``), so a later
+    resume keeps it. The provider's rows are then composed for that choice
+    when the composition does not reach it already (the key is read from the
+    environment, as for a new session). Returns why the session cannot go on,
+    in one line, or ``None``.
     """
-    from tether.llm.request import parse_model_ref
-    from tether.llm.service import LLM
-    from tether.session.settings import MODEL_OPTION, ConfigChanged
+    from tether.session.model import ModelChoice, session_model
+    from tether.session.settings import BASE_URL_OPTION, MODEL_OPTION, ConfigChanged
 
     session = agent.session
-    current = session_model(agent)
-    chosen = composed_model(tether)
-    if explicit and chosen is not None:
-        if chosen != current:
-            session.append(ConfigChanged(option=MODEL_OPTION, value=chosen))
-        return None
+    composed = composed_choice(tether)
+    current = session_model(session, configured=None if composed is None else composed.model)
+    target = current
+    if model and composed is not None:
+        target = composed
+    if base_url and base_url.strip():
+        target = ModelChoice(target.model, base_url.strip())
+    unreachable = await reach(tether, target, session=agent.id)
+    if unreachable is not None:
+        return unreachable
+    if target.model != current.model:
+        session.append(ConfigChanged(option=MODEL_OPTION, value=target.model))
+        current = ModelChoice(target.model)
+    if target.base_url is not None and target.base_url != current.base_url:
+        session.append(ConfigChanged(option=BASE_URL_OPTION, value=target.base_url))
+    return None
+
+
+async def reach(tether: Tether, choice: ModelChoice, *, session: str) -> str | None:
+    """Compose the rows ``choice`` needs, unless the running rows reach it already.
+
+    A provider tether knows (``docs/models.md``) gets its adapter row, at
+    ``choice.base_url`` when one is set, with its key from the environment;
+    rows that do not change keep running. Returns why ``choice`` cannot be
+    reached, in one line, or ``None``.
+    """
+    from tether.llm.adapters.providers import PRESETS
+    from tether.llm.request import parse_model_ref
+    from tether.llm.service import LLM
+
     llm = tether.runtime.ctx.get(LLM)
     try:
-        provider = parse_model_ref(current)[0]
+        provider = parse_model_ref(choice.model)[0]
     except ValueError:
-        return f"session {agent.id} names a model tether cannot read ({current!r}); give --model"
-    if llm is not None and provider not in llm.providers():
+        unreadable = f"names a model tether cannot read ({choice.model!r})"
+        return f"session {session} {unreadable}; give --model"
+    if llm is None:
+        return None
+    composed = composed_choice(tether)
+    same_endpoint = choice.base_url is None or (composed is not None and composed == choice)
+    if provider in llm.providers() and same_endpoint:
+        return None
+    if provider not in PRESETS:
         return (
-            f"session {agent.id} uses model {current!r}, whose provider is not configured "
+            f"session {session} uses model {choice.model!r}, whose provider is not configured "
             "here; configure it, or give --model to continue with another"
         )
+    try:
+        settings = model_settings(tether.document, choice.model, choice.base_url)
+    except UsageError as exc:
+        return f"session {session} uses model {choice.model!r}: {exc}"
+    problems = await tether.recompose(
+        settings.with_rows(cast("Mapping[str, object]", tether.document))
+    )
+    if problems:
+        return "; ".join(str(problem) for problem in problems)
     return None
 
 
 def session_model(agent: Agent) -> str:
-    """The model of ``agent``'s next request: the last ``session/config model`` of its
-    log, else the one its session was created with."""
-    from tether.session.settings import MODEL_OPTION, SessionSettings
+    """The model of ``agent``'s next request (:func:`tether.session.model.session_model`)."""
+    from tether.session.model import session_model as model_of
 
-    session = agent.session
-    meta = session.header.meta.get(MODEL_OPTION, "offline")
-    return str(SessionSettings(session.events).options.get(MODEL_OPTION, meta))
+    return model_of(agent.session).model
 
 
 async def resolve_session(tether: Tether, wanted: str | None, *, cwd: str) -> str:

@@ -122,11 +122,9 @@ async def _delegated(persistence: Persistence, session_id: str) -> list[str]:
     """The lines of the tree of child sessions ``session_id`` delegated to (``task``
     calls), each ``<id>  <task description>``, a level deeper indented by two spaces;
     none if it delegated nothing."""
-    from tether.plugins.tool_subagent import DESCRIPTION, PARENT
-
     below: dict[str, list[SessionSummary]] = {}
     for summary in await persistence.list():
-        parent = summary.meta.get(PARENT)
+        parent = summary.delegator
         if parent is not None:
             below.setdefault(parent, []).append(summary)
     lines: list[str] = []
@@ -138,7 +136,8 @@ async def _delegated(persistence: Persistence, session_id: str) -> list[str]:
             if child.id in seen:
                 continue
             seen.add(child.id)
-            task = child.meta.get(DESCRIPTION) or "(no description)"
+            delegation = child.delegation
+            task = (delegation.task if delegation is not None else "") or "(no description)"
             lines.append(f"{'  ' * depth}{child.id}  {task}")
             walk(child.id, depth + 1)
 

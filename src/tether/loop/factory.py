@@ -40,7 +40,9 @@ from tether.loop.driver import AgentDriver
 from tether.persist.backends.lease import SessionLeasedError
 from tether.persist.service import PERSISTENCE
 from tether.runtime import Effect, FiberInactiveError
+from tether.session.lineage import Lineage
 from tether.session.log import Session
+from tether.session.model import ModelChoice, header_labels, header_model
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 
 if TYPE_CHECKING:
@@ -53,11 +55,15 @@ SCOPE_READS = ("agents", "sessions", "llm", "tools")
 """Services an agent's scope may read as ``agent.ctx.<name>``."""
 
 
-def header_meta(options: AgentOptions, extra: Mapping[str, str] | None) -> dict[str, str]:
-    """The labels a new session's header records: its model, the tools it is
-    restricted to (a JSON list, when it is), and ``extra``."""
-    labels = {**(extra or {}), "model": options.model}
-    if options.tools is not None:
+def header_meta(
+    options: AgentOptions, extra: Mapping[str, str] | None, *, delegated: bool = False
+) -> dict[str, str]:
+    """The labels a new session's header records: its model (and base URL, see
+    :mod:`tether.session.model`), the tools it is restricted to (a JSON list,
+    when it is and no delegation records them, see
+    :mod:`tether.session.lineage`), and ``extra``."""
+    labels = {**(extra or {}), **header_labels(ModelChoice(options.model, options.base_url))}
+    if options.tools is not None and not delegated:
         labels["tools"] = json.dumps(list(options.tools))
     return labels
 
@@ -87,10 +93,17 @@ class LoopFactory:
         options: AgentOptions | None,
         setup: Setup | None,
         meta: Mapping[str, str] | None = None,
+        lineage: Lineage | None = None,
     ) -> AgentHandle:
         options = options or self._defaults
+        delegated = lineage is not None and lineage.delegation is not None
         try:
-            session = self._store.prepare(session_id, cwd=cwd, meta=header_meta(options, meta))
+            session = self._store.prepare(
+                session_id,
+                cwd=cwd,
+                meta=header_meta(options, meta, delegated=delegated),
+                lineage=lineage,
+            )
         except SessionConflictError as exc:
             raise AgentConflictError(str(exc)) from None
         persistence = self._ctx.get(PERSISTENCE)
@@ -126,9 +139,11 @@ class LoopFactory:
             session = await persistence.prepare_resume(session_id)
         except SessionConflictError as exc:
             raise AgentConflictError(str(exc)) from None
-        model = session.header.meta.get("model")
         if options is None:
-            options = self._defaults if model is None else _with_model(self._defaults, model)
+            start = header_model(session.header, self._defaults.model)
+            options = msgspec.structs.replace(
+                self._defaults, model=start.model, base_url=start.base_url
+            )
         try:
             return await self._publish(caller, session, options, setup)
         except BaseException:
@@ -238,10 +253,6 @@ class _Teardown:
 
 def _distinct(*fibers: Fiber) -> tuple[Fiber, ...]:
     return tuple(dict.fromkeys(fibers))
-
-
-def _with_model(options: AgentOptions, model: str) -> AgentOptions:
-    return msgspec.structs.replace(options, model=model)
 
 
 def _only_about(session: Session) -> Callable[[str, tuple[object, ...]], bool]:

@@ -32,6 +32,7 @@ from tether.loop.prompt import PromptSettings
 from tether.loop.turn import DEFAULT_MAX_TURN_OUTPUT, TurnRunner
 from tether.persist.service import PERSISTENCE
 from tether.runtime.schema import FieldError, Schema
+from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -89,8 +90,13 @@ class CompactionConfig(Schema, frozen=True):
 class Config(Schema, frozen=True):
     """Configuration of the agent loop: the defaults of its agents, and agents to create."""
 
-    model: str = "offline"
+    model: str = FALLBACK_MODEL
     """The default model reference (``provider`` or ``provider:model``)."""
+    base_url: str | None = None
+    """The endpoint ``model`` is reached at when it was chosen apart from its
+    provider's configuration (``--base-url``): each new session's header
+    records it, so a resume reaches it again. The adapter row carries the
+    endpoint itself."""
     system: str | None = None
     """Replaces the default system prompt's base (role, environment, tools, safety)."""
     system_append: str | None = None
@@ -155,6 +161,7 @@ class Config(Schema, frozen=True):
 async def apply(ctx: Context, config: Config) -> None:
     defaults = AgentOptions(
         model=config.model,
+        base_url=config.base_url,
         system=config.system,
         system_append=config.system_append,
         max_steps=config.max_steps,
@@ -172,6 +179,7 @@ async def apply(ctx: Context, config: Config) -> None:
     for row in config.agents:
         options = AgentOptions(
             model=row.model or config.model,
+            base_url=None if row.model else config.base_url,
             system=row.system if row.system is not None else config.system,
             system_append=row.system_append
             if row.system_append is not None

@@ -3,9 +3,10 @@
 ``task`` hands a prompt to a **child agent**. The child is created through
 ``ctx.agents`` *in the parent agent's scoped context*, so the parent's scope
 owns it: whatever disposes the parent disposes its children. The child has a
-session of its own, whose header records where it came from (``parent``: the
-parent's session id, ``parent_call``: the tool call, ``depth``, ``task``: the
-description, ``background`` for a background task); the parent's
+session of its own, whose header's lineage records where it came from: the
+parent's session id and a :class:`~tether.session.lineage.Delegation` (the
+tool call, the depth, the task's description, whether it runs in the
+background, the tools it may call); the parent's
 log holds the call and, as its result, the child's answer. A child's id is
 its session id, and is the task id the parent's model uses.
 
@@ -78,6 +79,8 @@ from tether.session import (
     TurnEndReason,
     TurnStart,
 )
+from tether.session.lineage import Delegation, Lineage
+from tether.session.model import ModelChoice, session_model
 from tether.session.store import SESSIONS
 from tether.tools import Tool, ToolExec, ToolOutput
 from tether.tools.registry import TOOLS
@@ -91,16 +94,6 @@ log = logging.getLogger(__name__)
 name = "tool_subagent"
 inject = ("tools", "agents")
 
-PARENT = "parent"
-"""Header label of a child session: the parent's session id."""
-PARENT_CALL = "parent_call"
-"""Header label of a child session: the parent's tool call that started it."""
-DEPTH = "depth"
-"""Header label of a child session: 1 for a child, 2 for a grandchild, …"""
-DESCRIPTION = "task"
-"""Header label of a child session: the task's short description."""
-BACKGROUND = "background"
-"""Header label of a child session started with ``run_in_background``: ``"true"``."""
 TASK_TOOL = "task"
 """The name of the tool that delegates to a child."""
 NOTICE_SOURCE = "notice"
@@ -148,15 +141,13 @@ class TaskIdArgs(Schema, frozen=True):
 
 def parent_of(agent: Agent) -> str | None:
     """The session id of the agent that delegated to ``agent``, if one did."""
-    return agent.session.header.meta.get(PARENT)
+    return agent.session.header.delegator
 
 
 def depth_of(agent: Agent) -> int:
     """0 for an agent nobody delegated to, 1 for its child, …"""
-    try:
-        return int(agent.session.header.meta.get(DEPTH, "0"))
-    except ValueError:
-        return 0
+    delegation = agent.session.header.delegation
+    return 0 if delegation is None else delegation.depth
 
 
 def outcome(session: Session) -> tuple[TurnEndReason | None, str]:
@@ -372,22 +363,22 @@ class SubagentTools:
         a created child is disposed.
         """
         parent = family.parent
-        labels = {
-            PARENT: parent.id,
-            PARENT_CALL: exec.call_id,
-            DEPTH: str(depth_of(parent) + 1),
-            DESCRIPTION: args.description,
-        }
-        if args.run_in_background:
-            labels[BACKGROUND] = "true"
+        options = self._options(parent, args.agent)
+        delegation = Delegation(
+            call=exec.call_id,
+            depth=depth_of(parent) + 1,
+            task=args.description,
+            background=args.run_in_background,
+            tools=None if options.tools is None else tuple(options.tools),
+        )
         admitted = False
         self._creating += 1
         try:
             try:
                 handle = await parent.ctx.service(AGENTS).create(
                     cwd=parent.session.header.cwd,
-                    options=self._options(parent, args.agent),
-                    meta=labels,
+                    options=options,
+                    lineage=Lineage(parent.id, 0, delegation),
                 )
             finally:
                 self._creating -= 1
@@ -522,7 +513,7 @@ class SubagentTools:
             session = await persistence.load(task_id)
         except Exception:
             return missing
-        if session.header.meta.get(PARENT) != caller.id:
+        if session.header.delegator != caller.id:
             return missing
         return session, False
 
@@ -543,17 +534,18 @@ class SubagentTools:
         return None
 
     def _options(self, parent: Agent, profile_name: str | None) -> AgentOptions:
-        header = parent.session.header.meta
-        allowed = _tools_of(header.get("tools"))
+        """A child's options: the parent's model and tools, narrowed by the profile."""
+        header = parent.session.header
+        delegation = header.delegation
+        allowed = _tools_of(header.meta.get("tools")) if delegation is None else delegation.tools
         profile = self._config.profiles[profile_name] if profile_name is not None else Profile()
         tools = allowed
         if profile.tools is not None:
             wanted = tuple(profile.tools)
             tools = wanted if allowed is None else tuple(t for t in wanted if t in allowed)
+        model = ModelChoice(profile.model) if profile.model else session_model(parent.session)
         return AgentOptions(
-            model=profile.model or header.get("model") or "offline",
-            system=profile.system,
-            tools=tools,
+            model=model.model, base_url=model.base_url, system=profile.system, tools=tools
         )
 
     def _family(self, parent: Agent) -> Family:
@@ -570,6 +562,7 @@ class SubagentTools:
 
 
 def _tools_of(label: str | None) -> tuple[str, ...] | None:
+    """The tools a root agent was restricted to (its header's ``tools`` label, a JSON list)."""
     if label is None:
         return None
     try:

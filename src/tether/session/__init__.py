@@ -21,7 +21,7 @@ from tether.session.errors import (
 )
 from tether.session.events import Event
 from tether.session.inbox import InboxState, replay_inbox
-from tether.session.log import Lineage, Observer, Session, SessionEvents, SessionHeader
+from tether.session.log import Delegation, Lineage, Observer, Session, SessionEvents, SessionHeader
 from tether.session.payload import EventPayload, EventStruct
 from tether.session.previews import ToolPreviewed
 from tether.session.receipt import Stopped, StoppedAgent, ToolStopped
@@ -64,6 +64,7 @@ __all__ = [
     "CompactionTrigger",
     "Completed",
     "ContextCompacted",
+    "Delegation",
     "Errored",
     "Event",
     "EventFormatError",

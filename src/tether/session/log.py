@@ -19,13 +19,22 @@ from tether.session.errors import (
     SessionInvariantError,
 )
 from tether.session.events import Event, build_event
+from tether.session.lineage import Delegation, Lineage, read_lineage
 from tether.session.packed import PackedEvents
 from tether.session.payload import EventPayload
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.structure import IN_STEP_ONLY, PendingToolCall, Structure
 from tether.session.vocabulary import BUILTIN_PAYLOADS, TurnStart
 
-__all__ = ["Lineage", "LoadedEvents", "Observer", "Session", "SessionEvents", "SessionHeader"]
+__all__ = [
+    "Delegation",
+    "Lineage",
+    "LoadedEvents",
+    "Observer",
+    "Session",
+    "SessionEvents",
+    "SessionHeader",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -52,45 +61,7 @@ def _check_keys(what: str, record: object, expected: frozenset[str]) -> Mapping[
     return record
 
 
-_LINEAGE_KEYS = frozenset({"parent", "seed_length"})
 _HEADER_KEYS = frozenset({"id", "created_at", "cwd", "lineage", "meta"})
-
-
-class Lineage(msgspec.Struct, frozen=True):
-    """Where a forked session came from: its first ``seed_length`` events were
-    copied from session ``parent``.
-
-    Raises:
-        HeaderFormatError: a field has the wrong type.
-    """
-
-    parent: str
-    seed_length: int
-
-    def __post_init__(self) -> None:
-        _require(
-            isinstance(self.parent, str) and self.parent != "",
-            f"lineage parent must be a non-empty str, got {self.parent!r}",
-        )
-        _require(
-            type(self.seed_length) is int and self.seed_length >= 0,
-            f"lineage seed_length must be an int >= 0, got {self.seed_length!r}",
-        )
-
-    def to_record(self) -> dict[str, object]:
-        """Return the lineage as a JSON-ready dict."""
-        return {"parent": self.parent, "seed_length": self.seed_length}
-
-    @classmethod
-    def from_record(cls, record: object) -> Lineage:
-        """Rebuild a lineage from a record written by `to_record`.
-
-        Raises:
-            HeaderFormatError: the record is malformed.
-        """
-        record = _check_keys("header lineage", record, _LINEAGE_KEYS)
-        # The constructor checks the field types.
-        return cls(cast(str, record["parent"]), cast(int, record["seed_length"]))
 
 
 class SessionHeader(msgspec.Struct, frozen=True):
@@ -139,6 +110,18 @@ class SessionHeader(msgspec.Struct, frozen=True):
         # Mappings are unhashable; the other fields make hashing consistent.
         return hash((self.id, self.created_at, self.cwd, self.lineage))
 
+    @property
+    def delegation(self) -> Delegation | None:
+        """How this session was delegated to, for a child agent's; else ``None``."""
+        lineage = self.lineage
+        return None if lineage is None else lineage.delegation
+
+    @property
+    def delegator(self) -> str | None:
+        """The session id of the agent that delegated to this session, for a child's."""
+        lineage = self.lineage
+        return None if lineage is None or lineage.delegation is None else lineage.parent
+
     def to_record(self) -> dict[str, object]:
         """Return the header as a JSON-ready dict of fresh plain values."""
         return {
@@ -158,14 +141,20 @@ class SessionHeader(msgspec.Struct, frozen=True):
                 field.
         """
         record = _check_keys("header record", record, _HEADER_KEYS)
-        lineage = record["lineage"]
+        meta = record["meta"]
+        _require(
+            isinstance(meta, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()),
+            f"header meta must map str to str, got {meta!r}",
+        )
+        lineage, labels = read_lineage(record["lineage"], cast(Mapping[str, str], meta))
         # The constructor checks the field types.
         return cls(
             cast(str, record["id"]),
             cast(float, record["created_at"]),
             cast(str, record["cwd"]),
-            None if lineage is None else Lineage.from_record(lineage),
-            cast(Mapping[str, str], record["meta"]),
+            lineage,
+            labels,
         )
 
 

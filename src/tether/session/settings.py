@@ -10,8 +10,9 @@ type                        data
 ==========================  ====================================================
 ``session/config``          ``{option, value}``: an option of the session set to
                             a value (``model``: the model of the next request
-                            on; ``mode``: the editor's permission mode). The
-                            last one of an option wins.
+                            on; ``base_url``: the endpoint of that model's
+                            provider; ``mode``: the editor's permission mode).
+                            The last one of an option wins.
 ``permission/granted``      ``{tool}``: calls of ``tool`` in this session run
                             without asking ("allow always").
 ``history/cleared``         ``{}``: the model sees nothing before it; the
@@ -39,6 +40,7 @@ from tether.session.fields import check_id
 from tether.session.vocabulary import EventStruct
 
 __all__ = [
+    "BASE_URL_OPTION",
     "MODEL_OPTION",
     "MODE_OPTION",
     "PLAN_PRIORITIES",
@@ -58,6 +60,10 @@ __all__ = [
 
 MODEL_OPTION = "model"
 """The ``session/config`` option that chooses the model of the next request."""
+
+BASE_URL_OPTION = "base_url"
+"""The ``session/config`` option that points the current model at another endpoint
+of its provider (set after a ``model`` switch, which drops it)."""
 
 MODE_OPTION = "mode"
 """The ``session/config`` option the editor bridge keeps its permission mode in."""

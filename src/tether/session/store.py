@@ -90,18 +90,24 @@ class SessionStore:
         cwd: str | None = None,
         seed: Session | None = None,
         meta: Mapping[str, str] | None = None,
+        lineage: Lineage | None = None,
     ) -> Session:
         """Build a new session privately (nothing is published or written).
 
         ``seed`` forks another session: its events are copied and the header
-        records the lineage (parent id, number of seeded events).
+        records the lineage (parent id, number of seeded events). Without a
+        seed, ``lineage`` is the header's (a delegated child's).
 
         Raises:
             SessionConflictError: ``session_id`` is live.
+            ValueError: both ``seed`` and ``lineage`` are given.
         """
+        if seed is not None and lineage is not None:
+            raise ValueError("a fork's lineage comes from its seed: give seed or lineage")
         session_id = session_id or new_session_id(self._clock)
         self._check_not_live(session_id)
-        lineage = Lineage(seed.id, len(seed.events)) if seed is not None else None
+        if seed is not None:
+            lineage = Lineage(seed.id, len(seed.events))
         header = SessionHeader(
             id=session_id,
             created_at=self._clock(),

@@ -57,7 +57,8 @@ from tether.persist.cluster import CLUSTER
 from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.session.errors import SessionError
-from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionSettings
+from tether.session.model import MODEL_LABEL, header_model, session_model
+from tether.session.settings import MODE_OPTION, SessionSettings
 from tether.tools.permission import Mode
 from tether.web.hub import (
     HubClosedError,
@@ -292,13 +293,13 @@ class Api:
                 "id": summary.id,
                 "title": summary.title,
                 "cwd": summary.cwd,
-                "model": summary.meta.get(MODEL_OPTION),
+                "model": summary.meta.get(MODEL_LABEL),
                 "last_activity": summary.last_activity,
                 "turns": summary.turn_count,
                 "live": None if holder is None else "elsewhere",
                 "holder": None if holder is None else holder.to_json(),
                 "running": False,
-                "parent": summary.meta.get("parent"),
+                "parent": summary.delegator,
             }
         for agent in self._hub.live_agents():
             row = rows.get(agent.id) or {
@@ -306,7 +307,7 @@ class Api:
                 "title": None,
                 "cwd": agent.session.header.cwd,
                 "turns": 0,
-                "parent": agent.session.header.meta.get("parent"),
+                "parent": agent.session.header.delegator,
             }
             events = agent.session.events
             row.update(
@@ -385,13 +386,14 @@ class Api:
         title = None
         if persistence is not None:
             for summary in await persistence.list():
-                if summary.meta.get("parent") == session_id:
+                delegation = summary.delegation
+                if delegation is not None and summary.delegator == session_id:
                     children.append(
                         {
                             "id": summary.id,
-                            "task": summary.meta.get("task"),
+                            "task": delegation.task,
                             "title": summary.title,
-                            "call": summary.meta.get("parent_call"),
+                            "call": delegation.call,
                         }
                     )
                 if summary.id == session_id:
@@ -408,7 +410,7 @@ class Api:
                 if agent is not None
                 else (None if holder is None else holder.to_json()),
                 "running": session.open_turn is not None and agent is not None,
-                "parent": session.header.meta.get("parent"),
+                "parent": session.header.delegator,
                 "children": children,
                 "events": len(session.events),
             }
@@ -431,7 +433,7 @@ class Api:
         session = agent.session if agent is not None else await self._load(session_id)
         llm = self._ctx.get(LLM)
         catalog = ModelCatalog() if llm is None else llm.catalog
-        first = session.header.meta.get(MODEL_OPTION) or self._default_model or "offline"
+        first = header_model(session.header, self._default_model).model
         turns = usage_by_turn(session.events, catalog, first)
         return JSONResponse({"turns": [turn.to_json() for turn in turns]})
 
@@ -758,9 +760,8 @@ async def _json_body(request: Request, *, limit: int) -> dict[str, Any]:
     return body
 
 
-def _model_of(session: Session) -> str | None:
-    model = SessionSettings(session.events).options.get(MODEL_OPTION)
-    return model if model is not None else session.header.meta.get(MODEL_OPTION)
+def _model_of(session: Session) -> str:
+    return session_model(session).model
 
 
 def _check_model(ctx: Context, model: object) -> None:

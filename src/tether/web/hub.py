@@ -67,7 +67,6 @@ from tether.persist.backends.lease import Holder
 from tether.persist.cluster import CLUSTER, SessionNotLiveError
 from tether.persist.service import PERSISTENCE, store_created
 from tether.plugins.tool_bash import may_touch
-from tether.plugins.tool_subagent import PARENT
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged, SessionSettings
@@ -531,7 +530,7 @@ class WebHub:
         for _level in range(16):
             if found is None:
                 return None
-            parent_id = found.session.header.meta.get(PARENT)
+            parent_id = found.session.header.delegator
             parent = None if parent_id is None else self._agents.get(parent_id)
             if parent is None:
                 return found

@@ -29,6 +29,7 @@ rows and points the agent loop at the model.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import cast
 
 import msgspec
 
@@ -132,12 +133,26 @@ class ModelSettings(msgspec.Struct, frozen=True):
         return {"plugins": self.rows()}
 
     def apply_to(self, document: Mapping[str, object]) -> dict[str, object]:
-        """``document`` (a raw composition) set up for this choice.
+        """``document`` (a raw composition) set up for this choice: :meth:`with_rows`,
+        and the ``agent_loop`` row's ``model`` set (and its ``base_url``, when one
+        was given, so new sessions record it). ``document`` is not changed."""
+        composed = self.with_rows(document)
+        rows = cast(list[dict[str, object]], composed["plugins"])
+        loop = next((row for row in rows if row.get("id") == AGENT_LOOP_ROW), None)
+        if loop is not None:
+            config = {**_mapping(loop.get("config")), "model": self.model}
+            config.pop("base_url", None)
+            if self.base_url is not None:
+                config["base_url"] = self.base_url
+            loop["config"] = config
+        return composed
+
+    def with_rows(self, document: Mapping[str, object]) -> dict[str, object]:
+        """``document`` with the rows of :meth:`rows`; the other rows as they are.
 
         Rows of :meth:`rows` that ``document`` lacks are added; where it has
         one, the settings are merged into its config (``providers`` entries
-        key by key). The ``agent_loop`` row's ``model`` is set. ``document``
-        is not changed.
+        key by key). ``document`` is not changed.
         """
         raw = document.get("plugins")
         rows = (
@@ -149,23 +164,22 @@ class ModelSettings(msgspec.Struct, frozen=True):
             if row is None:
                 rows.append(wanted)
                 continue
-            config = dict(_mapping(row.get("config")))
-            for key, value in _mapping(wanted.get("config")).items():
-                if key == "providers":
-                    providers = dict(_mapping(config.get("providers")))
-                    for provider, extra in _mapping(value).items():
-                        providers[provider] = {
-                            **_mapping(providers.get(provider)),
-                            **_mapping(extra),
-                        }
-                    config["providers"] = providers
-                else:
-                    config[key] = value
-            row["config"] = config
-        loop = by_id.get(AGENT_LOOP_ROW)
-        if loop is not None:
-            loop["config"] = {**_mapping(loop.get("config")), "model": self.model}
+            row["config"] = _merged(_mapping(row.get("config")), _mapping(wanted.get("config")))
         return {**document, "plugins": rows}
+
+
+def _merged(config: Mapping[str, object], wanted: Mapping[str, object]) -> dict[str, object]:
+    """``config`` with ``wanted`` over it, ``providers`` entries merged key by key."""
+    merged = dict(config)
+    for key, value in wanted.items():
+        if key == "providers":
+            providers = dict(_mapping(merged.get("providers")))
+            for provider, extra in _mapping(value).items():
+                providers[provider] = {**_mapping(providers.get(provider)), **_mapping(extra)}
+            merged["providers"] = providers
+        else:
+            merged[key] = value
+    return merged
 
 
 def _mapping(value: object) -> Mapping[str, object]:

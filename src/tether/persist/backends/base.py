@@ -17,6 +17,7 @@ import msgspec
 from tether.persist.backends.errors import CorruptLogError
 from tether.persist.backends.lease import Holder, Lease
 from tether.persist.backends.records import HeaderRecord, parse_stored_header
+from tether.session.lineage import Delegation, Lineage, read_lineage
 from tether.session.stored import StoredEvent
 
 if TYPE_CHECKING:
@@ -63,8 +64,10 @@ class SessionSummary(msgspec.Struct, frozen=True):
 
     ``turn_count`` counts ``turn/start`` events, ``last_activity`` is the time of
     the last event and ``title`` the text of the first ``user/message`` that has
-    text, shortened; ``meta`` holds the header's labels (a child agent's
-    ``parent``, for one). A session that cannot be read has ``error`` set, ``cwd`` and
+    text, shortened; ``meta`` holds the header's labels and ``lineage`` its
+    lineage (a child agent's parent and delegation, for one; logs that kept
+    them in the labels are read into it, see :mod:`tether.session.lineage`).
+    A session that cannot be read has ``error`` set, ``cwd`` and
     ``created_at`` as ``None`` where unknown, and a ``last_activity`` taken from
     storage metadata where the backend has it. ``holder`` names who has the
     session live (host and pid) where the backend shares sessions between
@@ -80,6 +83,19 @@ class SessionSummary(msgspec.Struct, frozen=True):
     error: str | None = None
     meta: Mapping[str, str] = msgspec.field(default_factory=dict)
     holder: Holder | None = None
+    lineage: Lineage | None = None
+
+    @property
+    def delegation(self) -> Delegation | None:
+        """How the session was delegated to, for a child agent's; else ``None``."""
+        lineage = self.lineage
+        return None if lineage is None else lineage.delegation
+
+    @property
+    def delegator(self) -> str | None:
+        """The session id of the agent that delegated to the session, for a child's."""
+        lineage = self.lineage
+        return None if lineage is None or lineage.delegation is None else lineage.parent
 
     def __hash__(self) -> int:
         # ``meta`` is a dict, which cannot be hashed; rows equal in it are equal in the rest.
@@ -113,6 +129,7 @@ class SessionSummary(msgspec.Struct, frozen=True):
             record = parse_stored_header(session_id, header)
         except CorruptLogError as exc:
             return cls.unreadable(session_id, last_activity, str(exc))
+        lineage, labels = read_lineage(record["lineage"], record["meta"])
         return cls(
             id=session_id,
             cwd=record["cwd"],
@@ -120,8 +137,9 @@ class SessionSummary(msgspec.Struct, frozen=True):
             turn_count=turn_count,
             last_activity=last_activity,
             title=title,
-            meta=record["meta"],
+            meta=labels,
             holder=holder,
+            lineage=lineage,
         )
 
     @classmethod

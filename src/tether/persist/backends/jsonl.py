@@ -63,6 +63,7 @@ from tether.persist.backends.records import (
     parse_header,
     validate_session_id,
 )
+from tether.session.lineage import read_lineage
 
 if TYPE_CHECKING:
     from tether.session.registry import EventRegistry
@@ -533,6 +534,7 @@ def _summarize(path: Path, session_id: str) -> SessionSummary | None:
         except (CorruptLogError, UnsupportedFormatError, OSError) as exc:
             return SessionSummary.unreadable(session_id, file.mtime, str(exc))
     header = layout.header
+    lineage, labels = read_lineage(header["lineage"], header["meta"])
     return SessionSummary(
         id=session_id,
         cwd=header["cwd"],
@@ -542,7 +544,8 @@ def _summarize(path: Path, session_id: str) -> SessionSummary | None:
             activity.last_activity if activity.last_activity is not None else header["created_at"]
         ),
         title=activity.title,
-        meta=header["meta"],
+        meta=labels,
+        lineage=lineage,
     )
 
 

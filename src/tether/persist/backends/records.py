@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 import msgspec
 
@@ -23,11 +23,12 @@ from tether.persist.backends.errors import (
     InvalidSessionIdError,
     StoreConflictError,
 )
+from tether.session.errors import HeaderFormatError
+from tether.session.lineage import Lineage
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 _HEADER_KEYS = frozenset({"id", "created_at", "cwd", "lineage", "meta"})
-_LINEAGE_KEYS = frozenset({"parent", "seed_length"})
 _EVENT_KEYS = frozenset({"type", "seq", "time", "data"})
 
 # Strict JSON (no NaN or Infinity, which other readers reject) in the compact
@@ -38,10 +39,12 @@ _PLAIN = msgspec.json.Decoder(dict[str, object])
 
 
 class LineageRecord(TypedDict):
-    """Where a forked session came from: its parent and how many events it copied."""
+    """Where a session came from: its parent, how many events it copied (a fork),
+    and how it was delegated to (a child agent's; see :mod:`tether.session.lineage`)."""
 
     parent: str
     seed_length: int
+    delegation: NotRequired[dict[str, object]]
 
 
 class HeaderRecord(TypedDict):
@@ -140,21 +143,15 @@ def parse_stored_header(session_id: str, text: object) -> HeaderRecord:
 
 
 def _parse_lineage(obj: object) -> LineageRecord:
-    if not isinstance(obj, Mapping) or obj.keys() != _LINEAGE_KEYS:
-        raise InvalidRecordError(
-            f"header lineage must be null or an object with keys {sorted(_LINEAGE_KEYS)}, "
-            f"got {obj!r}"
-        )
-    parent, seed_length = obj["parent"], obj["seed_length"]
     try:
-        validate_session_id(parent)
+        lineage = Lineage.from_record(obj)
+    except HeaderFormatError as exc:
+        raise InvalidRecordError(str(exc)) from None
+    try:
+        validate_session_id(lineage.parent)
     except InvalidSessionIdError as exc:
         raise InvalidRecordError(f"header lineage parent: {exc}") from None
-    if type(seed_length) is not int or seed_length < 0:
-        raise InvalidRecordError(
-            f"header lineage seed_length must be a non-negative integer, got {seed_length!r}"
-        )
-    return {"parent": cast(str, parent), "seed_length": seed_length}
+    return cast(LineageRecord, lineage.to_record())
 
 
 def check_event(obj: object, seq: int | None = None) -> None:
