@@ -168,11 +168,6 @@ class PostgresBackend:
         return self._host
 
     @property
-    def holder_id(self) -> str:
-        """This process's name in leases: ``host:pid``."""
-        return f"{self._host}:{self._pid}"
-
-    @property
     def lease_ttl(self) -> float:
         return self._ttl
 
