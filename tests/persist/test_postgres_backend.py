@@ -96,7 +96,7 @@ def test_a_taken_over_lease_fences_its_former_holder(schema: str) -> None:
         a.write(header("s1"), events(0, 2))
         with pytest.raises(SessionLeasedError, match="open on host a"):
             b.acquire_lease("s1")
-        a._stop.set()  # a paused host: no more renewals
+        a._leases._stop.set()  # a paused host: no more renewals
         wait_until_expired(b, "s1")
         second = b.acquire_lease("s1")
         assert second.token > first.token  # type: ignore[attr-defined]
@@ -285,7 +285,7 @@ def test_batches_committed_together_keep_their_own_refusals(schema: str) -> None
                 for session_id, start in (("s1", 2), ("s2", 5), ("s3", 2)):
                     writers.append(threading.Thread(target=write, args=(session_id, start)))
                     writers[-1].start()
-                while len(backend._queue) < 3:
+                while len(backend._writer.queue) < 3:
                     assert time.monotonic() < deadline, "the writes never queued"
                     time.sleep(0.01)
         for writer in writers:
@@ -307,7 +307,7 @@ def test_a_write_that_fails_before_reaching_the_server_is_not_left_to_be_written
     backend.close()
     with pytest.raises(BackendClosedError):
         backend.write(header("s1"), events(2, 1))
-    assert backend._queue == []  # no later writer of this backend picks it up
+    assert backend._writer.queue == []  # no later writer of this backend picks it up
 
 
 def test_a_schema_name_too_long_for_its_channels_is_refused_before_connecting() -> None:

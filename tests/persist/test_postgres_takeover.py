@@ -82,7 +82,7 @@ def test_a_takeover_completes_within_ttl_and_a_bounded_wait_while_a_stopped_host
                         taken.append(exc)
                         return
 
-        with caplog.at_level(logging.WARNING, logger="tether.persist.backends.postgres"):
+        with caplog.at_level(logging.WARNING, logger="tether.persist.backends.postgres_lease"):
             thread = threading.Thread(target=take, daemon=True)
             thread.start()
             thread.join(bound + 5.0)
@@ -126,7 +126,7 @@ def test_a_host_its_session_was_taken_from_is_told_which_host_took_it(schema: st
     try:
         former.write(header("s1"), events(0, 1))
         former.acquire_lease("s1")
-        former._stop.set()  # paused: its lease is not renewed
+        former._leases._stop.set()  # paused: its lease is not renewed
         wait_until_expired(taker, "s1")
         taker.acquire_lease("s1").release()  # taken over, then let go
         with pytest.raises(SessionTakenOverError) as fenced:

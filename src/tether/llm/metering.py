@@ -65,11 +65,6 @@ class UsageMeter:
             self._costs[currency] = self._costs.get(currency, 0.0) + entry.prices.cost(usage)
 
     @property
-    def reported(self) -> bool:
-        """Whether any answer so far carried usage figures."""
-        return self._used is not None
-
-    @property
     def used(self) -> int | None:
         """The tokens in context after the last answer with figures; ``None`` before any."""
         return self._used

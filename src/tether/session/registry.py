@@ -203,10 +203,6 @@ class EventRegistry:
         """The class registered for ``type_name``, or ``None``."""
         return self._classes.get(type_name)
 
-    def is_ignorable(self, type_name: str) -> bool:
-        """Whether ``type_name`` is declared ignorable."""
-        return type_name in self._ignorable
-
     def check_payload(self, payload: EventPayload) -> None:
         """Check that ``payload``'s class is the one registered for its type.
 

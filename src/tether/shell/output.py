@@ -122,10 +122,6 @@ class OutputStream:
         """The file holding the whole stream, once it outgrew memory (if it could be written)."""
         return self._spill_path
 
-    @property
-    def eof(self) -> bool:
-        return self._eof
-
     def feed(self, data: bytes) -> None:
         if not data:
             return
