@@ -17,6 +17,7 @@ from tether.location import data_dir as default_data_dir
 if TYPE_CHECKING:
     from tether.agent import Agent, AgentHandle
     from tether.host import Overlay, Tether
+    from tether.llm.adapters.settings import ModelSettings
 
 
 class UsageError(Exception):
@@ -44,10 +45,10 @@ def overlays_of(args: argparse.Namespace) -> list[Overlay]:
 def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = None) -> object:
     """The composition document the options describe.
 
-    With ``with_model``, the model is resolved first (``--model``, ``--base-url``,
-    then the environment; see ``docs/models.md``) and its adapter rows are
-    added; a choice that cannot work is a usage error before anything starts,
-    and the offline fallback's notice is printed on stderr.
+    With ``with_model``, the model is resolved first (:func:`model_settings`)
+    and its adapter rows are added; a choice that cannot work is a usage error
+    before anything starts, and the offline fallback's notice is printed on
+    stderr.
 
     Raises:
         UsageError: a bad overlay path, or a model choice that cannot work.
@@ -57,21 +58,56 @@ def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = 
     document = compose_document(overlays_of(args), data_dir=data_dir_of(args))
     if not with_model:
         return document
-    from tether.llm.adapters.settings import ModelSettingsError, resolve_model_settings
-
-    try:
-        settings = resolve_model_settings(
-            model=model,
-            base_url=getattr(args, "base_url", None),
-            # A provider tether does not know may come from a plugin of the
-            # composition: it is accepted here and checked once mounted.
-            extra_providers=[*configured_providers(document), *unknown_provider(model)],
-        )
-    except ModelSettingsError as exc:
-        raise UsageError(str(exc)) from None
+    settings = model_settings(args, document, model)
     if settings.notice:
         print(settings.notice, file=sys.stderr)
     return settings.apply_to(document)  # type: ignore[arg-type]
+
+
+def model_settings(args: argparse.Namespace, document: object, model: str | None) -> ModelSettings:
+    """The model a start with ``document`` (composed without a model) uses, checked.
+
+    The model is ``model`` (``--model``), else the one the configuration names
+    (:func:`configured_model`), else the environment's; the base URL is
+    ``--base-url``, else the environment's (see ``docs/models.md``). The
+    environment and the stored keys are read now.
+
+    Raises:
+        UsageError: the choice cannot work (the message says what to set).
+    """
+    from tether.llm.adapters.settings import ModelSettingsError, resolve_model_settings
+
+    chosen = model if model is not None and model.strip() else configured_model(document)
+    try:
+        return resolve_model_settings(
+            model=chosen,
+            base_url=getattr(args, "base_url", None),
+            # A provider tether does not know may come from a plugin of the
+            # composition: it is accepted here and checked once mounted.
+            extra_providers=[*configured_providers(document), *unknown_provider(chosen)],
+        )
+    except ModelSettingsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def configured_model(document: object) -> str | None:
+    """The model the ``agent_loop`` row of ``document`` names (``tether.yml``, ``--config``),
+    or ``None`` (the bundled composition names none; a blank one counts as none).
+
+    Raises:
+        UsageError: it names something that is not a string.
+    """
+    rows = document.get("plugins") if isinstance(document, dict) else None
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and row.get("id") == AGENT_LOOP_ROW:
+            config = row.get("config")
+            model = config.get("model") if isinstance(config, dict) else None
+            if model is not None and not isinstance(model, str):
+                raise UsageError(
+                    f"the agent_loop row's model must be PROVIDER:MODEL, not {model!r}"
+                )
+            return model.strip() or None if model is not None else None
+    return None
 
 
 def unknown_provider(model: str | None) -> list[str]:

@@ -2,7 +2,7 @@
 
 :func:`resolve_model_settings` applies the precedence, first match wins:
 
-1. the model given (from configuration or the command line: ``--model``);
+1. the model given (the command line's ``--model``, else the configuration's);
 2. ``TETHER_MODEL`` from the environment;
 3. ``deepseek:deepseek-chat`` when ``DEEPSEEK_API_KEY`` is set, or a DeepSeek
    key is stored (``tether auth login``);
