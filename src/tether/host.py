@@ -145,6 +145,11 @@ class Tether:
         self.problems: tuple[RowProblem, ...] = ()
         """Rows that failed to mount at :meth:`start` (each also logged); the rest run."""
 
+    @property
+    def document(self) -> object:
+        """The raw composition this tether was made from (what :meth:`start` mounts)."""
+        return self._document
+
     async def start(self) -> Tether:
         """Mount every row; returns once they have settled."""
         report = await self.composer.apply(parse_composition(self._document, source="tether.yml"))

@@ -43,6 +43,7 @@ class AgentFactory(Protocol):
         options: AgentOptions | None,
         setup: Setup | None,
         meta: Mapping[str, str] | None = None,
+        model: str | None = None,
     ) -> AgentHandle: ...
 
     async def resume(
@@ -145,11 +146,14 @@ class AgentsView:
         options: AgentOptions | None = None,
         setup: Setup | None = None,
         meta: Mapping[str, str] | None = None,
+        model: str | None = None,
     ) -> AgentHandle:
         """Create and publish an agent with a new session; the caller's fiber co-owns it.
 
-        ``meta`` adds labels to the session's header (``model``, and ``tools``
-        when the options restrict them, are recorded there by the loop).
+        ``options`` default to the agent loop's; ``model``, when given, replaces
+        their model. ``meta`` adds labels to the session's header (``model``,
+        and ``tools`` when the options restrict them, are recorded there by the
+        loop).
 
         Raises:
             AgentConflictError: ``session_id`` is live, is stored already (resume
@@ -160,7 +164,13 @@ class AgentsView:
             AgentError: no agent loop is mounted.
         """
         return await self._registry.factory().create(
-            self._caller, session_id=session_id, cwd=cwd, options=options, setup=setup, meta=meta
+            self._caller,
+            session_id=session_id,
+            cwd=cwd,
+            options=options,
+            setup=setup,
+            meta=meta,
+            model=model,
         )
 
     async def resume(

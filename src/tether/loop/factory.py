@@ -87,8 +87,11 @@ class LoopFactory:
         options: AgentOptions | None,
         setup: Setup | None,
         meta: Mapping[str, str] | None = None,
+        model: str | None = None,
     ) -> AgentHandle:
         options = options or self._defaults
+        if model is not None:
+            options = _with_model(options, model)
         try:
             session = self._store.prepare(session_id, cwd=cwd, meta=header_meta(options, meta))
         except SessionConflictError as exc:

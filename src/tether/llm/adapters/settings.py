@@ -132,13 +132,22 @@ class ModelSettings(msgspec.Struct, frozen=True):
         return {"plugins": self.rows()}
 
     def apply_to(self, document: Mapping[str, object]) -> dict[str, object]:
-        """``document`` (a raw composition) set up for this choice.
+        """``document`` (a raw composition) set up for this choice: :meth:`with_rows`,
+        and the ``agent_loop`` row's ``model`` set. ``document`` is not changed."""
+        return self._composed(document, set_model=True)
+
+    def with_rows(self, document: Mapping[str, object]) -> dict[str, object]:
+        """``document`` (a raw composition) with the rows this choice needs, its
+        ``agent_loop`` row as it is: the model's provider can be used, and the
+        agents keep their model.
 
         Rows of :meth:`rows` that ``document`` lacks are added; where it has
         one, the settings are merged into its config (``providers`` entries
-        key by key). The ``agent_loop`` row's ``model`` is set. ``document``
-        is not changed.
+        key by key). ``document`` is not changed.
         """
+        return self._composed(document, set_model=False)
+
+    def _composed(self, document: Mapping[str, object], *, set_model: bool) -> dict[str, object]:
         raw = document.get("plugins")
         rows = (
             [dict(row) for row in raw if isinstance(row, Mapping)] if isinstance(raw, list) else []
@@ -163,7 +172,7 @@ class ModelSettings(msgspec.Struct, frozen=True):
                     config[key] = value
             row["config"] = config
         loop = by_id.get(AGENT_LOOP_ROW)
-        if loop is not None:
+        if set_model and loop is not None:
             loop["config"] = {**_mapping(loop.get("config")), "model": self.model}
         return {**document, "plugins": rows}
 
