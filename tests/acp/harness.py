@@ -239,13 +239,14 @@ async def serving(
     *args: str,
     initialize: bool = True,
     overlay: str = SCRIPTED,
-    model: str = "scripted",
+    model: str | None = "scripted",
     env: dict[str, str] | None = None,
     home: Path | None = None,
     client: Recorder | None = None,
     capabilities: ClientCapabilities | None = None,
 ) -> AsyncIterator[AcpProcess]:
-    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected.
+    """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected
+    (``model`` ``None``: no ``--model``).
 
     ``env`` adds to its environment; ``TETHER_HOME`` is ``home``, by default
     ``tmp_path / "home"``. ``client`` answers the server (a :class:`Recorder`
@@ -266,8 +267,7 @@ async def serving(
             "--config",
             str(overlay_path),
             "acp",
-            "--model",
-            model,
+            *(() if model is None else ("--model", model)),
             *args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

@@ -10,7 +10,7 @@ from acp.exceptions import RequestError
 from acp.schema import AuthCapabilities, ClientCapabilities, EnvVarAuthMethod, TerminalAuthMethod
 
 from tests.acp.harness import LEDGER, serving
-from tests.adapters.fake_server import FakeServer, stream
+from tests.adapters.fake_server import FakeServer, error, stream
 from tests.adapters.support import KEY, call, delta, text_answer, usage
 from tests.cli.terminal import Terminal
 from tether.acp.auth import model_auth
@@ -162,3 +162,130 @@ def test_a_damaged_credentials_file_is_blamed_on_the_provider_of_the_model_chose
     auth = model_auth(None, {"TETHER_MODEL": "anthropic:claude-test"})
     assert auth.missing is not None and "credentials file" in auth.missing
     assert [method["id"] for method in auth.advertise({})] == ["anthropic-api-key"]
+
+
+OFFLINE = "This is the offline model"
+
+
+async def test_signing_in_moves_the_new_sessions_of_a_tether_without_a_model_to_the_providers(
+    tmp_path: Path,
+) -> None:
+    async with FakeServer() as model:
+        model.queue(stream(text_answer("Hello from DeepSeek")))
+        env = {**NO_KEYS, "TETHER_BASE_URL": f"{model.url}/v1"}
+        async with serving(
+            tmp_path, initialize=False, overlay=OVERLAY, model=None, env=env
+        ) as server:
+            answer = await server.conn.initialize(
+                protocol_version=1, client_capabilities=TERMINAL_CLIENT
+            )
+            methods = [method.id for method in answer.auth_methods or []]
+            assert methods == ["deepseek-api-key", "deepseek-login"]
+            before = await server.new_session()
+            assert await server.prompt(before, "hello") == "end_turn"
+            assert OFFLINE in server.client.text(before)
+
+            await asyncio.to_thread(sign_in, server.home, STORED_KEY)
+            await server.conn.authenticate(method_id="deepseek-login")
+            after = await server.new_session()
+            assert await server.prompt(after, "say hello") == "end_turn"
+            assert server.client.text(after) == "Hello from DeepSeek"
+            (request,) = model.requests
+            assert request.json["model"] == "deepseek-chat"
+            assert request.headers["authorization"] == f"Bearer {STORED_KEY}"
+
+            # The session opened before keeps its model.
+            assert await server.prompt(before, "again") == "end_turn"
+            assert server.client.text(before).count(OFFLINE) == 2
+            assert len(model.requests) == 1
+            await server.close_stdin()
+            assert server.process.returncode == 0
+            assert "Traceback" not in server.stderr()
+            assert STORED_KEY not in server.stderr()
+
+
+async def test_signing_in_never_replaces_the_offline_model_tether_yml_configures(
+    tmp_path: Path,
+) -> None:
+    configured = OVERLAY + "  - id: agent_loop\n    config: {{model: offline}}\n"
+    async with FakeServer() as model:
+        env = {**NO_KEYS, "TETHER_BASE_URL": f"{model.url}/v1"}
+        async with serving(
+            tmp_path, initialize=False, overlay=configured, model=None, env=env
+        ) as server:
+            answer = await server.conn.initialize(protocol_version=1)
+            assert [method.id for method in answer.auth_methods or []] == ["deepseek-api-key"]
+            await asyncio.to_thread(sign_in, server.home, STORED_KEY)
+            await server.conn.authenticate(method_id="deepseek-api-key")
+            sid = await server.new_session()
+            assert await server.prompt(sid, "hello") == "end_turn"
+            assert OFFLINE in server.client.text(sid)
+            assert model.requests == []
+
+
+async def test_the_offline_model_named_on_the_command_line_offers_no_sign_in(
+    tmp_path: Path,
+) -> None:
+    async with serving(
+        tmp_path, initialize=False, overlay=OVERLAY, model="offline", env=NO_KEYS
+    ) as server:
+        answer = await server.conn.initialize(
+            protocol_version=1, client_capabilities=TERMINAL_CLIENT
+        )
+        assert answer.auth_methods == []
+        with pytest.raises(RequestError) as refused:
+            await server.conn.authenticate(method_id="deepseek-api-key")
+        assert refused.value.code == -32602
+        sid = await server.new_session()
+        assert await server.prompt(sid, "hello") == "end_turn"
+        assert OFFLINE in server.client.text(sid)
+
+
+@pytest.mark.parametrize("named", [None, "deepseek:deepseek-chat"])
+async def test_a_wrong_key_fails_the_first_prompt_in_one_line_and_signing_in_again_fixes_it(
+    tmp_path: Path, named: str | None
+) -> None:
+    wrong = "sk-wrong-0123456789"
+    async with FakeServer() as model:
+        refusal = {"error": {"message": "Authentication Fails, Your api key is invalid"}}
+        model.queue(error(401, refusal), stream(text_answer("Right key")))
+        env = {**NO_KEYS, "TETHER_BASE_URL": f"{model.url}/v1"}
+        async with serving(
+            tmp_path, initialize=False, overlay=OVERLAY, model=named, env=env
+        ) as server:
+            await server.conn.initialize(protocol_version=1, client_capabilities=TERMINAL_CLIENT)
+            await asyncio.to_thread(sign_in, server.home, wrong)
+            await server.conn.authenticate(method_id="deepseek-login")
+            sid = await server.new_session()
+            with pytest.raises(RequestError) as failed:
+                await server.prompt(sid, "hello")
+            assert failed.value.code == -32603
+            assert str(failed.value) == (
+                "the turn failed: deepseek: HTTP 401 (auth): "
+                "Authentication Fails, Your api key is invalid"
+            )
+
+            await asyncio.to_thread(sign_in, server.home, STORED_KEY)
+            await server.conn.authenticate(method_id="deepseek-login")
+            assert await server.prompt(sid, "hello again") == "end_turn"
+            assert server.client.text(sid) == "Right key"
+            first, second = model.requests
+            assert first.headers["authorization"] == f"Bearer {wrong}"
+            assert second.headers["authorization"] == f"Bearer {STORED_KEY}"
+
+
+async def test_a_model_named_only_in_tether_yml_without_its_key_says_which_key_to_set(
+    tmp_path: Path,
+) -> None:
+    configured = OVERLAY + "  - id: agent_loop\n    config: {{model: 'anthropic'}}\n"
+    env = {**NO_KEYS, "ANTHROPIC_API_KEY": ""}
+    async with serving(tmp_path, overlay=configured, model=None, env=env) as server:
+        with pytest.raises(RequestError) as refused:
+            await server.new_session()
+        assert refused.value.code == -32603
+        assert str(refused.value) == (
+            "tether failed to start: model 'anthropic' needs an API key: set "
+            "ANTHROPIC_API_KEY or TETHER_API_KEY, or store one with: tether auth login anthropic"
+        )
+        await server.close_stdin()
+        assert "Traceback" not in server.stderr()

@@ -41,6 +41,7 @@ def test_config_init_writes_a_private_commented_config_that_composes(tmp_path: P
     key = {"DEEPSEEK_API_KEY": "sk-template-0123456789", "TETHER_MODEL": ""}
     shown = tether(tmp_path, "config", "show", env=key)
     assert shown.returncode == 0, shown.stderr + uncommented
+    assert "model: deepseek:deepseek-chat" in shown.stdout
     assert "tether.persist.sqlite" in shown.stdout and "tether.loop.retry" in shown.stdout
     assert "max_steps: 50" in shown.stdout
     assert "model: deepseek:deepseek-chat" in shown.stdout
@@ -93,3 +94,48 @@ def test_doctor_on_the_offline_model_says_how_to_configure_one(tmp_path: Path) -
     assert result.returncode == 1
     assert "problem  model: the offline model" in result.stdout
     assert "--model" in result.stdout
+
+
+async def run_hello(home: Path, *args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """``tether run ARGS hello`` in ``home`` with ``env`` added: status, stdout, stderr."""
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tether.cli.main", "run", *args, "hello"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**env_for(home), **env},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_the_model_tether_yml_names_is_the_one_a_start_uses_unless_model_is_given(
+    tmp_path: Path,
+) -> None:
+    async with FakeServer() as server:
+        server.queue(stream(text_answer("from the configured model")))
+        (tmp_path / "tether.yml").write_text(
+            fake_model_overlay(server.url, KEY)
+            + "  - id: agent_loop\n    config: {model: 'openai-compatible:configured'}\n"
+        )
+        # The configuration comes before TETHER_MODEL (docs/models.md).
+        env = {"TETHER_MODEL": "offline", "DEEPSEEK_API_KEY": "", "TETHER_API_KEY": ""}
+        status, out, err = await run_hello(tmp_path, env=env)
+        assert status == 0, err
+        assert out.strip() == "from the configured model"
+        (request,) = server.requests
+        assert request.json["model"] == "configured"
+        assert request.headers["authorization"] == f"Bearer {KEY}"
+
+        status, out, err = await run_hello(tmp_path, "--model", "offline", env=env)
+        assert status == 0, err
+        assert "offline model" in out
+        assert len(server.requests) == 1
+
+
+def test_a_model_in_tether_yml_that_is_not_a_string_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "tether.yml").write_text("plugins:\n  - id: agent_loop\n    config: {model: 7}\n")
+    result = tether(tmp_path, "run", "hello")
+    assert result.returncode == 2
+    said = "tether: error: the agent_loop row's model must be PROVIDER:MODEL, not 7\n"
+    assert result.stderr == said

@@ -23,9 +23,12 @@ what to do. ``authenticate`` looks the key up again — the environment, then
 the credentials file, read anew — and succeeds once it is there and well
 formed; from then on sessions can start, and the model they use has that
 key (tether boots only then). Else it answers ``-32000`` saying why; a
-method tether did not advertise is invalid params. A key the provider
-rejects is only found out by a request: the prompt then fails with the
-provider's message.
+method tether did not advertise is invalid params. The server then has the
+running tether use the key (:meth:`tether.acp.server.BridgeSource.signed_in`):
+a tether on the offline model for want of any model or key creates new
+sessions on the model the key makes usable, and a key signed in again
+replaces the one requests used. A key the provider rejects is only found
+out by a request: the prompt then fails with the provider's message.
 
 This module imports only what the handshake already has: it runs before the
 ``initialize`` answer.

@@ -176,6 +176,7 @@ class Bridge:
         """The signals of title requests still running, by session (a close cancels them)."""
         self._closing = False
         self._teardown: asyncio.Task[None] | None = None
+        self._model: str | None = None
         self.closed = asyncio.Event()
         """Set once the teardown has completed."""
 
@@ -188,6 +189,16 @@ class Bridge:
         if self._link is not None and self._link is not link:
             raise BridgeError("this bridge already serves a client")
         self._link = link
+
+    def use_model(self, model: str) -> None:
+        """Create the sessions of every later ``session/new`` on ``model`` (instead of the
+        agent loop's); sessions open or being created keep theirs."""
+        self._model = model
+
+    @property
+    def new_session_model(self) -> str | None:
+        """The model :meth:`use_model` chose for new sessions (``None``: the agent loop's)."""
+        return self._model
 
     @property
     def sessions(self) -> list[SessionRecord]:
@@ -357,7 +368,7 @@ class Bridge:
             await attach(agent)
             built.append(record)
 
-        handle = await self._agents.create(cwd=cwd, setup=setup)
+        handle = await self._agents.create(cwd=cwd, setup=setup, model=self._model)
         return await self._publish(built[0], handle)
 
     async def _load(

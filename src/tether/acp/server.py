@@ -91,6 +91,16 @@ class BridgeSource(Protocol):
         """
         ...
 
+    async def signed_in(self) -> None:
+        """A key was signed in (``authenticate`` succeeded): return once the bridge is up
+        (or failed to come up) and uses it — the sessions created from now on on the
+        model it makes usable, if that changes it.
+
+        Raises:
+            Exception: that model could not be set up (the message says why).
+        """
+        ...
+
 
 class AcpServer:
     """The ``Agent`` the SDK dispatches to; one per connection."""
@@ -216,16 +226,26 @@ class AcpServer:
         return InitializeResponse.model_validate(result)
 
     async def authenticate(self, method_id: str, **_meta: object) -> AuthenticateResponse:
-        """Succeeds once the key of ``method_id`` is there (see :mod:`tether.acp.auth`);
-        tether then boots, if it had not for want of the key, with that key."""
+        """Succeeds once the key of ``method_id`` is there (see :mod:`tether.acp.auth`)
+        and tether, booted if it had not for want of the key, uses it — a tether that
+        runs the offline model for want of any configured model or key creates the
+        sessions to come on the model the key makes usable
+        (:meth:`BridgeSource.signed_in`); answers ``-32603`` if it cannot be set up."""
         from tether.acp.auth import AuthError
 
         try:
             self._auth.authenticate(method_id)
         except AuthError as exc:
             raise RequestError(exc.code, str(exc)) from None
-        # The response is written before the boot task first runs.
         self._source.start()
+        try:
+            await self._source.signed_in()
+        except Exception as exc:
+            log.warning("the signed-in model cannot be used: %s", exc)
+            raise RequestError(
+                INTERNAL_ERROR,
+                f"the signed-in model cannot be used: {exc}; new sessions keep the model they had",
+            ) from None
         return AuthenticateResponse()
 
     async def new_session(

@@ -45,6 +45,7 @@ class AgentFactory(Protocol):
         setup: Setup | None,
         meta: Mapping[str, str] | None = None,
         lineage: Lineage | None = None,
+        model: str | None = None,
     ) -> AgentHandle: ...
 
     async def resume(
@@ -148,12 +149,14 @@ class AgentsView:
         setup: Setup | None = None,
         meta: Mapping[str, str] | None = None,
         lineage: Lineage | None = None,
+        model: str | None = None,
     ) -> AgentHandle:
         """Create and publish an agent with a new session; the caller's fiber co-owns it.
 
-        ``meta`` adds labels to the session's header (``model``, and ``tools``
-        when the options restrict them, are recorded there by the loop);
-        ``lineage`` is the header's (a delegated child's, see
+        ``options`` default to the agent loop's; ``model``, when given, replaces
+        their model. ``meta`` adds labels to the session's header (``model``,
+        and ``tools`` when the options restrict them, are recorded there by the
+        loop); ``lineage`` is the header's (a delegated child's, see
         :mod:`tether.session.lineage`).
 
         Raises:
@@ -172,6 +175,7 @@ class AgentsView:
             setup=setup,
             meta=meta,
             lineage=lineage,
+            model=model,
         )
 
     async def resume(

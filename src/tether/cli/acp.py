@@ -57,6 +57,7 @@ class Boot:
         self._args = args
         self._task: asyncio.Task[tuple[Tether, Bridge]] | None = None
         self._started = asyncio.Event()
+        self._switching = asyncio.Lock()
 
     def start(self) -> None:
         if self._task is None:
@@ -79,6 +80,28 @@ class Boot:
         self.start()
         assert self._task is not None
         return (await asyncio.shield(self._task))[1]
+
+    async def signed_in(self) -> None:
+        """A key was signed in: once tether is up, it uses the key, and new sessions the
+        model it makes usable (see :mod:`tether.cli.acp_model`); a boot that failed
+        is left as it is (session requests say why).
+
+        Raises:
+            ModelSwitchError: that model could not be set up.
+        """
+        task = self._task
+        if task is None:
+            return
+        await asyncio.wait({task})
+        if self.ready() is None:
+            return  # Session requests say why tether did not start.
+        from tether.cli.acp_model import use_signed_in_model
+
+        tether, bridge = task.result()
+        async with self._switching:
+            model = await use_signed_in_model(tether, bridge, self._args)
+        if model is not None:
+            log.info("signed in: new sessions use %s", model)
 
     async def refused(self) -> None:
         """Return if the boot refused to start (sessions could not be stored); else never."""

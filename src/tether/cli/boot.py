@@ -99,11 +99,18 @@ def model_settings(document: object, model: str | None, base_url: str | None) ->
 
 
 def configured_model(document: object) -> str | None:
-    """The ``model`` the composition's ``agent_loop`` row sets, if it sets one."""
+    """The model the ``agent_loop`` row of ``document`` names (``tether.yml``, ``--config``),
+    or ``None`` (the bundled composition names none; a blank one counts as none).
+
+    Raises:
+        UsageError: it names something that is not a string.
+    """
     row = _row(document, AGENT_LOOP_ROW)
     config = row.get("config") if row is not None else None
     model = config.get("model") if isinstance(config, dict) else None
-    return model if isinstance(model, str) and model.strip() else None
+    if model is not None and not isinstance(model, str):
+        raise UsageError(f"the agent_loop row's model must be PROVIDER:MODEL, not {model!r}")
+    return model.strip() or None if model is not None else None
 
 
 def _row(document: object, row_id: str) -> dict[str, object] | None:

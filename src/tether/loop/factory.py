@@ -94,8 +94,12 @@ class LoopFactory:
         setup: Setup | None,
         meta: Mapping[str, str] | None = None,
         lineage: Lineage | None = None,
+        model: str | None = None,
     ) -> AgentHandle:
         options = options or self._defaults
+        if model is not None:
+            # A model chosen for this session drops the base URL of the one it replaces.
+            options = msgspec.structs.replace(options, model=model, base_url=None)
         delegated = lineage is not None and lineage.delegation is not None
         try:
             session = self._store.prepare(

@@ -2,7 +2,7 @@
 
 :func:`resolve_model_settings` applies the precedence, first match wins:
 
-1. the model given (from configuration or the command line: ``--model``);
+1. the model given (the command line's ``--model``, else the configuration's);
 2. ``TETHER_MODEL`` from the environment;
 3. ``deepseek:deepseek-chat`` when ``DEEPSEEK_API_KEY`` is set, or a DeepSeek
    key is stored (``tether auth login``);
@@ -148,7 +148,8 @@ class ModelSettings(msgspec.Struct, frozen=True):
         return composed
 
     def with_rows(self, document: Mapping[str, object]) -> dict[str, object]:
-        """``document`` with the rows of :meth:`rows`; the other rows as they are.
+        """``document`` with the rows of :meth:`rows`, its ``agent_loop`` row as it
+        is: the model's provider can be used, and the agents keep their model.
 
         Rows of :meth:`rows` that ``document`` lacks are added; where it has
         one, the settings are merged into its config (``providers`` entries
