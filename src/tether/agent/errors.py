@@ -38,11 +38,17 @@ class NotStoredError(AgentError):
         group): an ``OSError``'s own words and file, a database's primary message."""
         from tether.persist.backends.errors import storage_failure
 
-        cause = error
-        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
-            cause = cause.exceptions[0]
+        cause = storage_cause(error)
         if isinstance(cause, OSError) and cause.strerror:
             reason = cause.strerror + (f": {cause.filename}" if cause.filename else "")
         else:
             reason = storage_failure(cause)
         return cls(f"session {session_id}: {what} could not be stored: {reason}", cause)
+
+
+def storage_cause(error: BaseException) -> BaseException:
+    """The error that made a store fail: ``error``, or the first error of its group (the
+    durability barrier raises its listeners' failures together)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
