@@ -15,7 +15,7 @@ from tests.agent.support import on_disk
 from tests.agent.test_submit import HeldFlush
 from tests.agent.world import World, call, say
 from tether import NeverRan, NotStoredError, TurnClaimed, TurnEnded, TurnHandle
-from tether.agent import Agent, CancelCause, UserMessage
+from tether.agent import Agent, AgentError, CancelCause, UserMessage
 from tether.session import Aborted, Completed
 from tether.session.store import SESSION_FLUSH
 
@@ -156,3 +156,19 @@ async def test_a_turn_that_could_not_be_stored_raises_one_not_stored_error(
     )
     assert isinstance(raised.value.cause, OSError) and raised.value.cause.errno == errno.ENOSPC
     assert isinstance(ended, TurnEnded) and ended.answer == "unsaved"
+
+
+async def test_a_turn_whose_closing_flush_failed_in_the_teardown_is_not_durable(
+    world: World,
+) -> None:
+    handle = await world.get("agents").create(cwd="/w")
+    first, _release = await held_turn(world, handle.agent)
+    failing = HeldFlush(handle.agent.session, fail=OSError(errno.EACCES, "Permission denied"))
+    world.ctx.on(SESSION_FLUSH, failing)
+    with pytest.raises(AgentError, match="its closing events could not be written"):
+        await handle.dispose()
+    ended = await first.ended()
+    assert isinstance(ended, TurnEnded) and ended.reason == Aborted(cause="disposed")
+    # After the teardown, durable() answers from the closing flush: it failed.
+    with pytest.raises(NotStoredError, match="the turn could not be stored: Permission denied"):
+        await first.durable()
