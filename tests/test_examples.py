@@ -32,6 +32,17 @@ def test_handles_example_creates_prompts_cancels_and_disposes(tmp_path: Path) ->
     assert "disposed; live agents: 0" in out
 
 
+def test_turn_handles_example_follows_each_prompt_to_its_end(tmp_path: Path) -> None:
+    out = run_example("turn_handles.py", tmp_path).splitlines()
+    assert out == [
+        "claimed by turn 1",
+        'ended: completed | This is the offline model, a script and not an LLM. You said: "hello".',
+        "same turn: True",
+        "never ran, cancelled by user",
+    ]
+    assert len(list((tmp_path / "sessions").glob("*.jsonl"))) == 1
+
+
 def test_a_custom_tool_plugin_loads_from_a_yaml_overlay(tmp_path: Path) -> None:
     import os
 

@@ -6,8 +6,8 @@ The public API, for programs that embed agents::
 
     async with Tether(data_dir=path) as tether:
         handle = await tether.agents.create(cwd=".")
-        handle.agent.followup(UserMessage.text("hello"))
-        await handle.agent.when_idle()
+        turn = handle.agent.followup(UserMessage.text("hello"))
+        print((await turn.durable()).answer)   # ended, and on disk
         await handle.dispose()
 
 Names are imported when first used, so ``import tether`` costs nothing at
@@ -37,6 +37,13 @@ _EXPORTS = {
     "AgentConflictError": "tether.agent.errors",
     "AgentCreateError": "tether.agent.errors",
     "AgentDisposedError": "tether.agent.errors",
+    "NotStoredError": "tether.agent.errors",
+    # what became of one message: claimed -> ended -> durable
+    "TurnHandle": "tether.agent.turns",
+    "TurnClaimed": "tether.agent.turns",
+    "TurnEnded": "tether.agent.turns",
+    "NeverRan": "tether.agent.turns",
+    "TurnOutcome": "tether.agent.turns",
     # what an agent tells its observers (subscribe with agent.ctx.on)
     "AGENT_STATUS": "tether.agent.events",
     "CANCEL_REQUESTED": "tether.agent.events",
@@ -76,6 +83,8 @@ __all__ = [
     "CancelCause",
     "Context",
     "Event",
+    "NeverRan",
+    "NotStoredError",
     "Notice",
     "Parallel",
     "Serial",
@@ -86,7 +95,11 @@ __all__ = [
     "Tether",
     "ToolCallEvent",
     "ToolResultEvent",
+    "TurnClaimed",
     "TurnEnd",
+    "TurnEnded",
+    "TurnHandle",
+    "TurnOutcome",
     "UserMessage",
     "UserMessageEvent",
     "Waterfall",
@@ -100,8 +113,10 @@ if TYPE_CHECKING:
         AgentCreateError,
         AgentDisposedError,
         AgentError,
+        NotStoredError,
     )
     from tether.agent.events import AGENT_STATUS, CANCEL_REQUESTED
+    from tether.agent.turns import NeverRan, TurnClaimed, TurnEnded, TurnHandle, TurnOutcome
     from tether.agent.types import (
         Agent,
         AgentHandle,

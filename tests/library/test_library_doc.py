@@ -63,3 +63,20 @@ def test_every_export_is_listed_in_all() -> None:
     from tether import _EXPORTS  # type: ignore[attr-defined]
 
     assert set(tether.__all__) == {"__version__", *_EXPORTS}
+
+
+def test_the_turn_handle_section_shows_the_example_a_test_runs() -> None:
+    """The code under "the turn handle" is examples/turn_handles.py's, as it runs there."""
+    import textwrap
+
+    text = DOC.read_text()
+    section = text[text.index("## What became of a prompt") :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "the turn handle section lost its code"
+    example = (DOC.parents[1] / "examples" / "turn_handles.py").read_text()
+    start, stop = example.index("        first = "), example.index("        await handle.dispose()")
+
+    def lines(code: str) -> list[str]:
+        return [line for line in code.splitlines() if line.strip()]
+
+    assert lines(textwrap.dedent(example[start:stop])) == lines(match.group(1))

@@ -475,3 +475,40 @@ async def test_a_child_whose_create_failed_gives_its_slot_back(tmp_path: Path) -
         assert str(worked["content"]).startswith("made it\n[task ")
     finally:
         await world.runtime.dispose()
+
+
+async def test_a_foreground_task_waits_for_its_childs_background_work_and_answers_its_prompt(
+    tmp_path: Path,
+) -> None:
+    """The child's prompt turn ends while a background task of its own runs: the task
+    waits for that work, and answers with what the child said to its prompt."""
+    world = await subagent_world(tmp_path, profiles={"grand": {"model": "grand"}})
+    grand = ScriptedModel()
+
+    async def grand_model(ctx: Context, config: None) -> None:
+        await ctx.llm.register("grand", grand)
+
+    grand_model.inject = ("llm",)  # type: ignore[attr-defined]
+    await world.ctx.plugin(grand_model)
+    try:
+        parent = (await new_parent(world)).agent
+        world.model.queue(task_call("work", agent="kid"), say("parent done"))
+        kids(world).queue(
+            task_call("in the background", run_in_background=True, agent="grand"),
+            say("child's answer"),
+            say("child on its notice"),
+        )
+        grand.queue(call("wait", json.dumps({"key": "g"})), say("grandchild done"))
+        parent.followup(UserMessage.text("delegate"))
+        reached, release = world.gates.get("g")
+        await asyncio.wait_for(reached.wait(), 10)
+        [child] = children_of(world, parent)
+        await asyncio.wait_for(child.when_idle(), 10)  # its prompt's turn ended
+        release.set()
+        await asyncio.wait_for(parent.when_idle(), 10)
+        [result] = results(parent)
+        assert str(result["content"]).startswith("child's answer\n[task ")
+        # The task returned only once the grandchild had answered too.
+        assert len(grand.requests) == 2 and grand.scripts.empty()
+    finally:
+        await world.runtime.dispose()

@@ -8,6 +8,7 @@ from tether.agent.errors import (
     NotStoredError,
 )
 from tether.agent.registry import AgentFactory, AgentRegistry, AgentsView, Setup
+from tether.agent.turns import NeverRan, TurnClaimed, TurnEnded, TurnHandle, TurnOutcome
 from tether.agent.types import (
     Agent,
     AgentHandle,
@@ -31,8 +32,13 @@ __all__ = [
     "AgentStatus",
     "AgentsView",
     "CancelCause",
+    "NeverRan",
     "NotStoredError",
     "Setup",
     "Target",
+    "TurnClaimed",
+    "TurnEnded",
+    "TurnHandle",
+    "TurnOutcome",
     "UserMessage",
 ]

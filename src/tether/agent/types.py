@@ -18,6 +18,7 @@ from tether.content import ImageRef, TextBlock
 from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
+    from tether.agent.turns import TurnHandle
     from tether.runtime import Context
     from tether.session.log import Session
 
@@ -130,13 +131,15 @@ class Agent(Protocol):
         """The agent-scoped context: registrations unwind with the agent."""
         ...
 
-    def send(self, message: UserMessage, target: Target, wakeup: bool) -> None:
-        """Deliver ``message`` to ``target``; wake the driver if ``wakeup``."""
+    def send(self, message: UserMessage, target: Target, wakeup: bool) -> TurnHandle:
+        """Deliver ``message`` to ``target``; wake the driver if ``wakeup``. Returns the
+        message's :class:`~tether.agent.turns.TurnHandle` (claimed → ended → durable)."""
         ...
 
-    async def submit(self, message: UserMessage, target: Target = Target.QUEUED) -> None:
+    async def submit(self, message: UserMessage, target: Target = Target.QUEUED) -> TurnHandle:
         """Deliver ``message`` to ``target`` and wake the driver — durably: the send to
-        acknowledge to someone. Returns once the delivery is on disk; the driver claims
+        acknowledge to someone. Returns the message's
+        :class:`~tether.agent.turns.TurnHandle` once the delivery is on disk; the driver claims
         the message only from then on (input sent behind it waits: the order is kept).
         When storing it fails, the message is withdrawn (logged as discarded): it never
         runs, and no turn is opened for it. A cancel meanwhile clears it as any other.
@@ -147,16 +150,19 @@ class Agent(Protocol):
         """
         ...
 
-    def followup(self, message: UserMessage) -> None:
-        """Queue ``message`` as its own next turn and wake the driver."""
+    def followup(self, message: UserMessage) -> TurnHandle:
+        """Queue ``message`` as its own next turn and wake the driver, without waiting for
+        it to be stored (see :meth:`submit`); returns its turn handle."""
         ...
 
-    def steer(self, message: UserMessage) -> None:
-        """Deliver at the next step boundary of the running turn (or start a turn)."""
+    def steer(self, message: UserMessage) -> TurnHandle:
+        """Deliver at the next step boundary of the running turn (or start a turn);
+        returns its turn handle, claimed by the turn it joins."""
         ...
 
-    def inject(self, message: UserMessage) -> None:
-        """Add model-facing context for the next request, without waking anything."""
+    def inject(self, message: UserMessage) -> TurnHandle:
+        """Add model-facing context for the next request, without waking anything;
+        returns its turn handle."""
         ...
 
     def cancel(self, cause: CancelCause | None = None) -> None:

@@ -6,9 +6,9 @@ exits with ``128 + signal`` (143, 129).
 
 **Acknowledgement.** A command acknowledges a turn (prints its outcome,
 exits with its status, shows the next ``you>`` prompt) only once
-:func:`acknowledge` has returned ``None``: everything the turn appended is
-on disk. Likewise it shows the id of a session it created only once the
-session is stored.
+:func:`acknowledge_turn` (the turn handle's ``durable``) or :func:`acknowledge`
+has returned ``None``: everything the turn appended is on disk. Likewise it
+shows the id of a session it created only once the session is stored.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from tether.cli.failures import describe
 
 if TYPE_CHECKING:
-    from tether.agent import Agent, AgentHandle
+    from tether.agent import Agent, AgentHandle, TurnHandle
 
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
@@ -75,6 +75,7 @@ async def acknowledge(agent: Agent, *, created: bool = False) -> str | None:
     session without events is stored too, as its header: an id a command
     prints names a session that exists on disk.
     """
+    from tether.agent.errors import storage_cause
     from tether.persist.service import store_created
     from tether.session.store import SESSIONS
 
@@ -84,10 +85,24 @@ async def acknowledge(agent: Agent, *, created: bool = False) -> str | None:
         else:
             await agent.ctx.service(SESSIONS).flush(agent.session)
     except Exception as exc:
-        cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
-        reason = describe(cause) or str(cause)
-        return f"session {agent.id} could not be stored: {reason}"
+        return _not_stored(agent.id, storage_cause(exc))
     return None
+
+
+async def acknowledge_turn(agent: Agent, turn: TurnHandle) -> str | None:
+    """Wait until ``turn`` is settled (its turn ended, or it never ran) and on disk:
+    ``None`` then, else why it is not stored (one line). Its outcome is ``turn.outcome``."""
+    from tether.agent import NotStoredError
+
+    try:
+        await turn.durable()
+    except NotStoredError as exc:
+        return _not_stored(agent.id, exc.cause or exc)
+    return None
+
+
+def _not_stored(session_id: str, cause: BaseException) -> str:
+    return f"session {session_id} could not be stored: {describe(cause) or str(cause)}"
 
 
 def hold_back_repeats(*, verbose: bool) -> Callable[[], None]:

@@ -11,11 +11,12 @@ fields are only ever added, and ``version`` changes if one changes meaning.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from tether.agent import Agent
-from tether.cli.render import text_of
+import msgspec
+
+from tether.agent import Agent, NeverRan, TurnOutcome
 from tether.frozen import thaw
 from tether.session import Event, Session
 
@@ -47,27 +48,33 @@ class EventLines:
 
 def turn_result(
     agent: Agent,
-    first_seq: int,
+    outcome: TurnOutcome,
     *,
     exit_code: int,
     error: str | None,
     stored: bool,
 ) -> dict[str, object]:
-    """The result line of the turn whose events start at ``first_seq``.
+    """The result line of the turn the task's handle settled with (``outcome``): how it
+    ended and its answer, with its tool calls and usage read from the turn's events.
 
     A turn that is not ``stored`` shows how it ended but nothing of its work
     (an empty answer, no tool calls): a script that read an answer read a
-    stored one.
+    stored one. A task that never ran ended ``aborted`` with the cause of the
+    cancel that cleared it.
     """
-    events = [event for event in agent.session.events if event.seq >= first_seq]
-    answer = ""
+    events: Sequence[Event] = ()
+    if isinstance(outcome, NeverRan):
+        stop: Mapping[str, object] = {"kind": "aborted", "cause": outcome.cause.value}
+        answer = ""
+    else:
+        stop = msgspec.to_builtins(outcome.reason)
+        answer = outcome.answer
+        events = agent.session.events[outcome.start_seq : outcome.end_seq + 1]
     usage: dict[str, int] = {}
     calls: dict[str, dict[str, object]] = {}
-    stop: Mapping[str, object] = {"kind": "aborted", "cause": "user"}
     for event in events:
         data = event.data
         if event.type == "assistant/message":
-            answer = text_of(data.get("content"))
             counts = data.get("usage")
             if isinstance(counts, Mapping):
                 for name, value in counts.items():
@@ -88,10 +95,6 @@ def turn_result(
             )
             call["is_error"] = data["is_error"]
             call["output"] = data["content"]
-        elif event.type == "turn/end":
-            reason = data.get("reason")
-            if isinstance(reason, Mapping):
-                stop = reason
     return {
         "type": "result",
         "version": RESULT_VERSION,

@@ -31,13 +31,15 @@ import io
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tether.agent import Agent, UserMessage
+import msgspec
+
+from tether.agent import Agent, NeverRan, TurnOutcome, UserMessage
 from tether.cli.boot import UsageError, open_for, start
-from tether.cli.ending import Terminations, acknowledge, dispose_reporting
+from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
 from tether.cli.failures import describe
 from tether.cli.output import EventLines, turn_result
 from tether.cli.render import turn_outcome
@@ -55,17 +57,14 @@ EXIT_FAILED = 1
 EXIT_CANCELLED = 130
 
 
-def outcome(agent: Agent) -> tuple[int, str | None]:
-    """The exit status and one-line reason of the agent's last turn."""
-    for event in reversed(agent.session.events):
-        if event.type == "turn/end":
-            reason = event.data["reason"]
-            assert isinstance(reason, Mapping)
-            said = turn_outcome(reason)
-            if said is None:
-                return EXIT_OK, None
-            return EXIT_CANCELLED if reason.get("kind") == "aborted" else EXIT_FAILED, said
-    return EXIT_CANCELLED, "cancelled before the turn started"
+def exit_of(outcome: TurnOutcome) -> tuple[int, str | None]:
+    """The exit status and one-line reason of the task's turn (or of its never running)."""
+    if isinstance(outcome, NeverRan):
+        return EXIT_CANCELLED, "cancelled before the turn started"
+    said = turn_outcome(msgspec.to_builtins(outcome.reason))
+    if said is None:
+        return EXIT_OK, None
+    return EXIT_CANCELLED if outcome.reason.kind == "aborted" else EXIT_FAILED, said
 
 
 def decoded_argument(text: str) -> str:
@@ -111,7 +110,6 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
             return EXIT_FAILED
         agent = handle.agent
         print(f"session {agent.id}", file=sys.stderr)
-        first_seq = len(agent.session.events)
         text_out = args.output_format == "text"
         printer, spinner = _printer_for(args)
         view = WorkView(
@@ -134,18 +132,19 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         try:
             async with _on_terminal(spinner):
                 with Terminations(agent) as terminations:
-                    agent.followup(UserMessage.text(task))
-                    await agent.when_idle()
-                    unstored = await acknowledge(agent)
+                    turn = agent.followup(UserMessage.text(task))
+                    unstored = await acknowledge_turn(agent, turn)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
         printer.end_block()
         if isinstance(printer, PlainSurface) and unstored is None:
             printer.release()  # the turn is on disk: the held answer may be read
-        status, reason = _verdict(agent, printer, terminations)
+        outcome = turn.outcome
+        assert outcome is not None, "a turn handle is settled once acknowledged"
+        status, reason = _verdict(outcome, printer, terminations)
         if not text_out:
             status, reason = _write_result(
-                lines, agent, first_seq, status=status, reason=reason, unstored=unstored
+                lines, agent, outcome, status=status, reason=reason, unstored=unstored
             )
         if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
@@ -161,7 +160,7 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
 def _write_result(
     lines: EventLines,
     agent: Agent,
-    first_seq: int,
+    outcome: TurnOutcome,
     *,
     status: int,
     reason: str | None,
@@ -171,7 +170,7 @@ def _write_result(
     status = EXIT_FAILED if unstored is not None else status
     error = unstored or reason
     stored = unstored is None
-    lines.write(turn_result(agent, first_seq, exit_code=status, error=error, stored=stored))
+    lines.write(turn_result(agent, outcome, exit_code=status, error=error, stored=stored))
     if lines.output_error is not None:
         return EXIT_FAILED, f"the result could not be written: {describe(lines.output_error)}"
     return status, reason
@@ -231,9 +230,11 @@ async def _on_terminal(spinner: Spinner | None) -> AsyncIterator[None]:
         yield
 
 
-def _verdict(agent: Agent, printer: Surface, terminations: Terminations) -> tuple[int, str | None]:
+def _verdict(
+    outcome: TurnOutcome, printer: Surface, terminations: Terminations
+) -> tuple[int, str | None]:
     """The exit status and one-line reason of the turn that ran."""
     if printer.output_error is not None:
         return EXIT_FAILED, f"the answer could not be written: {describe(printer.output_error)}"
-    status, reason = outcome(agent)
+    status, reason = exit_of(outcome)
     return terminations.exit_status or status, reason

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tether.agent.types import AgentStatus, CancelCause, Target, UserMessage, public_cancel_cause
 
 if TYPE_CHECKING:
+    from tether.agent.turns import TurnHandle
     from tether.loop.driver import AgentDriver
     from tether.runtime import Context
     from tether.session.log import Session
@@ -49,17 +50,18 @@ class LoopAgent:
         """The agent-scoped context: registrations unwind with the agent."""
         return self._driver.ctx
 
-    def send(self, message: UserMessage, target: Target, wakeup: bool) -> None:
+    def send(self, message: UserMessage, target: Target, wakeup: bool) -> TurnHandle:
         """Deliver ``message`` to ``target`` (logged first); wake the driver if ``wakeup``.
+        Returns its turn handle.
 
         Raises:
             AgentDisposedError: the agent is being or has been disposed.
         """
-        self._driver.send(message, target, wakeup)
+        return self._driver.send(message, target, wakeup)
 
-    async def submit(self, message: UserMessage, target: Target = Target.QUEUED) -> None:
-        """Deliver ``message`` to ``target`` and wake the driver, durably: return once it
-        is stored; it runs only then, and never when storing it fails.
+    async def submit(self, message: UserMessage, target: Target = Target.QUEUED) -> TurnHandle:
+        """Deliver ``message`` to ``target`` and wake the driver, durably: return its turn
+        handle once it is stored; it runs only then, and never when storing it fails.
 
         See :meth:`tether.agent.Agent.submit`.
 
@@ -67,19 +69,22 @@ class LoopAgent:
             AgentDisposedError: the agent is being or has been disposed.
             NotStoredError: it could not be stored; it was withdrawn and never runs.
         """
-        await self._driver.submit(message, target)
+        return await self._driver.submit(message, target)
 
-    def followup(self, message: UserMessage) -> None:
-        """Queue ``message`` as its own next turn and wake the driver."""
-        self._driver.send(message, Target.QUEUED, True)
+    def followup(self, message: UserMessage) -> TurnHandle:
+        """Queue ``message`` as its own next turn and wake the driver (without waiting for
+        it to be stored: see :meth:`submit`); returns its turn handle."""
+        return self._driver.send(message, Target.QUEUED, True)
 
-    def steer(self, message: UserMessage) -> None:
-        """Deliver at the next step boundary of the running turn (or start a turn)."""
-        self._driver.send(message, Target.STEERING, True)
+    def steer(self, message: UserMessage) -> TurnHandle:
+        """Deliver at the next step boundary of the running turn (or start a turn);
+        returns its turn handle (claimed by the turn it joins)."""
+        return self._driver.send(message, Target.STEERING, True)
 
-    def inject(self, message: UserMessage) -> None:
-        """Add model-facing context for the next request, without waking anything."""
-        self._driver.send(message, Target.STEERING, False)
+    def inject(self, message: UserMessage) -> TurnHandle:
+        """Add model-facing context for the next request, without waking anything;
+        returns its turn handle."""
+        return self._driver.send(message, Target.STEERING, False)
 
     def cancel(self, cause: CancelCause | None = None) -> None:
         """The single public stop: end everything accepted so far.

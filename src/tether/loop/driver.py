@@ -5,6 +5,15 @@ One driver task per agent runs turns one after another. Input arrives through
 told it was accepted (it runs only once stored); :meth:`AgentDriver.cancel` is what the public
 ``cancel()`` reaches. The turn itself is run by :mod:`tether.loop.turn`.
 
+Every delivery returns a :class:`~tether.agent.turns.TurnHandle`, and the
+driver is the one place that resolves them: a message is *claimed* when a
+turn takes it from the inbox (:meth:`AgentDriver.open_turn` names the turn,
+:meth:`AgentDriver.claim_turn`,
+:meth:`AgentDriver.claim_steering`), *ended* when that turn closes
+(:meth:`AgentDriver.end_turn`), and *never ran* when a cancel clears it or
+the driver stops first; *durable* is the session's flush
+(:meth:`AgentDriver.store`).
+
 Nobody outside the agent loop holds a driver: the registry, events, hooks and
 tools see its :class:`~tether.loop.agent.LoopAgent` (``driver.agent``), which
 offers the :class:`~tether.agent.Agent` protocol and nothing else. Stopping,
@@ -29,11 +38,13 @@ from typing import TYPE_CHECKING
 from tether.agent.errors import AgentDisposedError, NotStoredError
 from tether.agent.events import AGENT_STATUS, AGENT_STOPPING, CANCEL_REQUESTED, InboxNotice
 from tether.agent.inbox import Inbox
+from tether.agent.turns import NeverRan, Settling, TurnClaimed, TurnEnded, TurnHandle, TurnOutcome
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
 from tether.loop.agent import LoopAgent
 from tether.loop.history import History
 from tether.persist.backends.lease import taken_over
 from tether.runtime.signal import CancelSignal, cancelling_current_task
+from tether.session import AssistantMessageEvent, TurnEndReason
 
 if TYPE_CHECKING:
     from tether.loop.turn import TurnRunner
@@ -78,6 +89,12 @@ class AgentDriver:
         self._stopping = False
         self.stop_error: Exception | None = None
         """Why the closing flush failed, if it did (the teardown reports it)."""
+        self._waiting: dict[str, Settling] = {}
+        """The handles of messages in the inbox that no turn took yet, by message id."""
+        self._open: _OpenTurn | None = None
+        """The running turn, and the handles of the messages it took."""
+        self._closing_flush: tuple[BaseException | None] | None = None
+        """Set once the teardown's flush ran: what it raised (``None``: nothing)."""
 
     # -- what the public agent reads ---------------------------------------------
 
@@ -111,8 +128,9 @@ class AgentDriver:
 
     # -- delivery ---------------------------------------------------------------
 
-    def send(self, message: UserMessage, target: Target, wakeup: bool) -> None:
+    def send(self, message: UserMessage, target: Target, wakeup: bool) -> TurnHandle:
         """Deliver ``message`` to ``target`` (logged first); wake the driver if ``wakeup``.
+        Returns the message's turn handle.
 
         Raises:
             AgentDisposedError: the agent is being or has been disposed.
@@ -120,10 +138,12 @@ class AgentDriver:
         if self._closed:
             raise AgentDisposedError(f"agent {self.id!r} is disposed")
         self._inbox.insert(message, target)
+        handle = self._track(message)
         if wakeup:
             self._wake_for(target)
+        return handle
 
-    async def submit(self, message: UserMessage, target: Target) -> None:
+    async def submit(self, message: UserMessage, target: Target) -> TurnHandle:
         """Deliver ``message`` to ``target`` durably: return once its insert is on
         disk, and let the driver claim it only from then on (then wake it).
 
@@ -136,6 +156,8 @@ class AgentDriver:
         and no turn is opened for it. A message cleared by a cancel meanwhile
         stays cleared: it never runs either.
 
+        Returns the message's turn handle.
+
         Raises:
             AgentDisposedError: the agent is being or has been disposed.
             NotStoredError: the insert could not be stored (one line saying why);
@@ -144,10 +166,13 @@ class AgentDriver:
         if self._closed:
             raise AgentDisposedError(f"agent {self.id!r} is disposed")
         self._inbox.insert(message, target, held=True)
+        handle = self._track(message)
         self._quiescent.clear()
         try:
             await self._flush(self._session)
         except BaseException as exc:
+            # Nobody holds the handle: the call raises.
+            self._waiting.pop(message.id, None)
             self._inbox.withdraw(message.id)
             self._settled.set()
             # What queued behind it may be claimable now; or the agent is idle.
@@ -160,6 +185,29 @@ class AgentDriver:
             self._wake_for(target)
         else:
             self._wake.set()
+        return handle
+
+    def _track(self, message: UserMessage) -> TurnHandle:
+        settling = self._waiting[message.id] = Settling(message, self.store)
+        return settling.handle
+
+    async def store(self, what: str) -> None:
+        """The durability barrier of this agent's turn handles: return once everything
+        its session logged so far is stored (after the teardown: what its closing
+        flush stored). ``what`` names what is stored in the error.
+
+        Raises:
+            NotStoredError: storing failed (its ``cause`` is the storage error).
+        """
+        if self._closing_flush is not None:
+            (error,) = self._closing_flush
+            if error is not None:
+                raise NotStoredError.of(self.id, what, error) from error
+            return
+        try:
+            await self._flush(self._session)
+        except Exception as exc:
+            raise NotStoredError.of(self.id, what, exc) from exc
 
     async def steering_settled(self) -> None:
         """Return once no steering message at the head of its FIFO is still being
@@ -201,7 +249,7 @@ class AgentDriver:
         try:
             self._events.emit(CANCEL_REQUESTED, self.agent, cause)
             self._steer_wake = False
-            self._inbox.cancel_all()
+            self._never_ran(self._inbox.cancel_all(), cause)
         finally:
             # Whatever clearing the inbox raised, the running turn is stopped.
             if running:
@@ -253,12 +301,15 @@ class AgentDriver:
                 log.error("agent %s: driver failed", self.id, exc_info=self._driver.exception())
         try:
             await self._flush(self._session)
+            self._closing_flush = (None,)
         except asyncio.CancelledError as exc:
+            self._closing_flush = (RuntimeError("the closing flush was cancelled"),)
             if cancelling_current_task():
                 raise
             self.stop_error = RuntimeError("the closing flush raised CancelledError")
             raise self.stop_error from exc
         except Exception as exc:
+            self._closing_flush = (exc,)
             if taken_over(exc) is not None:
                 # The session is another host's now: its closing events are
                 # that host's to write (its repair closes the turn), and the
@@ -276,9 +327,49 @@ class AgentDriver:
         self._set_status(AgentStatus.RUNNING)
         return self._turn_signal
 
-    def end_turn(self) -> None:
+    def open_turn(self, turn: int, seq: int) -> None:
+        """Turn ``turn`` opened (its ``turn/start`` is at ``seq``): what it claims from
+        now on, its handles name it."""
+        self._open = _OpenTurn(TurnClaimed(turn=turn, seq=seq))
+
+    def claim_turn(self) -> tuple[UserMessage, ...]:
+        """Take the input of the opened turn: one queued prompt, then all pending
+        steering."""
+        return self._claimed(self._inbox.claim_turn())
+
+    def claim_steering(self) -> tuple[UserMessage, ...]:
+        """Take all pending steering into the running turn (at a step boundary)."""
+        return self._claimed(self._inbox.claim_steering())
+
+    def end_turn(self, reason: TurnEndReason) -> None:
+        """The running turn closed with ``reason`` (its ``turn/end`` logged, unless
+        logging it failed): the handles of what it took are ended."""
         self._turn_signal = None
-        self._set_status(AgentStatus.IDLE)
+        opened, self._open = self._open, None
+        try:
+            if opened is not None and opened.taken:
+                ended = _ended(self._session, opened.claim, reason)
+                for settling in opened.taken:
+                    settling.settle(ended)
+        finally:
+            self._set_status(AgentStatus.IDLE)
+
+    def _claimed(self, messages: tuple[UserMessage, ...]) -> tuple[UserMessage, ...]:
+        opened = self._open
+        assert opened is not None, "input is claimed only by an open turn"
+        for message in messages:
+            settling = self._waiting.pop(message.id, None)
+            if settling is not None:
+                settling.claim(opened.claim)
+                opened.taken.append(settling)
+        return messages
+
+    def _never_ran(self, messages: tuple[UserMessage, ...], cause: CancelCause) -> None:
+        """Settle the handles of ``messages``, dropped before any turn took them."""
+        for message in messages:
+            settling = self._waiting.pop(message.id, None)
+            if settling is not None:
+                settling.settle(NeverRan(cause=cause))
 
     def take_steer_wake(self) -> bool:
         woken, self._steer_wake = self._steer_wake, False
@@ -307,6 +398,9 @@ class AgentDriver:
             # refused from now on, and nobody waits forever on a turn that
             # cannot come.
             self._closed = True
+            waiting, self._waiting = self._waiting, {}
+            for settling in waiting.values():
+                settling.settle(NeverRan(cause=CancelCause.DISPOSED))
             self._quiescent.set()
 
     def _set_status(self, status: AgentStatus) -> None:
@@ -318,3 +412,31 @@ class AgentDriver:
         self, event: InboxNotice, messages: tuple[UserMessage, ...], queue: Target
     ) -> None:
         self._events.emit(event, self.agent, messages, queue)
+
+
+class _OpenTurn:
+    """The running turn: where it starts, and the handles of the messages it took."""
+
+    __slots__ = ("claim", "taken")
+
+    def __init__(self, claim: TurnClaimed) -> None:
+        self.claim = claim
+        self.taken: list[Settling] = []
+
+
+def _ended(session: Session, claim: TurnClaimed, reason: TurnEndReason) -> TurnOutcome:
+    """How the turn of ``claim`` ended: ``reason``, where its ``turn/end`` is, and the
+    text of its last answer (read back from the end of the turn's events)."""
+    end_seq = len(session.events) - 1
+    answer = ""
+    for event in reversed(session.events):
+        if event.seq <= claim.seq:
+            break
+        if event.type == AssistantMessageEvent.type:
+            payload = event.payload
+            if isinstance(payload, AssistantMessageEvent):
+                answer = payload.text
+                break
+    return TurnEnded(
+        turn=claim.turn, start_seq=claim.seq, end_seq=end_seq, reason=reason, answer=answer
+    )

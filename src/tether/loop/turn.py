@@ -190,7 +190,8 @@ class TurnRunner:
             session.append(TurnStart(turn=turn))
             # A listener of the status change may have cancelled already: then
             # what is queued now was sent after that cancel, and is not ours.
-            claimed = () if signal.cancelled else driver.inbox.claim_turn()
+            driver.open_turn(turn, len(session.events) - 1)
+            claimed = () if signal.cancelled else driver.claim_turn()
             driver.take_steer_wake()
             reason = await self._steps(driver, turn, claimed, signal)
         except asyncio.CancelledError:
@@ -223,7 +224,7 @@ class TurnRunner:
                     self._ctx.emit(TURN_CLOSING, driver.agent, turn, reason)
                     session.append(TurnEnd(turn=turn, reason=reason))
             finally:
-                driver.end_turn()
+                driver.end_turn(reason)
             if isinstance(reason, Errored):
                 # After turn/end: a listener that cancels acts on what comes next.
                 self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
@@ -263,7 +264,7 @@ class TurnRunner:
             if step > 1:
                 # Claimed only now that the step will run: what is claimed is
                 # always logged as this step's input.
-                step_input = driver.inbox.claim_steering()
+                step_input = driver.claim_steering()
             try:
                 step_input = await self._ctx.waterfall(PRE_STEP, step_input, agent, step)
             except Veto as veto:

@@ -187,7 +187,11 @@ class McpService:
             for problem in problems:
                 log.warning("session %s: %s", agent.id, problem)
             notice = _notice(problems)
-            agent.ctx.on(AGENT_CREATED, lambda published: published.inject(notice))
+
+            def tell(published: Agent) -> None:
+                published.inject(notice)
+
+            agent.ctx.on(AGENT_CREATED, tell)
         return problems
 
     async def on_agent_setup(self, agent: Agent) -> None:

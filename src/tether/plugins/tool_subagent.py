@@ -64,6 +64,11 @@ from tether.agent import (
     AgentOptions,
     AgentStatus,
     CancelCause,
+    NeverRan,
+    NotStoredError,
+    TurnEnded,
+    TurnHandle,
+    TurnOutcome,
     UserMessage,
 )
 from tether.agent.events import AGENT_STOPPING, CANCEL_REQUESTED
@@ -81,7 +86,6 @@ from tether.session import (
 )
 from tether.session.lineage import Delegation, Lineage
 from tether.session.model import ModelChoice, session_model
-from tether.session.store import SESSIONS
 from tether.tools import Tool, ToolExec, ToolOutput
 from tether.tools.registry import TOOLS
 
@@ -151,7 +155,9 @@ def depth_of(agent: Agent) -> int:
 
 
 def outcome(session: Session) -> tuple[TurnEndReason | None, str]:
-    """How the session's last turn ended, and the text of its last answer."""
+    """How the session's last turn ended, and the text of its last answer: for a task
+    read by id (``task_output``), live or stored; a child the tools hold is followed
+    through its turn handles instead."""
     reason: TurnEndReason | None = None
     for event in reversed(session.events):
         payload = event.payload
@@ -165,12 +171,18 @@ def outcome(session: Session) -> tuple[TurnEndReason | None, str]:
 
 
 def describe_end(reason: TurnEndReason | None) -> str:
+    """How a task ended, in a few words; ``None``: it never ran."""
     if reason is None:
         return "never ran"
     if isinstance(reason, Aborted):
         return f"aborted ({reason.cause})"
     error = getattr(reason, "error", None)
     return f"{reason.kind}: {error}" if error else reason.kind
+
+
+def reason_of(outcome: TurnOutcome) -> TurnEndReason | None:
+    """The ``turn/end`` reason of a settled turn handle; ``None`` when it never ran."""
+    return None if isinstance(outcome, NeverRan) else outcome.reason
 
 
 class Child(msgspec.Struct, eq=False):
@@ -180,6 +192,16 @@ class Child(msgspec.Struct, eq=False):
     call_id: str
     description: str
     background: bool
+    prompt: TurnHandle | None = None
+    """The turn handle of the task's prompt, once it was given."""
+
+    def outcome(self) -> TurnOutcome:
+        """How the turn of the task's prompt ended (or that it never ran); the child is
+        settled first (:meth:`Family.settle`)."""
+        outcome = self.prompt.outcome if self.prompt is not None else None
+        assert outcome is not None, "a settled child has its prompt settled"
+        return outcome
+
     stop_requested: float | None = None
     """``time.monotonic()`` when the parent's stop cancelled it."""
     settled: asyncio.Future[float] | None = None
@@ -242,9 +264,10 @@ class Family:
                 break
             assert below is not None
             await asyncio.gather(*(below.settle(grandchild) for grandchild in pending))
+        assert child.prompt is not None, "a child is settled only once prompted"
         try:
-            await child.agent.ctx.service(SESSIONS).flush(child.agent.session)
-        except Exception as exc:
+            await child.prompt.durable()
+        except NotStoredError as exc:
             log.warning("child agent %s: its log could not be flushed: %s", child.id, exc)
         return time.monotonic()
 
@@ -295,7 +318,7 @@ class Family:
         stopped, self._stopped = self._stopped, []
         for child in stopped:
             ended_at = await self.settle(child)
-            reason, _answer = outcome(child.agent.session)
+            reason = reason_of(child.outcome())
             requested = child.stop_requested or ended_at
             self._entries.append(
                 StoppedAgent(
@@ -345,7 +368,7 @@ class SubagentTools:
         if isinstance(started, ToolOutput):
             return started
         child = started
-        child.agent.followup(UserMessage.text(args.prompt, source=PROMPT_SOURCE))
+        child.prompt = child.agent.followup(UserMessage.text(args.prompt, source=PROMPT_SOURCE))
         if args.run_in_background:
             self._watch(family, child)
             return ToolOutput(
@@ -407,10 +430,10 @@ class SubagentTools:
             if not settled.done():
                 family.stop_all()  # the cascade did it already, unless it lost a race
                 await asyncio.shield(settled)
-            reason, answer = outcome(child.agent.session)
+            ended = child.outcome()
         finally:
             await self._finish(family, child)
-        return _result(child.id, reason, answer)
+        return _result(child.id, ended)
 
     def _watch(self, family: Family, child: Child) -> None:
         """Watch a background child from the parent's scope: notice, then dispose, when done."""
@@ -418,7 +441,7 @@ class SubagentTools:
 
         async def watch() -> None:
             await family.settle(child)
-            reason, _answer = outcome(child.agent.session)
+            reason = reason_of(child.outcome())
             await self._finish(family, child)
             notice = UserMessage.text(
                 f"background task {child.id} ({child.description}) finished: "
@@ -486,7 +509,7 @@ class SubagentTools:
         if below is not None:
             below.stop_all()
         await asyncio.shield(family.settle(child))
-        reason, _answer = outcome(child.agent.session)
+        reason = reason_of(child.outcome())
         return ToolOutput(f"killed task {args.task_id}: its turn ended {describe_end(reason)}")
 
     async def _owned(self, task_id: str, exec: ToolExec) -> tuple[Session, bool] | str:
@@ -572,11 +595,12 @@ def _tools_of(label: str | None) -> tuple[str, ...] | None:
     return tuple(str(n) for n in names) if isinstance(names, list) else None
 
 
-def _result(task_id: str, reason: TurnEndReason | None, answer: str) -> ToolOutput:
-    ended = describe_end(reason)
-    if reason is not None and reason.kind == "completed":
+def _result(task_id: str, outcome: TurnOutcome) -> ToolOutput:
+    answer = outcome.answer if isinstance(outcome, TurnEnded) else ""
+    if isinstance(outcome, TurnEnded) and outcome.completed:
         return ToolOutput(f"{answer or '(the task gave no answer)'}\n[task {task_id}: completed]")
     said = f"; what it had said: {answer}" if answer else ""
+    ended = describe_end(reason_of(outcome))
     return ToolOutput(f"task {task_id} did not complete: {ended}{said}", is_error=True)
 
 
