@@ -4,6 +4,8 @@ A base URL may carry credentials (``http://user:password@host``).
 :func:`mask_credentials` replaces them with ``***@`` wherever such a URL
 reaches text that leaves tether's memory: log records (:class:`CredentialFilter`),
 error messages, ``tether config show``, the events stored in a session log.
+:func:`without_credentials` drops them from a URL tether records for later use
+(a session header's base URL): a key is never stored, and neither is a password.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ def mask_credentials(text: str) -> str:
     if "@" not in text:
         return text
     return _CREDENTIALS.sub(lambda m: m.group("scheme") + MASKED_CREDENTIALS, text)
+
+
+def without_credentials(url: str) -> str:
+    """``url`` with its credentials (``user:pass@``) removed, for recording."""
+    if "@" not in url:
+        return url
+    return _CREDENTIALS.sub(lambda m: m.group("scheme"), url)
 
 
 class CredentialFilter(logging.Filter):

@@ -193,7 +193,10 @@ def test_apply_to_merges_into_existing_rows_and_sets_the_loop_model() -> None:
             "openai-compatible": {"default_model": "m", "base_url": "http://127.0.0.1:9/v1"},
         },
     }
-    assert rows["agent_loop"]["config"] == {"model": "openai-compatible:m"}
+    assert rows["agent_loop"]["config"] == {
+        "model": "openai-compatible:m",
+        "base_url": "http://127.0.0.1:9/v1",
+    }
     assert {"anthropic", "retry"} <= set(rows)
     assert document["plugins"][2]["config"] == {"model": "offline"}  # type: ignore[index]
 

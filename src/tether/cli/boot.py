@@ -402,6 +402,7 @@ async def continue_on(
     environment, as for a new session). Returns why the session cannot go on,
     in one line, or ``None``.
     """
+    from tether.masking import without_credentials
     from tether.session.model import ModelChoice, session_model
     from tether.session.settings import BASE_URL_OPTION, MODEL_OPTION, ConfigChanged
 
@@ -419,8 +420,9 @@ async def continue_on(
     if target.model != current.model:
         session.append(ConfigChanged(option=MODEL_OPTION, value=target.model))
         current = ModelChoice(target.model)
-    if target.base_url is not None and target.base_url != current.base_url:
-        session.append(ConfigChanged(option=BASE_URL_OPTION, value=target.base_url))
+    recorded = None if target.base_url is None else without_credentials(target.base_url)
+    if recorded is not None and recorded != current.base_url:
+        session.append(ConfigChanged(option=BASE_URL_OPTION, value=recorded))
     return None
 
 

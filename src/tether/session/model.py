@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from tether.masking import without_credentials
 from tether.session.events import Event
 from tether.session.log import Session, SessionHeader
 from tether.session.settings import BASE_URL_OPTION, MODEL_OPTION, ConfigChanged
@@ -72,10 +73,14 @@ class ModelChoice(msgspec.Struct, frozen=True):
 
 
 def header_labels(choice: ModelChoice) -> dict[str, str]:
-    """The header labels that record ``choice`` for a new session."""
+    """The header labels that record ``choice`` for a new session.
+
+    A base URL is recorded without its credentials (``user:pass@``): like a
+    key, they come from whoever runs the session, never from its log.
+    """
     labels = {MODEL_LABEL: choice.model}
     if choice.base_url is not None:
-        labels[BASE_URL_LABEL] = choice.base_url
+        labels[BASE_URL_LABEL] = without_credentials(choice.base_url)
     return labels
 
 
