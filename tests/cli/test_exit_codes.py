@@ -88,3 +88,23 @@ def test_sessions_tail_of_a_session_deleted_meanwhile_fails_in_one_line(tmp_path
     _out, err = tail.communicate(timeout=30)
     assert tail.returncode == 1
     assert err.strip().splitlines() == [f"tether: session {sid!r} is not stored"]
+
+
+def test_acp_on_an_empty_stdin_that_cannot_be_polled_exits_at_once_as_on_eof(
+    tmp_path: Path,
+) -> None:
+    # /dev/null is a character device the kernel's poller refuses (EPERM): it
+    # is read like a regular file, and its end ends the server.
+    for stdout in (subprocess.PIPE, subprocess.DEVNULL):
+        with open("/dev/null", "rb") as devnull:
+            result = subprocess.run(
+                [sys.executable, "-m", "tether.cli.main", "acp"],
+                stdin=devnull,
+                stdout=stdout,
+                stderr=subprocess.PIPE,
+                env=env_for(tmp_path),
+                timeout=30,
+                check=False,
+            )
+        assert result.returncode == 0, result.stderr
+        assert b"Operation not permitted" not in result.stderr

@@ -24,8 +24,13 @@ def _say(ok: bool, what: str, detail: str) -> None:
 async def doctor(args: argparse.Namespace) -> int:
     from tether.persist.cluster import CLUSTER
     from tether.persist.service import PERSISTENCE
+    from tether.runtime.errors import CompositionError
 
-    tether = await start(args, model=args.model, quiet_rows=(PERSISTENCE_ROW,))
+    try:
+        tether = await start(args, model=args.model, quiet_rows=(PERSISTENCE_ROW,))
+    except CompositionError as exc:
+        _say(False, "configuration", f"{exc}; fix the file (`tether config path` lists them)")
+        return EXIT_FAILED
     cluster = tether.runtime.ctx.get(CLUSTER)
     where = (
         data_dir_of(args)

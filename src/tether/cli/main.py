@@ -15,6 +15,7 @@ from tether.cli.failures import EXIT_FAILED, OneLineFormatter, StartRefusedError
 from tether.cli.process import begin_startup, exit_now
 from tether.fence import fence
 from tether.masking import CredentialFilter
+from tether.runtime.errors import CompositionError
 
 if TYPE_CHECKING:
     _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -422,6 +423,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         installed.addFilter(CredentialFilter())
     try:
         return dispatch(parser, args)
+    except CompositionError as exc:
+        # A configuration file that cannot be read, parsed or composed: one
+        # line naming the file (and where in it), before anything started.
+        print(f"tether: error: {exc}", file=sys.stderr)
+        return 2
     except UsageError as exc:
         # One line: argparse prints its usage banner for what it parses
         # itself; a bad value found later (an unknown session, a model
