@@ -25,6 +25,11 @@ class UsageError(Exception):
     """A bad command-line argument; reported on stderr with exit code 2."""
 
 
+class ModelChoiceError(UsageError):
+    """The model asked for (``--model``, the configuration, the environment)
+    cannot be used here: the message says what to set."""
+
+
 def data_dir_of(args: argparse.Namespace) -> Path:
     explicit: Path | None = args.data_dir
     return default_data_dir(explicit)
@@ -95,7 +100,7 @@ def model_settings(document: object, model: str | None, base_url: str | None) ->
             extra_providers=[*configured_providers(document), *unknown_provider(model)],
         )
     except ModelSettingsError as exc:
-        raise UsageError(str(exc)) from None
+        raise ModelChoiceError(str(exc)) from None
 
 
 def configured_model(document: object) -> str | None:
@@ -109,7 +114,7 @@ def configured_model(document: object) -> str | None:
     config = row.get("config") if row is not None else None
     model = config.get("model") if isinstance(config, dict) else None
     if model is not None and not isinstance(model, str):
-        raise UsageError(f"the agent_loop row's model must be PROVIDER:MODEL, not {model!r}")
+        raise ModelChoiceError(f"the agent_loop row's model must be PROVIDER:MODEL, not {model!r}")
     return model.strip() or None if model is not None else None
 
 
@@ -169,7 +174,7 @@ def check_model_provider(tether: Tether) -> None:
     provider = parse_model_ref(model)[0]
     if provider not in llm.providers():
         known = ", ".join(sorted(llm.providers())) or "none"
-        raise UsageError(
+        raise ModelChoiceError(
             f"unknown model provider {provider!r} in {model!r}; registered providers: {known}"
         )
 

@@ -412,9 +412,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(command_of(words))
     args = parser.parse_args(words)
     handler = logging.StreamHandler(sys.stderr)
-    log_format = "%(levelname)s %(name)s: %(message)s"
+    # Without --verbose a person sees tether's own one-line messages (warnings
+    # and errors, "tether: …" like every other line tether writes); with it,
+    # every record in full, tether's debug lines among them.
     handler.setFormatter(
-        logging.Formatter(log_format) if args.verbose else OneLineFormatter(log_format)
+        logging.Formatter("%(levelname)s %(name)s: %(message)s")
+        if args.verbose
+        else OneLineFormatter("tether: %(message)s")
     )
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, handlers=[handler]
