@@ -171,3 +171,18 @@ def test_doctor_says_what_to_do_when_sessions_cannot_be_stored(tmp_path: Path) -
         "give a data directory tether can create and write (--data-dir or TETHER_HOME), "
         "or fix the persistence row of the configuration"
     )
+
+
+def test_commands_that_show_the_model_themselves_print_no_offline_notice(tmp_path: Path) -> None:
+    env = {"TETHER_MODEL": "", "DEEPSEEK_API_KEY": "", "TETHER_API_KEY": ""}
+    shown = tether(tmp_path, "config", "show", env=env)
+    assert shown.returncode == 0 and "model: offline" in shown.stdout
+    checked = tether(tmp_path, "doctor", env=env)
+    assert "problem  model: the offline model" in checked.stdout
+    initialize = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+    served = tether(tmp_path, "acp", input=initialize, env=env)
+    assert served.returncode == 0, served.stderr
+    for result in (shown, checked, served):
+        assert "offline model" not in result.stderr
+    ran = tether(tmp_path, "run", "hi", env=env)
+    assert "using the offline model" in ran.stderr

@@ -56,7 +56,9 @@ async def _boot(args: argparse.Namespace) -> tuple[Tether, str | None]:
     """tether started for the checks, and why the model asked for cannot be
     used (then tether is started without it, so storage is still checked)."""
     try:
-        return await start(args, model=args.model, quiet_rows=(PERSISTENCE_ROW,)), None
+        quiet = (PERSISTENCE_ROW,)
+        # The model check says what the offline fallback's notice would.
+        return await start(args, model=args.model, quiet_rows=quiet, notice=False), None
     except ModelChoiceError as exc:
         tether = await start(args, with_model=False, quiet_rows=(PERSISTENCE_ROW,))
         return tether, str(exc)

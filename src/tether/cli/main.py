@@ -410,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(command_of(words))
-    args = parser.parse_args(words)
+    args = parse(parser, words)
     handler = logging.StreamHandler(sys.stderr)
     # Without --verbose a person sees tether's own one-line messages (warnings
     # and errors, "tether: …" like every other line tether writes); with it,
@@ -449,6 +449,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"tether: {reason}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """``words`` parsed; an argument no parser knows is refused by the parser of
+    its command, whose usage banner is the one that helps (exit 2)."""
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _innermost(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` chose: ``tether sessions list``'s for
+    ``sessions list``."""
+    while True:
+        chosen = None
+        for action in parser._actions:  # argparse keeps its subparsers only there
+            if isinstance(action, argparse._SubParsersAction) and action.dest:
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if chosen is None:
+            return parser
+        parser = chosen
 
 
 def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
