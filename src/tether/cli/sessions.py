@@ -14,6 +14,9 @@ from tether.cli.boot import PERSISTENCE_ROW, resolve_session, row_problem, start
 from tether.cli.render import transcript
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
     from tether.persist.backends.base import SessionSummary
     from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
@@ -323,6 +326,7 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping_on, signum)
+    reader_gone = _when_the_reader_goes(loop, stop.set)
 
     failed: list[LogStoreError] = []
 
@@ -334,6 +338,8 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
                 sys.stdout.flush()
         except LogStoreError as exc:  # deleted or damaged meanwhile: said as one line
             failed.append(exc)
+        except BrokenPipeError:  # `tether sessions tail ID | head`: the reader has enough
+            _drop_stdout()
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -346,9 +352,40 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+        reader_gone()
     if failed:
         raise failed[0]
     return 128 + stopped_by[0] if stopped_by else EXIT_OK
+
+
+def _when_the_reader_goes(
+    loop: asyncio.AbstractEventLoop, then: Callable[[], None]
+) -> Callable[[], object]:
+    """Call ``then`` once stdout is a pipe whose reader closed it (as ``tail -f``
+    does: a follower with nothing new to write would not notice otherwise);
+    returns the function that stops watching. Nothing is watched when stdout is
+    not a pipe."""
+    import stat
+
+    fd = sys.stdout.fileno()
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return lambda: None
+
+    def closed() -> None:
+        # A pipe's write end polls as readable only with an error: its reader closed.
+        loop.remove_reader(fd)
+        _drop_stdout()
+        then()
+
+    loop.add_reader(fd, closed)
+    return lambda: loop.remove_reader(fd)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone, and a final flush must not fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 async def sessions(args: argparse.Namespace) -> int:
