@@ -108,3 +108,24 @@ def test_acp_on_an_empty_stdin_that_cannot_be_polled_exits_at_once_as_on_eof(
             )
         assert result.returncode == 0, result.stderr
         assert b"Operation not permitted" not in result.stderr
+
+
+def test_ctrl_c_while_the_chat_starts_never_leaves_it(tmp_path: Path) -> None:
+    import time
+
+    from tests.cli.terminal import CTRL_C, Terminal
+
+    # -v: asyncio's first debug line says tether's own code runs; from then on
+    # Ctrl-C never leaves the chat, before the line editor has the terminal too.
+    terminal = Terminal(tmp_path, options=("-v",))
+    try:
+        terminal.expect("Using selector")
+        pressed = time.monotonic()
+        while time.monotonic() - pressed < 1.0:
+            terminal.send(CTRL_C)
+            time.sleep(0.01)
+        terminal.expect("(/help lists the commands)")
+        terminal.send(b"/quit\r")
+        assert terminal.finish() == 0, terminal.output()[-2000:]
+    finally:
+        terminal.close()

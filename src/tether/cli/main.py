@@ -483,6 +483,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return asyncio.run(run(args))
     if args.command == "chat":
+        import signal
+
+        # Until the chat's own handler takes over: Ctrl-C never leaves the chat.
+        signal.signal(signal.SIGINT, lambda _signum, _frame: None)
         from tether.cli.chat import chat
 
         return asyncio.run(chat(args))
