@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -161,19 +162,56 @@ async def _say_if_live(persistence: Persistence, session: Session) -> None:
 
 async def _print_list(persistence: Persistence, args: argparse.Namespace, *, shared: bool) -> None:
     """``sessions list``: one line per session; with ``shared`` (sessions in
-    PostgreSQL) the last column says which host has each live."""
+    PostgreSQL) the last column says which host has each live. On a terminal
+    the columns are aligned under a header and the title cut to its width;
+    elsewhere each line is tab-separated, for scripts."""
     summaries = await _listed(persistence, args)
     if not summaries:
         print("no sessions", file=sys.stderr)
-    elif sys.stdout.isatty():
-        print("ID\tCWD\tLAST ACTIVE\tTURNS\tTITLE" + ("\tHOLDER" if shared else ""))
-    for s in summaries:
-        title = s.title or ("(unreadable: " + s.error + ")" if s.error else "")
-        holder = (f"\tlive on {s.holder}" if s.holder else "\tnot live") if shared else ""
-        print(
-            f"{s.id}\t{s.cwd or '-'}\t{_when(s.last_activity)}\t"
-            f"{s.turn_count} turns\t{title}{holder}"
-        )
+        return
+    rows = [_list_row(summary, shared=shared) for summary in summaries]
+    if not sys.stdout.isatty():
+        for row in rows:
+            print("\t".join(row))
+        return
+    header = ["ID", "CWD", "LAST ACTIVE", "TURNS", "TITLE"] + (["HOLDER"] if shared else [])
+    for line in _aligned([header, *rows], width=shutil.get_terminal_size().columns):
+        print(line)
+
+
+def _list_row(summary: SessionSummary, *, shared: bool) -> list[str]:
+    title = summary.title or ("(unreadable: " + summary.error + ")" if summary.error else "")
+    row = [
+        summary.id,
+        summary.cwd or "-",
+        _when(summary.last_activity),
+        str(summary.turn_count),
+        " ".join(title.split()),
+    ]
+    if shared:
+        row.append(f"live on {summary.holder}" if summary.holder else "not live")
+    return row
+
+
+TITLE_COLUMN = 4
+
+
+def _aligned(rows: list[list[str]], *, width: int) -> list[str]:
+    """``rows`` as lines of columns padded to their widest cell (``TURNS``
+    right-aligned), the title column cut so a line fits in ``width``."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    others = sum(w for column, w in enumerate(widths) if column != TITLE_COLUMN)
+    room = width - others - 2 * (len(widths) - 1)
+    widths[TITLE_COLUMN] = max(12, min(widths[TITLE_COLUMN], room))
+    lines = []
+    for row in rows:
+        cells = []
+        for column, text in enumerate(row):
+            size = widths[column]
+            cell = text if len(text) <= size else text[: size - 1] + "…"
+            cells.append(cell.rjust(size) if column == TITLE_COLUMN - 1 else cell.ljust(size))
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
 async def _cancel(
