@@ -129,3 +129,15 @@ def test_ctrl_c_while_the_chat_starts_never_leaves_it(tmp_path: Path) -> None:
         assert terminal.finish() == 0, terminal.output()[-2000:]
     finally:
         terminal.close()
+
+
+def test_a_bare_tether_on_a_terminal_is_the_chat(tmp_path: Path) -> None:
+    from tests.cli.terminal import Terminal
+
+    terminal = Terminal(tmp_path, command="-v")
+    try:
+        terminal.expect("(/help lists the commands)")
+        terminal.send(b"/quit\r")
+        assert terminal.finish() == 0
+    finally:
+        terminal.close()

@@ -161,6 +161,16 @@ def composed_choice(tether: Tether) -> ModelChoice | None:
     return ModelChoice(str(loop.config.model), loop.config.base_url)
 
 
+def session_line(tether: Tether, agent: Agent) -> str:
+    """``session ID · MODEL``: what ``run`` and ``chat`` say first, once the
+    session exists (the model its next request goes to)."""
+    from tether.session.model import session_model
+
+    composed = composed_choice(tether)
+    choice = session_model(agent.session, configured=None if composed is None else composed.model)
+    return f"session {agent.id} · {choice.model}"
+
+
 def check_model_provider(tether: Tether) -> None:
     """After boot: the agent loop's model must have a registered provider.
 
