@@ -141,3 +141,22 @@ def test_a_bare_tether_on_a_terminal_is_the_chat(tmp_path: Path) -> None:
         assert terminal.finish() == 0
     finally:
         terminal.close()
+
+
+def test_cancelling_a_turn_says_when_it_dropped_queued_prompts(tmp_path: Path) -> None:
+    chat = tether_process(tmp_path, "chat")
+    assert chat.stdin is not None and chat.stderr is not None
+    chat.stdin.write("$ sleep 30\n")
+    chat.stdin.flush()
+    while "→ bash sleep 30" not in chat.stderr.readline():
+        pass
+    chat.stdin.write("and then this\n")
+    chat.stdin.flush()
+    while "(queued:" not in chat.stderr.readline():
+        pass
+    chat.stdin.write("/cancel\n/quit\n")
+    chat.stdin.flush()
+    _out, err = chat.communicate(timeout=30)
+    assert chat.returncode == 0, err
+    assert "(the queued prompt dropped too: never sent)" in err
+    assert 'You said: "and then this"' not in _out

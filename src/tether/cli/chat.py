@@ -37,7 +37,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from tether.agent import Agent, AgentStatus, CancelCause, NotStoredError, Target, UserMessage
+from tether.agent import (
+    Agent,
+    AgentStatus,
+    CancelCause,
+    NeverRan,
+    NotStoredError,
+    Target,
+    TurnHandle,
+    UserMessage,
+)
 from tether.agent.commands import (
     COMMANDS,
     CommandCall,
@@ -145,6 +154,8 @@ class _Chat:
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
         self._attached = False
+        self._queued: list[TurnHandle] = []
+        """The prompts queued behind a running turn, until a turn takes them."""
         self.ready = True
         """``you>`` may show: no turn runs, and the one before is on disk."""
         self.question: tuple[asyncio.Future[str], str] | None = None
@@ -327,9 +338,19 @@ class _Chat:
             return True
         if self.agent.status is AgentStatus.RUNNING:
             self.surface.line("(cancelled)", "notice")
-            self.agent.cancel()
+            self._cancel()
             return True
         return False
+
+    def _cancel(self) -> None:
+        """Cancel the running turn and what is queued, saying how many queued
+        prompts that dropped (they never run)."""
+        self.agent.cancel()
+        queued, self._queued = self._queued, []
+        dropped = sum(isinstance(handle.outcome, NeverRan) for handle in queued)
+        if dropped:
+            prompts = "prompt" if dropped == 1 else f"{dropped} prompts"
+            self.surface.line(f"(the queued {prompts} dropped too: never sent)", "notice")
 
     def _on_sigint(self) -> None:
         if not self._interrupt():
@@ -368,12 +389,15 @@ class _Chat:
         """Deliver ``text`` once it is stored (``agent.submit``); whether it was. One that
         could not be is said on one line, and never runs."""
         try:
-            await self.agent.submit(UserMessage.text(text), target)
+            handle = await self.agent.submit(UserMessage.text(text), target)
         except NotStoredError as exc:
             self.surface.line(f"tether: {exc}", "error")
             if self.agent.status is AgentStatus.IDLE:
                 await self._show_ready()
             return False
+        if target is Target.QUEUED and self.agent.status is AgentStatus.RUNNING:
+            self._queued = [h for h in self._queued if h.outcome is None]
+            self._queued.append(handle)
         return True
 
     async def _command(self, name: str, argument: str) -> None:
@@ -382,7 +406,7 @@ class _Chat:
             for line in help_text(self._commands(), keys=self.terminal).splitlines():
                 say(line)
         elif name == "cancel":
-            self.agent.cancel()
+            self._cancel()
         elif name == "steer":
             if not argument:
                 raise CommandError("give the text: /steer TEXT")
