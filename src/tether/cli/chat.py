@@ -35,6 +35,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from tether.agent import (
@@ -62,6 +63,7 @@ from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView, meter_for
+from tether.content import TextBlock
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
@@ -385,11 +387,20 @@ class _Chat:
         elif running:
             self.surface.line("(queued: it runs when the current turn ends)", "dim")
 
+    def _with_mentions(self, text: str) -> UserMessage:
+        """The prompt ``text``, with what its ``@path`` words attach (said on a line each)."""
+        from tether.cli.mentions import attach_mentions
+
+        attached = attach_mentions(text, Path(self.agent.session.header.cwd or os.getcwd()))
+        for note in attached.notes:
+            self.surface.line(f"({note})", "dim")
+        return UserMessage((TextBlock(text), *attached.blocks))
+
     async def _submit(self, text: str, target: Target) -> bool:
         """Deliver ``text`` once it is stored (``agent.submit``); whether it was. One that
         could not be is said on one line, and never runs."""
         try:
-            handle = await self.agent.submit(UserMessage.text(text), target)
+            handle = await self.agent.submit(self._with_mentions(text), target)
         except NotStoredError as exc:
             self.surface.line(f"tether: {exc}", "error")
             if self.agent.status is AgentStatus.IDLE:
