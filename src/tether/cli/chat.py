@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
 RUNNING_KEYS = "Enter: queue · Ctrl-S: steer · Ctrl-C: cancel"
+QUESTION_KEYS = "y: allow · n: reject · a: always allow · Ctrl-C: cancel the turn"
 IDLE_KEYS = "Alt-Enter: new line · Tab: complete · /help · Ctrl-D: leave"
 PLAIN_READ_LIMIT = 1 << 30
 """The stream reader's buffer limit: far above any line a person pastes."""
@@ -209,6 +210,11 @@ class _Chat:
     def _toolbar(self) -> str:
         running = self._attached and self.agent.status is AgentStatus.RUNNING
         keys = RUNNING_KEYS if running else IDLE_KEYS
+        if self.question is not None:
+            keys = QUESTION_KEYS
+        share = self.meter.context_share() if self._attached else None
+        if share is not None:
+            keys = f"context {share:.0%} · {keys}"
         if self._status is None:
             return keys
         text, since = self._status
