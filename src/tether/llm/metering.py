@@ -84,7 +84,7 @@ class UsageMeter:
 
     def context_share(self) -> float | None:
         """The share of the model's context window in use after the last answer
-        (0.0 – 1.0 and beyond), when both are known."""
+        (1.0 is full; more when the window was overrun), when both are known."""
         entry = self._entry()
         window = entry.context_window if entry is not None else None
         if self._used is None or not window:
