@@ -160,6 +160,8 @@ class RichSurface:
         self._console: Console | None = None
         self._markdown = MarkdownLines(self._block, self._code, lambda: self.console.width - 4)
         self._thinking: list[str] = []
+        self._partial_shown = False
+        """The answer's unfinished line is on screen as plain text (to be redrawn)."""
         self.output_error: OSError | None = None
 
     @property
@@ -192,6 +194,9 @@ class RichSurface:
             return
         if self._before_write is not None:
             self._before_write()
+        if self._partial_shown:
+            # The unfinished line drawn as it streamed gives way to what comes.
+            text, self._partial_shown = ERASE_LINE + text, False
         target = stream or self._out
         try:
             target.write(text)
@@ -216,6 +221,16 @@ class RichSurface:
         if self._thinking:
             self._end_thinking()
         self._markdown.feed(delta)
+        self._show_partial()
+
+    def _show_partial(self) -> None:
+        """Draw the answer's unfinished line as it streams, as plain text: it is
+        rendered (Markdown) once it ends or fills a row, in its place."""
+        text = _PRINTABLE.sub("", self._markdown.partial)
+        if not text.strip() or len(text) >= self.console.width - 1:
+            return
+        self._write(text)
+        self._partial_shown = True
 
     def thinking(self, delta: str) -> None:
         pieces = delta.split("\n")
@@ -244,6 +259,12 @@ class RichSurface:
         self._end_thinking()
         self._markdown.finish()
 
+
+ERASE_LINE = "\r\x1b[2K"
+"""Back to the start of the row, and clear it."""
+
+_PRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Control characters: never written raw to the terminal."""
 
 _PADDING = re.compile(r"(?:[ ]|\x1b\[[0-9;]*m)+$")
 """Spaces and style codes at the end of a rendered line."""
@@ -324,6 +345,14 @@ class MarkdownLines:
             self._pending += len(delta)
         if self._pending > self._width() and not self._table:
             self._cut_long_line()
+
+    @property
+    def partial(self) -> str:
+        """The unfinished line not handed over yet ("" inside a table or a fence,
+        whose lines show when they are complete)."""
+        if self._table or self._fence is not None:
+            return ""
+        return "".join(self._partial)
 
     def finish(self) -> None:
         """The answer (or this part of it) is complete."""
