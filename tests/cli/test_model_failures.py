@@ -88,3 +88,24 @@ async def test_a_page_that_is_not_the_api_points_at_the_base_url(tmp_path: Path)
     [line] = [line for line in err.splitlines() if line.startswith("tether: error: ")]
     assert "text/html" in line and "check --base-url" in line
     assert "model name" not in line
+
+
+async def test_after_a_retried_cut_stdout_holds_only_the_stored_answer(tmp_path: Path) -> None:
+    from tests.adapters.support import delta
+
+    async with FakeServer() as server:
+        config = overlay(tmp_path, server.url)
+        server.queue(stream([delta("The final answer")], end=False))
+        server.queue(stream(text_answer("The final answer is 42.")))
+        status, out, err = await run(tmp_path, *config, "run", *MODEL, "hi")
+        assert status == 0, err
+        assert out == "The final answer is 42.\n"
+        assert "[retrying: " in err
+
+        # --stream writes as it comes: the cut attempt is on stdout, and marked.
+        server.queue(stream([delta("The final answer")], end=False))
+        server.queue(stream(text_answer("The final answer is 42.")))
+        status, out, err = await run(tmp_path, *config, "run", "--stream", *MODEL, "hi")
+        assert status == 0, err
+        assert out == "The final answer\nThe final answer is 42.\n"
+        assert "(the answer above was cut off; it starts again)" in err

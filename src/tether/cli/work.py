@@ -105,11 +105,12 @@ class WorkView:
             cost = self._meter.cost() if self._meter is not None else None
             self._turn_cost_from = cost[0] if cost is not None else None
         elif kind == "assistant/message":
+            self.surface.answered()
             self._count(event, data)
         elif kind == "session/config" and self._meter is not None:
             self._meter.advance(event)
         elif kind == RETRY_TYPE:
-            self.surface.end_block()
+            self.surface.abandon()
             self._retry(data)
         elif kind == COMPACTED_TYPE:
             self.surface.line(compaction_notice(data), "notice")
