@@ -46,6 +46,7 @@ def test_sigterm_cancels_a_chat_turn_and_exits_143(tmp_path: Path) -> None:
     chat.send_signal(signal.SIGTERM)
     _out, err = chat.communicate(timeout=30)
     assert chat.returncode == 143, err
+    assert "(SIGTERM: the running turn is cancelled and the chat ends)" in err
     assert "(turn stopped: cancelled by user)" in err
 
 

@@ -245,7 +245,7 @@ class _Chat:
             async with asyncio.TaskGroup() as tasks:
                 prompting = tasks.create_task(self._prompter(), name="chat-prompt")
                 try:
-                    with Terminations(agent, then=self.lines.end) as terminations:
+                    with Terminations(agent, then=self._terminated) as terminations:
                         self.lines.refresh()
                         await self._read_entries(first)
                         self._drop_question()
@@ -359,6 +359,11 @@ class _Chat:
         if dropped:
             prompts = "prompt" if dropped == 1 else f"{dropped} prompts"
             self.surface.line(f"(the queued {prompts} dropped too: never sent)", "notice")
+
+    def _terminated(self, signal_name: str) -> None:
+        """A SIGTERM or SIGHUP: the running turn is cancelled, and the chat ends."""
+        self.surface.line(f"({signal_name}: the running turn is cancelled and the chat ends)")
+        self.lines.end()
 
     def _on_sigint(self) -> None:
         if not self._interrupt():

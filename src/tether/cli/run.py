@@ -237,4 +237,8 @@ def _verdict(
     if printer.output_error is not None:
         return EXIT_FAILED, f"the answer could not be written: {describe(printer.output_error)}"
     status, reason = exit_of(outcome)
+    if terminations.stopped_by is not None and status == EXIT_CANCELLED:
+        # The log says "cancelled by user" (a signal is the user's stop); the
+        # person is told which signal it was.
+        reason = f"stopped by {terminations.stopped_by}"
     return terminations.exit_status or status, reason
