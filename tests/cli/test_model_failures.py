@@ -109,3 +109,18 @@ async def test_after_a_retried_cut_stdout_holds_only_the_stored_answer(tmp_path:
         assert status == 0, err
         assert out == "The final answer\nThe final answer is 42.\n"
         assert "(the answer above was cut off; it starts again)" in err
+
+
+async def test_the_json_result_names_the_error_without_a_prefix(tmp_path: Path) -> None:
+    import json
+
+    async with FakeServer() as server:
+        server.queue(error(400, {"error": {"message": "no such model"}}))
+        config = overlay(tmp_path, server.url)
+        status, out, _err = await run(
+            tmp_path, *config, "run", "--output-format", "json", *MODEL, "hi"
+        )
+    assert status == 1
+    result = json.loads(out)
+    assert result["is_error"] is True
+    assert result["error"].startswith("openai-compatible: HTTP 400 (bad-request): no such model")

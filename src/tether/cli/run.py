@@ -168,7 +168,8 @@ def _write_result(
 ) -> tuple[int, str | None]:
     """Write the JSON result line; the exit status and reason, as writing it left them."""
     status = EXIT_FAILED if unstored is not None else status
-    error = unstored or reason
+    # The reason as a field: what failed, without the "error: " a line starts with.
+    error = unstored or (reason.removeprefix("error: ") if reason is not None else None)
     stored = unstored is None
     lines.write(turn_result(agent, outcome, exit_code=status, error=error, stored=stored))
     if lines.output_error is not None:
