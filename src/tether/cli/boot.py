@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,7 +84,7 @@ def composed(
 
 def resumes(args: argparse.Namespace) -> bool:
     """Whether the command continues a stored session (``--resume`` or ``--continue``)."""
-    return bool(getattr(args, "resume", None) or getattr(args, "continue_", False))
+    return getattr(args, "resume", None) is not None or bool(getattr(args, "continue_", False))
 
 
 def model_settings(document: object, model: str | None, base_url: str | None) -> ModelSettings:
@@ -356,9 +357,9 @@ def existing_dir(value: str) -> Path:
 async def open_agent(
     tether: Tether, *, resume: str | None, cwd: str, resume_latest: bool = False
 ) -> AgentHandle | None:
-    """Resume the stored session ``resume`` (an id or a unique prefix of one),
-    or with ``resume_latest`` the most recently active session of ``cwd``;
-    else create an agent in ``cwd``.
+    """Resume the stored session ``resume`` (an id or a unique prefix of one;
+    :data:`PICK`: the one the person picks), or with ``resume_latest`` the most
+    recently active session of ``cwd``; else create an agent in ``cwd``.
 
     A reason it cannot (a corrupt or live session, no agent loop) is printed
     on stderr as one line, and ``None`` is returned.
@@ -371,6 +372,8 @@ async def open_agent(
     from tether.session import SessionError
 
     try:
+        if resume == PICK:
+            return await tether.agents.resume(await pick_session(tether, cwd=cwd))
         if resume or resume_latest:
             session_id = await resolve_session(tether, resume, cwd=cwd)
             return await tether.agents.resume(session_id)
@@ -497,6 +500,50 @@ def session_model(agent: Agent) -> str:
     from tether.session.model import session_model as model_of
 
     return model_of(agent.session).model
+
+
+PICK = ""
+"""``--resume`` given without an id: the person picks one of the directory's sessions."""
+
+PICKER_SIZE = 10
+"""How many of the directory's most recent sessions the picker offers."""
+
+
+async def pick_session(tether: Tether, *, cwd: str) -> str:
+    """Ask on the terminal which of ``cwd``'s recent sessions to resume; its id.
+
+    The choices go to stderr, most recently active first, numbered; the
+    answer is read from stdin (Enter takes the first).
+
+    Raises:
+        UsageError: stdin is not a terminal, the directory has no stored
+            session, or the answer is not one of the numbers.
+    """
+    import asyncio
+
+    from tether.cli.terminal import is_terminal
+    from tether.persist.service import PERSISTENCE
+
+    if not is_terminal(sys.stdin):
+        raise UsageError(
+            "--resume without an id asks on the terminal which session; give an id, or --continue"
+        )
+    persistence = tether.runtime.ctx.get(PERSISTENCE)
+    summaries = [] if persistence is None else await persistence.list()
+    choices = [s for s in summaries if s.cwd == cwd and s.error is None][:PICKER_SIZE]
+    if not choices:
+        raise UsageError(f"no stored session in {cwd} to resume")
+    for number, summary in enumerate(choices, start=1):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.last_activity))
+        title = " ".join((summary.title or "").split())[:60]
+        print(f"{number:>3}  {when}  {summary.id}  {title}", file=sys.stderr)
+    print(f"resume which? [1-{len(choices)}, Enter: 1] ", end="", file=sys.stderr, flush=True)
+    answer = (await asyncio.to_thread(sys.stdin.readline)).strip()
+    if not answer:
+        return choices[0].id
+    if not answer.isdigit() or not 1 <= int(answer) <= len(choices):
+        raise UsageError(f"{answer!r} is not one of the sessions listed (1 to {len(choices)})")
+    return choices[int(answer) - 1].id
 
 
 async def resolve_session(tether: Tether, wanted: str | None, *, cwd: str) -> str:

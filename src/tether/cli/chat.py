@@ -56,7 +56,7 @@ from tether.agent.commands import (
     parse_command,
 )
 from tether.agent.events import AGENT_STATUS
-from tether.cli.boot import data_dir_of, open_for, session_line, start
+from tether.cli.boot import PICK, data_dir_of, open_for, session_line, start
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.spinner import frame
@@ -233,7 +233,7 @@ class _Chat:
         until input ends; the exit status a signal asked for, and why the last turn is
         not on disk (or ``None``)."""
         agent = self.agent
-        if self._args.resume or self._args.continue_:
+        if self._args.resume is not None or self._args.continue_:
             self.view.replay(agent.session)
         self.surface.line(f"{session_line(self.tether, agent)} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
@@ -533,7 +533,11 @@ async def chat(args: argparse.Namespace) -> int:
     # editor may not have the terminal yet, so the key arrives as SIGINT).
     asyncio.get_running_loop().add_signal_handler(signal.SIGINT, session._on_sigint)
     # On a terminal the prompt is drawn, and takes keys, while tether boots.
-    first = asyncio.ensure_future(session.lines.read()) if session.terminal else None
+    # (Not while a --resume without an id asks which session: the terminal is the picker's.)
+    picking = args.resume == PICK
+    first = (
+        asyncio.ensure_future(session.lines.read()) if session.terminal and not picking else None
+    )
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
         tether = await start(args, model=args.model, persistent=True)

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import io
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from tether.agent import Agent, NeverRan, TurnOutcome, UserMessage
-from tether.cli.boot import UsageError, open_for, session_line, start
+from tether.cli.boot import PICK, UsageError, open_for, session_line, start
 from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
 from tether.cli.failures import describe
 from tether.cli.output import EventLines, turn_result
@@ -90,7 +91,19 @@ def read_task(args: argparse.Namespace) -> str:
     return task
 
 
+def _task_after_resume(args: argparse.Namespace) -> None:
+    """``run --resume "go on"``: a value that cannot be a session id (a space, a
+    quote …) is the task, and the session is picked on the terminal."""
+    resume = args.resume
+    if args.task is None and resume and not _SESSION_ID_CHARS.fullmatch(resume):
+        args.task, args.resume = resume, PICK
+
+
+_SESSION_ID_CHARS = re.compile(r"[0-9A-Za-z_-]+")
+
+
 async def run(args: argparse.Namespace) -> int:
+    _task_after_resume(args)
     if args.mode == "ask":
         from tether.cli.asking import check_can_ask
 
