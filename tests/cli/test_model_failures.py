@@ -124,3 +124,28 @@ async def test_the_json_result_names_the_error_without_a_prefix(tmp_path: Path) 
     result = json.loads(out)
     assert result["is_error"] is True
     assert result["error"].startswith("openai-compatible: HTTP 400 (bad-request): no such model")
+
+
+async def test_run_ends_with_the_turns_tokens_and_cost_and_json_carries_total_cost_usd(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    async with FakeServer() as server:
+        path = tmp_path / "model.yml"
+        path.write_text(
+            fake_model_overlay(server.url, KEY)
+            + "  - id: llm\n    config:\n      models:\n"
+            + '        "openai-compatible:m": {prices: {input: 1000000.0, output: 2000000.0}}\n'
+        )
+        config = ("--config", str(path))
+        server.queue(stream(text_answer("priced")))  # usage: 5 in, 1 out
+        status, _out, err = await run(tmp_path, *config, "run", *MODEL, "hi")
+        assert status == 0, err
+        assert err.splitlines()[-1] == "tokens: 5 in, 1 out · 7.0000 USD (session 7.0000 USD)"
+        server.queue(stream(text_answer("priced")))
+        status, out, err = await run(
+            tmp_path, *config, "run", "--output-format", "json", *MODEL, "hi"
+        )
+        assert status == 0, err
+        assert json.loads(out)["total_cost_usd"] == 7.0

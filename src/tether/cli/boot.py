@@ -164,12 +164,17 @@ def composed_choice(tether: Tether) -> ModelChoice | None:
 
 def session_line(tether: Tether, agent: Agent) -> str:
     """``session ID · MODEL``: what ``run`` and ``chat`` say first, once the
-    session exists (the model its next request goes to)."""
-    from tether.session.model import session_model
+    session exists."""
+    return f"session {agent.id} · {next_model(tether, agent)}"
+
+
+def next_model(tether: Tether, agent: Agent) -> str:
+    """The model ``agent``'s next request goes to, the composition's model as the
+    configured one (:func:`tether.session.model.session_model`)."""
+    from tether.session.model import session_model as model_of
 
     composed = composed_choice(tether)
-    choice = session_model(agent.session, configured=None if composed is None else composed.model)
-    return f"session {agent.id} · {choice.model}"
+    return model_of(agent.session, configured=None if composed is None else composed.model).model
 
 
 def check_model_provider(tether: Tether) -> None:
@@ -355,14 +360,19 @@ def existing_dir(value: str) -> Path:
 
 
 async def open_agent(
-    tether: Tether, *, resume: str | None, cwd: str, resume_latest: bool = False
+    tether: Tether,
+    *,
+    resume: str | None,
+    cwd: str,
+    resume_latest: bool = False,
+    reasons: list[str] | None = None,
 ) -> AgentHandle | None:
     """Resume the stored session ``resume`` (an id or a unique prefix of one;
     :data:`PICK`: the one the person picks), or with ``resume_latest`` the most
     recently active session of ``cwd``; else create an agent in ``cwd``.
 
     A reason it cannot (a corrupt or live session, no agent loop) is printed
-    on stderr as one line, and ``None`` is returned.
+    on stderr as one line (and added to ``reasons``), and ``None`` is returned.
 
     Raises:
         UsageError: no stored session matches (exit 2, like any bad argument).
@@ -379,31 +389,45 @@ async def open_agent(
             return await tether.agents.resume(session_id)
         return await tether.agents.create(cwd=cwd)
     except (AgentError, LookupError, LogStoreError, SessionError) as exc:
-        print(f"tether: {exc}", file=sys.stderr)
+        _refused(str(exc), reasons)
         return None
 
 
-async def open_for(tether: Tether, args: argparse.Namespace, *, cwd: str) -> AgentHandle | None:
+def _refused(reason: str, reasons: list[str] | None) -> None:
+    """Say why a session cannot be opened, and keep it for a JSON result."""
+    print(f"tether: {reason}", file=sys.stderr)
+    if reasons is not None:
+        reasons.append(reason)
+
+
+async def open_for(
+    tether: Tether, args: argparse.Namespace, *, cwd: str, reasons: list[str] | None = None
+) -> AgentHandle | None:
     """:func:`open_agent` as ``run`` and ``chat`` ask for it (``--resume``,
     ``--continue``): a new session once it is stored (its header, so the id
     the command shows names a session on disk), a resumed one on the model it
     ran on, or the one ``--model``/``--base-url`` give (:func:`continue_on`);
-    ``None`` once the reason it cannot is printed."""
+    ``None`` once the reason it cannot is printed (and added to ``reasons``)."""
     resuming = resumes(args)
-    handle = await open_agent(tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd)
+    handle = await open_agent(
+        tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd, reasons=reasons
+    )
     if handle is None:
         return None
     if not resuming:
-        return await _stored(handle, verbose=bool(getattr(args, "verbose", False)))
+        verbose = bool(getattr(args, "verbose", False))
+        return await _stored(handle, verbose=verbose, reasons=reasons)
     unusable = await continue_on(tether, handle.agent, model=args.model, base_url=args.base_url)
     if unusable is None:
         return handle
-    print(f"tether: {unusable}", file=sys.stderr)
+    _refused(unusable, reasons)
     await handle.dispose()
     return None
 
 
-async def _stored(handle: AgentHandle, *, verbose: bool) -> AgentHandle | None:
+async def _stored(
+    handle: AgentHandle, *, verbose: bool, reasons: list[str] | None
+) -> AgentHandle | None:
     """``handle`` once its new session is on disk (its id may be shown); else ``None``,
     the reason printed and the agent disposed."""
     from tether.cli.ending import acknowledge, dispose_reporting
@@ -411,6 +435,8 @@ async def _stored(handle: AgentHandle, *, verbose: bool) -> AgentHandle | None:
     unstored = await acknowledge(handle.agent, created=True)
     if unstored is None:
         return handle
+    if reasons is not None:
+        reasons.append(unstored)
     _failed, release_logs = await dispose_reporting(handle, unstored, verbose=verbose)
     release_logs()
     return None

@@ -200,6 +200,13 @@ class WorkView:
         else:
             self.surface.line(f"({outcome})", "notice")
 
+    def turn_cost(self) -> tuple[float, str] | None:
+        """What the last turn cost, ``(amount, currency)``, when prices are known."""
+        cost = self._meter.cost() if self._meter is not None else None
+        if cost is None:
+            return None
+        return round(cost[0] - (self._turn_cost_from or 0.0), 6), cost[1]
+
     def usage_line(self) -> str | None:
         """The tokens (and cost) of the last turn, and the session's cost; ``None`` without
         figures."""
