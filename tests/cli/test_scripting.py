@@ -76,7 +76,8 @@ def test_stream_json_prints_every_event_then_the_result(tmp_path: Path) -> None:
     result = tether(tmp_path, "run", "--output-format", "stream-json", "hello stream")
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    *events, last = lines
+    init, *events, last = lines
+    assert init["type"] == "init"
     assert all("/" in event["type"] for event in events)
     assert [event["seq"] for event in events] == list(range(len(events)))
     assert events[-1]["type"] == "turn/end" and last["type"] == "result"
