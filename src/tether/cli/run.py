@@ -194,8 +194,8 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
             )
         if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
-        if unstored is None and (usage := view.usage_line()) is not None:
-            print(usage, file=sys.stderr)
+        if reason is None and unstored is None and (usage := view.usage_line()) is not None:
+            print(usage, file=sys.stderr)  # a failure is one line: this ends a completed run
         failed, release_logs = await dispose_reporting(handle, unstored, verbose=args.verbose)
         return EXIT_FAILED if failed else status
     finally:
