@@ -130,9 +130,19 @@ class SessionViews:
         return self._bell.subscribers(session_id)
 
     async def follow(
-        self, session_id: str, after_seq: int = -1, *, batch_window: float = 0.0
+        self,
+        session_id: str,
+        after_seq: int = -1,
+        *,
+        batch_window: float = 0.0,
+        whole: bool = True,
     ) -> AsyncGenerator[Sequence[Event], None]:
         """The events of ``session_id`` with seq > ``after_seq``, in batches, then live.
+
+        A session not live here is read whole first (:meth:`load`: shared with
+        the other views reading it, a last turn that never closed shown closed
+        as a load shows it); with ``whole`` false it is read from storage from
+        the start, as stored, a batch at a time.
 
         With ``batch_window``, a live batch gathers what is appended within that
         many seconds of its first event (a streamed answer's chunks come one by
@@ -155,7 +165,7 @@ class SessionViews:
             try:
                 cursor = Cursor(after_seq)
                 batch: Sequence[Event]
-                if self._store.get(session_id) is None:
+                if whole and self._store.get(session_id) is None:
                     loaded: Session | None = await self.load(session_id)
                     # Live here meanwhile: read from there on, at the same cursor.
                     while loaded is not None and self._store.get(session_id) is None:
@@ -313,7 +323,7 @@ class FollowedTurn:
     follows a turn, not a message of this process: its ``message`` is ``None``.
     """
 
-    __slots__ = ("_answer", "_claim", "_settling", "_tasks", "handle", "left", "seq")
+    __slots__ = ("_answer", "_claim", "_settling", "_tasks", "handle", "seq")
 
     def __init__(self, claim: TurnClaimed, answer: str, seq: int) -> None:
         self._claim = claim
@@ -324,12 +334,10 @@ class FollowedTurn:
         self.handle: TurnHandle = self._settling.handle
         self.seq = seq
         """The seq of the last event read."""
-        self.left = False
-        """Whether the session's holder let it go and its log ends without the turn's end."""
 
     async def settled(self) -> TurnOutcome | None:
-        """How the turn ended, once its ``turn/end`` is read; ``None`` once :attr:`left`
-        says its holder let the session go without one.
+        """How the turn ended, once its ``turn/end`` is read; ``None`` once the
+        session's holder let it go and what it stored holds no end of the turn.
 
         Raises:
             SessionNotFoundError, CorruptLogError: the log was deleted or damaged
@@ -377,8 +385,8 @@ async def following_turn(
 
     Every ``holder_check`` seconds the follower asks whether a process still has
     the session live; once none has, it reads what is stored (a holder stores
-    everything before it lets the lease go) and, finding no end of the turn,
-    marks it :attr:`~FollowedTurn.left`.
+    everything before it lets the lease go): finding no end of the turn there,
+    :meth:`~FollowedTurn.settled` returns ``None``.
 
     Raises:
         ValueError: ``session`` has no open turn, or it is live in this process
@@ -391,7 +399,7 @@ async def following_turn(
     followed = _open_turn(session, turn)
 
     async def watch() -> None:
-        async for batch in views.follow(session.id, followed.seq):
+        async for batch in views.follow(session.id, followed.seq, whole=False):
             if followed.see(batch):
                 return
 
@@ -403,7 +411,6 @@ async def following_turn(
         async for batch in views.stored_after(session.id, followed.seq):
             if followed.see(batch):
                 return
-        followed.left = followed.handle.outcome is None
 
     loop = asyncio.get_running_loop()
     followed._tasks = tasks = (
