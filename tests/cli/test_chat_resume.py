@@ -46,7 +46,7 @@ def test_resume_on_a_terminal_renders_the_replayed_answers_as_markdown(
     home, sid = stored
     chat = Terminal(home, "--continue")
     try:
-        shown = chat.expect(f"session {sid} (/help lists the commands)")
+        shown = chat.expect(f"session {sid} · offline (/help lists the commands)")
         assert "1 earlier turn not shown" in shown
         replayed = shown.split("earlier turn not shown", 1)[1]
         assert 'You said: "say bold"' in replayed  # Markdown, rendered

@@ -46,7 +46,7 @@ from tether.agent.commands import (
     parse_command,
 )
 from tether.agent.events import AGENT_STATUS
-from tether.cli.boot import data_dir_of, open_for, start
+from tether.cli.boot import data_dir_of, open_for, session_line, start
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.spinner import frame
@@ -216,7 +216,7 @@ class _Chat:
         agent = self.agent
         if self._args.resume or self._args.continue_:
             self.view.replay(agent.session)
-        self.surface.line(f"session {agent.id} (/help lists the commands)", "dim")
+        self.surface.line(f"{session_line(self.tether, agent)} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
         agent.ctx.on(AGENT_STATUS, self._on_status)
         loop = asyncio.get_running_loop()
@@ -483,6 +483,9 @@ async def chat(args: argparse.Namespace) -> int:
 
         check_can_ask("chat")
     session = _Chat(args)
+    # Ctrl-C never leaves the chat, not even while tether boots (the line
+    # editor may not have the terminal yet, so the key arrives as SIGINT).
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, session._on_sigint)
     # On a terminal the prompt is drawn, and takes keys, while tether boots.
     first = asyncio.ensure_future(session.lines.read()) if session.terminal else None
     release_logs: Callable[[], None] = lambda: None  # noqa: E731

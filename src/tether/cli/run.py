@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from tether.agent import Agent, NeverRan, TurnOutcome, UserMessage
-from tether.cli.boot import UsageError, open_for, start
+from tether.cli.boot import UsageError, open_for, session_line, start
 from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
 from tether.cli.failures import describe
 from tether.cli.output import EventLines, turn_result
@@ -109,7 +109,7 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         if handle is None:
             return EXIT_FAILED
         agent = handle.agent
-        print(f"session {agent.id}", file=sys.stderr)
+        print(session_line(tether, agent), file=sys.stderr)
         text_out = args.output_format == "text"
         printer, spinner = _printer_for(args)
         view = WorkView(
