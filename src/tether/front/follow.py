@@ -106,9 +106,9 @@ class SessionViews:
         self._persistence = persistence
         self._bell = Doorbell()
         self._nudges: dict[str, int] = {}
+        """Per session followed: how many nudges it had (a follower yields on a change)."""
         self._loading: dict[str, asyncio.Future[Session]] = {}
         """The reads of stored sessions under way (see :meth:`load`)."""
-        """Per session followed: how many nudges it had (a follower yields on a change)."""
 
     def on_session_event(self, session: Session, event: Event) -> None:
         """``session/event``: wake every follower of ``session``."""
