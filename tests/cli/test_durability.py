@@ -457,9 +457,11 @@ def test_sigterm_and_sighup_close_the_turn_like_ctrl_c(
 ) -> None:
     process, sid = slow_run(tmp_path, overlay(tmp_path, "slow", SLOW))
     process.send_signal(signum)
-    process.wait(timeout=30)
+    _out, err = process.communicate(timeout=30)
     assert process.returncode == status
     assert last_reason(tmp_path, sid) == {"kind": "aborted", "cause": "user"}
+    # The log says the user stopped it; the person is told which signal did.
+    assert f"tether: stopped by {signum.name}" in err
 
 
 # -- read-only loads and private logs --------------------------------------------------

@@ -33,3 +33,13 @@ def test_after_a_compaction_the_context_is_not_reported_at_its_old_size() -> Non
     fold(meter, answer(9_000))
     assert meter.used == 10_000
     assert meter.describe().startswith("10,000 tokens in context of 200,000 (5%)")
+
+
+def test_the_share_of_the_context_window_is_known_once_both_are() -> None:
+    windowed = UsageMeter(ModelCatalog({"m:x": ModelEntry(context_window=200_000)}), "m:x")
+    assert windowed.context_share() is None  # no answer yet
+    fold(windowed, answer(49_000))
+    assert windowed.context_share() == 0.25
+    unknown = UsageMeter(ModelCatalog({}), "m:x")
+    fold(unknown, answer(49_000))
+    assert unknown.context_share() is None

@@ -54,7 +54,12 @@ def add_resume_options(parser: argparse.ArgumentParser) -> None:
     """``--resume ID`` and ``--continue``: which stored session to go on with."""
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
-        "--resume", metavar="ID", help="continue a stored session (its id, or a unique prefix)"
+        "--resume",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="continue a stored session (its id, or a unique prefix); without ID, pick one "
+        "of the directory's recent sessions",
     )
     which.add_argument(
         "--continue",

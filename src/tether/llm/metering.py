@@ -82,6 +82,15 @@ class UsageMeter:
         any, and after a compaction until the next answer."""
         return self._used
 
+    def context_share(self) -> float | None:
+        """The share of the model's context window in use after the last answer
+        (1.0 is full; more when the window was overrun), when both are known."""
+        entry = self._entry()
+        window = entry.context_window if entry is not None else None
+        if self._used is None or not window:
+            return None
+        return self._used / window
+
     def cost(self) -> tuple[float, str] | None:
         """``(amount, currency)`` spent so far, when the current model's prices are known."""
         entry = self._entry()
