@@ -152,9 +152,9 @@ def measure(backend_name: str, root: str, session_id: str, what: str) -> dict[st
 
 async def open_web(backend: LogBackend, session_id: str) -> None:
     """Read ``session_id`` as `tether web`'s event stream does, from its first event."""
+    from tether.front.follow import SessionViews
     from tether.persist.service import _load
     from tether.web.app import EncodedLogs
-    from tether.web.follow import Follows
 
     total: list[int] = []
 
@@ -168,7 +168,7 @@ async def open_web(backend: LogBackend, session_id: str) -> None:
         def get(self, session_id: str) -> None:
             return None
 
-    follows = Follows(NoneLive(), Stored())  # type: ignore[arg-type]
+    follows = SessionViews(NoneLive(), Stored())  # type: ignore[arg-type]
     encoded = EncodedLogs()
     encoded.enter(session_id)
     follow = follows.follow(session_id)

@@ -2,7 +2,7 @@
 
 * :mod:`tether.acp.bridge` — the plugin: ownership of the client's sessions, teardown;
 * :mod:`tether.acp.record` — one session as the bridge keeps it, and its client link;
-* :mod:`tether.acp.prompts` — a prompt in flight and the stop reason that answers it;
+* :mod:`tether.acp.prompts` — the stop reason a prompt's turn handle answers it with;
 * :mod:`tether.acp.asking` — ``session/request_permission``, failing closed;
 * :mod:`tether.acp.errors` — the bridge's errors;
 * :mod:`tether.acp.server` — the SDK ``Agent`` implementation over the bridge;

@@ -313,14 +313,7 @@ class Bridge:
         if naming is not None:
             naming.cancel("the session was closed")
         record.mark_cancelled()
-
-        async def dispose() -> None:
-            try:
-                await record.dispose()
-            finally:
-                record.settle_cancelled()
-
-        disposing = self._spawn(dispose())
+        disposing = self._spawn(record.dispose())
         self._disposing[session_id] = disposing
         disposing.add_done_callback(lambda _: self._disposing.pop(session_id, None))
         await asyncio.shield(disposing)
@@ -675,8 +668,6 @@ class Bridge:
             *(record.dispose() for record in records), *work, return_exceptions=True
         )
         self._records.clear()
-        for record in records:
-            record.settle_cancelled()
         failures = [
             outcome
             for outcome in outcomes
@@ -797,7 +788,6 @@ class Bridge:
         if record is None or self._closing:
             return
         del self._records[record.id]
-        record.settle_cancelled()
 
     # -- internals --------------------------------------------------------------------
 

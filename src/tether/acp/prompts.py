@@ -1,14 +1,13 @@
-"""A ``session/prompt`` in flight, and how its turn's end answers it."""
+"""How a ``session/prompt`` is answered: the stop reason its turn handle's outcome maps to."""
 
 from __future__ import annotations
-
-import asyncio
 
 import msgspec
 from acp.schema import StopReason
 
+from tether.agent import NeverRan, TurnOutcome
 from tether.loop.turn import step_limit_reached
-from tether.session import Aborted, Blocked, Completed, Errored, MaxTokens, TurnEndReason
+from tether.session import Aborted, Blocked, Completed, Errored, MaxTokens
 
 
 class TurnFailed(msgspec.Struct, frozen=True):
@@ -21,18 +20,12 @@ Outcome = StopReason | TurnFailed
 """How a prompt ended."""
 
 
-class PendingPrompt(msgspec.Struct, eq=False):
-    """A ``session/prompt`` waiting for its turn to end; ``future`` gets the outcome."""
-
-    message_id: str
-    future: asyncio.Future[Outcome]
-    turn: int | None = None
-    """The turn that claimed the prompt, once one has."""
-    cancel_requested: bool = False
-
-
-def outcome_of(reason: TurnEndReason) -> Outcome:
-    """The answer to a prompt whose turn ended with ``reason``."""
+def outcome_of(outcome: TurnOutcome) -> Outcome:
+    """The answer to a prompt whose turn handle settled with ``outcome``: ``cancelled``
+    when no turn took it, else by the reason its turn ended."""
+    if isinstance(outcome, NeverRan):
+        return "cancelled"
+    reason = outcome.reason
     if isinstance(reason, Completed):
         return "end_turn"
     if isinstance(reason, Aborted):

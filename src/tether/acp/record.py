@@ -2,8 +2,16 @@
 
 What the session is set to — its mode, its model, the tools granted "allow
 always" — lives in its log (:mod:`tether.session.settings`), not here: the
-record folds the log (:class:`SessionSettings`) and every change is an
-append, so a load or a resume restores exactly what the editor had set.
+record reads :attr:`Session.settings <tether.session.Session.settings>`
+(folded once as the log grows) and every change is an append, so a load or
+a resume restores exactly what the editor had set.
+
+The updates are read from the log through a session view's
+:class:`~tether.front.follow.Cursor`: each event heard moves the cursor on,
+and while a replay is being sent nothing is shown live — the log keeps what
+is appended meanwhile, and the replay's end shows it from the cursor (no
+gap, no duplicate). A prompt is answered from its
+:class:`~tether.agent.TurnHandle`, once the updates of its turn were sent.
 """
 
 from __future__ import annotations
@@ -18,17 +26,24 @@ from tether.acp.delegation import ChildProgress
 from tether.acp.editor_files import ClientFeatures
 from tether.acp.errors import BridgeClosedError, PromptInFlightError
 from tether.acp.permissions import Mode
-from tether.acp.prompts import Outcome, PendingPrompt, outcome_of
+from tether.acp.prompts import Outcome, outcome_of
 from tether.acp.replay import replay
 from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update, stored_preview
 from tether.acp.usage import UsageMeter
-from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
+from tether.agent import (
+    Agent,
+    AgentDisposedError,
+    AgentHandle,
+    CancelCause,
+    TurnHandle,
+    UserMessage,
+)
 from tether.content import TextBlock
+from tether.front.follow import Cursor
 from tether.llm.catalog import ModelCatalog
 from tether.plugins.tool_subagent import TASK_TOOL
 from tether.session import (
     Event,
-    InboxSpliced,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
@@ -127,15 +142,18 @@ class SessionRecord:
         self._default_mode = mode
         self.previews: dict[str, ToolPreview] = {}
         """The previews of this session's calls that are waiting to run, by call id."""
-        self._prompts: list[PendingPrompt] = []
+        self._prompts: list[_Prompt] = []
         """The prompts not yet answered, oldest first: every one but the last was cancelled."""
         self._link = link
         events = agent.session.events
-        self._held: list[Event] | None = [] if hold else None
+        self._shown = Cursor(len(events) - 1)
+        """The last event shown: those before the record are the history a replay shows."""
+        self._live = asyncio.Event()
+        """Set while heard events are shown at once (not while the session opens or replays)."""
+        if not hold:
+            self._live.set()
         self._replaying = asyncio.Lock()
         self._dispose: Callable[[], Awaitable[None]] | None = None
-        self.settings = SessionSettings(events)
-        """What the log says the session is set to (mode, model, grants, plan)."""
         self.catalog = catalog or ModelCatalog()
         self.configured_model = header_model(agent.session.header).model
         """The model the session was created with (the agent loop's)."""
@@ -158,6 +176,11 @@ class SessionRecord:
     @property
     def id(self) -> str:
         return self.agent.id
+
+    @property
+    def settings(self) -> SessionSettings:
+        """What the log says the session is set to (mode, model, grants, plan)."""
+        return self.agent.session.settings
 
     # -- settings (each change is appended to the log) ------------------------------
 
@@ -212,11 +235,9 @@ class SessionRecord:
     # -- events -----------------------------------------------------------------
 
     def on_event(self, event: Event) -> None:
-        self.settings.advance(event)
-        if self._held is not None:
-            self._held.append(event)
-            return
-        self._show(event)
+        if self._live.is_set():
+            for shown in self._shown.next(event, self.agent.session.events):
+                self._show(shown)
 
     async def replay(self, stop: int | None = None) -> None:
         """Send the session's events up to seq ``stop`` (default: all it has now)
@@ -225,28 +246,32 @@ class SessionRecord:
         The log is decoded and sent a batch at a time (`REPLAY_BATCH`
         updates): each batch leaves for the client (`ClientLink.drain`)
         before the next is decoded, so a replay holds one batch, not the
-        log. Events appended meanwhile are held back and follow the replay
-        (no gap, no duplicate); replays of one session take turns.
+        log. Events appended meanwhile are shown live after the replay, read
+        from the log (no gap, no duplicate); replays of one session take turns.
         """
         async with self._replaying:
             session = self.agent.session
             stop = len(session.events) if stop is None else stop
-            if self._held is None:
-                self._held = []  # appended from here on: shown after the replay
+            self._live.clear()  # appended from here on: shown after the replay
+            self._shown.seq = max(self._shown.seq, stop - 1)
             send, session_id = self._link.send_update, self.id
-            updates = replay(session.events, self._new_meter(), session.header.cwd, stop=stop)
-            for count, update in enumerate(updates, 1):
-                send(session_id, update)
-                if count % REPLAY_BATCH == 0:
-                    await self._link.drain()
-            await self._link.drain()
-            self.attach()
+            try:
+                updates = replay(session.events, self._new_meter(), session.header.cwd, stop=stop)
+                for count, update in enumerate(updates, 1):
+                    send(session_id, update)
+                    if count % REPLAY_BATCH == 0:
+                        await self._link.drain()
+                await self._link.drain()
+            finally:
+                self.attach()  # a replay cut short leaves no prompt waiting on it
 
     def attach(self) -> None:
-        """Send the live events held back while the session was opening, and go live."""
-        held, self._held = self._held or [], None
-        for event in held:
-            self._show(event)
+        """Show what the log gained while the session was opening (or replaying), and
+        go live."""
+        while batch := self._shown.take(self.agent.session.events):
+            for event in batch:
+                self._show(event)
+        self._live.set()
 
     def state_updates(self) -> list[SessionUpdate]:
         """What a client re-attaching without a replay needs: the usage and the plan."""
@@ -279,14 +304,12 @@ class SessionRecord:
             if text.strip():
                 namer, self._namer = self._namer, None
                 namer(self, text)
-        for prompt in list(self._prompts):
-            self._track(prompt, event)
 
     def show_child(self, call_id: str, event: Event) -> None:
         """Show ``event`` of the child agent started by this session's ``task`` call
         ``call_id`` in that call, while it runs (see :mod:`tether.acp.delegation`)."""
         progress = self._tasks.get(call_id)
-        if progress is not None and self._held is None and progress.advance(event):
+        if progress is not None and self._live.is_set() and progress.advance(event):
             self._link.send_update(self.id, progress.update(self._mapper.tool_call_id(call_id)))
 
     def show_started(self, call_id: str) -> None:
@@ -317,7 +340,8 @@ class SessionRecord:
         return bool(self._prompts)
 
     def begin_prompt(self, message: UserMessage) -> asyncio.Future[Outcome]:
-        """Queue ``message`` as a followup; the future settles with its outcome.
+        """Queue ``message`` as a followup; the future settles with its outcome once its
+        turn handle says how it ended and the updates of that turn were sent.
 
         A prompt sent after a cancel is accepted while the cancelled one is
         still to answer: the cancel cleared or aborted everything queued
@@ -331,14 +355,28 @@ class SessionRecord:
         """
         if any(not prompt.cancel_requested for prompt in self._prompts):
             raise PromptInFlightError(self.id)
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        prompt = PendingPrompt(message.id, future)
         try:
-            self.agent.followup(message)
+            prompt = _Prompt(self.agent.followup(message))
         except AgentDisposedError as exc:
             raise BridgeClosedError(str(exc)) from None
         self._prompts.append(prompt)
-        return future
+        prompt.answer = asyncio.ensure_future(self._answer(prompt))
+        return prompt.answer
+
+    async def _answer(self, prompt: _Prompt) -> Outcome:
+        """How ``prompt`` ended, once its handle settled (the agent's teardown settles
+        it too), every prompt asked before it was answered, and the record shows
+        events live again: every update of its turn, held back by a replay under
+        way, was sent first."""
+        try:
+            outcome = await prompt.handle.ended()
+            for earlier in self._prompts[: self._prompts.index(prompt)]:
+                if earlier.answer is not None:
+                    await asyncio.wait({earlier.answer})  # answered in the order asked
+            await self._live.wait()
+        finally:
+            self._prompts.remove(prompt)
+        return "cancelled" if prompt.cancel_requested else outcome_of(outcome)
 
     def cancel(self) -> None:
         """``session/cancel``: every prompt in flight answers ``cancelled``."""
@@ -350,24 +388,14 @@ class SessionRecord:
         for prompt in self._prompts:
             prompt.cancel_requested = True
 
-    def settle_cancelled(self) -> None:
-        """Answer every prompt in flight ``cancelled`` (its agent is gone)."""
-        for prompt in list(self._prompts):
-            self._settle(prompt, "cancelled")
 
-    def _track(self, prompt: PendingPrompt, event: Event) -> None:
-        payload = event.payload
-        if isinstance(payload, InboxSpliced) and prompt.message_id in payload.message_ids:
-            if payload.op == "claim":
-                prompt.turn = self.agent.session.open_turn
-            elif payload.op != "insert":
-                self._settle(prompt, "cancelled")
-        elif isinstance(payload, TurnEnd) and payload.turn == prompt.turn:
-            self._settle(prompt, outcome_of(payload.reason))
+class _Prompt:
+    """A ``session/prompt`` in flight: its turn handle, and whether it was cancelled."""
 
-    def _settle(self, prompt: PendingPrompt, outcome: Outcome) -> None:
-        self._prompts.remove(prompt)
-        if prompt.cancel_requested:
-            outcome = "cancelled"
-        if not prompt.future.done():
-            prompt.future.set_result(outcome)
+    __slots__ = ("answer", "cancel_requested", "handle")
+
+    def __init__(self, handle: TurnHandle) -> None:
+        self.handle = handle
+        self.cancel_requested = False
+        self.answer: asyncio.Future[Outcome] | None = None
+        """The task answering it (kept here until it is done)."""

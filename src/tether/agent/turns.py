@@ -93,13 +93,14 @@ class TurnHandle:
 
     def __init__(
         self,
-        message: UserMessage,
+        message: UserMessage | None,
         claimed: asyncio.Future[TurnClaimed | NeverRan],
         ended: asyncio.Future[TurnOutcome],
         store: Callable[[str], Awaitable[None]],
     ) -> None:
         self.message = message
-        """The message this handle follows."""
+        """The message this handle follows; ``None`` for a turn followed in the log
+        of another process (see :func:`tether.front.follow.following_turn`)."""
         self._claimed = claimed
         self._ended = ended
         self._store = store
@@ -133,7 +134,8 @@ class TurnHandle:
 
     def __repr__(self) -> str:
         state = "ended" if self._ended.done() else "claimed" if self._claimed.done() else "waiting"
-        return f"<TurnHandle {self.message.id} {state}>"
+        name = "a turn" if self.message is None else self.message.id
+        return f"<TurnHandle {name} {state}>"
 
 
 class Settling:
@@ -144,7 +146,9 @@ class Settling:
 
     __slots__ = ("_claimed", "_ended", "handle")
 
-    def __init__(self, message: UserMessage, store: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self, message: UserMessage | None, store: Callable[[str], Awaitable[None]]
+    ) -> None:
         loop = asyncio.get_running_loop()
         self._claimed: asyncio.Future[TurnClaimed | NeverRan] = loop.create_future()
         self._ended: asyncio.Future[TurnOutcome] = loop.create_future()

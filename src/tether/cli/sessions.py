@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
 
+    from tether.agent import TurnEnded
+    from tether.front.follow import SessionViews
     from tether.persist.backends.base import SessionSummary
     from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
@@ -215,7 +217,7 @@ def _aligned(rows: list[list[str]], *, width: int) -> list[str]:
 
 
 async def _cancel(
-    persistence: Persistence, cluster: Cluster | None, session_id: str, *, wait: bool
+    views: SessionViews, cluster: Cluster | None, session_id: str, *, wait: bool
 ) -> int:
     """``sessions cancel``: ask the host that has the session live to cancel its work,
     then (unless ``wait`` is false) follow the log until that host wrote the stop.
@@ -232,6 +234,10 @@ async def _cancel(
     from tether.persist.backends.errors import InvalidSessionIdError
     from tether.persist.backends.records import validate_session_id
     from tether.persist.cluster import SessionNotLiveError
+    from tether.session import Aborted
+
+    persistence = views.persistence
+    assert persistence is not None, "sessions commands run where sessions are stored"
 
     if cluster is None:
         print(
@@ -251,96 +257,66 @@ async def _cancel(
     # Read as stored (an open turn left open, whether or not its holder still
     # runs) before the cancel is sent: the stop is among the events after these.
     session = await persistence.load(session_id, as_stored=True)
-    last = len(session.events) - 1
     try:
         host = await cluster.cancel(session_id)
     except SessionNotLiveError as exc:
         if session.open_turn is None or exc.last_host is None:
             raise
-        # Its holder let it go before the cancel: whether it stopped is in the log.
-        host, end = exc.last_host, await _end_after(persistence, session_id, last)
+        host = exc.last_host  # its holder let it go before the cancel: the log says the rest
     else:
         print(f"cancel of {session_id} sent to host {host}", file=sys.stderr)
         if session.open_turn is None:
             print(f"session {session_id} has no turn running on host {host}: nothing to stop")
             return EXIT_OK
-        end = await _stop_in_log(persistence, session_id, last)
-    if end is None:
-        if await persistence.holder(session_id) is None:
-            print(
-                f"tether: host {host} let session {session_id} go without stopping turn "
-                f"{session.open_turn}; the turn is closed (interrupted) when the session is "
-                "resumed",
-                file=sys.stderr,
-            )
-        else:
-            print(
-                f"tether: no stop of session {session_id} in its log after {CANCEL_WAIT:g} s;"
-                f" host {host} still has it live",
-                file=sys.stderr,
-            )
-        return EXIT_FAILED
-    data = end.data_object()
-    reason = data.get("reason")
-    kind, cause = (
-        (reason.get("kind"), reason.get("cause")) if isinstance(reason, dict) else ("?", None)
-    )
-    how = str(kind) if cause is None else f"{kind}, cause {cause}"
+    ended = await _stop_of(views, session)
+    if ended is None:
+        return _not_stopped(session, host, left=await persistence.holder(session_id) is None)
+    reason = ended.reason
+    how = f"{reason.kind}, cause {reason.cause}" if isinstance(reason, Aborted) else reason.kind
     print(
-        f"session {session_id}: turn {data.get('turn')} ended ({how}) on host {host}, seq {end.seq}"
+        f"session {session_id}: turn {ended.turn} ended ({how}) on host {host}, seq {ended.end_seq}"
     )
     return EXIT_OK
 
 
-async def _stop_in_log(persistence: Persistence, session_id: str, after: int) -> StoredEvent | None:
-    """The first ``turn/end`` stored after seq ``after``, followed as it is written; ``None``
-    when the holder let the session go without one, or after :data:`CANCEL_WAIT` seconds."""
+async def _stop_of(views: SessionViews, session: Session) -> TurnEnded | None:
+    """How the open turn of ``session`` (read as stored) ended, followed in its log;
+    ``None`` when its holder let it go without ending it, or after :data:`CANCEL_WAIT`
+    seconds."""
     import asyncio
 
-    async def first_end() -> StoredEvent | None:
-        async for batch in persistence.follow(session_id, after):
-            for event in batch:
-                if event.type == "turn/end":
-                    return event
-        return None
+    from tether.agent import TurnEnded
+    from tether.front.follow import following_turn
 
-    async def holder_gone() -> None:
-        # Everything a holder writes is stored before it lets the lease go.
-        while True:
-            if await persistence.holder(session_id) is None:
-                return
-            await asyncio.sleep(HOLDER_CHECK)
-
-    ending = asyncio.create_task(first_end())
-    gone = asyncio.create_task(holder_gone())
-    try:
-        await asyncio.wait((ending, gone), timeout=CANCEL_WAIT, return_when="FIRST_COMPLETED")
-    finally:
-        for task in (ending, gone):
-            task.cancel()
-        await asyncio.gather(ending, gone, return_exceptions=True)
-    for task in (gone, ending):
-        if not task.cancelled() and (error := task.exception()) is not None:
-            raise error
-    if not ending.cancelled():
-        return ending.result()
-    return await _end_after(persistence, session_id, after)
+    async with following_turn(views, session, holder_check=HOLDER_CHECK) as turn:
+        try:
+            async with asyncio.timeout(CANCEL_WAIT):
+                outcome = await turn.settled()
+        except TimeoutError:
+            return None
+    return outcome if isinstance(outcome, TurnEnded) else None
 
 
-async def _end_after(persistence: Persistence, session_id: str, after: int) -> StoredEvent | None:
-    """The first ``turn/end`` stored now after seq ``after``, or ``None``; read a
-    batch of events at a time."""
-    from tether.persist.follow import BATCH
+def _not_stopped(session: Session, host: str, *, left: bool) -> int:
+    """Say that no stop of ``session``'s open turn was seen (its holder ``left`` it
+    without one, or still has it live); the exit status."""
+    if left:
+        print(
+            f"tether: host {host} let session {session.id} go without stopping turn "
+            f"{session.open_turn}; the turn is closed (interrupted) when the session is "
+            "resumed",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"tether: no stop of session {session.id} in its log after {CANCEL_WAIT:g} s;"
+            f" host {host} still has it live",
+            file=sys.stderr,
+        )
+    return EXIT_FAILED
 
-    while batch := await persistence.events_after(session_id, after, limit=BATCH):
-        for event in batch:
-            if event.type == "turn/end":
-                return event
-        after = batch[-1].seq
-    return None
 
-
-async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
+async def _tail(views: SessionViews, session_id: str, after: int) -> int:
     """Print the session's events after ``after`` as JSON lines, then each new one as
     it is stored (on any host), until SIGINT or SIGTERM; the exit status, 128 + the
     signal's number.
@@ -370,7 +346,7 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
 
     async def follow() -> None:
         try:
-            async for batch in persistence.follow(session_id, after):
+            async for batch in views.follow(session_id, after, whole=False):
                 for event in batch:
                     print(encode_json(event.to_record()))
                 sys.stdout.flush()
@@ -427,6 +403,7 @@ def _drop_stdout() -> None:
 
 
 async def sessions(args: argparse.Namespace) -> int:
+    from tether.front.follow import SessionViews
     from tether.persist.backends.errors import LogStoreError
     from tether.persist.cluster import CLUSTER
     from tether.persist.service import PERSISTENCE
@@ -448,11 +425,11 @@ async def sessions(args: argparse.Namespace) -> int:
                     persistence, args, shared=tether.runtime.ctx.get(CLUSTER) is not None
                 )
             elif args.sessions_command == "tail":
-                return await _tail(persistence, args.id, args.after)
+                return await _tail(SessionViews(tether.sessions, persistence), args.id, args.after)
             elif args.sessions_command == "cancel":
-                return await _cancel(
-                    persistence, tether.runtime.ctx.get(CLUSTER), args.id, wait=not args.no_wait
-                )
+                views = SessionViews(tether.sessions, persistence)
+                cluster = tether.runtime.ctx.get(CLUSTER)
+                return await _cancel(views, cluster, args.id, wait=not args.no_wait)
             elif args.sessions_command == "import":
                 header, events = read_export(args.file)
                 session = await persistence.import_log(header, events)

@@ -23,6 +23,7 @@ from tether.session.lineage import Delegation, Lineage, read_lineage
 from tether.session.packed import PackedEvents
 from tether.session.payload import EventPayload
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
+from tether.session.settings import SETTINGS_TYPES, SessionSettings
 from tether.session.structure import IN_STEP_ONLY, PendingToolCall, Structure
 from tether.session.vocabulary import BUILTIN_PAYLOADS, TurnStart
 
@@ -340,6 +341,8 @@ class Session:
         "_header",
         "_observers",
         "_registry",
+        "_settings",
+        "_settings_seen",
         "_structure",
         "_view",
     )
@@ -367,6 +370,9 @@ class Session:
         self._events = PackedEvents()
         self._structure = Structure()
         self._view = SessionEvents(self._events, self._structure, self._registry)
+        self._settings = SessionSettings()
+        self._settings_seen = 0
+        """How many events :attr:`_settings` has folded (see :attr:`settings`)."""
         self._observers: tuple[Observer, ...] = ()
         self._dispatching = False
 
@@ -426,6 +432,8 @@ class Session:
         self._events = events
         self._structure = structure
         self._view = SessionEvents(events, structure, self._registry)
+        self._settings = SessionSettings()
+        self._settings_seen = 0
 
     # -- write side -----------------------------------------------------------------
 
@@ -562,6 +570,21 @@ class Session:
     def last_turn(self) -> int:
         """The highest turn number started so far (0 before the first)."""
         return self._structure.last_turn
+
+    @property
+    def settings(self) -> SessionSettings:
+        """What the log says the session is set to now (options, grants, plan, title).
+
+        Folded once, like the structure: each read advances it over the events
+        appended since the last read, decoding only those of the settings
+        types, so reading it per tool call costs nothing for a long log.
+        """
+        settings, end = self._settings, len(self._events)
+        if self._settings_seen < end:
+            for event in self._events.of_types(SETTINGS_TYPES, self._settings_seen, end):
+                settings.advance(event)
+            self._settings_seen = end
+        return settings
 
     @property
     def pending_tool_calls(self) -> tuple[PendingToolCall, ...]:

@@ -1,9 +1,8 @@
 """``tether web``: watch, steer and stop live sessions in a browser.
 
-One concern per module:
+One concern per module (every view reads a session through the front
+layer's session view, :mod:`tether.front.follow`):
 
-* :mod:`tether.web.follow` — the one way a view reads a session: its events
-  after a seq, then live (no gap, no duplicate);
 * :mod:`tether.web.hub` — the ``web`` plugin: the sessions the web app opened,
   prompts, the one stop, permission questions, background tasks behind the
   owner fence;

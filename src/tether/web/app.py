@@ -6,7 +6,7 @@ files from ``static/``. The API is under ``/api/`` and its OpenAPI document is
 docstring (Starlette's ``SchemaGenerator``).
 
 **The event stream** (``GET /api/sessions/{id}/events``, Server-Sent
-Events) is :meth:`~tether.web.follow.Follows.follow` on the wire. Each
+Events) is :meth:`~tether.front.follow.SessionViews.follow` on the wire. Each
 ``events`` message is a JSON array of log records ``{type, seq, time,
 data}`` with ``id:`` the seq of its last record, so a browser that
 reconnects sends ``Last-Event-ID`` and gets exactly what follows it (a
@@ -58,7 +58,7 @@ from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, header_model, session_model
-from tether.session.settings import MODE_OPTION, SessionSettings
+from tether.session.settings import MODE_OPTION
 from tether.tools.permission import Mode
 from tether.web.hub import (
     HubClosedError,
@@ -88,7 +88,7 @@ ENCODED_KEPT = 4 * BATCH
 """Records each followed session keeps encoded for its followers (the latest read)."""
 
 BATCH_WINDOW = 0.008
-"""Seconds a live batch gathers events before it is sent (see :meth:`Follows.follow`):
+"""Seconds a live batch gathers events before it is sent (see :meth:`SessionViews.follow`):
 with many tabs, far fewer writes for a few milliseconds of latency."""
 
 RETRY_MS = 2000
@@ -380,7 +380,7 @@ class Api:
         agent = self._hub.live_agent(session_id)
         session = agent.session if agent is not None else await self._load(session_id)
         holder = None if agent is not None else await self._hub.holder(session_id)
-        settings = SessionSettings(session.events).options
+        settings = session.settings.options
         persistence = self._ctx.get(PERSISTENCE)
         children = []
         title = None

@@ -41,7 +41,7 @@ them, through the bash tools' owner fence
 (:func:`tether.plugins.tool_bash.may_touch`).
 
 Listeners (registered by the plugin): ``session/event`` wakes followers
-(:mod:`tether.web.follow`); ``tool/before-execute`` applies the mode;
+(:mod:`tether.front.follow`); ``tool/before-execute`` applies the mode;
 ``permission/request`` asks the page; ``agent/disposed`` forgets a handle
 disposed by another owner.
 """
@@ -63,13 +63,14 @@ from msgspec import Meta
 from tether.agent import Agent, AgentHandle, CancelCause, NotStoredError, Target, UserMessage
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
+from tether.front.follow import SessionViews
 from tether.persist.backends.lease import Holder
 from tether.persist.cluster import CLUSTER, SessionNotLiveError
 from tether.persist.service import PERSISTENCE, store_created
 from tether.plugins.tool_bash import may_touch
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
-from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged, SessionSettings
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
 from tether.session.store import SESSION_DISPOSED, SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
 from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
@@ -83,7 +84,6 @@ from tether.tools.permission import (
     granted,
     remembered_as,
 )
-from tether.web.follow import Follows
 
 if TYPE_CHECKING:
     from tether.agent import AgentsView
@@ -188,8 +188,8 @@ class WebHub:
         self._ctx = ctx
         self.config = config
         store = ctx.service(SESSIONS)
-        self.follows = Follows(store, ctx.get(PERSISTENCE))
-        """Every view's reader of session events (:meth:`Follows.follow`)."""
+        self.follows = SessionViews(store, ctx.get(PERSISTENCE))
+        """Every view's reader of session events (:meth:`SessionViews.follow`)."""
         self._handles: dict[str, AgentHandle] = {}
         self._opening: dict[str, asyncio.Task[Agent]] = {}
         self._stopping: dict[str, asyncio.Task[None]] = {}
@@ -218,7 +218,7 @@ class WebHub:
 
     def mode_of(self, agent: Agent) -> Mode:
         """The permission mode ``agent``'s session is set to (its log says; else the default)."""
-        value = SessionSettings(agent.session.events).options.get(MODE_OPTION)
+        value = agent.session.settings.options.get(MODE_OPTION)
         try:
             return Mode(value) if value is not None else self.config.mode
         except ValueError:
@@ -450,7 +450,7 @@ class WebHub:
             governing = self.live_agent(session_id)
             if question.always is None or governing is None:
                 raise WebError(f"question {question_id} cannot be always allowed")
-            grants = SessionSettings(governing.session.events).granted
+            grants = governing.session.settings.granted
             grant(governing.session, grants, question.always)
         question.answer.set_result(PermissionDecision.ALLOW if allow else PermissionDecision.REJECT)
         return True
@@ -484,7 +484,7 @@ class WebHub:
             return None
         key = (agent.id, invocation.exec.call_id)
         preview = self._previews[key] if key in self._previews else await _preview_of(invocation)
-        grants = SessionSettings(governing.session.events).granted
+        grants = governing.session.settings.granted
         if granted(grants, invocation.tool_name, preview):
             return PermissionDecision.ALLOW
         question = Question(

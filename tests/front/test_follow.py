@@ -1,4 +1,4 @@
-"""`Follows.follow`: a session's events after a seq, then live — no gap, no duplicate."""
+"""`SessionViews.follow`: a session's events after a seq, then live — no gap, no duplicate."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import pytest
 
 from tests.long_logs import Decodes, store_long_session
 from tether.agent import UserMessage
+from tether.front import follow as follow_module
+from tether.front.follow import SessionViews
 from tether.host import Tether
 from tether.persist.backends import JsonlBackend
 from tether.persist.backends.base import LoadedLog
 from tether.session import Event, Session
 from tether.session.registry import EventRegistry
 from tether.session.store import SESSION_EVENT
-from tether.web import follow as follow_module
 from tether.web.app import ENCODED_KEPT, EncodedLogs
-from tether.web.follow import Follows
 
 
 async def _until_turn_end(follow: object, seen: list[Event]) -> None:
@@ -41,7 +41,7 @@ async def test_a_stored_session_is_followed_from_disk_then_live_once_resumed(
         await handle.dispose()
         assert tether.sessions.get(session_id) is None
 
-        follows = Follows(tether.sessions, tether.persistence)
+        follows = SessionViews(tether.sessions, tether.persistence)
         tether.runtime.ctx.on(SESSION_EVENT, follows.on_session_event)
         follow = follows.follow(session_id, after_seq=2)
         first = await anext(follow)
@@ -64,7 +64,7 @@ async def test_a_nudge_yields_an_empty_batch_between_events(tmp_path: Path) -> N
         handle = await tether.agents.create(cwd=str(tmp_path))
         handle.agent.followup(UserMessage.text("first"))
         await handle.agent.when_idle()
-        follows = Follows(tether.sessions, tether.persistence)
+        follows = SessionViews(tether.sessions, tether.persistence)
         tether.runtime.ctx.on(SESSION_EVENT, follows.on_session_event)
         follow = follows.follow(handle.agent.id)
         await anext(follow)  # the first turn
@@ -98,7 +98,7 @@ async def test_views_of_one_stored_session_opened_together_read_it_once(
             return load_events(self, session_id, registry)
 
         monkeypatch.setattr(JsonlBackend, "load_events", counted)
-        follows = Follows(tether.sessions, tether.persistence)
+        follows = SessionViews(tether.sessions, tether.persistence)
         # What a page opens at once: its details, its usage, its events.
         follow = follows.follow(session_id)
         loaded = await asyncio.gather(
@@ -130,7 +130,7 @@ async def test_a_follower_catching_up_with_a_stored_log_decodes_it_a_batch_at_a_
 
         monkeypatch.setattr(tether.persistence, "load", kept)
         decodes = Decodes(monkeypatch)
-        follows = Follows(tether.sessions, tether.persistence)
+        follows = SessionViews(tether.sessions, tether.persistence)
         follow = follows.follow(session_id)
         seqs: list[int] = []
         while len(seqs) < total:
