@@ -20,7 +20,7 @@ from msgspec import Meta
 
 from tether.runtime.schema import Schema
 from tether.session.settings import PlanEntry, PlanUpdated
-from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -89,5 +89,6 @@ async def apply(ctx: Context, config: None) -> None:
             "task's status, whenever it changes. The user sees it as your plan.",
             args=TodoArgs,
             execute=todo,
+            shown=ToolShown(kind="think"),
         )
     )

@@ -63,7 +63,7 @@ from tether.shell import (
     TaskStatus,
 )
 from tether.shell.definition import SHELL
-from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -351,12 +351,16 @@ async def apply(ctx: Context, config: Config) -> None:
             "run_in_background it returns a task id at once.",
             args=BashArgs,
             execute=bash.bash,
+            shown=ToolShown(
+                kind="execute", title="{command}", command="command", shell_tasks=True
+            ),
         ),
         Tool(
             name="bash_output",
             description="Read the output a background task wrote since the last read.",
             args=TaskArgs,
             execute=bash.bash_output,
+            shown=ToolShown(kind="read", title="{tool} {task_id}", shell_tasks=True),
             concurrency_safe=True,
         ),
         Tool(
@@ -364,6 +368,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Kill a background task and its child processes.",
             args=TaskArgs,
             execute=bash.bash_kill,
+            shown=ToolShown(kind="execute", title="{tool} {task_id}", shell_tasks=True),
         ),
     ]
     for definition in definitions:

@@ -43,7 +43,7 @@ from tether.plugins.fs.errors import FileToolError
 from tether.plugins.fs.images import MAX_IMAGE_BYTES
 from tether.plugins.fs.text import READ_LINES
 from tether.runtime.schema import Schema
-from tether.tools import Tool, ToolExec
+from tether.tools import Change, Tool, ToolExec, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -201,6 +201,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             execute=tools.call("read"),
             concurrency_safe=True,
             preview=tools.call("preview_read"),
+            shown=ToolShown(kind="read", paths=("path",), line="offset"),
         ),
         Tool(
             name="write",
@@ -209,6 +210,9 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             args=WriteArgs,
             execute=tools.call("write"),
             preview=tools.call("preview_write"),
+            shown=ToolShown(
+                kind="edit", paths=("path",), hidden=("content",), change=Change(new="content")
+            ),
         ),
         Tool(
             name="edit",
@@ -218,6 +222,12 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             args=EditArgs,
             execute=tools.call("edit"),
             preview=tools.call("preview_edit"),
+            shown=ToolShown(
+                kind="edit",
+                paths=("path",),
+                hidden=("old_string", "new_string", "edits"),
+                change=Change(new="new_string", old="old_string", each="edits"),
+            ),
         ),
         Tool(
             name="glob",
@@ -227,6 +237,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             execute=tools.call("glob"),
             concurrency_safe=True,
             preview=tools.call("preview_glob"),
+            shown=ToolShown(kind="search", paths=("path",)),
         ),
         Tool(
             name="grep",
@@ -237,6 +248,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             execute=tools.call("grep"),
             concurrency_safe=True,
             preview=tools.call("preview_grep"),
+            shown=ToolShown(kind="search", paths=("path",)),
         ),
     ]
 

@@ -86,7 +86,7 @@ from tether.session import (
 )
 from tether.session.lineage import Delegation, Lineage
 from tether.session.model import ModelChoice, session_model
-from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -615,6 +615,7 @@ async def apply(ctx: Context, config: Config) -> None:
             "everything it needs in the prompt: it does not see this conversation.",
             args=TaskArgs,
             execute=subagents.task,
+            shown=ToolShown(delegates=True),
             # Delegations are independent agents: several in one answer run together.
             concurrency_safe=True,
         ),
@@ -623,6 +624,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Read a delegated task's state and its latest answer.",
             args=TaskIdArgs,
             execute=subagents.task_output,
+            shown=ToolShown(title="{tool} {task_id}"),
             concurrency_safe=True,
         ),
         Tool(
@@ -630,6 +632,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Stop a delegated task that is still running.",
             args=TaskIdArgs,
             execute=subagents.task_kill,
+            shown=ToolShown(title="{tool} {task_id}"),
         ),
     ]
     for definition in definitions:
