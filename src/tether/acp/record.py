@@ -25,7 +25,6 @@ from tether.acp.usage import UsageMeter
 from tether.agent import Agent, AgentDisposedError, AgentHandle, CancelCause, UserMessage
 from tether.content import TextBlock
 from tether.llm.catalog import ModelCatalog
-from tether.plugins.tool_subagent import TASK_TOOL
 from tether.session import (
     Event,
     InboxSpliced,
@@ -44,6 +43,7 @@ from tether.session.settings import (
 from tether.tools.execute import ToolInvocation
 from tether.tools.permission import grant
 from tether.tools.preview import ToolPreview
+from tether.tools.registry import TOOLS, shown_in
 
 REPLAY_BATCH = 1000
 """Updates a replay sends before it waits for them to leave (see `SessionRecord.replay`)."""
@@ -147,7 +147,10 @@ class SessionRecord:
         titled = any(event.type == UserMessageEvent.type for event in events)
         self._namer = None if titled else namer
         """Called once with the first prompt's text, to have a model name the session."""
+        self.shown = shown_in(agent.ctx.get(TOOLS), agent.id)
+        """How the calls of this session's tools are shown."""
         self._mapper = UpdateMapper(
+            shown=self.shown,
             live=True,
             turn=agent.session.last_turn,
             meter=self.meter,
@@ -234,7 +237,9 @@ class SessionRecord:
             if self._held is None:
                 self._held = []  # appended from here on: shown after the replay
             send, session_id = self._link.send_update, self.id
-            updates = replay(session.events, self._new_meter(), session.header.cwd, stop=stop)
+            updates = replay(
+                session.events, self._new_meter(), session.header.cwd, stop=stop, shown=self.shown
+            )
             for count, update in enumerate(updates, 1):
                 send(session_id, update)
                 if count % REPLAY_BATCH == 0:
@@ -266,8 +271,8 @@ class SessionRecord:
         for update in self._mapper.updates(event):
             self._link.send_update(self.id, update)
         payload = event.payload
-        if isinstance(payload, ToolCallEvent) and payload.name == TASK_TOOL:
-            self._tasks[payload.id] = ChildProgress()
+        if isinstance(payload, ToolCallEvent) and self.shown(payload.name).delegates:
+            self._tasks[payload.id] = ChildProgress(self.shown)
         elif isinstance(payload, ToolResultEvent):
             self._tasks.pop(payload.id, None)
         elif isinstance(payload, TurnEnd):

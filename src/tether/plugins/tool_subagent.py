@@ -604,6 +604,12 @@ def _result(task_id: str, outcome: TurnOutcome) -> ToolOutput:
     return ToolOutput(f"task {task_id} did not complete: {ended}{said}", is_error=True)
 
 
+TASK_SHOWN = ToolShown(delegates=True)
+"""``task``: the child's work shows inside the call while it runs."""
+TASK_ID_SHOWN = ToolShown(title="{tool} {task_id}")
+"""``task_output`` and ``task_kill``: titled by the task they are about."""
+
+
 async def apply(ctx: Context, config: Config) -> None:
     tools = ctx.service(TOOLS)
     subagents = SubagentTools(ctx, config)
@@ -615,7 +621,7 @@ async def apply(ctx: Context, config: Config) -> None:
             "everything it needs in the prompt: it does not see this conversation.",
             args=TaskArgs,
             execute=subagents.task,
-            shown=ToolShown(delegates=True),
+            shown=TASK_SHOWN,
             # Delegations are independent agents: several in one answer run together.
             concurrency_safe=True,
         ),
@@ -624,7 +630,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Read a delegated task's state and its latest answer.",
             args=TaskIdArgs,
             execute=subagents.task_output,
-            shown=ToolShown(title="{tool} {task_id}"),
+            shown=TASK_ID_SHOWN,
             concurrency_safe=True,
         ),
         Tool(
@@ -632,7 +638,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Stop a delegated task that is still running.",
             args=TaskIdArgs,
             execute=subagents.task_kill,
-            shown=ToolShown(title="{tool} {task_id}"),
+            shown=TASK_ID_SHOWN,
         ),
     ]
     for definition in definitions:
