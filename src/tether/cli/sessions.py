@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from tether.cli.boot import PERSISTENCE_ROW, resolve_session, row_problem, start
 from tether.cli.render import transcript
+from tether.session import Aborted, TurnEnd
+from tether.tools.registry import TOOLS, shown_in
 
 if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
@@ -239,15 +241,10 @@ async def _cancel(
                 file=sys.stderr,
             )
         return EXIT_FAILED
-    data = end.data_object()
-    reason = data.get("reason")
-    kind, cause = (
-        (reason.get("kind"), reason.get("cause")) if isinstance(reason, dict) else ("?", None)
-    )
-    how = str(kind) if cause is None else f"{kind}, cause {cause}"
-    print(
-        f"session {session_id}: turn {data.get('turn')} ended ({how}) on host {host}, seq {end.seq}"
-    )
+    ended = TurnEnd.from_data(end.data_object())
+    reason = ended.reason
+    how = f"{reason.kind}, cause {reason.cause}" if isinstance(reason, Aborted) else reason.kind
+    print(f"session {session_id}: turn {ended.turn} ended ({how}) on host {host}, seq {end.seq}")
     return EXIT_OK
 
 
@@ -259,7 +256,7 @@ async def _stop_in_log(persistence: Persistence, session_id: str, after: int) ->
     async def first_end() -> StoredEvent | None:
         async for batch in persistence.follow(session_id, after):
             for event in batch:
-                if event.type == "turn/end":
+                if event.type == TurnEnd.type:
                     return event
         return None
 
@@ -293,7 +290,7 @@ async def _end_after(persistence: Persistence, session_id: str, after: int) -> S
 
     while batch := await persistence.events_after(session_id, after, limit=BATCH):
         for event in batch:
-            if event.type == "turn/end":
+            if event.type == TurnEnd.type:
                 return event
         after = batch[-1].seq
     return None
@@ -384,7 +381,8 @@ async def sessions(args: argparse.Namespace) -> int:
                 print(f"imported {session.id} ({len(session.events)} events)", file=sys.stderr)
             elif args.sessions_command == "show":
                 session = await persistence.load(args.id)
-                for line in transcript(session, thinking=args.thinking):
+                shown = shown_in(tether.runtime.ctx.get(TOOLS), session.id)
+                for line in transcript(session, thinking=args.thinking, shown=shown):
                     print(line)
                 for line in await _delegated(persistence, session.id):
                     print(line)
@@ -393,7 +391,8 @@ async def sessions(args: argparse.Namespace) -> int:
                 session = await persistence.load(args.id)
                 await _say_if_live(persistence, session)
                 if args.format == "md":
-                    for line in transcript(session, markdown=True):
+                    shown = shown_in(tether.runtime.ctx.get(TOOLS), session.id)
+                    for line in transcript(session, markdown=True, shown=shown):
                         print(line)
                 else:
                     print(json.dumps({"header": session.header.to_record()}, ensure_ascii=False))

@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import string
 from collections.abc import Mapping
-from typing import Literal, get_args
+from typing import get_args
 
 import msgspec
 
 from tether.tools.preview import ToolKind
 
-__all__ = ["DEFAULT_SHOWN", "Change", "ShownLocation", "ToolShown", "TOOL_FIELD"]
+__all__ = ["DEFAULT_SHOWN", "TOOL_FIELD", "Change", "ShownLocation", "ToolShown"]
 
 TOOL_FIELD = "tool"
 """The field of a title template that stands for the tool's name (``"{tool} {task_id}"``)."""
