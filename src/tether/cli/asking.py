@@ -45,8 +45,9 @@ class TerminalAsker:
     """A ``tool/before-execute`` listener asking on the terminal about one agent's calls.
 
     ``out`` shows what a call will do; ``ask`` puts the question and returns
-    the answer; ``shown`` is how the agent's tools present their calls. A cancel of the call while the question is open abandons the
-    question (``ask`` is cancelled) and denies the call.
+    the answer; ``shown`` is how the agent's tools present their calls. A
+    cancel of the call while the question is open abandons the question
+    (``ask`` is cancelled) and denies the call.
     """
 
     def __init__(self, agent: Agent, out: TextIO, ask: Ask, shown: Shown | None = None) -> None:

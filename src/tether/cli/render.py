@@ -63,9 +63,15 @@ def clipped(text: str, limit: int = MAX_LINE) -> str:
     return first
 
 
-def call_target(arguments: Mapping[str, object]) -> str:
-    """What a call acts on: the first of its :data:`TARGETS` arguments it has ("" if none)."""
-    return next((str(arguments[k]) for k in TARGETS if isinstance(arguments.get(k), str)), "")
+def call_target(arguments: Mapping[str, object], shown: ToolShown = DEFAULT_SHOWN) -> str:
+    """What a call acts on: its command or first path as ``shown`` declares them, else
+    the first of its :data:`TARGETS` arguments it has ("" if none)."""
+    named = _target_names(shown)
+    return next((str(arguments[k]) for k in named if isinstance(arguments.get(k), str)), "")
+
+
+def _target_names(shown: ToolShown) -> tuple[str, ...]:
+    return (*((shown.command,) if shown.command is not None else ()), *shown.paths, *TARGETS)
 
 
 def call_line(name: str, arguments: object, shown: ToolShown = DEFAULT_SHOWN) -> str:
@@ -74,11 +80,12 @@ def call_line(name: str, arguments: object, shown: ToolShown = DEFAULT_SHOWN) ->
     write's text, shown as a change) are left out."""
     args = _plain(arguments)
     args = args if isinstance(args, dict) else {}
-    target = call_target(args)
+    target = call_target(args, shown)
+    named = _target_names(shown)
     rest = {
         k: v
         for k, v in args.items()
-        if k not in shown.hidden and not (k in TARGETS and isinstance(v, str) and str(v) == target)
+        if k not in shown.hidden and not (k in named and isinstance(v, str) and v == target)
     }
     line = f"{name} {clipped(target)}"
     if rest:
