@@ -132,8 +132,7 @@ async def test_a_fenced_host_says_once_per_session_that_it_was_taken_over(
         await case.server.close_stdin()
         lines = case.server.stderr().splitlines()
         assert lines == [
-            f"WARNING tether.plugins.cluster: session {sid} was taken over by host taker;"
-            " its agent stops here"
+            f"tether: session {sid} was taken over by host taker; its agent stops here"
         ]
         assert len(case.db.load(sid).events) == case.stored
         case.lease.release()

@@ -395,7 +395,7 @@ async def test_read_timeout_is_a_timeout_error(server: FakeServer, runtime: Runt
     await server.all_closed()
 
 
-async def test_connection_refused_is_a_transport_error(runtime: Runtime) -> None:
+async def test_connection_refused_is_unreachable_and_names_the_url(runtime: Runtime) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -404,10 +404,11 @@ async def test_connection_refused_is_a_transport_error(runtime: Runtime) -> None
 
     finish = (await collect(llm, ask()))[-1]
 
-    assert isinstance(finish, Finish) and finish.error_code == "transport"
+    assert isinstance(finish, Finish) and finish.error_code == "unreachable"
+    assert finish.error is not None and "cannot connect to" in finish.error
 
 
-async def test_an_answer_that_is_not_an_event_stream_is_a_bad_request(
+async def test_an_answer_that_is_not_an_event_stream_is_an_endpoint_error(
     server: FakeServer, runtime: Runtime
 ) -> None:
     llm, _ = await mount_openai(runtime, server)
@@ -419,7 +420,7 @@ async def test_an_answer_that_is_not_an_event_stream_is_a_bad_request(
 
     finish = (await collect(llm, ask()))[-1]
 
-    assert isinstance(finish, Finish) and finish.error_code == "bad-request"
+    assert isinstance(finish, Finish) and finish.error_code == "endpoint"
     assert finish.error is not None and "text/html" in finish.error
 
 
@@ -459,7 +460,7 @@ async def test_openai_compatible_without_base_url_says_how_to_set_one(runtime: R
 
     finish = (await collect(runtime.ctx.get(LLM), ask()))[-1]
 
-    assert isinstance(finish, Finish) and finish.error_code == "bad-request"
+    assert isinstance(finish, Finish) and finish.error_code == "endpoint"
     assert finish.error is not None and "TETHER_BASE_URL" in finish.error
 
 

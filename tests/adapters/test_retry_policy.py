@@ -24,7 +24,9 @@ def test_transient_codes_are_retried(code: str) -> None:
     assert decision.retry and decision.delay == 1.0
 
 
-@pytest.mark.parametrize("code", ["auth", "bad-request", "context-overflow", None, "mystery"])
+@pytest.mark.parametrize(
+    "code", ["auth", "bad-request", "context-overflow", "unreachable", "endpoint", None, "mystery"]
+)
 def test_other_codes_are_not_retried(code: str | None) -> None:
     assert not RetryPolicy().decide(failed(code)).retry
 

@@ -139,3 +139,50 @@ def test_a_model_in_tether_yml_that_is_not_a_string_is_a_usage_error(tmp_path: P
     assert result.returncode == 2
     said = "tether: error: the agent_loop row's model must be PROVIDER:MODEL, not 7\n"
     assert result.stderr == said
+
+
+def test_doctor_reports_a_model_without_its_key_as_a_problem_and_still_checks_storage(
+    tmp_path: Path,
+) -> None:
+    result = tether(
+        tmp_path,
+        "doctor",
+        "--model",
+        "anthropic",
+        env={"ANTHROPIC_API_KEY": "", "TETHER_API_KEY": ""},
+    )
+    assert result.returncode == 1, result.stderr
+    assert "usage:" not in result.stderr and "tether: error:" not in result.stderr
+    [sessions, model] = result.stdout.splitlines()
+    assert sessions.startswith("ok       sessions: ")
+    assert model.startswith(
+        "problem  model: model 'anthropic' needs an API key: set ANTHROPIC_API_KEY"
+    )
+
+
+def test_doctor_says_what_to_do_when_sessions_cannot_be_stored(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    result = tether(tmp_path, "--data-dir", str(blocked / "home"), "doctor")
+    assert result.returncode == 1
+    sessions = result.stdout.splitlines()[0]
+    assert sessions.startswith("problem  sessions: ")
+    assert sessions.endswith(
+        "give a data directory tether can create and write (--data-dir or TETHER_HOME), "
+        "or fix the persistence row of the configuration"
+    )
+
+
+def test_commands_that_show_the_model_themselves_print_no_offline_notice(tmp_path: Path) -> None:
+    env = {"TETHER_MODEL": "", "DEEPSEEK_API_KEY": "", "TETHER_API_KEY": ""}
+    shown = tether(tmp_path, "config", "show", env=env)
+    assert shown.returncode == 0 and "model: offline" in shown.stdout
+    checked = tether(tmp_path, "doctor", env=env)
+    assert "problem  model: the offline model" in checked.stdout
+    initialize = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+    served = tether(tmp_path, "acp", input=initialize, env=env)
+    assert served.returncode == 0, served.stderr
+    for result in (shown, checked, served):
+        assert "offline model" not in result.stderr
+    ran = tether(tmp_path, "run", "hi", env=env)
+    assert "using the offline model" in ran.stderr

@@ -78,3 +78,24 @@ def _commands() -> list[str]:
         if isinstance(action, argparse._SubParsersAction)
     )
     return list(subparsers.choices)
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "unknown"),
+    [
+        (["run", "--bogus", "hi"], "tether run", "--bogus"),
+        (["sessions", "list", "--zz"], "tether sessions list", "--zz"),
+        (["config", "show", "--q"], "tether config show", "--q"),
+    ],
+)
+def test_an_unknown_option_is_refused_by_the_parser_of_its_command(
+    argv: list[str], usage: str, unknown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tether.cli.main import parse
+
+    with pytest.raises(SystemExit) as exited:
+        parse(build_parser(command_of(argv)), argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: {usage} ")
+    assert err.splitlines()[-1] == f"{usage}: error: unrecognized arguments: {unknown}"

@@ -235,3 +235,25 @@ def test_resume_uses_the_model_given_and_says_when_the_sessions_model_is_not_her
     assert again.returncode == 0, again.stderr
     exported = tether(tmp_path, "sessions", "export", sid).stdout.splitlines()
     assert sum('"session/config"' in line for line in exported) == 1
+
+
+def test_sessions_list_is_tab_separated_for_scripts_and_aligned_on_a_terminal(
+    tmp_path: Path,
+) -> None:
+    from tests.cli.terminal import Terminal
+
+    sid = session_id(tether(tmp_path, "run", "a title " + "long " * 40).stderr)
+    [line] = tether(tmp_path, "sessions", "list").stdout.splitlines()
+    fields = line.split("\t")
+    assert fields[0] == sid and fields[3] == "1" and fields[4].startswith("a title long")
+
+    terminal = Terminal(tmp_path, "list", command="sessions")
+    try:
+        assert terminal.finish() == 0
+        header, row = [line for line in terminal.output().splitlines() if line.strip()]
+    finally:
+        terminal.close()
+    assert header.split() == ["ID", "CWD", "LAST", "ACTIVE", "TURNS", "TITLE"]
+    assert row.startswith(sid) and row.index("a title") == header.index("TITLE")
+    assert row[header.index("TURNS") + len("TURNS") - 1] == "1"  # right-aligned under it
+    assert len(row) <= 100 and row.endswith("…")

@@ -45,3 +45,22 @@ def test_tail_prints_a_session_another_process_is_writing_then_its_end(tmp_path:
     stored = [json.loads(line) for line in log.read_text().splitlines()[1:]]
     assert seen == stored
     assert seen[-1]["data"]["reason"] == {"kind": "aborted", "cause": "user"}
+
+
+def test_tail_into_a_reader_that_has_enough_ends_quietly(tmp_path: Path) -> None:
+    # `tether sessions tail ID | head -2`: the session is idle, nothing new is
+    # written, yet tail sees its reader go and ends without a traceback.
+    from tests.cli.test_commands import session_id, tether
+
+    sid = session_id(tether(tmp_path, "run", "hello").stderr)
+    shell = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -m tether.cli.main sessions tail {sid} | head -2'],
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path),
+        timeout=30,
+        check=False,
+    )
+    assert shell.returncode == 0
+    assert [json.loads(line)["seq"] for line in shell.stdout.splitlines()] == [0, 1]
+    assert shell.stderr == ""

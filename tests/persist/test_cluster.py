@@ -204,8 +204,7 @@ def test_a_paused_host_is_fenced_after_a_takeover_and_writes_nothing_more(
         assert a.returncode == 1
         # One line saying so, one for the user's command; no error, no traceback.
         assert err.splitlines() == [
-            f"WARNING tether.plugins.cluster: session {sid} was taken over by host hostB;"
-            " its agent stops here",
+            f"tether: session {sid} was taken over by host hostB; its agent stops here",
             f"tether: session {sid} could not be stored: session {sid} was taken over by host"
             " hostB",
         ]

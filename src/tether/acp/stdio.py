@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import selectors
 import stat
 import sys
 import threading
@@ -56,9 +57,17 @@ async def claim_stdio() -> ProtocolStreams:
 
 
 def _streamable(fd: int) -> bool:
-    """Whether asyncio can watch ``fd`` (a pipe, socket or terminal; not a regular file)."""
+    """Whether asyncio can watch ``fd``: a pipe, socket or terminal, not a regular
+    file or a device the kernel's poller refuses (``/dev/null`` is one)."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
+    with selectors.DefaultSelector() as probe:
+        try:
+            probe.register(fd, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        except OSError:
+            return False
+    return True
 
 
 class _WriteProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):

@@ -146,7 +146,9 @@ class Boot:
         from tether.cli.failures import StartRefusedError
 
         try:
-            tether = await start(args, model=args.model, persistent=True)
+            # stderr is the editor's log: the offline fallback is said to the
+            # editor (its auth methods), not there.
+            tether = await start(args, model=args.model, persistent=True, notice=False)
         except StartRefusedError as exc:
             print(f"tether: {exc}", file=sys.stderr, flush=True)
             raise

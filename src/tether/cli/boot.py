@@ -25,6 +25,11 @@ class UsageError(Exception):
     """A bad command-line argument; reported on stderr with exit code 2."""
 
 
+class ModelChoiceError(UsageError):
+    """The model asked for (``--model``, the configuration, the environment)
+    cannot be used here: the message says what to set."""
+
+
 def data_dir_of(args: argparse.Namespace) -> Path:
     explicit: Path | None = args.data_dir
     return default_data_dir(explicit)
@@ -43,14 +48,17 @@ def overlays_of(args: argparse.Namespace) -> list[Overlay]:
     return overlays
 
 
-def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = None) -> object:
+def composed(
+    args: argparse.Namespace, *, with_model: bool, model: str | None = None, notice: bool = True
+) -> object:
     """The composition document the options describe.
 
     With ``with_model``, the model is resolved first (``--model``, else the
     configuration's ``agent_loop`` model, ``--base-url``, then the environment;
     see ``docs/models.md``) and its adapter rows are added; a choice that
     cannot work is a usage error before anything starts, and the offline
-    fallback's notice is printed on stderr. A command that resumes a session
+    fallback's notice is printed on stderr (unless ``notice`` is false: a command
+    that shows the model itself, or whose stderr is a log). A command that resumes a session
     without ``--model`` leaves the model to the session (:func:`open_for`):
     its ``--base-url`` is the session's, and no notice is printed.
 
@@ -67,7 +75,7 @@ def composed(args: argparse.Namespace, *, with_model: bool, model: str | None = 
     settings = model_settings(
         document, model or configured_model(document), None if resuming else base_url
     )
-    if settings.notice and not resuming:
+    if settings.notice and notice and not resuming:
         print(settings.notice, file=sys.stderr)
     # compose_document hands back the composition as a mapping of rows.
     return settings.apply_to(cast("Mapping[str, object]", document))
@@ -95,7 +103,7 @@ def model_settings(document: object, model: str | None, base_url: str | None) ->
             extra_providers=[*configured_providers(document), *unknown_provider(model)],
         )
     except ModelSettingsError as exc:
-        raise UsageError(str(exc)) from None
+        raise ModelChoiceError(str(exc)) from None
 
 
 def configured_model(document: object) -> str | None:
@@ -109,7 +117,7 @@ def configured_model(document: object) -> str | None:
     config = row.get("config") if row is not None else None
     model = config.get("model") if isinstance(config, dict) else None
     if model is not None and not isinstance(model, str):
-        raise UsageError(f"the agent_loop row's model must be PROVIDER:MODEL, not {model!r}")
+        raise ModelChoiceError(f"the agent_loop row's model must be PROVIDER:MODEL, not {model!r}")
     return model.strip() or None if model is not None else None
 
 
@@ -169,7 +177,7 @@ def check_model_provider(tether: Tether) -> None:
     provider = parse_model_ref(model)[0]
     if provider not in llm.providers():
         known = ", ".join(sorted(llm.providers())) or "none"
-        raise UsageError(
+        raise ModelChoiceError(
             f"unknown model provider {provider!r} in {model!r}; registered providers: {known}"
         )
 
@@ -182,10 +190,16 @@ def configured_providers(document: object) -> list[str]:
     return [str(name) for name in providers] if isinstance(providers, dict) else []
 
 
-def build(args: argparse.Namespace, *, model: str | None = None, with_model: bool = True) -> Tether:
+def build(
+    args: argparse.Namespace,
+    *,
+    model: str | None = None,
+    with_model: bool = True,
+    notice: bool = True,
+) -> Tether:
     from tether.host import Tether
 
-    return Tether(document=composed(args, with_model=with_model, model=model))
+    return Tether(document=composed(args, with_model=with_model, model=model, notice=notice))
 
 
 async def start(
@@ -195,6 +209,7 @@ async def start(
     with_model: bool = True,
     persistent: bool = False,
     quiet_rows: tuple[str, ...] = (),
+    notice: bool = True,
 ) -> Tether:
     """Compose and start tether; rows that failed are reported on stderr.
 
@@ -209,7 +224,7 @@ async def start(
         StartRefusedError: ``persistent``, and sessions could not be stored.
     """
     try:
-        tether = build(args, model=model, with_model=with_model)
+        tether = build(args, model=model, with_model=with_model, notice=notice)
         with _row_failures_said_once(verbose=getattr(args, "verbose", False)):
             await tether.start()
     finally:

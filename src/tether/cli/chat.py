@@ -484,6 +484,9 @@ async def chat(args: argparse.Namespace) -> int:
 
         check_can_ask("chat")
     session = _Chat(args)
+    # Ctrl-C never leaves the chat, not even while tether boots (the line
+    # editor may not have the terminal yet, so the key arrives as SIGINT).
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, session._on_sigint)
     # On a terminal the prompt is drawn, and takes keys, while tether boots.
     first = asyncio.ensure_future(session.lines.read()) if session.terminal else None
     release_logs: Callable[[], None] = lambda: None  # noqa: E731

@@ -17,7 +17,8 @@ def config_show(args: argparse.Namespace) -> int:
     from tether.runtime.plugin import plugin_spec
     from tether.runtime.schema import to_data
 
-    document = composed(args, with_model=True, model=args.model)
+    # The model is shown among the rows: no notice about it on stderr.
+    document = composed(args, with_model=True, model=args.model, notice=False)
     composition = parse_composition(document, source="tether.yml")
     rows = []
     failed = False

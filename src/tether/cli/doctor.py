@@ -10,8 +10,19 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
-from tether.cli.boot import PERSISTENCE_ROW, composed_model, data_dir_of, row_problem, start
+from tether.cli.boot import (
+    PERSISTENCE_ROW,
+    ModelChoiceError,
+    composed_model,
+    data_dir_of,
+    row_problem,
+    start,
+)
+
+if TYPE_CHECKING:
+    from tether.host import Tether
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -22,37 +33,68 @@ def _say(ok: bool, what: str, detail: str) -> None:
 
 
 async def doctor(args: argparse.Namespace) -> int:
+    from tether.runtime.errors import CompositionError
+
+    try:
+        tether, model_problem = await _boot(args)
+    except CompositionError as exc:
+        _say(False, "configuration", f"{exc}; fix the file (`tether config path` lists them)")
+        return EXIT_FAILED
+    try:
+        healthy = await _check_sessions(args, tether)
+        if model_problem is not None:
+            _say(False, "model", model_problem)
+            healthy = False
+        else:
+            healthy = await _check_model(tether) and healthy
+    finally:
+        await tether.stop()
+    return EXIT_OK if healthy else EXIT_FAILED
+
+
+async def _boot(args: argparse.Namespace) -> tuple[Tether, str | None]:
+    """tether started for the checks, and why the model asked for cannot be
+    used (then tether is started without it, so storage is still checked)."""
+    try:
+        quiet = (PERSISTENCE_ROW,)
+        # The model check says what the offline fallback's notice would.
+        return await start(args, model=args.model, quiet_rows=quiet, notice=False), None
+    except ModelChoiceError as exc:
+        tether = await start(args, with_model=False, quiet_rows=(PERSISTENCE_ROW,))
+        return tether, str(exc)
+
+
+async def _check_sessions(args: argparse.Namespace, tether: Tether) -> bool:
+    """Whether sessions can be stored where the composition stores them; says so."""
+    from tether.cli.failures import describe
     from tether.persist.cluster import CLUSTER
     from tether.persist.service import PERSISTENCE
 
-    tether = await start(args, model=args.model, quiet_rows=(PERSISTENCE_ROW,))
     cluster = tether.runtime.ctx.get(CLUSTER)
     where = (
         data_dir_of(args)
         if cluster is None
         else f"the PostgreSQL schema {cluster.schema} (as host {cluster.host_id})"
     )
-    healthy = True
+    persistence = tether.runtime.ctx.get(PERSISTENCE)
+    if persistence is None:
+        reason = row_problem(tether, PERSISTENCE_ROW)
+        _say(False, "sessions", f"cannot be stored ({reason}); {_STORAGE_ADVICE}")
+        return False
     try:
-        persistence = tether.runtime.ctx.get(PERSISTENCE)
-        if persistence is None:
-            healthy = False
-            reason = row_problem(tether, PERSISTENCE_ROW)
-            _say(False, "sessions", f"cannot be stored ({reason})")
-        else:
-            try:
-                await persistence.check_writable()
-                count = len(await persistence.list())
-                _say(True, "sessions", f"{where} is writable ({count} stored)")
-            except Exception as exc:
-                from tether.cli.failures import describe
+        await persistence.check_writable()
+        count = len(await persistence.list())
+    except Exception as exc:
+        _say(False, "sessions", f"{where}: {describe(exc) or exc}; {_STORAGE_ADVICE}")
+        return False
+    _say(True, "sessions", f"{where} is writable ({count} stored)")
+    return True
 
-                healthy = False
-                _say(False, "sessions", f"{where}: {describe(exc) or exc}")
-        healthy = await _check_model(tether) and healthy
-    finally:
-        await tether.stop()
-    return EXIT_OK if healthy else EXIT_FAILED
+
+_STORAGE_ADVICE = (
+    "give a data directory tether can create and write (--data-dir or TETHER_HOME), "
+    "or fix the persistence row of the configuration"
+)
 
 
 async def _check_model(tether: object) -> bool:

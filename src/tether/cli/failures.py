@@ -36,7 +36,10 @@ MODEL_ADVICE = {
     "rate-limit": "the provider is limiting requests or the quota is spent; wait, or check it",
     "server": "the provider is failing; try again later",
     "timeout": "the provider did not answer in time; check the network or --base-url",
-    "transport": "the endpoint cannot be reached; check --base-url and the network",
+    "transport": "the connection to the endpoint dropped; check the network, then try again",
+    "unreachable": "nothing answers there; check --base-url and that the server is running",
+    "endpoint": "check --base-url: it goes up to the API's version path, e.g. "
+    "http://127.0.0.1:8000/v1",
     "bad-request": "the provider refused the request; check the model name",
     "context-overflow": "the conversation is too long for the model; /compact it, or start "
     "a new session",

@@ -15,6 +15,7 @@ from tether.cli.failures import EXIT_FAILED, OneLineFormatter, StartRefusedError
 from tether.cli.process import begin_startup, exit_now
 from tether.fence import fence
 from tether.masking import CredentialFilter
+from tether.runtime.errors import CompositionError
 
 if TYPE_CHECKING:
     _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -409,11 +410,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(command_of(words))
-    args = parser.parse_args(words)
+    args = parse(parser, words)
     handler = logging.StreamHandler(sys.stderr)
-    log_format = "%(levelname)s %(name)s: %(message)s"
+    # Without --verbose a person sees tether's own one-line messages (warnings
+    # and errors, "tether: …" like every other line tether writes); with it,
+    # every record in full, tether's debug lines among them.
     handler.setFormatter(
-        logging.Formatter(log_format) if args.verbose else OneLineFormatter(log_format)
+        logging.Formatter("%(levelname)s %(name)s: %(message)s")
+        if args.verbose
+        else OneLineFormatter("tether: %(message)s")
     )
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, handlers=[handler]
@@ -422,6 +427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         installed.addFilter(CredentialFilter())
     try:
         return dispatch(parser, args)
+    except CompositionError as exc:
+        # A configuration file that cannot be read, parsed or composed: one
+        # line naming the file (and where in it), before anything started.
+        print(f"tether: error: {exc}", file=sys.stderr)
+        return 2
     except UsageError as exc:
         # One line: argparse prints its usage banner for what it parses
         # itself; a bad value found later (an unknown session, a model
@@ -441,6 +451,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+def parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """``words`` parsed; an argument no parser knows is refused by the parser of
+    its command, whose usage banner is the one that helps (exit 2)."""
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _innermost(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` chose: ``tether sessions list``'s for
+    ``sessions list``."""
+    while True:
+        chosen = None
+        for action in parser._actions:  # argparse keeps its subparsers only there
+            if isinstance(action, argparse._SubParsersAction) and action.dest:
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
 def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import asyncio
 
@@ -449,6 +483,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return asyncio.run(run(args))
     if args.command == "chat":
+        import signal
+
+        # Until the chat's own handler takes over: Ctrl-C never leaves the chat.
+        signal.signal(signal.SIGINT, lambda _signum, _frame: None)
         from tether.cli.chat import chat
 
         return asyncio.run(chat(args))

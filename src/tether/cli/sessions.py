@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,9 @@ from tether.session import Aborted, TurnEnd
 from tether.tools.registry import TOOLS, shown_in
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
     from tether.persist.backends.base import SessionSummary
     from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
@@ -160,19 +164,56 @@ async def _say_if_live(persistence: Persistence, session: Session) -> None:
 
 async def _print_list(persistence: Persistence, args: argparse.Namespace, *, shared: bool) -> None:
     """``sessions list``: one line per session; with ``shared`` (sessions in
-    PostgreSQL) the last column says which host has each live."""
+    PostgreSQL) the last column says which host has each live. On a terminal
+    the columns are aligned under a header and the title cut to its width;
+    elsewhere each line is tab-separated, for scripts."""
     summaries = await _listed(persistence, args)
     if not summaries:
         print("no sessions", file=sys.stderr)
-    elif sys.stdout.isatty():
-        print("ID\tCWD\tLAST ACTIVE\tTURNS\tTITLE" + ("\tHOLDER" if shared else ""))
-    for s in summaries:
-        title = s.title or ("(unreadable: " + s.error + ")" if s.error else "")
-        holder = (f"\tlive on {s.holder}" if s.holder else "\tnot live") if shared else ""
-        print(
-            f"{s.id}\t{s.cwd or '-'}\t{_when(s.last_activity)}\t"
-            f"{s.turn_count} turns\t{title}{holder}"
-        )
+        return
+    rows = [_list_row(summary, shared=shared) for summary in summaries]
+    if not sys.stdout.isatty():
+        for row in rows:
+            print("\t".join(row))
+        return
+    header = ["ID", "CWD", "LAST ACTIVE", "TURNS", "TITLE"] + (["HOLDER"] if shared else [])
+    for line in _aligned([header, *rows], width=shutil.get_terminal_size().columns):
+        print(line)
+
+
+def _list_row(summary: SessionSummary, *, shared: bool) -> list[str]:
+    title = summary.title or ("(unreadable: " + summary.error + ")" if summary.error else "")
+    row = [
+        summary.id,
+        summary.cwd or "-",
+        _when(summary.last_activity),
+        str(summary.turn_count),
+        " ".join(title.split()),
+    ]
+    if shared:
+        row.append(f"live on {summary.holder}" if summary.holder else "not live")
+    return row
+
+
+TITLE_COLUMN = 4
+
+
+def _aligned(rows: list[list[str]], *, width: int) -> list[str]:
+    """``rows`` as lines of columns padded to their widest cell (``TURNS``
+    right-aligned), the title column cut so a line fits in ``width``."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    others = sum(w for column, w in enumerate(widths) if column != TITLE_COLUMN)
+    room = width - others - 2 * (len(widths) - 1)
+    widths[TITLE_COLUMN] = max(12, min(widths[TITLE_COLUMN], room))
+    lines = []
+    for row in rows:
+        cells = []
+        for column, text in enumerate(row):
+            size = widths[column]
+            cell = text if len(text) <= size else text[: size - 1] + "…"
+            cells.append(cell.rjust(size) if column == TITLE_COLUMN - 1 else cell.ljust(size))
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
 async def _cancel(
@@ -320,6 +361,7 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping_on, signum)
+    reader_gone = _when_the_reader_goes(loop, stop.set)
 
     failed: list[LogStoreError] = []
 
@@ -331,6 +373,8 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
                 sys.stdout.flush()
         except LogStoreError as exc:  # deleted or damaged meanwhile: said as one line
             failed.append(exc)
+        except BrokenPipeError:  # `tether sessions tail ID | head`: the reader has enough
+            _drop_stdout()
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -343,9 +387,40 @@ async def _tail(persistence: Persistence, session_id: str, after: int) -> int:
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+        reader_gone()
     if failed:
         raise failed[0]
     return 128 + stopped_by[0] if stopped_by else EXIT_OK
+
+
+def _when_the_reader_goes(
+    loop: asyncio.AbstractEventLoop, then: Callable[[], None]
+) -> Callable[[], object]:
+    """Call ``then`` once stdout is a pipe whose reader closed it (as ``tail -f``
+    does: a follower with nothing new to write would not notice otherwise);
+    returns the function that stops watching. Nothing is watched when stdout is
+    not a pipe."""
+    import stat
+
+    fd = sys.stdout.fileno()
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return lambda: None
+
+    def closed() -> None:
+        # A pipe's write end polls as readable only with an error: its reader closed.
+        loop.remove_reader(fd)
+        _drop_stdout()
+        then()
+
+    loop.add_reader(fd, closed)
+    return lambda: loop.remove_reader(fd)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone, and a final flush must not fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 async def sessions(args: argparse.Namespace) -> int:

@@ -214,6 +214,12 @@ async def _guarded(
     if signal.cancelled:
         yield Finish("aborted")
         return
+    log.debug(
+        "model request to %s: %d messages, %d tools",
+        request.model,
+        len(request.messages),
+        len(request.tools),
+    )
     try:
         chunks = adapter.stream(request, signal)
     except Exception as exc:
@@ -224,6 +230,7 @@ async def _guarded(
             yield chunk
     finally:
         await _close(adapter, chunks)
+    log.debug("model answer from %s ended: %s", request.model, chunk.reason)
     yield chunk
 
 

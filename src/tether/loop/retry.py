@@ -172,7 +172,9 @@ async def apply(ctx: Context, config: Config) -> None:
 
 
 def _record(agent: Agent, decision: RequestError, policy: RetryPolicy) -> None:
-    log.warning(
+    # Info, not a warning: every front end shows the retry from the session's
+    # own event; this line is for --verbose and service logs.
+    log.info(
         "agent %s: model request %d of %d failed (%s), retrying in %.2fs: %s",
         agent.id,
         decision.attempt,

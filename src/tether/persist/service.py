@@ -200,6 +200,7 @@ class Persistence:
                 self._leases.release(session_id, token)
         finally:
             self._resuming.discard(session_id)
+        log.debug("session %s resumed (%d events stored)", session_id, len(restored.events))
         return restored
 
     async def claim(self, session: Session) -> None:

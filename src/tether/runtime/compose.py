@@ -135,6 +135,10 @@ def read_document(path: Path) -> object:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CompositionError(f"cannot read composition {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise CompositionError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})"
+        ) from None
     return parse_document(text, source=str(path))
 
 
@@ -160,7 +164,18 @@ def parse_document(text: str, *, source: str) -> object:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise CompositionError(f"{source}: invalid YAML: {exc}") from None
+        raise CompositionError(_yaml_problem(exc, source)) from None
+
+
+def _yaml_problem(exc: object, source: str) -> str:
+    """One line for a YAML error: ``source:LINE:COLUMN: invalid YAML: what``."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    what = ": ".join(str(part) for part in (context, problem) if part) or " ".join(str(exc).split())
+    if mark is None:
+        return f"{source}: invalid YAML: {what}"
+    return f"{source}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {what}"
 
 
 def load_composition(path: Path) -> Composition:

@@ -195,7 +195,9 @@ async def run_call(ctx: Context, scheduled: ScheduledCall) -> ToolResult:
         tool, args, invocation = await _prepare(ctx, scheduled)
     except _Refusal as refusal:
         return ToolResult(call.id, call.name, refusal.message, is_error=True)
+    log.debug("tool %s (call %s) starts", tool.name, call.id)
     output = await _invoke(tool, args, invocation.exec)
+    log.debug("tool %s (call %s) ended%s", tool.name, call.id, " failed" * output.is_error)
     result = ToolResult(call.id, tool.name, output.content, output.is_error, output.images)
     return await _after_execute(ctx, result, invocation)
 

@@ -178,7 +178,7 @@ def resolve_endpoint(
         return Endpoint(
             preset,
             problem=ProviderError(
-                "bad-request",
+                "endpoint",
                 f"{provider}: no base URL configured: give one with --base-url or "
                 "TETHER_BASE_URL, or as its base_url in the adapter's configuration "
                 "(e.g. http://127.0.0.1:8000/v1)",
@@ -186,7 +186,7 @@ def resolve_endpoint(
         )
     url_problem = check_base_url(preset.base_url)
     if url_problem is not None:
-        return Endpoint(preset, problem=ProviderError("bad-request", f"{provider}: {url_problem}"))
+        return Endpoint(preset, problem=ProviderError("endpoint", f"{provider}: {url_problem}"))
     if config is not None and config.api_key is not None:
         key, where = config.api_key.get_secret_value().strip(), "the configuration"
     else:

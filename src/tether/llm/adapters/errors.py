@@ -11,10 +11,17 @@ code                          meaning                                    retryab
 ``rate-limit``                the provider asks to slow down (HTTP 429)  yes
 ``server``                    the provider failed or is overloaded (5xx) yes
 ``timeout``                   connect or read timed out                  yes
-``transport``                 the connection failed or dropped           yes
+``transport``                 the connection dropped or was cut          yes
+``unreachable``               nothing answers at the base URL            no
+``endpoint``                  the base URL is missing, invalid, or       no
+                              answers but not as the provider's API
 ``context-overflow``          the conversation exceeds the context       no
 ``bad-request``               the provider rejected the request          no
 ============================  =========================================  =========
+
+``unreachable`` is not retried: a refused connection, an unknown host or no
+route says at once that the base URL is wrong or its server is not running,
+where retries would only delay saying so.
 
 The message keeps the provider's own words (its ``error.message`` when the
 body has one) and never contains the API key: :func:`redact` scrubs it.
@@ -43,7 +50,15 @@ __all__ = [
 ]
 
 ErrorCode = Literal[
-    "auth", "rate-limit", "server", "timeout", "transport", "context-overflow", "bad-request"
+    "auth",
+    "rate-limit",
+    "server",
+    "timeout",
+    "transport",
+    "unreachable",
+    "endpoint",
+    "context-overflow",
+    "bad-request",
 ]
 """A normalized provider failure; see the module docstring."""
 

@@ -168,6 +168,10 @@ class HttpClient:
         except httpx.TimeoutException as exc:
             text = mask_credentials(f"{provider}: {self._timed_out(exc, url)}")
             raise ProviderError("timeout", text) from None
+        except httpx.ConnectError as exc:
+            # No server took the connection: refused, unknown host, no route.
+            text = mask_credentials(f"{provider}: cannot connect to {url}: {_detail(exc)}")
+            raise ProviderError("unreachable", text) from None
         except (httpx.TransportError, httpx.StreamError) as exc:
             text = mask_credentials(f"{provider}: connection to {url} failed: {_detail(exc)}")
             raise ProviderError("transport", text) from None
@@ -201,7 +205,7 @@ async def _not_a_stream(response: httpx.Response, provider: str) -> ProviderErro
         f"{provider}: expected a server-sent event stream, got content type "
         f"{content_type or 'none'!r}: {message}"
     )
-    return ProviderError("bad-request", text)
+    return ProviderError("endpoint", text)
 
 
 def _detail(exc: Exception) -> str:
