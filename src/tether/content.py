@@ -35,6 +35,7 @@ __all__ = [
     "ToolSpec",
     "UserBlock",
     "UserRoleMessage",
+    "embedded_resource",
     "image_type",
 ]
 
@@ -94,6 +95,12 @@ def image_type(head: bytes) -> str | None:
     if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
         return "image/webp"
     return None
+
+
+def embedded_resource(uri: str, text: str) -> TextBlock:
+    """The text block a prompt carries for a resource given with it (an editor's
+    embedded resource, a chat's ``@path``): its text, wrapped with its URI."""
+    return TextBlock(f'<resource uri="{uri}">\n{text}\n</resource>')
 
 
 class ImageRef(msgspec.Struct, frozen=True, tag_field="type", tag="image"):

@@ -161,3 +161,20 @@ def test_ask_mode_shows_the_call_and_takes_the_answer_in_the_editor(tmp_path: Pa
     results = [e["data"] for e in events_of(tmp_path, session_id) if e["type"] == "tool/result"]
     assert results[0]["is_error"] and "did not allow" in results[0]["content"]
     assert (tmp_path / "notes.txt").read_text() == "beta\n"
+
+
+def test_while_a_question_is_open_the_status_line_shows_the_keys_that_answer_it(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path, "--mode", "ask")
+    try:
+        started(chat)
+        chat.send(b"$ echo hi\r")
+        chat.expect("allow this bash call?")
+        chat.expect("y: allow · n: reject · a: always allow")
+        chat.send(b"y\r")
+        chat.expect("you>")
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()

@@ -46,7 +46,7 @@ def test_resume_on_a_terminal_renders_the_replayed_answers_as_markdown(
     home, sid = stored
     chat = Terminal(home, "--continue")
     try:
-        shown = chat.expect(f"session {sid} (/help lists the commands)")
+        shown = chat.expect(f"session {sid} · offline (/help lists the commands)")
         assert "1 earlier turn not shown" in shown
         replayed = shown.split("earlier turn not shown", 1)[1]
         assert 'You said: "say bold"' in replayed  # Markdown, rendered
@@ -59,3 +59,36 @@ def test_resume_on_a_terminal_renders_the_replayed_answers_as_markdown(
         assert chat.finish() == 0
     finally:
         chat.close()
+
+
+def test_resume_without_an_id_offers_the_directorys_recent_sessions_on_the_terminal(
+    tmp_path: Path,
+) -> None:
+    from tests.cli.terminal import Terminal
+    from tests.cli.test_commands import session_id, tether
+
+    older = session_id(tether(tmp_path, "run", "the older one").stderr)
+    newer = session_id(tether(tmp_path, "run", "the newer one").stderr)
+    chat = Terminal(tmp_path, "--resume")
+    try:
+        listed = chat.expect("resume which? [1-2, Enter: 1]")
+        assert listed.index(newer) < listed.index(older)
+        assert "the newer one" in listed and "the older one" in listed
+        chat.send(b"2\r")
+        chat.expect(f"session {older} · offline (/help lists the commands)")
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()
+
+
+def test_resume_without_an_id_and_no_terminal_is_one_line(tmp_path: Path) -> None:
+    from tests.cli.test_commands import tether
+
+    tether(tmp_path, "run", "one")
+    result = tether(tmp_path, "run", "--resume", "go on")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "tether: error: --resume without an id asks on the terminal which session; "
+        "give an id, or --continue"
+    )

@@ -283,7 +283,7 @@ def test_a_log_without_write_permission_fails_the_turn_in_one_line_and_keeps_the
     denied = tether_denied(tmp_path, "run", "--resume", sid, "second")
 
     assert denied.returncode == 1
-    line = only_line(denied.stderr.replace(f"session {sid}\n", ""))
+    line = only_line(denied.stderr.replace(f"session {sid} · offline\n", ""))
     assert line == f"tether: session {sid} could not be stored: permission denied: {log_file}"
     assert log_file.read_bytes() == before
     log_file.chmod(0o600)
@@ -306,7 +306,7 @@ def test_run_prints_nothing_of_a_turn_it_could_not_store(tmp_path: Path) -> None
     assert (denied.returncode, denied.stdout) == (1, ""), denied.stderr
     result = json.loads(as_json.stdout)
     assert (as_json.returncode, result["stored"], result["answer"]) == (1, False, "")
-    assert only_line(denied.stderr.replace(f"session {sid}\n", "")) == (
+    assert only_line(denied.stderr.replace(f"session {sid} · offline\n", "")) == (
         f"tether: session {sid} could not be stored: permission denied: {log_file}"
     )
 
@@ -316,7 +316,7 @@ def test_run_prints_nothing_of_a_turn_it_could_not_store(tmp_path: Path) -> None
         os.truncate(filler, filler.stat().st_size - 4096)  # room for the start-up probe only
         full = tether(home, "run", "--resume", earlier, "long " + "x" * 8000)
     assert (full.returncode, full.stdout) == (1, ""), full.stderr
-    assert only_line(full.stderr.replace(f"session {earlier}\n", "")) == (
+    assert only_line(full.stderr.replace(f"session {earlier} · offline\n", "")) == (
         f"tether: session {earlier} could not be stored: the disk is full"
     )
 
@@ -457,9 +457,11 @@ def test_sigterm_and_sighup_close_the_turn_like_ctrl_c(
 ) -> None:
     process, sid = slow_run(tmp_path, overlay(tmp_path, "slow", SLOW))
     process.send_signal(signum)
-    process.wait(timeout=30)
+    _out, err = process.communicate(timeout=30)
     assert process.returncode == status
     assert last_reason(tmp_path, sid) == {"kind": "aborted", "cause": "user"}
+    # The log says the user stopped it; the person is told which signal did.
+    assert f"tether: stopped by {signum.name}" in err
 
 
 # -- read-only loads and private logs --------------------------------------------------

@@ -46,6 +46,7 @@ def test_sigterm_cancels_a_chat_turn_and_exits_143(tmp_path: Path) -> None:
     chat.send_signal(signal.SIGTERM)
     _out, err = chat.communicate(timeout=30)
     assert chat.returncode == 143, err
+    assert "(SIGTERM: the running turn is cancelled and the chat ends)" in err
     assert "(turn stopped: cancelled by user)" in err
 
 
@@ -129,3 +130,34 @@ def test_ctrl_c_while_the_chat_starts_never_leaves_it(tmp_path: Path) -> None:
         assert terminal.finish() == 0, terminal.output()[-2000:]
     finally:
         terminal.close()
+
+
+def test_a_bare_tether_on_a_terminal_is_the_chat(tmp_path: Path) -> None:
+    from tests.cli.terminal import Terminal
+
+    terminal = Terminal(tmp_path, command="-v")
+    try:
+        terminal.expect("(/help lists the commands)")
+        terminal.send(b"/quit\r")
+        assert terminal.finish() == 0
+    finally:
+        terminal.close()
+
+
+def test_cancelling_a_turn_says_when_it_dropped_queued_prompts(tmp_path: Path) -> None:
+    chat = tether_process(tmp_path, "chat")
+    assert chat.stdin is not None and chat.stderr is not None
+    chat.stdin.write("$ sleep 30\n")
+    chat.stdin.flush()
+    while "→ bash sleep 30" not in chat.stderr.readline():
+        pass
+    chat.stdin.write("and then this\n")
+    chat.stdin.flush()
+    while "(queued:" not in chat.stderr.readline():
+        pass
+    chat.stdin.write("/cancel\n/quit\n")
+    chat.stdin.flush()
+    _out, err = chat.communicate(timeout=30)
+    assert chat.returncode == 0, err
+    assert "(the queued prompt dropped too: never sent)" in err
+    assert 'You said: "and then this"' not in _out

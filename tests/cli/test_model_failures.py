@@ -88,3 +88,64 @@ async def test_a_page_that_is_not_the_api_points_at_the_base_url(tmp_path: Path)
     [line] = [line for line in err.splitlines() if line.startswith("tether: error: ")]
     assert "text/html" in line and "check --base-url" in line
     assert "model name" not in line
+
+
+async def test_after_a_retried_cut_stdout_holds_only_the_stored_answer(tmp_path: Path) -> None:
+    from tests.adapters.support import delta
+
+    async with FakeServer() as server:
+        config = overlay(tmp_path, server.url)
+        server.queue(stream([delta("The final answer")], end=False))
+        server.queue(stream(text_answer("The final answer is 42.")))
+        status, out, err = await run(tmp_path, *config, "run", *MODEL, "hi")
+        assert status == 0, err
+        assert out == "The final answer is 42.\n"
+        assert "[retrying: " in err
+
+        # --stream writes as it comes: the cut attempt is on stdout, and marked.
+        server.queue(stream([delta("The final answer")], end=False))
+        server.queue(stream(text_answer("The final answer is 42.")))
+        status, out, err = await run(tmp_path, *config, "run", "--stream", *MODEL, "hi")
+        assert status == 0, err
+        assert out == "The final answer\nThe final answer is 42.\n"
+        assert "(the answer above was cut off; it starts again)" in err
+
+
+async def test_the_json_result_names_the_error_without_a_prefix(tmp_path: Path) -> None:
+    import json
+
+    async with FakeServer() as server:
+        server.queue(error(400, {"error": {"message": "no such model"}}))
+        config = overlay(tmp_path, server.url)
+        status, out, _err = await run(
+            tmp_path, *config, "run", "--output-format", "json", *MODEL, "hi"
+        )
+    assert status == 1
+    result = json.loads(out)
+    assert result["is_error"] is True
+    assert result["error"].startswith("openai-compatible: HTTP 400 (bad-request): no such model")
+
+
+async def test_run_ends_with_the_turns_tokens_and_cost_and_json_carries_total_cost_usd(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    async with FakeServer() as server:
+        path = tmp_path / "model.yml"
+        path.write_text(
+            fake_model_overlay(server.url, KEY)
+            + "  - id: llm\n    config:\n      models:\n"
+            + '        "openai-compatible:m": {prices: {input: 1000000.0, output: 2000000.0}}\n'
+        )
+        config = ("--config", str(path))
+        server.queue(stream(text_answer("priced")))  # usage: 5 in, 1 out
+        status, _out, err = await run(tmp_path, *config, "run", *MODEL, "hi")
+        assert status == 0, err
+        assert err.splitlines()[-1] == "tokens: 5 in, 1 out · 7.0000 USD (session 7.0000 USD)"
+        server.queue(stream(text_answer("priced")))
+        status, out, err = await run(
+            tmp_path, *config, "run", "--output-format", "json", *MODEL, "hi"
+        )
+        assert status == 0, err
+        assert json.loads(out)["total_cost_usd"] == 7.0

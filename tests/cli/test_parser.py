@@ -99,3 +99,21 @@ def test_an_unknown_option_is_refused_by_the_parser_of_its_command(
     err = capsys.readouterr().err
     assert err.startswith(f"usage: {usage} ")
     assert err.splitlines()[-1] == f"{usage}: error: unrecognized arguments: {unknown}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ["chat"]),
+        (["-v", "--config", "a.yml"], ["-v", "--config", "a.yml", "chat"]),
+        (["--data-dir=/d"], ["--data-dir=/d", "chat"]),
+        (["--config"], ["--config"]),
+        (["--help"], ["--help"]),
+        (["--version"], ["--version"]),
+        (["run", "x"], ["run", "x"]),
+    ],
+)
+def test_a_bare_tether_opens_the_chat(argv: list[str], expected: list[str]) -> None:
+    from tether.cli.main import with_default_command
+
+    assert with_default_command(argv) == expected

@@ -42,3 +42,34 @@ def test_ctrl_c_cancels_a_run_on_a_terminal_with_status_130(tmp_path: Path) -> N
     finally:
         run.close()
     assert "tether: cancelled by user" in run.output()
+
+
+async def test_the_answer_shows_as_it_streams_before_its_line_is_complete(tmp_path: Path) -> None:
+    import asyncio
+
+    from tests.acp.harness import fake_model_overlay
+    from tests.adapters.fake_server import FakeServer, stream
+    from tests.adapters.support import delta
+
+    async with FakeServer() as server:
+        hold, reached = asyncio.Event(), asyncio.Event()
+        server.queue(stream([delta("The answer is on its w")], hold=hold, reached=reached))
+        overlay = tmp_path / "model.yml"
+        overlay.write_text(fake_model_overlay(server.url, "sk-stream-0123456789"))
+        run = Terminal(
+            tmp_path,
+            "--model",
+            "openai-compatible:m",
+            "hi",
+            command="run",
+            options=("--config", str(overlay)),
+        )
+        try:
+            await asyncio.wait_for(reached.wait(), 30)
+            # Half a line, and the model still writing: it is on the screen already.
+            await asyncio.to_thread(run.expect, "The answer is on its w", 30)
+            run.send(CTRL_C)
+            assert await asyncio.to_thread(run.finish) == 130
+        finally:
+            hold.set()
+            run.close()

@@ -6,6 +6,7 @@ Real subprocesses on the offline model.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,8 @@ def test_stream_json_prints_every_event_then_the_result(tmp_path: Path) -> None:
     result = tether(tmp_path, "run", "--output-format", "stream-json", "hello stream")
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    *events, last = lines
+    init, *events, last = lines
+    assert init["type"] == "init"
     assert all("/" in event["type"] for event in events)
     assert [event["seq"] for event in events] == list(range(len(events)))
     assert events[-1]["type"] == "turn/end" and last["type"] == "result"
@@ -257,3 +259,24 @@ def test_sessions_list_is_tab_separated_for_scripts_and_aligned_on_a_terminal(
     assert row.startswith(sid) and row.index("a title") == header.index("TITLE")
     assert row[header.index("TURNS") + len("TURNS") - 1] == "1"  # right-aligned under it
     assert len(row) <= 100 and row.endswith("…")
+
+
+def test_stream_json_starts_with_an_init_line(tmp_path: Path) -> None:
+    result = tether(tmp_path, "run", "--output-format", "stream-json", "hi")
+    assert result.returncode == 0, result.stderr
+    init = json.loads(result.stdout.splitlines()[0])
+    assert init["type"] == "init" and init["version"] == 1
+    assert init["session_id"] == session_id(result.stderr)
+    assert init["model"] == "offline" and init["cwd"] == os.getcwd()
+    assert {"bash", "read", "edit", "task"} <= set(init["tools"])
+
+
+def test_a_task_that_never_starts_still_has_its_json_result(tmp_path: Path) -> None:
+    for output in ("json", "stream-json"):
+        result = tether(tmp_path, "run", "--output-format", output, "--resume", "nosuchid", "hi")
+        assert result.returncode == 2
+        [line] = result.stdout.splitlines()
+        parsed = json.loads(line)
+        assert parsed["type"] == "result" and parsed["is_error"] is True
+        assert parsed["session_id"] is None and parsed["exit_code"] == 2
+        assert parsed["error"] == "no stored session 'nosuchid' (see: tether sessions list)"

@@ -124,3 +124,20 @@ def test_a_turn_ends_with_its_tokens_and_cost_and_the_sessions() -> None:
         "error: 429 — the provider is limiting requests or the quota is spent; wait, or check it",
         "tokens: 1,000,000 in, 500,000 out · 2.0000 USD (session 4.0000 USD)",
     ]
+
+
+def test_a_terminal_marks_an_abandoned_attempt_and_clears_its_unfinished_line() -> None:
+    from tether.cli.surface import ABANDONED, ERASE_LINE, RichSurface
+
+    out = io.StringIO()
+    surface = RichSurface(out)
+    surface.answer("a first line\nhalf a li")
+    surface.abandon()
+    surface.answer("the answer\n")
+    surface.answered()
+    surface.end_block()
+    shown = out.getvalue()
+    assert shown.index("a first line") < shown.index(ABANDONED) < shown.index("the answer")
+    assert ERASE_LINE + "\x1b" in shown  # the unfinished line gave way to the mark
+    surface.abandon()  # nothing of a new attempt was shown: no mark
+    assert out.getvalue().count(ABANDONED) == 1

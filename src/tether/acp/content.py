@@ -30,7 +30,7 @@ from acp.schema import (
 
 from tether.acp.updates import CLIENT_SOURCE
 from tether.agent import UserMessage
-from tether.content import ImageRef, TextBlock
+from tether.content import ImageRef, TextBlock, embedded_resource
 
 
 class UnsupportedContentError(ValueError):
@@ -53,10 +53,7 @@ def to_message(blocks: Sequence[object], *, images: bool) -> UserMessage:
         elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
             block.resource, TextResourceContents
         ):
-            resource = block.resource
-            content.append(
-                TextBlock(f'<resource uri="{resource.uri}">\n{resource.text}\n</resource>')
-            )
+            content.append(embedded_resource(block.resource.uri, block.resource.text))
         elif isinstance(block, ImageContentBlock) and images:
             url = f"data:{block.mime_type};base64,{block.data}"
             content.append(ImageRef(url, block.mime_type))

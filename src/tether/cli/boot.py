@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,7 +84,7 @@ def composed(
 
 def resumes(args: argparse.Namespace) -> bool:
     """Whether the command continues a stored session (``--resume`` or ``--continue``)."""
-    return bool(getattr(args, "resume", None) or getattr(args, "continue_", False))
+    return getattr(args, "resume", None) is not None or bool(getattr(args, "continue_", False))
 
 
 def model_settings(document: object, model: str | None, base_url: str | None) -> ModelSettings:
@@ -159,6 +160,21 @@ def composed_choice(tether: Tether) -> ModelChoice | None:
     if loop is None or loop.config is None:
         return None
     return ModelChoice(str(loop.config.model), loop.config.base_url)
+
+
+def session_line(tether: Tether, agent: Agent) -> str:
+    """``session ID · MODEL``: what ``run`` and ``chat`` say first, once the
+    session exists."""
+    return f"session {agent.id} · {next_model(tether, agent)}"
+
+
+def next_model(tether: Tether, agent: Agent) -> str:
+    """The model ``agent``'s next request goes to, the composition's model as the
+    configured one (:func:`tether.session.model.session_model`)."""
+    from tether.session.model import session_model as model_of
+
+    composed = composed_choice(tether)
+    return model_of(agent.session, configured=None if composed is None else composed.model).model
 
 
 def check_model_provider(tether: Tether) -> None:
@@ -344,14 +360,19 @@ def existing_dir(value: str) -> Path:
 
 
 async def open_agent(
-    tether: Tether, *, resume: str | None, cwd: str, resume_latest: bool = False
+    tether: Tether,
+    *,
+    resume: str | None,
+    cwd: str,
+    resume_latest: bool = False,
+    reasons: list[str] | None = None,
 ) -> AgentHandle | None:
-    """Resume the stored session ``resume`` (an id or a unique prefix of one),
-    or with ``resume_latest`` the most recently active session of ``cwd``;
-    else create an agent in ``cwd``.
+    """Resume the stored session ``resume`` (an id or a unique prefix of one;
+    :data:`PICK`: the one the person picks), or with ``resume_latest`` the most
+    recently active session of ``cwd``; else create an agent in ``cwd``.
 
     A reason it cannot (a corrupt or live session, no agent loop) is printed
-    on stderr as one line, and ``None`` is returned.
+    on stderr as one line (and added to ``reasons``), and ``None`` is returned.
 
     Raises:
         UsageError: no stored session matches (exit 2, like any bad argument).
@@ -361,36 +382,52 @@ async def open_agent(
     from tether.session import SessionError
 
     try:
+        if resume == PICK:
+            return await tether.agents.resume(await pick_session(tether, cwd=cwd))
         if resume or resume_latest:
             session_id = await resolve_session(tether, resume, cwd=cwd)
             return await tether.agents.resume(session_id)
         return await tether.agents.create(cwd=cwd)
     except (AgentError, LookupError, LogStoreError, SessionError) as exc:
-        print(f"tether: {exc}", file=sys.stderr)
+        _refused(str(exc), reasons)
         return None
 
 
-async def open_for(tether: Tether, args: argparse.Namespace, *, cwd: str) -> AgentHandle | None:
+def _refused(reason: str, reasons: list[str] | None) -> None:
+    """Say why a session cannot be opened, and keep it for a JSON result."""
+    print(f"tether: {reason}", file=sys.stderr)
+    if reasons is not None:
+        reasons.append(reason)
+
+
+async def open_for(
+    tether: Tether, args: argparse.Namespace, *, cwd: str, reasons: list[str] | None = None
+) -> AgentHandle | None:
     """:func:`open_agent` as ``run`` and ``chat`` ask for it (``--resume``,
     ``--continue``): a new session once it is stored (its header, so the id
     the command shows names a session on disk), a resumed one on the model it
     ran on, or the one ``--model``/``--base-url`` give (:func:`continue_on`);
-    ``None`` once the reason it cannot is printed."""
+    ``None`` once the reason it cannot is printed (and added to ``reasons``)."""
     resuming = resumes(args)
-    handle = await open_agent(tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd)
+    handle = await open_agent(
+        tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd, reasons=reasons
+    )
     if handle is None:
         return None
     if not resuming:
-        return await _stored(handle, verbose=bool(getattr(args, "verbose", False)))
+        verbose = bool(getattr(args, "verbose", False))
+        return await _stored(handle, verbose=verbose, reasons=reasons)
     unusable = await continue_on(tether, handle.agent, model=args.model, base_url=args.base_url)
     if unusable is None:
         return handle
-    print(f"tether: {unusable}", file=sys.stderr)
+    _refused(unusable, reasons)
     await handle.dispose()
     return None
 
 
-async def _stored(handle: AgentHandle, *, verbose: bool) -> AgentHandle | None:
+async def _stored(
+    handle: AgentHandle, *, verbose: bool, reasons: list[str] | None
+) -> AgentHandle | None:
     """``handle`` once its new session is on disk (its id may be shown); else ``None``,
     the reason printed and the agent disposed."""
     from tether.cli.ending import acknowledge, dispose_reporting
@@ -398,6 +435,8 @@ async def _stored(handle: AgentHandle, *, verbose: bool) -> AgentHandle | None:
     unstored = await acknowledge(handle.agent, created=True)
     if unstored is None:
         return handle
+    if reasons is not None:
+        reasons.append(unstored)
     _failed, release_logs = await dispose_reporting(handle, unstored, verbose=verbose)
     release_logs()
     return None
@@ -487,6 +526,50 @@ def session_model(agent: Agent) -> str:
     from tether.session.model import session_model as model_of
 
     return model_of(agent.session).model
+
+
+PICK = ""
+"""``--resume`` given without an id: the person picks one of the directory's sessions."""
+
+PICKER_SIZE = 10
+"""How many of the directory's most recent sessions the picker offers."""
+
+
+async def pick_session(tether: Tether, *, cwd: str) -> str:
+    """Ask on the terminal which of ``cwd``'s recent sessions to resume; its id.
+
+    The choices go to stderr, most recently active first, numbered; the
+    answer is read from stdin (Enter takes the first).
+
+    Raises:
+        UsageError: stdin is not a terminal, the directory has no stored
+            session, or the answer is not one of the numbers.
+    """
+    import asyncio
+
+    from tether.cli.terminal import is_terminal
+    from tether.persist.service import PERSISTENCE
+
+    if not is_terminal(sys.stdin):
+        raise UsageError(
+            "--resume without an id asks on the terminal which session; give an id, or --continue"
+        )
+    persistence = tether.runtime.ctx.get(PERSISTENCE)
+    summaries = [] if persistence is None else await persistence.list()
+    choices = [s for s in summaries if s.cwd == cwd and s.error is None][:PICKER_SIZE]
+    if not choices:
+        raise UsageError(f"no stored session in {cwd} to resume")
+    for number, summary in enumerate(choices, start=1):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.last_activity))
+        title = " ".join((summary.title or "").split())[:60]
+        print(f"{number:>3}  {when}  {summary.id}  {title}", file=sys.stderr)
+    print(f"resume which? [1-{len(choices)}, Enter: 1] ", end="", file=sys.stderr, flush=True)
+    answer = (await asyncio.to_thread(sys.stdin.readline)).strip()
+    if not answer:
+        return choices[0].id
+    if not answer.isdigit() or not 1 <= int(answer) <= len(choices):
+        raise UsageError(f"{answer!r} is not one of the sessions listed (1 to {len(choices)})")
+    return choices[int(answer) - 1].id
 
 
 async def resolve_session(tether: Tether, wanted: str | None, *, cwd: str) -> str:

@@ -35,9 +35,19 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from tether.agent import Agent, AgentStatus, CancelCause, NotStoredError, Target, UserMessage
+from tether.agent import (
+    Agent,
+    AgentStatus,
+    CancelCause,
+    NeverRan,
+    NotStoredError,
+    Target,
+    TurnHandle,
+    UserMessage,
+)
 from tether.agent.commands import (
     COMMANDS,
     CommandCall,
@@ -46,13 +56,14 @@ from tether.agent.commands import (
     parse_command,
 )
 from tether.agent.events import AGENT_STATUS
-from tether.cli.boot import data_dir_of, open_for, start
+from tether.cli.boot import PICK, data_dir_of, open_for, session_line, start
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView, meter_for, shown_for
+from tether.content import TextBlock
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
@@ -62,6 +73,7 @@ if TYPE_CHECKING:
 
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
 RUNNING_KEYS = "Enter: queue · Ctrl-S: steer · Ctrl-C: cancel"
+QUESTION_KEYS = "y: allow · n: reject · a: always allow · Ctrl-C: cancel the turn"
 IDLE_KEYS = "Alt-Enter: new line · Tab: complete · /help · Ctrl-D: leave"
 PLAIN_READ_LIMIT = 1 << 30
 """The stream reader's buffer limit: far above any line a person pastes."""
@@ -145,6 +157,8 @@ class _Chat:
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
         self._attached = False
+        self._queued: list[TurnHandle] = []
+        """The prompts queued behind a running turn, until a turn takes them."""
         self.ready = True
         """``you>`` may show: no turn runs, and the one before is on disk."""
         self.question: tuple[asyncio.Future[str], str] | None = None
@@ -197,6 +211,11 @@ class _Chat:
     def _toolbar(self) -> str:
         running = self._attached and self.agent.status is AgentStatus.RUNNING
         keys = RUNNING_KEYS if running else IDLE_KEYS
+        if self.question is not None:
+            keys = QUESTION_KEYS
+        share = self.meter.context_share() if self._attached else None
+        if share is not None:
+            keys = f"context {share:.0%} · {keys}"
         if self._status is None:
             return keys
         text, since = self._status
@@ -215,9 +234,9 @@ class _Chat:
         until input ends; the exit status a signal asked for, and why the last turn is
         not on disk (or ``None``)."""
         agent = self.agent
-        if self._args.resume or self._args.continue_:
+        if self._args.resume is not None or self._args.continue_:
             self.view.replay(agent.session)
-        self.surface.line(f"session {agent.id} (/help lists the commands)", "dim")
+        self.surface.line(f"{session_line(self.tether, agent)} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
         agent.ctx.on(AGENT_STATUS, self._on_status)
         loop = asyncio.get_running_loop()
@@ -227,7 +246,7 @@ class _Chat:
             async with asyncio.TaskGroup() as tasks:
                 prompting = tasks.create_task(self._prompter(), name="chat-prompt")
                 try:
-                    with Terminations(agent, then=self.lines.end) as terminations:
+                    with Terminations(agent, then=self._terminated) as terminations:
                         self.lines.refresh()
                         await self._read_entries(first)
                         self._drop_question()
@@ -328,9 +347,24 @@ class _Chat:
             return True
         if self.agent.status is AgentStatus.RUNNING:
             self.surface.line("(cancelled)", "notice")
-            self.agent.cancel()
+            self._cancel()
             return True
         return False
+
+    def _cancel(self) -> None:
+        """Cancel the running turn and what is queued, saying how many queued
+        prompts that dropped (they never run)."""
+        self.agent.cancel()
+        queued, self._queued = self._queued, []
+        dropped = sum(isinstance(handle.outcome, NeverRan) for handle in queued)
+        if dropped:
+            prompts = "prompt" if dropped == 1 else f"{dropped} prompts"
+            self.surface.line(f"(the queued {prompts} dropped too: never sent)", "notice")
+
+    def _terminated(self, signal_name: str) -> None:
+        """A SIGTERM or SIGHUP: the running turn is cancelled, and the chat ends."""
+        self.surface.line(f"({signal_name}: the running turn is cancelled and the chat ends)")
+        self.lines.end()
 
     def _on_sigint(self) -> None:
         if not self._interrupt():
@@ -365,16 +399,28 @@ class _Chat:
         elif running:
             self.surface.line("(queued: it runs when the current turn ends)", "dim")
 
+    def _with_mentions(self, text: str) -> UserMessage:
+        """The prompt ``text``, with what its ``@path`` words attach (said on a line each)."""
+        from tether.cli.mentions import attach_mentions
+
+        attached = attach_mentions(text, Path(self.agent.session.header.cwd or os.getcwd()))
+        for note in attached.notes:
+            self.surface.line(f"({note})", "dim")
+        return UserMessage((TextBlock(text), *attached.blocks))
+
     async def _submit(self, text: str, target: Target) -> bool:
         """Deliver ``text`` once it is stored (``agent.submit``); whether it was. One that
         could not be is said on one line, and never runs."""
         try:
-            await self.agent.submit(UserMessage.text(text), target)
+            handle = await self.agent.submit(self._with_mentions(text), target)
         except NotStoredError as exc:
             self.surface.line(f"tether: {exc}", "error")
             if self.agent.status is AgentStatus.IDLE:
                 await self._show_ready()
             return False
+        if target is Target.QUEUED and self.agent.status is AgentStatus.RUNNING:
+            self._queued = [h for h in self._queued if h.outcome is None]
+            self._queued.append(handle)
         return True
 
     async def _command(self, name: str, argument: str) -> None:
@@ -383,7 +429,7 @@ class _Chat:
             for line in help_text(self._commands(), keys=self.terminal).splitlines():
                 say(line)
         elif name == "cancel":
-            self.agent.cancel()
+            self._cancel()
         elif name == "steer":
             if not argument:
                 raise CommandError("give the text: /steer TEXT")
@@ -488,7 +534,11 @@ async def chat(args: argparse.Namespace) -> int:
     # editor may not have the terminal yet, so the key arrives as SIGINT).
     asyncio.get_running_loop().add_signal_handler(signal.SIGINT, session._on_sigint)
     # On a terminal the prompt is drawn, and takes keys, while tether boots.
-    first = asyncio.ensure_future(session.lines.read()) if session.terminal else None
+    # (Not while a --resume without an id asks which session: the terminal is the picker's.)
+    picking = args.resume == PICK
+    first = (
+        asyncio.ensure_future(session.lines.read()) if session.terminal and not picking else None
+    )
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
         tether = await start(args, model=args.model, persistent=True)

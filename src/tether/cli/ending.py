@@ -30,12 +30,13 @@ TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
 
 class Terminations:
-    """While entered, SIGTERM and SIGHUP cancel ``agent``'s work and call ``then``.
+    """While entered, SIGTERM and SIGHUP cancel ``agent``'s work and call ``then``
+    with the signal's name.
 
     :attr:`exit_status` is ``128 + signal`` once one arrived, else ``None``.
     """
 
-    def __init__(self, agent: Agent, then: Callable[[], None] | None = None) -> None:
+    def __init__(self, agent: Agent, then: Callable[[str], None] | None = None) -> None:
         self._agent = agent
         self._then = then
         self.signum: int | None = None
@@ -60,12 +61,17 @@ class Terminations:
         for signum in TERMINATING:
             loop.remove_signal_handler(signum)
 
+    @property
+    def stopped_by(self) -> str | None:
+        """The name of the signal that stopped the work (``SIGTERM``), if one did."""
+        return None if self.signum is None else signal.Signals(self.signum).name
+
     def _on_signal(self, signum: int) -> None:
         if self.signum is None:
             self.signum = signum
         self._agent.cancel()
         if self._then is not None:
-            self._then()
+            self._then(signal.Signals(signum).name)
 
 
 async def acknowledge(agent: Agent, *, created: bool = False) -> str | None:

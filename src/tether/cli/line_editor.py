@@ -253,7 +253,7 @@ class _Completions(Completer):
                     )
             return
         word = "" if not before or before[-1].isspace() else before.split()[-1]
-        yield from _paths(word)
+        yield from _paths(word.removeprefix("@"))
 
 
 def _paths(word: str) -> Iterator[Completion]:

@@ -54,7 +54,12 @@ def add_resume_options(parser: argparse.ArgumentParser) -> None:
     """``--resume ID`` and ``--continue``: which stored session to go on with."""
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
-        "--resume", metavar="ID", help="continue a stored session (its id, or a unique prefix)"
+        "--resume",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="continue a stored session (its id, or a unique prefix); without ID, pick one "
+        "of the directory's recent sessions",
     )
     which.add_argument(
         "--continue",
@@ -330,6 +335,21 @@ _GLOBAL_FLAGS = frozenset({"-v", "--verbose", "--dev"})
 _GLOBAL_VALUED = frozenset({"--data-dir", "--config"})
 
 
+def with_default_command(argv: Sequence[str]) -> list[str]:
+    """``argv``, with ``chat`` added when it holds global options only (or
+    nothing): a bare ``tether`` opens the chat, as other harnesses do."""
+    at = 0
+    while at < len(argv):
+        word = argv[at]
+        if word in _GLOBAL_FLAGS or word.split("=", 1)[0] in _GLOBAL_VALUED:
+            at += 1 if word in _GLOBAL_FLAGS or "=" in word else 2
+        else:
+            return list(argv)
+    if at > len(argv):  # an option's value is missing: argparse says so
+        return list(argv)
+    return [*argv, "chat"]
+
+
 def command_of(argv: Sequence[str]) -> str | None:
     """The command ``argv`` names, when it is certain without parsing; else ``None``.
 
@@ -408,7 +428,7 @@ def _positive_seconds(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    words = sys.argv[1:] if argv is None else argv
+    words = with_default_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser(command_of(words))
     args = parse(parser, words)
     handler = logging.StreamHandler(sys.stderr)

@@ -116,3 +116,35 @@ def _work_of(events: Sequence[Event]) -> tuple[dict[str, int], dict[str, dict[st
                 call["is_error"] = failed
                 call["output"] = content
     return usage, calls
+
+
+def refused_result(error: str, *, exit_code: int) -> dict[str, object]:
+    """The result line of a task that never started (a bad argument, a session
+    that cannot be opened, storage that refuses): the shape of
+    :func:`turn_result`'s, with no session, no turn and the error."""
+    return {
+        "type": "result",
+        "version": RESULT_VERSION,
+        "session_id": None,
+        "stop_reason": None,
+        "cause": None,
+        "answer": "",
+        "tool_calls": [],
+        "usage": None,
+        "is_error": True,
+        "error": error,
+        "exit_code": exit_code,
+        "stored": False,
+    }
+
+
+def init_line(agent: Agent, *, model: str, tools: Sequence[str]) -> dict[str, object]:
+    """The first line of ``stream-json``: the session, its model, directory and tools."""
+    return {
+        "type": "init",
+        "version": RESULT_VERSION,
+        "session_id": agent.id,
+        "model": model,
+        "cwd": agent.session.header.cwd,
+        "tools": sorted(tools),
+    }

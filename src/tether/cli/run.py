@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import io
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -36,23 +37,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.agent import Agent, NeverRan, TurnOutcome, UserMessage
-from tether.cli.boot import UsageError, open_for, start
+from tether.cli.boot import PICK, UsageError, next_model, open_for, session_line, start
 from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
-from tether.cli.failures import describe
-from tether.cli.output import EventLines, turn_result
+from tether.cli.failures import StartRefusedError, describe
+from tether.cli.output import EventLines, init_line, refused_result, turn_result
 from tether.cli.render import turn_outcome
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, shown_for
+from tether.cli.work import WorkView, meter_for, shown_for
 from tether.loop.environment import gathering_early
 from tether.session import Aborted
 from tether.session.store import SESSION_EVENT
 
 if TYPE_CHECKING:
     from tether.cli.spinner import Spinner
+    from tether.host import Tether
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_CANCELLED = 130
 
 
@@ -89,7 +92,32 @@ def read_task(args: argparse.Namespace) -> str:
     return task
 
 
+def _task_after_resume(args: argparse.Namespace) -> None:
+    """``run --resume "go on"``: a value that cannot be a session id (a space, a
+    quote …) is the task, and the session is picked on the terminal."""
+    resume = args.resume
+    if args.task is None and resume and not _SESSION_ID_CHARS.fullmatch(resume):
+        args.task, args.resume = resume, PICK
+
+
+_SESSION_ID_CHARS = re.compile(r"[0-9A-Za-z_-]+")
+
+
 async def run(args: argparse.Namespace) -> int:
+    from tether.runtime.errors import CompositionError
+
+    try:
+        return await _checked_run(args)
+    except (UsageError, CompositionError, StartRefusedError) as exc:
+        # A script reading JSON gets its result line for a task that never
+        # started too; the error line goes to stderr as for any command.
+        status = EXIT_FAILED if isinstance(exc, StartRefusedError) else EXIT_USAGE
+        _refused_result(args, str(exc), status)
+        raise
+
+
+async def _checked_run(args: argparse.Namespace) -> int:
+    _task_after_resume(args)
     if args.mode == "ask":
         from tether.cli.asking import check_can_ask
 
@@ -100,20 +128,37 @@ async def run(args: argparse.Namespace) -> int:
         return await _run(args, task, cwd)
 
 
+def _init_line(tether: Tether, agent: Agent) -> dict[str, object]:
+    from tether.tools.registry import TOOLS
+
+    registry = tether.runtime.ctx.get(TOOLS)
+    tools = [] if registry is None else [tool.name for tool in registry.list(agent.id)]
+    return init_line(agent, model=next_model(tether, agent), tools=tools)
+
+
+def _refused_result(args: argparse.Namespace, error: str, status: int) -> None:
+    """In the JSON formats, the result line of a task that never started."""
+    if args.output_format != "text":
+        EventLines(sys.stdout).write(refused_result(error, exit_code=status))
+
+
 async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
-        handle = await open_for(tether, args, cwd=cwd)
+        reasons: list[str] = []
+        handle = await open_for(tether, args, cwd=cwd, reasons=reasons)
         if handle is None:
+            _refused_result(args, "; ".join(reasons) or "the session could not be opened", 1)
             return EXIT_FAILED
         agent = handle.agent
-        print(f"session {agent.id}", file=sys.stderr)
+        print(session_line(tether, agent), file=sys.stderr)
         text_out = args.output_format == "text"
         printer, spinner = _printer_for(args)
         view = WorkView(
             printer,
             thinking=args.show_thinking,
+            meter=meter_for(tether, agent),
             status=spinner,
             summary=False,  # said last, with the exit status
             whole_output=f"tether sessions show {agent.id} prints them all",
@@ -126,6 +171,7 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
             ask_on_terminal(agent)
         lines = EventLines(sys.stdout)
         if args.output_format == "stream-json":
+            lines.write(_init_line(tether, agent))
             agent.ctx.on(SESSION_EVENT, lines)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, _Interrupts(agent, printer))
@@ -144,10 +190,12 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         status, reason = _verdict(outcome, printer, terminations)
         if not text_out:
             status, reason = _write_result(
-                lines, agent, outcome, status=status, reason=reason, unstored=unstored
+                lines, agent, outcome, status=status, reason=reason, unstored=unstored, view=view
             )
         if reason is not None and unstored is None:
             print(f"tether: {reason}", file=sys.stderr)
+        if unstored is None and (usage := view.usage_line()) is not None:
+            print(usage, file=sys.stderr)
         failed, release_logs = await dispose_reporting(handle, unstored, verbose=args.verbose)
         return EXIT_FAILED if failed else status
     finally:
@@ -165,12 +213,18 @@ def _write_result(
     status: int,
     reason: str | None,
     unstored: str | None,
+    view: WorkView,
 ) -> tuple[int, str | None]:
-    """Write the JSON result line; the exit status and reason, as writing it left them."""
+    """Write the JSON result line; the exit status and reason, as writing it left them.
+    ``total_cost_usd`` is what the turn cost when the model's prices are known in USD."""
     status = EXIT_FAILED if unstored is not None else status
-    error = unstored or reason
+    # The reason as a field: what failed, without the "error: " a line starts with.
+    error = unstored or (reason.removeprefix("error: ") if reason is not None else None)
     stored = unstored is None
-    lines.write(turn_result(agent, outcome, exit_code=status, error=error, stored=stored))
+    result = turn_result(agent, outcome, exit_code=status, error=error, stored=stored)
+    cost = view.turn_cost()
+    result["total_cost_usd"] = cost[0] if cost is not None and cost[1] == "USD" else None
+    lines.write(result)
     if lines.output_error is not None:
         return EXIT_FAILED, f"the result could not be written: {describe(lines.output_error)}"
     return status, reason
@@ -237,4 +291,8 @@ def _verdict(
     if printer.output_error is not None:
         return EXIT_FAILED, f"the answer could not be written: {describe(printer.output_error)}"
     status, reason = exit_of(outcome)
+    if terminations.stopped_by is not None and status == EXIT_CANCELLED:
+        # The log says "cancelled by user" (a signal is the user's stop); the
+        # person is told which signal it was.
+        reason = f"stopped by {terminations.stopped_by}"
     return terminations.exit_status or status, reason

@@ -50,6 +50,17 @@ class Surface(Protocol):
     def end_block(self) -> None:
         """The answer or reasoning streamed so far is complete: show what is pending."""
 
+    def answered(self) -> None:
+        """The model finished an answer: its text is the stored answer's."""
+
+    def abandon(self) -> None:
+        """The answer streaming since the last :meth:`answered` was cut off and is
+        asked again: what is held of it is dropped, what was shown is marked."""
+
+
+ABANDONED = "(the answer above was cut off; it starts again)"
+"""The mark under an abandoned attempt's text, where it was shown already."""
+
 
 class PlainSurface:
     """Text as it is: the answer on ``out``, the rest on ``err``.
@@ -65,7 +76,27 @@ class PlainSurface:
         self._open: list[TextIO] = []
         """The streams whose last line is unfinished."""
         self._thinking = False
+        self._kept = 0
+        """How many held pieces belong to completed answers."""
+        self._attempt_shown = False
+        """Text of the current attempt was written (not held)."""
         self.output_error: OSError | None = None
+
+    def answered(self) -> None:
+        self._kept = len(self._held) if self._held is not None else 0
+        self._attempt_shown = False
+
+    def abandon(self) -> None:
+        self._thinking = False
+        if self._held is not None:
+            del self._held[self._kept :]
+            if self._out in self._open:
+                self._open.remove(self._out)
+            if self._held and not self._held[-1].endswith("\n"):
+                self._open.append(self._out)
+        if self._attempt_shown:
+            self._attempt_shown = False
+            self.line(ABANDONED)
 
     def release(self) -> None:
         """Write the answer held so far, and from now on write it as it streams."""
@@ -98,6 +129,7 @@ class PlainSurface:
         if self._thinking:
             self.end_block()
         self._write(self._out, delta)
+        self._attempt_shown = self._attempt_shown or (self._held is None and bool(delta))
 
     def thinking(self, delta: str) -> None:
         if not self._thinking:
@@ -160,6 +192,10 @@ class RichSurface:
         self._console: Console | None = None
         self._markdown = MarkdownLines(self._block, self._code, lambda: self.console.width - 4)
         self._thinking: list[str] = []
+        self._partial_shown = False
+        """The answer's unfinished line is on screen as plain text (to be redrawn)."""
+        self._attempt_shown = False
+        """Text of the current attempt was rendered."""
         self.output_error: OSError | None = None
 
     @property
@@ -192,6 +228,9 @@ class RichSurface:
             return
         if self._before_write is not None:
             self._before_write()
+        if self._partial_shown:
+            # The unfinished line drawn as it streamed gives way to what comes.
+            text, self._partial_shown = ERASE_LINE + text, False
         target = stream or self._out
         try:
             target.write(text)
@@ -199,9 +238,23 @@ class RichSurface:
         except OSError as exc:
             self.output_error = exc
 
+    def answered(self) -> None:
+        self._attempt_shown = False
+
+    def abandon(self) -> None:
+        self._markdown.discard()
+        self._thinking = []
+        shown = self._attempt_shown or self._partial_shown
+        if self._partial_shown:
+            self._write("")  # erases the unfinished line
+        if shown:
+            self.line(ABANDONED, "notice")
+        self._attempt_shown = False
+
     def _block(self, text: str) -> None:
         from rich.markdown import Markdown
 
+        self._attempt_shown = True
         if not text.strip():
             self._write("\n")
         else:
@@ -210,12 +263,23 @@ class RichSurface:
     def _code(self, line: str) -> None:
         from rich.text import Text
 
+        self._attempt_shown = True
         self._print(Text("  " + line, style="cyan"))
 
     def answer(self, delta: str) -> None:
         if self._thinking:
             self._end_thinking()
         self._markdown.feed(delta)
+        self._show_partial()
+
+    def _show_partial(self) -> None:
+        """Draw the answer's unfinished line as it streams, as plain text: it is
+        rendered (Markdown) once it ends or fills a row, in its place."""
+        text = _PRINTABLE.sub("", self._markdown.partial)
+        if not text.strip() or len(text) >= self.console.width - 1:
+            return
+        self._write(text)
+        self._partial_shown = True
 
     def thinking(self, delta: str) -> None:
         pieces = delta.split("\n")
@@ -244,6 +308,12 @@ class RichSurface:
         self._end_thinking()
         self._markdown.finish()
 
+
+ERASE_LINE = "\r\x1b[2K"
+"""Back to the start of the row, and clear it."""
+
+_PRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Control characters: never written raw to the terminal."""
 
 _PADDING = re.compile(r"(?:[ ]|\x1b\[[0-9;]*m)+$")
 """Spaces and style codes at the end of a rendered line."""
@@ -324,6 +394,18 @@ class MarkdownLines:
             self._pending += len(delta)
         if self._pending > self._width() and not self._table:
             self._cut_long_line()
+
+    def discard(self) -> None:
+        """Drop what is pending (a cut-off answer's unfinished line, table or fence)."""
+        self._partial, self._pending, self._table, self._fence = [], 0, [], None
+
+    @property
+    def partial(self) -> str:
+        """The unfinished line not handed over yet ("" inside a table or a fence,
+        whose lines show when they are complete)."""
+        if self._table or self._fence is not None:
+            return ""
+        return "".join(self._partial)
 
     def finish(self) -> None:
         """The answer (or this part of it) is complete."""

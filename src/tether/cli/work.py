@@ -127,11 +127,12 @@ class WorkView:
                 cost = self._meter.cost() if self._meter is not None else None
                 self._turn_cost_from = cost[0] if cost is not None else None
             case AssistantMessageEvent(usage=usage):
+                self.surface.answered()
                 self._count(event, usage)
             case ConfigChanged() if self._meter is not None:
                 self._meter.advance(event)
             case RetryEvent() as retry:
-                self.surface.end_block()
+                self.surface.abandon()
                 self._retry(event, retry)
             case ContextCompacted():
                 self.surface.line(compaction_notice(event.data), "notice")
@@ -211,6 +212,13 @@ class WorkView:
             self.surface.line(f"(turn stopped: {outcome})", "notice")
         else:
             self.surface.line(f"({outcome})", "notice")
+
+    def turn_cost(self) -> tuple[float, str] | None:
+        """What the last turn cost, ``(amount, currency)``, when prices are known."""
+        cost = self._meter.cost() if self._meter is not None else None
+        if cost is None:
+            return None
+        return round(cost[0] - (self._turn_cost_from or 0.0), 6), cost[1]
 
     def usage_line(self) -> str | None:
         """The tokens (and cost) of the last turn, and the session's cost; ``None`` without
