@@ -60,6 +60,7 @@ from tether.llm.chunks import (
 )
 from tether.llm.request import ModelRequest
 from tether.loop.hooks import PRE_STEP
+from tether.plugins.tool_bash import BASH_SHOWN
 from tether.runtime import CancelSignal, Context, Veto
 from tether.tools import Tool, ToolExec, ToolOutput
 
@@ -232,7 +233,14 @@ async def apply(ctx: Context, config: None) -> None:
         await commands.register(Command("shout", "Say it louder", shout, hint="text"))
     if ctx.tools.get("bash") is None:
         await ctx.tools.register(
-            Tool(name="bash", description="Run a command.", args=BashArgs, execute=bash)
+            Tool(
+                name="bash",
+                description="Run a command.",
+                args=BashArgs,
+                execute=bash,
+                # Shown as the real bash is: titled by its command.
+                shown=BASH_SHOWN,
+            )
         )
     ctx.on(AGENT_CREATED, busy)
     ctx.on(PRE_STEP, no_forbidden)

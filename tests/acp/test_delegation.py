@@ -5,6 +5,7 @@ import time
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
+from tests.shown import builtin_shown
 from tether.acp.delegation import PROGRESS_LIMIT, ChildProgress, call_summary
 from tether.session import AssistantChunk, Event, EventPayload, ToolCallEvent, ToolResultEvent
 
@@ -25,7 +26,7 @@ def _child() -> _Child:
 
 
 def test_text_streams_as_it_is_and_each_tool_call_gets_a_line_of_its_own() -> None:
-    session, progress = _child(), ChildProgress()
+    session, progress = _child(), ChildProgress(builtin_shown)
     shown = []
     for payload in (
         AssistantChunk(kind="reasoning", delta="hidden thoughts"),
@@ -43,7 +44,7 @@ def test_text_streams_as_it_is_and_each_tool_call_gets_a_line_of_its_own() -> No
 
 
 def test_a_long_progress_keeps_its_last_characters_and_says_it_was_cut() -> None:
-    session, progress = _child(), ChildProgress()
+    session, progress = _child(), ChildProgress(builtin_shown)
     for index in range(3 * PROGRESS_LIMIT // 100):
         progress.advance(session.append(AssistantChunk(kind="text", delta=f"{index:099d}\n")))
     text = progress.text
@@ -52,7 +53,7 @@ def test_a_long_progress_keeps_its_last_characters_and_says_it_was_cut() -> None
 
 
 def test_the_progress_update_is_what_the_sdk_models_serialize() -> None:
-    session, progress = _child(), ChildProgress()
+    session, progress = _child(), ChildProgress(builtin_shown)
     progress.advance(session.append(AssistantChunk(kind="text", delta="working")))
     update = progress.update("1:c1")
     notification = {"sessionId": "parent", "update": update}
@@ -60,7 +61,10 @@ def test_the_progress_update_is_what_the_sdk_models_serialize() -> None:
 
 
 def test_a_call_summary_names_what_the_call_is_about_and_stays_one_short_line() -> None:
-    assert call_summary("read", {"path": "a.py"}) == "read: a.py"
-    assert call_summary("todo", {"items": []}) == "todo"
-    long = call_summary("bash", {"command": "echo " + "x" * 300})
+    def summary(tool: str, arguments: dict[str, object]) -> str:
+        return call_summary(tool, arguments, builtin_shown(tool))
+
+    assert summary("read", {"path": "a.py"}) == "read: a.py"
+    assert summary("todo", {"items": []}) == "todo"
+    long = summary("bash", {"command": "echo " + "x" * 300})
     assert len(long) == 120 and long.endswith("…")

@@ -6,6 +6,7 @@ from typing import Any
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
+from tests.shown import builtin_shown
 from tether.acp.replay import replay
 from tether.acp.updates import SessionUpdate, UpdateMapper
 from tether.content import ImageRef, TextBlock, ToolCallBlock
@@ -195,7 +196,7 @@ def test_usage_plan_title_options_and_commands_are_what_the_sdk_models_serialize
 def test_file_tool_updates_carry_kind_locations_and_diffs_as_the_sdk_models_do() -> None:
     from tether.tools.preview import Diff, Location, ToolPreview
 
-    live = UpdateMapper(live=True, cwd="/ws")
+    live = UpdateMapper(live=True, cwd="/ws", shown=builtin_shown)
     edit = ToolCallEvent(id="e1", name="edit", arguments={"path": "a.txt", "old_string": "a"})
     read = ToolCallEvent(id="r1", name="read", arguments={"path": "/abs/b.txt", "offset": 7})
     session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/ws"))

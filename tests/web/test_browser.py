@@ -258,3 +258,30 @@ def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
             }"""
         )
     page.close()
+
+
+def test_calls_are_shown_as_their_tools_declare_a_write_and_an_edit_as_diffs(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    _prompt(page, "write notes.txt: first-line")
+    _turn_ended(page)
+    write = page.locator(".tool-call", has=page.locator(".tool-name", has_text="write"))
+    assert write.locator(".args .path").inner_text() == "notes.txt"
+    assert write.locator(".diff .add").all_inner_texts() == ["+ first-line"]
+    assert write.locator(".diff .del").count() == 0 and write.locator(".json").count() == 0
+    _prompt(page, "edit notes.txt: first-line => second-line")
+    _turn_ended(page, 2)
+    edit = page.locator(".tool-call", has=page.locator(".tool-name", has_text="edit"))
+    assert edit.locator(".diff .del").all_inner_texts() == ["- first-line"]
+    assert edit.locator(".diff .add").all_inner_texts() == ["+ second-line"]
+    assert edit.locator(".json").count() == 0
+    read = page.locator(".tool-call", has=page.locator(".tool-name", has_text="read"))
+    assert '"path": "notes.txt"' in read.locator(".json").inner_text()
+    _prompt(page, "$ echo shown-as-a-command")
+    _turn_ended(page, 3)
+    bash = page.locator(".tool-call", has=page.locator(".tool-name", has_text="bash"))
+    assert bash.locator(".command").inner_text() == "$ echo shown-as-a-command"
+    assert (tmp_path / "notes.txt").read_text() == "second-line\n"
+    _check_complete(page, server)
+    assert page.errors == []

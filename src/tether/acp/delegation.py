@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tether.acp.updates import SessionUpdate, tool_title
+from tether.acp.updates import SessionUpdate
 from tether.session import AssistantChunk, Event, ToolCallEvent
+from tether.tools.presentation import ToolShown
+from tether.tools.registry import Shown, shown_in
 
 PROGRESS_LIMIT = 8_000
 """The most characters of a child's progress a single update carries."""
@@ -34,12 +36,17 @@ _NAMING_ARGUMENTS = ("description", "path", "pattern", "url", "query")
 
 
 class ChildProgress:
-    """What a child agent has done so far, as the text its parent's tool call shows."""
+    """What a child agent has done so far, as the text its parent's tool call shows.
 
-    __slots__ = ("_text",)
+    ``shown`` is how the child's tool calls are shown (by default as tools
+    that declare nothing).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_shown", "_text")
+
+    def __init__(self, shown: Shown | None = None) -> None:
         self._text = ""
+        self._shown = shown if shown is not None else shown_in(None)
 
     @property
     def text(self) -> str:
@@ -61,7 +68,8 @@ class ChildProgress:
             self._append(payload.delta)
             return True
         if isinstance(payload, ToolCallEvent):
-            line = f"▸ {call_summary(payload.name, payload.arguments)}\n"
+            summary = call_summary(payload.name, payload.arguments, self._shown(payload.name))
+            line = f"▸ {summary}\n"
             self._append(line if not self._text or self._text.endswith("\n") else "\n" + line)
             return True
         return False
@@ -81,9 +89,10 @@ class ChildProgress:
         }
 
 
-def call_summary(tool: str, arguments: Mapping[str, object]) -> str:
-    """One line saying what a call does: ``bash: ls -l``, ``task: review the parser``."""
-    title = tool_title(tool, arguments)
+def call_summary(tool: str, arguments: Mapping[str, object], shown: ToolShown) -> str:
+    """One line saying what a call does (``shown`` is its tool's presentation):
+    ``bash: ls -l``, ``task: review the parser``."""
+    title = shown.title_of(tool, arguments)
     if title == tool:
         for name in _NAMING_ARGUMENTS:
             value = arguments.get(name)

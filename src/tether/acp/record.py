@@ -41,7 +41,6 @@ from tether.agent import (
 from tether.content import TextBlock
 from tether.front.follow import Cursor
 from tether.llm.catalog import ModelCatalog
-from tether.plugins.tool_subagent import TASK_TOOL
 from tether.session import (
     Event,
     ToolCallEvent,
@@ -59,6 +58,7 @@ from tether.session.settings import (
 from tether.tools.execute import ToolInvocation
 from tether.tools.permission import grant
 from tether.tools.preview import ToolPreview
+from tether.tools.registry import TOOLS, shown_in
 
 REPLAY_BATCH = 1000
 """Updates a replay sends before it waits for them to leave (see `SessionRecord.replay`)."""
@@ -146,7 +146,7 @@ class SessionRecord:
         """The prompts not yet answered, oldest first: every one but the last was cancelled."""
         self._link = link
         events = agent.session.events
-        self._shown = Cursor(len(events) - 1)
+        self._sent = Cursor(len(events) - 1)
         """The last event shown: those before the record are the history a replay shows."""
         self._live = asyncio.Event()
         """Set while heard events are shown at once (not while the session opens or replays)."""
@@ -165,7 +165,10 @@ class SessionRecord:
         titled = any(event.type == UserMessageEvent.type for event in events)
         self._namer = None if titled else namer
         """Called once with the first prompt's text, to have a model name the session."""
+        self.shown = shown_in(agent.ctx.get(TOOLS), agent.id)
+        """How the calls of this session's tools are shown."""
         self._mapper = UpdateMapper(
+            shown=self.shown,
             live=True,
             turn=agent.session.last_turn,
             meter=self.meter,
@@ -236,8 +239,8 @@ class SessionRecord:
 
     def on_event(self, event: Event) -> None:
         if self._live.is_set():
-            for shown in self._shown.next(event, self.agent.session.events):
-                self._show(shown)
+            for unsent in self._sent.next(event, self.agent.session.events):
+                self._show(unsent)
 
     async def replay(self, stop: int | None = None) -> None:
         """Send the session's events up to seq ``stop`` (default: all it has now)
@@ -253,10 +256,16 @@ class SessionRecord:
             session = self.agent.session
             stop = len(session.events) if stop is None else stop
             self._live.clear()  # appended from here on: shown after the replay
-            self._shown.seq = max(self._shown.seq, stop - 1)
+            self._sent.seq = max(self._sent.seq, stop - 1)
             send, session_id = self._link.send_update, self.id
             try:
-                updates = replay(session.events, self._new_meter(), session.header.cwd, stop=stop)
+                updates = replay(
+                    session.events,
+                    self._new_meter(),
+                    session.header.cwd,
+                    stop=stop,
+                    shown=self.shown,
+                )
                 for count, update in enumerate(updates, 1):
                     send(session_id, update)
                     if count % REPLAY_BATCH == 0:
@@ -268,7 +277,7 @@ class SessionRecord:
     def attach(self) -> None:
         """Show what the log gained while the session was opening (or replaying), and
         go live."""
-        while batch := self._shown.take(self.agent.session.events):
+        while batch := self._sent.take(self.agent.session.events):
             for event in batch:
                 self._show(event)
         self._live.set()
@@ -291,8 +300,8 @@ class SessionRecord:
         for update in self._mapper.updates(event):
             self._link.send_update(self.id, update)
         payload = event.payload
-        if isinstance(payload, ToolCallEvent) and payload.name == TASK_TOOL:
-            self._tasks[payload.id] = ChildProgress()
+        if isinstance(payload, ToolCallEvent) and self.shown(payload.name).delegates:
+            self._tasks[payload.id] = ChildProgress(self.shown)
         elif isinstance(payload, ToolResultEvent):
             self._tasks.pop(payload.id, None)
         elif isinstance(payload, TurnEnd):

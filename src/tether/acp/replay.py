@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tether.acp.updates import SessionUpdate, UpdateMapper
-from tether.session.attempts import shown
+from tether.session.attempts import shown as without_abandoned
+from tether.tools.registry import Shown
 
 if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
@@ -29,6 +30,7 @@ def replay(
     cwd: str | None = None,
     *,
     stop: int | None = None,
+    shown: Shown | None = None,
 ) -> Iterator[SessionUpdate]:
     """The updates that show ``events`` (a session log, from its start, up to
     seq ``stop``; default: its end) to a client, in order.
@@ -36,8 +38,8 @@ def replay(
     The log is decoded as the updates are taken, a run of events at a time:
     a consumer that sends each update before taking the next holds only one
     run decoded. ``cwd`` is the session's, against which relative paths of
-    locations resolve.
+    locations resolve; ``shown`` is how the session's tools are shown.
     """
-    mapper = UpdateMapper(live=False, meter=meter, cwd=cwd)
-    for event in shown(events, stop):
+    mapper = UpdateMapper(live=False, meter=meter, cwd=cwd, shown=shown)
+    for event in without_abandoned(events, stop):
         yield from mapper.updates(event)

@@ -13,10 +13,11 @@ event                update
                      (notices, plugins), since the client shows its own prompts;
                      the session's first text also gives its title, a
                      ``session_info_update`` (see :mod:`tether.acp.lifecycle`)
-``tool/call``        ``tool_call`` (status ``pending``; for ``bash`` the title is
-                     the command and the kind ``execute``; for the file tools
-                     the kind — ``read``, ``edit``, ``search`` — and the file
-                     as a location)
+``tool/call``        ``tool_call`` (status ``pending``) with the title, kind and
+                     locations the tool declares
+                     (:mod:`tether.tools.presentation`): for ``bash`` the
+                     command and ``execute``, for the file tools ``read``,
+                     ``edit`` or ``search`` and the file as a location
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
                      ``failed`` and the output as content (after the diff of
                      a completed edit), then each image it carries as
@@ -54,11 +55,10 @@ update against the SDK's models (it validates, and serializes back equal).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast, get_args
 
-from acp.schema import ToolCallUpdate, ToolKind
+from acp.schema import ToolCallUpdate
 
 from tether.acp.lifecycle import iso_time
 from tether.content import ImageRef, TextBlock
@@ -80,6 +80,7 @@ from tether.session.previews import PreviewLocation, ToolPreviewed, stored_diff
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
 from tether.tools.preview import Diff, Location, ToolPreview
 from tether.tools.preview import ToolKind as PreviewKind
+from tether.tools.registry import Shown, shown_in
 
 if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
@@ -90,22 +91,7 @@ SessionUpdate = dict[str, object]
 CLIENT_SOURCE = "user"
 """The ``source`` of messages a person typed (the client already shows those)."""
 
-_KINDS: Mapping[str, ToolKind] = {
-    "bash": "execute",
-    "bash_kill": "execute",
-    "bash_output": "read",
-    "todo": "think",
-    "read": "read",
-    "write": "edit",
-    "edit": "edit",
-    "glob": "search",
-    "grep": "search",
-}
-
 _PREVIEW_KINDS: frozenset[str] = frozenset(get_args(PreviewKind))
-
-_PATH_TOOLS = frozenset({"read", "write", "edit", "glob", "grep"})
-"""Tools whose ``path`` argument names the file (or directory) they touch."""
 
 
 class UpdateMapper:
@@ -115,10 +101,12 @@ class UpdateMapper:
     last turn when mapping starts part way through it (a live session
     continuing after a replay). ``meter`` (already holding the events before
     that point) turns usage figures into ``usage_update``. ``cwd`` (the
-    session's) makes relative paths of locations absolute.
+    session's) makes relative paths of locations absolute. ``shown`` is how
+    the session's tools are shown (by default as tools that declare
+    nothing).
     """
 
-    __slots__ = ("_cwd", "_kept", "_live", "_meter", "_titled", "_turn")
+    __slots__ = ("_cwd", "_kept", "_live", "_meter", "_shown", "_titled", "_turn")
 
     def __init__(
         self,
@@ -128,8 +116,10 @@ class UpdateMapper:
         meter: UsageMeter | None = None,
         titled: bool = False,
         cwd: str | None = None,
+        shown: Shown | None = None,
     ) -> None:
         self._live = live
+        self._shown = shown if shown is not None else shown_in(None)
         self._turn = turn
         self._meter = meter
         self._titled = titled
@@ -259,47 +249,36 @@ class UpdateMapper:
         """The tool call as shown in a permission request (the SDK sends that one)."""
         fields: dict[str, object] = {
             "toolCallId": self.tool_call_id(call_id),
-            "title": tool_title(tool, arguments),
-            "kind": _KINDS.get(tool, "other"),
-            "status": "pending",
-            "rawInput": thaw(arguments),
+            **self._call_fields(tool, arguments),
         }
-        locations = self._locations(tool, arguments)
-        if locations:
-            fields["locations"] = locations
         if preview is not None:
             fields.update(_preview_fields(preview))
         return ToolCallUpdate.model_validate(fields)
 
     def _tool_call(self, call: ToolCallEvent) -> SessionUpdate:
-        update: SessionUpdate = {
+        return {
             "sessionUpdate": "tool_call",
             "toolCallId": self.tool_call_id(call.id),
-            "title": tool_title(call.name, call.arguments),
-            "kind": _KINDS.get(call.name, "other"),
-            "status": "pending",
-            "rawInput": thaw(call.arguments),
+            **self._call_fields(call.name, call.arguments),
         }
-        locations = self._locations(call.name, call.arguments)
-        if locations:
-            update["locations"] = locations
-        return update
 
-    def _locations(self, tool: str, arguments: Mapping[str, object]) -> list[dict[str, object]]:
-        path = arguments.get("path")
-        if tool not in _PATH_TOOLS:
-            return []
-        if not isinstance(path, str) or not path:
-            path = "."
-        if not os.path.isabs(path):
-            if self._cwd is None:
-                return []
-            path = os.path.normpath(os.path.join(self._cwd, path))
-        location: dict[str, object] = {"path": path}
-        offset = arguments.get("offset")
-        if tool == "read" and isinstance(offset, int) and not isinstance(offset, bool):
-            location["line"] = offset
-        return [location]
+    def _call_fields(self, tool: str, arguments: Mapping[str, object]) -> dict[str, object]:
+        """Title, kind, status, raw input and locations of a pending call, as its tool
+        declares them."""
+        shown = self._shown(tool)
+        fields: dict[str, object] = {
+            "title": shown.title_of(tool, arguments),
+            "kind": shown.kind,
+            "status": "pending",
+            "rawInput": thaw(arguments),
+        }
+        locations = [
+            {"path": loc.path} if loc.line is None else {"path": loc.path, "line": loc.line}
+            for loc in shown.locations(arguments, self._cwd)
+        ]
+        if locations:
+            fields["locations"] = locations
+        return fields
 
     def _tool_result(self, result: ToolResultEvent) -> SessionUpdate:
         call_id = self.tool_call_id(result.id)
@@ -371,21 +350,6 @@ def _diff_content(preview: ToolPreview) -> list[dict[str, object]]:
             entry["oldText"] = diff.old_text
         content.append(entry)
     return content
-
-
-def tool_title(tool: str, arguments: Mapping[str, object]) -> str:
-    """What a client shows for a call.
-
-    The command for ``bash``; the tool and the task for a call about a
-    background task (``bash_output bash-1``); else the tool's name.
-    """
-    command = arguments.get("command")
-    if tool == "bash" and isinstance(command, str) and command:
-        return command
-    task = arguments.get("task_id")
-    if isinstance(task, str) and task:
-        return f"{tool} {task}"
-    return tool
 
 
 def _text(text: str) -> dict[str, object]:

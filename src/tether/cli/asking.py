@@ -1,8 +1,10 @@
 """Ask mode in the terminal: ``tether run --mode ask`` puts each tool call to the person first.
 
-Before a call runs, the terminal shows what it will do — the command of a
-``bash`` call, the file of a file tool, and for an edit the lines it changes
-— and asks ``[y]es / [n]o / [a]lways``. *Always* allows what the editor's
+Before a call runs, the terminal shows what it will do — the call on one
+line as its tool presents it (the command of a ``bash`` call, the file of a
+file tool), and for a call that changes a file the diff of its change (the
+tool's preview, else what the call's own arguments say), never the changed
+text as arguments — and asks ``[y]es / [n]o / [a]lways``. *Always* allows what the editor's
 "allow always" allows (`tether.tools.permission.remembered_as`): every edit
 for an edit, the tool otherwise, and never a call that needs approval
 whatever the mode (a write outside the workspace is asked every time). A
@@ -31,7 +33,9 @@ from tether.cli.render import call_line, diff_lines
 from tether.runtime import Veto
 from tether.tools.execute import ToolInvocation
 from tether.tools.permission import Mode, granted, needs_asking, remembered_as
+from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 from tether.tools.preview import ToolPreview
+from tether.tools.registry import TOOLS, Shown, shown_in
 
 Ask = Callable[[str], Awaitable[str]]
 """Puts a question (``allow this bash call? …``) to the person; returns the line answered."""
@@ -41,16 +45,18 @@ class TerminalAsker:
     """A ``tool/before-execute`` listener asking on the terminal about one agent's calls.
 
     ``out`` shows what a call will do; ``ask`` puts the question and returns
-    the answer. A cancel of the call while the question is open abandons the
-    question (``ask`` is cancelled) and denies the call.
+    the answer; ``shown`` is how the agent's tools present their calls. A
+    cancel of the call while the question is open abandons the question
+    (``ask`` is cancelled) and denies the call.
     """
 
-    def __init__(self, agent: Agent, out: TextIO, ask: Ask) -> None:
+    def __init__(self, agent: Agent, out: TextIO, ask: Ask, shown: Shown | None = None) -> None:
         self._agent = agent
         self._out = out
         self._ask = ask
         self._always: set[str] = set()
         """What "always" was answered for (`remembered_as`): tool names and ``EDITS``."""
+        self._shown = shown if shown is not None else shown_in(None)
 
     async def before_execute(
         self,
@@ -67,7 +73,7 @@ class TerminalAsker:
         approval = None if preview is None else preview.approval
         if not needs_asking(Mode.ASK, tool, approval) or granted(self._always, tool, preview):
             return await next_(invocation)
-        self._out.write(describe(invocation, preview))
+        self._out.write(describe(invocation, preview, self._shown(tool)))
         self._out.flush()
         answer = await self._answer(invocation, f"allow this {tool} call? [y]es / [n]o / [a]lways")
         if answer == "a" and (remembered := remembered_as(tool, preview)) is not None:
@@ -94,11 +100,22 @@ class TerminalAsker:
         return line.strip().lower()[:1] if line else "n"
 
 
-def describe(invocation: ToolInvocation, preview: ToolPreview | None) -> str:
-    """What the question shows of a call: its tool and target, and an edit's diff."""
-    lines = [f"\n[ask] {call_line(invocation.tool_name, invocation.shown_args)}"]
-    for diff in preview.diffs if preview is not None else ():
+def describe(
+    invocation: ToolInvocation, preview: ToolPreview | None, shown: ToolShown = DEFAULT_SHOWN
+) -> str:
+    """What the question shows of a call: its tool and target as ``shown`` presents
+    them, and the diff of the change it makes — the preview's, or without one the
+    change ``shown`` reads from the call's arguments."""
+    arguments = invocation.shown_args
+    lines = [f"\n[ask] {call_line(invocation.tool_name, arguments, shown)}"]
+    diffs = preview.diffs if preview is not None else ()
+    for diff in diffs:
         lines.extend(diff_lines(diff.path, diff.old_text, diff.new_text))
+    if not diffs:
+        places = shown.locations(arguments, invocation.exec.cwd)
+        path = places[0].path if places else invocation.tool_name
+        for old, new in shown.changes(arguments):
+            lines.extend(diff_lines(path, old, new))
     return "\n".join(lines) + "\n"
 
 
@@ -130,5 +147,6 @@ def ask_on_terminal(agent: Agent, ask: Ask | None = None, out: TextIO | None = N
         sys.stderr.flush()
         return await asyncio.to_thread(sys.stdin.readline)
 
-    asker = TerminalAsker(agent, out or sys.stderr, ask or read_stdin)
+    shown = shown_in(agent.ctx.get(TOOLS), agent.id)
+    asker = TerminalAsker(agent, out or sys.stderr, ask or read_stdin, shown)
     agent.ctx.on(BEFORE_EXECUTE, asker.before_execute)

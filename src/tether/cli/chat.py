@@ -62,7 +62,7 @@ from tether.cli.ending import Terminations, acknowledge, dispose_reporting
 from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, meter_for
+from tether.cli.work import WorkView, meter_for, shown_for
 from tether.content import TextBlock
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
@@ -197,6 +197,7 @@ class _Chat:
             thinking=self._args.show_thinking,
             meter=self.meter,
             status=self._set_status if self.terminal else None,
+            shown=shown_for(tether, agent),
         )
         self._attached = True
 

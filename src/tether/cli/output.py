@@ -14,11 +14,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-import msgspec
-
 from tether.agent import Agent, NeverRan, TurnOutcome
 from tether.frozen import thaw
-from tether.session import Event, Session
+from tether.session import (
+    Aborted,
+    AssistantMessageEvent,
+    Event,
+    Session,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 
 RESULT_VERSION = 1
 """The version of the result line's shape."""
@@ -63,44 +68,21 @@ def turn_result(
     cancel that cleared it.
     """
     events: Sequence[Event] = ()
+    cause: str | None
     if isinstance(outcome, NeverRan):
-        stop: Mapping[str, object] = {"kind": "aborted", "cause": outcome.cause.value}
-        answer = ""
+        kind, cause, answer = Aborted.kind, outcome.cause.value, ""
     else:
-        stop = msgspec.to_builtins(outcome.reason)
-        answer = outcome.answer
+        reason = outcome.reason
+        kind, answer = reason.kind, outcome.answer
+        cause = reason.cause if isinstance(reason, Aborted) else None
         events = agent.session.events[outcome.start_seq : outcome.end_seq + 1]
-    usage: dict[str, int] = {}
-    calls: dict[str, dict[str, object]] = {}
-    for event in events:
-        data = event.data
-        if event.type == "assistant/message":
-            counts = data.get("usage")
-            if isinstance(counts, Mapping):
-                for name, value in counts.items():
-                    if isinstance(value, int):
-                        usage[str(name)] = usage.get(str(name), 0) + value
-        elif event.type == "tool/call":
-            calls[str(data["id"])] = {
-                "id": data["id"],
-                "name": data["name"],
-                "arguments": thaw(data["arguments"]),
-                "is_error": None,
-                "output": None,
-            }
-        elif event.type == "tool/result":
-            call = calls.setdefault(
-                str(data["id"]),
-                {"id": data["id"], "name": data["name"], "arguments": None},
-            )
-            call["is_error"] = data["is_error"]
-            call["output"] = data["content"]
+    usage, calls = _work_of(events)
     return {
         "type": "result",
         "version": RESULT_VERSION,
         "session_id": agent.id,
-        "stop_reason": stop.get("kind"),
-        "cause": stop.get("cause"),
+        "stop_reason": kind,
+        "cause": cause,
         "answer": answer if stored else "",
         "tool_calls": list(calls.values()) if stored else [],
         "usage": usage or None,
@@ -109,6 +91,31 @@ def turn_result(
         "exit_code": exit_code,
         "stored": stored,
     }
+
+
+def _work_of(events: Sequence[Event]) -> tuple[dict[str, int], dict[str, dict[str, object]]]:
+    """The usage figures a turn's ``events`` add up to, and its tool calls by id, each
+    with its arguments and its result (``None`` while it has none)."""
+    usage: dict[str, int] = {}
+    calls: dict[str, dict[str, object]] = {}
+    for event in events:
+        match event.payload:
+            case AssistantMessageEvent(usage=counts):
+                for name, value in (counts or {}).items():
+                    usage[name] = usage.get(name, 0) + value
+            case ToolCallEvent(id=call_id, name=name, arguments=arguments):
+                calls[call_id] = {
+                    "id": call_id,
+                    "name": name,
+                    "arguments": thaw(arguments),
+                    "is_error": None,
+                    "output": None,
+                }
+            case ToolResultEvent(id=call_id, name=name, content=content, is_error=failed):
+                call = calls.setdefault(call_id, {"id": call_id, "name": name, "arguments": None})
+                call["is_error"] = failed
+                call["output"] = content
+    return usage, calls
 
 
 def refused_result(error: str, *, exit_code: int) -> dict[str, object]:

@@ -1,37 +1,51 @@
 """Rendering a session log for people: a plain transcript, or Markdown.
 
 What a tool call is shown as — its tool and its target (the command, the
-file, the pattern …), then its other arguments — is :func:`call_line`, the
-same here, in the live work view (:mod:`tether.cli.work`) and in ask mode's
-question (:mod:`tether.cli.asking`).
+file, the pattern …), then its other arguments save those its tool shows as
+a change (:attr:`~tether.tools.presentation.ToolShown.hidden`) — is
+:func:`call_line`, the same here, in the live work view
+(:mod:`tether.cli.work`) and in ask mode's question
+(:mod:`tether.cli.asking`).
+
+Events are read by their typed payloads (:mod:`tether.session`), never as
+dicts by type name.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from tether.cli.failures import model_failure
-from tether.session import Event, Session
-from tether.session.compaction import COMPACTED_TYPE, compaction_notice
+from tether.content import ReasoningBlock, TextBlock, ToolCallBlock
+from tether.session import (
+    Aborted,
+    AssistantMessageEvent,
+    Blocked,
+    Completed,
+    ContextCompacted,
+    Errored,
+    Event,
+    Session,
+    Stopped,
+    StoppedAgent,
+    ToolPreviewed,
+    ToolResultEvent,
+    ToolStopped,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    UserMessageEvent,
+)
+from tether.session.compaction import compaction_notice
+from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
+from tether.tools.registry import Shown, shown_in
 
 
-def text_of(content: object) -> str:
-    """The text blocks of an event's ``content`` (stored form), joined."""
-    if not isinstance(content, tuple | list):
-        return ""
-    parts = []
-    for block in content:
-        if isinstance(block, Mapping) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
-def _calls(content: object) -> list[Mapping[str, object]]:
-    if not isinstance(content, tuple | list):
-        return []
-    return [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_call"]
+def text_of(content: Iterable[object]) -> str:
+    """The text blocks of a message's ``content``, joined."""
+    return "".join(block.text for block in content if isinstance(block, TextBlock))
 
 
 MAX_LINE = 240
@@ -39,9 +53,6 @@ MAX_LINE = 240
 
 TARGETS = ("command", "path", "pattern", "description", "task_id", "prompt", "url", "query")
 """The arguments that name what a call acts on, the first one a call has winning."""
-
-UNSHOWN = {"edit": ("old_string", "new_string", "edits"), "write": ("content",)}
-"""Arguments a call line leaves out: they are shown as a diff instead."""
 
 
 def clipped(text: str, limit: int = MAX_LINE) -> str:
@@ -52,27 +63,34 @@ def clipped(text: str, limit: int = MAX_LINE) -> str:
     return first
 
 
-def call_target(arguments: Mapping[str, object]) -> str:
-    """What a call acts on: the first of its :data:`TARGETS` arguments it has ("" if none)."""
-    return next((str(arguments[k]) for k in TARGETS if isinstance(arguments.get(k), str)), "")
+def call_target(arguments: Mapping[str, object], shown: ToolShown = DEFAULT_SHOWN) -> str:
+    """What a call acts on: its command or first path as ``shown`` declares them, else
+    the first of its :data:`TARGETS` arguments it has ("" if none)."""
+    named = _target_names(shown)
+    return next((str(arguments[k]) for k in named if isinstance(arguments.get(k), str)), "")
 
 
-def call_line(name: str, arguments: object) -> str:
+def _target_names(shown: ToolShown) -> tuple[str, ...]:
+    return (*((shown.command,) if shown.command is not None else ()), *shown.paths, *TARGETS)
+
+
+def call_line(name: str, arguments: object, shown: ToolShown = DEFAULT_SHOWN) -> str:
     """A tool call on one line: ``bash ls -la``, then its other arguments as compact JSON
-    (``read notes.txt {"offset": 10}``); an edit's or a write's text is left out."""
+    (``read notes.txt {"offset": 10}``); the arguments ``shown`` hides (an edit's or a
+    write's text, shown as a change) are left out."""
     args = _plain(arguments)
     args = args if isinstance(args, dict) else {}
-    target = call_target(args)
-    unshown = UNSHOWN.get(name, ())
+    target = call_target(args, shown)
+    named = _target_names(shown)
     rest = {
         k: v
         for k, v in args.items()
-        if k not in unshown and not (k in TARGETS and isinstance(v, str) and str(v) == target)
+        if k not in shown.hidden and not (k in named and isinstance(v, str) and v == target)
     }
-    shown = f"{name} {clipped(target)}"
+    line = f"{name} {clipped(target)}"
     if rest:
-        shown += " " + clipped(json.dumps(rest, ensure_ascii=False, default=str))
-    return shown.rstrip()
+        line += " " + clipped(json.dumps(rest, ensure_ascii=False, default=str))
+    return line.rstrip()
 
 
 def _plain(value: object) -> object:
@@ -120,11 +138,13 @@ def _at_line(line: str, offset: int) -> str:
 
 
 def transcript(
-    session: Session, *, markdown: bool = False, thinking: bool = False
+    session: Session, *, markdown: bool = False, thinking: bool = False, shown: Shown | None = None
 ) -> Iterator[str]:
     """Yield the lines of a readable transcript of ``session``; with
-    ``thinking``, the model's reasoning too."""
+    ``thinking``, the model's reasoning too. ``shown`` is how the session's
+    tools are shown (by default as tools that declare nothing)."""
     header = session.header
+    shown_of = shown if shown is not None else shown_in(None)
     if markdown:
         yield f"# Session {header.id}"
         yield ""
@@ -133,142 +153,125 @@ def transcript(
     else:
         yield f"session {header.id} (cwd {header.cwd})"
     for event in session.events:
-        if thinking and event.type == "assistant/message":
-            yield from _reasoning(event.data.get("content"), markdown)
-        yield from _render(event, markdown)
+        payload = event.payload
+        if thinking and isinstance(payload, AssistantMessageEvent):
+            yield from _reasoning(payload, markdown)
+        yield from _render(event, markdown, shown_of)
 
 
-def _reasoning(content: object, markdown: bool) -> Iterator[str]:
-    for block in content if isinstance(content, tuple | list) else ():
-        if isinstance(block, Mapping) and block.get("type") == "reasoning":
-            text = str(block.get("text", ""))
-            yield f"> _thinking:_ {text}" if markdown else f"thinking: {text}"
+def _reasoning(message: AssistantMessageEvent, markdown: bool) -> Iterator[str]:
+    for block in message.content:
+        if isinstance(block, ReasoningBlock):
+            yield f"> _thinking:_ {block.text}" if markdown else f"thinking: {block.text}"
 
 
-def _render(event: Event, markdown: bool) -> Iterator[str]:
-    data = event.data
-    kind = event.type
-    if kind == "turn/start":
-        yield ""
-        yield f"## Turn {data['turn']}" if markdown else f"── turn {data['turn']} ──"
-    elif kind == "user/message":
-        text = text_of(data.get("content"))
-        yield f"**You:** {text}" if markdown else f"you: {text}"
-    elif kind == "assistant/message":
-        text = text_of(data.get("content"))
-        marker = " [interrupted]" if data.get("interrupted") else ""
-        if text:
-            yield f"**Assistant{marker}:** {text}" if markdown else f"assistant{marker}: {text}"
-        for call in _calls(data.get("content")):
-            line = call_line(str(call.get("name")), call.get("arguments"))
-            yield f"- `{line}`" if markdown else f"  → {line}"
-    elif kind == "tool/result":
-        status = "error" if data.get("is_error") else "result"
-        content = str(data.get("content", ""))
-        if markdown:
-            yield f"```text\n{content}\n```"
-        else:
-            yield f"  ← {data.get('name')} {status}:"
-            for line in content.splitlines() or [""]:
-                yield f"    {line}"
-    elif kind == "tool/previewed":
-        diffs = _plain(data.get("diffs"))
-        for diff in diffs if isinstance(diffs, list) else []:
-            if not isinstance(diff, dict):
-                continue
-            lines = diff_lines(
-                str(diff.get("path")),
-                diff.get("old_text"),
-                str(diff.get("new_text", "")),
-                first_line=int(diff.get("first_line", 1)),
-            )
-            if diff.get("shortened"):
-                lines.append(f"({diff['shortened']})")
-            if not lines:
-                continue  # equal texts: an empty diff block would say nothing
+def _render(event: Event, markdown: bool, shown: Shown) -> Iterator[str]:
+    match event.payload:
+        case TurnStart(turn=turn):
+            yield ""
+            yield f"## Turn {turn}" if markdown else f"── turn {turn} ──"
+        case UserMessageEvent(content=content):
+            text = text_of(content)
+            yield f"**You:** {text}" if markdown else f"you: {text}"
+        case AssistantMessageEvent() as message:
+            yield from _answer(message, markdown, shown)
+        case ToolResultEvent() as result:
+            yield from _result(result, markdown)
+        case ToolPreviewed() as previewed:
+            yield from _previewed(previewed, markdown)
+        case ToolStopped() as receipt:
+            for line in stop_lines(receipt):
+                yield f"- _{line}_" if markdown else f"  ■ {line}"
+        case ContextCompacted(summary=summary):
+            note = compaction_notice(event.data)
+            yield f"_{note}_" if markdown else note
             if markdown:
-                yield "```diff\n" + "\n".join(lines) + "\n```"
+                yield f"> {summary}".replace("\n", "\n> ")
             else:
-                yield from (f"    {line}" for line in lines)
-    elif kind == "tool/stopped":
-        for line in stop_lines(data):
-            yield f"- _{line}_" if markdown else f"  ■ {line}"
-    elif kind == COMPACTED_TYPE:
-        note = compaction_notice(data)
-        yield f"_{note}_" if markdown else note
-        summary = str(data.get("summary", ""))
+                for line in summary.splitlines() or [""]:
+                    yield f"    {line}"
+        case TurnEnd(reason=reason):
+            outcome = turn_outcome(reason)
+            if outcome is not None:
+                yield f"_({outcome})_" if markdown else f"({outcome})"
+
+
+def _answer(message: AssistantMessageEvent, markdown: bool, shown: Shown) -> Iterator[str]:
+    text = text_of(message.content)
+    marker = " [interrupted]" if message.interrupted else ""
+    if text:
+        yield f"**Assistant{marker}:** {text}" if markdown else f"assistant{marker}: {text}"
+    for call in message.content:
+        if isinstance(call, ToolCallBlock):
+            line = call_line(call.name, call.arguments, shown(call.name))
+            yield f"- `{line}`" if markdown else f"  → {line}"
+
+
+def _result(result: ToolResultEvent, markdown: bool) -> Iterator[str]:
+    if markdown:
+        yield f"```text\n{result.content}\n```"
+        return
+    yield f"  ← {result.name} {'error' if result.is_error else 'result'}:"
+    for line in result.content.splitlines() or [""]:
+        yield f"    {line}"
+
+
+def _previewed(previewed: ToolPreviewed, markdown: bool) -> Iterator[str]:
+    for diff in previewed.diffs:
+        lines = diff_lines(diff.path, diff.old_text, diff.new_text, first_line=diff.first_line)
+        if diff.shortened:
+            lines.append(f"({diff.shortened})")
+        if not lines:
+            continue  # equal texts: an empty diff block would say nothing
         if markdown:
-            yield f"> {summary}".replace("\n", "\n> ")
+            yield "```diff\n" + "\n".join(lines) + "\n```"
         else:
-            for line in summary.splitlines() or [""]:
-                yield f"    {line}"
-    elif kind == "turn/end":
-        outcome = turn_outcome(data.get("reason"))
-        if outcome is not None:
-            yield f"_({outcome})_" if markdown else f"({outcome})"
+            yield from (f"    {line}" for line in lines)
 
 
-def turn_outcome(reason: object) -> str | None:
+def turn_outcome(reason: TurnEndReason) -> str | None:
     """How a turn ended, in one line, when it did not complete (``None`` when it did),
     from its ``turn/end`` reason: ``error: …`` saying what failed and what to do,
     ``cancelled by user``, ``refused: …``, or ``turn ended: KIND``."""
-    plain = _plain(reason)
-    if not isinstance(plain, dict):
-        return None
-    kind = plain.get("kind")
-    if kind == "completed":
-        return None
-    if kind == "error":
-        code = plain.get("code")
-        failure = model_failure(str(plain.get("error")), code if isinstance(code, str) else None)
-        return f"error: {failure}"
-    if kind == "aborted":
-        return f"cancelled by {plain.get('cause')}"
-    if kind == "blocked":
-        return "refused: a hook or the provider would not let the turn go on"
-    return f"turn ended: {kind}"
+    match reason:
+        case Completed():
+            return None
+        case Errored(error=error, code=code):
+            return f"error: {model_failure(error, code)}"
+        case Aborted(cause=cause):
+            return f"cancelled by {cause}"
+        case Blocked():
+            return "refused: a hook or the provider would not let the turn go on"
+    return f"turn ended: {reason.kind}"
 
 
-def stop_lines(data: Mapping[str, object]) -> list[str]:
-    """The stop receipt (``data`` of a ``tool/stopped`` event): one line per command
-    and per child agent the stop reached."""
-    return [*_receipt(data.get("stopped")), *_children(data.get("agents"))]
+def stop_lines(receipt: ToolStopped) -> list[str]:
+    """The stop receipt: one line per command and per child agent the stop reached."""
+    return [*map(_stopped_line, receipt.stopped), *map(_child_line, receipt.agents)]
 
 
-def _children(entries: object) -> Iterator[str]:
-    """One line per child agent a stop reached (``agents`` of a ``tool/stopped`` event)."""
-    plain = _plain(entries)
-    for entry in plain if isinstance(plain, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        ended = entry.get("ended")
-        if entry.get("cause"):
-            ended = f"{ended} ({entry['cause']})"
-        seconds = entry.get("seconds")
-        took = f" in {seconds * 1000:.0f} ms" if isinstance(seconds, int | float) else ""
-        yield f"stopped child agent {entry.get('id')}: its turn ended {ended}{took}"
+def _took(seconds: float | None) -> str:
+    return "" if seconds is None else f" in {seconds * 1000:.0f} ms"
 
 
-def _receipt(entries: object) -> Iterator[str]:
-    """One line per command a stop reached (a ``tool/stopped`` event's entries)."""
-    plain = _plain(entries)
-    for entry in plain if isinstance(plain, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        signals = ", then ".join(entry.get("signals") or []) or "no signal"
-        if entry.get("exit_signal") is not None:
-            ended = f"ended by {entry['exit_signal']}"
-        elif entry.get("exit_code") is not None:
-            ended = f"exited {entry['exit_code']}"
-        else:
-            ended = "still exiting"
-        seconds = entry.get("seconds")
-        took = f" in {seconds * 1000:.0f} ms" if isinstance(seconds, int | float) else ""
-        where = (
-            "in the client's terminal"
-            if entry.get("kind") == "terminal"
-            else f"process group {entry.get('pgid')}"
-        )
-        yield (
-            f"stopped {entry.get('kind')} {entry.get('id')}: {where}, sent {signals}, {ended}{took}"
-        )
+def _child_line(entry: StoppedAgent) -> str:
+    """The line of one child agent a stop reached."""
+    ended = entry.ended if not entry.cause else f"{entry.ended} ({entry.cause})"
+    return f"stopped child agent {entry.id}: its turn ended {ended}{_took(entry.seconds)}"
+
+
+def _stopped_line(entry: Stopped) -> str:
+    """The line of one command a stop reached."""
+    signals = ", then ".join(entry.signals) or "no signal"
+    if entry.exit_signal is not None:
+        ended = f"ended by {entry.exit_signal}"
+    elif entry.exit_code is not None:
+        ended = f"exited {entry.exit_code}"
+    else:
+        ended = "still exiting"
+    where = (
+        "in the client's terminal" if entry.kind == "terminal" else f"process group {entry.pgid}"
+    )
+    return (
+        f"stopped {entry.kind} {entry.id}: {where}, sent {signals}, {ended}{_took(entry.seconds)}"
+    )

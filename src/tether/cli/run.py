@@ -36,8 +36,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from tether.agent import Agent, NeverRan, TurnOutcome, UserMessage
 from tether.cli.boot import PICK, UsageError, next_model, open_for, session_line, start
 from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
@@ -46,8 +44,9 @@ from tether.cli.output import EventLines, init_line, refused_result, turn_result
 from tether.cli.render import turn_outcome
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, meter_for
+from tether.cli.work import WorkView, meter_for, shown_for
 from tether.loop.environment import gathering_early
+from tether.session import Aborted
 from tether.session.store import SESSION_EVENT
 
 if TYPE_CHECKING:
@@ -64,10 +63,10 @@ def exit_of(outcome: TurnOutcome) -> tuple[int, str | None]:
     """The exit status and one-line reason of the task's turn (or of its never running)."""
     if isinstance(outcome, NeverRan):
         return EXIT_CANCELLED, "cancelled before the turn started"
-    said = turn_outcome(msgspec.to_builtins(outcome.reason))
+    said = turn_outcome(outcome.reason)
     if said is None:
         return EXIT_OK, None
-    return EXIT_CANCELLED if outcome.reason.kind == "aborted" else EXIT_FAILED, said
+    return EXIT_CANCELLED if isinstance(outcome.reason, Aborted) else EXIT_FAILED, said
 
 
 def decoded_argument(text: str) -> str:
@@ -163,6 +162,7 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
             status=spinner,
             summary=False,  # said last, with the exit status
             whole_output=f"tether sessions show {agent.id} prints them all",
+            shown=shown_for(tether, agent),
         )
         agent.ctx.on(SESSION_EVENT, view)
         if args.mode == "ask":

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from tether.cli.boot import PERSISTENCE_ROW, resolve_session, row_problem, start
 from tether.cli.render import transcript
+from tether.session import Aborted
+from tether.tools.registry import TOOLS, shown_in
 
 if TYPE_CHECKING:
     import asyncio
@@ -234,7 +236,6 @@ async def _cancel(
     from tether.persist.backends.errors import InvalidSessionIdError
     from tether.persist.backends.records import validate_session_id
     from tether.persist.cluster import SessionNotLiveError
-    from tether.session import Aborted
 
     persistence = views.persistence
     assert persistence is not None, "sessions commands run where sessions are stored"
@@ -436,7 +437,8 @@ async def sessions(args: argparse.Namespace) -> int:
                 print(f"imported {session.id} ({len(session.events)} events)", file=sys.stderr)
             elif args.sessions_command == "show":
                 session = await persistence.load(args.id)
-                for line in transcript(session, thinking=args.thinking):
+                shown = shown_in(tether.runtime.ctx.get(TOOLS), session.id)
+                for line in transcript(session, thinking=args.thinking, shown=shown):
                     print(line)
                 for line in await _delegated(persistence, session.id):
                     print(line)
@@ -445,7 +447,8 @@ async def sessions(args: argparse.Namespace) -> int:
                 session = await persistence.load(args.id)
                 await _say_if_live(persistence, session)
                 if args.format == "md":
-                    for line in transcript(session, markdown=True):
+                    shown = shown_in(tether.runtime.ctx.get(TOOLS), session.id)
+                    for line in transcript(session, markdown=True, shown=shown):
                         print(line)
                 else:
                     print(json.dumps({"header": session.header.to_record()}, ensure_ascii=False))

@@ -5,9 +5,10 @@
 
 * the answer as it streams, and the model's reasoning when asked
   (:attr:`WorkView.thinking`);
-* each tool call with its arguments (``→ bash ls -la``); an ``edit`` as the
-  coloured diff of the text it replaces, a ``write`` as the lines it writes
-  (both from the call's own arguments);
+* each tool call with its arguments (``→ bash ls -la``); a call its tool
+  shows as a change (:attr:`~tether.tools.presentation.ToolShown.change`: an
+  ``edit``, a ``write``) with the coloured diff of the text it replaces or
+  the lines it writes, from the call's own arguments;
 * each result, folded: its first and last lines, how many were left out and
   where to see them all (``whole_output``; in chat ``/output N`` shows result
   ``N`` whole, :meth:`WorkView.output`);
@@ -25,6 +26,7 @@
 
 :meth:`WorkView.replay` shows the last turns of a stored log the same way
 (``chat --resume``): one renderer for the work as it happens and as it was.
+Events are matched by their typed payloads (:mod:`tether.session`).
 """
 
 from __future__ import annotations
@@ -41,9 +43,29 @@ from tether.cli.render import (
     turn_outcome,
 )
 from tether.cli.surface import Status, Style, Surface
+from tether.content import ReasoningBlock
 from tether.frozen import thaw
-from tether.session.attempts import RETRY_TYPE, retry_notice
-from tether.session.compaction import COMPACTED_TYPE, compaction_notice
+from tether.session import (
+    Aborted,
+    AssistantChunk,
+    AssistantMessageEvent,
+    ContextCompacted,
+    Errored,
+    RetryEvent,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    ToolStopped,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+    UserMessageEvent,
+)
+from tether.session.attempts import retry_notice
+from tether.session.compaction import compaction_notice
+from tether.session.settings import ConfigChanged
+from tether.tools.presentation import ToolShown
+from tether.tools.registry import TOOLS, Shown, shown_in
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -74,6 +96,7 @@ class WorkView:
         status: Status | None = None,
         summary: bool = True,
         whole_output: str = "/output {n} shows them all",
+        shown: Shown | None = None,
     ) -> None:
         self.surface = surface
         self.thinking = thinking
@@ -82,6 +105,7 @@ class WorkView:
         self._status = status
         self._summary = summary
         self._whole_output = whole_output
+        self._shown = shown if shown is not None else shown_in(None)
         self._outputs: list[tuple[str, str]] = []
         self._turn_usage: dict[str, int] = {}
         self._turn_cost_from: float | None = None
@@ -89,43 +113,41 @@ class WorkView:
     # -- the session observer ------------------------------------------------
 
     def __call__(self, session: Session, event: Event) -> None:
-        data = event.data
-        kind = event.type
-        if kind == "assistant/chunk":
-            self._say_status(None)
-            delta = str(data.get("delta", ""))
-            if data.get("kind") == "text":
-                self.surface.answer(delta)
-            elif self.thinking:
-                self.surface.thinking(delta)
-        elif kind == "step/start":
-            self._say_status(WAITING)
-        elif kind == "turn/start":
-            self._turn_usage = {}
-            cost = self._meter.cost() if self._meter is not None else None
-            self._turn_cost_from = cost[0] if cost is not None else None
-        elif kind == "assistant/message":
-            self.surface.answered()
-            self._count(event, data)
-        elif kind == "session/config" and self._meter is not None:
-            self._meter.advance(event)
-        elif kind == RETRY_TYPE:
-            self.surface.abandon()
-            self._retry(data)
-        elif kind == COMPACTED_TYPE:
-            self.surface.line(compaction_notice(data), "notice")
-        elif kind == "tool/call":
-            self._say_status(None)
-            self._call(data)
-        elif kind == "tool/result":
-            self._result(data)
-        elif kind == "tool/stopped":
-            for line in stop_lines(data):
-                self.surface.line(f"■ {line}", "notice")
-        elif kind == "turn/end":
-            self._say_status(None)
-            self.surface.end_block()
-            self._turn_end(data)
+        match event.payload:
+            case AssistantChunk(kind=kind, delta=delta):
+                self._say_status(None)
+                if kind == "text":
+                    self.surface.answer(delta)
+                elif self.thinking:
+                    self.surface.thinking(delta)
+            case StepStart():
+                self._say_status(WAITING)
+            case TurnStart():
+                self._turn_usage = {}
+                cost = self._meter.cost() if self._meter is not None else None
+                self._turn_cost_from = cost[0] if cost is not None else None
+            case AssistantMessageEvent(usage=usage):
+                self.surface.answered()
+                self._count(event, usage)
+            case ConfigChanged() if self._meter is not None:
+                self._meter.advance(event)
+            case RetryEvent() as retry:
+                self.surface.abandon()
+                self._retry(event, retry)
+            case ContextCompacted():
+                self.surface.line(compaction_notice(event.data), "notice")
+            case ToolCallEvent() as call:
+                self._say_status(None)
+                self._call(call)
+            case ToolResultEvent() as result:
+                self._result(result)
+            case ToolStopped() as receipt:
+                for line in stop_lines(receipt):
+                    self.surface.line(f"■ {line}", "notice")
+            case TurnEnd(reason=reason):
+                self._say_status(None)
+                self.surface.end_block()
+                self._turn_end(reason)
 
     # -- what each event shows -----------------------------------------------
 
@@ -133,34 +155,29 @@ class WorkView:
         if self._status is not None:
             self._status(text)
 
-    def _retry(self, data: Mapping[str, object]) -> None:
+    def _retry(self, event: Event, retry: RetryEvent) -> None:
         if self._status is None:
-            self.surface.line(retry_notice(data), "notice")
+            self.surface.line(retry_notice(event.data), "notice")
             return
-        attempt = data.get("attempt")
-        following = f"{attempt + 1}" if isinstance(attempt, int) else "?"
-        allowed = data.get("max_attempts")
-        if isinstance(allowed, int):
-            following += f"/{allowed}"
-        delay = data.get("delay")
+        following = f"{retry.attempt + 1}"
+        if retry.max_attempts is not None:
+            following += f"/{retry.max_attempts}"
         wait = ""
-        if isinstance(delay, int | float) and delay > 0:
-            wait = " in " + f"{delay:.1f}".removesuffix(".0") + " s"
-        reason = data.get("error") or data.get("code") or "model error"
+        if retry.delay > 0:
+            wait = " in " + f"{retry.delay:.1f}".removesuffix(".0") + " s"
+        reason = retry.error or retry.code or "model error"
         self._status(f"retrying{wait}: {reason} ({following})")
 
-    def _call(self, data: Mapping[str, object]) -> None:
-        name = str(data.get("name"))
-        arguments = thaw(data.get("arguments"))
+    def _call(self, call: ToolCallEvent) -> None:
+        arguments = thaw(call.arguments)
         args = arguments if isinstance(arguments, dict) else {}
-        self.surface.line(f"→ {call_line(name, args)}", "tool")
-        for line, style in _call_diff(name, args):
+        shown = self._shown(call.name)
+        self.surface.line(f"→ {call_line(call.name, args, shown)}", "tool")
+        for line, style in _call_diff(shown, args):
             self.surface.line(line, style)
 
-    def _result(self, data: Mapping[str, object]) -> None:
-        name = str(data.get("name"))
-        content = str(data.get("content", ""))
-        failed = bool(data.get("is_error"))
+    def _result(self, result: ToolResultEvent) -> None:
+        name, content, failed = result.name, result.content, result.is_error
         self._outputs.append((name, content))
         number = len(self._outputs)
         lines = content.splitlines()
@@ -171,31 +188,27 @@ class WorkView:
         for line in _folded(lines, self._whole_output.format(n=number)):
             self.surface.line(f"  │ {line}", style)
 
-    def _count(self, event: Event, data: Mapping[str, object]) -> None:
-        usage = data.get("usage")
-        if isinstance(usage, Mapping):
-            for name, value in usage.items():
-                if isinstance(value, int):
-                    self._turn_usage[str(name)] = self._turn_usage.get(str(name), 0) + value
+    def _count(self, event: Event, usage: Mapping[str, int] | None) -> None:
+        for name, value in (usage or {}).items():
+            self._turn_usage[name] = self._turn_usage.get(name, 0) + value
         if self._meter is not None:
             self._meter.advance(event)
 
-    def _turn_end(self, data: Mapping[str, object]) -> None:
+    def _turn_end(self, reason: TurnEndReason) -> None:
         if not self._summary:
             return
-        self._say_outcome(data.get("reason"))
+        self._say_outcome(reason)
         usage = self.usage_line()
         if usage is not None:
             self.surface.line(usage, "dim")
 
-    def _say_outcome(self, reason: object) -> None:
+    def _say_outcome(self, reason: TurnEndReason) -> None:
         outcome = turn_outcome(reason)
         if outcome is None:
             return
-        kind = reason.get("kind") if isinstance(reason, Mapping) else None
-        if kind == "error":
+        if isinstance(reason, Errored):
             self.surface.line(outcome, "error")
-        elif kind == "aborted":
+        elif isinstance(reason, Aborted):
             self.surface.line(f"(turn stopped: {outcome})", "notice")
         else:
             self.surface.line(f"({outcome})", "notice")
@@ -242,7 +255,7 @@ class WorkView:
         turn's own usage line is not repeated: they are about what runs now.
         """
         events = session.events
-        starts = [i for i, event in enumerate(events) if event.type == "turn/start"]
+        starts = [i for i, event in enumerate(events) if isinstance(event.payload, TurnStart)]
         if not starts:
             return
         shown = starts[-turns:] if turns > 0 else []
@@ -263,25 +276,24 @@ class WorkView:
         self.surface.end_block()
 
     def _replayed(self, session: Session, event: Event) -> None:
-        data = event.data
-        if event.type == "assistant/chunk":
-            return
-        if event.type == "user/message":
-            self.prompt(text_of(data.get("content")))
-            return
-        if event.type == "assistant/message":
-            content = data.get("content")
-            for block in content if isinstance(content, tuple | list) and self.thinking else ():
-                if isinstance(block, Mapping) and block.get("type") == "reasoning":
-                    self.surface.thinking(str(block.get("text", "")))
-            text = text_of(content)
-            if text:
-                self.surface.answer(text)
+        match event.payload:
+            case AssistantChunk():
+                return
+            case UserMessageEvent(content=content):
+                self.prompt(text_of(content))
+                return
+            case AssistantMessageEvent(content=content):
+                for block in content if self.thinking else ():
+                    if isinstance(block, ReasoningBlock):
+                        self.surface.thinking(block.text)
+                text = text_of(content)
+                if text:
+                    self.surface.answer(text)
+                    self.surface.end_block()
+            case TurnEnd(reason=reason):
                 self.surface.end_block()
-        elif event.type == "turn/end":
-            self.surface.end_block()
-            self._say_outcome(data.get("reason"))
-            return
+                self._say_outcome(reason)
+                return
         self(session, event)
 
     # -- on request --------------------------------------------------------------
@@ -319,35 +331,31 @@ def _folded(lines: list[str], whole: str) -> list[str]:
 _DIFF_STYLES: dict[str, Style] = {"+": "added", "-": "removed", "@": "dim"}
 
 
-def _call_diff(name: str, args: Mapping[str, object]) -> list[tuple[str, Style]]:
-    """The lines an ``edit`` or ``write`` call changes, from its own arguments, styled."""
-    pairs: list[tuple[str, str]] = []
-    if name == "edit":
-        edits = args.get("edits")
-        if isinstance(edits, list):
-            for edit in edits:
-                if isinstance(edit, dict):
-                    pairs.append((str(edit.get("old_string", "")), str(edit.get("new_string", ""))))
-        elif isinstance(args.get("old_string"), str):
-            pairs.append((str(args["old_string"]), str(args.get("new_string") or "")))
-    elif name == "write" and isinstance(args.get("content"), str):
-        pairs.append(("", str(args["content"])))
+def _call_diff(shown: ToolShown, args: Mapping[str, object]) -> list[tuple[str, Style]]:
+    """The lines a call changes, from its own arguments as its tool declares them
+    (:attr:`~tether.tools.presentation.ToolShown.change`), styled."""
+    pairs = shown.changes(args)
     if not pairs:
         return []
     import difflib
 
-    shown: list[tuple[str, Style]] = []
+    lines: list[tuple[str, Style]] = []
     for old, new in pairs:
-        diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=2)
+        diff = difflib.unified_diff((old or "").splitlines(), new.splitlines(), lineterm="", n=2)
         for line in diff:
             if line.startswith(("---", "+++")):
                 continue
             style = _DIFF_STYLES.get(line[:1], "output")
-            shown.append((f"  {clipped(line)}", style))
-    if len(shown) > MAX_DIFF_LINES:
-        cut = len(shown) - MAX_DIFF_LINES
-        shown = [*shown[:MAX_DIFF_LINES], (f"  … {cut} more lines", "dim")]
-    return shown
+            lines.append((f"  {clipped(line)}", style))
+    if len(lines) > MAX_DIFF_LINES:
+        cut = len(lines) - MAX_DIFF_LINES
+        lines = [*lines[:MAX_DIFF_LINES], (f"  … {cut} more lines", "dim")]
+    return lines
+
+
+def shown_for(tether: Tether, agent: Agent) -> Shown:
+    """How the calls of the tools ``agent`` sees are shown."""
+    return shown_in(tether.runtime.ctx.get(TOOLS), agent.id)
 
 
 def meter_for(tether: Tether, agent: Agent) -> UsageMeter:

@@ -20,7 +20,7 @@ from msgspec import Meta
 
 from tether.runtime.schema import Schema
 from tether.session.settings import PlanEntry, PlanUpdated
-from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -80,6 +80,10 @@ async def todo(args: TodoArgs, exec: ToolExec) -> ToolOutput:
     return ToolOutput(summary)
 
 
+TODO_SHOWN = ToolShown(kind="think")
+"""``todo``: planning, which changes nothing outside the session."""
+
+
 async def apply(ctx: Context, config: None) -> None:
     """Register the ``todo`` tool."""
     await ctx.service(TOOLS).register(
@@ -89,5 +93,6 @@ async def apply(ctx: Context, config: None) -> None:
             "task's status, whenever it changes. The user sees it as your plan.",
             args=TodoArgs,
             execute=todo,
+            shown=TODO_SHOWN,
         )
     )

@@ -63,7 +63,7 @@ from tether.shell import (
     TaskStatus,
 )
 from tether.shell.definition import SHELL
-from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -339,6 +339,14 @@ class BashTools:
         agent.ctx.defer(kill_owned, label="kill owned bash tasks")
 
 
+BASH_SHOWN = ToolShown(kind="execute", title="{command}", command="command", shell_tasks=True)
+"""``bash``: titled by its command, shown as a command line."""
+BASH_OUTPUT_SHOWN = ToolShown(kind="read", title="{tool} {task_id}", shell_tasks=True)
+"""``bash_output``: titled by the task it reads."""
+BASH_KILL_SHOWN = ToolShown(kind="execute", title="{tool} {task_id}", shell_tasks=True)
+"""``bash_kill``: titled by the task it kills."""
+
+
 async def apply(ctx: Context, config: Config) -> None:
     shell = ctx.service(SHELL)
     tools = ctx.service(TOOLS)
@@ -351,12 +359,14 @@ async def apply(ctx: Context, config: Config) -> None:
             "run_in_background it returns a task id at once.",
             args=BashArgs,
             execute=bash.bash,
+            shown=BASH_SHOWN,
         ),
         Tool(
             name="bash_output",
             description="Read the output a background task wrote since the last read.",
             args=TaskArgs,
             execute=bash.bash_output,
+            shown=BASH_OUTPUT_SHOWN,
             concurrency_safe=True,
         ),
         Tool(
@@ -364,6 +374,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Kill a background task and its child processes.",
             args=TaskArgs,
             execute=bash.bash_kill,
+            shown=BASH_KILL_SHOWN,
         ),
     ]
     for definition in definitions:

@@ -43,7 +43,7 @@ from tether.plugins.fs.errors import FileToolError
 from tether.plugins.fs.images import MAX_IMAGE_BYTES
 from tether.plugins.fs.text import READ_LINES
 from tether.runtime.schema import Schema
-from tether.tools import Tool, ToolExec
+from tether.tools import Change, Tool, ToolExec, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -188,6 +188,23 @@ class LazyTools:
             self._tools.forget(agent)
 
 
+READ_SHOWN = ToolShown(kind="read", paths=("path",), line="offset")
+"""``read``: the file as a location, at the line it starts from."""
+WRITE_SHOWN = ToolShown(
+    kind="edit", paths=("path",), hidden=("content",), change=Change(new="content")
+)
+"""``write``: the file as a location; its content shown as a change, not an argument."""
+EDIT_SHOWN = ToolShown(
+    kind="edit",
+    paths=("path",),
+    hidden=("old_string", "new_string", "edits"),
+    change=Change(new="new_string", old="old_string", each="edits"),
+)
+"""``edit``: the file as a location; what it replaces shown as a change."""
+SEARCH_SHOWN = ToolShown(kind="search", paths=("path",))
+"""``glob`` and ``grep``: the directory (or file) searched as a location."""
+
+
 def definitions(tools: LazyTools) -> list[Tool[Any]]:
     """The five tools over ``tools``."""
     return [
@@ -201,6 +218,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             execute=tools.call("read"),
             concurrency_safe=True,
             preview=tools.call("preview_read"),
+            shown=READ_SHOWN,
         ),
         Tool(
             name="write",
@@ -209,6 +227,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             args=WriteArgs,
             execute=tools.call("write"),
             preview=tools.call("preview_write"),
+            shown=WRITE_SHOWN,
         ),
         Tool(
             name="edit",
@@ -218,6 +237,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             args=EditArgs,
             execute=tools.call("edit"),
             preview=tools.call("preview_edit"),
+            shown=EDIT_SHOWN,
         ),
         Tool(
             name="glob",
@@ -227,6 +247,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             execute=tools.call("glob"),
             concurrency_safe=True,
             preview=tools.call("preview_glob"),
+            shown=SEARCH_SHOWN,
         ),
         Tool(
             name="grep",
@@ -237,6 +258,7 @@ def definitions(tools: LazyTools) -> list[Tool[Any]]:
             execute=tools.call("grep"),
             concurrency_safe=True,
             preview=tools.call("preview_grep"),
+            shown=SEARCH_SHOWN,
         ),
     ]
 

@@ -86,7 +86,7 @@ from tether.session import (
 )
 from tether.session.lineage import Delegation, Lineage
 from tether.session.model import ModelChoice, session_model
-from tether.tools import Tool, ToolExec, ToolOutput
+from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -604,6 +604,12 @@ def _result(task_id: str, outcome: TurnOutcome) -> ToolOutput:
     return ToolOutput(f"task {task_id} did not complete: {ended}{said}", is_error=True)
 
 
+TASK_SHOWN = ToolShown(delegates=True)
+"""``task``: the child's work shows inside the call while it runs."""
+TASK_ID_SHOWN = ToolShown(title="{tool} {task_id}")
+"""``task_output`` and ``task_kill``: titled by the task they are about."""
+
+
 async def apply(ctx: Context, config: Config) -> None:
     tools = ctx.service(TOOLS)
     subagents = SubagentTools(ctx, config)
@@ -615,6 +621,7 @@ async def apply(ctx: Context, config: Config) -> None:
             "everything it needs in the prompt: it does not see this conversation.",
             args=TaskArgs,
             execute=subagents.task,
+            shown=TASK_SHOWN,
             # Delegations are independent agents: several in one answer run together.
             concurrency_safe=True,
         ),
@@ -623,6 +630,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Read a delegated task's state and its latest answer.",
             args=TaskIdArgs,
             execute=subagents.task_output,
+            shown=TASK_ID_SHOWN,
             concurrency_safe=True,
         ),
         Tool(
@@ -630,6 +638,7 @@ async def apply(ctx: Context, config: Config) -> None:
             description="Stop a delegated task that is still running.",
             args=TaskIdArgs,
             execute=subagents.task_kill,
+            shown=TASK_ID_SHOWN,
         ),
     ]
     for definition in definitions:

@@ -8,6 +8,8 @@
 * :mod:`tether.tools.execute` — the execution pipeline and its events
   (``tool/before-execute``, ``tool/after-execute``), with
   :class:`ToolInvocation`.
+* :mod:`tether.tools.presentation` — :class:`ToolShown`, how a tool's calls
+  are shown by every front end.
 """
 
 from tether.tools.definition import (
@@ -21,11 +23,14 @@ from tether.tools.definition import (
 )
 from tether.tools.errors import ToolConflictError, ToolError
 from tether.tools.execute import AFTER_EXECUTE, BEFORE_EXECUTE, ToolInvocation
+from tether.tools.presentation import DEFAULT_SHOWN, Change, ToolShown
 from tether.tools.registry import ToolRegistry
 
 __all__ = [
     "AFTER_EXECUTE",
     "BEFORE_EXECUTE",
+    "DEFAULT_SHOWN",
+    "Change",
     "Tool",
     "ToolConflictError",
     "ToolError",
@@ -35,6 +40,7 @@ __all__ = [
     "ToolOutput",
     "ToolRegistry",
     "ToolResult",
+    "ToolShown",
     "ToolSpec",
     "tool",
 ]

@@ -36,6 +36,7 @@ from tether.content import ImageRef, ToolSpec
 from tether.runtime.schema import copy_json, is_model, shared_json_schema
 from tether.runtime.signal import CancelSignal
 from tether.tools.arguments import arguments_schema
+from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
@@ -174,12 +175,18 @@ class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
     files it touches, the diff it would apply) and changes nothing; a
     frontend shows it, and a permission request carries it.
 
+    ``shown`` is how every front end shows the tool's calls (its kind, the
+    arguments naming files, the arguments shown as a change, its title; see
+    :mod:`tether.tools.presentation`); it may name only arguments ``args``
+    has.
+
     Tools compare by identity: two tools with equal fields are still two
     registrations.
 
     Raises:
-        ValueError: ``name`` is not a valid tool name, or ``args`` does not
-            describe a JSON object.
+        ValueError: ``name`` is not a valid tool name, ``args`` does not
+            describe a JSON object, or ``shown`` names an argument ``args``
+            does not have.
         TypeError: a field has the wrong type, or no JSON Schema can be built
             for ``args``.
     """
@@ -190,6 +197,7 @@ class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
     execute: ToolFunction[A]
     concurrency_safe: bool = False
     preview: ToolPreviewer[A] | None = None
+    shown: ToolShown = DEFAULT_SHOWN
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -207,7 +215,10 @@ class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
             raise TypeError(f"tool {self.name!r}: concurrency_safe must be bool")
         if self.preview is not None and not callable(self.preview):
             raise TypeError(f"tool {self.name!r}: preview must be an async function")
+        if not isinstance(self.shown, ToolShown):
+            raise TypeError(f"tool {self.name!r}: shown must be a ToolShown")
         _check_object_schema(self.name, self.args)
+        _check_shown(self.name, self.shown, self.schema)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -237,6 +248,7 @@ def tool(
     description: str | None = None,
     args: type[A] | None = None,
     concurrency_safe: bool = False,
+    shown: ToolShown = DEFAULT_SHOWN,
 ) -> Callable[[ToolFunction[A]], Tool[A]]:
     """Decorate ``async def fn(args, exec)`` to make it a :class:`Tool`.
 
@@ -260,6 +272,7 @@ def tool(
             args=args if args is not None else _args_annotation(fn, tool_name),
             execute=fn,
             concurrency_safe=concurrency_safe,
+            shown=shown,
         )
 
     return decorate
@@ -296,4 +309,15 @@ def _check_object_schema(tool_name: str, args: type[Any]) -> None:
         raise ValueError(
             f"tool {tool_name!r}: the arguments of a tool must be a JSON object, "
             f"but {args.__name__} describes {schema.get('type', 'something else')!r}"
+        )
+
+
+def _check_shown(tool_name: str, shown: ToolShown, schema: Mapping[str, Any]) -> None:
+    properties = schema.get("properties")
+    taken = set(properties) if isinstance(properties, Mapping) else set()
+    unknown = sorted(shown.arguments() - taken)
+    if unknown:
+        raise ValueError(
+            f"tool {tool_name!r}: its presentation names {', '.join(map(repr, unknown))}, "
+            "which its arguments do not have"
         )

@@ -29,6 +29,7 @@ from tether.runtime.keys import ServiceKey
 from tether.tools.definition import Tool, ToolExec, ToolResult, ToolSpec
 from tether.tools.errors import ToolConflictError
 from tether.tools.execute import ScheduledCall, run_call, run_calls
+from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 
 if TYPE_CHECKING:
     from tether.content import ToolCallBlock
@@ -87,6 +88,19 @@ class _Catalog:
         return dict(sorted(tools.items()))
 
 
+Shown = Callable[[str], ToolShown]
+"""How a front end looks up the presentation of a call by its tool's name."""
+
+
+def shown_in(registry: ToolRegistry | None, scope: str | None = None) -> Shown:
+    """The presentation lookup of the tools ``scope`` (an agent id) sees in ``registry``;
+    without a registry (a runtime without tools), every tool is shown as
+    :data:`~tether.tools.presentation.DEFAULT_SHOWN`."""
+    if registry is None:
+        return lambda name: DEFAULT_SHOWN
+    return lambda name: registry.shown(name, scope)
+
+
 TOOLS = ServiceKey["ToolRegistry"]("tools")
 """``ctx.tools``: the caller's view of the tool registry."""
 
@@ -142,6 +156,13 @@ class ToolRegistry:
     def get(self, name: str, scope: str | None = None) -> Tool[Any] | None:
         """The tool ``name`` as ``scope`` sees it (its own first, then the global one)."""
         return self._catalog.get(name, scope)
+
+    def shown(self, name: str, scope: str | None = None) -> ToolShown:
+        """How calls of the tool ``name`` that ``scope`` sees are shown; a tool that is
+        not registered (its plugin unloaded, a replayed session's old tool) is shown
+        as :data:`~tether.tools.presentation.DEFAULT_SHOWN`."""
+        tool = self._catalog.get(name, scope)
+        return DEFAULT_SHOWN if tool is None else tool.shown
 
     def is_concurrency_safe(self, name: str, scope: str | None = None) -> bool:
         """True when the tool ``name`` that ``scope`` sees may run beside other safe tools.

@@ -8,7 +8,9 @@ docstring (Starlette's ``SchemaGenerator``).
 **The event stream** (``GET /api/sessions/{id}/events``, Server-Sent
 Events) is :meth:`~tether.front.follow.SessionViews.follow` on the wire. Each
 ``events`` message is a JSON array of log records ``{type, seq, time,
-data}`` with ``id:`` the seq of its last record, so a browser that
+data}`` — a ``tool/call`` and a ``tool/result`` also carry ``shown``, how
+the tool presents its calls (:class:`~tether.tools.presentation.ToolShown`),
+and so does each open question — with ``id:`` the seq of its last record, so a browser that
 reconnects sends ``Last-Event-ID`` and gets exactly what follows it (a
 script may give ``?after=SEQ`` instead). ``state`` messages (no ``id``)
 carry what is not in the log: the open permission questions and whether the
@@ -56,10 +58,12 @@ from tether.persist.backends.records import validate_session_id
 from tether.persist.cluster import CLUSTER
 from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
+from tether.session import ToolCallEvent, ToolResultEvent
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, header_model, session_model
 from tether.session.settings import MODE_OPTION
 from tether.tools.permission import Mode
+from tether.tools.registry import TOOLS, Shown, shown_in
 from tether.web.hub import (
     HubClosedError,
     LiveElsewhereError,
@@ -141,19 +145,33 @@ class EncodedLogs:
             del self._users[session_id]
             self._records.pop(session_id, None)
 
-    def message(self, session_id: str, events: Sequence[Event]) -> bytes:
-        """One SSE ``events`` message holding ``events`` (contiguous, seq order)."""
+    def message(
+        self, session_id: str, events: Sequence[Event], shown: Shown | None = None
+    ) -> bytes:
+        """One SSE ``events`` message holding ``events`` (contiguous, seq order); a tool
+        call or result carries ``shown``, its tool's presentation (by default as a
+        tool that declares nothing)."""
         records = self._records.setdefault(session_id, OrderedDict())
+        shown_of = shown if shown is not None else shown_in(None)
         parts: list[bytes] = []
         for event in events:
             encoded = records.get(event.seq)
             if encoded is None:
-                encoded = records[event.seq] = msgspec.json.encode(event.to_record())
+                encoded = records[event.seq] = msgspec.json.encode(_record(event, shown_of))
             parts.append(encoded)
         for _ in range(len(records) - ENCODED_KEPT):
             records.popitem(last=False)  # the one encoded first
         last = events[-1].seq
         return b"id: %d\nevent: events\ndata: [%b]\n\n" % (last, b",".join(parts))
+
+
+def _record(event: Event, shown: Shown) -> dict[str, object]:
+    """``event``'s record as the page reads it: a tool call or result with ``shown``."""
+    record = event.to_record()
+    payload = event.payload
+    if isinstance(payload, ToolCallEvent | ToolResultEvent):
+        record["shown"] = shown(payload.name)
+    return record
 
 
 def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | None) -> Guard:
@@ -459,7 +477,8 @@ class Api:
         summary: The session's log records after a seq, then live (Server-Sent Events).
         description: >
           `events` messages hold a JSON array of records {type, seq, time, data}; their
-          `id` is the seq of the last record. Reconnect with `Last-Event-ID` (or `?after=`)
+          `id` is the seq of the last record. A tool/call or tool/result record also has
+          `shown`, how its tool presents the call. Reconnect with `Last-Event-ID` (or `?after=`)
           to continue with no gap and no duplicate. `state` messages (no id) hold
           {live, questions}.
         parameters:
@@ -491,7 +510,7 @@ class Api:
                     if not batch:  # nudged: the questions changed
                         yield self._state(session_id)
                     else:  # at most a follower's batch: a page renders as it loads
-                        yield encoded.message(session_id, batch)
+                        yield encoded.message(session_id, batch, self._shown(session_id))
             except (LogStoreError, SessionError) as exc:
                 # The log was damaged or deleted while followed: the page is told once
                 # and stops reconnecting (a reconnect would only fail again).
@@ -502,12 +521,22 @@ class Api:
             await follow.aclose()
             encoded.leave(session_id)
 
+    def _shown(self, session_id: str) -> Shown:
+        """How the calls of the tools session ``session_id`` sees are shown."""
+        return shown_in(self._ctx.get(TOOLS), session_id)
+
+    def _questions(self, session_id: str) -> list[dict[str, object]]:
+        """The open questions of the session's page, each with ``shown``, how its tool
+        presents the call (as the asking agent sees its tools)."""
+        registry = self._ctx.get(TOOLS)
+        return [
+            {**q.to_json(), "shown": msgspec.to_builtins(shown_in(registry, q.agent_id)(q.tool))}
+            for q in self._hub.questions(session_id)
+        ]
+
     def _state(self, session_id: str) -> bytes:
         agent = self._hub.live_agent(session_id)
-        state = {
-            "live": agent is not None,
-            "questions": [q.to_json() for q in self._hub.questions(session_id)],
-        }
+        state = {"live": agent is not None, "questions": self._questions(session_id)}
         return b"event: state\ndata: %b\n\n" % msgspec.json.encode(state)
 
     # -- steering ---------------------------------------------------------------------
@@ -589,11 +618,11 @@ class Api:
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
           200: {description: "{questions: [{id, tool, arguments, title, diffs, agent_id,
-            always: tool|edits|null}]}"}
+            always: tool|edits|null, shown}]}"}
         """
         session_id = _session_id(request)
         await self._check_exists(session_id)
-        return JSONResponse({"questions": [q.to_json() for q in self._hub.questions(session_id)]})
+        return JSONResponse({"questions": self._questions(session_id)})
 
     async def answer(self, request: Request) -> Response:
         """

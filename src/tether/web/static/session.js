@@ -58,34 +58,57 @@ function linesOf(text) {
   return lines;
 }
 
-function renderArgs(name, args) {
+// The [old text, new text] of each change a call's arguments describe, as its tool's
+// presentation says where they are (`shown.change`; old is null for a whole-file write).
+function changesOf(change, args) {
+  if (!change || !args || typeof args !== "object") return [];
+  const pair = (values) => {
+    const added = values[change.new];
+    if (change.old == null) return typeof added === "string" ? [null, added] : null;
+    const old = values[change.old];
+    if (typeof old !== "string") return null;
+    return [old, typeof added === "string" ? added : ""];
+  };
+  const many = change.each == null ? undefined : args[change.each];
+  if (Array.isArray(many)) return many.filter((i) => i && typeof i === "object").map(pair).filter(Boolean);
+  const one = pair(args);
+  return one ? [one] : [];
+}
+
+// A call's arguments as its tool presents them (`shown`, sent with the record): the
+// change it makes as a diff, a command as a command line, else the arguments as JSON.
+function renderArgs(shown, args) {
   const box = el("div", "args");
-  if ((name === "edit" || name === "write") && args && typeof args.path === "string") {
-    box.append(el("div", "path", args.path));
+  const how = shown || {};
+  const path = (how.paths || []).map((name) => args && args[name]).find((p) => typeof p === "string");
+  const changes = changesOf(how.change, args);
+  if (path !== undefined && changes.length) {
+    box.append(el("div", "path", path));
     const diff = el("pre", "diff");
-    const removed = name === "edit" ? String(args.old_string ?? args.old ?? "") : "";
-    const added = String(args.new_string ?? args.new ?? args.content ?? "");
-    for (const line of removed ? linesOf(removed) : []) diff.append(el("div", "del", "- " + line));
-    for (const line of linesOf(added)) diff.append(el("div", "add", "+ " + line));
+    for (const [removed, added] of changes) {
+      for (const line of removed ? linesOf(removed) : []) diff.append(el("div", "del", "- " + line));
+      for (const line of linesOf(added)) diff.append(el("div", "add", "+ " + line));
+    }
     box.append(diff);
     return box;
   }
-  if (name === "bash" && args && typeof args.command === "string") {
-    box.append(el("pre", "command", "$ " + args.command + (args.run_in_background ? "   &" : "")));
+  const command = how.command == null || !args ? undefined : args[how.command];
+  if (typeof command === "string") {
+    box.append(el("pre", "command", "$ " + command + (args.run_in_background ? "   &" : "")));
     return box;
   }
   box.append(el("pre", "json", JSON.stringify(args, null, 2)));
   return box;
 }
 
-function renderCall(data) {
+function renderCall(data, shown) {
   const call = el("details", "tool-call");
   call.open = true;
   call.dataset.callId = data.id;
   const summary = el("summary", "");
   summary.append(el("span", "tool-name", data.name), el("span", "tool-state", "running"));
-  call.append(summary, renderArgs(data.name, data.arguments));
-  if (data.name === "task" && data.arguments && data.arguments.description) {
+  call.append(summary, renderArgs(shown, data.arguments));
+  if (shown && shown.delegates && data.arguments && data.arguments.description) {
     call.append(el("div", "muted", "subagent: " + data.arguments.description));
   }
   if (view.asking.has(data.id)) call.classList.add("asking");
@@ -93,10 +116,10 @@ function renderCall(data) {
   view.calls.set(data.id, call);
 }
 
-function renderResult(data) {
+function renderResult(data, shown) {
   let call = view.calls.get(data.id);
   if (!call) {
-    renderCall({ id: data.id, name: data.name, arguments: {} });
+    renderCall({ id: data.id, name: data.name, arguments: {} }, shown);
     call = view.calls.get(data.id);
   }
   call.classList.remove("asking");
@@ -105,7 +128,7 @@ function renderResult(data) {
   call.classList.add(data.is_error ? "error" : "ok");
   const output = el("pre", "tool-output", data.content);
   call.append(output);
-  if (/^started |background task/i.test(data.content) || data.name.startsWith("bash")) loadTasks();
+  if (/^started |background task/i.test(data.content) || (shown && shown.shell_tasks)) loadTasks();
 }
 
 function renderReceipt(data) {
@@ -207,11 +230,11 @@ function apply(record) {
     }
     case "tool/call":
       view.stream = null;
-      renderCall(data);
+      renderCall(data, record.shown);
       break;
     case "tool/result":
-      renderResult(data);
-      if (data.name === "task") view.turnsEnded = true; // a subagent: refresh the links
+      renderResult(data, record.shown);
+      if (record.shown && record.shown.delegates) view.turnsEnded = true; // a subagent: refresh the links
       break;
     case "tool/stopped":
       renderReceipt(data);
@@ -308,7 +331,7 @@ function renderQuestions(questions) {
     card.dataset.questionId = q.id;
     card.append(el("div", "question-title", `Allow ${q.tool}${q.title ? ": " + q.title : ""}?`));
     const diffs = q.diffs || [];
-    if (!diffs.length) card.append(renderArgs(q.tool, q.arguments));
+    if (!diffs.length) card.append(renderArgs(q.shown, q.arguments));
     for (const d of diffs) {
       const diff = el("pre", "diff");
       diff.append(el("div", "path", d.path));
