@@ -57,7 +57,9 @@ async def test_a_turn_run_during_a_replay_is_shown_once_after_it_then_answered(
         assert await answers[0] == "end_turn"
         usage = "usage_update"  # a replay without a meter sends none
         sent = [u for u in link.sent if u.get("sessionUpdate") != usage]
-        replayed = list(replay(agent.session.events, cwd=str(tmp_path), stop=history))
+        replayed = list(
+            replay(agent.session.events, cwd=str(tmp_path), stop=history, shown=record.shown)
+        )
         assert sent[: len(replayed)] == replayed
         live = sent[len(replayed) :]
         calls = [u for u in live if u.get("sessionUpdate") == "tool_call"]
