@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from tether.cli.render import (
     MAX_DIFF_LINES,
+    at_line,
     call_line,
     clipped,
     stop_lines,
@@ -109,10 +110,12 @@ class WorkView:
         self._outputs: list[tuple[str, str]] = []
         self._turn_usage: dict[str, int] = {}
         self._turn_cost_from: float | None = None
+        self._cwd: str | None = None
 
     # -- the session observer ------------------------------------------------
 
     def __call__(self, session: Session, event: Event) -> None:
+        self._cwd = session.header.cwd
         match event.payload:
             case AssistantChunk(kind=kind, delta=delta):
                 self._say_status(None)
@@ -173,7 +176,9 @@ class WorkView:
         args = arguments if isinstance(arguments, dict) else {}
         shown = self._shown(call.name)
         self.surface.line(f"→ {call_line(call.name, args, shown)}", "tool")
-        for line, style in _call_diff(shown, args):
+        locations = shown.locations(args, self._cwd)
+        path = locations[0].path if locations else None
+        for line, style in _call_diff(shown, args, path):
             self.surface.line(line, style)
 
     def _result(self, result: ToolResultEvent) -> None:
@@ -331,9 +336,14 @@ def _folded(lines: list[str], whole: str) -> list[str]:
 _DIFF_STYLES: dict[str, Style] = {"+": "added", "-": "removed", "@": "dim"}
 
 
-def _call_diff(shown: ToolShown, args: Mapping[str, object]) -> list[tuple[str, Style]]:
+def _call_diff(
+    shown: ToolShown, args: Mapping[str, object], path: str | None = None
+) -> list[tuple[str, Style]]:
     """The lines a call changes, from its own arguments as its tool declares them
-    (:attr:`~tether.tools.presentation.ToolShown.change`), styled."""
+    (:attr:`~tether.tools.presentation.ToolShown.change`), styled. With the
+    ``path`` of the file the call changes, each hunk header gives the lines
+    where the change is in that file (:func:`line_in_file`); without it, or
+    when the change is not found there, the lines within the call's text."""
     pairs = shown.changes(args)
     if not pairs:
         return []
@@ -341,16 +351,42 @@ def _call_diff(shown: ToolShown, args: Mapping[str, object]) -> list[tuple[str, 
 
     lines: list[tuple[str, Style]] = []
     for old, new in pairs:
+        first = line_in_file(path, old, new) if path is not None and old else None
         diff = difflib.unified_diff((old or "").splitlines(), new.splitlines(), lineterm="", n=2)
-        for line in diff:
-            if line.startswith(("---", "+++")):
+        for raw in diff:
+            if raw.startswith(("---", "+++")):
                 continue
+            line = raw if first is None else at_line(raw, first - 1)
             style = _DIFF_STYLES.get(line[:1], "output")
             lines.append((f"  {clipped(line)}", style))
     if len(lines) > MAX_DIFF_LINES:
         cut = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], (f"  … {cut} more lines", "dim")]
     return lines
+
+
+LOCATED_FILE_BYTES = 4 << 20
+"""The biggest file the work view reads to place a change's hunk headers."""
+
+
+def line_in_file(path: str, old: str, new: str) -> int | None:
+    """The 1-based line of ``path`` where a change from ``old`` to ``new`` is: where
+    ``old`` is while the change is still to be made, else where ``new`` is once it
+    was. ``None`` when the file cannot be read, is bigger than
+    :data:`LOCATED_FILE_BYTES`, or holds neither text exactly once."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(LOCATED_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > LOCATED_FILE_BYTES:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    for part in (old, new):
+        at = text.find(part) if part else -1
+        if at >= 0 and text.find(part, at + 1) < 0:
+            return text.count("\n", 0, at) + 1
+    return None
 
 
 def shown_for(tether: Tether, agent: Agent) -> Shown:
