@@ -70,6 +70,7 @@ from tether.tools.registry import TOOLS, Shown, shown_in
 
 if TYPE_CHECKING:
     from tether.agent import Agent
+    from tether.cli.own_command import OwnResult
     from tether.host import Tether
     from tether.llm.metering import UsageMeter
     from tether.session import Event, Session
@@ -178,15 +179,29 @@ class WorkView:
         self.surface.line(f"→ {call_line(call.name, args, shown)}", "tool")
         locations = shown.locations(args, self._cwd)
         path = locations[0].path if locations else None
-        for line, style in _call_diff(shown, args, path):
+        for line, style in call_diff(shown, args, path):
             self.surface.line(line, style)
 
     def _result(self, result: ToolResultEvent) -> None:
-        name, content, failed = result.name, result.content, result.is_error
+        self._output(result.name, result.content, failed=result.is_error)
+
+    def own_result(self, result: OwnResult) -> None:
+        """What a ``!command`` printed, folded like a tool's (``/output N`` shows it)."""
+        ended = "stopped" if result.code is None else f"exit code {result.code}"
+        self._output(f"$ {result.command}", result.output, failed=result.code != 0, ended=ended)
+
+    @property
+    def shown(self) -> Shown:
+        """How the session's tool calls are shown."""
+        return self._shown
+
+    def _output(self, name: str, content: str, *, failed: bool, ended: str | None = None) -> None:
         self._outputs.append((name, content))
         number = len(self._outputs)
         lines = content.splitlines()
         count = f"{len(lines)} line{'' if len(lines) == 1 else 's'}"
+        if ended is not None:
+            count = f"{ended}, {count}"
         verdict = "failed" if failed else "done"
         self.surface.line(f"← {name} {verdict} ({count}) #{number}", "error" if failed else "dim")
         style: Style = "error" if failed else "output"
@@ -336,7 +351,7 @@ def _folded(lines: list[str], whole: str) -> list[str]:
 _DIFF_STYLES: dict[str, Style] = {"+": "added", "-": "removed", "@": "dim"}
 
 
-def _call_diff(
+def call_diff(
     shown: ToolShown, args: Mapping[str, object], path: str | None = None
 ) -> list[tuple[str, Style]]:
     """The lines a call changes, from its own arguments as its tool declares them
