@@ -87,7 +87,7 @@ def call_line(name: str, arguments: object, shown: ToolShown = DEFAULT_SHOWN) ->
         for k, v in args.items()
         if k not in shown.hidden and not (k in named and isinstance(v, str) and v == target)
     }
-    line = f"{name} {clipped(target)}"
+    line = f"{name} {clipped(target)}" if target else name
     if rest:
         line += " " + clipped(json.dumps(rest, ensure_ascii=False, default=str))
     return line.rstrip()

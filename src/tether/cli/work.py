@@ -31,7 +31,7 @@ Events are matched by their typed payloads (:mod:`tether.session`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tether.cli.render import (
@@ -64,7 +64,7 @@ from tether.session import (
 )
 from tether.session.attempts import retry_notice
 from tether.session.compaction import compaction_notice
-from tether.session.settings import ConfigChanged
+from tether.session.settings import ConfigChanged, PlanEntry, PlanUpdated
 from tether.tools.presentation import ToolShown
 from tether.tools.registry import TOOLS, Shown, shown_in
 
@@ -145,6 +145,9 @@ class WorkView:
                 self._call(call)
             case ToolResultEvent() as result:
                 self._result(result)
+            case PlanUpdated(entries=entries):
+                for line, style in plan_lines(entries):
+                    self.surface.line(line, style)
             case ToolStopped() as receipt:
                 for line in stop_lines(receipt):
                     self.surface.line(f"■ {line}", "notice")
@@ -377,6 +380,26 @@ def call_diff(
     if len(lines) > MAX_DIFF_LINES:
         cut = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], (f"  … {cut} more lines", "dim")]
+    return lines
+
+
+_PLAN_MARKS: dict[str, tuple[str, Style]] = {
+    "completed": ("✔", "dim"),
+    "in_progress": ("▸", "tool"),
+    "pending": ("○", "output"),
+}
+
+
+def plan_lines(entries: Sequence[PlanEntry]) -> list[tuple[str, Style]]:
+    """The session's plan as a checklist: ``✔`` done, ``▸`` under way, ``○`` to do;
+    one line saying so when it was cleared."""
+    if not entries:
+        return [("  (the plan is cleared)", "dim")]
+    done = sum(entry.status == "completed" for entry in entries)
+    lines: list[tuple[str, Style]] = [(f"  plan: {done} of {len(entries)} done", "dim")]
+    for entry in entries:
+        mark, style = _PLAN_MARKS.get(entry.status, ("○", "output"))
+        lines.append((f"  {mark} {clipped(entry.content)}", style))
     return lines
 
 
