@@ -31,7 +31,7 @@ Events are matched by their typed payloads (:mod:`tether.session`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tether.cli.render import (
@@ -210,6 +210,24 @@ class WorkView:
         style: Style = "error" if failed else "output"
         for line in _folded(lines, self._whole_output.format(n=number)):
             self.surface.line(f"  │ {line}", style)
+
+    def child(self, depth: int, event: Event) -> None:
+        """An event of a child agent ``depth`` delegations below the session, shown
+        nested under the ``task`` call that started it while it runs: its tool calls
+        and how each ended, indented a level deeper for each delegation."""
+        indent = "  " * depth
+        match event.payload:
+            case ToolCallEvent(name=name, arguments=arguments):
+                line = call_line(name, thaw(arguments), self._shown(name))
+                self.surface.line(f"{indent}→ {line}", "dim")
+                self._say_status(f"task: {clipped(line)}")
+            case ToolResultEvent(name=name, content=content, is_error=failed):
+                count = len(content.splitlines())
+                verdict = "failed" if failed else "done"
+                lines = f"{count} line{'' if count == 1 else 's'}"
+                self.surface.line(f"{indent}← {name} {verdict} ({lines})", "dim")
+            case AssistantChunk():
+                self._say_status("task: the child agent is answering")
 
     def _count(self, event: Event, usage: Mapping[str, int] | None) -> None:
         for name, value in (usage or {}).items():
@@ -425,6 +443,44 @@ def line_in_file(path: str, old: str, new: str) -> int | None:
         if at >= 0 and text.find(part, at + 1) < 0:
             return text.count("\n", 0, at) + 1
     return None
+
+
+def follow_children(tether: Tether, agent: Agent, view: WorkView) -> Callable[[], None]:
+    """Show the work of ``agent``'s foreground child agents (and theirs) in ``view``
+    (:meth:`WorkView.child`) while they run; returns the function that stops it."""
+    from tether.agent.registry import AGENTS
+    from tether.session.store import SESSION_EVENT
+
+    agents = tether.runtime.ctx.get(AGENTS)
+
+    def depth_of(session: Session) -> int | None:
+        """How many foreground delegations below ``agent`` ``session`` is (``None``: not)."""
+        header = session.header
+        for depth in range(1, MAX_SHOWN_DEPTH + 1):
+            lineage = header.lineage
+            delegation = None if lineage is None else lineage.delegation
+            if lineage is None or delegation is None or delegation.background:
+                return None
+            if lineage.parent == agent.id:
+                return depth
+            parent = agents.get(lineage.parent) if agents is not None else None
+            if parent is None:
+                return None
+            header = parent.session.header
+        return None
+
+    def on_event(session: Session, event: Event) -> None:
+        if session is agent.session:
+            return
+        depth = depth_of(session)
+        if depth is not None:
+            view.child(depth, event)
+
+    return tether.runtime.ctx.on(SESSION_EVENT, on_event)
+
+
+MAX_SHOWN_DEPTH = 8
+"""The deepest delegation whose work is shown nested (deeper agents run unshown)."""
 
 
 def shown_for(tether: Tether, agent: Agent) -> Shown:
