@@ -46,6 +46,7 @@ from tether.loop.receipt import write_receipt
 from tether.persist.backends.lease import taken_over
 from tether.runtime.signal import CancelSignal, cancelling_current_task
 from tether.session import AssistantMessageEvent, TurnEndReason
+from tether.session.model import ModelChoice
 
 if TYPE_CHECKING:
     from tether.loop.turn import TurnRunner
@@ -76,7 +77,7 @@ class AgentDriver:
         self.agent = LoopAgent(self)
         """The public face of this agent: what the registry, events, hooks and tools get."""
         self._inbox = Inbox(session, self._notify_inbox)
-        self.history = History(session)
+        self.history = History(session, ModelChoice(options.model, options.base_url))
         self._wake = asyncio.Event()
         self._settled = asyncio.Event()
         """Set each time a submission's verdict is in (released or withdrawn)."""

@@ -333,7 +333,7 @@ class TurnRunner:
         system = await self._prompt(driver).text(tools)
         messages = await self._fit(driver, system, tools, signal)
         # The model a session/config chose in the log, else the agent's.
-        model = driver.history.model(options.model)
+        model = driver.history.model()
         if messages is None:
             return _aborted_answer(), model
         request = ModelRequest(model=model, messages=messages, system=system, tools=tools)
