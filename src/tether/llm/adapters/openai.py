@@ -24,7 +24,8 @@ name is not a preset adds a provider; it needs a ``base_url``::
 Then ``--model ollama:qwen3`` talks to Ollama. All providers of the plugin
 share its HTTP clients (one per scheme, see :class:`~.http.HttpClient`;
 created on first use, closed when the plugin unloads); their timeouts are
-the plugin's ``connect_timeout``, ``read_timeout`` and ``idle_timeout``.
+the plugin's ``connect_timeout``, ``read_timeout``, ``first_byte_timeout`` and
+``idle_timeout``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ class ChatCompletionsAdapter(HttpAdapter):
         super().__init__(endpoint, http)
         preset = endpoint.preset
         self._encoder = RequestEncoder(
-            replay_reasoning=preset.replay_reasoning, max_tokens_field=preset.max_tokens_field
+            replay_reasoning=preset.replay_reasoning,
+            max_tokens_field=preset.max_tokens_field,
+            parallel_tool_calls=preset.parallel_tool_calls,
         )
 
     def body(self, request: ModelRequest, model: str) -> dict[str, object]:
@@ -78,6 +81,7 @@ class ChatCompletionsAdapter(HttpAdapter):
             model=model,
             replay_reasoning=preset.replay_reasoning,
             max_tokens_field=preset.max_tokens_field,
+            parallel_tool_calls=preset.parallel_tool_calls,
         )
 
     def encode(self, request: ModelRequest, model: str) -> bytes:
@@ -106,6 +110,13 @@ class ProviderConfig(EndpointConfig, frozen=True):
         | None
     ) = None
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    parallel_tool_calls: (
+        Annotated[
+            bool,
+            Meta(description="ask for several tool calls per answer (requests with tools)"),
+        ]
+        | None
+    ) = None
 
 
 class Config(HttpConfig, frozen=True):
