@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 from tests.adapters.fake_server import (
     FakeServer,
@@ -19,9 +20,12 @@ from tests.adapters.fake_server import (
     processing,
     stream,
 )
-from tests.adapters.support import WEATHER, ask, collect, mount_openai, text_answer
+from tests.adapters.support import WEATHER, ask, collect, mount_openai, text_answer, usage
+from tests.adapters.world import build_world
+from tether.agent import UserMessage
 from tether.llm.chunks import Finish, TextDelta
 from tether.runtime import Runtime
+from tether.session.prompt_cut import prompt_cut_notice
 
 GUARD = 10.0
 
@@ -164,3 +168,39 @@ async def test_parallel_tool_calls_are_asked_for_where_the_provider_takes_them(
     # OpenAI rejects the field in a request without tools.
     assert "parallel_tool_calls" not in without_tools
     assert "parallel_tool_calls" not in deepseek
+
+
+async def test_a_prompt_the_server_cut_is_said_once(server: FakeServer, tmp_path: Path) -> None:
+    world = await build_world(tmp_path, server)
+    try:
+        long = "Read this carefully. " * 600  # about 3,000 tokens
+        server.queue(
+            stream([*text_answer("ok")[:-2], usage(400, 1), "[DONE]"]),
+            stream([*text_answer("ok again")[:-2], usage(420, 2), "[DONE]"]),
+        )
+        agent = await world.agent()
+        agent.followup(UserMessage.text(long))
+        await agent.when_idle()
+        agent.followup(UserMessage.text("and again"))
+        await agent.when_idle()
+    finally:
+        await world.runtime.dispose()
+
+    [cut] = [event for event in agent.session.events if event.type == "llm/prompt-cut"]
+    assert cut.data["counted"] == 400
+    assert cut.data["sent"] > 3_000
+    assert "--no-context-shift" in prompt_cut_notice(cut.data)
+
+
+async def test_a_prompt_counted_whole_says_nothing(server: FakeServer, tmp_path: Path) -> None:
+    world = await build_world(tmp_path, server)
+    try:
+        long = "Read this carefully. " * 600
+        server.queue(stream([*text_answer("ok")[:-2], usage(3_100, 1), "[DONE]"]))
+        agent = await world.agent()
+        agent.followup(UserMessage.text(long))
+        await agent.when_idle()
+    finally:
+        await world.runtime.dispose()
+
+    assert not [event for event in agent.session.events if event.type == "llm/prompt-cut"]

@@ -97,6 +97,7 @@ from tether.session import (
     Errored,
     MaxTokens,
     PendingToolCall,
+    PromptCut,
     RetryEvent,
     StepEnd,
     StepStart,
@@ -125,6 +126,11 @@ OVERFLOW = "context-overflow"
 OUTPUT_LIMIT = "output-limit"
 DEFAULT_MAX_TURN_OUTPUT = 1_000_000
 """Characters of model output one turn may stream (about 250,000 tokens)."""
+PROMPT_CUT_RATIO = 2
+PROMPT_CUT_MIN_TOKENS = 2_000
+"""A request estimated at this many tokens or more, of which the provider counted
+less than one :data:`PROMPT_CUT_RATIO`-th, was cut by the provider (the estimate is
+rough, never off by half)."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
@@ -158,6 +164,7 @@ class TurnRunner:
         self._prompts: weakref.WeakKeyDictionary[AgentDriver, SystemPrompt] = (
             weakref.WeakKeyDictionary()
         )
+        self._cut_said: weakref.WeakSet[AgentDriver] = weakref.WeakSet()
 
     @property
     def compaction(self) -> Compaction:
@@ -423,8 +430,29 @@ class TurnRunner:
                     session.append(AssistantChunk(kind="reasoning", delta=chunk.text))
         assembled = assembler.result()
         if assembled.usage is not None and assembled.usage.input_tokens:
-            driver.history.note_usage(assembled.usage.input_tokens)
+            counted = assembled.usage.input_tokens
+            self._check_prompt_cut(driver, request, counted)
+            driver.history.note_usage(counted)
         return assembled
+
+    def _check_prompt_cut(self, driver: AgentDriver, request: ModelRequest, counted: int) -> None:
+        """Say once per agent (``llm/prompt-cut``) when the provider counted far fewer
+        prompt tokens than the request holds: it dropped the front of the prompt."""
+        if driver in self._cut_said:
+            return
+        sent = self._compaction.request_tokens(driver, request.system, request.tools)
+        if sent < PROMPT_CUT_MIN_TOKENS or counted * PROMPT_CUT_RATIO >= sent:
+            return
+        self._cut_said.add(driver)
+        log.warning(
+            "agent %s: %s counted %d prompt tokens of about %d sent; the server dropped "
+            "the front of the prompt",
+            driver.id,
+            request.model,
+            counted,
+            sent,
+        )
+        driver.session.append(PromptCut(model=request.model, sent=sent, counted=counted))
 
     async def _fit(
         self,

@@ -25,6 +25,7 @@ from tether.session.fields import freeze_data
 from tether.session.log_decoder import LogDecoder
 from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.previews import ToolPreviewed
+from tether.session.prompt_cut import PromptCut
 from tether.session.receipt import ToolStopped
 from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.stored import StoredEvent
@@ -37,6 +38,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     ToolStopped,
     ToolPreviewed,
     ContextCompacted,
+    PromptCut,
     *SETTINGS_PAYLOADS,
 )
 """Every type tether writes: a new registry knows them all."""
