@@ -254,7 +254,7 @@ async def test_a_failed_summary_request_leaves_the_request_uncompacted(
     assert reasons(session) == ["completed"] * 3
     assert of_type(session, "context/compacted") == []
     sent = server.requests[3].json["messages"]
-    assert sent[1]["content"] == "a" * LONG
+    assert sent[2]["content"] == "a" * LONG  # after the system prompt and the environment note
 
 
 async def test_compaction_by_hand_is_on_disk_when_it_returns(

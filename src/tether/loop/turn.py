@@ -107,6 +107,7 @@ from tether.session import (
     TurnEndReason,
     TurnStart,
 )
+from tether.session.environment import ENVIRONMENT_TYPE, EnvironmentNoted, last_noted
 from tether.session.repair import step_closing_payloads
 from tether.tools import ToolExec, ToolResult
 from tether.tools.registry import TOOLS
@@ -133,6 +134,7 @@ less than one :data:`PROMPT_CUT_RATIO`-th, was cut by the provider (the estimate
 rough, never off by half)."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
+_ENVIRONMENT = frozenset({ENVIRONMENT_TYPE})
 _STEP_LIMIT = "the turn reached its limit of {} steps"
 _STEP_LIMIT_PATTERN = re.compile(re.escape(_STEP_LIMIT).replace(r"\{\}", r"\d+"))
 
@@ -165,6 +167,7 @@ class TurnRunner:
             weakref.WeakKeyDictionary()
         )
         self._cut_said: weakref.WeakSet[AgentDriver] = weakref.WeakSet()
+        self._noted: weakref.WeakSet[AgentDriver] = weakref.WeakSet()
 
     @property
     def compaction(self) -> Compaction:
@@ -277,9 +280,12 @@ class TurnRunner:
             except Veto as veto:
                 log.info("agent %s: step input rejected: %s", driver.id, veto.reason)
                 return Blocked()
+            note = await self._environment_note(driver)
             if signal.cancelled:
                 return _aborted(signal)
             session.append(StepStart(turn=turn, step=step))
+            if note is not None:
+                session.append(note)
             for message in step_input:
                 session.append(to_event(message))
             answered = await self._request(driver, signal, output)
@@ -434,6 +440,20 @@ class TurnRunner:
             self._check_prompt_cut(driver, request, counted)
             driver.history.note_usage(counted)
         return assembled
+
+    async def _environment_note(self, driver: AgentDriver) -> EnvironmentNoted | None:
+        """At the agent's first step, the note of the facts of its environment that may
+        change (``context/environment``), unless the last note in the log says the same.
+
+        They are not in the system prompt, which stays the same for the session
+        (see :mod:`tether.loop.prompt`)."""
+        if driver in self._noted:
+            return None
+        self._noted.add(driver)
+        facts = await self._prompt(driver).facts()
+        if facts is None or facts == last_noted(driver.session.events.of_types(_ENVIRONMENT)):
+            return None
+        return EnvironmentNoted(text=facts)
 
     def _check_prompt_cut(self, driver: AgentDriver, request: ModelRequest, counted: int) -> None:
         """Say once per agent (``llm/prompt-cut``) when the provider counted far fewer

@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol, cast
 import msgspec
 
 from tether.session.compaction import ContextCompacted
+from tether.session.environment import EnvironmentNoted
 from tether.session.errors import (
     EventFormatError,
     EventTypeConflictError,
@@ -38,6 +39,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     ToolStopped,
     ToolPreviewed,
     ContextCompacted,
+    EnvironmentNoted,
     PromptCut,
     *SETTINGS_PAYLOADS,
 )
