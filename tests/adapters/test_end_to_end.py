@@ -303,6 +303,7 @@ async def test_anthropic_turn_with_tool_use_replays_signed_thinking_and_tool_res
                         "tool_use_id": "toolu_1",
                         "content": "sunny in Oslo",
                         "is_error": False,
+                        "cache_control": {"type": "ephemeral"},
                     }
                 ],
             },

@@ -173,10 +173,10 @@ async def test_parallel_tool_calls_are_asked_for_where_the_provider_takes_them(
 async def test_a_prompt_the_server_cut_is_said_once(server: FakeServer, tmp_path: Path) -> None:
     world = await build_world(tmp_path, server)
     try:
-        long = "Read this carefully. " * 600  # about 3,000 tokens
+        long = "Read this carefully. " * 2_000  # about 10,000 tokens
         server.queue(
-            stream([*text_answer("ok")[:-2], usage(400, 1), "[DONE]"]),
-            stream([*text_answer("ok again")[:-2], usage(420, 2), "[DONE]"]),
+            stream([*text_answer("ok")[:-2], usage(1_024, 1), "[DONE]"]),
+            stream([*text_answer("ok again")[:-2], usage(1_030, 2), "[DONE]"]),
         )
         agent = await world.agent()
         agent.followup(UserMessage.text(long))
@@ -187,8 +187,8 @@ async def test_a_prompt_the_server_cut_is_said_once(server: FakeServer, tmp_path
         await world.runtime.dispose()
 
     [cut] = [event for event in agent.session.events if event.type == "llm/prompt-cut"]
-    assert cut.data["counted"] == 400
-    assert cut.data["sent"] > 3_000
+    assert cut.data["counted"] == 1_024
+    assert cut.data["sent"] > 10_000
     assert "--no-context-shift" in prompt_cut_notice(cut.data)
 
 

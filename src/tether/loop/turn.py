@@ -128,10 +128,11 @@ OUTPUT_LIMIT = "output-limit"
 DEFAULT_MAX_TURN_OUTPUT = 1_000_000
 """Characters of model output one turn may stream (about 250,000 tokens)."""
 PROMPT_CUT_RATIO = 2
-PROMPT_CUT_MIN_TOKENS = 2_000
-"""A request estimated at this many tokens or more, of which the provider counted
-less than one :data:`PROMPT_CUT_RATIO`-th, was cut by the provider (the estimate is
-rough, never off by half)."""
+PROMPT_CUT_MIN_COUNTED = 512
+"""A request of which the provider counted less than one :data:`PROMPT_CUT_RATIO`-th
+of the estimate was cut by the provider (the estimate is rough, never off by half).
+A server that cuts a prompt keeps at least half of its context, and no context is
+smaller than 1,024 tokens: a count below :data:`PROMPT_CUT_MIN_COUNTED` is not a cut's."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _ENVIRONMENT = frozenset({ENVIRONMENT_TYPE})
@@ -458,10 +459,10 @@ class TurnRunner:
     def _check_prompt_cut(self, driver: AgentDriver, request: ModelRequest, counted: int) -> None:
         """Say once per agent (``llm/prompt-cut``) when the provider counted far fewer
         prompt tokens than the request holds: it dropped the front of the prompt."""
-        if driver in self._cut_said:
+        if driver in self._cut_said or counted < PROMPT_CUT_MIN_COUNTED:
             return
         sent = self._compaction.request_tokens(driver, request.system, request.tools)
-        if sent < PROMPT_CUT_MIN_TOKENS or counted * PROMPT_CUT_RATIO >= sent:
+        if counted * PROMPT_CUT_RATIO >= sent:
             return
         self._cut_said.add(driver)
         log.warning(
