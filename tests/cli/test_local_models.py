@@ -102,3 +102,23 @@ async def test_a_prompt_the_server_cut_is_said_in_the_terminal(tmp_path: Path) -
     assert status == 0, err
     assert "it dropped the front of the conversation" in err
     assert "--no-context-shift" in err
+
+
+async def test_a_call_a_local_model_writes_as_text_is_shown_and_run_as_a_call(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("alpha\n")
+    written = '<tool_call>\n{"name": "read", "arguments": {"path": "notes.txt"}}\n</tool_call>'
+    async with FakeServer() as server:
+        server.queue(
+            stream([delta(written), delta(finish="stop"), usage(5, 5), "[DONE]"]),
+            stream(text_answer("It says alpha.")),
+        )
+        status, out, err = await tether(tmp_path, "run", *model(server), "what is in notes.txt?")
+    assert status == 0, err
+    assert "→ read notes.txt" in err
+    assert "tool_call" not in out + err
+    assert "It says alpha." in out
+    sid = session_id(err)
+    [result] = events_of(tmp_path, sid, "tool/result")
+    assert result["is_error"] is False and "alpha" in str(result["content"])

@@ -82,7 +82,7 @@ class MessagesAdapter(HttpAdapter):
             headers["x-api-key"] = secret
         return headers
 
-    def decoder(self) -> StreamDecoder:
+    def decoder(self, request: ModelRequest) -> StreamDecoder:
         return StreamDecoder(self.name)
 
 

@@ -57,6 +57,9 @@ class Preset(msgspec.Struct, frozen=True):
     replay_reasoning: bool = False
     max_tokens_field: MaxTokensField = "max_tokens"
     parallel_tool_calls: bool = False
+    text_tool_calls: bool | None = None
+    """Read tool calls written as text (:mod:`~.text_calls`); ``None``: only for a
+    base URL on this machine."""
 
     @property
     def key_variables(self) -> tuple[str, ...]:

@@ -82,8 +82,8 @@ class HttpAdapter(ABC):
         """The request headers, authentication included."""
 
     @abstractmethod
-    def decoder(self) -> Decoder:
-        """A fresh decoder for one answer."""
+    def decoder(self, request: ModelRequest) -> Decoder:
+        """A fresh decoder for the answer to ``request``."""
 
     async def stream(
         self, request: ModelRequest, signal: CancelSignal
@@ -106,7 +106,7 @@ class HttpAdapter(ABC):
             if endpoint.problem is not None:
                 raise endpoint.problem
             content = self.encode(request, endpoint.model(request.model_name))
-            decoder = self.decoder()
+            decoder = self.decoder(request)
             events = self._http.events(
                 endpoint.url(self.path),
                 headers=self.headers(),
