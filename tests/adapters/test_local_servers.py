@@ -204,3 +204,28 @@ async def test_a_prompt_counted_whole_says_nothing(server: FakeServer, tmp_path:
         await world.runtime.dispose()
 
     assert not [event for event in agent.session.events if event.type == "llm/prompt-cut"]
+
+
+async def test_a_prompt_processing_that_times_out_is_retried_once_and_said(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    world = await build_world(
+        tmp_path,
+        server,
+        retry={"base_delay": 0.0, "jitter": 0.0},
+        adapter={"first_byte_timeout": 0.2},
+    )
+    try:
+        server.queue(*(processing(30.0, text_answer("too late")) for _ in range(3)))
+        agent = await world.agent()
+        agent.followup(UserMessage.text("a long prompt"))
+        async with asyncio.timeout(GUARD):
+            await agent.when_idle()
+    finally:
+        await world.runtime.dispose()
+
+    assert len(server.requests) == 2
+    [retry] = [event for event in agent.session.events if event.type == "llm/retry"]
+    assert "a retry processes the whole prompt again" in str(retry.data["error"])
+    [end] = [event for event in agent.session.events if event.type == "turn/end"]
+    assert dict(end.data["reason"])["kind"] == "error"  # type: ignore[call-overload]
