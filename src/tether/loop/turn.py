@@ -107,7 +107,7 @@ from tether.session import (
     TurnEndReason,
     TurnStart,
 )
-from tether.session.environment import ENVIRONMENT_TYPE, EnvironmentNoted, last_noted
+from tether.session.environment import NOTED_TYPES, EnvironmentNoted, last_noted
 from tether.session.repair import step_closing_payloads
 from tether.tools import ToolExec, ToolResult
 from tether.tools.registry import TOOLS
@@ -135,7 +135,6 @@ A server that cuts a prompt keeps at least half of its context, and no context i
 smaller than 1,024 tokens: a count below :data:`PROMPT_CUT_MIN_COUNTED` is not a cut's."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
-_ENVIRONMENT = frozenset({ENVIRONMENT_TYPE})
 _STEP_LIMIT = "the turn reached its limit of {} steps"
 _STEP_LIMIT_PATTERN = re.compile(re.escape(_STEP_LIMIT).replace(r"\{\}", r"\d+"))
 
@@ -452,7 +451,7 @@ class TurnRunner:
             return None
         self._noted.add(driver)
         facts = await self._prompt(driver).facts()
-        if facts is None or facts == last_noted(driver.session.events.of_types(_ENVIRONMENT)):
+        if facts is None or facts == last_noted(driver.session.events.of_types(NOTED_TYPES)):
             return None
         return EnvironmentNoted(text=facts)
 

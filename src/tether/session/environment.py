@@ -20,14 +20,24 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from tether.content import TextBlock, UserRoleMessage
+from tether.session.compaction import COMPACTED_TYPE
 from tether.session.events import Event
 from tether.session.fields import check_str
+from tether.session.settings import HistoryCleared
 from tether.session.vocabulary import EventStruct
 
-__all__ = ["ENVIRONMENT_TYPE", "EnvironmentNoted", "environment_message", "last_noted"]
+__all__ = [
+    "ENVIRONMENT_TYPE",
+    "NOTED_TYPES",
+    "EnvironmentNoted",
+    "environment_message",
+    "last_noted",
+]
 
 _TYPE = "context/environment"
 ENVIRONMENT_TYPE = _TYPE
+NOTED_TYPES = frozenset({_TYPE, COMPACTED_TYPE, HistoryCleared.type})
+"""The types :func:`last_noted` reads."""
 
 
 class EnvironmentNoted(EventStruct, frozen=True):
@@ -47,10 +57,20 @@ def environment_message(noted: EnvironmentNoted) -> UserRoleMessage:
 
 
 def last_noted(events: Iterable[Event]) -> str | None:
-    """The text of the last ``context/environment`` event among ``events``, if any."""
+    """The text of the last ``context/environment`` note the model still sees among
+    ``events`` (those of :data:`NOTED_TYPES` suffice), if any: a note that a later
+    compaction summarized, or that a ``history/cleared`` dropped, is not seen."""
     text: str | None = None
+    seq = -1
     for event in events:
+        data = event.data
         if event.type == _TYPE:
-            value = event.data.get("text")
-            text = value if isinstance(value, str) else None
+            value = data.get("text")
+            text, seq = (value if isinstance(value, str) else None), event.seq
+        elif event.type == HistoryCleared.type:
+            text = None
+        elif event.type == COMPACTED_TYPE:
+            first, last = data.get("first_seq"), data.get("last_seq")
+            if isinstance(first, int) and isinstance(last, int) and first <= seq <= last:
+                text = None
     return text
