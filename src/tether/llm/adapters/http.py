@@ -11,11 +11,12 @@ stream. A request that fails on a reused pooled connection before any byte
 of its answer came (the server had closed that connection after its last
 answer, as llama.cpp's server and vLLM do although they advertise
 keep-alive) is sent again at once on a new connection, without a word: it
-never reached the server. Cancellation is the caller's task being cancelled while it awaits the
-next event (that is how :meth:`tether.llm.service.LlmService.stream`
-interrupts an adapter): the response, and with it the connection, is closed
-before the cancel propagates, so a cancelled request never holds a pooled
-connection.
+never reached the server.
+
+Cancellation is the caller's task being cancelled while it awaits the next
+event (that is how :meth:`tether.llm.service.LlmService.stream` interrupts
+an adapter): the response, and with it the connection, is closed before the
+cancel propagates, so a cancelled request never holds a pooled connection.
 """
 
 from __future__ import annotations
