@@ -68,7 +68,7 @@ from tether.agent.types import CancelCause, Target, UserMessage
 from tether.content import Message, ToolCallBlock
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
-from tether.llm.request import ModelRequest, ToolSpec
+from tether.llm.request import ModelRequest, ToolSpec, parse_model_ref
 from tether.llm.service import LLM
 from tether.loop.compaction import (
     Compaction,
@@ -133,6 +133,9 @@ PROMPT_CUT_MIN_COUNTED = 512
 of the estimate was cut by the provider (the estimate is rough, never off by half).
 A server that cuts a prompt keeps at least half of its context, and no context is
 smaller than 1,024 tokens: a count below :data:`PROMPT_CUT_MIN_COUNTED` is not a cut's."""
+SCRIPTED = "offline"
+"""The provider of the offline model, whose usage figures count words, not a server's
+tokens: never compared with the estimate."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
@@ -460,11 +463,14 @@ class TurnRunner:
         prompt tokens than the request holds: it dropped the front of the prompt."""
         if driver in self._cut_said or counted < PROMPT_CUT_MIN_COUNTED:
             return
+        if parse_model_ref(request.model)[0] == SCRIPTED:
+            return
         sent = self._compaction.request_tokens(driver, request.system, request.tools)
         if counted * PROMPT_CUT_RATIO >= sent:
             return
         self._cut_said.add(driver)
-        log.warning(
+        # Info: the front ends say it from the logged event; this is for service logs.
+        log.info(
             "agent %s: %s counted %d prompt tokens of about %d sent; the server dropped "
             "the front of the prompt",
             driver.id,
