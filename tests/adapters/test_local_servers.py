@@ -20,7 +20,7 @@ from tests.adapters.fake_server import (
     processing,
     stream,
 )
-from tests.adapters.support import WEATHER, ask, collect, mount_openai, text_answer, usage
+from tests.adapters.support import WEATHER, ask, collect, delta, mount_openai, text_answer, usage
 from tests.adapters.world import build_world
 from tether.agent import UserMessage
 from tether.llm.chunks import Finish, TextDelta
@@ -229,3 +229,25 @@ async def test_a_prompt_processing_that_times_out_is_retried_once_and_said(
     assert "a retry processes the whole prompt again" in str(retry.data["error"])
     [end] = [event for event in agent.session.events if event.type == "turn/end"]
     assert dict(end.data["reason"])["kind"] == "error"  # type: ignore[call-overload]
+
+
+async def test_reasoning_a_provider_does_not_count_again_is_no_cut(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    world = await build_world(tmp_path, server)
+    try:
+        thought = "Let me think about this at length. " * 1_200  # about 10,000 tokens
+        server.queue(
+            stream([delta(reasoning=thought), *text_answer("ok")[:-2], usage(600, 9), "[DONE]"]),
+            stream([*text_answer("ok again")[:-2], usage(700, 2), "[DONE]"]),
+        )
+        agent = await world.agent()
+        agent.followup(UserMessage.text("think hard"))
+        await agent.when_idle()
+        agent.followup(UserMessage.text("and again"))
+        await agent.when_idle()
+    finally:
+        await world.runtime.dispose()
+
+    assert [e.type for e in agent.session.events].count("turn/end") == 2
+    assert not [event for event in agent.session.events if event.type == "llm/prompt-cut"]

@@ -465,7 +465,9 @@ class TurnRunner:
             return
         if parse_model_ref(request.model)[0] == SCRIPTED:
             return
-        sent = self._compaction.request_tokens(driver, request.system, request.tools)
+        # Reasoning and images are left out: providers count them their own way.
+        estimate = self._compaction.request_tokens(driver, request.system, request.tools)
+        sent = estimate - driver.history.uncertain_tokens()
         if counted * PROMPT_CUT_RATIO >= sent:
             return
         self._cut_said.add(driver)
