@@ -393,6 +393,19 @@ def processing(seconds: float, events: Sequence[object]) -> Script:
     return script
 
 
+def llama_error(error: Mapping[str, object]) -> Script:
+    """llama.cpp's answer to a request it fails once the stream has begun: an
+    ``error:`` line (not ``data:``), then ``data: [DONE]``."""
+
+    async def script(request: Recorded, reply: Reply) -> None:
+        await reply.start()
+        await reply.raw(f"error: {json.dumps(error)}\n\n".encode())
+        await reply.raw(b"data: [DONE]\n\n")
+        await reply.end()
+
+    return script
+
+
 async def hang_up(request: Recorded, reply: Reply) -> None:
     """Close the connection without a byte of answer: a server that had closed its
     end of a kept-alive connection before this request came (as llama.cpp's and

@@ -8,19 +8,19 @@ processed, a kept-alive connection closed after each answer.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
-from tests.adapters.fake_server import (
-    FakeServer,
-    Recorded,
-    Reply,
-    Script,
-    hang_up,
-    processing,
-    stream,
+from tests.adapters.fake_server import FakeServer, hang_up, llama_error, processing, stream
+from tests.adapters.support import (
+    LLAMA_OVERFLOW,
+    WEATHER,
+    ask,
+    collect,
+    delta,
+    mount_openai,
+    text_answer,
+    usage,
 )
-from tests.adapters.support import WEATHER, ask, collect, delta, mount_openai, text_answer, usage
 from tests.adapters.world import build_world
 from tether.agent import UserMessage
 from tether.llm.chunks import Finish, TextDelta
@@ -28,28 +28,6 @@ from tether.runtime import Runtime
 from tether.session.prompt_cut import prompt_cut_notice
 
 GUARD = 10.0
-
-OVERFLOW = {
-    "code": 400,
-    "message": "request (9412 tokens) exceeds the available context size (8192 tokens), "
-    "try increasing it",
-    "type": "exceed_context_size_error",
-    "n_prompt_tokens": 9412,
-    "n_ctx": 8192,
-}
-
-
-def llama_error(error: dict[str, object]) -> Script:
-    """llama.cpp's answer to a request it fails once the stream has begun: an
-    ``error:`` line (not ``data:``), then ``data: [DONE]``."""
-
-    async def script(request: Recorded, reply: Reply) -> None:
-        await reply.start()
-        await reply.raw(f"error: {json.dumps(error)}\n\n".encode())
-        await reply.raw(b"data: [DONE]\n\n")
-        await reply.end()
-
-    return script
 
 
 def text_of(chunks: list[object]) -> str:
@@ -60,7 +38,7 @@ async def test_a_llama_cpp_context_overflow_line_is_a_context_overflow(
     server: FakeServer, runtime: Runtime
 ) -> None:
     llm, _ = await mount_openai(runtime, server)
-    server.queue(llama_error(OVERFLOW))
+    server.queue(llama_error(LLAMA_OVERFLOW))
 
     finish = (await collect(llm, ask()))[-1]
 
