@@ -1,0 +1,44 @@
+"""Trace context for the processes a tool call starts: ``TRACEPARENT``.
+
+The ids are the ones the exporter derives from the log
+(:func:`~tether.telemetry.spans.span_id`), so a process's own spans hang under
+the ``execute_tool`` span of the call that started it, whether that span is
+sent live or later by ``tether sessions trace``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tether.session import ToolCallEvent, TurnStart
+from tether.telemetry.spans import TraceParent, span_id, trace_id
+
+if TYPE_CHECKING:
+    from tether.session import Session
+
+__all__ = ["call_context", "traceparent"]
+
+
+def traceparent(context: TraceParent) -> str:
+    """The W3C ``traceparent`` header of ``context``, sampled."""
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-01"
+
+
+def call_context(session: Session, call_id: str, parent: TraceParent | None) -> TraceParent | None:
+    """The trace and span of tool call ``call_id`` of ``session``, running in its open
+    turn (its ``tool/call`` logged); ``parent`` is where the session's turns hang
+    (:func:`~tether.telemetry.export.trace_parent`). ``None`` when the call is not
+    in the open turn's log."""
+    events = session.events
+    call_seq: int | None = None
+    for seq in range(len(events) - 1, -1, -1):
+        event = events[seq]
+        payload = event.payload
+        if call_seq is None and isinstance(payload, ToolCallEvent) and payload.id == call_id:
+            call_seq = seq
+        elif isinstance(payload, TurnStart):
+            if call_seq is None:
+                return None
+            trace = parent.trace_id if parent is not None else trace_id(session.id, seq)
+            return TraceParent(trace, span_id(session.id, call_seq))
+    return None
