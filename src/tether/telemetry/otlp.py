@@ -73,13 +73,15 @@ class OtlpSink:
         timeout: float = 10.0,
     ) -> None:
         self._resource = Resource.create({"service.name": service_name})
+        # No headers: the SDK reads OTEL_EXPORTER_OTLP_HEADERS.
+        extra = None if headers is None else dict(headers)
         self._spans = OTLPSpanExporter(
-            endpoint=signal_url(endpoint, "traces"), headers=dict(headers or {}), timeout=timeout
+            endpoint=signal_url(endpoint, "traces"), headers=extra, timeout=timeout
         )
         self._reader = PeriodicExportingMetricReader(
             OTLPMetricExporter(
                 endpoint=signal_url(endpoint, "metrics"),
-                headers=dict(headers or {}),
+                headers=extra,
                 timeout=timeout,
             ),
             export_interval_millis=_FOREVER_MS,

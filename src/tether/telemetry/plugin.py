@@ -149,11 +149,13 @@ class LiveExporter:
     async def run(self) -> None:
         """Send what each write made durable, until :meth:`close`; then send what is left."""
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            if not self._pending:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
             await self._send_pending()
-            if self._closing:
-                return
 
     def close(self) -> None:
         """Ask :meth:`run` to send what is pending and return."""
@@ -189,7 +191,9 @@ class LiveExporter:
         if not backlog:
             return
         try:
-            await asyncio.to_thread(self._sink.send, backlog)
+            # The mark follows the send in the same thread: the window in which a
+            # crash sends spans twice is the write of one small file.
+            await asyncio.to_thread(self._send_and_mark, session.id, backlog, durable - 1)
         except Exception as exc:
             if len(backlog) > MAX_BACKLOG:
                 dropped = len(backlog) - MAX_BACKLOG
@@ -199,7 +203,10 @@ class LiveExporter:
             return
         backlog.clear()
         trace.sent_through = durable - 1
-        await asyncio.to_thread(self._marks.set, session.id, durable - 1)
+
+    def _send_and_mark(self, session_id: str, spans: list[SpanRecord], through: int) -> None:
+        self._sink.send(spans)
+        self._marks.set(session_id, through)
 
     async def _parent_of(self, session: Session) -> TraceParent | None:
         if session.id not in self._parents:

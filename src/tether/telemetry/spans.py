@@ -325,7 +325,7 @@ class TraceFold:
             "tether.step": payload.step,
         }
         if self._content and self._prompts:
-            attributes["gen_ai.input.messages"] = self._mask(_messages("user", self._prompts))
+            attributes["gen_ai.input.messages"] = _messages("user", self._prompts, self._mask)
             self._prompts = []
         self._chat = self._open(f"chat {_model_name(self.model)}", event, attributes, self._turn)
         return []
@@ -366,9 +366,8 @@ class TraceFold:
         if payload.interrupted:
             attributes["tether.interrupted"] = True
         if self._content:
-            attributes["gen_ai.output.messages"] = self._mask(
-                _messages("assistant", [payload.text])
-            )
+            answer = _messages("assistant", [payload.text], self._mask)
+            attributes["gen_ai.output.messages"] = answer
         return [chat.close(event.time, event.seq)]
 
     def _tool_call(self, event: Event) -> list[SpanRecord]:
@@ -381,8 +380,10 @@ class TraceFold:
             "gen_ai.tool.type": "function",
         }
         if self._content:
-            arguments = json.dumps(thaw(payload.arguments), ensure_ascii=False, sort_keys=True)
-            attributes["gen_ai.tool.call.arguments"] = self._mask(arguments)
+            arguments = _masked(thaw(payload.arguments), self._mask)
+            attributes["gen_ai.tool.call.arguments"] = json.dumps(
+                arguments, ensure_ascii=False, sort_keys=True
+            )
         self._tools[payload.id] = self._open(
             f"execute_tool {payload.name}", event, attributes, self._turn
         )
@@ -491,10 +492,22 @@ class TraceFold:
         return closed
 
 
-def _messages(role: str, texts: list[str]) -> str:
-    """The GenAI conventions' message list, as JSON."""
-    messages = [{"role": role, "parts": [{"type": "text", "content": t}]} for t in texts]
+def _messages(role: str, texts: list[str], mask: Callable[[str], str]) -> str:
+    """The GenAI conventions' message list, as JSON, each text masked."""
+    messages = [{"role": role, "parts": [{"type": "text", "content": mask(t)}]} for t in texts]
     return json.dumps(messages, ensure_ascii=False)
+
+
+def _masked(value: object, mask: Callable[[str], str]) -> object:
+    """``value`` (JSON data) with every string masked: before encoding, where a secret
+    still has its own edges (an encoded ``\\n`` before a key hides it)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {key: _masked(item, mask) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item, mask) for item in value]
+    return value
 
 
 _HANDLERS: dict[str, Callable[[TraceFold, Event], list[SpanRecord]]] = {
