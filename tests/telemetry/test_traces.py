@@ -22,6 +22,8 @@ import pytest
 from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
 
 from tests.cli.test_commands import env_for, session_id
+from tests.mcp_client.support import SDK_SERVER
+from tether.telemetry.propagation import session_context, traceparent
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -273,6 +275,40 @@ async def test_a_child_agents_turn_hangs_under_the_call_that_delegated_to_it(
     assert attributes(child)["gen_ai.conversation.id"] != attributes(root)["gen_ai.conversation.id"]
 
 
+async def test_mcp_servers_get_the_session_context_and_each_call_its_own(
+    tmp_path: Path, receiver: Received
+) -> None:
+    home = tmp_path / "home"
+    config = overlay(home, receiver.endpoint)
+    servers = home / "servers.yml"
+    servers.write_text(
+        "plugins:\n  - id: mcp\n    config:\n      servers:\n"
+        f"        t: {{command: {sys.executable}, args: [{SDK_SERVER}, stdio]}}\n"
+    )
+    env_call = '/tool mcp__t__env {"name": "TRACEPARENT"}'
+    code, out, err = await tether(
+        home, "--config", config, "--config", str(servers), "run", env_call
+    )
+    assert code == 0, err
+    sid = session_id(err)
+    session = traceparent(session_context(sid))
+    assert session in out
+    code, out, err = await tether(
+        home,
+        "--config",
+        config,
+        "--config",
+        str(servers),
+        "run",
+        "--continue",
+        "/tool mcp__t__traceparent {}",
+    )
+    assert code == 0, err
+    await receiver.until(lambda r: len(r.named("execute_tool mcp__t__traceparent")) == 1)
+    (call,) = receiver.named("execute_tool mcp__t__traceparent")
+    assert f"00-{call.trace_id.hex()}-{call.span_id.hex()}-01" in out
+
+
 async def test_sessions_trace_with_content_masks_secrets_and_repeats_the_same_ids(
     tmp_path: Path, receiver: Received
 ) -> None:
@@ -334,4 +370,9 @@ def test_telemetry_off_imports_no_opentelemetry_package(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     imported = [line for line in result.stderr.splitlines() if "import time:" in line]
     assert imported, "no import times"
-    assert not [line for line in imported if "opentelemetry" in line or "telemetry" in line]
+    names = {line.rsplit("|", 1)[-1].strip() for line in imported}
+    assert not {name for name in names if name.split(".")[0] == "opentelemetry"}
+    # Of tether's telemetry, only the small module other layers name the service by.
+    assert {name for name in names if name.startswith("tether.telemetry.")} <= {
+        "tether.telemetry.context"
+    }

@@ -47,6 +47,7 @@ from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
 from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import state_path
+from tether.telemetry.context import TRACING, process_context
 from tether.tools.errors import ToolConflictError
 from tether.tools.registry import TOOLS
 
@@ -306,7 +307,15 @@ async def apply(ctx: Context, config: Config) -> None:
     guard.sweep()
     service = McpService(config, guard)
     await ctx.effect(lambda: service.shutdown, label="stop MCP servers")
-    ctx.on(AGENT_SETUP, service.on_agent_setup)
+
+    async def setup(agent: Agent) -> None:
+        # With telemetry on, the servers join the session's trace context.
+        tracing = ctx.get(TRACING)
+        variables = {} if tracing is None else tracing.session_environment(agent.id)
+        with process_context(variables):
+            await service.on_agent_setup(agent)
+
+    ctx.on(AGENT_SETUP, setup)
     ctx.provide(MCP, service)
 
 

@@ -23,7 +23,9 @@ and said so in the log).
 Trace context: each tool call's processes (``bash`` commands, background
 tasks, hooks) get ``TRACEPARENT`` naming the call's ``execute_tool`` span,
 through :data:`tether.shell.environment.CONTEXT_ENV`, set by a
-``tool/before-execute`` listener in the task that runs the call.
+``tool/before-execute`` listener in the task that runs the call. The
+``tracing`` service (:class:`~tether.telemetry.context.Tracing`) gives the
+context of processes started outside a call (MCP servers).
 
 The OpenTelemetry packages are imported when the row mounts, never before.
 """
@@ -44,13 +46,14 @@ from tether.persist.service import PERSISTENCE, SESSION_WRITTEN
 from tether.runtime.schema import Schema
 from tether.session.store import SESSION_DISPOSED, SESSIONS
 from tether.shell.environment import CONTEXT_ENV
+from tether.telemetry.context import TRACING
 from tether.telemetry.export import (
     ExportMarks,
     SessionTrace,
     catalog_pricing,
     trace_parent,
 )
-from tether.telemetry.propagation import call_context, traceparent
+from tether.telemetry.propagation import SessionTracing, call_context, traceparent
 from tether.telemetry.spans import FOLDED_TYPES, Pricing, SpanRecord, TraceParent
 from tether.tools.execute import BEFORE_EXECUTE
 
@@ -66,6 +69,7 @@ log = logging.getLogger(__name__)
 
 name = "telemetry"
 inject = ("sessions", "persistence")
+provides = ("tracing",)
 
 MAX_BACKLOG = 10_000
 """Spans kept per session while the endpoint does not take them."""
@@ -256,6 +260,7 @@ async def apply(ctx: Context, config: TelemetryConfig) -> None:
         yield events.add(BEFORE_EXECUTE.name, exporter.before_execute)
 
     await ctx.effect(body, label="telemetry")
+    ctx.provide(TRACING, SessionTracing())
 
 
 def _pricing(ctx: Context) -> Pricing:

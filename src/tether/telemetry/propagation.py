@@ -1,13 +1,22 @@
-"""Trace context for the processes a tool call starts: ``TRACEPARENT``.
+"""Trace context for the processes tether starts: ``TRACEPARENT``.
 
 The ids are the ones the exporter derives from the log
 (:func:`~tether.telemetry.spans.span_id`), so a process's own spans hang under
 the ``execute_tool`` span of the call that started it, whether that span is
-sent live or later by ``tether sessions trace``.
+sent live or later by ``tether sessions trace``. Processes started outside a
+tool call (an agent's MCP servers, started with the agent) get the session's
+context (:func:`session_context`): a trace of its own per session, named by the
+session id alone.
+
+The context travels in :data:`tether.shell.environment.CONTEXT_ENV`, which
+every owned process's environment is built with
+(:func:`tether.telemetry.context.process_context` sets it for a block).
+Nothing here imports the OpenTelemetry packages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tether.session import ToolCallEvent, TurnStart
@@ -16,7 +25,23 @@ from tether.telemetry.spans import TraceParent, span_id, trace_id
 if TYPE_CHECKING:
     from tether.session import Session
 
-__all__ = ["call_context", "traceparent"]
+__all__ = ["SessionTracing", "call_context", "session_context", "traceparent"]
+
+SESSION_SEQ = -1
+"""The seq the ids of a session's own context are derived from (no event has it)."""
+
+
+class SessionTracing:
+    """The ``tracing`` service of the live exporter (:class:`tether.telemetry.context.Tracing`)."""
+
+    def session_environment(self, session_id: str) -> Mapping[str, str]:
+        """The variables of a process started for session ``session_id`` outside a turn."""
+        return {"TRACEPARENT": traceparent(session_context(session_id))}
+
+
+def session_context(session_id: str) -> TraceParent:
+    """The context of what runs for ``session_id`` outside its turns."""
+    return TraceParent(trace_id(session_id, SESSION_SEQ), span_id(session_id, SESSION_SEQ))
 
 
 def traceparent(context: TraceParent) -> str:
