@@ -12,9 +12,10 @@ exporter (:mod:`tether.telemetry.otlp`) turns records into OTLP.
 The shape follows the OpenTelemetry GenAI semantic conventions:
 
 * ``invoke_agent tether`` — one per turn (``turn/start`` to ``turn/end``), the
-  root of the turn's trace; a child agent's turn is a child of the parent's
-  ``execute_tool`` span of the call that delegated to it, in the parent's trace
-  (the caller passes that :class:`TraceParent`).
+  root of the turn's trace, with the turn's total usage and cost; a child
+  agent's turn is a child of the parent's ``execute_tool`` span of the call that
+  delegated to it, in the parent's trace (the caller passes that
+  :class:`TraceParent`).
 * ``chat {model}`` — one per model request of a step (``step/start`` to the
   step's ``assistant/message``), with the model, the token usage, the cost and
   the finish reason; a retried request is an event (``gen_ai.request.retry``)
@@ -324,9 +325,6 @@ class TraceFold:
             "gen_ai.conversation.id": self.session_id,
             "tether.step": payload.step,
         }
-        if self._content and self._prompts:
-            attributes["gen_ai.input.messages"] = _messages("user", self._prompts, self._mask)
-            self._prompts = []
         self._chat = self._open(f"chat {_model_name(self.model)}", event, attributes, self._turn)
         return []
 
@@ -356,6 +354,15 @@ class TraceFold:
         if usage is not None:
             attributes["gen_ai.usage.input_tokens"] = usage.get("input_tokens", 0)
             attributes["gen_ai.usage.output_tokens"] = usage.get("output_tokens", 0)
+            if self._turn is not None:
+                _add(
+                    self._turn.attributes, "gen_ai.usage.input_tokens", usage.get("input_tokens", 0)
+                )
+                _add(
+                    self._turn.attributes,
+                    "gen_ai.usage.output_tokens",
+                    usage.get("output_tokens", 0),
+                )
             cached = usage.get("cached_input_tokens")
             if cached is not None:
                 attributes["gen_ai.usage.cache_read.input_tokens"] = cached
@@ -363,8 +370,15 @@ class TraceFold:
             if price is not None:
                 attributes["tether.cost"] = round(price[0], 9)
                 attributes["tether.cost.currency"] = price[1]
+                if self._turn is not None:
+                    _add(self._turn.attributes, "tether.cost", round(price[0], 9))
+                    self._turn.attributes["tether.cost.currency"] = price[1]
         if payload.interrupted:
             attributes["tether.interrupted"] = True
+        if self._content and self._prompts:
+            # The prompts logged since the last answer: what this request added.
+            attributes["gen_ai.input.messages"] = _messages("user", self._prompts, self._mask)
+            self._prompts = []
         if self._content:
             answer = _messages("assistant", [payload.text], self._mask)
             attributes["gen_ai.output.messages"] = answer
@@ -490,6 +504,13 @@ class TraceFold:
             turn.attributes["error.type"] = reason.code or "error"
         closed.append(turn.close(event.time, event.seq, error))
         return closed
+
+
+def _add(attributes: dict[str, AttributeValue], key: str, amount: float) -> None:
+    """Add ``amount`` to the number under ``key`` (a turn's totals)."""
+    before = attributes.get(key, 0)
+    assert isinstance(before, int | float)
+    attributes[key] = before + amount
 
 
 def _messages(role: str, texts: list[str], mask: Callable[[str], str]) -> str:
