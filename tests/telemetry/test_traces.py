@@ -348,7 +348,9 @@ async def test_sessions_trace_to_an_endpoint_that_is_down_fails_in_one_line(
     assert code == 0, err
     sid = session_id(err)
     down = f"http://127.0.0.1:{_free_port()}"
-    code, _out, err = await tether(home, "sessions", "trace", sid, "--endpoint", down)
+    code, _out, err = await tether(
+        home, "sessions", "trace", sid, "--endpoint", down, "--timeout", "1"
+    )
     assert code == 1
     assert f"not taken by the OTLP endpoint ({down})" in err.splitlines()[-1]
     assert "Traceback" not in err

@@ -191,6 +191,13 @@ def add_sessions_parser(commands: _Commands) -> None:
         "else http://127.0.0.1:4318)",
     )
     trace.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long one export may take, retries included (default: 10)",
+    )
+    trace.add_argument(
         "--content",
         action="store_true",
         help="include prompts, answers, tool arguments and results (secrets masked)",

@@ -199,7 +199,7 @@ async def _trace(tether: Tether, persistence: Persistence, args: argparse.Namesp
                 return None
         return loaded[session_id]
 
-    sink = OtlpSink(endpoint, None)
+    sink = OtlpSink(endpoint, None, timeout=args.timeout)
     sent = 0
     try:
         for session_id in ids:

@@ -10,8 +10,8 @@ timed or numbered here), and records the metrics of each span it sends:
 
 * ``gen_ai.client.token.usage`` (histogram, ``{token}``; by
   ``gen_ai.token.type`` ``input`` / ``output``) per model call;
-* ``gen_ai.client.operation.duration`` (histogram, seconds) per model call,
-  tool call and turn, by ``gen_ai.operation.name``;
+* ``gen_ai.client.operation.duration`` (histogram, seconds) per model call
+  (the durations of tool calls and turns are their spans');
 * ``tether.cost`` (counter, by ``tether.cost.currency``) per priced model call;
 * ``tether.tool.errors`` (counter, by ``gen_ai.tool.name``) per failed tool call.
 
@@ -47,6 +47,19 @@ _FOREVER_MS = 24 * 3600 * 1000.0
 """The metric reader's period: metrics are sent by :meth:`OtlpSink.send`, not on a timer."""
 
 
+class _Resource(Resource):
+    """A resource hashed once: the encoder hashes the resource of every span it sends,
+    and :class:`Resource` encodes its attributes as JSON for each hash. A resource is
+    immutable, so its hash never changes."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 class ExportFailedError(Exception):
     """The OTLP endpoint did not take a batch of spans."""
 
@@ -72,7 +85,7 @@ class OtlpSink:
         service_name: str = "tether",
         timeout: float = 10.0,
     ) -> None:
-        self._resource = Resource.create({"service.name": service_name})
+        self._resource = _Resource(Resource.create({"service.name": service_name}))
         # No headers: the SDK reads OTEL_EXPORTER_OTLP_HEADERS.
         extra = None if headers is None else dict(headers)
         self._spans = OTLPSpanExporter(
@@ -156,8 +169,8 @@ class OtlpSink:
         }
         if record.error is not None:
             common["error.type"] = str(attributes.get("error.type", record.error))
-        self._duration.record(record.duration, common)
         if operation == "chat":
+            self._duration.record(record.duration, common)
             for kind in ("input", "output"):
                 tokens = attributes.get(f"gen_ai.usage.{kind}_tokens")
                 if isinstance(tokens, int):

@@ -33,7 +33,9 @@ The OpenTelemetry packages are imported when the row mounts, never before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -86,8 +88,13 @@ class TelemetryConfig(Schema, frozen=True):
     """Record prompts, answers, tool arguments and results (secrets masked)."""
     service_name: str = "tether"
     """``service.name`` of the resource."""
-    timeout: Annotated[float, Meta(gt=0, le=300)] = 10.0
-    """Seconds an export may take."""
+    timeout: Annotated[float, Meta(gt=0, le=300)] = 5.0
+    """Seconds an export may take, retries included; tether's exit waits at most this
+    long for its last one."""
+    interval: Annotated[float, Meta(ge=0, le=60)] = 2.0
+    """At most one export per this many seconds: the writes of an interval are sent
+    together (a turn's end is sent with its interval's; everything pending is sent
+    when tether stops)."""
     data_dir: Path | None = None
     """Where the export marks are kept (under ``telemetry/``); default: the data directory."""
 
@@ -106,8 +113,10 @@ class LiveExporter:
         *,
         content: bool,
         pricing: Pricing | None,
+        interval: float = 0.0,
     ) -> None:
         self._sink = sink
+        self._interval = interval
         self._marks = marks
         self._load = load
         self._content = content
@@ -116,8 +125,13 @@ class LiveExporter:
         self._parents: dict[str, TraceParent | None] = {}
         self._backlog: dict[str, list[SpanRecord]] = {}
         self._pending: dict[str, tuple[Session, int]] = {}
+        self._gone: set[str] = set()
         self._wake = asyncio.Event()
-        self._closing = False
+        self._closed = asyncio.Event()
+        self.sent = 0
+        """Spans sent so far."""
+        self.cpu = 0.0
+        """CPU seconds the exporter spent: folding (on the loop) and sending (in threads)."""
 
     # -- listeners ---------------------------------------------------------------
 
@@ -127,11 +141,18 @@ class LiveExporter:
         self._wake.set()
 
     def disposed(self, session: Session) -> None:
-        """``session/disposed``: forget its fold once nothing of it is pending (a later
-        write folds it again from its mark)."""
-        if session.id not in self._pending and not self._backlog.get(session.id):
-            self._traces.pop(session.id, None)
-            self._parents.pop(session.id, None)
+        """``session/disposed``: forget its fold once what is pending of it is sent (a
+        later write folds it again from its mark)."""
+        self._gone.add(session.id)
+        if session.id not in self._pending:
+            self._forget(session.id)
+
+    def _forget(self, session_id: str) -> None:
+        if not self._backlog.get(session_id):
+            self._gone.discard(session_id)
+            self._traces.pop(session_id, None)
+            self._parents.pop(session_id, None)
+            self._backlog.pop(session_id, None)
 
     async def before_execute(
         self,
@@ -151,19 +172,25 @@ class LiveExporter:
     # -- the exporting task --------------------------------------------------------
 
     async def run(self) -> None:
-        """Send what each write made durable, until :meth:`close`; then send what is left."""
+        """Send what writes made durable, at most once per interval (the writes of an
+        interval go in one request), until :meth:`close`; then send what is left."""
         while True:
             if not self._pending:
-                if self._closing:
+                if self._closed.is_set():
                     return
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             await self._send_pending()
+            if self._interval and not self._closed.is_set():
+                # A batching window, cut short by close: not an ordering wait.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._interval):
+                        await self._closed.wait()
 
     def close(self) -> None:
-        """Ask :meth:`run` to send what is pending and return."""
-        self._closing = True
+        """Ask :meth:`run` to send what is pending now and return."""
+        self._closed.set()
         self._wake.set()
 
     async def _send_pending(self) -> None:
@@ -173,6 +200,8 @@ class LiveExporter:
                 await self._send(session, durable)
             except Exception:
                 log.exception("telemetry: tracing session %s failed", session_id)
+            if session_id in self._gone and session_id not in self._pending:
+                self._forget(session_id)
 
     async def _send(self, session: Session, durable: int) -> None:
         trace = self._traces.get(session.id)
@@ -188,10 +217,12 @@ class LiveExporter:
         start = trace.fold.next_seq
         if durable <= start:
             return
+        began = time.thread_time()
         events = session.events.of_types(FOLDED_TYPES, start, durable)
         backlog = self._backlog.setdefault(session.id, [])
         sent = trace.sent_through
         backlog.extend(s for s in trace.fold.fold_through(events, durable) if s.end_seq > sent)
+        self.cpu += time.thread_time() - began
         if not backlog:
             return
         try:
@@ -205,12 +236,17 @@ class LiveExporter:
                 log.warning("telemetry: %d spans of session %s dropped", dropped, session.id)
             log.warning("telemetry: spans of session %s not sent (%s); retried", session.id, exc)
             return
+        self.sent += len(backlog)
         backlog.clear()
         trace.sent_through = durable - 1
 
     def _send_and_mark(self, session_id: str, spans: list[SpanRecord], through: int) -> None:
-        self._sink.send(spans)
-        self._marks.set(session_id, through)
+        began = time.thread_time()
+        try:
+            self._sink.send(spans)
+            self._marks.set(session_id, through)
+        finally:
+            self.cpu += time.thread_time() - began
 
     async def _parent_of(self, session: Session) -> TraceParent | None:
         if session.id not in self._parents:
@@ -243,6 +279,7 @@ async def apply(ctx: Context, config: TelemetryConfig) -> None:
         load,
         content=config.content,
         pricing=_pricing(ctx),
+        interval=config.interval,
     )
 
     async def body():  # type: ignore[no-untyped-def]
@@ -252,6 +289,9 @@ async def apply(ctx: Context, config: TelemetryConfig) -> None:
             exporter.close()
             await task
             await asyncio.to_thread(sink.close)
+            log.debug(
+                "telemetry: %d spans sent; exporter CPU %.1f ms", exporter.sent, exporter.cpu * 1e3
+            )
 
         yield stop
         events = ctx.runtime.events
