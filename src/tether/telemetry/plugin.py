@@ -159,7 +159,11 @@ class LiveExporter:
         invocation: ToolInvocation,
         next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
     ) -> ToolInvocation:
-        """``tool/before-execute``: the processes of this call get its trace context."""
+        """``tool/before-execute``: the processes of this call get its trace context.
+
+        Set in the task that runs the call, where it stays until the next call
+        of that task sets its own (calls that run together each have a task).
+        """
         agent = invocation.exec.agent
         if agent is not None:
             session = agent.session

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionTracing", "call_context", "session_context", "traceparent"]
 
+_TURN_STARTS = frozenset({TurnStart.type})
+_CALLS = frozenset({ToolCallEvent.type})
+
 SESSION_SEQ = -1
 """The seq the ids of a session's own context are derived from (no event has it)."""
 
@@ -50,20 +53,26 @@ def traceparent(context: TraceParent) -> str:
 
 
 def call_context(session: Session, call_id: str, parent: TraceParent | None) -> TraceParent | None:
-    """The trace and span of tool call ``call_id`` of ``session``, running in its open
+    """The trace and span of tool call ``call_id`` of ``session``, running in its last
     turn (its ``tool/call`` logged); ``parent`` is where the session's turns hang
     (:func:`~tether.telemetry.export.trace_parent`). ``None`` when the call is not
-    in the open turn's log."""
+    in the last turn's log.
+
+    Reads only the session's ``turn/start`` and ``tool/call`` events: the
+    others (streamed chunks above all) are passed over without being decoded.
+    """
     events = session.events
+    turn_seq: int | None = None
+    for event in events.of_types(_TURN_STARTS):
+        turn_seq = event.seq
+    if turn_seq is None:
+        return None
     call_seq: int | None = None
-    for seq in range(len(events) - 1, -1, -1):
-        event = events[seq]
+    for event in events.of_types(_CALLS, turn_seq):
         payload = event.payload
-        if call_seq is None and isinstance(payload, ToolCallEvent) and payload.id == call_id:
-            call_seq = seq
-        elif isinstance(payload, TurnStart):
-            if call_seq is None:
-                return None
-            trace = parent.trace_id if parent is not None else trace_id(session.id, seq)
-            return TraceParent(trace, span_id(session.id, call_seq))
-    return None
+        if isinstance(payload, ToolCallEvent) and payload.id == call_id:
+            call_seq = event.seq
+    if call_seq is None:
+        return None
+    trace = parent.trace_id if parent is not None else trace_id(session.id, turn_seq)
+    return TraceParent(trace, span_id(session.id, call_seq))

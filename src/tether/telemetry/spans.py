@@ -387,12 +387,7 @@ class TraceFold:
     def _tool_call(self, event: Event) -> list[SpanRecord]:
         payload = event.payload
         assert isinstance(payload, ToolCallEvent)
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": payload.name,
-            "gen_ai.tool.call.id": payload.id,
-            "gen_ai.tool.type": "function",
-        }
+        attributes = _tool_attributes(payload.name, payload.id)
         if self._content:
             arguments = _masked(thaw(payload.arguments), self._mask)
             attributes["gen_ai.tool.call.arguments"] = json.dumps(
@@ -413,13 +408,7 @@ class TraceFold:
             span = self._open(
                 f"execute_tool {payload.name}",
                 event,
-                {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": payload.name,
-                    "gen_ai.tool.call.id": payload.id,
-                    "gen_ai.tool.type": "function",
-                    "tether.tool.started": False,
-                },
+                {**_tool_attributes(payload.name, payload.id), "tether.tool.started": False},
                 self._turn,
             )
         span.attributes["tether.tool.outcome"] = "error" if payload.is_error else "ok"
@@ -504,6 +493,16 @@ class TraceFold:
             turn.attributes["error.type"] = reason.code or "error"
         closed.append(turn.close(event.time, event.seq, error))
         return closed
+
+
+def _tool_attributes(name: str, call_id: str) -> dict[str, AttributeValue]:
+    """What every ``execute_tool`` span says of its call."""
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "function",
+    }
 
 
 def _add(attributes: dict[str, AttributeValue], key: str, amount: float) -> None:
