@@ -22,6 +22,7 @@ import pytest
 from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
 
 from tests.cli.test_commands import env_for, session_id
+from tests.cli.test_commands import tether as tether_sync
 from tests.mcp_client.support import SDK_SERVER
 from tether.telemetry.propagation import session_context, traceparent
 
@@ -97,12 +98,12 @@ def attributes(span: Any) -> dict[str, Any]:
     return values
 
 
-def overlay(home: Path, endpoint: str, *, content: bool = False) -> str:
+def overlay(home: Path, endpoint: str, *, name: str = "telemetry", timeout: float = 5) -> str:
     home.mkdir(parents=True, exist_ok=True)
-    path = home / "telemetry.yml"
+    path = home / f"{name}.yml"
     path.write_text(
         "plugins:\n  - id: telemetry\n    disabled: false\n"
-        f"    config: {{endpoint: '{endpoint}', content: {str(content).lower()}}}\n"
+        f"    config: {{endpoint: '{endpoint}', timeout: {timeout}}}\n"
     )
     return str(path)
 
@@ -256,6 +257,22 @@ async def test_a_run_killed_mid_call_then_continued_yields_the_complete_trace_on
         assert span == live[span.span_id]
 
 
+async def test_spans_an_endpoint_that_was_down_did_not_take_are_sent_by_the_next_process(
+    tmp_path: Path, receiver: Received
+) -> None:
+    home = tmp_path / "home"
+    down = overlay(home, f"http://127.0.0.1:{_free_port()}", name="down", timeout=1)
+    code, _out, err = await tether(home, "--config", down, "run", "$ echo one")
+    assert code == 0, err
+    assert "not sent" in err and "Traceback" not in err
+    up = overlay(home, receiver.endpoint)
+    code, _out, err = await tether(home, "--config", up, "run", "--continue", "$ echo two")
+    assert code == 0, err
+    await receiver.until(lambda r: len(r.named("invoke_agent")) == 2)
+    check_tree(receiver.spans)
+    assert len(receiver.spans) == 8
+
+
 async def test_a_child_agents_turn_hangs_under_the_call_that_delegated_to_it(
     tmp_path: Path, receiver: Received
 ) -> None:
@@ -378,3 +395,15 @@ def test_telemetry_off_imports_no_opentelemetry_package(tmp_path: Path) -> None:
     assert {name for name in names if name.startswith("tether.telemetry.")} <= {
         "tether.telemetry.context"
     }
+
+
+def test_the_exporters_headers_are_masked_where_the_configuration_is_shown(tmp_path: Path) -> None:
+    config = tmp_path / "telemetry.yml"
+    config.write_text(
+        "plugins:\n  - id: telemetry\n    disabled: false\n"
+        "    config: {headers: {Authorization: 'Bearer abcdefghijklmnop'}}\n"
+    )
+    shown = tether_sync(tmp_path, "--config", str(config), "config", "show")
+    assert shown.returncode == 0, shown.stderr
+    assert "Authorization: '**********'" in shown.stdout
+    assert "abcdefghijklmnop" not in shown.stdout

@@ -45,7 +45,7 @@ from msgspec import Meta
 
 from tether.location import data_dir
 from tether.persist.service import PERSISTENCE, SESSION_WRITTEN
-from tether.runtime.schema import Schema
+from tether.runtime.schema import Schema, Secret
 from tether.session.store import SESSION_DISPOSED, SESSIONS
 from tether.shell.environment import CONTEXT_ENV
 from tether.telemetry.context import TRACING
@@ -73,6 +73,9 @@ name = "telemetry"
 inject = ("sessions", "persistence")
 provides = ("tracing",)
 
+MAX_INTERVAL = 60.0
+"""The longest wait between exports while the endpoint does not take them."""
+
 MAX_BACKLOG = 10_000
 """Spans kept per session while the endpoint does not take them."""
 
@@ -82,8 +85,9 @@ class TelemetryConfig(Schema, frozen=True):
 
     endpoint: Annotated[str, Meta(min_length=1)] = "http://127.0.0.1:4318"
     """The OTLP/HTTP base URL (``/v1/traces`` and ``/v1/metrics`` are added)."""
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
-    """HTTP headers of every request (an ``Authorization`` for a hosted backend)."""
+    headers: dict[str, Secret] = msgspec.field(default_factory=dict)
+    """HTTP headers of every request (an ``Authorization`` for a hosted backend); their
+    values are secrets, masked wherever the configuration is shown."""
     content: bool = False
     """Record prompts, answers, tool arguments and results (secrets masked)."""
     service_name: str = "tether"
@@ -126,6 +130,8 @@ class LiveExporter:
         self._backlog: dict[str, list[SpanRecord]] = {}
         self._pending: dict[str, tuple[Session, int]] = {}
         self._gone: set[str] = set()
+        self._failures = 0
+        """Sends that failed in a row: the interval doubles with each (up to a minute)."""
         self._wake = asyncio.Event()
         self._closed = asyncio.Event()
         self.sent = 0
@@ -188,8 +194,9 @@ class LiveExporter:
             await self._send_pending()
             if self._interval and not self._closed.is_set():
                 # A batching window, cut short by close: not an ordering wait.
+                window = min(MAX_INTERVAL, self._interval * 2 ** min(self._failures, 6))
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._interval):
+                    async with asyncio.timeout(window):
                         await self._closed.wait()
 
     def close(self) -> None:
@@ -238,8 +245,18 @@ class LiveExporter:
                 dropped = len(backlog) - MAX_BACKLOG
                 del backlog[:dropped]
                 log.warning("telemetry: %d spans of session %s dropped", dropped, session.id)
-            log.warning("telemetry: spans of session %s not sent (%s); retried", session.id, exc)
+            if not self._failures:
+                log.warning(
+                    "telemetry: spans of session %s not sent (%s); kept, and sent once the "
+                    "endpoint takes them",
+                    session.id,
+                    exc,
+                )
+            self._failures += 1
             return
+        if self._failures:
+            log.warning("telemetry: the OTLP endpoint takes spans again")
+            self._failures = 0
         self.sent += len(backlog)
         backlog.clear()
         trace.sent_through = durable - 1
@@ -274,8 +291,9 @@ async def apply(ctx: Context, config: TelemetryConfig) -> None:
             log.info("telemetry: session %s cannot be read (%s)", session_id, exc)
             return None
 
+    headers = {name: value.get_secret_value() for name, value in config.headers.items()}
     sink = OtlpSink(
-        config.endpoint, config.headers, service_name=config.service_name, timeout=config.timeout
+        config.endpoint, headers, service_name=config.service_name, timeout=config.timeout
     )
     exporter = LiveExporter(
         sink,
