@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from tether.fence import environ, is_secret
 from tether.session import Event, ToolCallEvent, ToolResultEvent, TurnStart
+from tether.session.events import of_types
 from tether.session.model import session_model
 from tether.telemetry.spans import Pricing, SpanRecord, TraceFold, TraceParent, span_id, trace_id
 
@@ -37,6 +38,9 @@ __all__ = ["ExportMarks", "SessionTrace", "catalog_pricing", "known_secrets", "t
 
 Loader = Callable[[str], Awaitable["Session | None"]]
 """Reads a session by id (live or stored); ``None`` when it cannot be read."""
+
+_PLACING = frozenset({TurnStart.type, ToolCallEvent.type, ToolResultEvent.type})
+"""The events that place a tool call in its turn."""
 
 MAX_DEPTH = 16
 """How many delegations up :func:`trace_parent` follows before it gives up."""
@@ -96,7 +100,7 @@ async def trace_parent(header: SessionHeader, load: Loader) -> TraceParent | Non
 def _call_position(events: Iterable[Event], call: str) -> tuple[int, int] | None:
     """``(seq of its turn's start, seq opening its span)`` of tool call ``call``."""
     turn_seq: int | None = None
-    for event in events:
+    for event in of_types(events, _PLACING):
         payload = event.payload
         if isinstance(payload, TurnStart):
             turn_seq = event.seq

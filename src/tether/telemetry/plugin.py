@@ -16,12 +16,13 @@ durable events are ever traced, so the trace of a session is the trace of its
 log: a session resumed after a crash (or taken over by another host) is folded
 from seq 0 again and sends only the spans past its mark
 (:class:`~tether.telemetry.export.ExportMarks`), including those the crash
-repair closed. A batch the endpoint does not take is kept and sent with the
-next (at most :data:`MAX_BACKLOG` spans per session; older ones are dropped,
-and said so in the log).
+repair closed. The writes of an interval go in one export. A batch the
+endpoint does not take is kept and sent with the next (at most
+:data:`MAX_BACKLOG` spans per session; older ones are dropped, and said so in
+the log), the interval doubling with each failure up to :data:`MAX_INTERVAL`.
 
-Trace context: each tool call's processes (``bash`` commands, background
-tasks, hooks) get ``TRACEPARENT`` naming the call's ``execute_tool`` span,
+Trace context: each tool call's processes (``bash`` commands and background
+tasks) get ``TRACEPARENT`` naming the call's ``execute_tool`` span,
 through :data:`tether.shell.environment.CONTEXT_ENV`, set by a
 ``tool/before-execute`` listener in the task that runs the call. The
 ``tracing`` service (:class:`~tether.telemetry.context.Tracing`) gives the
@@ -316,6 +317,7 @@ async def apply(ctx: Context, config: TelemetryConfig) -> None:
             )
 
         yield stop
+        # Unwound first (LIFO): no write is heard after the task's last export.
         events = ctx.runtime.events
         yield events.add(SESSION_WRITTEN.name, exporter.written)
         yield events.add(SESSION_DISPOSED.name, exporter.disposed)
