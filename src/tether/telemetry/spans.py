@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from tether.content import TextBlock
 from tether.frozen import thaw
 from tether.masking import mask_secrets
+from tether.provider_keys import provider_of
 from tether.session import (
     Aborted,
     AssistantMessageEvent,
@@ -167,11 +168,6 @@ class _Open:
         )
 
 
-def provider_of(model: str) -> str:
-    """``gen_ai.provider.name`` of a model reference ``provider:model``."""
-    return model.partition(":")[0] or "unknown"
-
-
 def _model_name(model: str) -> str:
     return model.partition(":")[2] or model
 
@@ -179,8 +175,9 @@ def _model_name(model: str) -> str:
 class TraceFold:
     """The spans of one session, folded from its events in seq order.
 
-    Feed every event from seq 0 (:meth:`fold`); each call returns the spans the
-    event closed, children before parents. ``parent`` places the session's
+    Feed the events from seq 0 in order (:meth:`fold`; those of
+    :data:`FOLDED_TYPES` suffice); each call returns the spans the event closed,
+    children before parents. ``parent`` places the session's
     turns under a delegating call (a child agent); ``None`` makes each turn the
     root of a trace of its own. ``skip_before`` leaves out the spans that
     close before that seq (a fork's copied events, which are its parent's).
@@ -252,16 +249,6 @@ class TraceFold:
         closed = list(self.fold_all(events))
         self.next_seq = max(self.next_seq, stop)
         return closed
-
-    def current_tool(self, call_id: str) -> TraceParent | None:
-        """The trace and span of the running tool call ``call_id``, if it is running."""
-        span = self._tools.get(call_id)
-        return None if span is None else TraceParent(span.trace_id, span.span_id)
-
-    def current_turn(self) -> TraceParent | None:
-        """The trace and span of the open turn, if one is open."""
-        turn = self._turn
-        return None if turn is None else TraceParent(turn.trace_id, turn.span_id)
 
     def _mask(self, text: str) -> str:
         return mask_secrets(text, self._secrets)
