@@ -318,10 +318,9 @@ async def apply(ctx: Context, config: TelemetryConfig) -> None:
 
         yield stop
         # Unwound first (LIFO): no write is heard after the task's last export.
-        events = ctx.runtime.events
-        yield events.add(SESSION_WRITTEN.name, exporter.written)
-        yield events.add(SESSION_DISPOSED.name, exporter.disposed)
-        yield events.add(BEFORE_EXECUTE.name, exporter.before_execute)
+        yield ctx.listen(SESSION_WRITTEN, exporter.written)
+        yield ctx.listen(SESSION_DISPOSED, exporter.disposed)
+        yield ctx.listen(BEFORE_EXECUTE, exporter.before_execute)
 
     await ctx.effect(body, label="telemetry")
     ctx.provide(TRACING, SessionTracing())

@@ -59,7 +59,8 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.compaction import ContextCompacted
-from tether.session.settings import MODEL_OPTION, ConfigChanged
+from tether.session.model import ModelChoice, ModelTracker
+from tether.session.settings import ConfigChanged
 
 __all__ = [
     "FOLDED_TYPES",
@@ -200,8 +201,7 @@ class TraceFold:
         secrets: tuple[str, ...] = (),
     ) -> None:
         self.session_id = session_id
-        self.model = model
-        """The session's model as of the events folded so far."""
+        self._models = ModelTracker(ModelChoice(model))
         self._parent = parent
         self._content = content
         self._pricing = pricing
@@ -249,6 +249,11 @@ class TraceFold:
         closed = list(self.fold_all(events))
         self.next_seq = max(self.next_seq, stop)
         return closed
+
+    @property
+    def model(self) -> str:
+        """The session's model as of the events folded so far."""
+        return self._models.current.model
 
     def _mask(self, text: str) -> str:
         return mask_secrets(text, self._secrets)
@@ -441,9 +446,7 @@ class TraceFold:
         return []
 
     def _config(self, event: Event) -> list[SpanRecord]:
-        payload = event.payload
-        if isinstance(payload, ConfigChanged) and payload.option == MODEL_OPTION:
-            self.model = payload.value
+        self._models.advance(event)
         return []
 
     def _turn_end(self, event: Event) -> list[SpanRecord]:
