@@ -239,6 +239,15 @@ def child(argv: list[str]) -> None:
     print(json.dumps(measure(backend, root, session_id, what)))
 
 
+def in_child(*argv: str) -> dict[str, float]:
+    """The figures ``--child ARGV…`` prints, measured in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *argv], check=True, capture_output=True, text=True
+    ).stdout
+    figures: dict[str, float] = json.loads(out)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
@@ -258,13 +267,7 @@ def main() -> None:
                     size = write_log(backend, "big", args.size_mb << 20, mix)
                     backend.close()
                     for what in sorted(only & views):
-                        out = subprocess.run(
-                            [sys.executable, __file__, "--child", name, root, "big", what],
-                            check=True,
-                            capture_output=True,
-                            text=True,
-                        ).stdout
-                        got = json.loads(out)
+                        got = in_child(name, root, "big", what)
                         peak, held = got["peak"], got["held"]
                         print(
                             f"{name} {mix} {what}: log {size / 1e6:.0f} MB,"
@@ -275,13 +278,7 @@ def main() -> None:
     if "live" in only:
         for prompts in args.prompts or [10_000, 20_000]:
             for delivery in args.delivery or ["submit", "followup"]:
-                out = subprocess.run(
-                    [sys.executable, __file__, "--child", "live", str(prompts), delivery],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                ).stdout
-                got = json.loads(out)
+                got = in_child("live", str(prompts), delivery)
                 grown, logged = got["grown"], got["logged"]
                 print(
                     f"live {delivery}, {prompts} prompts in one session:"
