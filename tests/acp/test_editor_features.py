@@ -88,15 +88,16 @@ async def test_usage_cost_title_and_the_model_picker(tmp_path: Path) -> None:
 
         assert await server.prompt(sid, "hello  there") == "end_turn"
         (usage,) = updates_of(server, sid, UsageUpdate)
-        # 10 input tokens (4 cached), 3 output: 6 * 2.0 + 4 * 0.5 + 3 * 10.0 per million.
-        assert (usage.used, usage.size) == (13, 1000)
+        # The prompt and the environment note: 20 input tokens (4 cached), 3 output:
+        # 16 * 2.0 + 4 * 0.5 + 3 * 10.0 per million.
+        assert (usage.used, usage.size) == (23, 1000)
         assert usage.cost is not None and usage.cost.currency == "USD"
-        assert usage.cost.amount == pytest.approx(44e-6)
+        assert usage.cost.amount == pytest.approx(64e-6)
         (info,) = updates_of(server, sid, SessionInfoUpdate)
         assert info.title == "hello there"
         (answer,) = [e for e in server.log(sid) if e["type"] == "assistant/message"]
         assert answer["data"]["usage"] == {
-            "input_tokens": 10,
+            "input_tokens": 20,
             "output_tokens": 3,
             "reasoning_tokens": 1,
             "cached_input_tokens": 4,
@@ -303,8 +304,9 @@ async def test_a_title_model_names_the_session_after_its_first_prompt(tmp_path: 
         assert titles == ["name me please", "Scripted: name me please"]
         # The naming request is not part of the conversation nor of its usage.
         assert await server.prompt(sid, "how many") == "end_turn"
-        assert server.client.text(sid).endswith("messages: 3")
-        assert [u.used for u in updates_of(server, sid, UsageUpdate)] == [14]
+        # The environment note, the prompt, its answer, this prompt.
+        assert server.client.text(sid).endswith("messages: 4")
+        assert [u.used for u in updates_of(server, sid, UsageUpdate)] == [24]
         assert_frames_parse(server)
     async with serving(tmp_path, overlay=CATALOG) as server:
         listed = await server.conn.list_sessions()
