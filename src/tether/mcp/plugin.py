@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any
@@ -47,6 +48,7 @@ from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
 from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import state_path
+from tether.shell.sandbox import SANDBOX, Sandbox
 from tether.tools.errors import ToolConflictError
 from tether.tools.registry import TOOLS
 
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 name = "mcp"
+optional = ("sandbox",)
 
 NOTICE_SOURCE = "notice"
 
@@ -126,8 +129,12 @@ class Config(Schema, frozen=True):
 class McpService:
     """``ctx.mcp``: starts servers for agents, in the agents' own scopes."""
 
-    def __init__(self, config: Config, guard: OrphanGuard) -> None:
+    def __init__(
+        self, config: Config, guard: OrphanGuard, sandbox: Callable[[], Sandbox | None]
+    ) -> None:
         self._config = config
+        self._sandbox = sandbox
+        """The ``sandbox`` service when it is there: servers run under its policy."""
         self._settings: McpSettings | None = None
         self._everyone: tuple[ServerSpec, ...] = ()
         if config.servers:
@@ -234,13 +241,16 @@ class McpService:
     async def _start(self, agent: Agent, spec: ServerSpec) -> list[str]:
         from tether.mcp.connection import McpConnection
 
+        sandbox = self._sandbox()
+        cwd = agent.session.header.cwd
         connection = McpConnection(
             spec,
             self.settings,
-            cwd=agent.session.header.cwd,
+            cwd=cwd,
             guard=self._guard,
             owner=agent,
             on_lost=self._lost,
+            sandbox=sandbox.server_policy(cwd or os.getcwd(), agent.id) if sandbox else None,
         )
         listed: list[Any] = []
 
@@ -304,7 +314,7 @@ async def apply(ctx: Context, config: Config) -> None:
     state_dir = Path(config.state_dir) if config.state_dir is not None else data_dir() / "run"
     guard = OrphanGuard(state_path(state_dir))
     guard.sweep()
-    service = McpService(config, guard)
+    service = McpService(config, guard, lambda: ctx.get(SANDBOX))
     await ctx.effect(lambda: service.shutdown, label="stop MCP servers")
     ctx.on(AGENT_SETUP, service.on_agent_setup)
     ctx.provide(MCP, service)

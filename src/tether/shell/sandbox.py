@@ -107,6 +107,9 @@ class SandboxSettings(Schema, frozen=True):
     """Absolute paths (``~`` expands) unreadable, besides :data:`UNREADABLE`."""
     fallback: Fallback = Fallback.WARN
     """Where the kernel has no Landlock: ``refuse`` to run, or ``warn`` once and run."""
+    mcp_network: bool = True
+    """Whether MCP stdio servers may reach the network (many exist to do just that);
+    their files are confined like any command's."""
 
     def __post_init__(self) -> None:
         for index, root in enumerate(self.writable_roots):
@@ -212,12 +215,20 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
             return True
         return not any(_beneath(real, path) for path in self.unreadable)
 
-    def refusal(self, real: str, *, write: bool) -> str | None:
-        """Why the policy denies the access, or ``None`` when it allows it."""
+    def refusal(self, real: str, *, write: bool, outside_writes: bool = False) -> str | None:
+        """Why the policy denies the access to the real path ``real``, or ``None``.
+
+        With ``outside_writes`` a write outside the writable roots is left to
+        the caller's own rule (the file tools' ``outside_workspace``), unless
+        the mode is ``read-only``; protected paths are refused either way.
+        """
         if write and not self.may_write(real):
             if any(_beneath(real, path) for path in self.protected):
                 return f"{real} is protected by the sandbox ({self.mode}): read-only"
-            return f"{real} is outside the sandbox's writable roots ({self.mode})"
+            if self.mode is SandboxMode.READ_ONLY:
+                return f"{real} is not writable: the sandbox is read-only"
+            if not outside_writes:
+                return f"{real} is outside the sandbox's writable roots ({self.mode})"
         if not self.may_read(real):
             return f"{real} is unreadable in the sandbox (keys and credentials)"
         return None
@@ -292,13 +303,20 @@ class Sandbox:
         self._temp = PrivateTemp(temp_parent)
 
     def policy_for(self, workspace: str, owner: str | None) -> SandboxPolicy:
-        """The policy of a process working for ``owner`` in ``workspace``."""
+        """The policy of a command working for ``owner`` in ``workspace``."""
         temp = (
             self._temp.for_owner(owner)
             if self.settings.mode is not SandboxMode.FULL_ACCESS
             else None
         )
         return SandboxPolicy.for_workspace(self.settings, workspace, temp)
+
+    def server_policy(self, workspace: str, owner: str | None) -> SandboxPolicy:
+        """The policy of an MCP stdio server: a command's, with the network of ``mcp_network``."""
+        policy = self.policy_for(workspace, owner)
+        if self.settings.mcp_network and not policy.network:
+            return msgspec.structs.replace(policy, network=True)
+        return policy
 
     def close(self) -> None:
         self._temp.remove()
