@@ -225,16 +225,19 @@ async def test_a_daemon_that_outlives_its_command_stays_confined(
 ) -> None:
     latch = Latch(place.ws / "src" / "latch")
     gate = Gate(place.ws / "src" / "gate")
+    ready = place.ws / "src" / "ready"
+    os.mkfifo(ready)
     daemon = (
-        f"read x < {latch}; echo x > {place.outside}/daemon; echo $? > {gate}; "
-        f"kill -0 {os.getpid()} && echo SIGNALLED > {place.ws}/src/signal"
+        f"echo up > {ready}; read x < {latch}; echo x > {place.outside}/daemon; echo $? > {gate}"
     )
-    command = f"setsid bash -c '{daemon}' > /dev/null 2>&1 < /dev/null & disown; echo started"
+    # The command ends once its daemon has left its process group (setsid), so
+    # the stop of the group cannot reach it.
+    command = f"setsid bash -c '{daemon}' > /dev/null 2>&1 < /dev/null & read x < {ready}"
 
     result = await run(shell, place, policy, command)
     assert result.exit_code == 0, result.stderr
     # The command has ended; its daemon runs on, and now tries its escape.
-    await latch.release()
+    await asyncio.wait_for(latch.release(), 20)
     status = await asyncio.wait_for(gate.line(), 20)
 
     assert status != "0"

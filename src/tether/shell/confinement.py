@@ -43,7 +43,9 @@ import functools
 import logging
 import os
 import socket
+import stat
 import struct
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from signal import SIGKILL
@@ -71,6 +73,8 @@ _MAKE_SYM = 1 << 12
 _REFER = 1 << 13  # ABI 2
 _TRUNCATE = 1 << 14  # ABI 3
 _IOCTL_DEV = 1 << 15  # ABI 5
+_BIND_TCP = 1 << 0  # ABI 4, network rights
+_CONNECT_TCP = 1 << 1
 _SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
@@ -144,13 +148,15 @@ class _Kernel:
             rights |= _IOCTL_DEV
         return rights
 
-    def create_ruleset(self) -> int:
+    def create_ruleset(self, *, block_tcp: bool) -> int:
+        """A new ruleset restricting every file right (and TCP, with ``block_tcp``)."""
         handled = self.handled()
         scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL if self.abi >= 6 else 0
+        tcp = _BIND_TCP | _CONNECT_TCP if block_tcp and self.abi >= 4 else 0
         attr = (
-            struct.pack("QQQ", handled, 0, scoped)
+            struct.pack("QQQ", handled, tcp, scoped)
             if self.abi >= 6
-            else struct.pack("QQ", handled, 0)
+            else struct.pack("QQ", handled, tcp)
         )
         if self.abi < 4:
             attr = attr[:8]
@@ -172,7 +178,7 @@ class _Kernel:
         except OSError:
             return
         try:
-            if not os.path.isdir(f"/proc/self/fd/{target}"):
+            if not stat.S_ISDIR(os.fstat(target).st_mode):
                 rights &= _FILE_RIGHTS
             rights &= self.handled()
             attr = ctypes.create_string_buffer(struct.pack("=Qi", rights, target), 12)
@@ -227,6 +233,72 @@ def report_missing(fallback: Fallback) -> None:
         log.warning("sandbox unavailable: %s (no Landlock); %s", _reported[0], then)
 
 
+def _id_maps() -> tuple[tuple[str, bytes], ...]:
+    """What a child writes to map its user and group ids to themselves in its namespace."""
+    uid, gid = os.geteuid(), os.getegid()
+    return (
+        ("/proc/self/setgroups", b"deny"),
+        ("/proc/self/uid_map", f"{uid} {uid} 1".encode()),
+        ("/proc/self/gid_map", f"{gid} {gid} 1".encode()),
+    )
+
+
+def _enter_namespaces(kernel: _Kernel, maps: tuple[tuple[str, bytes], ...]) -> None:
+    """In a child: a user namespace and an empty network namespace, ids mapped, loopback up.
+
+    Raises:
+        OSError: a step was refused (user namespaces disabled or restricted).
+    """
+    if kernel.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+    for path, line in maps:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    _loopback_up()
+
+
+@functools.cache
+def namespaces_work() -> bool:
+    """Whether a child may enter its own user and network namespaces here (probed once).
+
+    Some systems disable unprivileged user namespaces, or let them be created
+    but not used (an AppArmor restriction); then the network is cut by
+    Landlock instead, which covers TCP only (said once in the log).
+    """
+    kernel = _kernel()
+    if kernel is None:
+        return False
+    maps = _id_maps()
+
+    def enter() -> None:
+        try:
+            _enter_namespaces(kernel, maps)
+        except OSError:
+            os._exit(126)
+
+    try:
+        probe = subprocess.run(
+            ["true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=enter,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    if probe.returncode != 0:
+        log.warning(
+            "sandbox: no user and network namespaces here; with the network off, "
+            "Landlock blocks TCP only (UDP and DNS are not blocked)"
+        )
+    return probe.returncode == 0
+
+
 class Confinement:
     """A policy ready to apply in a child: a built ruleset and how to enter it.
 
@@ -234,16 +306,11 @@ class Confinement:
     :meth:`close` releases the ruleset once the child has been created.
     """
 
-    def __init__(self, kernel: _Kernel, ruleset: int, policy: SandboxPolicy) -> None:
+    def __init__(self, kernel: _Kernel, ruleset: int, *, isolate: bool) -> None:
         self._kernel = kernel
         self._ruleset = ruleset
-        self._isolate = not policy.network
-        uid, gid = os.geteuid(), os.getegid()
-        self._maps = (
-            ("/proc/self/setgroups", b"deny"),
-            ("/proc/self/uid_map", f"{uid} {uid} 1".encode()),
-            ("/proc/self/gid_map", f"{gid} {gid} 1".encode()),
-        )
+        self._isolate = isolate
+        self._maps = _id_maps()
 
     def preexec(self, parent: int | None) -> Callable[[], None]:
         """The child's part, run between fork and exec: no new privileges, the network
@@ -260,17 +327,8 @@ class Confinement:
                 if kernel.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
                     raise OSError(ctypes.get_errno(), step)
                 if isolate:
-                    step = "unshare"
-                    if kernel.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-                        raise OSError(ctypes.get_errno(), step)
-                    for path, line in maps:
-                        step = path
-                        fd = os.open(path, os.O_WRONLY)
-                        try:
-                            os.write(fd, line)
-                        finally:
-                            os.close(fd)
-                    _loopback_up()
+                    step = "network namespace"
+                    _enter_namespaces(kernel, maps)
                 if parent is not None:
                     step = "pdeathsig"
                     kernel.prctl(_PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
@@ -320,14 +378,15 @@ def prepare(policy: SandboxPolicy | None) -> Confinement | None:
                 f"the sandbox cannot be enforced here ({missing_reason()}); its fallback is refuse",
             )
         return None
-    ruleset = kernel.create_ruleset()
+    isolate = not policy.network and namespaces_work()
+    ruleset = kernel.create_ruleset(block_tcp=not policy.network and not isolate)
     try:
         for path, rights in rules(policy):
             kernel.add_rule(ruleset, path, rights)
     except BaseException:
         os.close(ruleset)
         raise
-    return Confinement(kernel, ruleset, policy)
+    return Confinement(kernel, ruleset, isolate=isolate)
 
 
 def rules(policy: SandboxPolicy) -> Iterator[tuple[str, int]]:
