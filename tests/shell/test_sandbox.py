@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.shell.support import Gate, Latch
+from tests.shell.support import Gate, Latch, require_landlock
 from tether.plugins.tool_bash import render_result
 from tether.shell import LocalShell, ShellError, ShellExecRequest, ShellResult, confinement
-from tether.shell.confinement import landlock_abi
 from tether.shell.sandbox import (
     Fallback,
     Sandbox,
@@ -34,10 +33,7 @@ SECRET = "PRIVATE-KEY-MATERIAL"
 
 @pytest.fixture(autouse=True)
 def _landlock() -> None:
-    if landlock_abi() == 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the sandbox needs Landlock, and CI must have it")
-        pytest.skip("no Landlock on this kernel: the sandbox cannot be tested here")
+    require_landlock()
 
 
 class Place:
