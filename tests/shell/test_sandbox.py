@@ -136,6 +136,7 @@ async def test_no_git_hook_can_be_planted(
         "git config core.hooksPath /tmp; "
         "echo '[core] hooksPath = /tmp' >> .git/config; "
         "mv .git/hooks .git/old-hooks; mv .git .git-moved; rm -rf .git/hooks; "
+        "mkdir -p .git/modules/sub/hooks && echo x > .git/modules/sub/hooks/post-checkout; "
         "mkdir -p src/.git/hooks && echo planted > src/.git/hooks/post-checkout"
     )
     await run(shell, place, policy, command)
@@ -144,6 +145,7 @@ async def test_no_git_hook_can_be_planted(
     assert (git / "config").read_text() == place.git_config
     assert git.is_dir() and not (place.ws / ".git-moved").exists()
     assert not (git / "old-hooks").exists()
+    assert not (git / "modules").exists()
     # A nested repository is only a directory of the workspace; git never runs its
     # hooks for the outer one. What matters is that the outer one is untouched.
     assert "hooksPath" not in (git / "config").read_text()

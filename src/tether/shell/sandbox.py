@@ -59,6 +59,8 @@ class Fallback(enum.StrEnum):
 PROTECTED: tuple[str, ...] = (
     ".git/hooks",
     ".git/config",
+    ".git/config.worktree",
+    ".git/modules",
     "tether.yml",
     ".tether",
     ".claude",
@@ -69,8 +71,9 @@ PROTECTED: tuple[str, ...] = (
     ".vscode",
     ".idea",
 )
-"""Paths relative to a writable root that stay read-only: git's hooks and config, and
-the settings and hook files of tether and of the harnesses a user may also run."""
+"""Paths relative to a writable root that stay read-only: git's hooks and config (the
+submodules' too, under ``.git/modules``), and the settings and hook files of tether and
+of the harnesses a user may also run."""
 
 UNREADABLE: tuple[str, ...] = (
     "~/.ssh",
