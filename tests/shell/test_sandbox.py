@@ -10,9 +10,10 @@ the wire) afterwards, never only an exit status.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,20 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
 async def run(shell: LocalShell, place: Place, policy: SandboxPolicy, command: str) -> ShellResult:
     request = ShellExecRequest(command, cwd=str(place.ws), sandbox=policy, timeout_ms=20_000)
     return await shell.run(shell.resolve(request))
+
+
+@contextlib.asynccontextmanager
+async def listening() -> AsyncIterator[tuple[int, list[object]]]:
+    """A TCP server on the host's 127.0.0.1: its port, and the connections it accepted."""
+    connections: list[object] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(reader)
+        writer.close()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    async with server:
+        yield server.sockets[0].getsockname()[1], connections
 
 
 @pytest.fixture
@@ -182,24 +197,14 @@ async def test_no_key_can_be_read(shell: LocalShell, place: Place, policy: Sandb
 async def test_no_network_to_the_host_loopback_or_a_resolver(
     shell: LocalShell, place: Place, policy: SandboxPolicy
 ) -> None:
-    connections: list[object] = []
-
-    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connections.append(reader)
-        writer.close()
-
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
     command = (
-        f"(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo REACHED-LOOPBACK; "
+        "(exec 3<>/dev/tcp/127.0.0.1/PORT) && echo REACHED-LOOPBACK; "
         "(exec 3<>/dev/tcp/1.1.1.1/53) && echo REACHED-RESOLVER; "
         "(exec 3<>/dev/udp/1.1.1.1/53) && echo REACHED-UDP; "
         "getent hosts example.com && echo RESOLVED"
     )
-    async with server:
-        result = await run(shell, place, policy, command)
-        # A connection that got through would have been accepted before the command ended.
-        await asyncio.sleep(0)
+    async with listening() as (port, connections):
+        result = await run(shell, place, policy, command.replace("PORT", str(port)))
 
     assert connections == []
     assert "REACHED" not in result.stdout and "RESOLVED" not in result.stdout
@@ -210,9 +215,7 @@ async def test_the_network_setting_turns_it_on(
 ) -> None:
     sandbox = Sandbox(SandboxSettings(network=True), str(tmp_path))
     policy = sandbox.policy_for(str(place.ws), None)
-    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
+    async with listening() as (port, _):
         result = await run(shell, place, policy, f"(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo UP")
     sandbox.close()
     assert "UP" in result.stdout
@@ -326,3 +329,17 @@ async def test_without_landlock_the_fallback_refuses_or_runs_unconfined_said_onc
     assert first.sandbox == "unconfined: no Landlock here"
     said = [r for r in caplog.records if "sandbox unavailable" in r.getMessage()]
     assert len(said) == 1 and "\n" not in said[0].getMessage()
+
+
+async def test_without_namespaces_landlock_still_cuts_tcp(
+    shell: LocalShell, place: Place, policy: SandboxPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(confinement, "namespaces_work", lambda: False)
+    async with listening() as (port, connections):
+        result = await run(
+            shell, place, policy, f"(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo REACHED"
+        )
+
+    assert connections == []
+    assert "REACHED" not in result.stdout
+    assert "Permission denied" in result.stderr

@@ -19,16 +19,19 @@ The mechanisms are the kernel's, and need no privilege:
   into a place that grants it more than it had (``ln .git/config x`` fails).
 * **A network namespace** for the network (``unshare(CLONE_NEWUSER |
   CLONE_NEWNET)``): the child sees only its own loopback, which is brought
-  up, and no route out; 127.0.0.1 is its own, not the host's.
+  up, and no route out; 127.0.0.1 is its own, not the host's. Where user
+  namespaces are unavailable (:func:`namespaces_work`), Landlock's TCP rules
+  (ABI 4) cut TCP instead, and the log says once that UDP is not cut.
 * ``PR_SET_NO_NEW_PRIVS``, which Landlock requires anyway: a setuid program
   cannot lift the confinement. Landlock's signal and abstract-socket scopes
   keep the child from signalling or connecting to anything outside its domain.
 
 Why a ``preexec_fn`` rather than a helper that re-executes itself: a Python
-helper costs an interpreter start (20 ms and more) per spawn, over the 10 ms
-budget. The child's part is kept to what is safe after a fork in a threaded
-process: system calls through functions bound in the parent, on a ruleset
-already built, and three small writes to ``/proc/self``; no import, no lock.
+helper costs an interpreter start per spawn (``python -I -S -c 'import
+ctypes'`` takes 40-60 ms on the development machine), over the 10 ms budget.
+The child's part is kept to what is safe after a fork in a threaded process:
+system calls through functions bound in the parent, on a ruleset already
+built, and three small writes to ``/proc/self``; no import, no lock.
 
 The confinement is inherited by every descendant and cannot be undone: a
 daemon that double-forks away stays confined.
@@ -39,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import functools
 import logging
 import os
@@ -353,8 +357,6 @@ class Confinement:
 
 def _loopback_up() -> None:
     """Bring up the namespace's own loopback, so a command can serve itself on 127.0.0.1."""
-    import fcntl
-
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         fcntl.ioctl(probe.fileno(), _SIOCSIFFLAGS, _LOOPBACK_UP)
 
