@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tether.shell.confinement import landlock_abi, report_missing
-from tether.shell.sandbox import SANDBOX, Sandbox, SandboxMode, SandboxSettings
+from tether.shell.sandbox import SANDBOX, Sandbox, SandboxSettings
 
 if TYPE_CHECKING:
     from tether.runtime import Context
@@ -23,9 +22,9 @@ Config = SandboxSettings
 
 
 async def apply(ctx: Context, config: SandboxSettings) -> None:
-    """Provide ``ctx.sandbox``; a kernel without Landlock is reported once, in one line."""
+    """Provide ``ctx.sandbox``. The kernel is asked for Landlock by the first confined
+    spawn, not here (start-up stays free of it); a kernel without it is reported then,
+    once, in one line."""
     sandbox = Sandbox(config)
     await ctx.effect(lambda: sandbox.close, label="remove sandbox temp dirs")
-    if config.mode is not SandboxMode.FULL_ACCESS and landlock_abi() == 0:
-        report_missing(config.fallback)
     ctx.provide(SANDBOX, sandbox)

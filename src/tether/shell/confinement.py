@@ -40,7 +40,6 @@ daemon that double-forks away stays confined.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import functools
@@ -121,7 +120,11 @@ class _Kernel:
     """libc's ``syscall``, ``prctl`` and ``unshare``, bound once, and the Landlock ABI."""
 
     def __init__(self) -> None:
+        # Imported on the first confined spawn, not at start-up (a few milliseconds).
+        import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
+        self.get_errno = ctypes.get_errno
         self.syscall = libc.syscall
         self.syscall.restype = ctypes.c_long
         self.prctl = libc.prctl
@@ -154,6 +157,8 @@ class _Kernel:
 
     def create_ruleset(self, *, block_tcp: bool) -> int:
         """A new ruleset restricting every file right (and TCP, with ``block_tcp``)."""
+        import ctypes
+
         handled = self.handled()
         scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL if self.abi >= 6 else 0
         tcp = _BIND_TCP | _CONNECT_TCP if block_tcp and self.abi >= 4 else 0
@@ -177,6 +182,8 @@ class _Kernel:
 
     def add_rule(self, ruleset: int, path: str, rights: int) -> None:
         """Grant ``rights`` beneath ``path`` (file rights only on a file); skip a path gone."""
+        import ctypes
+
         try:
             target = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
@@ -200,6 +207,8 @@ class _Kernel:
 
 
 def _errno_error(what: str) -> OSError:
+    import ctypes
+
     number = ctypes.get_errno()
     return OSError(number, f"{what}: {os.strerror(number)}")
 
@@ -223,16 +232,16 @@ def landlock_abi() -> int:
 _reported: list[str] = []
 
 
-def missing_reason() -> str:
+def _missing_reason() -> str:
     """Why this kernel cannot confine a process, in a few words."""
     kernel = _kernel()
     return "not Linux" if kernel is None else f"landlock_create_ruleset: {kernel.why}"
 
 
-def report_missing(fallback: Fallback) -> None:
+def _report_missing(fallback: Fallback) -> None:
     """Say once per process, in one line, that this kernel cannot confine processes."""
     if not _reported:
-        _reported.append(missing_reason())
+        _reported.append(_missing_reason())
         then = "commands are refused" if fallback is Fallback.REFUSE else "commands run unconfined"
         log.warning("sandbox unavailable: %s (no Landlock); %s", _reported[0], then)
 
@@ -254,7 +263,7 @@ def _enter_namespaces(kernel: _Kernel, maps: tuple[tuple[str, bytes], ...]) -> N
         OSError: a step was refused (user namespaces disabled or restricted).
     """
     if kernel.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare")
+        raise OSError(kernel.get_errno(), "unshare")
     for path, line in maps:
         fd = os.open(path, os.O_WRONLY)
         try:
@@ -323,6 +332,8 @@ class Confinement:
         A step that fails ends the child with status 126 and the reason on its stderr:
         nothing runs half-confined.
         """
+        import ctypes
+
         kernel, ruleset, isolate, maps = self._kernel, self._ruleset, self._isolate, self._maps
 
         def enter() -> None:
@@ -373,11 +384,11 @@ def prepare(policy: SandboxPolicy | None) -> Confinement | None:
         return None
     kernel = _kernel()
     if kernel is None or kernel.abi < 1:
-        report_missing(policy.fallback)
+        _report_missing(policy.fallback)
         if policy.fallback is Fallback.REFUSE:
             raise SandboxUnavailableError(
                 errno.ENOSYS,
-                f"the sandbox cannot be enforced here ({missing_reason()}); its fallback is refuse",
+                f"the sandbox cannot be enforced here ({_missing_reason()}); fallback is refuse",
             )
         return None
     isolate = not policy.network and namespaces_work()
