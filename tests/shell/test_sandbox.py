@@ -343,3 +343,15 @@ async def test_without_namespaces_landlock_still_cuts_tcp(
     assert connections == []
     assert "REACHED" not in result.stdout
     assert "Permission denied" in result.stderr
+
+
+def test_each_owner_has_a_private_temp_dir_removed_at_close(tmp_path: Path) -> None:
+    sandbox = Sandbox(SandboxSettings(), str(tmp_path))
+    first = Path(sandbox.policy_for(str(tmp_path), "a").temp_dir or "")
+    second = Path(sandbox.policy_for(str(tmp_path), "b").temp_dir or "")
+
+    assert first != second
+    assert first.stat().st_mode & 0o777 == 0o700
+    assert first.parent.stat().st_mode & 0o777 == 0o700
+    sandbox.close()
+    assert not first.parent.exists()

@@ -238,20 +238,26 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PrivateTemp:
-    """Private temp dirs (0700), one per owner, under one root removed by :meth:`remove`."""
+    """Private temp dirs (0700), one per owner, under one root made on first use and
+    removed by :meth:`remove`."""
 
     def __init__(self, parent: str | None = None) -> None:
-        self._root = tempfile.mkdtemp(prefix="tether-sandbox-", dir=parent)
+        self._parent = parent
+        self._root: str | None = None
 
     def for_owner(self, owner: str | None) -> str:
         """The temp dir of ``owner`` (created on first use, mode 0700)."""
+        if self._root is None:
+            self._root = tempfile.mkdtemp(prefix="tether-sandbox-", dir=self._parent)
         name = hashlib.sha256((owner or "").encode()).hexdigest()[:16]
         path = os.path.join(self._root, name)
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path
 
     def remove(self) -> None:
-        shutil.rmtree(self._root, ignore_errors=True)
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
 
 
 def _beneath(path: str, root: str) -> bool:
