@@ -4,7 +4,9 @@ Each test runs bash through the shell executor with a
 :class:`~tether.shell.sandbox.SandboxPolicy` for a workspace holding a git
 repository and another harness's settings, next to a directory outside it
 and a fake ``HOME`` with a private key; it asserts what is on disk (and on
-the wire) afterwards, never only an exit status.
+the wire) afterwards, never only an exit status. A protected path that does
+not exist yet cannot be kept from being made, only reported: those tests
+assert the report.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -48,6 +51,7 @@ class Place:
             path.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(self.ws)], check=True)
         (self.ws / ".git" / "hooks").mkdir(exist_ok=True)
+        self.hooks = sorted(p.name for p in (self.ws / ".git" / "hooks").iterdir())
         self.git_config = (self.ws / ".git" / "config").read_text()
         (self.ws / ".claude" / "settings.json").write_text("{}\n")
         (self.home / ".ssh" / "id_ed25519").write_text(SECRET + "\n")
@@ -151,35 +155,106 @@ async def test_no_git_hook_can_be_planted(
         "git config core.hooksPath /tmp; "
         "echo '[core] hooksPath = /tmp' >> .git/config; "
         "mv .git/hooks .git/old-hooks; mv .git .git-moved; rm -rf .git/hooks; "
-        "mkdir -p .git/modules/sub/hooks && echo x > .git/modules/sub/hooks/post-checkout; "
+        "rm -f .git/config; mv .git/config .git/config.old; "
         "mkdir -p src/.git/hooks && echo planted > src/.git/hooks/post-checkout"
     )
-    await run(shell, place, policy, command)
+    result = await run(shell, place, policy, command)
 
     assert not (git / "hooks" / "pre-commit").exists()
     assert (git / "config").read_text() == place.git_config
     assert git.is_dir() and not (place.ws / ".git-moved").exists()
-    assert not (git / "old-hooks").exists()
-    assert not (git / "modules").exists()
+    assert not (git / "old-hooks").exists() and not (git / "config.old").exists()
+    assert sorted(p.name for p in (git / "hooks").iterdir()) == place.hooks
     # A nested repository is only a directory of the workspace; git never runs its
     # hooks for the outer one. What matters is that the outer one is untouched.
     assert "hooksPath" not in (git / "config").read_text()
+    assert result.appeared == ()
 
 
-async def test_no_harness_settings_can_be_edited_or_created(
+async def test_no_hook_can_be_planted_from_inside_git_or_through_dot_dot(
     shell: LocalShell, place: Place, policy: SandboxPolicy
+) -> None:
+    hook = place.ws / ".git" / "hooks" / "pre-commit"
+    for cwd, command in (
+        (place.ws / ".git", "echo x > hooks/pre-commit; echo x >> config"),
+        (place.ws / "src", "echo x > ../.git/hooks/pre-commit; echo x >> ../.git/config"),
+    ):
+        request = ShellExecRequest(command, cwd=str(cwd), sandbox=policy, timeout_ms=20_000)
+        result = await shell.run(shell.resolve(request))
+
+        assert not hook.exists(), cwd
+        assert (place.ws / ".git" / "config").read_text() == place.git_config
+        assert "Read-only file system" in result.stderr
+
+
+async def test_a_submodule_hook_made_where_none_existed_is_reported(
+    shell: LocalShell, place: Place, policy: SandboxPolicy
+) -> None:
+    made = "mkdir -p .git/modules/sub/hooks && echo x > .git/modules/sub/hooks/post-checkout"
+    result = await run(shell, place, policy, made)
+
+    modules = str(place.ws.resolve() / ".git" / "modules")
+    assert result.appeared == (modules,)
+    shown = render_result(result, 20_000)
+    assert f"protected paths appeared while the command ran: {modules}" in shown
+
+
+async def test_no_harness_settings_can_be_edited_and_new_ones_are_reported(
+    shell: LocalShell, place: Place, policy: SandboxPolicy, caplog: pytest.LogCaptureFixture
 ) -> None:
     command = (
         "echo '{\"hooks\": 1}' > .claude/settings.json; "
-        "echo x > .claude/settings.local.json; rm -rf .claude; "
+        "echo x > .claude/settings.local.json; rm -rf .claude; mv .claude moved; "
         "mkdir .codex; echo x > tether.yml; mkdir -p .gemini"
     )
-    await run(shell, place, policy, command)
+    result = await run(shell, place, policy, command)
 
     assert (place.ws / ".claude" / "settings.json").read_text() == "{}\n"
     assert not (place.ws / ".claude" / "settings.local.json").exists()
-    for absent in (".codex", "tether.yml", ".gemini"):
-        assert not (place.ws / absent).exists()
+    assert not (place.ws / "moved").exists()
+    ws = place.ws.resolve()
+    assert set(result.appeared) == {str(ws / name) for name in (".codex", "tether.yml", ".gemini")}
+    for name in (".codex", "tether.yml", ".gemini"):
+        assert (ws / name).exists()  # reported, never removed: they may be the user's
+    said = [r.getMessage() for r in caplog.records if "protected paths appeared" in r.getMessage()]
+    assert len(said) == 1 and str(ws / "tether.yml") in said[0]
+
+
+async def test_git_add_and_commit_work_with_the_hooks_and_config_read_only(
+    shell: LocalShell, place: Place, policy: SandboxPolicy
+) -> None:
+    command = (
+        "echo code > src/main.py && git add src/main.py && "
+        "git -c user.name=t -c user.email=t@example.com commit -q -m first && "
+        "git branch topic && git rm -q --cached src/main.py"
+    )
+    result = await run(shell, place, policy, command)
+
+    assert result.exit_code == 0, result.stderr
+    git = await asyncio.create_subprocess_exec(
+        "git", "-C", str(place.ws), "log", "--format=%s", "topic", stdout=subprocess.PIPE
+    )
+    log, _ = await git.communicate()
+    assert log == b"first\n"
+    assert result.appeared == ()
+
+
+async def test_new_entries_can_be_made_in_the_top_level_and_in_git(
+    shell: LocalShell, place: Place, policy: SandboxPolicy
+) -> None:
+    (place.ws / "old-name").write_text("x\n")
+    command = (
+        "mkdir build && touch NEWFILE && mv old-name new-name && rm NEWFILE && "
+        f"{sys.executable} -m venv --without-pip .venv && mkdir .git/rr-cache && "
+        "touch .git/MERGE_MSG"
+    )
+    result = await run(shell, place, policy, command)
+
+    assert result.exit_code == 0, result.stderr
+    assert (place.ws / "build").is_dir() and not (place.ws / "NEWFILE").exists()
+    assert (place.ws / "new-name").read_text() == "x\n"
+    assert (place.ws / ".venv" / "pyvenv.cfg").is_file()
+    assert (place.ws / ".git" / "rr-cache").is_dir()
 
 
 async def test_no_key_can_be_read(shell: LocalShell, place: Place, policy: SandboxPolicy) -> None:
@@ -278,7 +353,7 @@ async def test_a_denied_access_is_explained_in_the_tool_result(
 
     shown = render_result(result, 20_000)
     assert "[sandbox workspace-write" in shown
-    assert "denied an access (Permission denied)" in shown
+    assert "denied an access (Read-only file system)" in shown
 
 
 async def test_full_access_confines_nothing(
@@ -343,6 +418,24 @@ async def test_without_namespaces_landlock_still_cuts_tcp(
     assert connections == []
     assert "REACHED" not in result.stdout
     assert "Permission denied" in result.stderr
+
+
+async def test_without_namespaces_protected_paths_are_kept_by_granting_their_siblings(
+    shell: LocalShell, place: Place, policy: SandboxPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(confinement, "namespaces_work", lambda: False)
+    command = (
+        "echo x > .git/hooks/pre-commit; echo x >> .git/config; mv .git moved; "
+        "echo x > tether.yml; mkdir build; echo ok > src/fine"
+    )
+    result = await run(shell, place, policy, command)
+
+    assert not (place.ws / ".git" / "hooks" / "pre-commit").exists()
+    assert (place.ws / ".git" / "config").read_text() == place.git_config
+    for absent in ("moved", "tether.yml", "build"):  # the price: no new top-level entry
+        assert not (place.ws / absent).exists()
+    assert (place.ws / "src" / "fine").read_text() == "ok\n"
+    assert result.appeared == ()
 
 
 def test_each_owner_has_a_private_temp_dir_removed_at_close(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ from tether.shell import (
     TaskStatus,
 )
 from tether.shell.definition import SHELL
-from tether.shell.sandbox import SANDBOX, SandboxPolicy, denial_note
+from tether.shell.sandbox import SANDBOX, SandboxPolicy, appeared_note, denial_note
 from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
@@ -145,6 +145,9 @@ def render_result(result: ShellResult, timeout_ms: int) -> str:
     if note is not None:
         log.info("a sandboxed command was denied an access: %s", note)
         parts.append(note)
+    appeared = appeared_note(result.appeared)
+    if appeared is not None:
+        parts.append(appeared)
     return "\n".join(parts)
 
 
@@ -281,9 +284,11 @@ class BashTools:
         ):
             if truncated:
                 parts.append(f"[{stream} truncated; the whole stream is in {spill}]")
-        note = denial_note(read.task.sandbox, f"{read.stdout}\n{read.stderr}")
-        if note is not None:
-            parts.append(note)
+        notes = (
+            denial_note(read.task.sandbox, f"{read.stdout}\n{read.stderr}"),
+            appeared_note(read.task.appeared),
+        )
+        parts.extend(note for note in notes if note is not None)
         return ToolOutput("\n".join(parts))
 
     async def bash_kill(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:
@@ -309,9 +314,10 @@ class BashTools:
             self._shell.acknowledge(done.id)
 
     def _notify(self, agent: Agent, done: TaskDone) -> None:
+        appeared = appeared_note(done.task.appeared)
         notice = UserMessage.text(
             f"background task {done.id} finished [{describe(done.task)}]. "
-            "Read its output with bash_output.",
+            "Read its output with bash_output." + (f"\n{appeared}" if appeared is not None else ""),
             source=NOTICE_SOURCE,
         )
         wakes = self._wakes.get(agent.id, 0)

@@ -5,18 +5,27 @@ The mechanisms are the kernel's, and need no privilege:
 * **Landlock** for the files: a ruleset is built *in tether's process*
   (:func:`prepare`) — one rule per directory or file the policy opens — and
   the child only calls ``landlock_restrict_self`` on it between fork and
-  exec. Landlock is an allow-list that applies to a whole subtree, with no
-  exceptions: a protected path inside a writable root is made by granting
-  write access to each *sibling* instead of the root, recursively along the
-  path. For ``.git/hooks`` in workspace ``W``: every entry of ``W`` but
-  ``.git`` is writable beneath, then every entry of ``W/.git`` but ``hooks``
-  and ``config``; ``W`` and ``W/.git`` themselves are not. So nothing can be
-  created, removed or renamed *directly* in a directory on the way to a
-  protected path (the workspace's top level, ``.git``), which is also what
-  keeps a protected path that does not exist yet from being created. The same
-  splitting keeps the unreadable paths (``~/.ssh`` …) out of the read rules.
-  ``REFER`` is handled, so a hard link or a rename can never carry a file
-  into a place that grants it more than it had (``ln .git/config x`` fails).
+  exec. Each writable root is granted whole. Landlock is an allow-list that
+  applies to a whole subtree, with no exceptions, so the paths that must stay
+  unreadable (``~/.ssh`` …) are left out by granting their *siblings*
+  instead, recursively along the path. ``REFER`` is handled, so a hard link
+  or a rename can never carry a file into a place that grants it more than it
+  had (``ln .git/config x`` fails).
+* **A mount namespace** for the protected paths (``.git/hooks``,
+  ``tether.yml`` …): the child makes every mount private, then bind-mounts
+  each protected path that exists over itself, read-only (:func:`pins`).
+  Each directory between a writable root and a protected path (``.git``),
+  and the root itself, is bind-mounted over itself too, writable: a mount
+  point cannot be renamed or removed (``EBUSY``), so ``mv .git x`` cannot
+  carry the read-only mounts away and leave a writable ``.git`` to be made
+  again. Landlock forbids a confined process every mount call, so none of it
+  can be undone. A protected path that does not exist cannot be mounted on;
+  :class:`~tether.shell.sandbox.ProtectedWatch` reports one that appears.
+  Where namespaces are unavailable the protected paths are left out of the
+  writable grant the way the unreadable ones are, siblings granted instead
+  (said once in the log): then nothing can be created directly in a
+  directory on the way to a protected path (the workspace's top level,
+  ``.git``).
 * **A network namespace** for the network (``unshare(CLONE_NEWUSER |
   CLONE_NEWNET)``): the child sees only its own loopback, which is brought
   up, and no route out; 127.0.0.1 is its own, not the host's. Where user
@@ -30,8 +39,9 @@ Why a ``preexec_fn`` rather than a helper that re-executes itself: a Python
 helper costs an interpreter start per spawn (``python -I -S -c 'import
 ctypes'`` takes 40-60 ms on the development machine), over the 10 ms budget.
 The child's part is kept to what is safe after a fork in a threaded process:
-system calls through functions bound in the parent, on a ruleset already
-built, and three small writes to ``/proc/self``; no import, no lock.
+system calls through functions bound in the parent, on a ruleset and a list
+of mounts already built, and three small writes to ``/proc/self``; no import,
+no lock.
 
 The confinement is inherited by every descendant and cannot be undone: a
 daemon that double-forks away stays confined.
@@ -50,12 +60,12 @@ import stat
 import struct
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from signal import SIGKILL
 from typing import NamedTuple
 
 from tether.shell.parent_death import parent_death
-from tether.shell.sandbox import Fallback, SandboxPolicy
+from tether.shell.sandbox import Fallback, ProtectedWatch, SandboxPolicy, identity
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +118,15 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY = 1
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_LOCKED_FLAGS = ((os.ST_NOSUID, 2), (os.ST_NODEV, 4), (os.ST_NOEXEC, 8))
+"""statvfs flags and the mount flags they stand for: a read-only remount in a user
+namespace must repeat them, or the kernel refuses it (they are locked)."""
 _SIOCSIFFLAGS = 0x8914
 _LOOPBACK_UP = struct.pack("16sh22x", b"lo", 0x1 | 0x8 | 0x40)  # IFF_UP|LOOPBACK|RUNNING
 
@@ -133,6 +152,10 @@ class _Kernel:
         self.unshare = libc.unshare
         self.unshare.argtypes = [ctypes.c_int]
         self.unshare.restype = ctypes.c_int
+        self.mount = libc.mount
+        self.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
+        self.mount.argtypes += [ctypes.c_ulong, ctypes.c_void_p]
+        self.mount.restype = ctypes.c_int
         abi = self.syscall(
             ctypes.c_long(_SYS_CREATE_RULESET),
             None,
@@ -256,13 +279,17 @@ def _id_maps() -> tuple[tuple[str, bytes], ...]:
     )
 
 
-def _enter_namespaces(kernel: _Kernel, maps: tuple[tuple[str, bytes], ...]) -> None:
-    """In a child: a user namespace and an empty network namespace, ids mapped, loopback up.
+def _enter_namespaces(
+    kernel: _Kernel, maps: tuple[tuple[str, bytes], ...], *, network: bool, mounts: bool
+) -> None:
+    """In a child: a user namespace with the ids mapped, an empty network namespace with
+    its loopback up (``network``), a mount namespace whose mounts are private (``mounts``).
 
     Raises:
         OSError: a step was refused (user namespaces disabled or restricted).
     """
-    if kernel.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+    flags = _CLONE_NEWUSER | (_CLONE_NEWNET if network else 0) | (_CLONE_NEWNS if mounts else 0)
+    if kernel.unshare(flags) != 0:
         raise OSError(kernel.get_errno(), "unshare")
     for path, line in maps:
         fd = os.open(path, os.O_WRONLY)
@@ -270,16 +297,21 @@ def _enter_namespaces(kernel: _Kernel, maps: tuple[tuple[str, bytes], ...]) -> N
             os.write(fd, line)
         finally:
             os.close(fd)
-    _loopback_up()
+    if network:
+        _loopback_up()
+    if mounts and kernel.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        raise OSError(kernel.get_errno(), "mount --make-rprivate /")
 
 
 @functools.cache
 def namespaces_work() -> bool:
-    """Whether a child may enter its own user and network namespaces here (probed once).
+    """Whether a child may enter its own user, network and mount namespaces here
+    (probed once).
 
     Some systems disable unprivileged user namespaces, or let them be created
     but not used (an AppArmor restriction); then the network is cut by
-    Landlock instead, which covers TCP only (said once in the log).
+    Landlock instead, which covers TCP only, and the protected paths are kept
+    read-only by granting their siblings (both said once in the log).
     """
     kernel = _kernel()
     if kernel is None:
@@ -288,7 +320,7 @@ def namespaces_work() -> bool:
 
     def enter() -> None:
         try:
-            _enter_namespaces(kernel, maps)
+            _enter_namespaces(kernel, maps, network=True, mounts=True)
         except OSError:
             os._exit(126)
 
@@ -306,28 +338,44 @@ def namespaces_work() -> bool:
         return False
     if probe.returncode != 0:
         log.warning(
-            "sandbox: no user and network namespaces here; with the network off, "
-            "Landlock blocks TCP only (UDP and DNS are not blocked)"
+            "sandbox: no user namespaces here; with the network off, Landlock blocks "
+            "TCP only (UDP and DNS are not blocked); protected paths are kept read-only "
+            "by granting their siblings instead of the workspace, so nothing can be "
+            "created directly in the workspace's top level or .git"
         )
     return probe.returncode == 0
 
 
+class Pin(NamedTuple):
+    """One bind mount of a path over itself, made in the child's mount namespace."""
+
+    path: bytes
+    device: int
+    inode: int
+    """The identity the parent saw: the child mounts only what is still the same file."""
+    readonly: bool
+
+
 class Confinement:
-    """A policy ready to apply in a child: a built ruleset and how to enter it.
+    """A policy ready to apply in a child: a built ruleset, the mounts, how to enter them.
 
     Made by :func:`prepare` in the parent; :meth:`preexec` is the child's part.
     :meth:`close` releases the ruleset once the child has been created.
     """
 
-    def __init__(self, kernel: _Kernel, ruleset: int, *, isolate: bool) -> None:
+    def __init__(
+        self, kernel: _Kernel, ruleset: int, *, isolate: bool, pinned: tuple[Pin, ...]
+    ) -> None:
         self._kernel = kernel
         self._ruleset = ruleset
         self._isolate = isolate
+        self._pinned = pinned
         self._maps = _id_maps()
 
     def preexec(self, parent: int | None) -> Callable[[], None]:
-        """The child's part, run between fork and exec: no new privileges, the network
-        namespace, the parent-death signal (when ``parent`` is given), then Landlock.
+        """The child's part, run between fork and exec: no new privileges, the user,
+        network and mount namespaces with the protected paths mounted read-only, the
+        parent-death signal (when ``parent`` is given), then Landlock.
 
         A step that fails ends the child with status 126 and the reason on its stderr:
         nothing runs half-confined.
@@ -335,15 +383,24 @@ class Confinement:
         import ctypes
 
         kernel, ruleset, isolate, maps = self._kernel, self._ruleset, self._isolate, self._maps
+        pinned = self._pinned
 
         def enter() -> None:
             step = "no_new_privs"
             try:
                 if kernel.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
                     raise OSError(ctypes.get_errno(), step)
-                if isolate:
-                    step = "network namespace"
-                    _enter_namespaces(kernel, maps)
+                if isolate or pinned:
+                    step = "namespaces"
+                    _enter_namespaces(kernel, maps, network=isolate, mounts=bool(pinned))
+                for pin in pinned:
+                    step = f"mount {pin.path.decode(errors='replace')}"
+                    _mount(kernel, pin)
+                if pinned:
+                    # The working directory was entered before the mounts: enter it again
+                    # through them, or a relative path would pass beneath them.
+                    step = "chdir"
+                    os.chdir(os.getcwd())
                 if parent is not None:
                     step = "pdeathsig"
                     kernel.prctl(_PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
@@ -366,15 +423,61 @@ class Confinement:
         os.close(self._ruleset)
 
 
+def _mount(kernel: _Kernel, pin: Pin) -> None:
+    """In a child: bind-mount ``pin`` over itself, then make it read-only if it asks.
+
+    The path is opened without following a final link and compared with what
+    the parent saw, and the bind is made through that descriptor: a path
+    swapped for another file or a link meanwhile is refused, not mounted.
+
+    Raises:
+        OSError: the path changed, or a mount was refused.
+    """
+    fd = os.open(pin.path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _same(fd, pin)
+        here = b"/proc/self/fd/%d" % fd
+        if kernel.mount(here, here, None, _MS_BIND, None) != 0:
+            raise OSError(kernel.get_errno(), "bind")
+        if not pin.readonly:
+            return
+        held = os.fstatvfs(fd).f_flag
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY
+        flags |= sum(bit for kept, bit in _LOCKED_FLAGS if held & kept)
+        if kernel.mount(None, pin.path, None, flags, None) != 0:
+            raise OSError(kernel.get_errno(), "read-only remount")
+    finally:
+        os.close(fd)
+    # The remount named the path again: check that it made that very file read-only.
+    fd = os.open(pin.path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _same(fd, pin)
+        if not os.fstatvfs(fd).f_flag & os.ST_RDONLY:
+            raise OSError(errno.EPERM, "still writable")
+    finally:
+        os.close(fd)
+
+
+def _same(fd: int, pin: Pin) -> None:
+    seen = os.fstat(fd)
+    if (seen.st_dev, seen.st_ino) != (pin.device, pin.inode):
+        raise OSError(errno.ESTALE, "replaced while the command started")
+
+
 def _loopback_up() -> None:
     """Bring up the namespace's own loopback, so a command can serve itself on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         fcntl.ioctl(probe.fileno(), _SIOCSIFFLAGS, _LOOPBACK_UP)
 
 
-def prepare(policy: SandboxPolicy | None) -> Confinement | None:
+def prepare(
+    policy: SandboxPolicy | None, watch: ProtectedWatch | None = None
+) -> Confinement | None:
     """Build the confinement of ``policy`` in this process; ``None`` when nothing is confined
     (no policy, ``full-access``, or no Landlock with the ``warn`` fallback, said once).
+
+    ``watch`` is what stands at the protected paths (taken now when not given):
+    those that exist are mounted read-only.
 
     Raises:
         SandboxUnavailableError: no Landlock here, and the fallback is ``refuse``.
@@ -391,29 +494,69 @@ def prepare(policy: SandboxPolicy | None) -> Confinement | None:
                 f"the sandbox cannot be enforced here ({_missing_reason()}); fallback is refuse",
             )
         return None
-    isolate = not policy.network and namespaces_work()
+    namespaces = namespaces_work()
+    isolate = not policy.network and namespaces
+    pinned: tuple[Pin, ...] = ()
+    if namespaces:
+        pinned = pins(policy, (watch or ProtectedWatch.of(policy)).existing())
     ruleset = kernel.create_ruleset(block_tcp=not policy.network and not isolate)
     try:
-        for path, rights in rules(policy):
+        for path, rights in rules(policy, mounts=namespaces):
             kernel.add_rule(ruleset, path, rights)
     except BaseException:
         os.close(ruleset)
         raise
-    return Confinement(kernel, ruleset, isolate=isolate)
+    return Confinement(kernel, ruleset, isolate=isolate, pinned=pinned)
 
 
-def rules(policy: SandboxPolicy) -> Iterator[tuple[str, int]]:
+def pins(policy: SandboxPolicy, existing: Mapping[str, tuple[int, int, int]]) -> tuple[Pin, ...]:
+    """The bind mounts that keep the ``existing`` protected paths of ``policy`` read-only.
+
+    Each protected path that is not a link is mounted read-only; before it,
+    its writable root and every directory between them are mounted over
+    themselves writable, so that none of them can be renamed. Outermost first:
+    each path is opened through the mounts made before it. A protected path
+    reached through a link is left out (the link's target is governed by
+    where it is); one that is unreadable is not granted at all.
+    """
+    chosen: dict[str, tuple[tuple[int, int, int], bool]] = {}
+    for path, found in existing.items():
+        root = next((r for r in policy.writable if path.startswith(_slash(r))), None)
+        if root is None or path in policy.unreadable or found[2] == stat.S_IFLNK:
+            continue
+        parts = path[len(root) :].strip("/").split("/")[:-1]
+        chain = [root, *(os.path.join(root, *parts[: n + 1]) for n in range(len(parts)))]
+        seen = [identity(directory) for directory in chain]
+        if any(s is None or s[2] != stat.S_IFDIR for s in seen):
+            continue
+        for directory, directory_identity in zip(chain, seen, strict=True):
+            assert directory_identity is not None
+            chosen.setdefault(directory, (directory_identity, False))
+        chosen[path] = (found, True)
+    ordered = sorted(chosen, key=lambda path: (path.count("/"), path))
+    return tuple(
+        Pin(os.fsencode(path), chosen[path][0][0], chosen[path][0][1], chosen[path][1])
+        for path in ordered
+    )
+
+
+def rules(policy: SandboxPolicy, *, mounts: bool = True) -> Iterator[tuple[str, int]]:
     """The (path, rights) rules of ``policy``: what is granted, and beneath where.
 
-    Building them only lists directories; nothing is opened for a rule here.
+    Each writable root is granted whole but for its unreadable paths; without
+    ``mounts`` (no mount namespace to keep them read-only) its protected paths
+    are left out too. Building them only lists directories; nothing is opened
+    for a rule here.
     """
     yield "/", _READ_DIR
     for path in split("/", policy.unreadable):
         yield path, _READ
     for device in _DEVICES:
         yield device, _READ_FILE | _WRITE_FILE | _TRUNCATE | _IOCTL_DEV
+    unreadable = set(policy.unreadable)
+    kept = policy.protected if not mounts else tuple(p for p in policy.protected if p in unreadable)
     for root in policy.writable:
-        for path in split(root, policy.protected):
+        for path in split(root, kept):
             yield path, _WRITE | _READ | _READ_DIR
 
 
@@ -451,6 +594,8 @@ class Spawn(NamedTuple):
     preexec: Callable[[], None] | None
     record: str | None
     """What was applied, in one line (``None`` when no policy was asked for)."""
+    watch: ProtectedWatch | None = None
+    """The protected paths as they were before the child started (confined children)."""
 
 
 @contextlib.contextmanager
@@ -465,7 +610,8 @@ def confined_spawn(policy: SandboxPolicy | None, parent: int) -> Iterator[Spawn]
         SandboxUnavailableError: the policy cannot be enforced and its fallback is ``refuse``.
         OSError: the ruleset could not be built.
     """
-    confinement = prepare(policy)
+    watch = ProtectedWatch.of(policy) if policy is not None and policy.confined else None
+    confinement = prepare(policy, watch)
     if confinement is None:
         prefix, preexec = parent_death(parent)
         record = None
@@ -475,6 +621,6 @@ def confined_spawn(policy: SandboxPolicy | None, parent: int) -> Iterator[Spawn]
         return
     assert policy is not None
     try:
-        yield Spawn([], confinement.preexec(parent), policy.summary())
+        yield Spawn([], confinement.preexec(parent), policy.summary(), watch)
     finally:
         confinement.close()

@@ -158,6 +158,9 @@ class ShellResult(msgspec.Struct, frozen=True, kw_only=True):
     sandbox: str | None = None
     """The confinement applied, in one line (:meth:`SandboxPolicy.summary`, or why
     none was); ``None`` when the spec asked for none."""
+    appeared: tuple[str, ...] = ()
+    """Protected paths that did not exist when the confined command started and do
+    now (or hold another file): the sandbox could not keep them read-only."""
 
     def __post_init__(self) -> None:
         if self.timed_out and self.aborted:
@@ -193,6 +196,8 @@ class BashTask(msgspec.Struct, frozen=True, kw_only=True):
     """The receipt of the kill, for a task that was killed."""
     sandbox: str | None = None
     """The confinement applied, in one line (see :attr:`ShellResult.sandbox`)."""
+    appeared: tuple[str, ...] = ()
+    """Once the task has ended: see :attr:`ShellResult.appeared`."""
 
 
 class OutputRead(msgspec.Struct, frozen=True, kw_only=True):

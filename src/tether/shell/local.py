@@ -138,6 +138,7 @@ class _Task:
             finished_at=self.finished_at,
             stop=self.process.stop_report() if self.killed else None,
             sandbox=self.process.sandbox,
+            appeared=self.process.appeared,
         )
 
 
@@ -262,6 +263,7 @@ class LocalShell:
             stderr_spill=process.stderr.spill_path,
             stop=process.stop_report() if reason is not None else None,
             sandbox=process.sandbox,
+            appeared=process.appeared,
         )
 
     # -- background --------------------------------------------------------------
@@ -456,6 +458,14 @@ class LocalShell:
         def forget() -> None:
             core.live.pop(process, None)
             core.guard.untrack(process.pid)
+            if process.appeared:
+                log.warning(
+                    "%s (process group %d): protected paths appeared while it ran, "
+                    "left in place: %s",
+                    label,
+                    process.pid,
+                    ", ".join(process.appeared),
+                )
 
         process.add_end_callback(forget)
         return process

@@ -34,7 +34,7 @@ from signal import SIGKILL, SIGTERM, Signals
 from tether.shell.confinement import confined_spawn
 from tether.shell.definition import StopReport
 from tether.shell.output import OutputStream
-from tether.shell.sandbox import SandboxPolicy
+from tether.shell.sandbox import ProtectedWatch, SandboxPolicy
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,10 @@ class ShellProcess:
         self._signals_sent: list[str] = []
         self.sandbox: str | None = None
         """The confinement applied, in one line; ``None`` when none was asked for."""
+        self._protected: ProtectedWatch | None = None
+        self.appeared: tuple[str, ...] = ()
+        """The protected paths that appeared while a confined process ran (see
+        :class:`~tether.shell.sandbox.ProtectedWatch`); set when it ends."""
 
     @classmethod
     def spawn(
@@ -235,6 +239,7 @@ class ShellProcess:
             _widen(fd)
         process = cls(popen, pipes, stdout, stderr, grace)
         process.sandbox = launch.record
+        process._protected = launch.watch
         process._watch()
         return process
 
@@ -447,6 +452,8 @@ class ShellProcess:
         self._deadline = self._drain = None
         self._probe.cancel()
         self._ended_at = self._loop.time()
+        if self._protected is not None:
+            self.appeared = self._protected.appeared()
         self._ended.set_result(None)
         callbacks, self._end_callbacks = self._end_callbacks, []
         for callback in callbacks:

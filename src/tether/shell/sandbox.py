@@ -20,8 +20,12 @@ for a *real* path (every symlink resolved) with the rules the kernel applies
 to a confined process (:mod:`tether.shell.confinement`), so the file tools,
 which run in tether's own process, obey the same policy in-process.
 
+:class:`ProtectedWatch` notes what stood at each protected path when a
+command started, so that a protected path the command *created* (which no
+mount can keep read-only, since it did not exist) is reported when it ends.
+
 This module is pure policy: it starts nothing and makes no system call but
-path resolution.
+path resolution and ``lstat``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import enum
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 
@@ -260,6 +265,58 @@ class PrivateTemp:
             self._root = None
 
 
+class ProtectedWatch(msgspec.Struct, frozen=True):
+    """What stood at each protected path of a policy at one moment: its identity
+    (device, inode, file type), or ``None`` where nothing did.
+
+    Take it with :meth:`of` before a command starts; :meth:`appeared` after it
+    ends names the protected paths that hold something new: created, or
+    replaced by another file (a directory moved aside and made again, a link).
+    A path that was there and is gone is not named: a protected path that
+    existed is a read-only mount point, which cannot be removed or renamed.
+    """
+
+    seen: tuple[tuple[str, tuple[int, int, int] | None], ...]
+
+    @classmethod
+    def of(cls, policy: SandboxPolicy) -> ProtectedWatch:
+        """The identities of ``policy``'s protected paths now."""
+        return cls(tuple((path, identity(path)) for path in policy.protected))
+
+    def existing(self) -> dict[str, tuple[int, int, int]]:
+        """The protected paths that existed, with their identities."""
+        return {path: seen for path, seen in self.seen if seen is not None}
+
+    def appeared(self) -> tuple[str, ...]:
+        """The protected paths that hold now what they did not hold when this was taken."""
+        return tuple(
+            path
+            for path, before in self.seen
+            if (now := identity(path)) is not None and now != before
+        )
+
+
+def identity(path: str) -> tuple[int, int, int] | None:
+    """What stands at ``path`` (device, inode, file type), a final link not followed."""
+    try:
+        seen = os.lstat(path)
+    except OSError:
+        return None
+    return (seen.st_dev, seen.st_ino, stat.S_IFMT(seen.st_mode))
+
+
+def appeared_note(paths: tuple[str, ...]) -> str | None:
+    """The note for the model and the log when a confined command made protected ``paths``."""
+    if not paths:
+        return None
+    return (
+        f"[sandbox: protected paths appeared while the command ran: {', '.join(paths)}. They "
+        "did not exist when it started, so the sandbox could not keep them read-only; they "
+        "were left in place. A person should check them before they take effect (git "
+        "hooks and config, agent settings).]"
+    )
+
+
 def _beneath(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -276,12 +333,15 @@ DENIALS: tuple[str, ...] = (
     "Permission denied",
     "Operation not permitted",
     "Invalid cross-device link",
+    "Read-only file system",
+    "Device or resource busy",
     "Network is unreachable",
     "Temporary failure in name resolution",
     "Could not resolve host",
 )
 """What a denied access looks like in a command's output (EACCES, EPERM, EXDEV for a
-refused link or rename, no route, no resolver)."""
+refused link or rename, EROFS for a protected path, EBUSY for moving one, no route, no
+resolver)."""
 
 
 def denial_note(record: str | None, output: str) -> str | None:
@@ -295,8 +355,8 @@ def denial_note(record: str | None, output: str) -> str | None:
     return (
         f"[{record}: the command was denied an access ({'; '.join(seen)}). Outside the "
         "writable roots, protected paths (.git/hooks, .git/config, agent settings) and "
-        "key stores are read-only or unreadable; new entries cannot be created directly in "
-        "the workspace's top level or .git; the network is off unless allowed.]"
+        "key stores are read-only or unreadable, and a protected path cannot be moved or "
+        "removed; the network is off unless allowed.]"
     )
 
 
