@@ -4,9 +4,12 @@ Usage: python bench/bench_sandbox.py [--rounds N] [--workspace DIR]
 
 A foreground ``true`` through the shell executor, unconfined and confined
 (``workspace-write``, network off; then network on), interleaved so both see
-the same machine. Printed: the median and the range of each, the median added
-by the sandbox, and the part of it spent building the Landlock ruleset in
-tether's process. Target: at most 10 ms added, median.
+the same machine. The default workspace is a fresh git repository holding the
+usual protected paths (``.git/hooks``, ``.git/config``, ``.claude``,
+``tether.yml``), so the read-only mounts and the check after the command are
+part of what is measured. Printed: the median and the range of each, the
+median added by the sandbox, and the part of it spent building the Landlock
+ruleset in tether's process. Target: at most 10 ms added, median.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +30,15 @@ from tether.shell.definition import SHELL
 from tether.shell.sandbox import Sandbox, SandboxSettings
 
 TARGET_MS = 10.0
-CHECKOUT = str(Path(__file__).resolve().parents[1])
+
+
+def _repository(root: Path) -> str:
+    """A git repository at ``root`` with the usual protected paths present."""
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".git" / "hooks").mkdir(exist_ok=True)
+    (root / ".claude").mkdir()
+    (root / "tether.yml").write_text("plugins: []\n")
+    return str(root)
 
 
 def _ms(seconds: list[float]) -> str:
@@ -84,17 +96,18 @@ async def measure(shell: LocalShell, workspace: str, rounds: int) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--workspace", default=None, help="default: this checkout")
+    parser.add_argument("--workspace", default=None, help="default: a fresh git repository")
     args = parser.parse_args()
     if landlock_abi() == 0:
         raise SystemExit("no Landlock on this kernel: nothing to measure")
-    workspace = args.workspace or CHECKOUT
-    print(f"Landlock ABI {landlock_abi()}; workspace {workspace}; {args.rounds} rounds")
-    async with Runtime() as runtime:
-        await runtime.ctx.plugin(shell_plugin, {})
-        shell = runtime.ctx.get(SHELL)
-        assert isinstance(shell, LocalShell)
-        await measure(shell, workspace, args.rounds)
+    with tempfile.TemporaryDirectory() as scratch:
+        workspace = args.workspace or _repository(Path(scratch))
+        print(f"Landlock ABI {landlock_abi()}; workspace {workspace}; {args.rounds} rounds")
+        async with Runtime() as runtime:
+            await runtime.ctx.plugin(shell_plugin, {})
+            shell = runtime.ctx.get(SHELL)
+            assert isinstance(shell, LocalShell)
+            await measure(shell, workspace, args.rounds)
 
 
 if __name__ == "__main__":
