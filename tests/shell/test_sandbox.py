@@ -187,6 +187,27 @@ async def test_no_hook_can_be_planted_from_inside_git_or_through_dot_dot(
         assert "Read-only file system" in result.stderr
 
 
+UNMOUNT = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for path in (b".git/hooks", b".git/config", b".git"):
+    print("umount", libc.umount2(path, 2), os.strerror(ctypes.get_errno()))
+    print("remount", libc.mount(None, path, None, 4096 | 32, None))
+"""
+
+
+async def test_the_read_only_mounts_cannot_be_undone(
+    shell: LocalShell, place: Place, policy: SandboxPolicy
+) -> None:
+    command = f"{sys.executable} -c '{UNMOUNT}'; echo x > .git/hooks/pre-commit; mv .git moved"
+    result = await run(shell, place, policy, command)
+
+    assert not (place.ws / ".git" / "hooks" / "pre-commit").exists()
+    assert not (place.ws / "moved").exists()
+    assert result.stdout.count("umount -1 Operation not permitted") == 3
+    assert result.stdout.count("remount -1") == 3
+
+
 async def test_a_submodule_hook_made_where_none_existed_is_reported(
     shell: LocalShell, place: Place, policy: SandboxPolicy
 ) -> None:
@@ -372,7 +393,7 @@ def test_the_in_process_policy_matches_the_kernel_rules(place: Place, sandbox: S
     ws = str(place.ws.resolve())
 
     assert policy.may_write(f"{ws}/src/new.py")
-    assert policy.may_write(f"{ws}/new-top-level.txt")  # the file tools may; see docs
+    assert policy.may_write(f"{ws}/new-top-level.txt")
     for protected in (".git/hooks/pre-commit", ".git/config", ".claude/x", ".codex", "tether.yml"):
         assert not policy.may_write(f"{ws}/{protected}")
         assert "protected" in (policy.refusal(f"{ws}/{protected}", write=True) or "")

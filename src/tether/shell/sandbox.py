@@ -18,7 +18,10 @@ A :class:`SandboxPolicy` is a frozen value built for one workspace from the
 :meth:`SandboxPolicy.may_write` and :meth:`SandboxPolicy.may_read` answer
 for a *real* path (every symlink resolved) with the rules the kernel applies
 to a confined process (:mod:`tether.shell.confinement`), so the file tools,
-which run in tether's own process, obey the same policy in-process.
+which run in tether's own process, obey the same policy in-process. They are
+stricter in one case: a protected path that does not exist is refused to a
+file tool, while a command can create it (no mount can cover it) and is
+reported for it.
 
 :class:`ProtectedWatch` notes what stood at each protected path when a
 command started, so that a protected path the command *created* (which no
