@@ -208,6 +208,41 @@ async def test_the_read_only_mounts_cannot_be_undone(
     assert result.stdout.count("remount -1") == 3
 
 
+IN_A_VOLUME = """
+import os, subprocess, sys
+from tether.shell.confinement import confined_spawn
+from tether.shell.sandbox import Sandbox, SandboxSettings
+ws, temp = sys.argv[1:3]
+subprocess.run(["mount", "-t", "tmpfs", "tmpfs", f"{ws}/vol"], check=True)
+policy = Sandbox(SandboxSettings(), temp).policy_for(ws, None)
+command = "echo in > vol/file && cat vol/file; echo x > .git/hooks/pre-commit"
+with confined_spawn(policy, os.getpid()) as launch:
+    child = subprocess.Popen(["bash", "-c", command], cwd=ws, preexec_fn=launch.preexec)
+sys.exit(child.wait())
+"""
+
+
+def test_a_volume_mounted_in_the_workspace_stays_in_view_and_writable(
+    place: Place, tmp_path: Path
+) -> None:
+    (place.ws / "vol").mkdir()
+    try:
+        # A mount in the workspace, as a container's volume: made in a namespace of its own.
+        ran = subprocess.run(
+            ["unshare", "-Urm", sys.executable, "-c", IN_A_VOLUME, str(place.ws), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except FileNotFoundError:
+        pytest.skip("no unshare(1) here")
+
+    assert ran.stdout == "in\n", ran.stderr
+    assert "Read-only file system" in ran.stderr
+    assert not (place.ws / ".git" / "hooks" / "pre-commit").exists()
+
+
 async def test_a_submodule_hook_made_where_none_existed_is_reported(
     shell: LocalShell, place: Place, policy: SandboxPolicy
 ) -> None:

@@ -437,7 +437,10 @@ def _mount(kernel: _Kernel, pin: Pin) -> None:
     try:
         _same(fd, pin)
         here = b"/proc/self/fd/%d" % fd
-        if kernel.mount(here, here, None, _MS_BIND, None) != 0:
+        # A writable bind takes the mounts beneath along (a volume in the workspace stays
+        # in view); a read-only one does not, so nothing beneath it is left writable.
+        rec = 0 if pin.readonly else _MS_REC
+        if kernel.mount(here, here, None, _MS_BIND | rec, None) != 0:
             raise OSError(kernel.get_errno(), "bind")
         if not pin.readonly:
             return
