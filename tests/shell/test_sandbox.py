@@ -196,10 +196,15 @@ for path in (b".git/hooks", b".git/config", b".git"):
 """
 
 
-async def test_the_read_only_mounts_cannot_be_undone(
+async def test_the_read_only_mounts_cannot_be_undone_nor_bypassed(
     shell: LocalShell, place: Place, policy: SandboxPolicy
 ) -> None:
-    command = f"{sys.executable} -c '{UNMOUNT}'; echo x > .git/hooks/pre-commit; mv .git moved"
+    # tether's own root, where the mounts are not, is out of reach too (/proc/PID/root).
+    hook = f"{place.ws.resolve()}/.git/hooks/pre-commit"
+    command = (
+        f"{sys.executable} -c '{UNMOUNT}'; echo x > .git/hooks/pre-commit; mv .git moved; "
+        f'echo x > "/proc/$PPID/root{hook}"; echo x > "/proc/{os.getpid()}/root{hook}"'
+    )
     result = await run(shell, place, policy, command)
 
     assert not (place.ws / ".git" / "hooks" / "pre-commit").exists()
