@@ -40,8 +40,9 @@ helper costs an interpreter start per spawn (``python -I -S -c 'import
 ctypes'`` takes 40-60 ms on the development machine), over the 10 ms budget.
 The child's part is kept to what is safe after a fork in a threaded process:
 system calls through functions bound in the parent, on a ruleset and a list
-of mounts already built, and three small writes to ``/proc/self``; no import,
-no lock.
+of mounts already built: three small writes to ``/proc/self``, and per
+protected path an ``open``, ``fstat``, ``fstatvfs`` and two ``mount`` calls;
+no import, no lock.
 
 The confinement is inherited by every descendant and cannot be undone: a
 daemon that double-forks away stays confined.
