@@ -62,11 +62,13 @@ def compose_document(
     *,
     data_dir: str | os.PathLike[str] | None = None,
     model: str | None = None,
+    sandbox: str | None = None,
 ) -> object:
     """The bundled composition with ``overlays`` applied, then the direct settings.
 
-    ``data_dir`` and ``model`` are merged into the config of the
-    ``persistence`` and ``agent_loop`` rows (other keys of those configs stay);
+    ``data_dir``, ``model`` and ``sandbox`` (a mode) are merged into the config
+    of the ``persistence``, ``agent_loop`` and ``sandbox`` rows (other keys of
+    those configs stay);
     ``data_dir`` also places the user's instruction file (``AGENTS.md`` there)
     unless the ``agent_loop`` row names one.
 
@@ -84,6 +86,7 @@ def compose_document(
     settings: dict[str, dict[str, object]] = {
         "persistence": {"data_dir": directory},
         "agent_loop": {"model": model},
+        "sandbox": {"mode": sandbox},
     }
     patches = []
     for row in document["plugins"] if isinstance(document, Mapping) else []:

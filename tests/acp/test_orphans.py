@@ -35,8 +35,9 @@ async def start_sleepers(server: AcpProcess, tmp_path: Path) -> tuple[int, int]:
     """A background and a foreground command, each with a ``sleep`` bash forked (not
     exec'd, so only the watchdog reaches it); their sleeps' pids."""
     background, foreground = Gate(tmp_path / "bg"), Gate(tmp_path / "fg")
-    worker = await server.new_session()
-    holder = await server.new_session()
+    # Sessions working where the gates are: the sandbox lets them write there.
+    worker = await server.new_session(tmp_path)
+    holder = await server.new_session(tmp_path)
     bg_line = asyncio.ensure_future(background.line())
     started = await server.prompt(worker, f"bg sleep 301 & echo $! > {background}; wait")
     assert started == "end_turn"

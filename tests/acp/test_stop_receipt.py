@@ -14,7 +14,7 @@ async def test_every_open_tool_call_is_failed_as_cancelled_before_the_prompt_ans
 ) -> None:
     gate = Gate(tmp_path / "gate")
     async with serving(tmp_path, overlay=REAL_BASH) as server:
-        sid = await server.new_session()
+        sid = await server.new_session(tmp_path)  # the gate is in its workspace
         line = asyncio.ensure_future(gate.line())
         prompt = {
             "jsonrpc": "2.0",

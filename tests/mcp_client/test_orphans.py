@@ -22,7 +22,10 @@ def forking(name: str, pidfile: Path) -> object:
 
 async def test_sigkill_of_tether_leaves_no_mcp_server_behind(tmp_path: Path) -> None:
     pidfile = tmp_path / "sleep.pid"
-    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+    # The server writes its pid outside the session's workspace: no sandbox here.
+    async with serving(
+        tmp_path, "--mode", "auto", "--sandbox", "full-access", model="offline"
+    ) as server:
         sid = await new_session(server, forking("t", pidfile))
         assert await server.prompt(sid, call("mcp__t__pid")) == "end_turn"
         pids = [int(results(server.log(sid))[0][1]), int(pidfile.read_text())]
@@ -38,7 +41,10 @@ async def test_sigkill_of_tether_leaves_no_mcp_server_behind(tmp_path: Path) -> 
 
 async def test_a_restart_sweeps_the_mcp_servers_a_crashed_tether_left(tmp_path: Path) -> None:
     pidfile = tmp_path / "sleep.pid"
-    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+    # The server writes its pid outside the session's workspace: no sandbox here.
+    async with serving(
+        tmp_path, "--mode", "auto", "--sandbox", "full-access", model="offline"
+    ) as server:
         sid = await new_session(server, forking("t", pidfile))
         sleeper = int(pidfile.read_text())
         assert await _until(state_file(server), lambda groups: len(groups) == 1)

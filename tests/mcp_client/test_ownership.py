@@ -66,7 +66,13 @@ async def test_dispose_returns_once_a_stubborn_server_and_its_children_are_gone(
     pidfile = tmp_path / "pids"
     args = (STUBBORN_SERVER, str(pidfile), *(["--stay"] if leader == "stays" else []))
     stubborn = StdioServer("stubborn", sys.executable, args)
-    overlay = {"plugins": [{"id": "mcp", "config": {"kill_grace_ms": 200}}]}
+    # The server writes its pids outside its workspace: no sandbox here.
+    overlay = {
+        "plugins": [
+            {"id": "mcp", "config": {"kill_grace_ms": 200}},
+            {"id": "sandbox", "config": {"mode": "full-access"}},
+        ]
+    }
     async with Tether(data_dir=tmp_path, overlays=[overlay]) as tether:
         mcp = tether.runtime.ctx.get(MCP)
         assert mcp is not None

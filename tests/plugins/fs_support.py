@@ -77,13 +77,17 @@ class Files:
 
 
 @asynccontextmanager
-async def file_tools(tmp_path: Path, **config: Any) -> AsyncIterator[Files]:
-    """A world whose agent works in ``tmp_path / "ws"``, with ``tool_fs`` mounted."""
+async def file_tools(
+    tmp_path: Path, *, sandbox: dict[str, Any] | None = None, **config: Any
+) -> AsyncIterator[Files]:
+    """A world whose agent works in ``tmp_path / "ws"``, with ``tool_fs`` mounted
+    (and the ``sandbox`` plugin, configured with ``sandbox``, when it is given)."""
     world = await build_world(tmp_path / "data")
     try:
-        report = await world.composer.apply(
-            [PluginRow(id="tool_fs", plugin="tether.plugins.tool_fs", config=config)]
-        )
+        rows = [PluginRow(id="tool_fs", plugin="tether.plugins.tool_fs", config=config)]
+        if sandbox is not None:
+            rows.insert(0, PluginRow(id="sandbox", plugin="tether.plugins.sandbox", config=sandbox))
+        report = await world.composer.apply(rows)
         assert report.ok, report.problems
         root = tmp_path / "ws"
         root.mkdir(exist_ok=True)

@@ -10,7 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tether.shell import ShellExecRequest, ShellExecSpec, ShellExecutor
+from tether.shell.confinement import landlock_abi
 
 
 def spec(shell: ShellExecutor, command: str, **fields: Any) -> ShellExecSpec:
@@ -124,3 +127,11 @@ async def _settles(done: Callable[[], bool], within: float) -> bool:
             return False
         await asyncio.sleep(0.01)
     return True
+
+
+def require_landlock() -> None:
+    """Skip the calling test, in one line, where the kernel has no Landlock; fail under CI."""
+    if landlock_abi() == 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the sandbox needs Landlock, and CI must have it")
+        pytest.skip("no Landlock on this kernel: the sandbox cannot be tested here")

@@ -69,7 +69,9 @@ def composed(
     """
     from tether.host import compose_document
 
-    document = compose_document(overlays_of(args), data_dir=data_dir_of(args))
+    document = compose_document(
+        overlays_of(args), data_dir=data_dir_of(args), sandbox=getattr(args, "sandbox", None)
+    )
     if not with_model:
         return document
     base_url = getattr(args, "base_url", None)

@@ -41,6 +41,14 @@ plugins:
   #   plugin: tether.loop.retry
   #   config: {max_attempts: 5, base_delay: 1.0, timeout_attempts: 2}
 
+  # The sandbox of the agent's commands and MCP servers (docs/security.md):
+  # - id: sandbox
+  #   config:
+  #     mode: workspace-write        # read-only | workspace-write | full-access
+  #     network: false
+  #     writable_roots: [~/.cache]
+  #     fallback: warn               # no Landlock: warn and run, or refuse
+
   # How long an answer may take to begin (a local server processing a long
   # prompt sends nothing), and then stall (no new text, reasoning or tool
   # call), per adapter plugin (tether.llm.adapters.anthropic likewise):

@@ -38,6 +38,18 @@ def add_thinking_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sandbox_option(parser: argparse.ArgumentParser) -> None:
+    """``--sandbox MODE``: what the agent's commands may touch (see docs/security.md)."""
+    parser.add_argument(
+        "--sandbox",
+        choices=("read-only", "workspace-write", "full-access"),
+        default=None,
+        help="confine the agent's commands and file tools: read-only, workspace-write "
+        "(the workspace and a private temp dir; no network), or full-access "
+        "(default: the sandbox setting, else workspace-write)",
+    )
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
     try:
@@ -77,6 +89,7 @@ def add_acp_parser(commands: _Commands) -> None:
         "stdout carries protocol frames only; logs go to stderr.",
     )
     add_model_options(acp)
+    add_sandbox_option(acp)
     acp.add_argument(
         "--mode",
         choices=("ask", "auto"),
@@ -229,6 +242,7 @@ def add_run_parser(commands: _Commands) -> None:
     )
     add_model_options(run)
     add_resume_options(run)
+    add_sandbox_option(run)
     run.add_argument(
         "--mode",
         choices=("ask", "auto"),
@@ -263,6 +277,7 @@ def add_chat_parser(commands: _Commands) -> None:
     )
     add_model_options(chat)
     add_resume_options(chat)
+    add_sandbox_option(chat)
     chat.add_argument(
         "--mode",
         choices=("ask", "auto"),

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from tether.agent.types import Agent
     from tether.shell.guard import OrphanGuard
+    from tether.shell.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,10 @@ class McpConnection:
         guard: OrphanGuard | None,
         owner: Agent,
         on_lost: Callable[[McpConnection, str], None] | None = None,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.spec = spec
+        self._sandbox = sandbox
         self._settings = settings
         self._cwd = cwd
         self._guard = guard
@@ -209,6 +212,7 @@ class McpConnection:
                 guard=self._guard,
                 label=f"mcp:{spec.name}:{self.owner.id}",
                 max_message_bytes=self._settings.max_message_bytes,
+                sandbox=self._sandbox,
             )
             async with self._process.streams() as streams:
                 yield streams

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -47,6 +48,7 @@ from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
 from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import state_path
+from tether.shell.sandbox import SANDBOX, Sandbox
 from tether.tools.errors import ToolConflictError
 from tether.tools.registry import TOOLS
 
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 name = "mcp"
+optional = ("sandbox",)
 
 NOTICE_SOURCE = "notice"
 
@@ -130,9 +133,12 @@ class McpService:
         self,
         config: Config,
         guard: OrphanGuard,
+        sandbox: Callable[[], Sandbox | None],
         traced: Callable[[Agent], Mapping[str, str]] | None = None,
     ) -> None:
         self._config = config
+        self._sandbox = sandbox
+        """The ``sandbox`` service when it is there: servers run under its policy."""
         self._traced = traced
         """The trace context an agent's servers start with (``TRACEPARENT``, telemetry on)."""
         self._settings: McpSettings | None = None
@@ -245,13 +251,16 @@ class McpService:
     async def _start(self, agent: Agent, spec: ServerSpec) -> list[str]:
         from tether.mcp.connection import McpConnection
 
+        sandbox = self._sandbox()
+        cwd = agent.session.header.cwd
         connection = McpConnection(
             spec,
             self.settings,
-            cwd=agent.session.header.cwd,
+            cwd=cwd,
             guard=self._guard,
             owner=agent,
             on_lost=self._lost,
+            sandbox=sandbox.server_policy(cwd or os.getcwd(), agent.id) if sandbox else None,
         )
         listed: list[Any] = []
 
@@ -323,7 +332,7 @@ async def apply(ctx: Context, config: Config) -> None:
         tracing = ctx.get(TRACING)
         return {} if tracing is None else tracing.session_environment(agent.id)
 
-    service = McpService(config, guard, traced)
+    service = McpService(config, guard, lambda: ctx.get(SANDBOX), traced)
     await ctx.effect(lambda: service.shutdown, label="stop MCP servers")
 
     ctx.on(AGENT_SETUP, service.on_agent_setup)

@@ -27,12 +27,12 @@ import os
 import shutil
 import signal
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from tether.mcp.errors import McpStartError
+from tether.shell.confinement import confined_spawn
 from tether.shell.environment import child_environment
-from tether.shell.parent_death import parent_death
 from tether.shell.process import group_alive, group_emptied, signal_name
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from tether.mcp.servers import StdioServer
     from tether.shell.guard import OrphanGuard
+    from tether.shell.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
@@ -90,38 +91,54 @@ class StdioProcess:
         guard: OrphanGuard | None,
         label: str,
         max_message_bytes: int,
+        sandbox: SandboxPolicy | None = None,
     ) -> StdioProcess:
-        """Start ``spec``'s command in ``spec.cwd`` (else ``cwd``).
+        """Start ``spec``'s command in ``spec.cwd`` (else ``cwd``), confined to ``sandbox``
+        (see :mod:`tether.shell.confinement`; what was applied is logged).
 
         Raises:
-            McpStartError: the command is not found or cannot be executed, or
-                the working directory does not exist.
+            McpStartError: the command is not found or cannot be executed, the
+                working directory does not exist, or the sandbox cannot be
+                enforced and its fallback is ``refuse``.
         """
         env = child_environment(spec.env)
+        if sandbox is not None:
+            env = sandbox.environment(env)
         executable = _resolve(spec.command, env.get("PATH", os.defpath))
         directory = spec.cwd or cwd or os.getcwd()
         if not os.path.isdir(directory):  # noqa: ASYNC240 (one stat, before a spawn)
             raise McpStartError(f"its working directory {directory!r} does not exist")
-        prefix, preexec = parent_death(os.getpid())
         try:
-            process = await asyncio.create_subprocess_exec(
-                *prefix,
-                executable,
-                *spec.args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=directory,
-                env=env,
-                start_new_session=True,
-                # Safe with threads: it takes no lock, it only makes two system calls.
-                preexec_fn=preexec,
-            )
+            with confined_spawn(sandbox, os.getpid()) as launch:
+                process = await cls._exec(
+                    [*launch.prefix, executable, *spec.args], directory, env, launch.preexec
+                )
         except OSError as exc:
             raise McpStartError(f"{spec.command!r} could not be started: {exc}") from None
+        if launch.record is not None:
+            log.info("%s (process group %d): %s", label, process.pid, launch.record)
         if guard is not None:
             guard.track(process.pid, label)
         return cls(spec, process, guard, max_message_bytes)
+
+    @staticmethod
+    async def _exec(
+        argv: list[str],
+        directory: str,
+        env: dict[str, str],
+        preexec: Callable[[], None] | None,
+    ) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=directory,
+            env=env,
+            start_new_session=True,
+            # Safe with threads: it takes no lock, it only makes system calls.
+            preexec_fn=preexec,
+        )
 
     def stderr_tail(self) -> str:
         """The last lines the server wrote to stderr (empty when it wrote none)."""

@@ -63,6 +63,7 @@ from tether.shell import (
     TaskStatus,
 )
 from tether.shell.definition import SHELL
+from tether.shell.sandbox import SANDBOX, SandboxPolicy, appeared_note, denial_note
 from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
@@ -73,6 +74,7 @@ log = logging.getLogger(__name__)
 
 name = "tool_bash"
 inject = ("tools", "shell")
+optional = ("sandbox",)
 
 NOTICE_SOURCE = "notice"
 
@@ -139,6 +141,13 @@ def render_result(result: ShellResult, timeout_ms: int) -> str:
         if spill is not None:
             parts.append(f"[{stream} truncated; the whole stream is in {spill}]")
     parts.extend(_endings(result, timeout_ms))
+    note = denial_note(result.sandbox, f"{result.stdout}\n{result.stderr}")
+    if note is not None:
+        log.info("a sandboxed command was denied an access: %s", note)
+        parts.append(note)
+    appeared = appeared_note(result.appeared)
+    if appeared is not None:
+        parts.append(appeared)
     return "\n".join(parts)
 
 
@@ -196,6 +205,7 @@ class BashTools:
                     cwd=cwd,
                     timeout_ms=args.timeout_ms,
                     owner=owner_token(exec),
+                    sandbox=self._policy(exec),
                 )
             )
             if args.run_in_background:
@@ -211,6 +221,13 @@ class BashTools:
             self.receipts.call_stopped(exec.agent, exec.call_id, result.stop)
         failed = result.timed_out or result.aborted or result.exit_code != 0
         return ToolOutput(render_result(result, spec.timeout_ms), is_error=failed)
+
+    def _policy(self, exec: ToolExec) -> SandboxPolicy | None:
+        """The sandbox policy of the caller's commands: its session's cwd is the workspace."""
+        sandbox = self._ctx.get(SANDBOX)
+        if sandbox is None:
+            return None
+        return sandbox.policy_for(exec.cwd or os.getcwd(), owner_token(exec))
 
     async def _terminals(self, exec: ToolExec) -> Terminals | None:
         """The client's terminals, when a frontend runs the caller's commands there."""
@@ -267,6 +284,11 @@ class BashTools:
         ):
             if truncated:
                 parts.append(f"[{stream} truncated; the whole stream is in {spill}]")
+        notes = (
+            denial_note(read.task.sandbox, f"{read.stdout}\n{read.stderr}"),
+            appeared_note(read.task.appeared),
+        )
+        parts.extend(note for note in notes if note is not None)
         return ToolOutput("\n".join(parts))
 
     async def bash_kill(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:
@@ -292,9 +314,10 @@ class BashTools:
             self._shell.acknowledge(done.id)
 
     def _notify(self, agent: Agent, done: TaskDone) -> None:
+        appeared = appeared_note(done.task.appeared)
         notice = UserMessage.text(
             f"background task {done.id} finished [{describe(done.task)}]. "
-            "Read its output with bash_output.",
+            "Read its output with bash_output." + (f"\n{appeared}" if appeared is not None else ""),
             source=NOTICE_SOURCE,
         )
         wakes = self._wakes.get(agent.id, 0)

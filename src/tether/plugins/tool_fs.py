@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 name = "tool_fs"
 inject = ("tools",)
+optional = ("sandbox",)
 
 
 class Config(Schema, frozen=True):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from tether.runtime.keys import ServiceKey
+from tether.shell.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
     from tether.runtime.signal import CancelSignal
@@ -80,6 +81,8 @@ class ShellExecRequest(msgspec.Struct, frozen=True):
     timeout_ms: int | None = None
     owner: str | None = None
     max_output_bytes: int | None = None
+    sandbox: SandboxPolicy | None = None
+    """The policy the command runs under (see :mod:`tether.shell.sandbox`); none: unconfined."""
 
     def __post_init__(self) -> None:
         msgspec.structs.force_setattr(self, "env", _frozen_env(self.env))
@@ -103,6 +106,8 @@ class ShellExecSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_output_bytes: int
     """How many bytes of each stream are kept in memory; the rest spills to a file."""
     owner: str | None
+    sandbox: SandboxPolicy | None = None
+    """The policy the command runs under; ``None``: unconfined."""
 
     def __post_init__(self) -> None:
         msgspec.structs.force_setattr(self, "env", MappingProxyType(dict(self.env)))
@@ -150,6 +155,12 @@ class ShellResult(msgspec.Struct, frozen=True, kw_only=True):
     stdout_spill: str | None = None
     stderr_spill: str | None = None
     stop: StopReport | None = None
+    sandbox: str | None = None
+    """The confinement applied, in one line (:meth:`SandboxPolicy.summary`, or why
+    none was); ``None`` when the spec asked for none."""
+    appeared: tuple[str, ...] = ()
+    """Protected paths that did not exist when the confined command started and do
+    now (or hold another file): the sandbox could not keep them read-only."""
 
     def __post_init__(self) -> None:
         if self.timed_out and self.aborted:
@@ -183,6 +194,10 @@ class BashTask(msgspec.Struct, frozen=True, kw_only=True):
     finished_at: float | None = None
     stop: StopReport | None = None
     """The receipt of the kill, for a task that was killed."""
+    sandbox: str | None = None
+    """The confinement applied, in one line (see :attr:`ShellResult.sandbox`)."""
+    appeared: tuple[str, ...] = ()
+    """Once the task has ended: see :attr:`ShellResult.appeared`."""
 
 
 class OutputRead(msgspec.Struct, frozen=True, kw_only=True):

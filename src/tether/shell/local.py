@@ -137,6 +137,8 @@ class _Task:
             started_at=self.started_at,
             finished_at=self.finished_at,
             stop=self.process.stop_report() if self.killed else None,
+            sandbox=self.process.sandbox,
+            appeared=self.process.appeared,
         )
 
 
@@ -219,6 +221,7 @@ class LocalShell:
                 config.max_output_bytes,
             ),
             owner=owner,
+            sandbox=request.sandbox,
         )
 
     # -- foreground --------------------------------------------------------------
@@ -259,6 +262,8 @@ class LocalShell:
             stdout_spill=process.stdout.spill_path,
             stderr_spill=process.stderr.spill_path,
             stop=process.stop_report() if reason is not None else None,
+            sandbox=process.sandbox,
+            appeared=process.appeared,
         )
 
     # -- background --------------------------------------------------------------
@@ -431,24 +436,36 @@ class LocalShell:
         limit = spec.max_output_bytes
         stdout = OutputStream(limit, functools.partial(core.spill.open, f"{label}.stdout"))
         stderr = OutputStream(limit, functools.partial(core.spill.open, f"{label}.stderr"))
+        env = child_environment(spec.env)
         try:
             process = ShellProcess.spawn(
                 core.bash,
                 spec.command,
                 cwd=spec.cwd,
-                env=child_environment(spec.env),
+                env=spec.sandbox.environment(env) if spec.sandbox is not None else env,
                 stdout=stdout,
                 stderr=stderr,
                 grace=core.grace,
+                sandbox=spec.sandbox,
             )
         except OSError as exc:
             raise ShellError(f"could not start bash in {spec.cwd!r}: {exc}") from exc
+        if process.sandbox is not None:
+            log.info("%s (process group %d): %s", label, process.pid, process.sandbox)
         core.live[process] = stop
         core.guard.track(process.pid, label)
 
         def forget() -> None:
             core.live.pop(process, None)
             core.guard.untrack(process.pid)
+            if process.appeared:
+                log.warning(
+                    "%s (process group %d): protected paths appeared while it ran, "
+                    "left in place: %s",
+                    label,
+                    process.pid,
+                    ", ".join(process.appeared),
+                )
 
         process.add_end_callback(forget)
         return process

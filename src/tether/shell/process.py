@@ -31,9 +31,10 @@ import threading
 from collections.abc import Callable, Mapping
 from signal import SIGKILL, SIGTERM, Signals
 
+from tether.shell.confinement import confined_spawn
 from tether.shell.definition import StopReport
 from tether.shell.output import OutputStream
-from tether.shell.parent_death import parent_death
+from tether.shell.sandbox import ProtectedWatch, SandboxPolicy
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +200,12 @@ class ShellProcess:
         self._stop_requested_at: float | None = None
         self._ended_at: float | None = None
         self._signals_sent: list[str] = []
+        self.sandbox: str | None = None
+        """The confinement applied, in one line; ``None`` when none was asked for."""
+        self._protected: ProtectedWatch | None = None
+        self.appeared: tuple[str, ...] = ()
+        """The protected paths that appeared while a confined process ran (see
+        :class:`~tether.shell.sandbox.ProtectedWatch`); set when it ends."""
 
     @classmethod
     def spawn(
@@ -211,26 +218,47 @@ class ShellProcess:
         stdout: OutputStream,
         stderr: OutputStream,
         grace: float,
+        sandbox: SandboxPolicy | None = None,
     ) -> ShellProcess:
-        """Start ``bash -c command`` (must be called from the event loop's thread).
+        """Start ``bash -c command`` (must be called from the event loop's thread),
+        confined to ``sandbox`` (see :mod:`tether.shell.confinement`); what was
+        applied is :attr:`sandbox`.
 
         Raises:
             OSError: the process could not be created (``cwd`` vanished, no
-                bash, no resources).
+                bash, no resources), or the sandbox cannot be enforced and its
+                fallback is ``refuse``
+                (:class:`~tether.shell.confinement.SandboxUnavailableError`).
         """
-        prefix, preexec = parent_death(os.getpid())
+        with confined_spawn(sandbox, os.getpid()) as launch:
+            popen, pipes = cls._start(
+                [*launch.prefix, bash, "-c", command], cwd, env, launch.preexec
+            )
+        for fd in pipes:
+            os.set_blocking(fd, False)
+            _widen(fd)
+        process = cls(popen, pipes, stdout, stderr, grace)
+        process.sandbox = launch.record
+        process._protected = launch.watch
+        process._watch()
+        return process
+
+    @staticmethod
+    def _start(
+        argv: list[str], cwd: str, env: Mapping[str, str], preexec: Callable[[], None] | None
+    ) -> tuple[subprocess.Popen[bytes], tuple[int, int]]:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         try:
             popen = subprocess.Popen(
-                [*prefix, bash, "-c", command],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out_write,
                 stderr=err_write,
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                # Safe with threads: it takes no lock, it only makes two system calls.
+                # Safe with threads: it takes no lock, it only makes system calls.
                 preexec_fn=preexec,  # noqa: PLW1509
             )
         except BaseException:
@@ -240,12 +268,7 @@ class ShellProcess:
         finally:
             os.close(out_write)
             os.close(err_write)
-        for fd in (out_read, err_read):
-            os.set_blocking(fd, False)
-            _widen(fd)
-        process = cls(popen, (out_read, err_read), stdout, stderr, grace)
-        process._watch()
-        return process
+        return popen, (out_read, err_read)
 
     # -- state -----------------------------------------------------------------
 
@@ -429,6 +452,8 @@ class ShellProcess:
         self._deadline = self._drain = None
         self._probe.cancel()
         self._ended_at = self._loop.time()
+        if self._protected is not None:
+            self.appeared = self._protected.appeared()
         self._ended.set_result(None)
         callbacks, self._end_callbacks = self._end_callbacks, []
         for callback in callbacks:

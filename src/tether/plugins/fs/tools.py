@@ -29,6 +29,7 @@ from tether.plugins.fs.snapshots import FileLocks, Snapshot, Snapshots
 from tether.plugins.fs.text import MAX_LINE_CHARS, READ_LINES, cut
 from tether.plugins.fs.tree import join
 from tether.plugins.fs.workspace import Resolved, Workspace
+from tether.shell.sandbox import SANDBOX
 from tether.tools import ToolExec, ToolOutput
 from tether.tools.preview import Diff, Location, ToolKind, ToolPreview
 
@@ -71,14 +72,18 @@ class FileTools:
 
     # -- common -----------------------------------------------------------------
 
-    async def _target(self, path: str, exec: ToolExec) -> _Target:
-        """Resolve ``path`` for ``exec`` and check it may be reached.
+    async def _target(self, path: str, exec: ToolExec, *, write: bool = False) -> _Target:
+        """Resolve ``path`` for ``exec`` and check it may be reached (written, with ``write``).
 
         Raises:
-            FileToolError: outside the workspace, and not allowed.
+            FileToolError: outside the workspace, and not allowed; or denied by
+                the sandbox policy (a protected or unreadable path, a write
+                outside the writable roots).
         """
         resolved = self._workspace(exec).resolve(path)
-        refusal = self._outside_refusal(resolved, exec)
+        refusal = self._outside_refusal(resolved, exec) or self._sandbox_refusal(
+            resolved.real, exec, write=write
+        )
         if refusal is not None:
             raise FileToolError(refusal)
         owner = exec.agent.id if exec.agent is not None else ""
@@ -95,6 +100,26 @@ class FileTools:
 
     def _workspace(self, exec: ToolExec) -> Workspace:
         return Workspace(exec.cwd or os.getcwd())
+
+    def _sandbox_refusal(self, real: str, exec: ToolExec, *, write: bool) -> str | None:
+        """Why the sandbox policy denies this access to the real path ``real``: the same
+        rules a confined command meets (see :mod:`tether.shell.sandbox`), but for a
+        write outside the workspace, which ``outside_workspace`` governs."""
+        sandbox = self._ctx.get(SANDBOX)
+        if sandbox is None:
+            return None
+        policy = sandbox.policy_for(exec.cwd or os.getcwd(), exec.agent.id if exec.agent else None)
+        refusal = policy.refusal(real, write=write, outside_writes=True)
+        if refusal is None and not write:
+            covered = [
+                path for path in policy.unreadable if path.startswith(real.rstrip("/") + "/")
+            ]
+            if covered:
+                refusal = (
+                    f"{real} holds {covered[0]}, unreadable in the sandbox: search a narrower "
+                    "directory"
+                )
+        return refusal
 
     def _outside_refusal(self, resolved: Resolved, exec: ToolExec) -> str | None:
         if resolved.inside:
@@ -189,7 +214,7 @@ class FileTools:
 
     async def write(self, args: WriteArgs, exec: ToolExec) -> ToolOutput:
         try:
-            target = await self._target(args.path, exec)
+            target = await self._target(args.path, exec, write=True)
             real = target.resolved.real
             async with self.locks.hold(real):
                 existed = await self._check_fresh(target)
@@ -245,7 +270,7 @@ class FileTools:
     async def edit(self, args: EditArgs, exec: ToolExec) -> ToolOutput:
         try:
             edits = args.all()
-            target = await self._target(args.path, exec)
+            target = await self._target(args.path, exec, write=True)
             real = target.resolved.real
             async with self.locks.hold(real):
                 current = await target.access.read_text(target.resolved)
@@ -289,7 +314,9 @@ class FileTools:
         """
         workspace = self._workspace(exec)
         resolved = workspace.resolve(path or ".")
-        refusal = self._outside_refusal(resolved, exec)
+        refusal = self._outside_refusal(resolved, exec) or self._sandbox_refusal(
+            resolved.real, exec, write=False
+        )
         if refusal is not None:
             raise FileToolError(refusal)
         return workspace, resolved

@@ -1,0 +1,398 @@
+"""The sandbox policy: what a process tether starts for an agent may write, read and reach.
+
+A :class:`SandboxPolicy` is a frozen value built for one workspace from the
+:class:`SandboxSettings` (``tether.yml``'s ``sandbox`` row, ``--sandbox``):
+
+* **mode** — ``read-only`` (nothing is writable but the private temp dir and
+  the harmless devices), ``workspace-write`` (the workspace, the configured
+  extra roots and the private temp dir are writable; the default), or
+  ``full-access`` (no sandbox at all);
+* **protected paths** — read-only even inside a writable root: the git hooks
+  and config (a planted hook or ``core.hooksPath`` runs later, outside any
+  sandbox) and the settings and hook files of tether and of the other
+  harnesses a user may run on the same checkout (:data:`PROTECTED`);
+* **unreadable paths** — the user's keys and credentials (:data:`UNREADABLE`),
+  unreadable everywhere;
+* **network** — off unless turned on.
+
+:meth:`SandboxPolicy.may_write` and :meth:`SandboxPolicy.may_read` answer
+for a *real* path (every symlink resolved) with the rules the kernel applies
+to a confined process (:mod:`tether.shell.confinement`), so the file tools,
+which run in tether's own process, obey the same policy in-process. They are
+stricter in one case: a protected path that does not exist is refused to a
+file tool, while a command can create it (no mount can cover it) and is
+reported for it.
+
+:class:`ProtectedWatch` notes what stood at each protected path when a
+command started, so that a protected path the command *created* (which no
+mount can keep read-only, since it did not exist) is reported when it ends.
+
+This module is pure policy: it starts nothing and makes no system call but
+path resolution and ``lstat``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from tether.runtime.keys import ServiceKey
+from tether.runtime.schema import FieldError, Schema
+
+
+class SandboxMode(enum.StrEnum):
+    """The three modes, named as users of other harnesses know them."""
+
+    READ_ONLY = "read-only"
+    WORKSPACE_WRITE = "workspace-write"
+    FULL_ACCESS = "full-access"
+
+
+class Fallback(enum.StrEnum):
+    """What happens where the kernel cannot confine a process (no Landlock)."""
+
+    REFUSE = "refuse"
+    """Commands are not run; the call fails with the reason."""
+    WARN = "warn"
+    """Commands run unconfined; the lack is logged once."""
+
+
+PROTECTED: tuple[str, ...] = (
+    ".git/hooks",
+    ".git/config",
+    ".git/config.worktree",
+    ".git/modules",
+    "tether.yml",
+    ".tether",
+    ".claude",
+    ".codex",
+    ".gemini",
+    ".cursor",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+)
+"""Paths relative to a writable root that stay read-only: git's hooks and config (the
+submodules' too, under ``.git/modules``), and the settings and hook files of tether and
+of the harnesses a user may also run."""
+
+UNREADABLE: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/gh",
+    "~/.config/gcloud",
+    "~/.password-store",
+)
+"""Keys and credentials of the user, unreadable by a confined process."""
+
+
+AGENT_SOCKETS: frozenset[str] = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "SSH_AGENT_PID"})
+"""Variables naming a key agent's socket, left out of a confined process's environment."""
+
+
+class SandboxSettings(Schema, frozen=True):
+    """The ``sandbox`` settings (``tether.yml``, ``--sandbox``; see ``docs/security.md``)."""
+
+    mode: SandboxMode = SandboxMode.WORKSPACE_WRITE
+    """``read-only``, ``workspace-write`` or ``full-access``."""
+    network: bool = False
+    """Whether a confined process may reach the network."""
+    writable_roots: tuple[str, ...] = ()
+    """Absolute directories writable besides the workspace (``~`` expands)."""
+    protected: tuple[str, ...] = ()
+    """Paths relative to each writable root kept read-only, besides :data:`PROTECTED`."""
+    unreadable: tuple[str, ...] = ()
+    """Absolute paths (``~`` expands) unreadable, besides :data:`UNREADABLE`."""
+    fallback: Fallback = Fallback.WARN
+    """Where the kernel has no Landlock: ``refuse`` to run, or ``warn`` once and run."""
+    mcp_network: bool = True
+    """Whether MCP stdio servers may reach the network (many exist to do just that);
+    their files are confined like any command's."""
+
+    def __post_init__(self) -> None:
+        for index, root in enumerate(self.writable_roots):
+            if not os.path.isabs(os.path.expanduser(root)):
+                raise FieldError(("writable_roots", index), f"must be absolute, got {root!r}")
+        for index, path in enumerate(self.unreadable):
+            if not os.path.isabs(os.path.expanduser(path)):
+                raise FieldError(("unreadable", index), f"must be absolute, got {path!r}")
+        for index, relative in enumerate(self.protected):
+            if os.path.isabs(relative) or ".." in relative.split("/"):
+                raise FieldError(("protected", index), f"must be relative, got {relative!r}")
+
+
+class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """The policy of one process, every path absolute and real.
+
+    Build it with :meth:`for_workspace`. ``writable`` lists the roots a
+    process may write beneath (empty in ``read-only`` mode but for the temp
+    dir); ``protected`` the absolute paths inside them that stay read-only;
+    ``unreadable`` the paths no confined process may read.
+    """
+
+    mode: SandboxMode
+    workspace: str
+    writable: tuple[str, ...]
+    protected: tuple[str, ...]
+    unreadable: tuple[str, ...]
+    network: bool
+    temp_dir: str | None
+    fallback: Fallback
+
+    @classmethod
+    def for_workspace(
+        cls, settings: SandboxSettings, workspace: str, temp_dir: str | None = None
+    ) -> SandboxPolicy:
+        """The policy for a process working in ``workspace`` with private ``temp_dir``.
+
+        The workspace and the extra roots are writable in ``workspace-write``
+        mode; the temp dir in every confined mode.
+        """
+        real = os.path.realpath(workspace)
+        roots: list[str] = []
+        if settings.mode is SandboxMode.WORKSPACE_WRITE:
+            roots = [real, *(_real(root) for root in settings.writable_roots)]
+        temp = os.path.realpath(temp_dir) if temp_dir is not None else None
+        if temp is not None:
+            roots.append(temp)
+        roots = _unique(roots)
+        relative = (*PROTECTED, *settings.protected)
+        unreadable = _unique(_real(path) for path in (*UNREADABLE, *settings.unreadable))
+        # What may not be read may not be written either (~/.ssh/authorized_keys).
+        protected = _unique(
+            [
+                *(os.path.join(root, name) for root in roots if root != temp for name in relative),
+                *(path for path in unreadable if any(_beneath(path, root) for root in roots)),
+            ]
+        )
+        return cls(
+            mode=settings.mode,
+            workspace=real,
+            writable=tuple(roots),
+            protected=tuple(protected),
+            unreadable=tuple(unreadable),
+            network=settings.network or settings.mode is SandboxMode.FULL_ACCESS,
+            temp_dir=temp,
+            fallback=settings.fallback,
+        )
+
+    @property
+    def confined(self) -> bool:
+        """False in ``full-access`` mode: nothing is restricted."""
+        return self.mode is not SandboxMode.FULL_ACCESS
+
+    def summary(self) -> str:
+        """One line for a record or a log: the mode, the network, the writable roots."""
+        if not self.confined:
+            return "sandbox full-access"
+        network = "network on" if self.network else "network off"
+        writable = ", ".join(self.writable) or "nothing"
+        return f"sandbox {self.mode} ({network}; writable: {writable})"
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` for a confined process: ``TMPDIR`` is the private temp dir, and the
+        agent sockets (:data:`AGENT_SOCKETS`) are not named."""
+        if not self.confined:
+            return dict(env)
+        confined = {name: value for name, value in env.items() if name not in AGENT_SOCKETS}
+        if self.temp_dir is not None:
+            confined["TMPDIR"] = self.temp_dir
+        return confined
+
+    def may_write(self, real: str) -> bool:
+        """Whether a confined process may write (create, change, remove) the real path ``real``."""
+        if not self.confined:
+            return True
+        if not any(_beneath(real, root) for root in self.writable):
+            return False
+        return not any(_beneath(real, path) for path in self.protected)
+
+    def may_read(self, real: str) -> bool:
+        """Whether a confined process may read the real path ``real``."""
+        if not self.confined:
+            return True
+        return not any(_beneath(real, path) for path in self.unreadable)
+
+    def refusal(self, real: str, *, write: bool, outside_writes: bool = False) -> str | None:
+        """Why the policy denies the access to the real path ``real``, or ``None``.
+
+        With ``outside_writes`` a write outside the writable roots is left to
+        the caller's own rule (the file tools' ``outside_workspace``), unless
+        the mode is ``read-only``; protected paths are refused either way.
+        """
+        if write and not self.may_write(real):
+            if any(_beneath(real, path) for path in self.protected):
+                return f"{real} is protected by the sandbox ({self.mode}): read-only"
+            if self.mode is SandboxMode.READ_ONLY:
+                return f"{real} is not writable: the sandbox is read-only"
+            if not outside_writes:
+                return f"{real} is outside the sandbox's writable roots ({self.mode})"
+        if not self.may_read(real):
+            return f"{real} is unreadable in the sandbox (keys and credentials)"
+        return None
+
+
+class PrivateTemp:
+    """Private temp dirs (0700), one per owner, under one root made on first use and
+    removed by :meth:`remove`."""
+
+    def __init__(self, parent: str | None = None) -> None:
+        self._parent = parent
+        self._root: str | None = None
+
+    def for_owner(self, owner: str | None) -> str:
+        """The temp dir of ``owner`` (created on first use, mode 0700)."""
+        if self._root is None:
+            self._root = tempfile.mkdtemp(prefix="tether-sandbox-", dir=self._parent)
+        name = hashlib.sha256((owner or "").encode()).hexdigest()[:16]
+        path = os.path.join(self._root, name)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def remove(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+
+class ProtectedWatch(msgspec.Struct, frozen=True):
+    """What stood at each protected path of a policy at one moment: its identity
+    (device, inode, file type), or ``None`` where nothing did.
+
+    Take it with :meth:`of` before a command starts; :meth:`appeared` after it
+    ends names the protected paths that hold something new: created, or
+    replaced by another file (a directory moved aside and made again, a link).
+    A path that was there and is gone is not named: a protected path that
+    existed is a read-only mount point, which cannot be removed or renamed.
+    """
+
+    seen: tuple[tuple[str, tuple[int, int, int] | None], ...]
+
+    @classmethod
+    def of(cls, policy: SandboxPolicy) -> ProtectedWatch:
+        """The identities of ``policy``'s protected paths now."""
+        return cls(tuple((path, identity(path)) for path in policy.protected))
+
+    def existing(self) -> dict[str, tuple[int, int, int]]:
+        """The protected paths that existed, with their identities."""
+        return {path: seen for path, seen in self.seen if seen is not None}
+
+    def appeared(self) -> tuple[str, ...]:
+        """The protected paths that hold now what they did not hold when this was taken."""
+        return tuple(
+            path
+            for path, before in self.seen
+            if (now := identity(path)) is not None and now != before
+        )
+
+
+def identity(path: str) -> tuple[int, int, int] | None:
+    """What stands at ``path`` (device, inode, file type), a final link not followed."""
+    try:
+        seen = os.lstat(path)
+    except OSError:
+        return None
+    return (seen.st_dev, seen.st_ino, stat.S_IFMT(seen.st_mode))
+
+
+def appeared_note(paths: tuple[str, ...]) -> str | None:
+    """The note for the model and the log when a confined command made protected ``paths``."""
+    if not paths:
+        return None
+    return (
+        f"[sandbox: protected paths appeared while the command ran: {', '.join(paths)}. They "
+        "did not exist when it started, so the sandbox could not keep them read-only; they "
+        "were left in place. A person should check them before they take effect (git "
+        "hooks and config, agent settings).]"
+    )
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _unique(paths: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(paths))
+
+
+DENIALS: tuple[str, ...] = (
+    "Permission denied",
+    "Operation not permitted",
+    "Invalid cross-device link",
+    "Read-only file system",
+    "Device or resource busy",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+)
+"""What a denied access looks like in a command's output (EACCES, EPERM, EXDEV for a
+refused link or rename, EROFS for a protected path, EBUSY for moving one, no route, no
+resolver)."""
+
+
+def denial_note(record: str | None, output: str) -> str | None:
+    """A note for a person and the model when ``output`` shows a denied access and the
+    command ran confined (``record`` is its :attr:`ShellResult.sandbox`); else ``None``."""
+    if record is None or not record.startswith("sandbox ") or "full-access" in record:
+        return None
+    seen = [marker for marker in DENIALS if marker in output]
+    if not seen:
+        return None
+    return (
+        f"[{record}: the command was denied an access ({'; '.join(seen)}). Outside the "
+        "writable roots, protected paths (.git/hooks, .git/config, agent settings) and "
+        "key stores are read-only or unreadable, and a protected path cannot be moved or "
+        "removed; the network is off unless allowed.]"
+    )
+
+
+class Sandbox:
+    """The ``sandbox`` service: the settings, and a private temp dir per owner.
+
+    :meth:`policy_for` builds the policy a process started for an agent runs
+    under; :meth:`close` removes the temp dirs.
+    """
+
+    def __init__(self, settings: SandboxSettings, temp_parent: str | None = None) -> None:
+        self.settings = settings
+        self._temp = PrivateTemp(temp_parent)
+
+    def policy_for(self, workspace: str, owner: str | None) -> SandboxPolicy:
+        """The policy of a command working for ``owner`` in ``workspace``."""
+        temp = (
+            self._temp.for_owner(owner)
+            if self.settings.mode is not SandboxMode.FULL_ACCESS
+            else None
+        )
+        return SandboxPolicy.for_workspace(self.settings, workspace, temp)
+
+    def server_policy(self, workspace: str, owner: str | None) -> SandboxPolicy:
+        """The policy of an MCP stdio server: a command's, with the network of ``mcp_network``."""
+        policy = self.policy_for(workspace, owner)
+        if self.settings.mcp_network and not policy.network:
+            return msgspec.structs.replace(policy, network=True)
+        return policy
+
+    def close(self) -> None:
+        self._temp.remove()
+
+
+SANDBOX = ServiceKey[Sandbox]("sandbox")
+"""``ctx.sandbox``: the sandbox settings and policies (a :class:`Sandbox`)."""

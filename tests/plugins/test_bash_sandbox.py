@@ -1,0 +1,73 @@
+"""The bash tool runs its commands under the sandbox, and says why an access was denied."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.agent.support import prompts
+from tests.agent.world import World, build_world, say
+from tests.plugins.test_tool_bash import as_caller, new_agent, run_bash
+from tests.shell.support import require_landlock
+from tether.agent import UserMessage
+from tether.runtime.compose import PluginRow
+
+
+@pytest.fixture(autouse=True)
+def _landlock() -> None:
+    require_landlock()
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    built = await build_world(tmp_path / "data", shell={"wake_idle_owner": False})
+    try:
+        rows = [state.row for state in built.composer.rows()]
+        report = await built.composer.apply(
+            [*rows, PluginRow(id="sandbox", plugin="tether.plugins.sandbox", config={})]
+        )
+        assert report.ok, report.problems
+        yield built
+    finally:
+        await built.runtime.dispose()
+
+
+async def test_a_denied_write_is_explained_in_the_bash_result(world: World, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / "src").mkdir()
+    agent = await new_agent(world, str(ws))
+
+    result = await run_bash(
+        world,
+        agent,
+        command=f"echo x > .git/hooks/pre-commit; echo y > {tmp_path}/out; echo z > src/fine",
+    )
+
+    content = str(result["content"])
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert not (tmp_path / "out").exists()
+    assert (ws / "src" / "fine").read_text() == "z\n"
+    assert "[sandbox workspace-write (network off; writable: " in content
+    assert "denied an access (Permission denied; Read-only file system)" in content
+
+
+async def test_a_protected_path_a_background_task_made_is_told_to_its_owner(
+    world: World, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    agent = await new_agent(world, str(ws))
+
+    await run_bash(world, agent, command="mkdir -p .claude", run_in_background=True)
+    await world.get("shell").wait("bash-1")
+    output = await as_caller(world, agent, "bash_output", task_id="bash-1")
+    world.model.queue(say("noted"))
+    agent.followup(UserMessage.text("anything new?"))
+    await agent.when_idle()
+
+    made = str(ws.resolve() / ".claude")
+    assert f"protected paths appeared while the command ran: {made}" in output
+    assert any(made in prompt for prompt in prompts(agent.session))
