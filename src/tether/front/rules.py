@@ -26,7 +26,7 @@ characters, ``?`` for one; a pattern naming a directory (``docs/``) covers
 what is under it.
 
 A bash call is held to the rules command by command
-(:func:`~tether.tools.command_line.simple_commands`): it is allowed only
+(:func:`~tether.front.command_line.simple_commands`): it is allowed only
 when every command of it matches an allow rule, and denied when any matches
 a deny rule. A command line holding what no rule can judge (``$(…)``,
 backticks, a subshell, a here-document) never matches an allow rule; nor
@@ -49,7 +49,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from tether.tools.command_line import CommandLineError, SimpleCommand, simple_commands
+from tether.front.command_line import CommandLineError, SimpleCommand, simple_commands
+from tether.shell.sandbox import PROTECTED
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 
 __all__ = [
@@ -79,17 +80,9 @@ FAMILIES: Mapping[str, frozenset[str]] = {
 ELEVATING = frozenset({"sudo", "doas", "su", "pkexec", "run0"})
 """Commands that run another with more privilege: never allowed by a prefix rule."""
 
-PROTECTED_PATHS = (
-    ".git/hooks",
-    ".git/config",
-    "tether.yml",
-    ".tether",
-    ".claude",
-    ".codex",
-    ".gemini",
-)
-"""Paths in a workspace that run code later or govern an agent: a command writing to
-one is never allowed by a rule."""
+PROTECTED_PATHS = PROTECTED
+"""Paths in a workspace that run code later or govern an agent (the sandbox's protected
+paths): a command writing to one is never allowed by a rule."""
 
 _DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_.-]+)(?:\((?P<specifier>.*)\))?$", re.DOTALL)

@@ -6,11 +6,11 @@ import re
 
 import pytest
 
+from tether.front.command_line import CommandLineError, simple_commands
+from tether.front.rules import Decision, RuleError, Rules, Verdict, parse_rule
 from tether.plugins.tool_bash import BASH_SHOWN
 from tether.plugins.tool_fs import EDIT_SHOWN, READ_SHOWN, SEARCH_SHOWN, WRITE_SHOWN
-from tether.tools.command_line import CommandLineError, simple_commands
 from tether.tools.presentation import ToolShown
-from tether.tools.rules import Decision, RuleError, Rules, Verdict, parse_rule
 
 CWD = "/work/repo"
 HOME = "/home/me"
