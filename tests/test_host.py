@@ -45,6 +45,13 @@ def test_direct_settings_merge_into_row_configs(tmp_path: Path) -> None:
     assert rows["agent_loop"].config["model"] == "offline"
 
 
+def test_a_data_directory_given_as_a_string_is_the_same_as_a_path(tmp_path: Path) -> None:
+    as_text = compose_document(data_dir=str(tmp_path))
+    assert as_text == compose_document(data_dir=tmp_path)
+    rows = {r.id: r for r in parse_composition(as_text).rows}
+    assert rows["agent_loop"].config["user_instructions"] == str(tmp_path / "AGENTS.md")
+
+
 async def test_the_default_composition_boots_and_runs_a_turn(tmp_path: Path) -> None:
     async with Tether(data_dir=tmp_path) as tether:
         assert tether.problems == ()

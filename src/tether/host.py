@@ -16,6 +16,7 @@ rows keep running.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -59,7 +60,7 @@ def bundled_document() -> object:
 def compose_document(
     overlays: Sequence[Overlay] = (),
     *,
-    data_dir: Path | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     model: str | None = None,
 ) -> object:
     """The bundled composition with ``overlays`` applied, then the direct settings.
@@ -72,6 +73,7 @@ def compose_document(
     Raises:
         CompositionError: an overlay cannot be read or has the wrong shape.
     """
+    directory = None if data_dir is None else Path(data_dir)
     document = bundled_document()
     for overlay in overlays:
         if isinstance(overlay, Path):
@@ -80,7 +82,7 @@ def compose_document(
             document = overlay_rows(document, overlay, source="overlay")
     document = _database_from_environment(document)
     settings: dict[str, dict[str, object]] = {
-        "persistence": {"data_dir": data_dir},
+        "persistence": {"data_dir": directory},
         "agent_loop": {"model": model},
     }
     patches = []
@@ -89,10 +91,10 @@ def compose_document(
         config_given = row.get("config")
         if (
             row.get("id") == "agent_loop"
-            and data_dir is not None
+            and directory is not None
             and not (isinstance(config_given, Mapping) and "user_instructions" in config_given)
         ):
-            wanted["user_instructions"] = data_dir / "AGENTS.md"
+            wanted["user_instructions"] = directory / "AGENTS.md"
         if wanted:
             config = dict(row.get("config") or {})
             config.update({k: str(v) if isinstance(v, Path) else v for k, v in wanted.items()})
@@ -129,7 +131,7 @@ class Tether:
         self,
         *,
         overlays: Sequence[Overlay] = (),
-        data_dir: Path | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         model: str | None = None,
         document: object = None,
     ) -> None:

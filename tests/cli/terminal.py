@@ -43,12 +43,15 @@ class Terminal:
         options: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         command: str = "chat",
+        cwd: Path | None = None,
     ) -> None:
         argv = [sys.executable, "-m", "tether.cli.main", *options, command, *chat_options]
         environment = {**env_for(home), "TERM": "xterm-256color", **(env or {})}
         self.started = time.monotonic()
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: tether chat on the terminal
+            if cwd is not None:
+                os.chdir(cwd)
             os.execve(sys.executable, argv, environment)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
         self.raw: list[str] = []

@@ -73,3 +73,19 @@ async def test_the_answer_shows_as_it_streams_before_its_line_is_complete(tmp_pa
         finally:
             hold.set()
             run.close()
+
+
+def test_an_edit_s_diff_is_headed_by_the_lines_it_changes_in_the_file(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f.txt").write_text("one\ntwo\nthree\nfour\nfive\nsix\n")
+    task = "edit f.txt: five => FIVE"
+    run = Terminal(tmp_path, "--cwd", str(work), "--mode", "auto", task, command="run")
+    try:
+        assert run.finish() == 0
+    finally:
+        run.close()
+    shown = run.output()
+    assert "@@ -5 +5 @@" in shown  # line 5 of f.txt, not line 1 of the call's text
+    assert "@@ -1 +1 @@" not in shown
+    assert (work / "f.txt").read_text().splitlines()[4] == "FIVE"

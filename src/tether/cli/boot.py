@@ -480,24 +480,28 @@ async def continue_on(
     return None
 
 
-async def reach(tether: Tether, choice: ModelChoice, *, session: str) -> str | None:
+async def reach(tether: Tether, choice: ModelChoice, *, session: str | None) -> str | None:
     """Compose the rows ``choice`` needs, unless the running rows reach it already.
 
     A provider tether knows (``docs/models.md``) gets its adapter row, at
     ``choice.base_url`` when one is set, with its key from the environment;
     rows that do not change keep running. Returns why ``choice`` cannot be
-    reached, in one line, or ``None``.
+    reached, in one line, or ``None``: said of ``session``, which runs on it,
+    or (``None``) of a switch to it.
     """
     from tether.llm.adapters.providers import PRESETS
     from tether.llm.request import parse_model_ref
     from tether.llm.service import LLM
 
-    llm = tether.runtime.ctx.get(LLM)
+    model = repr(choice.model)
+    subject = f"session {session} uses model {model}" if session else f"cannot switch to {model}"
     try:
         provider = parse_model_ref(choice.model)[0]
     except ValueError:
-        unreadable = f"names a model tether cannot read ({choice.model!r})"
-        return f"session {session} {unreadable}; give --model"
+        if session is None:
+            return f"{subject}: it is not a model reference (PROVIDER:MODEL, docs/models.md)"
+        return f"session {session} names a model tether cannot read ({model}); give --model"
+    llm = tether.runtime.ctx.get(LLM)
     if llm is None:
         return None
     composed = composed_choice(tether)
@@ -505,14 +509,14 @@ async def reach(tether: Tether, choice: ModelChoice, *, session: str) -> str | N
     if provider in llm.providers() and same_endpoint:
         return None
     if provider not in PRESETS:
-        return (
-            f"session {session} uses model {choice.model!r}, whose provider is not configured "
-            "here; configure it, or give --model to continue with another"
-        )
+        advice = "configure it, or give --model to continue with another"
+        if session is None:
+            advice = "configure it first (docs/models.md)"
+        return f"{subject}, whose provider is not configured here; {advice}"
     try:
         settings = model_settings(tether.document, choice.model, choice.base_url)
     except UsageError as exc:
-        return f"session {session} uses model {choice.model!r}: {exc}"
+        return f"{subject}: {exc}"
     problems = await tether.recompose(
         settings.with_rows(cast("Mapping[str, object]", tether.document))
     )

@@ -57,19 +57,30 @@ from tether.agent.commands import (
 )
 from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import PICK, data_dir_of, open_for, session_line, start
+from tether.cli.changes import session_changes
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
+from tether.cli.chat_session import (
+    chosen_model,
+    clear_history,
+    go_on_with,
+    list_models,
+    switch_model,
+)
 from tether.cli.ending import Terminations, acknowledge, dispose_reporting
+from tether.cli.own_command import OwnCommand, for_the_model
 from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, meter_for, shown_for
+from tether.cli.work import WorkView, follow_children, meter_for, shown_for
 from tether.content import TextBlock
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
 if TYPE_CHECKING:
+    from tether.agent import AgentHandle
     from tether.host import Tether
     from tether.llm.metering import UsageMeter
+    from tether.session.model import ModelChoice
 
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
 RUNNING_KEYS = "Enter: queue · Ctrl-S: steer · Ctrl-C: cancel"
@@ -164,6 +175,11 @@ class _Chat:
         self.question: tuple[asyncio.Future[str], str] | None = None
         self._status: tuple[str, float] | None = None
         self._compacting: CancelSignal | None = None
+        self._own: OwnCommand | None = None
+        self._notes: list[str] = []
+        """What ``!command`` runs gave, to go with the next prompt sent."""
+        self.renew = False
+        """``/new`` asked for a new session: the entries stop until it is open."""
         self._due = asyncio.Event()
         self.terminal = is_terminal(sys.stdin) and is_terminal(sys.stdout)
         self.lines: _Lines
@@ -238,6 +254,7 @@ class _Chat:
             self.view.replay(agent.session)
         self.surface.line(f"{session_line(self.tether, agent)} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
+        agent.ctx.defer(follow_children(self.tether, agent, self.view))
         agent.ctx.on(AGENT_STATUS, self._on_status)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
@@ -280,6 +297,8 @@ class _Chat:
             if text:
                 self._echo(text, entry.steer)
                 await self._handle(text, steer=entry.steer)
+            if self.renew:
+                return
 
     def _echo(self, text: str, steer: bool) -> None:
         """On the editor, the entry stays in the scrollback (folded when long)."""
@@ -345,6 +364,10 @@ class _Chat:
         if self._compacting is not None:
             self._compacting.cancel(CancelCause.USER)
             return True
+        if self._own is not None:
+            self.surface.line("(stopping the command)", "notice")
+            self._own.stop()
+            return True
         if self.agent.status is AgentStatus.RUNNING:
             self.surface.line("(cancelled)", "notice")
             self._cancel()
@@ -364,6 +387,8 @@ class _Chat:
     def _terminated(self, signal_name: str) -> None:
         """A SIGTERM or SIGHUP: the running turn is cancelled, and the chat ends."""
         self.surface.line(f"({signal_name}: the running turn is cancelled and the chat ends)")
+        if self._own is not None:
+            self._own.stop()
         self.lines.end()
 
     def _on_sigint(self) -> None:
@@ -376,6 +401,9 @@ class _Chat:
     async def _handle(self, text: str, *, steer: bool) -> None:
         """One entry: a command, or a prompt (queued, or steering, if a turn runs)."""
         parsed = parse_command(text)
+        if parsed is None and text.startswith("!") and text[1:].strip():
+            await self._run_own(text[1:].strip())
+            return
         if parsed is None:
             await self._prompt(text, steer=steer)
             return
@@ -406,7 +434,8 @@ class _Chat:
         attached = attach_mentions(text, Path(self.agent.session.header.cwd or os.getcwd()))
         for note in attached.notes:
             self.surface.line(f"({note})", "dim")
-        return UserMessage((TextBlock(text), *attached.blocks))
+        ran = tuple(TextBlock(note) for note in self._notes)
+        return UserMessage((*ran, TextBlock(text), *attached.blocks))
 
     async def _submit(self, text: str, target: Target) -> bool:
         """Deliver ``text`` once it is stored (``agent.submit``); whether it was. One that
@@ -418,6 +447,7 @@ class _Chat:
             if self.agent.status is AgentStatus.IDLE:
                 await self._show_ready()
             return False
+        self._notes.clear()  # they went with this prompt
         if target is Target.QUEUED and self.agent.status is AgentStatus.RUNNING:
             self._queued = [h for h in self._queued if h.outcome is None]
             self._queued.append(handle)
@@ -446,6 +476,15 @@ class _Chat:
             say(f"(reasoning is {'shown' if self.view.thinking else 'hidden'})", "dim")
         elif name == "cost":
             say(self.meter.describe())
+        elif name == "model":
+            await self._model(argument)
+        elif name == "clear":
+            say(clear_history(self.agent), "dim")
+        elif name == "new":
+            self._new()
+        elif name == "diff":
+            for line, style in session_changes(self.agent.session, self.view.shown):
+                say(line, style)
         elif name == "sessions":
             from tether.persist.service import PERSISTENCE
 
@@ -475,6 +514,37 @@ class _Chat:
         if answer:
             for line in answer.splitlines():
                 self.surface.line(line)
+
+    async def _model(self, argument: str) -> None:
+        if not argument:
+            for line in list_models(self.tether, self.agent).splitlines():
+                self.surface.line(line)
+            return
+        # The switch is logged: the meter follows it, as it follows an editor's.
+        self.surface.line(await switch_model(self.tether, self.agent, argument), "dim")
+
+    def _new(self) -> None:
+        """``/new``: end this session's part of the chat; :func:`chat` opens the next."""
+        if self.agent.status is AgentStatus.RUNNING:
+            raise CommandError("a turn is running: wait for it to end, or cancel it, then /new")
+        self.renew = True
+
+    async def _run_own(self, command: str) -> None:
+        """``!command``: run it (:mod:`tether.cli.own_command`), show what it printed,
+        and keep that for the next prompt."""
+        cwd = self.agent.session.header.cwd or os.getcwd()
+        self._own = own = OwnCommand(command, cwd)
+        self.surface.line(f"$ {command}", "tool")
+        try:
+            result = await own.run()
+        except OSError as exc:
+            self.surface.line(f"tether: cannot run the command: {exc}", "error")
+            return
+        finally:
+            self._own = None
+        self.view.own_result(result)
+        self._notes.append(for_the_model(result))
+        self.surface.line("(its output goes with your next prompt)", "dim")
 
     async def _compact(self) -> None:
         """``/compact``: summarize the older part of the conversation now."""
@@ -550,21 +620,41 @@ async def chat(args: argparse.Namespace) -> int:
         if handle is None:
             await _abandon(session, first)
             return 1
-        session.attach(tether, handle.agent)
-        if args.mode == "ask":
-            from tether.cli.asking import ask_on_terminal
+        while True:
+            session.attach(tether, handle.agent)
+            if args.mode == "ask":
+                from tether.cli.asking import ask_on_terminal
 
-            ask_on_terminal(handle.agent, session.ask, session.out)
-        exit_status, final = await session.run(first)
-        failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
-        if exit_status is not None:
-            return exit_status
-        return 1 if failed else 0
+                ask_on_terminal(handle.agent, session.ask, session.out)
+            exit_status, final = await session.run(first)
+            first = None
+            before = chosen_model(tether, handle.agent)
+            failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
+            if exit_status is not None:
+                return exit_status
+            if failed or not session.renew:
+                return 1 if failed else 0
+            renewed = await _new_session(tether, args, before)
+            if renewed is None:
+                return 1
+            handle, session.renew = renewed, False
     finally:
         try:
             await tether.stop()
         finally:
             release_logs()
+
+
+async def _new_session(
+    tether: Tether, args: argparse.Namespace, before: ModelChoice
+) -> AgentHandle | None:
+    """``/new``: a new session in this directory, going on with the model the chat
+    used (``before``); ``None`` once the reason it cannot is printed."""
+    args.resume, args.continue_ = None, False  # the sessions after the first are new
+    handle = await open_for(tether, args, cwd=os.getcwd())
+    if handle is not None:
+        go_on_with(handle.agent, before, chosen_model(tether, handle.agent))
+    return handle
 
 
 async def _abandon(session: _Chat, first: asyncio.Future[_Entry | None] | None) -> None:

@@ -29,6 +29,10 @@ BUILTIN = (
     Builtin("output", "[N]", "show the whole output of tool result #N (default: the last)"),
     Builtin("thinking", "[on|off]", "show or hide the model's reasoning"),
     Builtin("cost", None, "tokens in context and the session's cost so far"),
+    Builtin("model", "[MODEL]", "show the model, or switch the next request to MODEL"),
+    Builtin("clear", None, "start the next request from an empty history (the log keeps all)"),
+    Builtin("new", None, "start a new session in this chat"),
+    Builtin("diff", None, "show what the agent's file tools changed in this session"),
     Builtin("sessions", None, "list the stored sessions"),
     Builtin("quit", None, "leave the chat (also /exit, Ctrl-D)"),
 )
@@ -63,6 +67,7 @@ def help_text(registry: CommandRegistry | None, *, keys: bool) -> str:
         if command.name not in BUILTIN_NAMES:
             usage = f"/{command.name}" + (f" {command.hint}" if command.hint else "")
             rows.append((usage, command.description))
+    rows.append(("!COMMAND", "run a shell command yourself; its output goes with your next prompt"))
     lines = ["commands:", *_table(rows)]
     if keys:
         lines += ["keys:", *_table(KEYS)]

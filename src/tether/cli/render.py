@@ -87,7 +87,7 @@ def call_line(name: str, arguments: object, shown: ToolShown = DEFAULT_SHOWN) ->
         for k, v in args.items()
         if k not in shown.hidden and not (k in named and isinstance(v, str) and v == target)
     }
-    line = f"{name} {clipped(target)}"
+    line = f"{name} {clipped(target)}" if target else name
     if rest:
         line += " " + clipped(json.dumps(rest, ensure_ascii=False, default=str))
     return line.rstrip()
@@ -114,7 +114,7 @@ def diff_lines(path: str, old_text: str | None, new_text: str, *, first_line: in
     old = (old_text or "").splitlines()
     new = new_text.splitlines()
     shown = [
-        _at_line(line, first_line - 1)
+        at_line(line, first_line - 1)
         for line in difflib.unified_diff(
             old, new, path if old_text is not None else "/dev/null", path, lineterm=""
         )
@@ -125,7 +125,7 @@ def diff_lines(path: str, old_text: str | None, new_text: str, *, first_line: in
     return shown
 
 
-def _at_line(line: str, offset: int) -> str:
+def at_line(line: str, offset: int) -> str:
     """A hunk header of a diff of an excerpt, moved to where the excerpt is in its file."""
     if not offset or not line.startswith("@@ "):
         return line

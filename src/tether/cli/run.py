@@ -44,12 +44,13 @@ from tether.cli.output import EventLines, init_line, refused_result, turn_result
 from tether.cli.render import turn_outcome
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, meter_for, shown_for
+from tether.cli.work import WorkView, follow_children, meter_for, shown_for
 from tether.loop.environment import gathering_early
 from tether.session import Aborted
 from tether.session.store import SESSION_EVENT
 
 if TYPE_CHECKING:
+    from tether.agent import Agent
     from tether.cli.spinner import Spinner
     from tether.host import Tether
 
@@ -142,6 +143,28 @@ def _refused_result(args: argparse.Namespace, error: str, status: int) -> None:
         EventLines(sys.stdout).write(refused_result(error, exit_code=status))
 
 
+def _show_work(
+    args: argparse.Namespace,
+    tether: Tether,
+    agent: Agent,
+    printer: Surface,
+    spinner: Spinner | None,
+) -> WorkView:
+    """Show ``agent``'s work, and its child agents', as it happens; the view showing it."""
+    view = WorkView(
+        printer,
+        thinking=args.show_thinking,
+        meter=meter_for(tether, agent),
+        status=spinner,
+        summary=False,  # said last, with the exit status
+        whole_output=f"tether sessions show {agent.id} prints them all",
+        shown=shown_for(tether, agent),
+    )
+    agent.ctx.on(SESSION_EVENT, view)
+    agent.ctx.defer(follow_children(tether, agent, view))
+    return view
+
+
 async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
@@ -155,16 +178,7 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         print(session_line(tether, agent), file=sys.stderr)
         text_out = args.output_format == "text"
         printer, spinner = _printer_for(args)
-        view = WorkView(
-            printer,
-            thinking=args.show_thinking,
-            meter=meter_for(tether, agent),
-            status=spinner,
-            summary=False,  # said last, with the exit status
-            whole_output=f"tether sessions show {agent.id} prints them all",
-            shown=shown_for(tether, agent),
-        )
-        agent.ctx.on(SESSION_EVENT, view)
+        view = _show_work(args, tether, agent, printer, spinner)
         if args.mode == "ask":
             from tether.cli.asking import ask_on_terminal
 

@@ -31,11 +31,12 @@ Events are matched by their typed payloads (:mod:`tether.session`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tether.cli.render import (
     MAX_DIFF_LINES,
+    at_line,
     call_line,
     clipped,
     stop_lines,
@@ -63,12 +64,13 @@ from tether.session import (
 )
 from tether.session.attempts import retry_notice
 from tether.session.compaction import compaction_notice
-from tether.session.settings import ConfigChanged
+from tether.session.settings import ConfigChanged, PlanEntry, PlanUpdated
 from tether.tools.presentation import ToolShown
 from tether.tools.registry import TOOLS, Shown, shown_in
 
 if TYPE_CHECKING:
     from tether.agent import Agent
+    from tether.cli.own_command import OwnResult
     from tether.host import Tether
     from tether.llm.metering import UsageMeter
     from tether.session import Event, Session
@@ -109,10 +111,12 @@ class WorkView:
         self._outputs: list[tuple[str, str]] = []
         self._turn_usage: dict[str, int] = {}
         self._turn_cost_from: float | None = None
+        self._cwd: str | None = None
 
     # -- the session observer ------------------------------------------------
 
     def __call__(self, session: Session, event: Event) -> None:
+        self._cwd = session.header.cwd
         match event.payload:
             case AssistantChunk(kind=kind, delta=delta):
                 self._say_status(None)
@@ -141,6 +145,9 @@ class WorkView:
                 self._call(call)
             case ToolResultEvent() as result:
                 self._result(result)
+            case PlanUpdated(entries=entries):
+                for line, style in plan_lines(entries):
+                    self.surface.line(line, style)
             case ToolStopped() as receipt:
                 for line in stop_lines(receipt):
                     self.surface.line(f"■ {line}", "notice")
@@ -173,20 +180,54 @@ class WorkView:
         args = arguments if isinstance(arguments, dict) else {}
         shown = self._shown(call.name)
         self.surface.line(f"→ {call_line(call.name, args, shown)}", "tool")
-        for line, style in _call_diff(shown, args):
+        locations = shown.locations(args, self._cwd)
+        path = locations[0].path if locations else None
+        for line, style in call_diff(shown, args, path):
             self.surface.line(line, style)
 
     def _result(self, result: ToolResultEvent) -> None:
-        name, content, failed = result.name, result.content, result.is_error
+        self._output(result.name, result.content, failed=result.is_error)
+
+    def own_result(self, result: OwnResult) -> None:
+        """What a ``!command`` printed, folded like a tool's (``/output N`` shows it)."""
+        ended = "stopped" if result.code is None else f"exit code {result.code}"
+        self._output(f"$ {result.command}", result.output, failed=result.code != 0, ended=ended)
+
+    @property
+    def shown(self) -> Shown:
+        """How the session's tool calls are shown."""
+        return self._shown
+
+    def _output(self, name: str, content: str, *, failed: bool, ended: str | None = None) -> None:
         self._outputs.append((name, content))
         number = len(self._outputs)
         lines = content.splitlines()
         count = f"{len(lines)} line{'' if len(lines) == 1 else 's'}"
+        if ended is not None:
+            count = f"{ended}, {count}"
         verdict = "failed" if failed else "done"
         self.surface.line(f"← {name} {verdict} ({count}) #{number}", "error" if failed else "dim")
         style: Style = "error" if failed else "output"
         for line in _folded(lines, self._whole_output.format(n=number)):
             self.surface.line(f"  │ {line}", style)
+
+    def child(self, depth: int, event: Event) -> None:
+        """An event of a child agent ``depth`` delegations below the session, shown
+        nested under the ``task`` call that started it while it runs: its tool calls
+        and how each ended, indented a level deeper for each delegation."""
+        indent = "  " * depth
+        match event.payload:
+            case ToolCallEvent(name=name, arguments=arguments):
+                line = call_line(name, thaw(arguments), self._shown(name))
+                self.surface.line(f"{indent}→ {line}", "dim")
+                self._say_status(f"task: {clipped(line)}")
+            case ToolResultEvent(name=name, content=content, is_error=failed):
+                count = len(content.splitlines())
+                verdict = "failed" if failed else "done"
+                lines = f"{count} line{'' if count == 1 else 's'}"
+                self.surface.line(f"{indent}← {name} {verdict} ({lines})", "dim")
+            case AssistantChunk():
+                self._say_status("task: the child agent is answering")
 
     def _count(self, event: Event, usage: Mapping[str, int] | None) -> None:
         for name, value in (usage or {}).items():
@@ -331,9 +372,14 @@ def _folded(lines: list[str], whole: str) -> list[str]:
 _DIFF_STYLES: dict[str, Style] = {"+": "added", "-": "removed", "@": "dim"}
 
 
-def _call_diff(shown: ToolShown, args: Mapping[str, object]) -> list[tuple[str, Style]]:
+def call_diff(
+    shown: ToolShown, args: Mapping[str, object], path: str | None = None
+) -> list[tuple[str, Style]]:
     """The lines a call changes, from its own arguments as its tool declares them
-    (:attr:`~tether.tools.presentation.ToolShown.change`), styled."""
+    (:attr:`~tether.tools.presentation.ToolShown.change`), styled. With the
+    ``path`` of the file the call changes, each hunk header gives the lines
+    where the change is in that file (:func:`line_in_file`); without it, or
+    when the change is not found there, the lines within the call's text."""
     pairs = shown.changes(args)
     if not pairs:
         return []
@@ -341,16 +387,100 @@ def _call_diff(shown: ToolShown, args: Mapping[str, object]) -> list[tuple[str, 
 
     lines: list[tuple[str, Style]] = []
     for old, new in pairs:
+        first = line_in_file(path, old, new) if path is not None and old else None
         diff = difflib.unified_diff((old or "").splitlines(), new.splitlines(), lineterm="", n=2)
-        for line in diff:
-            if line.startswith(("---", "+++")):
+        for raw in diff:
+            if raw.startswith(("---", "+++")):
                 continue
+            line = raw if first is None else at_line(raw, first - 1)
             style = _DIFF_STYLES.get(line[:1], "output")
             lines.append((f"  {clipped(line)}", style))
     if len(lines) > MAX_DIFF_LINES:
         cut = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], (f"  … {cut} more lines", "dim")]
     return lines
+
+
+_PLAN_MARKS: dict[str, tuple[str, Style]] = {
+    "completed": ("✔", "dim"),
+    "in_progress": ("▸", "tool"),
+    "pending": ("○", "output"),
+}
+
+
+def plan_lines(entries: Sequence[PlanEntry]) -> list[tuple[str, Style]]:
+    """The session's plan as a checklist: ``✔`` done, ``▸`` under way, ``○`` to do;
+    one line saying so when it was cleared."""
+    if not entries:
+        return [("  (the plan is cleared)", "dim")]
+    done = sum(entry.status == "completed" for entry in entries)
+    lines: list[tuple[str, Style]] = [(f"  plan: {done} of {len(entries)} done", "dim")]
+    for entry in entries:
+        mark, style = _PLAN_MARKS.get(entry.status, ("○", "output"))
+        lines.append((f"  {mark} {clipped(entry.content)}", style))
+    return lines
+
+
+LOCATED_FILE_BYTES = 4 << 20
+"""The biggest file the work view reads to place a change's hunk headers."""
+
+
+def line_in_file(path: str, old: str, new: str) -> int | None:
+    """The 1-based line of ``path`` where a change from ``old`` to ``new`` is: where
+    ``old`` is while the change is still to be made, else where ``new`` is once it
+    was. ``None`` when the file cannot be read, is bigger than
+    :data:`LOCATED_FILE_BYTES`, or holds neither text exactly once."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(LOCATED_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > LOCATED_FILE_BYTES:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    for part in (old, new):
+        at = text.find(part) if part else -1
+        if at >= 0 and text.find(part, at + 1) < 0:
+            return text.count("\n", 0, at) + 1
+    return None
+
+
+def follow_children(tether: Tether, agent: Agent, view: WorkView) -> Callable[[], None]:
+    """Show the work of ``agent``'s foreground child agents (and theirs) in ``view``
+    (:meth:`WorkView.child`) while they run; returns the function that stops it."""
+    from tether.agent.registry import AGENTS
+    from tether.session.store import SESSION_EVENT
+
+    agents = tether.runtime.ctx.get(AGENTS)
+
+    def depth_of(session: Session) -> int | None:
+        """How many foreground delegations below ``agent`` ``session`` is (``None``: not)."""
+        header = session.header
+        for depth in range(1, MAX_SHOWN_DEPTH + 1):
+            lineage = header.lineage
+            delegation = None if lineage is None else lineage.delegation
+            if lineage is None or delegation is None or delegation.background:
+                return None
+            if lineage.parent == agent.id:
+                return depth
+            parent = agents.get(lineage.parent) if agents is not None else None
+            if parent is None:
+                return None
+            header = parent.session.header
+        return None
+
+    def on_event(session: Session, event: Event) -> None:
+        if session is agent.session:
+            return
+        depth = depth_of(session)
+        if depth is not None:
+            view.child(depth, event)
+
+    return tether.runtime.ctx.on(SESSION_EVENT, on_event)
+
+
+MAX_SHOWN_DEPTH = 8
+"""The deepest delegation whose work is shown nested (deeper agents run unshown)."""
 
 
 def shown_for(tether: Tether, agent: Agent) -> Shown:

@@ -80,8 +80,9 @@ async def todo(args: TodoArgs, exec: ToolExec) -> ToolOutput:
     return ToolOutput(summary)
 
 
-TODO_SHOWN = ToolShown(kind="think")
-"""``todo``: planning, which changes nothing outside the session."""
+TODO_SHOWN = ToolShown(kind="think", hidden=("tasks",))
+"""``todo``: planning, which changes nothing outside the session; its list is shown
+from the ``plan/updated`` event it logs, not from the call's arguments."""
 
 
 async def apply(ctx: Context, config: None) -> None:

@@ -1,0 +1,128 @@
+"""Chat's `/model`, `/clear`, `/new`, `/diff` and `!command`, on a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.cli.terminal import CTRL_C, Terminal
+from tests.cli.test_chat_editor import events_of, started
+
+
+def test_a_command_run_with_a_bang_is_shown_and_goes_with_the_next_prompt(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        session_id = started(chat)
+        chat.send(b"!echo hi; exit 3\r")
+        shown = chat.expect("(its output goes with your next prompt)")
+        assert "← $ echo hi; exit 3 failed (exit code 3, 1 line) #1" in shown
+        assert "│ hi" in shown
+        chat.send(b"what did I run?\r")
+        chat.expect("tokens: ")
+        chat.expect("you>")
+        chat.send(b"and now?\r")  # the output went with one prompt only
+        chat.expect("tokens: ")
+        chat.expect("you>")
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()
+    sent = [
+        [block["text"] for block in event["data"]["content"]]
+        for event in events_of(tmp_path, session_id)
+        if event["type"] == "user/message"
+    ]
+    assert sent[0][0].startswith("I ran this shell command myself")
+    assert "$ echo hi; exit 3\nhi" in sent[0][0] and "exit code 3" in sent[0][0]
+    assert sent[0][1:] == ["what did I run?"]
+    assert sent[1] == ["and now?"]
+
+
+def test_ctrl_c_stops_a_bang_command_and_everything_it_started(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    chat = Terminal(tmp_path)
+    try:
+        started(chat)
+        chat.send(f"!sleep 60 & echo $! > {pids}; sleep 60\r".encode())
+        deadline = time.monotonic() + 10
+        while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        chat.send(CTRL_C)
+        shown = chat.expect("(its output goes with your next prompt)")
+        assert "(stopping the command)" in shown and "stopped" in shown
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()
+    orphan = int(pids.read_text())
+    deadline = time.monotonic() + 5
+    while running(orphan) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(orphan), f"process {orphan} outlived the stopped command"
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_model_switches_the_next_request_and_refuses_what_it_cannot_reach(
+    tmp_path: Path,
+) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        session_id = started(chat)
+        chat.send(b"/model nope:x\r")
+        chat.expect("cannot switch to 'nope:x', whose provider is not configured here")
+        chat.send(b"/model offline:two\r")
+        chat.expect("(the next request goes to offline:two)")
+        chat.send(b"/model\r")
+        chat.expect("* offline:two (the next request's)")
+        chat.send(b"/new\r")  # the new session goes on with the model in use
+        banner = chat.expect("lists the commands)")
+        chat.expect("you>")
+        assert "· offline:two" in banner
+        new_id = banner.rsplit("session ", 1)[1].split()[0]
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()
+    assert new_id != session_id
+    configs = [
+        event["data"]
+        for event in events_of(tmp_path, session_id)
+        if event["type"] == "session/config"
+    ]
+    assert configs == [{"option": "model", "value": "offline:two"}]
+    assert (tmp_path / "sessions" / f"{new_id}.jsonl").exists()
+
+
+def test_clear_is_logged_and_diff_shows_the_file_changes_at_their_lines(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "g.txt").write_text("one\ntwo\nthree\n")
+    chat = Terminal(tmp_path, cwd=work)
+    try:
+        session_id = started(chat)
+        chat.send(b"/diff\r")
+        chat.expect("(no file was changed by the agent's file tools")
+        chat.send(b"edit g.txt: two => TWO\r")
+        chat.expect("tokens: ")
+        chat.expect("you>")
+        chat.send(b"/diff\r")
+        chat.expect(f"● edit {work / 'g.txt'}")
+        assert "+TWO" in chat.expect("@@ -2 +2 @@\n  -two\n  +TWO")
+        chat.send(b"/clear\r")
+        chat.expect("(the conversation is cleared")
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()
+    types = [event["type"] for event in events_of(tmp_path, session_id)]
+    assert types[-1] == "history/cleared"
