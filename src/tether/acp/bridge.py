@@ -106,7 +106,7 @@ from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
 from tether.persist.backends.errors import storage_failure
 from tether.persist.backends.lease import taken_over
-from tether.persist.service import PERSISTENCE, store_created
+from tether.persist.service import PERSISTENCE
 from tether.runtime import CancelSignal
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
@@ -433,24 +433,10 @@ class Bridge:
         record = self._host.get(session_id)
         if record is None:
             return
-        session = record.agent.session
-        store = self._ctx.service(SESSIONS)
-        if not store.is_live(session):
-            return
         try:
-            if created:
-                await store_created(self._ctx, session)
-            else:
-                await store.flush(session)
+            await self._host.store(record, created=created)
         except Exception as exc:
             cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
-            if created:
-                # Never acknowledged, so the client cannot use it: it goes.
-                self._host.drop(session_id)
-                try:
-                    await record.dispose()
-                except Exception:
-                    log.warning("session %s: disposing the unstored session failed", session_id)
             if taken_over(exc) is not None:
                 # Not a failure to store: the session is another host's now.
                 raise NotStoredError(str(cause)) from exc

@@ -58,6 +58,8 @@ from tether.front.asking import (
     ask,
     preview_of,
 )
+from tether.persist.service import store_created
+from tether.session.store import SESSIONS
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent
@@ -175,6 +177,37 @@ class SessionHost(Generic[S]):
             raise self._front.refusal(session.agent.id)
         self._sessions[session.agent.id] = session
         return session
+
+    async def store(self, session: S, *, created: bool = False) -> None:
+        """Return once everything ``session`` appended so far is on disk; with ``created``,
+        a session without events is stored as its header. A session no longer live was
+        flushed by its teardown: nothing is left to wait for.
+
+        A created session that could not be stored was never acknowledged, so nobody
+        can use it: it is dropped and disposed before this raises.
+
+        Raises:
+            Exception: from the store (the events stay pending and are written by the
+                session's next append or flush).
+        """
+        log_ = session.agent.session
+        store = self._ctx.service(SESSIONS)
+        if not store.is_live(log_):
+            return
+        try:
+            if created:
+                await store_created(self._ctx, log_)
+            else:
+                await store.flush(log_)
+        except Exception:
+            if created:
+                if self.get(log_.id) is session:
+                    self.drop(log_.id)
+                try:
+                    await session.dispose()
+                except Exception:
+                    log.warning("session %s: disposing the unstored session failed", log_.id)
+            raise
 
     def drop(self, session_id: str) -> S | None:
         """Stop keeping ``session_id`` (its owner disposes it); the session, if it was kept."""

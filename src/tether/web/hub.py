@@ -49,7 +49,6 @@ disposed by another owner.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
@@ -68,7 +67,7 @@ from tether.front.follow import SessionViews
 from tether.front.host import SessionHost
 from tether.persist.backends.lease import Holder
 from tether.persist.cluster import CLUSTER, SessionNotLiveError
-from tether.persist.service import PERSISTENCE, store_created
+from tether.persist.service import PERSISTENCE
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
@@ -255,11 +254,8 @@ class WebHub:
 
         handle = await self._agents.create(cwd=cwd, setup=setup)
         try:
-            await store_created(self._ctx, handle.agent.session)
+            await self._host.store(handle, created=True)
         except Exception as exc:
-            # Never acknowledged, so nobody can use it: it goes.
-            with contextlib.suppress(Exception):
-                await handle.dispose()
             refused = NotStoredError.of(handle.agent.id, "the session", exc)
             log.warning("%s", refused)  # one line, no traceback
             raise refused from None
