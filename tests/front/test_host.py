@@ -93,6 +93,9 @@ class Front:
         self.presented.append(question)
         return self.answer
 
+    def on_forgotten(self, agent: Any) -> None:
+        self.told.append(f"forgot {agent.id}")
+
     def on_closing(self) -> None:
         self.told.append("closing")
 
@@ -160,15 +163,19 @@ async def test_close_is_one_run_that_awaits_owned_work_and_refuses_new_work() ->
 
 
 async def test_a_session_disposed_by_another_owner_is_forgotten_but_not_while_closing() -> None:
-    host = _host(Front())
+    front = Front()
+    host = _host(front)
     one, two = Agent("s1"), Agent("s2")
     await host.publish(Handle(one, []))
     await host.publish(Handle(two, []))
-    assert host.forget(Agent("s1")) is None  # another agent of the same id: not ours
-    assert host.forget(one) is not None and host.get("s1") is None
+    host.forget(Agent("s1"))  # another agent of the same id: not ours
+    assert host.get("s1") is not None
+    host.forget(one)
+    assert host.get("s1") is None and front.told == ["forgot s1"]
     closing = host.close()
-    assert host.forget(two) is None
+    host.forget(two)
     await closing
+    assert front.told == ["forgot s1", "closing", "closed 1"]
 
 
 async def test_a_childs_calls_are_governed_by_its_top_live_ancestor() -> None:

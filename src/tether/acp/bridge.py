@@ -63,7 +63,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.acp.asking import present_to_client
-from tether.acp.commands import available_commands, builtin_commands, run_command
+from tether.acp.commands import available_commands, builtin_commands
+from tether.acp.controls import option_changed
 from tether.acp.editor_files import EditorFiles
 from tether.acp.editor_terminal import EditorTerminals
 from tether.acp.errors import (
@@ -72,33 +73,22 @@ from tether.acp.errors import (
     CwdMismatchError,
     McpUnsupportedError,
     NotStoredError,
-    SessionIdleError,
     UnknownSessionError,
-)
-from tether.acp.options import (
-    OPTION_IDS,
-    UnknownOptionError,
-    check_model,
-    config_options,
-    model_choices,
-    parse_mode,
 )
 from tether.acp.permissions import PERMISSION_REQUEST, Mode
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
-from tether.acp.titles import generate_title
+from tether.acp.titles import Namer
 from tether.agent import (
     Agent,
     AgentCreateError,
-    AgentDisposedError,
     AgentHandle,
     AgentsView,
     UserMessage,
 )
-from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry, parse_command
+from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
-from tether.agent.types import AgentStatus, Target
 from tether.front.asking import Answer, Question
 from tether.front.host import SessionHost
 from tether.front.seams import CLIENT_TERMINAL, FILE_ACCESS, FileAccess, Terminals
@@ -107,19 +97,15 @@ from tether.llm.service import LLM
 from tether.persist.backends.errors import storage_failure
 from tether.persist.backends.lease import taken_over
 from tether.persist.service import PERSISTENCE
-from tether.runtime import CancelSignal
 from tether.runtime.keys import Notice, ServiceKey
 from tether.session import (
     Event,
     Session,
 )
-from tether.session.settings import MODE_OPTION, MODEL_OPTION, SessionTitled
-from tether.session.store import SESSION_EVENT, SESSIONS
+from tether.session.store import SESSION_EVENT
 from tether.tools.execute import BEFORE_EXECUTE
 
 if TYPE_CHECKING:
-    from tether.acp.updates import SessionUpdate
-    from tether.agent.commands import Command
     from tether.mcp.servers import ServerSpec
     from tether.persist.backends.base import SessionSummary
     from tether.runtime import Context
@@ -174,8 +160,9 @@ class Bridge:
         """The disposals ``session/close`` started, by session, until they end (a load waits)."""
         self._listening: dict[Session, SessionRecord] = {}
         """Records by session, from before their agent is published until its scope unwinds."""
-        self._naming: dict[str, CancelSignal] = {}
-        """The signals of title requests still running, by session (a close cancels them)."""
+        model = config.title_model
+        self._namer = None if model is None else Namer(ctx, self._host, model)
+        """Names sessions after their first prompt (with a title model configured)."""
         self._model: str | None = None
         self.closed = asyncio.Event()
         """Set once the teardown has completed."""
@@ -316,9 +303,8 @@ class Bridge:
         record = self.record(session_id)
         self._check_open()
         self._host.drop(session_id)
-        naming = self._naming.pop(session_id, None)
-        if naming is not None:
-            naming.cancel("the session was closed")
+        if self._namer is not None:
+            self._namer.cancel(session_id, "the session was closed")
         record.mark_cancelled()
         disposing = self._host.spawn(record.dispose())
         self._disposing[session_id] = disposing
@@ -477,144 +463,19 @@ class Bridge:
         for record in self._host.sessions:
             record.cancel()
 
-    def set_mode(self, session_id: str, mode: Mode) -> None:
-        """Switch session ``session_id`` to ``mode`` (the next tool call obeys it).
-
-        The change is logged; the client is told (:meth:`option_changed`).
+    def open_record(self, session_id: str) -> SessionRecord:
+        """The session ``session_id``, while the bridge serves its client.
 
         Raises:
-            UnknownSessionError.
+            UnknownSessionError, BridgeClosedError, BridgeError: it serves no client.
         """
-        record = self.record(session_id)
-        if record.set_mode(mode):
-            self.option_changed(record, MODE_OPTION)
-
-    def options(self, record: SessionRecord) -> list[dict[str, object]]:
-        """``record``'s ``configOptions`` now (see :mod:`tether.acp.options`)."""
-        return config_options(
-            record.catalog, configured=record.configured_model, model=record.model, mode=record.mode
-        )
-
-    def set_option(self, session_id: str, option: str, value: object) -> list[dict[str, object]]:
-        """Set configuration option ``option`` of session ``session_id``; the options after.
-
-        ``model`` takes effect at the next model request, ``mode`` at the next
-        tool call; both are logged (``session/config``). A mode change is also
-        told as updates (:meth:`option_changed`), for clients that show the
-        mode apart from the options.
-
-        Raises:
-            UnknownSessionError, UnknownOptionError: an unknown option or value.
-        """
-        record = self.record(session_id)
-        if not isinstance(value, str):
-            raise UnknownOptionError(f"option {option!r} takes a string value, got {value!r}")
-        if option == MODE_OPTION:
-            if record.set_mode(parse_mode(value)):
-                self.option_changed(record, MODE_OPTION)
-        elif option == MODEL_OPTION:
-            choices = model_choices(record.catalog, record.configured_model, record.model)
-            record.set_model(check_model(value, choices))
-        else:
-            known = ", ".join(repr(each) for each in OPTION_IDS)
-            raise UnknownOptionError(f"unknown config option {option!r}; the options are {known}")
-        return self.options(record)
-
-    def option_changed(self, record: SessionRecord, option: str) -> None:
-        """Tell the client that ``option`` of ``record`` changed: ``current_mode_update``
-        for the mode, then ``config_option_update`` with every option."""
-        if option == MODE_OPTION:
-            mode = record.mode.value
-            record.send({"sessionUpdate": "current_mode_update", "currentModeId": mode})
-        options = self.options(record)
-        record.send({"sessionUpdate": "config_option_update", "configOptions": options})
-
-    # -- slash commands, steering ------------------------------------------------------
+        self._check_open()
+        return self.record(session_id)
 
     @property
     def commands(self) -> CommandRegistry | None:
         """The command registry, when one is mounted."""
         return self._ctx.get(COMMANDS)
-
-    def commands_update(self) -> SessionUpdate:
-        """The ``available_commands_update`` for the commands registered now."""
-        return available_commands(self.commands)
-
-    def command_for(self, message: UserMessage) -> tuple[Command, str] | None:
-        """The registered command ``message`` runs, with its argument, if it names one."""
-        registry = self.commands
-        if registry is None or len(message.content) != 1:
-            return None
-        parsed = parse_command(message.plain_text)
-        if parsed is None:
-            return None
-        command = registry.get(parsed[0])
-        return None if command is None else (command, parsed[1])
-
-    async def run_command(self, session_id: str, command: Command, argument: str) -> None:
-        """Run ``command`` in session ``session_id``; its answer goes to the client.
-
-        Raises:
-            UnknownSessionError, BridgeClosedError, CommandError, BridgeError.
-        """
-        self._check_open()
-        record = self.record(session_id)
-        answer = await run_command(command, record, argument)
-        if answer:
-            record.send({"sessionUpdate": "agent_message_chunk", "content": _text(answer)})
-
-    async def steer(self, session_id: str, message: UserMessage) -> None:
-        """Deliver ``message`` to the running turn of ``session_id`` at its next step;
-        return once it is stored (:meth:`~tether.agent.Agent.submit`).
-
-        Raises:
-            UnknownSessionError, BridgeClosedError,
-            SessionIdleError: no turn runs and no prompt is in flight.
-            NotStoredError (of the agent layer): it could not be stored; it never runs.
-        """
-        self._check_open()
-        record = self.record(session_id)
-        if record.agent.status is not AgentStatus.RUNNING and not record.answering:
-            raise SessionIdleError(session_id)
-        await _submit(record.agent, message, Target.STEERING)
-
-    async def queue(self, session_id: str, message: UserMessage) -> None:
-        """Queue ``message`` as its own next turn of ``session_id``; return once it is
-        stored, without waiting for its turn (:meth:`~tether.agent.Agent.submit`).
-
-        Raises:
-            UnknownSessionError, BridgeClosedError,
-            NotStoredError (of the agent layer): it could not be stored; it never runs.
-        """
-        self._check_open()
-        await _submit(self.record(session_id).agent, message, Target.QUEUED)
-
-    @property
-    def _namer(self) -> Callable[[SessionRecord, str], None] | None:
-        return None if self.config.title_model is None else self.name_session
-
-    def name_session(self, record: SessionRecord, prompt: str) -> None:
-        """Have the title model name ``record``'s session after ``prompt``, in a task the
-        bridge owns; the title is logged (``session/title``) if the session is still open."""
-        llm = self._ctx.get(LLM)
-        model = self.config.title_model
-        if self._host.closing or llm is None or model is None:
-            return
-        signal = self._naming[record.id] = CancelSignal()
-
-        async def name() -> None:
-            try:
-                title = await generate_title(llm, model, prompt, signal)
-            finally:
-                if self._naming.get(record.id) is signal:
-                    del self._naming[record.id]
-            if title is None or self._host.get(record.id) is not record:
-                return
-            if self._ctx.service(SESSIONS).is_live(record.agent.session):
-                record.agent.session.append(SessionTitled(title=title))
-
-        task = self._host.spawn(name(), name=f"title:{record.id}")
-        task.add_done_callback(_title_done)
 
     def on_commands_changed(self, registry: CommandRegistry) -> None:
         """``commands/changed``: tell every session's client what is available now."""
@@ -675,9 +536,12 @@ class Bridge:
             return Answer.REJECT
         return await present_to_client(self._link, record, question)
 
+    def on_forgotten(self, agent: Agent) -> None:
+        pass  # the client learns it when it uses the session
+
     def on_closing(self) -> None:
-        for naming in list(self._naming.values()):
-            naming.cancel("the ACP connection is closing")
+        if self._namer is not None:
+            self._namer.cancel_all("the ACP connection is closing")
         for record in self._host.sessions:
             record.mark_cancelled()
 
@@ -825,26 +689,8 @@ class _Opening:
         return record
 
 
-async def _submit(agent: Agent, message: UserMessage, target: Target) -> None:
-    """``agent.submit``, a disposed agent being a closing bridge."""
-    try:
-        await agent.submit(message, target)
-    except AgentDisposedError as exc:
-        raise BridgeClosedError(str(exc)) from None
-
-
-def _text(text: str) -> dict[str, object]:
-    return {"type": "text", "text": text}
-
-
 async def _nothing(agent: Agent) -> None:
     """The MCP setup of a session the client offered no servers for."""
-
-
-def _title_done(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        # Nobody awaits a title: its failure is logged here, never shown.
-        log.warning("naming a session failed", exc_info=task.exception())
 
 
 def _check_cwd(agent: Agent, cwd: str) -> None:
@@ -876,6 +722,6 @@ async def apply(ctx: Context, config: Config) -> None:
     await ctx.effect(lifecycle, label="acp bridge")
     commands = ctx.get(COMMANDS)
     if commands is not None:
-        for command in builtin_commands(bridge.record_of, bridge.option_changed):
+        for command in builtin_commands(bridge.record_of, option_changed):
             await commands.register(command)
     ctx.provide(ACP, bridge)

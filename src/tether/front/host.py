@@ -122,6 +122,10 @@ class Presenter(Protocol):
         """Put ``question`` to a person (see :data:`~tether.front.asking.Present`)."""
         ...
 
+    def on_forgotten(self, agent: Agent) -> None:
+        """The session of ``agent``, disposed by another owner, was dropped."""
+        ...
+
     def on_closing(self) -> None:
         """The teardown begins: settle what is the front end's own (before any dispose)."""
         ...
@@ -213,14 +217,14 @@ class SessionHost(Generic[S]):
         """Stop keeping ``session_id`` (its owner disposes it); the session, if it was kept."""
         return self._sessions.pop(session_id, None)
 
-    def forget(self, agent: Agent) -> S | None:
-        """``agent/disposed``: drop the session of ``agent`` disposed by another owner;
-        the session dropped, if any (nothing is dropped while the host closes)."""
-        session = self.session_of(agent)
-        if session is None or self._closing:
-            return None
+    def forget(self, agent: Agent) -> None:
+        """``agent/disposed``: drop the session of ``agent`` disposed by another owner
+        and tell the front end (:meth:`Presenter.on_forgotten`); nothing is dropped
+        while the host closes."""
+        if self.session_of(agent) is None or self._closing:
+            return
         del self._sessions[agent.id]
-        return session
+        self._front.on_forgotten(agent)
 
     # -- owned work ----------------------------------------------------------------------
 

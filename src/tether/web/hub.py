@@ -483,6 +483,9 @@ class WebHub:
     def started(self, governing: Agent, agent: Agent, call_id: str) -> None:
         pass  # the log shows the call running
 
+    def on_forgotten(self, agent: Agent) -> None:
+        self.follows.nudge(agent.id)  # its views show it is no longer the web app's
+
     def on_closing(self) -> None:
         for question in list(self._questions.values()):
             if not question.answer.done():
@@ -492,11 +495,6 @@ class WebHub:
         pass
 
     # -- listeners and teardown ---------------------------------------------------------
-
-    def forget(self, agent: Agent) -> None:
-        """``agent/disposed``: a session disposed by another owner leaves the hub."""
-        if self._host.forget(agent) is not None:
-            self.follows.nudge(agent.id)
 
     def close(self) -> Awaitable[None]:
         """Dispose every session the web app opened (once; every call awaits the one run).
@@ -531,7 +529,7 @@ async def apply(ctx: Context, config: Config) -> None:
         yield events.add(SESSION_DISPOSED.name, hub.follows.on_session_disposed)
         yield events.add(BEFORE_EXECUTE.name, hub.host.before_execute)
         yield events.add(PERMISSION_REQUEST.name, hub.host.ask)
-        yield events.add(AGENT_DISPOSED.name, hub.forget)
+        yield events.add(AGENT_DISPOSED.name, hub.host.forget)
         # Last in, first out: the sessions close while the listeners still stand.
         yield hub.close
 
