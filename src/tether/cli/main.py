@@ -15,7 +15,6 @@ from tether.cli.failures import EXIT_FAILED, OneLineFormatter, StartRefusedError
 from tether.cli.process import begin_startup, exit_now
 from tether.fence import fence
 from tether.masking import CredentialFilter
-from tether.runtime.errors import CompositionError
 
 if TYPE_CHECKING:
     _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -426,6 +425,14 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _composing_failed(exc: Exception) -> bool:
+    """Whether ``exc`` is a :class:`~tether.runtime.errors.CompositionError`: looked up
+    only once the runtime was imported (only composing raises it), so that start-up
+    does not import the runtime before the command needs it."""
+    errors = sys.modules.get("tether.runtime.errors")
+    return errors is not None and isinstance(exc, errors.CompositionError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     words = with_default_command(sys.argv[1:] if argv is None else argv)
@@ -447,11 +454,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         installed.addFilter(CredentialFilter())
     try:
         return dispatch(parser, args)
-    except CompositionError as exc:
-        # A configuration file that cannot be read, parsed or composed: one
-        # line naming the file (and where in it), before anything started.
-        print(f"tether: error: {exc}", file=sys.stderr)
-        return 2
     except UsageError as exc:
         # One line: argparse prints its usage banner for what it parses
         # itself; a bad value found later (an unknown session, a model
@@ -464,6 +466,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        if _composing_failed(exc):
+            # A configuration file that cannot be read, parsed or composed: one
+            # line naming the file (and where in it), before anything started.
+            print(f"tether: error: {exc}", file=sys.stderr)
+            return 2
         reason = describe(exc)
         if reason is None:
             raise
