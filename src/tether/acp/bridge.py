@@ -56,9 +56,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -75,6 +74,7 @@ from tether.acp.errors import (
     NotStoredError,
     UnknownSessionError,
 )
+from tether.acp.opening import Openings, check_cwd, same_dir
 from tether.acp.permissions import PERMISSION_REQUEST, Mode
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
@@ -153,9 +153,8 @@ class Bridge:
         self._host: SessionHost[SessionRecord] = SessionHost(
             ctx, self, answer_within=config.permission_timeout, name="ACP bridge"
         )
-        self._opening: dict[str, _Opening] = {}
-        """Sessions being loaded or resumed, by id, from the moment the request begins until
-        the load has ended (published or failed): a close, a cancel or another load finds them."""
+        self._opening = Openings(self._host)
+        """Sessions being loaded or resumed (a close, a cancel or another load finds them)."""
         self._disposing: dict[str, asyncio.Task[None]] = {}
         """The disposals ``session/close`` started, by session, until they end (a load waits)."""
         self._listening: dict[Session, SessionRecord] = {}
@@ -252,12 +251,12 @@ class Bridge:
             return joined  # else one replay for both: the load in progress sends it
         open_record = self._host.get(session_id)
         if open_record is not None:
-            _check_cwd(open_record.agent, cwd)
+            check_cwd(open_record.agent, cwd)
             await open_record.replay()
             return open_record
         attach = self._mcp_setup(servers)
         work = self._load(session_id, cwd, attach, replay=True)
-        return await self._open(session_id, work, replays=True)
+        return await self._opening.open(session_id, work, replays=True, check=self._check_open)
 
     async def resume(
         self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
@@ -277,11 +276,11 @@ class Bridge:
             return await opening.joined(cwd)
         open_record = self._host.get(session_id)
         if open_record is not None:
-            _check_cwd(open_record.agent, cwd)
+            check_cwd(open_record.agent, cwd)
             return open_record
         attach = self._mcp_setup(servers)
         work = self._load(session_id, cwd, attach, replay=False)
-        return await self._open(session_id, work, replays=False)
+        return await self._opening.open(session_id, work, replays=False, check=self._check_open)
 
     async def close_session(self, session_id: str) -> None:
         """Dispose session ``session_id``'s agent; its log stays stored.
@@ -322,7 +321,7 @@ class Bridge:
             for summary in summaries
             if summary.error is None
             and summary.cwd is not None
-            and (cwd is None or _same_dir(summary.cwd, cwd))
+            and (cwd is None or same_dir(summary.cwd, cwd))
         ]
 
     def _mcp_setup(self, servers: Sequence[ServerSpec]) -> Callable[[Agent], Awaitable[object]]:
@@ -375,7 +374,7 @@ class Bridge:
 
         async def setup(agent: Agent) -> None:
             try:
-                _check_cwd(agent, cwd)
+                check_cwd(agent, cwd)
             except CwdMismatchError as exc:
                 mismatch.append(exc)
                 raise
@@ -623,84 +622,9 @@ class Bridge:
         """The bridge's record of ``agent``, if it is one of the bridge's sessions."""
         return self._host.session_of(agent)
 
-    async def _open(
-        self, session_id: str, work: Coroutine[Any, Any, SessionRecord], *, replays: bool
-    ) -> SessionRecord:
-        """Load or resume session ``session_id`` by ``work`` (which replays, or not), the
-        session known as opening until ``work`` has ended.
-
-        From this call on, :attr:`_opening` holds the session: a close waits
-        for the load and closes the session, a cancel is applied as soon as
-        it is open, another load or resume joins it. ``work``'s failure is
-        this call's (and every joiner's).
-        """
-        opening = _Opening(replays)
-
-        async def open_it() -> SessionRecord:
-            record = await work
-            if opening.cancelled:
-                record.cancel()
-            return record
-
-        try:
-            self._check_open()
-        except BridgeError:
-            work.close()
-            raise
-        opening.task = self._host.spawn(open_it())
-        self._opening[session_id] = opening
-
-        def ended(_: object) -> None:
-            if self._opening.get(session_id) is opening:
-                del self._opening[session_id]
-
-        opening.task.add_done_callback(ended)
-        return await asyncio.shield(opening.task)
-
-
-class _Opening:
-    """A session being loaded or resumed: the bridge's entry for it until the load ends."""
-
-    __slots__ = ("cancelled", "replays", "task")
-
-    def __init__(self, replays: bool) -> None:
-        self.replays = replays
-        """Whether the load in progress replays the history to the client."""
-        self.cancelled = False
-        """A ``session/cancel`` arrived meanwhile: applied once the session is open."""
-        self.task: asyncio.Task[SessionRecord] | None = None
-
-    async def ended(self) -> bool:
-        """Wait for the load to end; whether it opened the session."""
-        assert self.task is not None
-        await asyncio.wait({self.task})
-        return not self.task.cancelled() and self.task.exception() is None
-
-    async def joined(self, cwd: str) -> SessionRecord:
-        """The session, once the load in progress has opened it.
-
-        Raises:
-            CwdMismatchError: the session belongs to another directory than ``cwd``.
-            Exception: what the load in progress raised.
-        """
-        assert self.task is not None
-        record = await asyncio.shield(self.task)
-        _check_cwd(record.agent, cwd)
-        return record
-
 
 async def _nothing(agent: Agent) -> None:
     """The MCP setup of a session the client offered no servers for."""
-
-
-def _check_cwd(agent: Agent, cwd: str) -> None:
-    stored = agent.session.header.cwd
-    if not _same_dir(stored, cwd):
-        raise CwdMismatchError(agent.id, stored, cwd)
-
-
-def _same_dir(a: str, b: str) -> bool:
-    return os.path.normpath(a) == os.path.normpath(b)
 
 
 async def apply(ctx: Context, config: Config) -> None:
