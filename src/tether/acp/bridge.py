@@ -75,7 +75,7 @@ from tether.acp.errors import (
     UnknownSessionError,
 )
 from tether.acp.opening import Openings, check_cwd, same_dir
-from tether.acp.permissions import PERMISSION_REQUEST, Mode
+from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
 from tether.acp.titles import Namer
@@ -87,7 +87,6 @@ from tether.agent import (
     UserMessage,
 )
 from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry
-from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
 from tether.front.asking import Answer, Question
 from tether.front.host import SessionHost
@@ -103,7 +102,6 @@ from tether.session import (
     Session,
 )
 from tether.session.store import SESSION_EVENT
-from tether.tools.execute import BEFORE_EXECUTE
 
 if TYPE_CHECKING:
     from tether.mcp.servers import ServerSpec
@@ -630,16 +628,13 @@ async def _nothing(agent: Agent) -> None:
 async def apply(ctx: Context, config: Config) -> None:
     """Provide the ``acp`` service; its sessions and listeners unwind as one effect."""
     bridge = Bridge(ctx, config)
-    events = ctx.runtime.events
 
     def lifecycle() -> Iterator[Callable[[], object]]:
-        yield events.add(SESSION_EVENT.name, bridge.on_session_event)
-        yield events.add(BEFORE_EXECUTE.name, bridge.host.before_execute)
-        yield events.add(PERMISSION_REQUEST.name, bridge.host.ask)
-        yield events.add(FILE_ACCESS.name, bridge.file_access)
-        yield events.add(CLIENT_TERMINAL.name, bridge.client_terminal)
-        yield events.add(AGENT_DISPOSED.name, bridge.host.forget)
-        yield events.add(COMMANDS_CHANGED.name, bridge.on_commands_changed)
+        yield ctx.listen(SESSION_EVENT, bridge.on_session_event)
+        yield from bridge.host.listening()
+        yield ctx.listen(FILE_ACCESS, bridge.file_access)
+        yield ctx.listen(CLIENT_TERMINAL, bridge.client_terminal)
+        yield ctx.listen(COMMANDS_CHANGED, bridge.on_commands_changed)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close
 

@@ -490,14 +490,15 @@ def shown_for(tether: Tether, agent: Agent) -> Shown:
 
 def meter_for(tether: Tether, agent: Agent) -> UsageMeter:
     """``agent``'s session usage so far, priced by the model catalog of the settings."""
-    from tether.cli.boot import session_model
+    from tether.cli.boot import session_choice
     from tether.llm.catalog import ModelCatalog
     from tether.llm.metering import UsageMeter
     from tether.llm.service import LLM
 
     llm = tether.runtime.ctx.get(LLM)
     catalog = llm.catalog if llm is not None else ModelCatalog()
-    meter = UsageMeter(catalog, session_model(agent))
+    # The meter folds the switches itself: it starts on the model the session started on.
+    meter = UsageMeter(catalog, session_choice(tether, agent.session, at=0).model)
     for event in agent.session.events:
         meter.advance(event)
     return meter

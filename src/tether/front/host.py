@@ -47,11 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
 from tether.front.asking import (
+    PERMISSION_REQUEST,
     PermissionDecision,
     Question,
     approve,
@@ -60,11 +62,13 @@ from tether.front.asking import (
 )
 from tether.persist.service import store_created
 from tether.session.store import SESSIONS
+from tether.tools.execute import BEFORE_EXECUTE
 
 if TYPE_CHECKING:
     from tether.agent.types import Agent
     from tether.front.asking import Answer
     from tether.runtime import Context
+    from tether.runtime.effects import Disposer
     from tether.tools.execute import ToolInvocation
     from tether.tools.permission import Mode
     from tether.tools.preview import ToolPreview
@@ -345,6 +349,14 @@ class SessionHost(Generic[S]):
             return invocation
         self._front.started(governing, agent, call_id)
         return await next_(approved)
+
+    def listening(self) -> Iterator[Disposer]:
+        """Listen to ``tool/before-execute`` (:meth:`before_execute`), ``permission/request``
+        (:meth:`ask`) and ``agent/disposed`` (:meth:`forget`): the removers, for the body
+        of the front end's composite effect to yield before its :meth:`close`."""
+        yield self._ctx.listen(BEFORE_EXECUTE, self.before_execute)
+        yield self._ctx.listen(PERMISSION_REQUEST, self.ask)
+        yield self._ctx.listen(AGENT_DISPOSED, self.forget)
 
     async def ask(self, agent: Agent, invocation: ToolInvocation) -> PermissionDecision | None:
         """``permission/request``: ask about ``agent``'s call in its governing session

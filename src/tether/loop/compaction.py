@@ -275,7 +275,7 @@ class Compaction:
     def due(self, driver: AgentDriver, tokens: int) -> bool:
         """Whether a request of ``tokens`` should be compacted first."""
         settings = self.settings
-        model = driver.history.model(driver.options.model)
+        model = driver.history.model()
         return settings.enabled and tokens > settings.threshold * self.window(model)
 
     async def compact(
@@ -327,7 +327,7 @@ class Compaction:
         async with lock:
             if signal.cancelled:
                 raise CompactionCancelledError("the compaction was cancelled")
-            model = driver.history.model(driver.options.model)
+            model = driver.history.model()
             window = self.window(model)
             cut = plan_cut(driver.session, int(self.settings.keep_recent * window))
             if cut is None:

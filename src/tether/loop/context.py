@@ -30,6 +30,7 @@ from tether.content import (
     UserRoleMessage,
 )
 from tether.llm.catalog import DEFAULT_MODELS, by_longest_prefix
+from tether.llm.offline import PROVIDER as OFFLINE
 from tether.llm.request import ToolSpec, parse_model_ref
 from tether.session.vocabulary import encode_data
 
@@ -97,7 +98,7 @@ def context_window(model: str, overrides: Mapping[str, int] = {}) -> int:
         return overrides[model]
     if name is not None and name in overrides:
         return overrides[name]
-    if provider == "offline":
+    if provider == OFFLINE:
         return _OFFLINE_WINDOW
     name = name or DEFAULT_MODELS.get(provider)
     window = None if name is None else by_longest_prefix(DEFAULT_WINDOWS, name)

@@ -8,8 +8,10 @@ events appended since the last request, and derives the whole log again when
 one of them is a compaction or a ``history/cleared`` (which drops what came
 before it). That keeps a long conversation's per-turn cost flat.
 
-The same pass folds the session's settings (:class:`SessionSettings`): the
-model a ``session/config`` chose is the model of the next request.
+The same pass folds the session's settings (:class:`SessionSettings`) and its
+model (:class:`~tether.session.model.ModelTracker`, the rule of
+:func:`~tether.session.model.session_model`): the model a ``session/config``
+chose is the model of the next request.
 
 A model that does not accept images is sent the tool results that hold
 some (a ``read`` made while the session used another model) with a note in
@@ -27,7 +29,8 @@ from tether.loop.context import message_tokens
 from tether.session import ContextCompacted, derive_messages
 from tether.session.derive import DERIVED_TYPES
 from tether.session.log import Session
-from tether.session.settings import MODEL_OPTION, SETTINGS_TYPES, SessionSettings
+from tether.session.model import ModelChoice, ModelTracker, session_model
+from tether.session.settings import SETTINGS_TYPES, SessionSettings
 
 _COMPACTED = ContextCompacted.type
 _FOLDED = DERIVED_TYPES | SETTINGS_TYPES
@@ -40,6 +43,7 @@ class History:
     __slots__ = (
         "_anchor",
         "_messages",
+        "_model",
         "_seen",
         "_session",
         "_settings",
@@ -48,8 +52,10 @@ class History:
         "_total",
     )
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, start: ModelChoice | None = None) -> None:
+        """``start``: the model the session started on (default: what its header says)."""
         self._session = session
+        self._model = ModelTracker(start or session_model(session, at=0))
         self._messages: list[Message] = []
         self._sizes: list[int] = []
         self._total = 0
@@ -64,10 +70,11 @@ class History:
         self._advance()
         return tuple(self._messages)
 
-    def model(self, default: str) -> str:
-        """The model the session's log chose last (``session/config model``), else ``default``."""
+    def model(self) -> str:
+        """The model of the next request: the one the log chose last (``session/config
+        model``), else the one the session started on."""
         self._advance()
-        return self._settings.options.get(MODEL_OPTION, default)
+        return self._model.current.model
 
     def _advance(self) -> None:
         events = self._session.events
@@ -81,6 +88,7 @@ class History:
         new = list(events.of_types(_FOLDED, self._seen, end))
         for event in new:
             settings.advance(event)
+            self._model.advance(event)
         compacted = any(event.type == _COMPACTED for event in new)
         if settings.cleared_at != cleared or compacted:
             self._messages = derive_messages(events.of_types(DERIVED_TYPES, 0, end))

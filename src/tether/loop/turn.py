@@ -38,13 +38,15 @@ registration order):
 * ``TURN_STOP`` (``agent/turn-stop``) — **serial**; args: ``(agent, turn, step)``, asked after
   every step that would continue. The first listener that returns a
   ``TurnEndReason`` ends the turn with it.
-* ``TURN_ABORTING`` (``agent/turn-aborting``) — **parallel**; args: ``(agent,
+* ``TURN_ABORTING`` (``agent/turn-aborting``) — **gather**; args: ``(agent,
   turn)``, awaited when a cancelled turn is about to close: work the turn owns
-  elsewhere (child agents) stops before the turn's ``turn/end``.
+  elsewhere (child agents) stops before the turn's ``turn/end``. Each
+  listener answers what its stop reached (:class:`~tether.session.StopParts`),
+  and the turn writes the answers as one ``tool/stopped`` right before its
+  ``turn/end`` (:mod:`tether.loop.receipt`).
 * ``TURN_CLOSING`` (``agent/turn-closing``) — **emit**; args: ``(agent, turn,
-  reason)``, once per turn, after its last step closed and right before
-  ``turn/end``: the last moment to log into the turn (the stop receipt of
-  :mod:`tether.plugins.stop_receipt` does).
+  reason)``, once per turn, after its last step closed and before the stop
+  receipt and ``turn/end``: the last moment for a plugin to log into the turn.
 * ``COMPACTING`` (``agent/compacting``) — **emit**; args: ``(agent, trigger)``,
   when a compaction starts its summary request (:mod:`tether.loop.compaction`).
 """
@@ -86,6 +88,7 @@ from tether.loop.hooks import (
     RequestError,
 )
 from tether.loop.prompt import PromptSettings, SystemPrompt
+from tether.loop.receipt import stop_cause, write_receipt
 from tether.runtime import Veto
 from tether.runtime.signal import cancelling_current_task
 from tether.session import (
@@ -100,6 +103,7 @@ from tether.session import (
     RetryEvent,
     StepEnd,
     StepStart,
+    StopParts,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
@@ -216,12 +220,14 @@ class TurnRunner:
         finally:
             if signal.cancelled and not isinstance(reason, Aborted):
                 reason = _aborted(signal)
+            parts: tuple[StopParts, ...] = ()
             if signal.cancelled and not cancelling_current_task():
-                await self._aborting(driver, turn)
+                parts = await self._aborting(driver, turn)
             try:
                 if session.open_turn == turn:
                     _close_step(session, NOT_STARTED)
                     self._ctx.emit(TURN_CLOSING, driver.agent, turn, reason)
+                    write_receipt(session, turn, stop_cause(reason), parts)
                     session.append(TurnEnd(turn=turn, reason=reason))
             finally:
                 driver.end_turn(reason)
@@ -229,16 +235,18 @@ class TurnRunner:
                 # After turn/end: a listener that cancels acts on what comes next.
                 self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
 
-    async def _aborting(self, driver: AgentDriver, turn: int) -> None:
-        """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first."""
+    async def _aborting(self, driver: AgentDriver, turn: int) -> tuple[StopParts, ...]:
+        """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first;
+        the parts of the stop receipt its listeners answered (none if one failed)."""
         try:
-            await self._ctx.parallel(TURN_ABORTING, driver.agent, turn)
+            return await self._ctx.gather(TURN_ABORTING, driver.agent, turn)
         except asyncio.CancelledError:
             if cancelling_current_task():
                 raise
             log.error("agent %s: a turn-aborting listener raised CancelledError", driver.id)
         except Exception:
             log.exception("agent %s: a turn-aborting listener failed", driver.id)
+        return ()
 
     async def _steps(
         self,
@@ -325,7 +333,7 @@ class TurnRunner:
         system = await self._prompt(driver).text(tools)
         messages = await self._fit(driver, system, tools, signal)
         # The model a session/config chose in the log, else the agent's.
-        model = driver.history.model(options.model)
+        model = driver.history.model()
         if messages is None:
             return _aborted_answer(), model
         request = ModelRequest(model=model, messages=messages, system=system, tools=tools)

@@ -24,7 +24,7 @@ from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Delegation, Lineage, Observer, Session, SessionEvents, SessionHeader
 from tether.session.payload import EventPayload, EventStruct
 from tether.session.previews import ToolPreviewed
-from tether.session.receipt import Stopped, StoppedAgent, ToolStopped
+from tether.session.receipt import StopParts, Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
 from tether.session.structure import PendingToolCall
@@ -91,6 +91,7 @@ __all__ = [
     "SessionInvariantError",
     "StepEnd",
     "StepStart",
+    "StopParts",
     "Stopped",
     "StoppedAgent",
     "ToolCallEvent",

@@ -60,9 +60,8 @@ import msgspec
 from msgspec import Meta
 
 from tether.agent import Agent, AgentHandle, CancelCause, NotStoredError, Target, UserMessage
-from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
-from tether.front.asking import PERMISSION_REQUEST, Answer
+from tether.front.asking import Answer
 from tether.front.follow import SessionViews
 from tether.front.host import SessionHost
 from tether.persist.backends.lease import Holder
@@ -73,7 +72,6 @@ from tether.runtime.schema import Schema
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
 from tether.session.store import SESSION_DISPOSED, SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
-from tether.tools.execute import BEFORE_EXECUTE
 from tether.tools.permission import EDITS, Mode
 
 if TYPE_CHECKING:
@@ -522,14 +520,11 @@ def _plain(value: object) -> dict[str, object]:
 async def apply(ctx: Context, config: Config) -> None:
     """Provide the ``web`` service; its sessions and listeners unwind as one effect."""
     hub = WebHub(ctx, config)
-    events = ctx.runtime.events
 
     def lifecycle() -> Iterator[Callable[[], object]]:
-        yield events.add(SESSION_EVENT.name, hub.follows.on_session_event)
-        yield events.add(SESSION_DISPOSED.name, hub.follows.on_session_disposed)
-        yield events.add(BEFORE_EXECUTE.name, hub.host.before_execute)
-        yield events.add(PERMISSION_REQUEST.name, hub.host.ask)
-        yield events.add(AGENT_DISPOSED.name, hub.host.forget)
+        yield ctx.listen(SESSION_EVENT, hub.follows.on_session_event)
+        yield ctx.listen(SESSION_DISPOSED, hub.follows.on_session_disposed)
+        yield from hub.host.listening()
         # Last in, first out: the sessions close while the listeners still stand.
         yield hub.close
 
