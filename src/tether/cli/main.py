@@ -179,6 +179,29 @@ def add_sessions_parser(commands: _Commands) -> None:
         metavar="SEQ",
         help="start after this seq (default: from the first event)",
     )
+    trace = session_commands.add_parser(
+        "trace",
+        help="send a stored session's trace (and its delegated sessions') over OTLP/HTTP",
+    )
+    trace.add_argument("id")
+    trace.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="the OTLP/HTTP base URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT, "
+        "else http://127.0.0.1:4318)",
+    )
+    trace.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long one export may take, retries included (default: 10)",
+    )
+    trace.add_argument(
+        "--content",
+        action="store_true",
+        help="include prompts, answers, tool arguments and results (secrets masked)",
+    )
     cancel = session_commands.add_parser(
         "cancel", help="cancel the work of a session live on any host (PostgreSQL)"
     )

@@ -64,6 +64,7 @@ from tether.session import (
 )
 from tether.session.attempts import retry_notice
 from tether.session.compaction import compaction_notice
+from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.session.settings import ConfigChanged, PlanEntry, PlanUpdated
 from tether.tools.presentation import ToolShown
 from tether.tools.registry import TOOLS, Shown, shown_in
@@ -140,6 +141,8 @@ class WorkView:
                 self._retry(event, retry)
             case ContextCompacted():
                 self.surface.line(compaction_notice(event.data), "notice")
+            case PromptCut():
+                self.surface.line(prompt_cut_notice(event.data), "notice")
             case ToolCallEvent() as call:
                 self._say_status(None)
                 self._call(call)

@@ -42,6 +42,7 @@ __all__ = [
     "message_tokens",
     "text_tokens",
     "tools_tokens",
+    "uncertain_tokens",
 ]
 
 CHARS_PER_TOKEN = 4
@@ -126,6 +127,22 @@ def message_tokens(message: Message) -> int:
                 size += text_tokens(block.name) + _json_tokens(block.arguments)
             elif isinstance(block, ImageRef):
                 size += IMAGE_TOKENS
+    return size
+
+
+def uncertain_tokens(message: Message) -> int:
+    """The part of :func:`message_tokens` a provider may count very differently or not
+    at all: reasoning (some drop it from earlier turns) and images (estimated flat)."""
+    if isinstance(message, ToolMessage):
+        return IMAGE_TOKENS * len(message.images)
+    if not isinstance(message, UserRoleMessage | AssistantMessage):
+        return 0
+    size = 0
+    for block in message.content:
+        if isinstance(block, ReasoningBlock):
+            size += text_tokens(block.text)
+        elif isinstance(block, ImageRef):
+            size += IMAGE_TOKENS
     return size
 
 

@@ -25,7 +25,7 @@ against the model's context window is a sum, not a walk.
 from __future__ import annotations
 
 from tether.content import Message, ToolMessage
-from tether.loop.context import message_tokens
+from tether.loop.context import message_tokens, uncertain_tokens
 from tether.session import ContextCompacted, derive_messages
 from tether.session.derive import DERIVED_TYPES
 from tether.session.log import Session
@@ -50,6 +50,7 @@ class History:
         "_sizes",
         "_tool_images",
         "_total",
+        "_uncertain",
     )
 
     def __init__(self, session: Session, start: ModelChoice | None = None) -> None:
@@ -59,6 +60,7 @@ class History:
         self._messages: list[Message] = []
         self._sizes: list[int] = []
         self._total = 0
+        self._uncertain = 0
         self._seen = 0
         # (tokens the provider counted for a request, the estimate of what it sent)
         self._anchor: tuple[int, int] | None = None
@@ -94,6 +96,7 @@ class History:
             self._messages = derive_messages(events.of_types(DERIVED_TYPES, 0, end))
             self._sizes = [message_tokens(message) for message in self._messages]
             self._total = sum(self._sizes)
+            self._uncertain = sum(map(uncertain_tokens, self._messages))
             self._anchor = None
             self._tool_images = _with_images(self._messages)
         else:
@@ -102,6 +105,7 @@ class History:
             self._messages.extend(added)
             self._sizes.extend(sizes)
             self._total += sum(sizes)
+            self._uncertain += sum(map(uncertain_tokens, added))
             self._tool_images += _with_images(added)
         self._seen = end
 
@@ -137,6 +141,12 @@ class History:
             return estimate
         counted, estimated = self._anchor
         return max(estimate, counted + self._total - estimated)
+
+    def uncertain_tokens(self) -> int:
+        """The part of :meth:`tokens` (as of the last :meth:`messages`) that a provider
+        may count very differently or not at all: reasoning (dropped from earlier
+        turns by some) and images (estimated flat)."""
+        return self._uncertain
 
     def note_usage(self, input_tokens: int) -> None:
         """Record that the request of :meth:`messages` (as last returned) took ``input_tokens``.

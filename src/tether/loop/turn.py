@@ -70,7 +70,7 @@ from tether.agent.types import CancelCause, Target, UserMessage
 from tether.content import Message, ToolCallBlock
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
-from tether.llm.request import ModelRequest, ToolSpec
+from tether.llm.request import ModelRequest, ToolSpec, parse_model_ref
 from tether.llm.service import LLM
 from tether.loop.compaction import (
     Compaction,
@@ -100,6 +100,7 @@ from tether.session import (
     Errored,
     MaxTokens,
     PendingToolCall,
+    PromptCut,
     RetryEvent,
     StepEnd,
     StepStart,
@@ -110,6 +111,7 @@ from tether.session import (
     TurnEndReason,
     TurnStart,
 )
+from tether.session.environment import NOTED_TYPES, EnvironmentNoted, last_noted
 from tether.session.repair import step_closing_payloads
 from tether.tools import ToolExec, ToolResult
 from tether.tools.registry import TOOLS
@@ -129,6 +131,15 @@ OVERFLOW = "context-overflow"
 OUTPUT_LIMIT = "output-limit"
 DEFAULT_MAX_TURN_OUTPUT = 1_000_000
 """Characters of model output one turn may stream (about 250,000 tokens)."""
+PROMPT_CUT_RATIO = 2
+PROMPT_CUT_MIN_COUNTED = 512
+"""A request of which the provider counted less than one :data:`PROMPT_CUT_RATIO`-th
+of the estimate was cut by the provider (the estimate is rough, never off by half).
+A server that cuts a prompt keeps at least half of its context, and no context is
+smaller than 1,024 tokens: a count below :data:`PROMPT_CUT_MIN_COUNTED` is not a cut's."""
+SCRIPTED = "offline"
+"""The provider of the offline model, whose usage figures count words, not a server's
+tokens: never compared with the estimate."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
@@ -162,6 +173,8 @@ class TurnRunner:
         self._prompts: weakref.WeakKeyDictionary[AgentDriver, SystemPrompt] = (
             weakref.WeakKeyDictionary()
         )
+        self._cut_said: weakref.WeakSet[AgentDriver] = weakref.WeakSet()
+        self._noted: weakref.WeakSet[AgentDriver] = weakref.WeakSet()
 
     @property
     def compaction(self) -> Compaction:
@@ -278,9 +291,12 @@ class TurnRunner:
             except Veto as veto:
                 log.info("agent %s: step input rejected: %s", driver.id, veto.reason)
                 return Blocked()
+            note = await self._environment_note(driver)
             if signal.cancelled:
                 return _aborted(signal)
             session.append(StepStart(turn=turn, step=step))
+            if note is not None:
+                session.append(note)
             for message in step_input:
                 session.append(to_event(message))
             answered = await self._request(driver, signal, output)
@@ -431,8 +447,48 @@ class TurnRunner:
                     session.append(AssistantChunk(kind="reasoning", delta=chunk.text))
         assembled = assembler.result()
         if assembled.usage is not None and assembled.usage.input_tokens:
-            driver.history.note_usage(assembled.usage.input_tokens)
+            counted = assembled.usage.input_tokens
+            self._check_prompt_cut(driver, request, counted)
+            driver.history.note_usage(counted)
         return assembled
+
+    async def _environment_note(self, driver: AgentDriver) -> EnvironmentNoted | None:
+        """At the agent's first step, the note of the facts of its environment that may
+        change (``context/environment``), unless the last note in the log says the same.
+
+        They are not in the system prompt, which stays the same for the session
+        (see :mod:`tether.loop.prompt`)."""
+        if driver in self._noted:
+            return None
+        self._noted.add(driver)
+        facts = await self._prompt(driver).facts()
+        if facts is None or facts == last_noted(driver.session.events.of_types(NOTED_TYPES)):
+            return None
+        return EnvironmentNoted(text=facts)
+
+    def _check_prompt_cut(self, driver: AgentDriver, request: ModelRequest, counted: int) -> None:
+        """Say once per agent (``llm/prompt-cut``) when the provider counted far fewer
+        prompt tokens than the request holds: it dropped the front of the prompt."""
+        if driver in self._cut_said or counted < PROMPT_CUT_MIN_COUNTED:
+            return
+        if parse_model_ref(request.model)[0] == SCRIPTED:
+            return
+        # Reasoning and images are left out: providers count them their own way.
+        estimate = self._compaction.request_tokens(driver, request.system, request.tools)
+        sent = estimate - driver.history.uncertain_tokens()
+        if counted * PROMPT_CUT_RATIO >= sent:
+            return
+        self._cut_said.add(driver)
+        # Info: the front ends say it from the logged event; this is for service logs.
+        log.info(
+            "agent %s: %s counted %d prompt tokens of about %d sent; the server dropped "
+            "the front of the prompt",
+            driver.id,
+            request.model,
+            counted,
+            sent,
+        )
+        driver.session.append(PromptCut(model=request.model, sent=sent, counted=counted))
 
     async def _fit(
         self,

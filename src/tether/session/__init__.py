@@ -24,6 +24,7 @@ from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Delegation, Lineage, Observer, Session, SessionEvents, SessionHeader
 from tether.session.payload import EventPayload, EventStruct
 from tether.session.previews import ToolPreviewed
+from tether.session.prompt_cut import PromptCut
 from tether.session.receipt import StopParts, Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
@@ -82,6 +83,7 @@ __all__ = [
     "MaxTokens",
     "Observer",
     "PendingToolCall",
+    "PromptCut",
     "ReentrantAppendError",
     "RetryEvent",
     "Session",

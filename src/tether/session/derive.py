@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from tether.content import AssistantMessage, Message, TextBlock, ToolMessage, UserRoleMessage
 from tether.session.compaction import ContextCompacted
+from tether.session.environment import EnvironmentNoted, environment_message
 from tether.session.events import Event, of_types
 from tether.session.log import Session
 from tether.session.settings import HistoryCleared
@@ -23,7 +24,13 @@ _CLEARED = HistoryCleared.type
 
 _VISIBLE: dict[str, type[EventPayload]] = {
     cls.type: cls
-    for cls in (UserMessageEvent, AssistantMessageEvent, ToolResultEvent, ContextCompacted)
+    for cls in (
+        UserMessageEvent,
+        AssistantMessageEvent,
+        ToolResultEvent,
+        ContextCompacted,
+        EnvironmentNoted,
+    )
 }
 
 DERIVED_TYPES = frozenset((*_VISIBLE, _CLEARED))
@@ -45,7 +52,8 @@ def derive_messages(source: Session | Iterable[Event]) -> list[Message]:
 
     Model-visible means logged: this reads nothing but the events.
 
-    - ``user/message`` becomes a `UserRoleMessage`.
+    - ``user/message`` becomes a `UserRoleMessage`, and so does
+      ``context/environment`` (its text).
     - ``assistant/message`` becomes an `AssistantMessage`; an interrupted one is
       kept, with ``interrupted=True`` and the content that had streamed.
     - ``tool/result`` becomes a `ToolMessage`, with the images it carries.
@@ -96,6 +104,8 @@ def derive_with_seqs(source: Session | Iterable[Event]) -> tuple[list[Message], 
             continue
         if isinstance(payload, UserMessageEvent):
             messages.append(UserRoleMessage(payload.content))
+        elif isinstance(payload, EnvironmentNoted):
+            messages.append(environment_message(payload))
         elif isinstance(payload, AssistantMessageEvent):
             messages.append(AssistantMessage(payload.content, payload.interrupted))
         elif isinstance(payload, ToolResultEvent):
