@@ -256,3 +256,49 @@ def test_a_relative_import_counts() -> None:
     assert upward_imports("from .. import host\n", "tether.session", is_package=True) == [
         "1: session imports tether.host (host)"
     ]
+
+
+FRONT_ENDS = ("acp", "web", "cli")
+"""The packages that present sessions to people: they reach tools through the front layer."""
+
+
+def plugin_imports(source: str, module: str, is_package: bool = False) -> list[str]:
+    """The imports of a ``tether.plugins`` module by ``module``, as ``line: what``."""
+    return [
+        f"{line}: {_unit(module)} imports {imported}"
+        for imported, line in imports_of(source, module, is_package)
+        if _unit(imported) == "plugins"
+    ]
+
+
+def test_front_ends_import_no_plugin() -> None:
+    found: list[str] = []
+    for front_end in FRONT_ENDS:
+        for path in sorted((SRC / front_end).rglob("*.py")):
+            module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+            is_package = path.name == "__init__.py"
+            if is_package:
+                module = module.removesuffix(".__init__")
+            where = path.relative_to(ROOT)
+            found.extend(
+                f"{where}:{hit}" for hit in plugin_imports(path.read_text(), module, is_package)
+            )
+    assert found == []
+
+
+def test_a_front_end_importing_a_plugin_is_found_wherever_it_imports() -> None:
+    source = (
+        "from tether.plugins.terminal import CLIENT_TERMINAL\n"
+        "def later():\n"
+        "    from tether.plugins.fs.access import FILE_ACCESS\n"
+        "from tether.front.seams import FILE_ACCESS\n"
+    )
+    assert plugin_imports(source, "tether.web.fake") == [
+        "1: web imports tether.plugins.terminal",
+        "3: web imports tether.plugins.fs.access",
+    ]
+
+
+def test_the_front_layer_sits_between_the_plugins_and_the_front_ends() -> None:
+    layers = _layers()
+    assert layers["plugins"] < layers["front"] < min(layers[name] for name in FRONT_ENDS)

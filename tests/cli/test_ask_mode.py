@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -14,7 +15,8 @@ import msgspec
 
 from tests.cli.test_chat_terminal import expect
 from tests.cli.test_commands import env_for, session_id, tether
-from tether.cli.asking import TerminalAsker
+from tether.cli.asking import on_terminal
+from tether.front.asking import asking_each_call
 from tether.runtime.signal import CancelSignal
 from tether.tools.definition import ToolExec
 from tether.tools.preview import ToolPreview
@@ -73,6 +75,30 @@ def test_an_allowed_edit_shows_its_diff_first_and_runs(tmp_path: Path) -> None:
     assert (work / "notes.txt").read_text() == "hello tether\n"
 
 
+def test_always_on_the_terminal_is_logged_and_a_resumed_session_keeps_it(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    pid, fd = run_on_a_terminal(home, work, "$ touch first")
+    seen: list[str] = []
+    shown = expect(fd, "allow this bash call? [y]es / [n]o / [a]lways: ", seen)
+    os.write(fd, b"a\n")
+    assert exit_status(pid) == 0
+    os.close(fd)
+    sid = session_id(shown)
+    # The resumed run asks nothing: the grant is in the session's log.
+    pid, fd = run_on_a_terminal(home, work, "--resume", sid, "$ touch second")
+    seen = []
+    with contextlib.suppress(AssertionError, ValueError):  # it ends, or waits, unasked
+        expect(fd, "allow this", seen)
+    assert "allow this" not in "".join(seen), "the resumed run asked again"
+    assert exit_status(pid) == 0
+    os.close(fd)
+    assert (work / "first").exists() and (work / "second").exists()
+    exported = tether(home, "sessions", "export", sid).stdout.splitlines()
+    grants = [json.loads(line)["data"] for line in exported[1:] if '"permission/granted"' in line]
+    assert grants == [{"tool": "bash"}]
+
+
 def test_ask_mode_without_a_terminal_refuses_in_one_line(tmp_path: Path) -> None:
     refused = tether(tmp_path, "run", "--mode", "ask", "$ true", input="")
     assert refused.returncode == 2
@@ -98,8 +124,27 @@ class Call(msgspec.Struct, frozen=True):
         return ToolPreview(kind="edit", title=self.tool_name, approval=self.approval)
 
 
+class Settings(msgspec.Struct):
+    granted: list[str] = msgspec.field(default_factory=list)
+
+
+class Log:
+    """The part of a session the asker reads (its grants) and writes (a grant)."""
+
+    def __init__(self) -> None:
+        self.settings = Settings()
+
+    def append(self, event: Any) -> None:
+        self.settings.granted.append(event.tool)
+
+
+class Asked(msgspec.Struct):
+    session: Log
+    id: str = "s"
+
+
 async def test_always_covers_what_the_editor_remembers_never_a_call_needing_approval() -> None:
-    agent = object()
+    agent = Asked(Log())
     asked: list[str] = []
     answers = iter(["a", "y"])
 
@@ -113,13 +158,14 @@ async def test_always_covers_what_the_editor_remembers_never_a_call_needing_appr
         ran.append((invocation.tool_name, invocation.exec.approved))
         return invocation
 
-    asker = TerminalAsker(agent, io.StringIO(), ask)  # type: ignore[arg-type]
+    before_execute = asking_each_call(agent, on_terminal(io.StringIO(), ask))  # type: ignore[arg-type]
     exec_ = ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd=None)
     msgspec.structs.force_setattr(exec_, "agent", agent)
-    await asker.before_execute(Call("write", exec_), run)  # type: ignore[arg-type]
-    # "always" on a write covers every edit…
-    await asker.before_execute(Call("edit", exec_), run)  # type: ignore[arg-type]
+    await before_execute(Call("write", exec_), run)  # type: ignore[arg-type]
+    # "always" on a write covers every edit (logged as a grant)…
+    assert agent.session.settings.granted == ["kind:edit"]
+    await before_execute(Call("edit", exec_), run)  # type: ignore[arg-type]
     # …but not a call that needs approval whatever the mode: asked, and approved.
-    await asker.before_execute(Call("write", exec_, approval="outside the workspace"), run)  # type: ignore[arg-type]
+    await before_execute(Call("write", exec_, approval="outside the workspace"), run)  # type: ignore[arg-type]
     assert len(asked) == 2
-    assert ran == [("write", True), ("edit", False), ("write", True)]
+    assert ran == [("write", True), ("edit", True), ("write", True)]

@@ -1,7 +1,7 @@
-"""The editor's buffers as the file tools' :class:`~tether.plugins.fs.access.FileAccess`.
+"""The editor's buffers as the file tools' :class:`~tether.front.seams.FileAccess`.
 
 When the client advertises ``fs.readTextFile`` (``fs.writeTextFile``), the
-bridge answers :data:`~tether.plugins.fs.access.FILE_ACCESS` for its own
+bridge answers :data:`~tether.front.seams.FILE_ACCESS` for its own
 sessions with an :class:`EditorFiles`: reads (writes) go through
 ``fs/read_text_file`` (``fs/write_text_file``), so the model sees unsaved
 buffers and its edits land in the editor, where the person can review and
@@ -20,15 +20,23 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from tether.plugins.fs.access import FileAccess, FileText, image_on_disk, on_disk, page_text
-from tether.plugins.fs.errors import FileToolError
-from tether.plugins.fs.images import ImageFileError
-from tether.plugins.fs.snapshots import Snapshot, digest
-from tether.plugins.fs.text import PROBE_BYTES, Page
+from tether.front.seams import (
+    PROBE_BYTES,
+    FileAccess,
+    FileText,
+    FileToolError,
+    ImageFileError,
+    Page,
+    Snapshot,
+    digest,
+    image_on_disk,
+    on_disk,
+    page_text,
+)
 
 if TYPE_CHECKING:
     from tether.acp.record import ClientLink
-    from tether.plugins.fs.workspace import Resolved
+    from tether.front.seams import Resolved
 
 
 class ClientFeatures(msgspec.Struct, frozen=True):

@@ -1,7 +1,7 @@
 """Foreground ``bash`` commands in the client's terminals (``terminal/create`` … ``release``).
 
 When the client advertises ``terminal`` and ``tether acp --terminal client``
-chose it, the bridge answers :data:`~tether.plugins.terminal.CLIENT_TERMINAL`
+chose it, the bridge answers :data:`~tether.front.seams.CLIENT_TERMINAL`
 for its own sessions with an :class:`EditorTerminals`. Each command:
 
 1. ``terminal/create`` runs ``bash -c COMMAND`` in the session's ``cwd``
@@ -28,7 +28,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from tether.plugins.terminal import TERMINAL_PGID, TerminalResult
+from tether.front.seams import TERMINAL_PGID, TerminalResult
 from tether.runtime.signal import CancelSignal
 from tether.shell.definition import StopReport
 

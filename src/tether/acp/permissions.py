@@ -1,8 +1,8 @@
 """Asking the person at the editor before a tool runs.
 
 The decision, the ``permission/request`` event and the modes are shared with
-every frontend (:mod:`tether.tools.permission`); this module holds what is
-ACP's own: the options offered and their labels.
+every front end (:mod:`tether.tools.permission`, :mod:`tether.front.asking`);
+this module holds what is ACP's own: the options offered and their labels.
 
 The ACP bridge answers for its own sessions with ``session/request_permission``
 (options: allow once, allow always, reject once). A client that answers
@@ -23,13 +23,8 @@ from __future__ import annotations
 
 from acp.schema import PermissionOptionKind
 
-from tether.tools.permission import (
-    EDITS,
-    PERMISSION_REQUEST,
-    UNASKED_TOOLS,
-    Mode,
-    PermissionDecision,
-)
+from tether.front.asking import PERMISSION_REQUEST, PermissionDecision
+from tether.tools.permission import EDITS, UNASKED_TOOLS, Mode
 
 __all__ = [
     "ALLOW_ALWAYS",

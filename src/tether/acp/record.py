@@ -56,7 +56,6 @@ from tether.session.settings import (
     SessionSettings,
 )
 from tether.tools.execute import ToolInvocation
-from tether.tools.permission import grant
 from tether.tools.preview import ToolPreview
 from tether.tools.registry import TOOLS, shown_in
 
@@ -140,8 +139,6 @@ class SessionRecord:
     ) -> None:
         self.agent = agent
         self._default_mode = mode
-        self.previews: dict[str, ToolPreview] = {}
-        """The previews of this session's calls that are waiting to run, by call id."""
         self._prompts: list[_Prompt] = []
         """The prompts not yet answered, oldest first: every one but the last was cancelled."""
         self._link = link
@@ -201,11 +198,6 @@ class SessionRecord:
         """The model of the next request (as the agent loop reads it from the log)."""
         return session_model(self.agent.session).model
 
-    @property
-    def always_allowed(self) -> frozenset[str]:
-        """The tools granted "allow always" in this session."""
-        return frozenset(self.settings.granted)
-
     def set_mode(self, mode: Mode) -> bool:
         """Log ``mode`` as the session's mode; whether it changed anything."""
         if mode is self.mode:
@@ -219,10 +211,6 @@ class SessionRecord:
             return False
         self.agent.session.append(ConfigChanged(option=MODEL_OPTION, value=model))
         return True
-
-    def grant(self, tool: str) -> None:
-        """Log that ``tool`` runs without asking from now on, in this session."""
-        grant(self.agent.session, self.settings.granted, tool)
 
     def _new_meter(self) -> UsageMeter:
         return UsageMeter(self.catalog, self.configured_model)

@@ -255,6 +255,9 @@ class AcpServer:
         mcp_servers: object = None,
         **_meta: object,
     ) -> NewSessionResponse:
+        from tether.acp import controls
+        from tether.acp.commands import available_commands
+
         directory = _absolute(cwd, existing=True)
         servers = _mcp_servers(mcp_servers)
         self._track_handler()
@@ -262,11 +265,11 @@ class AcpServer:
         with _errors():
             record = await bridge.create(directory, servers)
             await bridge.acknowledge(record.id, created=True)
-        self._after_answer(record.id, bridge.commands_update())
+        self._after_answer(record.id, available_commands(bridge.commands))
         return NewSessionResponse(
             session_id=record.id,
             modes=_modes(record.mode),
-            config_options=bridge.options(record),  # type: ignore[arg-type]
+            config_options=controls.options(record),  # type: ignore[arg-type]
         )
 
     async def load_session(
@@ -277,12 +280,15 @@ class AcpServer:
         additional_directories: object = None,
         **_meta: object,
     ) -> LoadSessionResponse:
+        from tether.acp import controls
+        from tether.acp.commands import available_commands
+
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=True)
         await self._drain()
-        self._after_answer(record.id, bridge.commands_update())
+        self._after_answer(record.id, available_commands(bridge.commands))
         return LoadSessionResponse(
             modes=_modes(record.mode),
-            config_options=bridge.options(record),  # type: ignore[arg-type]
+            config_options=controls.options(record),  # type: ignore[arg-type]
         )
 
     async def resume_session(
@@ -293,11 +299,14 @@ class AcpServer:
         mcp_servers: object = None,
         **_meta: object,
     ) -> ResumeSessionResponse:
+        from tether.acp import controls
+        from tether.acp.commands import available_commands
+
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=False)
-        self._after_answer(record.id, bridge.commands_update(), *record.state_updates())
+        self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
         return ResumeSessionResponse(
             modes=_modes(record.mode),
-            config_options=bridge.options(record),  # type: ignore[arg-type]
+            config_options=controls.options(record),  # type: ignore[arg-type]
         )
 
     async def close_session(self, session_id: str, **_meta: object) -> CloseSessionResponse | None:
@@ -336,6 +345,8 @@ class AcpServer:
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_meta: object
     ) -> SetSessionModeResponse:
+        from tether.acp import controls
+
         session_id = _text("sessionId", session_id)
         try:
             mode = Mode(mode_id)
@@ -344,24 +355,27 @@ class AcpServer:
             raise _invalid(f"unknown mode {mode_id!r}; the modes are {known}") from None
         bridge = await self._bridge()
         with _errors():
-            bridge.set_mode(session_id, mode)
+            controls.set_mode(bridge.record(session_id), mode)
             await bridge.acknowledge(session_id)
         return SetSessionModeResponse()
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **_meta: object
     ) -> SetSessionConfigOptionResponse | None:
+        from tether.acp import controls
+
         session_id = _text("sessionId", session_id)
         config_id = _text("configId", config_id)
         bridge = await self._bridge()
         with _errors():
-            options = bridge.set_option(session_id, config_id, value)
+            options = controls.set_option(bridge.record(session_id), config_id, value)
             await bridge.acknowledge(session_id)
         return SetSessionConfigOptionResponse(config_options=options)  # type: ignore[arg-type]
 
     async def prompt(self, session_id: str, prompt: list[Any], **_meta: object) -> PromptResponse:
         # Imported here, not at the top: it loads the agent layer, which the
         # handshake does not need (startup time).
+        from tether.acp import controls
         from tether.acp.content import UnsupportedContentError, to_message
         from tether.acp.prompts import TurnFailed
 
@@ -374,10 +388,10 @@ class AcpServer:
             raise _invalid(str(exc)) from None
         self._track_handler()
         bridge = await self._bridge()
-        command = bridge.command_for(message)
+        command = controls.command_for(bridge.commands, message)
         if command is not None:
             with _errors():
-                await bridge.run_command(session_id, *command)
+                await controls.run_in(bridge.open_record(session_id), *command)
                 await asyncio.shield(bridge.acknowledge(session_id))
             await self._drain()
             return PromptResponse(stop_reason="end_turn")
@@ -426,6 +440,7 @@ class AcpServer:
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """``_tether/steer`` and ``_tether/queue`` (see :mod:`tether.acp.steering`)."""
+        from tether.acp import controls
         from tether.acp.steering import QUEUE, STEER
 
         if method not in (STEER, QUEUE):
@@ -455,9 +470,9 @@ class AcpServer:
             # Answered once the delivery is on disk; one that cannot be stored is
             # withdrawn (a request cancelled meanwhile too): it never runs.
             if method == STEER:
-                await bridge.steer(session_id, message)
+                await controls.steer(bridge.open_record(session_id), message)
             else:
-                await bridge.queue(session_id, message)
+                await controls.queue(bridge.open_record(session_id), message)
         return {"messageId": message.id, "queue": "steering" if method == STEER else "queued"}
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ the connection cancels a request still running.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from typing import TYPE_CHECKING
@@ -25,13 +26,19 @@ from typing import TYPE_CHECKING
 from tether.content import TextBlock, UserRoleMessage
 from tether.llm.assemble import Assembler
 from tether.llm.request import ModelRequest
+from tether.llm.service import LLM
 from tether.persist.backends.summary import title_from
+from tether.runtime import CancelSignal
+from tether.session.settings import SessionTitled
+from tether.session.store import SESSIONS
 
 if TYPE_CHECKING:
+    from tether.acp.record import SessionRecord
+    from tether.front.host import SessionHost
     from tether.llm.service import LlmView
-    from tether.runtime import CancelSignal
+    from tether.runtime import Context
 
-__all__ = ["TITLE_SYSTEM", "generate_title"]
+__all__ = ["TITLE_SYSTEM", "Namer", "generate_title"]
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +80,57 @@ async def generate_title(llm: LlmView, model: str, prompt: str, signal: CancelSi
     if not lines:
         return None
     return title_from([lines[0].strip().strip(_QUOTES).rstrip(".").strip()])
+
+
+class Namer:
+    """Has ``model`` name each session after its first prompt, in a task ``host`` owns.
+
+    The title is logged (``session/title``) if the session is still open then;
+    a session closed meanwhile cancels the request (:meth:`cancel`), and so
+    does the connection's close (:meth:`cancel_all`). A failure is logged,
+    never shown.
+    """
+
+    def __init__(self, ctx: Context, host: SessionHost[SessionRecord], model: str) -> None:
+        self._ctx = ctx
+        self._host = host
+        self._model = model
+        self._signals: dict[str, CancelSignal] = {}
+        """The signals of title requests still running, by session."""
+
+    def __call__(self, record: SessionRecord, prompt: str) -> None:
+        llm = self._ctx.get(LLM)
+        if self._host.closing or llm is None:
+            return
+        signal = self._signals[record.id] = CancelSignal()
+
+        async def name() -> None:
+            try:
+                title = await generate_title(llm, self._model, prompt, signal)
+            finally:
+                if self._signals.get(record.id) is signal:
+                    del self._signals[record.id]
+            if title is None or self._host.get(record.id) is not record:
+                return
+            if self._ctx.service(SESSIONS).is_live(record.agent.session):
+                record.agent.session.append(SessionTitled(title=title))
+
+        task = self._host.spawn(name(), name=f"title:{record.id}")
+        task.add_done_callback(_named)
+
+    def cancel(self, session_id: str, reason: str) -> None:
+        """Cancel the title request of ``session_id``, if one runs."""
+        signal = self._signals.pop(session_id, None)
+        if signal is not None:
+            signal.cancel(reason)
+
+    def cancel_all(self, reason: str) -> None:
+        """Cancel every title request still running."""
+        for signal in list(self._signals.values()):
+            signal.cancel(reason)
+
+
+def _named(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        # Nobody awaits a title: its failure is logged here, never shown.
+        log.warning("naming a session failed", exc_info=task.exception())

@@ -4,13 +4,15 @@ Before a call runs, the terminal shows what it will do — the call on one
 line as its tool presents it (the command of a ``bash`` call, the file of a
 file tool), and for a call that changes a file the diff of its change (the
 tool's preview, else what the call's own arguments say), never the changed
-text as arguments — and asks ``[y]es / [n]o / [a]lways``. *Always* allows what the editor's
-"allow always" allows (`tether.tools.permission.remembered_as`): every edit
-for an edit, the tool otherwise, and never a call that needs approval
-whatever the mode (a write outside the workspace is asked every time). A
-refusal, or a cancel (Ctrl-C) while the question is open, ends the call as
-denied; the model is told so. ``todo`` is never asked (it changes nothing
-outside the session).
+text as arguments — and asks ``[y]es / [n]o / [a]lways``. This module only
+*presents* the question (:func:`on_terminal`); the question asker of the
+front layer (:mod:`tether.front.asking`) decides the rest, as for the editor
+and the web app: *always* is logged in the session (``permission/granted``,
+so a resumed session keeps it) and covers every edit for an edit, the tool
+otherwise, and never a call that needs approval whatever the mode (a write
+outside the workspace is asked every time). A refusal, or a cancel (Ctrl-C)
+while the question is open, ends the call as denied; the model is told so.
+``todo`` is never asked (it changes nothing outside the session).
 
 The question is read from the terminal on stdin, so ask mode needs one: a
 ``run`` or ``chat`` whose stdin is not a terminal refuses ask mode at start
@@ -26,13 +28,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from msgspec.structs import replace
-
 from tether.agent import Agent
 from tether.cli.render import call_line, diff_lines
-from tether.runtime import Veto
+from tether.front.asking import Answer, Present, Question, asking_each_call
 from tether.tools.execute import ToolInvocation
-from tether.tools.permission import Mode, granted, needs_asking, remembered_as
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 from tether.tools.preview import ToolPreview
 from tether.tools.registry import TOOLS, Shown, shown_in
@@ -40,64 +39,31 @@ from tether.tools.registry import TOOLS, Shown, shown_in
 Ask = Callable[[str], Awaitable[str]]
 """Puts a question (``allow this bash call? …``) to the person; returns the line answered."""
 
+ANSWERS = {"y": Answer.ONCE, "a": Answer.ALWAYS}
+"""The first letter of a line answered, and what it answers (anything else: no)."""
 
-class TerminalAsker:
-    """A ``tool/before-execute`` listener asking on the terminal about one agent's calls.
 
-    ``out`` shows what a call will do; ``ask`` puts the question and returns
-    the answer; ``shown`` is how the agent's tools present their calls. A
-    cancel of the call while the question is open abandons the question
-    (``ask`` is cancelled) and denies the call.
+def on_terminal(out: TextIO, ask: Ask, shown: Shown | None = None) -> Present:
+    """How a question is put on the terminal: the call shown on ``out`` as ``shown``
+    presents its tool, then ``ask`` puts ``allow this … call? [y]es / [n]o / [a]lways``.
+
+    A question withdrawn while open (the call was cancelled) ends its line: a line
+    typed later is nobody's answer.
     """
+    shown_as = shown if shown is not None else shown_in(None)
 
-    def __init__(self, agent: Agent, out: TextIO, ask: Ask, shown: Shown | None = None) -> None:
-        self._agent = agent
-        self._out = out
-        self._ask = ask
-        self._always: set[str] = set()
-        """What "always" was answered for (`remembered_as`): tool names and ``EDITS``."""
-        self._shown = shown if shown is not None else shown_in(None)
-
-    async def before_execute(
-        self,
-        invocation: ToolInvocation,
-        next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
-    ) -> ToolInvocation:
-        tool = invocation.tool_name
-        if invocation.exec.agent is not self._agent:
-            return await next_(invocation)
+    async def present(question: Question) -> Answer:
+        tool = question.tool
+        out.write(describe(question.invocation, question.preview, shown_as(tool)))
+        out.flush()
         try:
-            preview = await invocation.preview()
-        except Exception:
-            preview = None
-        approval = None if preview is None else preview.approval
-        if not needs_asking(Mode.ASK, tool, approval) or granted(self._always, tool, preview):
-            return await next_(invocation)
-        self._out.write(describe(invocation, preview, self._shown(tool)))
-        self._out.flush()
-        answer = await self._answer(invocation, f"allow this {tool} call? [y]es / [n]o / [a]lways")
-        if answer == "a" and (remembered := remembered_as(tool, preview)) is not None:
-            self._always.add(remembered)
-        if answer not in ("y", "a"):
-            raise Veto(f"the user did not allow this {tool} call")
-        return await next_(replace(invocation, exec=replace(invocation.exec, approved=True)))
+            line = await ask(f"allow this {tool} call? [y]es / [n]o / [a]lways")
+        except BaseException:
+            out.write("\n")  # withdrawn (or unreadable): its line ends here
+            raise
+        return ANSWERS.get(line.strip().lower()[:1], Answer.REJECT) if line else Answer.REJECT
 
-    async def _answer(self, invocation: ToolInvocation, question: str) -> str:
-        asking = asyncio.ensure_future(self._ask(question))
-        stopped: asyncio.Future[object] = asyncio.ensure_future(invocation.exec.signal.wait())
-        try:
-            await asyncio.wait((asking, stopped), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-            if not asking.done():
-                asking.cancel()
-            await asyncio.gather(asking, stopped, return_exceptions=True)
-        if asking.cancelled() or asking.exception() is not None:
-            # Cancelled while asking: a line typed later is nobody's answer.
-            self._out.write("\n")
-            return "n"
-        line = asking.result()
-        return line.strip().lower()[:1] if line else "n"
+    return present
 
 
 def describe(
@@ -148,5 +114,5 @@ def ask_on_terminal(agent: Agent, ask: Ask | None = None, out: TextIO | None = N
         return await asyncio.to_thread(sys.stdin.readline)
 
     shown = shown_in(agent.ctx.get(TOOLS), agent.id)
-    asker = TerminalAsker(agent, out or sys.stderr, ask or read_stdin, shown)
-    agent.ctx.on(BEFORE_EXECUTE, asker.before_execute)
+    present = on_terminal(out or sys.stderr, ask or read_stdin, shown)
+    agent.ctx.on(BEFORE_EXECUTE, asking_each_call(agent, present))

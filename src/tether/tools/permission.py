@@ -1,25 +1,18 @@
-"""Asking a person before a tool runs: the decision, the event that asks, the modes.
+"""The permission policy: the modes, what needs asking, and what "always allow" covers.
 
-A **policy** decides that a tool call needs approval; a **frontend** asks
-someone. They meet at one event:
+A **policy** decides that a tool call needs approval (:func:`needs_asking`);
+a front end asks someone through the question asker of the front layer
+(:mod:`tether.front.asking`, which also defines ``permission/request``).
+In ``ask`` mode every tool call is put to the person first (except
+:data:`UNASKED_TOOLS`); in ``auto`` mode none is — except a call whose
+preview says it needs approval whatever the mode (a file outside the
+workspace).
 
-* ``permission/request`` — **serial**; args ``(agent, invocation)`` where
-  ``invocation`` is the :class:`~tether.tools.execute.ToolInvocation` about to
-  run. The first listener that returns a :class:`PermissionDecision` answers;
-  a listener returns ``None`` for agents it does not serve. When nobody
-  answers, the asking policy must **fail closed** (treat it as a rejection).
-
-The frontends are the ACP bridge (:mod:`tether.acp.permissions`) and the web
-app (:mod:`tether.web.questions`); both apply the session **mode**: in ``ask``
-mode every tool call is put to the person first (except :data:`UNASKED_TOOLS`);
-in ``auto`` mode none is — except a call whose preview says it needs approval
-whatever the mode (a file outside the workspace).
-
-"Always allow" is an answer both frontends offer: it is logged in the session
-whose mode rules the call as ``permission/granted`` (:func:`grant`), for what
-:func:`remembered_as` says the call stands for (the tool, or every edit), so
-a load or a resume keeps it; a later call that a grant covers is allowed
-without asking (:func:`granted`).
+"Always allow" is logged in the session whose mode rules the call as
+``permission/granted`` (:func:`grant`), for what :func:`remembered_as` says
+the call stands for (the tool, or every edit), so a load or a resume keeps
+it; a later call that a grant covers is allowed without asking
+(:func:`granted`).
 """
 
 from __future__ import annotations
@@ -27,28 +20,11 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING
 
-from msgspec.structs import replace
-
-from tether.agent.types import Agent
-from tether.runtime.errors import Veto
-from tether.runtime.keys import Serial
-from tether.tools.execute import ToolInvocation
-
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from tether.runtime import Context
     from tether.session.log import Session
     from tether.tools.preview import ToolPreview
-
-
-class PermissionDecision(enum.StrEnum):
-    ALLOW = "allow"
-    REJECT = "reject"
-
-
-PERMISSION_REQUEST = Serial[PermissionDecision, Agent, ToolInvocation]("permission/request")
-"""Serial event ``(agent, invocation) -> PermissionDecision | None`` (see the module docs)."""
 
 
 class Mode(enum.StrEnum):
@@ -69,27 +45,6 @@ def needs_asking(mode: Mode, tool_name: str, approval: str | None) -> bool:
     """Whether a call of ``tool_name`` is put to the person first: in ``ask`` mode
     unless the tool is unasked; in any mode when its preview needs ``approval``."""
     return approval is not None or (mode is Mode.ASK and tool_name not in UNASKED_TOOLS)
-
-
-async def approve(
-    ctx: Context, agent: Agent, invocation: ToolInvocation, mode: Mode, approval: str | None
-) -> ToolInvocation | None:
-    """Apply ``mode`` to ``invocation`` (whose preview asked for ``approval``, if any):
-    the invocation to run on — marked ``approved`` when it was asked and allowed, as it
-    is when nothing needed asking — or ``None`` when the question was withdrawn by a
-    cancel of the call (the pipeline then ends it as cancelled, not denied).
-
-    Raises:
-        Veto: the person (or, failing closed, nobody) did not allow the call.
-    """
-    if not needs_asking(mode, invocation.tool_name, approval):
-        return invocation
-    decision = await ctx.serial(PERMISSION_REQUEST, agent, invocation)
-    if decision is not PermissionDecision.ALLOW:
-        if invocation.exec.signal.cancelled:
-            return None
-        raise Veto(f"the user did not allow this {invocation.tool_name} call")
-    return replace(invocation, exec=replace(invocation.exec, approved=True))
 
 
 EDITS = "kind:edit"

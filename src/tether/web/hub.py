@@ -26,19 +26,19 @@ holder's ``cluster`` plugin turns into ``agent.cancel(user)``; for
 :data:`CANCEL_SETTLE` seconds after one is sent from here, further calls send
 nothing (a hundred clicks are one cancel there too).
 
-**Permission questions.** The hub applies the session's mode before every tool
-call of an agent in this process (its own mode, or its nearest ancestor's
-for a child agent), and answers ``permission/request`` by putting the question
-to the page: it waits until someone answers in a tab, the call is cancelled
-(a rejection, withdrawn), or ``permission_timeout`` passes (a rejection).
-"Always allow" is logged in the governing session as ``permission/granted``
-(:func:`tether.tools.permission.grant`), as the ACP bridge logs it: the
-tool's later calls in that session (for an edit, every later edit) run
-without asking, after a resume too.
+**Permission questions.** The hub's session host (:mod:`tether.front.host`)
+applies the session's mode before every tool call of an agent in this
+process (for a child agent, its root's mode), and the question asker
+(:mod:`tether.front.asking`) answers ``permission/request``; the hub
+presents a question in the page: it waits until someone answers in a tab,
+the call is cancelled (a rejection, withdrawn), or ``permission_timeout``
+passes (a rejection). "Always allow" is logged in the governing session as
+``permission/granted``, as in every front end: the tool's later calls in
+that session (for an edit, every later edit) run without asking, after a
+resume too.
 
 **Background tasks** are shown and killed only for the session that owns
-them, through the bash tools' owner fence
-(:func:`tether.plugins.tool_bash.may_touch`).
+them.
 
 Listeners (registered by the plugin): ``session/event`` wakes followers
 (:mod:`tether.front.follow`); ``tool/before-execute`` applies the mode;
@@ -49,7 +49,6 @@ disposed by another owner.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
@@ -61,34 +60,25 @@ import msgspec
 from msgspec import Meta
 
 from tether.agent import Agent, AgentHandle, CancelCause, NotStoredError, Target, UserMessage
-from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
+from tether.front.asking import Answer
 from tether.front.follow import SessionViews
+from tether.front.host import SessionHost
 from tether.persist.backends.lease import Holder
 from tether.persist.cluster import CLUSTER, SessionNotLiveError
-from tether.persist.service import PERSISTENCE, store_created
-from tether.plugins.tool_bash import may_touch
+from tether.persist.service import PERSISTENCE
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
 from tether.session.store import SESSION_DISPOSED, SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
-from tether.tools.execute import BEFORE_EXECUTE, ToolInvocation
-from tether.tools.permission import (
-    EDITS,
-    PERMISSION_REQUEST,
-    Mode,
-    PermissionDecision,
-    approve,
-    grant,
-    granted,
-    remembered_as,
-)
+from tether.tools.permission import EDITS, Mode
 
 if TYPE_CHECKING:
     from tether.agent import AgentsView
+    from tether.front.asking import Question as Asked
     from tether.runtime import Context
-    from tether.tools.preview import ToolPreview
+    from tether.tools.preview import Diff, ToolPreview
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +147,7 @@ class Question(msgspec.Struct, eq=False):
     asked_at: float
     always: str | None
     """What "Always allow" would grant (the tool, or every edit); ``None``: not offered."""
-    answer: asyncio.Future[PermissionDecision]
+    answer: asyncio.Future[Answer]
 
     def __repr__(self) -> str:
         # The future's repr (its state and callbacks) tells nothing about the question.
@@ -190,17 +180,19 @@ class WebHub:
         store = ctx.service(SESSIONS)
         self.follows = SessionViews(store, ctx.get(PERSISTENCE))
         """Every view's reader of session events (:meth:`SessionViews.follow`)."""
-        self._handles: dict[str, AgentHandle] = {}
+        self._host: SessionHost[AgentHandle] = SessionHost(
+            ctx, self, answer_within=config.permission_timeout, name="web"
+        )
         self._opening: dict[str, asyncio.Task[Agent]] = {}
         self._stopping: dict[str, asyncio.Task[None]] = {}
         self._sent_cancels: dict[str, float] = {}
         self._questions: dict[str, Question] = {}
-        self._previews: dict[tuple[str, str], ToolPreview | None] = {}
-        """The preview of each call being approved, by agent and call id: what its
-        question shows, computed once (a preview may read a large file)."""
         self._ids = itertools.count(1)
-        self._closing = False
-        self._teardown: asyncio.Task[None] | None = None
+
+    @property
+    def host(self) -> SessionHost[AgentHandle]:
+        """The sessions the web app owns, their tool calls' questions, their teardown."""
+        return self._host
 
     # -- reading ---------------------------------------------------------------------
 
@@ -214,7 +206,7 @@ class WebHub:
 
     def owns(self, session_id: str) -> bool:
         """Whether the web app opened ``session_id`` (and will dispose it)."""
-        return session_id in self._handles
+        return self._host.get(session_id) is not None
 
     def mode_of(self, agent: Agent) -> Mode:
         """The permission mode ``agent``'s session is set to (its log says; else the default)."""
@@ -251,7 +243,7 @@ class WebHub:
             HubClosedError: the app is shutting down.
             AgentError: from ``ctx.agents.create``.
         """
-        self._check_open()
+        self._host.check_open()
 
         async def setup(agent: Agent) -> None:
             if model is not None:
@@ -260,11 +252,8 @@ class WebHub:
 
         handle = await self._agents.create(cwd=cwd, setup=setup)
         try:
-            await store_created(self._ctx, handle.agent.session)
+            await self._host.store(handle, created=True)
         except Exception as exc:
-            # Never acknowledged, so nobody can use it: it goes.
-            with contextlib.suppress(Exception):
-                await handle.dispose()
             refused = NotStoredError.of(handle.agent.id, "the session", exc)
             log.warning("%s", refused)  # one line, no traceback
             raise refused from None
@@ -283,12 +272,10 @@ class WebHub:
         agent = self.live_agent(session_id)
         if agent is not None:
             return agent
-        self._check_open()
+        self._host.check_open()
         opening = self._opening.get(session_id)
         if opening is None:
-            opening = asyncio.get_running_loop().create_task(
-                self._resume(session_id), name=f"web-resume:{session_id}"
-            )
+            opening = self._host.spawn(self._resume(session_id), name=f"web-resume:{session_id}")
             self._opening[session_id] = opening
             opening.add_done_callback(lambda _: self._opening.pop(session_id, None))
         return await asyncio.shield(opening)
@@ -304,10 +291,7 @@ class WebHub:
         return await self._keep(handle)
 
     async def _keep(self, handle: AgentHandle) -> Agent:
-        if self._closing:
-            await handle.dispose()
-            raise HubClosedError("the web app is shutting down")
-        self._handles[handle.agent.id] = handle
+        await self._host.publish(handle)
         self.follows.nudge(handle.agent.id)  # its views show it live now
         return handle.agent
 
@@ -345,8 +329,8 @@ class WebHub:
         if session_id in self._stopping:
             return False
         agent.cancel(CancelCause.USER)
-        stopping = asyncio.get_running_loop().create_task(
-            agent.when_idle(), name=f"web-stop:{session_id}"
+        stopping = self._host.keep(
+            asyncio.get_running_loop().create_task(agent.when_idle(), name=f"web-stop:{session_id}")
         )
         self._stopping[session_id] = stopping
         stopping.add_done_callback(lambda _: self._stopping.pop(session_id, None))
@@ -426,9 +410,9 @@ class WebHub:
 
     @staticmethod
     def _fenced(shell: ShellExecutor, task_id: str, session_id: str) -> bool:
-        """The bash tools' owner fence, narrowed to tasks the session owns (an unowned
-        task belongs to no page)."""
-        return may_touch(shell, task_id, session_id) and shell.owner_of(task_id) == session_id
+        """Whether ``task_id`` exists and ``session_id`` owns it (an unowned task belongs
+        to no page)."""
+        return shell.get(task_id) is not None and shell.owner_of(task_id) == session_id
 
     # -- permission questions ------------------------------------------------------------
 
@@ -446,150 +430,84 @@ class WebHub:
         question = self._questions.get(question_id)
         if question is None or question.session_id != session_id or question.answer.done():
             return False
-        if always and allow:
-            governing = self.live_agent(session_id)
-            if question.always is None or governing is None:
-                raise WebError(f"question {question_id} cannot be always allowed")
-            grants = governing.session.settings.granted
-            grant(governing.session, grants, question.always)
-        question.answer.set_result(PermissionDecision.ALLOW if allow else PermissionDecision.REJECT)
+        if always and allow and question.always is None:
+            raise WebError(f"question {question_id} cannot be always allowed")
+        answer = (Answer.ALWAYS if always else Answer.ONCE) if allow else Answer.REJECT
+        question.answer.set_result(answer)
         return True
 
-    async def before_execute(
-        self,
-        invocation: ToolInvocation,
-        next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
-    ) -> ToolInvocation:
-        """``tool/before-execute``: apply the governing session's mode; an allowed call
-        goes on marked ``approved``."""
-        agent = invocation.exec.agent
-        governing = self._governing(agent)
-        if agent is None or governing is None:
-            return await next_(invocation)
-        preview = await _preview_of(invocation)
-        approval = None if preview is None else preview.approval
-        mode = self.mode_of(governing)
-        key = (agent.id, invocation.exec.call_id)
-        self._previews[key] = preview
-        try:
-            approved = await approve(self._ctx, agent, invocation, mode, approval)
-        finally:
-            self._previews.pop(key, None)
-        return invocation if approved is None else await next_(approved)
-
-    async def ask(self, agent: Agent, invocation: ToolInvocation) -> PermissionDecision | None:
-        """``permission/request``: put the question to the governing session's page."""
-        governing = self._governing(agent)
-        if governing is None:
-            return None
-        key = (agent.id, invocation.exec.call_id)
-        preview = self._previews[key] if key in self._previews else await _preview_of(invocation)
-        grants = governing.session.settings.granted
-        if granted(grants, invocation.tool_name, preview):
-            return PermissionDecision.ALLOW
+    async def present(self, asked: Asked) -> Answer:
+        """Put ``asked`` to the governing session's page until a tab answers it (or the
+        asker withdraws it)."""
+        preview = asked.preview
         question = Question(
             id=f"q{next(self._ids)}",
-            session_id=governing.id,
-            agent_id=agent.id,
-            call_id=invocation.exec.call_id,
-            tool=invocation.tool_name,
-            arguments=_plain(invocation.shown_args),
+            session_id=asked.governing.id,
+            agent_id=asked.agent.id,
+            call_id=asked.invocation.exec.call_id,
+            tool=asked.tool,
+            arguments=_plain(asked.invocation.shown_args),
             title=None if preview is None else preview.title,
-            diffs=[]
-            if preview is None
-            else [
-                {"path": d.path, "old_text": d.old_text, "new_text": d.new_text}
-                for d in preview.diffs
-            ],
+            diffs=[] if preview is None else [_diff(d) for d in preview.diffs],
             asked_at=time.time(),
-            always=remembered_as(invocation.tool_name, preview),
+            always=asked.always,
             answer=asyncio.get_running_loop().create_future(),
         )
         self._questions[question.id] = question
         self.follows.nudge(question.session_id)
-        withdrawn = asyncio.ensure_future(invocation.exec.signal.wait())
         try:
-            await asyncio.wait(
-                (question.answer, withdrawn),
-                timeout=self.config.permission_timeout,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            return await question.answer
         finally:
-            withdrawn.cancel()
             del self._questions[question.id]
             self.follows.nudge(question.session_id)
-        if question.answer.done() and not question.answer.cancelled():
-            return question.answer.result()
-        question.answer.cancel()
-        return PermissionDecision.REJECT
 
-    def _governing(self, agent: Agent | None) -> Agent | None:
-        """The agent whose mode rules ``agent``'s calls: itself, or for a child agent
-        its top live ancestor, so a child never has more permission than its root."""
-        found = agent
-        for _level in range(16):
-            if found is None:
-                return None
-            parent_id = found.session.header.delegator
-            parent = None if parent_id is None else self._agents.get(parent_id)
-            if parent is None:
-                return found
-            found = parent
-        return found
+    # -- what the session host asks of the hub -------------------------------------------
+
+    expected: tuple[type[Exception], ...] = (WebError,)
+    """A failure of an open still in flight at teardown is its caller's to report."""
+
+    def refusal(self, opening: str | None) -> HubClosedError:
+        return HubClosedError("the web app is shutting down")
+
+    def governs(self, agent: Agent) -> bool:
+        return True  # every agent live in this process is shown, and asked, here
+
+    def mode(self, governing: Agent) -> Mode:
+        return self.mode_of(governing)
+
+    def previewed(self, governing: Agent, agent: Agent, call_id: str, preview: ToolPreview) -> None:
+        pass  # a question shows the preview; nothing else does
+
+    def started(self, governing: Agent, agent: Agent, call_id: str) -> None:
+        pass  # the log shows the call running
+
+    def on_forgotten(self, agent: Agent) -> None:
+        self.follows.nudge(agent.id)  # its views show it is no longer the web app's
+
+    def on_closing(self) -> None:
+        for question in list(self._questions.values()):
+            if not question.answer.done():
+                question.answer.set_result(Answer.REJECT)
+
+    def on_closed(self, disposed: int) -> None:
+        pass
 
     # -- listeners and teardown ---------------------------------------------------------
-
-    def forget(self, agent: Agent) -> None:
-        """``agent/disposed``: a session disposed by another owner leaves the hub."""
-        handle = self._handles.get(agent.id)
-        if handle is not None and handle.agent is agent and not self._closing:
-            del self._handles[agent.id]
-            self.follows.nudge(agent.id)
 
     def close(self) -> Awaitable[None]:
         """Dispose every session the web app opened (once; every call awaits the one run).
 
-        Questions still open are rejected; stops settling are awaited.
+        Questions still open are rejected; opens and stops in flight are awaited.
         """
-        if self._teardown is None:
-            self._closing = True
-            self._teardown = asyncio.get_running_loop().create_task(
-                self._close(), name="web-teardown"
-            )
-        return asyncio.shield(self._teardown)
-
-    async def _close(self) -> None:
-        for question in list(self._questions.values()):
-            if not question.answer.done():
-                question.answer.set_result(PermissionDecision.REJECT)
-        handles = list(self._handles.values())
-        outcomes = await asyncio.gather(
-            *(handle.dispose() for handle in handles),
-            *self._opening.values(),
-            *self._stopping.values(),
-            return_exceptions=True,
-        )
-        self._handles.clear()
-        failures = [o for o in outcomes if isinstance(o, Exception) and not _expected(o)]
-        if failures:
-            log.error(
-                "closing the web sessions: %d failure(s)",
-                len(failures),
-                exc_info=ExceptionGroup("web teardown", failures),
-            )
-
-    def _check_open(self) -> None:
-        if self._closing:
-            raise HubClosedError("the web app is shutting down")
+        return self._host.close()
 
     @property
     def _agents(self) -> AgentsView:
         return self._ctx.service(AGENTS)
 
 
-def _expected(failure: Exception) -> bool:
-    """A failure of an open still in flight at teardown is its caller's to report."""
-    return isinstance(failure, WebError)
+def _diff(diff: Diff) -> dict[str, object]:
+    return {"path": diff.path, "old_text": diff.old_text, "new_text": diff.new_text}
 
 
 def _plain(value: object) -> dict[str, object]:
@@ -599,16 +517,6 @@ def _plain(value: object) -> dict[str, object]:
     return thawed if isinstance(thawed, dict) else {"value": thawed}
 
 
-async def _preview_of(invocation: ToolInvocation) -> ToolPreview | None:
-    """The call's preview, or ``None`` (none given, or it failed: the call itself will
-    answer a bad input with the reason)."""
-    try:
-        return await invocation.preview()
-    except Exception as exc:
-        log.debug("no preview of a %s call: %s", invocation.tool_name, exc)
-        return None
-
-
 async def apply(ctx: Context, config: Config) -> None:
     """Provide the ``web`` service; its sessions and listeners unwind as one effect."""
     hub = WebHub(ctx, config)
@@ -616,9 +524,7 @@ async def apply(ctx: Context, config: Config) -> None:
     def lifecycle() -> Iterator[Callable[[], object]]:
         yield ctx.listen(SESSION_EVENT, hub.follows.on_session_event)
         yield ctx.listen(SESSION_DISPOSED, hub.follows.on_session_disposed)
-        yield ctx.listen(BEFORE_EXECUTE, hub.before_execute)
-        yield ctx.listen(PERMISSION_REQUEST, hub.ask)
-        yield ctx.listen(AGENT_DISPOSED, hub.forget)
+        yield from hub.host.listening()
         # Last in, first out: the sessions close while the listeners still stand.
         yield hub.close
 

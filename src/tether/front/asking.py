@@ -1,0 +1,213 @@
+"""The question asker: whether a person lets one tool call run, asked the same way everywhere.
+
+A policy decides that a call needs approval (the session's mode, or the
+call's preview saying it needs approval whatever the mode); this module asks.
+The front end only *presents* the question (:data:`Present`): the editor's
+``session/request_permission``, a card in the web page, a line on the
+terminal. Everything else is decided here, once:
+
+* **grants first** — a call that the governing session's grants cover
+  (:attr:`SessionSettings.granted <tether.session.settings.SessionSettings.granted>`,
+  folded once from its log) is allowed without asking;
+* **it always ends** — a question left unanswered for ``within`` seconds is a
+  rejection (logged); a cancel of the call while it is open withdraws it at
+  once (the presentation is cancelled) and it is a rejection; a presentation
+  that fails is a rejection (the front end logs why);
+* **"always" is logged** — an :attr:`Answer.ALWAYS` logs
+  ``permission/granted`` in the governing session
+  (:func:`~tether.tools.permission.grant`) for what the call stands for
+  (:func:`~tether.tools.permission.remembered_as`: the tool, or every edit),
+  so a load or a resume keeps it. A call that needs approval whatever the
+  mode offers no "always"; answering it so allows that call once.
+
+``permission/request`` is the event a before-execute policy puts a question
+through (:func:`approve`); a front end answers it for the agents it governs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
+
+from tether.agent.types import Agent
+from tether.plugins.fs.errors import FileToolError
+from tether.runtime.errors import Veto
+from tether.runtime.keys import Serial
+from tether.tools.execute import ToolInvocation
+from tether.tools.permission import Mode, grant, granted, needs_asking, remembered_as
+
+if TYPE_CHECKING:
+    from tether.runtime import Context
+    from tether.tools.preview import ToolPreview
+
+log = logging.getLogger(__name__)
+
+
+class PermissionDecision(enum.StrEnum):
+    ALLOW = "allow"
+    REJECT = "reject"
+
+
+PERMISSION_REQUEST = Serial[PermissionDecision, Agent, ToolInvocation]("permission/request")
+"""Serial event ``(agent, invocation) -> PermissionDecision | None``: may ``agent`` run
+``invocation``? The first listener that returns a decision answers; a listener returns
+``None`` for agents it does not govern. Nobody answering is a rejection (fail closed)."""
+
+
+class Answer(enum.StrEnum):
+    """What a person answered."""
+
+    ONCE = "once"
+    """Allow this call."""
+    ALWAYS = "always"
+    """Allow this call and, logged in the governing session, what it stands for."""
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Question:
+    """A tool call put to a person: whose it is, where it is asked, what it will do."""
+
+    agent: Agent
+    """The agent whose call it is."""
+    governing: Agent
+    """The agent whose session rules it and is asked (a child's root; else ``agent``)."""
+    invocation: ToolInvocation
+    preview: ToolPreview | None
+    """What the call will do (kind, title, locations, diff), computed once; ``None``: unknown."""
+
+    @property
+    def always(self) -> str | None:
+        """What "always" would grant (a tool name, or every edit); ``None``: not offered."""
+        return remembered_as(self.invocation.tool_name, self.preview)
+
+    @property
+    def tool(self) -> str:
+        return self.invocation.tool_name
+
+
+Present = Callable[[Question], Awaitable[Answer]]
+"""A front end's way of putting a :class:`Question` to a person; cancelled when withdrawn.
+
+Raises: anything, when the person cannot be reached (the call is then rejected).
+"""
+
+
+async def ask(question: Question, present: Present, *, within: float | None) -> PermissionDecision:
+    """Whether ``question``'s call may run: granted, or answered through ``present``
+    (see the module docs for the timeout, the withdrawal and a logged "always")."""
+    session = question.governing.session
+    if granted(session.settings.granted, question.tool, question.preview):
+        return PermissionDecision.ALLOW
+    signal = question.invocation.exec.signal
+    asking = asyncio.ensure_future(present(question))
+    stopped = asyncio.ensure_future(signal.wait())
+    try:
+        await asyncio.wait({asking, stopped}, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in (asking, stopped):
+            waiter.cancel()
+        await asyncio.gather(asking, stopped, return_exceptions=True)
+    if asking.cancelled():
+        if stopped.cancelled() and not signal.cancelled:
+            log.warning(
+                "session %s: the permission request for %s was not answered within %g s; rejected",
+                question.governing.id,
+                question.tool,
+                within,
+            )
+        return PermissionDecision.REJECT
+    if asking.exception() is not None:
+        return PermissionDecision.REJECT
+    answer = asking.result()
+    if answer is Answer.REJECT:
+        return PermissionDecision.REJECT
+    always = question.always
+    if answer is Answer.ALWAYS and always is not None:
+        grant(session, session.settings.granted, always)
+    return PermissionDecision.ALLOW
+
+
+async def approve(
+    ctx: Context, agent: Agent, invocation: ToolInvocation, mode: Mode, approval: str | None
+) -> ToolInvocation | None:
+    """Apply ``mode`` to ``invocation`` (whose preview asked for ``approval``, if any):
+    the invocation to run on — marked ``approved`` when it was asked and allowed, as it
+    is when nothing needed asking — or ``None`` when the question was withdrawn by a
+    cancel of the call (the pipeline then ends it as cancelled, not denied).
+
+    The question goes through ``permission/request``.
+
+    Raises:
+        Veto: the person (or, failing closed, nobody) did not allow the call.
+    """
+    if not needs_asking(mode, invocation.tool_name, approval):
+        return invocation
+    decision = await ctx.serial(PERMISSION_REQUEST, agent, invocation)
+    return _decided(invocation, decision)
+
+
+def asking_each_call(agent: Agent, present: Present) -> _Asking:
+    """A ``tool/before-execute`` listener that asks about each of ``agent``'s calls
+    through ``present`` (ask mode, no timeout): a rejection — a cancel while the
+    question is open included — is a :class:`Veto` the model is told."""
+    return _Asking(agent, present)
+
+
+class _Asking:
+    __slots__ = ("_agent", "_present")
+
+    def __init__(self, agent: Agent, present: Present) -> None:
+        self._agent = agent
+        self._present = present
+
+    async def __call__(
+        self,
+        invocation: ToolInvocation,
+        next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
+    ) -> ToolInvocation:
+        agent = self._agent
+        if invocation.exec.agent is not agent:
+            return await next_(invocation)
+        preview = await preview_of(invocation)
+        approval = None if preview is None else preview.approval
+        if not needs_asking(Mode.ASK, invocation.tool_name, approval):
+            return await next_(invocation)
+        question = Question(agent, agent, invocation, preview)
+        decision = await ask(question, self._present, within=None)
+        if decision is not PermissionDecision.ALLOW:
+            raise Veto(f"the user did not allow this {invocation.tool_name} call")
+        return await next_(_approved(invocation))
+
+
+def _decided(
+    invocation: ToolInvocation, decision: PermissionDecision | None
+) -> ToolInvocation | None:
+    if decision is not PermissionDecision.ALLOW:
+        if invocation.exec.signal.cancelled:
+            return None
+        raise Veto(f"the user did not allow this {invocation.tool_name} call")
+    return _approved(invocation)
+
+
+def _approved(invocation: ToolInvocation) -> ToolInvocation:
+    return replace(invocation, exec=replace(invocation.exec, approved=True))
+
+
+async def preview_of(invocation: ToolInvocation) -> ToolPreview | None:
+    """The call's preview, or ``None``: none given, bad input (the call itself will
+    answer it with the reason), or the tool's preview failed (logged)."""
+    try:
+        return await invocation.preview()
+    except FileToolError as exc:
+        log.debug("no preview of a %s call: %s", invocation.tool_name, exc)
+        return None
+    except Exception:
+        log.warning("the preview of a %s call failed", invocation.tool_name, exc_info=True)
+        return None
