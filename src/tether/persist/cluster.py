@@ -5,8 +5,10 @@ doorbell, delivered at commit, never replayed, never carrying data. Each
 host listens on two channels of its schema (see
 :func:`~tether.persist.backends.channels.channel`):
 
-* ``events``: every write notifies ``"<session id> <last seq>"``; the host
-  rings its follow :class:`~tether.persist.follow.Doorbell`, and followers
+* ``events``: after its writes commit, each host notifies a line
+  ``"<session id> <last seq>"`` per session written, coalesced (see
+  :mod:`~tether.persist.backends.postgres_doorbell`); the host rings its
+  follow :class:`~tether.persist.follow.Doorbell` for each, and followers
   read the events table by seq.
 * ``control``: ``"cancel <session id>"`` asks the host that holds the session
   to cancel its work. Each host emits :data:`CANCEL_REQUESTED` for it; the
@@ -30,7 +32,12 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tether.persist.backends.channels import CONTROL_CHANNEL, EVENTS_CHANNEL, channel
+from tether.persist.backends.channels import (
+    CONTROL_CHANNEL,
+    EVENTS_CHANNEL,
+    channel,
+    sessions_rung,
+)
 from tether.persist.backends.errors import LogStoreError
 from tether.persist.backends.records import validate_session_id
 from tether.runtime.keys import Notice, ServiceKey
@@ -148,7 +155,8 @@ class Cluster:
         self._listening.set()
         async for notice in conn.notifies():
             if notice.channel == self._events:
-                self._doorbell.ring(notice.payload.rpartition(" ")[0])
+                for session_id in sessions_rung(notice.payload):
+                    self._doorbell.ring(session_id)
             elif notice.channel == self._control:
                 verb, _, session_id = notice.payload.partition(" ")
                 if verb == "cancel" and session_id:

@@ -20,8 +20,11 @@ Every host that names the same database (and schema) sees the same sessions.
 * ``postgres_reads``: the read queries, and event rows as event lines;
 * ``postgres_pool``: the connection pool.
 
-Each write rings a ``NOTIFY`` doorbell carrying only the session id and its
-last seq (see :mod:`tether.persist.follow` and :mod:`tether.persist.cluster`).
+* ``postgres_doorbell``: once a write committed, the host's coalesced
+  ``NOTIFY`` doorbell carries its session id and last seq (see
+  :mod:`tether.persist.follow` and :mod:`tether.persist.cluster`); it is
+  rung outside the write transaction, so commits of many hosts never queue
+  on PostgreSQL's notification lock.
 
 The driver is psycopg 3 (synchronous: the backend seam runs in worker
 threads), imported with this module.
@@ -43,6 +46,7 @@ from tether.persist.backends.channels import CHANNELS, EVENTS_CHANNEL, channel
 from tether.persist.backends.errors import CorruptLogError, SessionNotFoundError
 from tether.persist.backends.lease import Holder
 from tether.persist.backends.lines import decode_blocks, parse_blocks, parse_lines
+from tether.persist.backends.postgres_doorbell import CommitBell
 from tether.persist.backends.postgres_lease import (
     FencedLease,
     LeaseInfo,
@@ -141,12 +145,15 @@ class PostgresBackend:
             stall_limit=self._stall_limit,
             on_lease_lost=on_lease_lost,
         )
+        # The doorbell has a connection of its own: a ring never waits for a write.
+        self._bell_pool = Pool(url, schema, stall_limit=self._stall_limit, size=1, name=repr(self))
+        self._bell = CommitBell(self._bell_pool.connection, channel(schema, EVENTS_CHANNEL))
         # Writes use at most half the pool: reads keep the rest, and batches
         # that wait for a write connection are committed together.
         self._writer = BatchWriter(
             self._connection,
             self._leases,
-            channel=channel(schema, EVENTS_CHANNEL),
+            committed=self._bell.committed,
             slots=pool_size // 2,
         )
         try:
@@ -389,6 +396,8 @@ class PostgresBackend:
             return
         self._pool.close()
         self._leases.stop()
+        self._bell.close()  # the wake-ups of the last writes, then its thread stops
+        self._bell_pool.close()
 
     # -- connections ---------------------------------------------------------
 

@@ -19,7 +19,7 @@ from tether.persist.backends.errors import UnsupportedFormatError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest schema this module creates, and the newest it reads."""
 
 APPEND_FUNCTION = """
@@ -76,13 +76,19 @@ BEGIN
             SELECT p_id, r.seq, r.type, r.time, r.data
             FROM jsonb_to_recordset(p_events)
                 AS r(seq bigint, type text, time double precision, data jsonb);
-        PERFORM pg_notify(p_channel, p_id || ' ' || (p_first + p_count - 1));
+        IF p_channel IS NOT NULL THEN
+            PERFORM pg_notify(p_channel, p_id || ' ' || (p_first + p_count - 1));
+        END IF;
     END IF;
 END
 $$
 """
 """One batch, in one statement (one round trip, its own transaction): the fence,
-the seq check, the session row, the events, the doorbell. Errors by SQLSTATE:
+the seq check, the session row, the events. Hosts of this version pass no
+``p_channel`` and ring the doorbell after commit
+(:mod:`~tether.persist.backends.postgres_doorbell`); a host of schema 2 still
+running during an upgrade passes its channel and rings inside the
+transaction, as it did. Errors by SQLSTATE:
 ``TT001`` taken over (message: the new host), ``TT002`` leased by another
 (``host pid``), ``TT003`` seq conflict (the stored next seq), ``TT004`` a
 first write without a valid header, ``TT005`` a create (``p_create``) of a
@@ -131,6 +137,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         APPEND_FUNCTION,
     ),
     (f"DROP FUNCTION IF EXISTS {_APPEND_BEFORE_CREATE}", APPEND_FUNCTION),
+    (APPEND_FUNCTION,),  # the doorbell out of the write transaction
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
 

@@ -3,8 +3,10 @@
 A write is one statement, so one round trip and one transaction: a call of
 the schema's ``append_batch`` function
 (:data:`~tether.persist.backends.postgres_schema.APPEND_FUNCTION`), which
-checks the lease, locks the session row, inserts the batch (sent as one JSON
-document) and rings the ``NOTIFY`` doorbell. Under load, writes of several
+checks the lease, locks the session row and inserts the batch (sent as one JSON
+document). Once it has committed, the batch's session is handed to the
+host's :class:`~tether.persist.backends.postgres_doorbell.CommitBell`, which
+rings the ``NOTIFY`` doorbell outside the write transaction. Under load, writes of several
 sessions that wait for a pooled connection are committed together, in one
 transaction (one commit, one WAL flush), each call fenced on its own; a group
 with a refused batch is rolled back and its batches are written again one by
@@ -73,10 +75,17 @@ class BatchWriter:
     connection are committed together.
     """
 
-    def __init__(self, connect: Connect, leases: Leases, *, channel: str, slots: int) -> None:
+    def __init__(
+        self,
+        connect: Connect,
+        leases: Leases,
+        *,
+        committed: Callable[[str, int], None],
+        slots: int,
+    ) -> None:
         self._connect = connect
         self._leases = leases
-        self._channel = channel
+        self._committed = committed
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max(1, slots))
         self.queue: list[Pending] = []
@@ -151,7 +160,7 @@ class BatchWriter:
             activity.turn_count,
             activity.last_activity,
             activity.title,
-            self._channel,
+            None,  # the doorbell is rung after commit (see CommitBell)
             create,
         )
         return Pending(session_id, params, batch, bad_header)
@@ -180,7 +189,7 @@ class BatchWriter:
         except psycopg.Error:
             return group
         for pending in group:
-            pending.done.set()
+            self._done(pending)
         return []
 
     def _commit_alone(self, pending: Pending, *, retried: bool) -> None:
@@ -190,9 +199,9 @@ class BatchWriter:
             while True:
                 try:
                     with self._connect() as conn:
-                        if retried and self._already_stored(conn, pending):
-                            return
-                        conn.execute(APPEND_CALL, pending.params)
+                        if not (retried and self._already_stored(conn, pending)):
+                            conn.execute(APPEND_CALL, pending.params)
+                    self._done(pending)
                     return
                 except psycopg.OperationalError as exc:
                     if retried or not connection_lost(exc):
@@ -210,6 +219,12 @@ class BatchWriter:
             pending.error = exc
         finally:
             pending.done.set()
+
+    def _done(self, pending: Pending) -> None:
+        """Mark a committed batch done, and its session's wake-up due."""
+        if pending.batch:
+            self._committed(pending.session_id, pending.batch[-1]["seq"])
+        pending.done.set()
 
     def _raise_refusal(
         self,
