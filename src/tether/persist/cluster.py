@@ -10,6 +10,9 @@ host listens on two channels of its schema (see
   :mod:`~tether.persist.backends.postgres_doorbell`); the host rings its
   follow :class:`~tether.persist.follow.Doorbell` for each, and followers
   read the events table by seq.
+* ``runs``: a run was submitted to the queue (see
+  :mod:`~tether.persist.backends.postgres_runs`); workers waiting for work
+  wake (:attr:`Cluster.submitted`) and take it.
 * ``control``: ``"cancel <session id>"`` asks the host that holds the session
   to cancel its work. Each host emits :data:`CANCEL_REQUESTED` for it; the
   host where the session is live cancels its agent with cause ``user`` (the
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from tether.persist.backends.channels import (
     CONTROL_CHANNEL,
     EVENTS_CHANNEL,
+    RUNS_CHANNEL,
     channel,
     sessions_rung,
 )
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from tether.persist.backends.postgres import PostgresBackend
+    from tether.persist.backends.postgres_runs import RunQueue
     from tether.persist.follow import Doorbell
     from tether.runtime import Context
 
@@ -89,7 +94,12 @@ class Cluster:
         self._doorbell = doorbell
         self._control = channel(backend.schema, CONTROL_CHANNEL)
         self._events = channel(backend.schema, EVENTS_CHANNEL)
+        self._runs = channel(backend.schema, RUNS_CHANNEL)
         self._listening = asyncio.Event()
+        self.submitted = asyncio.Event()
+        """Set when a run is submitted on any host (and when the listener reconnects,
+        since submissions meanwhile went unheard); a worker clears it before it looks
+        at the queue, then waits on it."""
 
     @property
     def host_id(self) -> str:
@@ -100,6 +110,22 @@ class Cluster:
     def schema(self) -> str:
         """The schema the hosts share."""
         return self._backend.schema
+
+    @property
+    def runs(self) -> RunQueue:
+        """The run queue (blocking calls: run them in a worker thread)."""
+        return self._backend.runs
+
+    @property
+    def lease_ttl(self) -> float:
+        """How long a lease outlives its holder's last renewal, in seconds."""
+        return self._backend.lease_ttl
+
+    async def submit(self, session_id: str, task: str, **request: Any) -> None:
+        """Store a run request (see :meth:`RunQueue.submit`, whose errors it raises)
+        and ring the queue's doorbell: a waiting worker takes it at once."""
+        await asyncio.to_thread(self._backend.runs.submit, session_id, task, **request)
+        await asyncio.to_thread(self._backend.notify, self._runs, session_id)
 
     async def listening(self) -> None:
         """Return once the control and events channels are listened to."""
@@ -142,6 +168,7 @@ class Cluster:
                 log.warning("the listening connection was lost (%s); reconnecting", exc)
                 self._listening.clear()
                 self._doorbell.ring_all()
+                self.submitted.set()
                 await asyncio.sleep(RECONNECT_DELAY)
             finally:
                 with contextlib.suppress(Exception):
@@ -150,13 +177,15 @@ class Cluster:
     async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
         from psycopg import sql
 
-        for name in (self._control, self._events):
+        for name in (self._control, self._events, self._runs):
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
         self._listening.set()
         async for notice in conn.notifies():
             if notice.channel == self._events:
                 for session_id in sessions_rung(notice.payload):
                     self._doorbell.ring(session_id)
+            elif notice.channel == self._runs:
+                self.submitted.set()
             elif notice.channel == self._control:
                 verb, _, session_id = notice.payload.partition(" ")
                 if verb == "cancel" and session_id:

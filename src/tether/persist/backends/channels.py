@@ -14,7 +14,10 @@ EVENTS_CHANNEL = "events"
 """The doorbell of committed writes: a line ``"<session id> <last seq>"`` per session
 (several lines when a host's wake-ups were coalesced)."""
 
-CHANNELS = (CONTROL_CHANNEL, EVENTS_CHANNEL)
+RUNS_CHANNEL = "runs"
+"""The doorbell of the run queue: ``"<session id>"`` of a run just submitted."""
+
+CHANNELS = (CONTROL_CHANNEL, EVENTS_CHANNEL, RUNS_CHANNEL)
 
 
 def channel(schema: str, name: str) -> str:

@@ -62,6 +62,7 @@ from tether.persist.backends.postgres_reads import (
     read_listing,
     read_log,
 )
+from tether.persist.backends.postgres_runs import RunQueue
 from tether.persist.backends.postgres_schema import SCHEMA_VERSION, migrate
 from tether.persist.backends.postgres_writes import BatchWriter
 from tether.persist.backends.records import (
@@ -177,6 +178,11 @@ class PostgresBackend:
     @property
     def lease_ttl(self) -> float:
         return self._ttl
+
+    @property
+    def runs(self) -> RunQueue:
+        """The queue of submitted runs (see :mod:`~tether.persist.backends.postgres_runs`)."""
+        return RunQueue(self._run)
 
     @property
     def stall_limit(self) -> float:

@@ -4,7 +4,9 @@ migrations that bring a schema to :data:`SCHEMA_VERSION`.
 Tables: ``sessions`` (one row per session: its header, the listing columns and
 ``next_seq``), ``events`` (``(session_id, seq)`` primary key, ``data`` as
 ``jsonb``), ``leases`` (holder, fencing token, expiry) and the
-``lease_tokens`` sequence; ``schema_migrations`` records what was applied.
+``lease_tokens`` sequence; ``runs``, the queue of submitted runs (see
+:mod:`~tether.persist.backends.postgres_runs`); ``schema_migrations``
+records what was applied.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from tether.persist.backends.errors import UnsupportedFormatError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema this module creates, and the newest it reads."""
 
 APPEND_FUNCTION = """
@@ -138,6 +140,29 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (f"DROP FUNCTION IF EXISTS {_APPEND_BEFORE_CREATE}", APPEND_FUNCTION),
     (APPEND_FUNCTION,),  # the doorbell out of the write transaction
+    (
+        """
+        CREATE TABLE runs (
+            session_id text PRIMARY KEY,
+            task text NOT NULL,
+            cwd text NOT NULL,
+            model text,
+            queue text NOT NULL DEFAULT 'default',
+            priority integer NOT NULL DEFAULT 0,
+            state text NOT NULL DEFAULT 'queued'
+                CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled', 'parked')),
+            attempts integer NOT NULL DEFAULT 0,
+            max_attempts integer NOT NULL DEFAULT 3,
+            worker text,
+            claimed_until timestamptz,
+            submitted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            finished_at timestamptz,
+            outcome text
+        )
+        """,
+        "CREATE INDEX runs_ready ON runs (priority DESC, submitted_at)"
+        " WHERE state IN ('queued', 'running')",
+    ),
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
 
