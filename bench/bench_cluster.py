@@ -19,6 +19,9 @@ Figures (targets from the scale-out issue):
   cluster. PostgreSQL serializes the commits of transactions that ran
   ``NOTIFY``; tether rings its doorbell after commit, coalesced per host;
 * ``tail``: append on host A -> read on host B, woken by the doorbell;
+* ``effects`` (only when named: it takes long): the tool-effects chaos test with
+  ``--effects`` turns per backend (default 1,000): duplicate effects and
+  unreported unknown outcomes (both 0);
 * ``acp``: ``tether acp`` per-prompt median, PostgreSQL against JSONL, runs
   interleaved (<= 1.5x);
 * ``cancel``: a cancel requested on host B (a NOTIFY, as ``sessions cancel``
@@ -497,15 +500,17 @@ async def cancel(rounds: int, tree: str | None) -> None:
     trees: dict[str, str | None] = {"this tree": None}
     if tree is not None:
         trees[tree] = tree
-    figures: dict[str, list[float]] = {name: [] for name in trees}
+    figures: dict[str, list[list[float]]] = {name: [] for name in trees}
     for _ in range(max(1, rounds // 10)):
         for name, src in trees.items():
-            figures[name].extend(await cancel_once(10, src))
-    for name, latencies in figures.items():
+            figures[name].append(await cancel_once(10, src))
+    for name, runs in figures.items():
+        latencies = [latency for run in runs for latency in run]
+        medians = ", ".join(f"{statistics.median(run) * 1000:.1f}" for run in runs)
         print(
             f"cross-host cancel, {name}, request on B -> turn/end aborted durable by A, seen "
             f"on B: {bench_acp.ms(latencies)} over {len(latencies)} cancels "
-            "(target <= 100 ms median)",
+            f"(median per round of 10: {medians} ms; target <= 100 ms median)",
             flush=True,
         )
 
@@ -601,15 +606,17 @@ async def tail(rounds: int, tree: str | None) -> None:
     trees: dict[str, str | None] = {"this tree": None}
     if tree is not None:
         trees[tree] = tree
-    figures: dict[str, list[float]] = {name: [] for name in trees}
+    figures: dict[str, list[list[float]]] = {name: [] for name in trees}
     for _ in range(rounds):
         for name, src in trees.items():
-            figures[name].extend(await tail_once(20, 25, src))
-    for name, latencies in figures.items():
+            figures[name].append(await tail_once(20, 25, src))
+    for name, runs in figures.items():
+        latencies = [latency for run in runs for latency in run]
+        medians = ", ".join(f"{statistics.median(run) * 1000:.1f}" for run in runs)
         print(
             f"cross-host tail, {name}, 20 sessions appending on A, an event every 20 ms "
             f"each: append on A -> read on B {bench_acp.ms(latencies)} over "
-            f"{len(latencies)} events",
+            f"{len(latencies)} events (median per round: {medians} ms)",
             flush=True,
         )
 
@@ -798,11 +805,38 @@ async def fencing(sessions: int, ttl: float = 1.0) -> None:
     )
 
 
-PARTS = ("drivers", "append", "commits", "tail", "acp", "cancel", "takeover", "scale", "fencing")
+PARTS = (
+    "drivers",
+    "append",
+    "commits",
+    "tail",
+    "acp",
+    "cancel",
+    "takeover",
+    "scale",
+    "fencing",
+    "effects",
+)
+
+
+def effects(processes: int) -> None:
+    """The tool-effects chaos test at scale: ``processes`` ``tether run`` processes (a
+    turn each) on JSONL and on PostgreSQL, SIGKILLed at random and right after a tool's
+    effect, resumed or taken over; it prints what it counted and fails on a duplicate
+    effect or an unreported unknown outcome."""
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"),
+            "tests/persist/test_tool_effects_chaos.py",
+        ],
+        env={**os.environ, "TETHER_CHAOS_PROCESSES": str(processes)},
+        cwd=ROOT,
+        check=True,
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
-    only = set(args.only or PARTS)
+    only = set(args.only or (part for part in PARTS if part != "effects"))  # effects: long
     if "drivers" in only:
         await drivers(args.rounds)
     if "append" in only:
@@ -812,7 +846,7 @@ async def main(args: argparse.Namespace) -> None:
     if "tail" in only:
         await tail(args.rounds, args.vs)
     if "cancel" in only:
-        await cancel(20, args.vs)
+        await cancel(args.cancels, args.vs)
     if "acp" in only:
         await acp(args.rounds, args.prompts)
     if "takeover" in only:
@@ -821,6 +855,8 @@ async def main(args: argparse.Namespace) -> None:
         await scale(args.hosts, args.sessions, args.scale_prompts)
     if "fencing" in only:
         await fencing(10)
+    if "effects" in only:
+        effects(args.effects)
 
 
 if __name__ == "__main__":
@@ -832,6 +868,10 @@ if __name__ == "__main__":
         help="another tree's src: commits, tail and cancel run it too, interleaved",
     )
     parser.add_argument("--commits", type=int, default=8_000, help="in all, per commits run")
+    parser.add_argument("--cancels", type=int, default=20, help="per tree, for cancel")
+    parser.add_argument(
+        "--effects", type=int, default=1_000, help="processes (turns) per backend, for effects"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--events", type=int, default=40_000, help="per host, for append")
     parser.add_argument("--prompts", type=int, default=100, help="per ACP latency run")

@@ -120,7 +120,7 @@ def one_process(runner: Runner, index: int, rng: random.Random) -> str:
     return "refused"
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(max(600, PROCESSES * 5))
 @pytest.mark.parametrize("backend", ["jsonl", "postgres"])
 def test_killed_and_taken_over_runs_never_repeat_an_effect_and_report_every_unknown_one(
     tmp_path: Path, backend: str

@@ -43,6 +43,7 @@ from tether.persist.backends.channels import (
     sessions_rung,
 )
 from tether.persist.backends.errors import LogStoreError
+from tether.persist.backends.postgres_doorbell import CommitBell
 from tether.persist.backends.records import validate_session_id
 from tether.runtime.keys import Notice, ServiceKey
 
@@ -96,6 +97,8 @@ class Cluster:
         self._events = channel(backend.schema, EVENTS_CHANNEL)
         self._runs = channel(backend.schema, RUNS_CHANNEL)
         self._listening = asyncio.Event()
+        self.bell = CommitBell(self._bell_connection, self._events)
+        """Rings the events channel after this host's writes (see ``session/written``)."""
         self.submitted = asyncio.Event()
         """Set when a run is submitted on any host (and when the listener reconnects,
         since submissions meanwhile went unheard); a worker clears it before it looks
@@ -148,6 +151,13 @@ class Cluster:
             raise SessionNotLiveError(session_id, None if info is None else info.host)
         await asyncio.to_thread(self._backend.notify, self._control, f"cancel {session_id}")
         return info.host
+
+    async def _bell_connection(self) -> psycopg.AsyncConnection[Any]:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, application_name="tether-bell"
+        )
 
     async def run(self) -> None:
         """Listen until cancelled, reconnecting after a lost connection."""

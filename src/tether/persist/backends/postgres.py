@@ -22,9 +22,9 @@ Every host that names the same database (and schema) sees the same sessions.
 
 * ``postgres_doorbell``: once a write committed, the host's coalesced
   ``NOTIFY`` doorbell carries its session id and last seq (see
-  :mod:`tether.persist.follow` and :mod:`tether.persist.cluster`); it is
-  rung outside the write transaction, so commits of many hosts never queue
-  on PostgreSQL's notification lock.
+  :mod:`tether.persist.follow` and :mod:`tether.persist.cluster`, which
+  rings it); it is rung outside the write transaction, so commits of many
+  hosts never queue on PostgreSQL's notification lock.
 
 The driver is psycopg 3 (synchronous: the backend seam runs in worker
 threads), imported with this module.
@@ -42,11 +42,10 @@ import psycopg
 
 from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import BadRecordError
-from tether.persist.backends.channels import CHANNELS, EVENTS_CHANNEL, channel
+from tether.persist.backends.channels import CHANNELS, channel
 from tether.persist.backends.errors import CorruptLogError, SessionNotFoundError
 from tether.persist.backends.lease import Holder
 from tether.persist.backends.lines import decode_blocks, parse_blocks, parse_lines
-from tether.persist.backends.postgres_doorbell import CommitBell
 from tether.persist.backends.postgres_lease import (
     FencedLease,
     LeaseInfo,
@@ -146,17 +145,9 @@ class PostgresBackend:
             stall_limit=self._stall_limit,
             on_lease_lost=on_lease_lost,
         )
-        # The doorbell has a connection of its own: a ring never waits for a write.
-        self._bell_pool = Pool(url, schema, stall_limit=self._stall_limit, size=1, name=repr(self))
-        self._bell = CommitBell(self._bell_pool.connection, channel(schema, EVENTS_CHANNEL))
         # Writes use at most half the pool: reads keep the rest, and batches
         # that wait for a write connection are committed together.
-        self._writer = BatchWriter(
-            self._connection,
-            self._leases,
-            committed=self._bell.committed,
-            slots=pool_size // 2,
-        )
+        self._writer = BatchWriter(self._connection, self._leases, slots=pool_size // 2)
         try:
             with self._connection() as conn:
                 migrate(conn, schema)
@@ -402,8 +393,6 @@ class PostgresBackend:
             return
         self._pool.close()
         self._leases.stop()
-        self._bell.close()  # the wake-ups of the last writes, then its thread stops
-        self._bell_pool.close()
 
     # -- connections ---------------------------------------------------------
 

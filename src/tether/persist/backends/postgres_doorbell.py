@@ -8,33 +8,34 @@ host's :class:`CommitBell` rings afterwards: one transaction (one statement)
 carries the wake-ups of every session this host committed to since the last
 one, at most one such transaction every :data:`INTERVAL` seconds per host.
 
-A wake-up is never lost: a session's entry leaves the pending set only when
-the ``NOTIFY`` carrying it has committed; one that fails is merged back and
-sent again (its latest seq wins). A wake-up may still arrive late (the bell's
-connection is down) or twice; followers read by seq, so either costs a read,
-never an event, and their poll is the last safety net.
+The bell is loop-bound: the host's persistence tells it of each written
+batch on the event loop (``session/written``), and its task rings from the
+loop on a connection of its own, so a ring never waits for a write's
+connection, nor for a thread to be scheduled.
+
+A wake-up is never dropped: a session's entry leaves the pending set only
+when the ``NOTIFY`` carrying it has committed; one that fails is merged back
+and sent again (its latest seq wins). A wake-up may still arrive late (the
+bell's connection is down) or twice; followers read by seq, so either costs a
+read, never an event, and their poll is the last safety net (a host killed
+between a commit and its ring leaves that wake-up to it).
 
 Payload: one line ``"<session id> <last seq>"`` per session, lines joined by
 ``\\n``, split over several notifications when longer than
-:data:`PAYLOAD_LIMIT` bytes (all sent in the same transaction).
+:data:`PAYLOAD_LIMIT` bytes (all sent in the same statement).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
-from typing import Any
-
-import psycopg
-
-from tether.persist.backends.errors import BackendClosedError
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
-INTERVAL = 0.003
+INTERVAL = 0.001
 """The shortest time between two doorbell transactions of one host, in seconds.
 
 A commit after a quiet spell rings at once; commits within this time of the
@@ -49,16 +50,21 @@ PAYLOAD_LIMIT = 7900
 RING = "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload"
 
 
-class CommitBell:
-    """Rings ``channel`` for the sessions committed through :meth:`committed`, from a
-    thread of its own, over connections from ``connect`` (the bell's alone).
+class BellConnection(Protocol):
+    """What the bell needs of a connection (psycopg's ``AsyncConnection`` in autocommit)."""
 
-    The thread starts with the first :meth:`committed` and stops in :meth:`close`.
-    """
+    async def execute(self, query: Any, params: Any = ...) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+class CommitBell:
+    """Rings ``channel`` for the sessions :meth:`committed` names, from :meth:`run`,
+    over connections from ``connect``. Loop-bound."""
 
     def __init__(
         self,
-        connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]],
+        connect: Callable[[], Awaitable[BellConnection]],
         channel: str,
         *,
         interval: float = INTERVAL,
@@ -66,77 +72,68 @@ class CommitBell:
         self._connect = connect
         self._channel = channel
         self._interval = interval
-        self._lock = threading.Condition()
         self._pending: dict[str, int] = {}
         """The last committed seq of each session not rung for yet."""
-        self._closing = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._due = asyncio.Event()
         self.rings = 0
         """How many doorbell transactions committed (for benchmarks and tests)."""
 
     def committed(self, session_id: str, last_seq: int) -> None:
         """Note that events of ``session_id`` up to ``last_seq`` are committed; the
         wake-up is sent soon (at once when the bell was quiet), never dropped."""
-        with self._lock:
-            if last_seq > self._pending.get(session_id, -1):
-                self._pending[session_id] = last_seq
-            if self._thread is None and not self._closing:
-                self._thread = threading.Thread(
-                    target=self._run, name="tether-commit-bell", daemon=True
-                )
-                self._thread.start()
-            self._lock.notify()
+        if last_seq > self._pending.get(session_id, -1):
+            self._pending[session_id] = last_seq
+        self._due.set()
 
-    def close(self) -> None:
-        """Ring for what is pending (one attempt), then stop the thread and join it."""
-        with self._lock:
-            self._closing = True
-            thread = self._thread
-            self._lock.notify()
-        self._stop.set()
-        if thread is not None:
-            thread.join()
-
-    def _run(self) -> None:
+    async def run(self) -> None:
+        """Ring for committed sessions until cancelled; then ring once more for what
+        is pending (one attempt) and close the connection."""
+        loop = asyncio.get_running_loop()
+        conn: BellConnection | None = None
         last_ring = float("-inf")
-        while True:
-            with self._lock:
-                while not self._pending and not self._closing:
-                    self._lock.wait()
-                if not self._pending:
-                    return
-                closing = self._closing
-            wait = last_ring + self._interval - time.monotonic()
-            if wait > 0 and not closing:
-                self._stop.wait(wait)  # commits meanwhile join this ring
-            with self._lock:
-                pending, self._pending = self._pending, {}
-            try:
-                self._ring(pending)
-            except (psycopg.Error, BackendClosedError) as exc:
-                self._put_back(pending)
-                if closing:
+        try:
+            while True:
+                await self._due.wait()
+                wait = last_ring + self._interval - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)  # commits meanwhile join this ring
+                self._due.clear()
+                try:
+                    conn = conn or await self._connect()
+                    await self._ring(conn)
+                except Exception as exc:  # the driver's errors, a lost connection
+                    log.warning("the events doorbell failed (%s); ringing again", exc)
+                    await _closed(conn)
+                    conn = None
+                    self._due.set()
+                    await asyncio.sleep(RETRY)
+                    continue
+                last_ring = loop.time()
+        finally:
+            if conn is not None and self._pending:
+                try:
+                    await self._ring(conn)
+                except Exception as exc:
                     log.warning("the last doorbells were not sent (%s); followers poll", exc)
-                    return
-                log.warning("the events doorbell failed (%s); ringing again", exc)
-                self._stop.wait(RETRY)
-                continue
-            last_ring = time.monotonic()
-            if closing:
-                return
+            await _closed(conn)
 
-    def _ring(self, pending: dict[str, int]) -> None:
+    async def _ring(self, conn: BellConnection) -> None:
+        pending, self._pending = self._pending, {}
         payloads = list(_payloads(f"{sid} {seq}" for sid, seq in pending.items()))
-        with self._connect() as conn:
-            conn.execute(RING, (self._channel, payloads))
-        self.rings += 1
-
-    def _put_back(self, pending: dict[str, int]) -> None:
-        with self._lock:
-            for sid, seq in pending.items():
+        try:
+            await conn.execute(RING, (self._channel, payloads))
+        except BaseException:
+            for sid, seq in pending.items():  # merged back: nothing is dropped
                 if seq > self._pending.get(sid, -1):
                     self._pending[sid] = seq
+            raise
+        self.rings += 1
+
+
+async def _closed(conn: BellConnection | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            await conn.close()
 
 
 def _payloads(lines: Iterable[str]) -> Iterator[str]:

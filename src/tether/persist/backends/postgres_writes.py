@@ -4,9 +4,9 @@ A write is one statement, so one round trip and one transaction: a call of
 the schema's ``append_batch`` function
 (:data:`~tether.persist.backends.postgres_schema.APPEND_FUNCTION`), which
 checks the lease, locks the session row and inserts the batch (sent as one JSON
-document). Once it has committed, the batch's session is handed to the
-host's :class:`~tether.persist.backends.postgres_doorbell.CommitBell`, which
-rings the ``NOTIFY`` doorbell outside the write transaction. Under load, writes of several
+document); the ``NOTIFY`` doorbell is rung after commit, outside the write
+transaction, by the host's
+:class:`~tether.persist.backends.postgres_doorbell.CommitBell`. Under load, writes of several
 sessions that wait for a pooled connection are committed together, in one
 transaction (one commit, one WAL flush), each call fenced on its own; a group
 with a refused batch is rolled back and its batches are written again one by
@@ -75,17 +75,9 @@ class BatchWriter:
     connection are committed together.
     """
 
-    def __init__(
-        self,
-        connect: Connect,
-        leases: Leases,
-        *,
-        committed: Callable[[str, int], None],
-        slots: int,
-    ) -> None:
+    def __init__(self, connect: Connect, leases: Leases, *, slots: int) -> None:
         self._connect = connect
         self._leases = leases
-        self._committed = committed
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max(1, slots))
         self.queue: list[Pending] = []
@@ -189,7 +181,7 @@ class BatchWriter:
         except psycopg.Error:
             return group
         for pending in group:
-            self._done(pending)
+            pending.done.set()
         return []
 
     def _commit_alone(self, pending: Pending, *, retried: bool) -> None:
@@ -199,9 +191,9 @@ class BatchWriter:
             while True:
                 try:
                     with self._connect() as conn:
-                        if not (retried and self._already_stored(conn, pending)):
-                            conn.execute(APPEND_CALL, pending.params)
-                    self._done(pending)
+                        if retried and self._already_stored(conn, pending):
+                            return
+                        conn.execute(APPEND_CALL, pending.params)
                     return
                 except psycopg.OperationalError as exc:
                     if retried or not connection_lost(exc):
@@ -219,12 +211,6 @@ class BatchWriter:
             pending.error = exc
         finally:
             pending.done.set()
-
-    def _done(self, pending: Pending) -> None:
-        """Mark a committed batch done, and its session's wake-up due."""
-        if pending.batch:
-            self._committed(pending.session_id, pending.batch[-1]["seq"])
-        pending.done.set()
 
     def _raise_refusal(
         self,
