@@ -18,6 +18,9 @@ Figures (targets from the scale-out issue):
   from 1, 4 and 8 host processes at once: commits/s (= events/s) of the
   cluster. PostgreSQL serializes the commits of transactions that ran
   ``NOTIFY``; tether rings its doorbell after commit, coalesced per host;
+* ``notify``: the commit lock alone: 8 and 32 connections commit one-event
+  batches through the append function with the ``NOTIFY`` inside the
+  transaction (schema 2) and without it (schema 3), interleaved;
 * ``tail``: append on host A -> read on host B, woken by the doorbell;
 * ``effects`` (only when named: it takes long): the tool-effects chaos test with
   ``--effects`` turns per backend (default 1,000): duplicate effects and
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import statistics
@@ -372,6 +376,64 @@ def commits(rounds: int, events: int, tree: str | None) -> None:
                 f"(= events/s) over {rounds} runs",
                 flush=True,
             )
+
+
+def notify_lock(rounds: int, seconds: float = 3.0) -> None:
+    """The mechanism alone, without tether's hosts: 8 and 32 connections commit one-event
+    batches through ``append_batch`` as fast as they can, each its own session, with the
+    ``NOTIFY`` inside the transaction (how schema 2 rang) and without it (schema 3: the
+    host rings after commit), interleaved."""
+    import threading
+
+    for connections in (8, 32):
+        figures: dict[str, list[float]] = {"NOTIFY in the transaction": [], "after commit": []}
+        for round_ in range(rounds):
+            for name, rates in figures.items():
+                schema = f"bench_notify_{os.getpid()}_{round_}"
+                PostgresBackend(URL, schema=schema).close()
+                ring = channel(schema, EVENTS_CHANNEL) if "in the" in name else None
+                counts = [0] * connections
+                stop = threading.Event()
+                threads = [
+                    threading.Thread(target=commit_batches, args=(schema, n, ring, stop, counts))
+                    for n in range(connections)
+                ]
+                for thread in threads:
+                    thread.start()
+                time.sleep(seconds)
+                stop.set()
+                for thread in threads:
+                    thread.join()
+                rates.append(sum(counts) / seconds)
+                drop(schema)
+        for name, rates in figures.items():
+            rates.sort()
+            print(
+                f"commit lock, {connections} connections committing one-event batches, "
+                f"{name}: {rates[0]:,.0f}-{rates[-1]:,.0f} commits/s over {rounds} runs",
+                flush=True,
+            )
+
+
+def commit_batches(schema: str, index: int, ring: str | None, stop: Any, counts: list[int]) -> None:
+    """One-event batches of session ``n<index>``, one transaction each, until ``stop``;
+    how many in ``counts[index]``. ``ring``: the channel the transaction notifies."""
+    from tether.persist.backends.postgres_writes import APPEND_CALL
+
+    sid = f"n{index}"
+    head = json.dumps({"id": sid, "created_at": 1.0, "cwd": "/", "lineage": None, "meta": {}})
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        seq = 0
+        while not stop.is_set():
+            batch = json.dumps(
+                [{"type": "assistant/chunk", "seq": seq, "time": 1.0, "data": {"delta": "x"}}]
+            )
+            conn.execute(
+                APPEND_CALL, (sid, None, head, 1.0, batch, seq, 1, 0, 1.0, None, ring, False)
+            )
+            seq += 1
+        counts[index] = seq
 
 
 COMMIT_SESSIONS = 10
@@ -809,6 +871,7 @@ PARTS = (
     "drivers",
     "append",
     "commits",
+    "notify",
     "tail",
     "acp",
     "cancel",
@@ -843,6 +906,8 @@ async def main(args: argparse.Namespace) -> None:
         append(args.rounds, args.events)
     if "commits" in only:
         commits(args.rounds, args.commits, args.vs)
+    if "notify" in only:
+        notify_lock(args.rounds)
     if "tail" in only:
         await tail(args.rounds, args.vs)
     if "cancel" in only:

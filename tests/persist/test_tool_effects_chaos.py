@@ -60,7 +60,7 @@ class Runner:
             "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
             "TETHER_TEST_EFFECTS": str(self.effects),
             "TETHER_TEST_EFFECT_PAUSE": "0.2",
-            "TETHER_HOST_ID": f"host-{len(os.environ)}",
+            "TETHER_HOST_ID": "chaos",
         }
         self.sid: str | None = None
 

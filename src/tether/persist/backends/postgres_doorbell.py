@@ -83,7 +83,7 @@ class CommitBell:
         wake-up is sent soon (at once when the bell was quiet), never dropped."""
         if last_seq > self._pending.get(session_id, -1):
             self._pending[session_id] = last_seq
-        self._due.set()
+            self._due.set()
 
     async def run(self) -> None:
         """Ring for committed sessions until cancelled; then ring once more for what
@@ -98,6 +98,8 @@ class CommitBell:
                 if wait > 0:
                     await asyncio.sleep(wait)  # commits meanwhile join this ring
                 self._due.clear()
+                if not self._pending:
+                    continue
                 try:
                     conn = conn or await self._connect()
                     await self._ring(conn)
