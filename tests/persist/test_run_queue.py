@@ -249,3 +249,36 @@ def test_a_queued_run_cancelled_is_never_taken(fleet: Fleet) -> None:
         stop(worker)
     assert (fleet.run(sid).state, fleet.run(sid).attempts) == ("cancelled", 0)
     assert not fleet.db.exists(sid)
+
+
+@pytest.mark.timeout(120)
+def test_a_paused_worker_whose_run_was_taken_over_never_settles_or_writes_it(
+    fleet: Fleet,
+) -> None:
+    sid = fleet.submit("append a line")
+    paused = fleet.worker("w1", pause=3.0)
+    try:
+        fleet.wait_for(lambda: fleet.effects.read_text() != "", "the effect")
+        paused.send_signal(signal.SIGSTOP)
+        fleet.wait_for(
+            lambda: (info := fleet.db.lease_info(sid)) is not None and not info.live,
+            "the paused worker's lease to expire",
+        )
+        taker = fleet.worker("w2")
+        try:
+            fleet.wait_for(lambda: fleet.run(sid).state == "done", "the takeover to finish")
+            before = fleet.records(sid)
+            paused.send_signal(signal.SIGCONT)
+            # Its tool ends, its agent stops: nothing of its is stored or settled.
+            err = stop(paused)
+        finally:
+            stop(taker)
+    finally:
+        paused.send_signal(signal.SIGCONT)
+        if paused.poll() is None:
+            paused.kill()
+    assert "was taken over by host w2" in err, err
+    run = fleet.run(sid)
+    assert (run.state, run.worker, run.attempts) == ("done", f"w2:{taker.pid}", 2)
+    assert fleet.records(sid) == before
+    assert turn_ends(before) == ["interrupted", "completed"]
