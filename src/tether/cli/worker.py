@@ -159,9 +159,13 @@ class Worker:
         runs, submitted = self._cluster.runs, self._cluster.submitted
         while not self._stopping.is_set():
             submitted.clear()  # before the look: a submission during it is heard
-            request = await asyncio.to_thread(
-                runs.take, self._name, claim=self._cluster.lease_ttl, queue=self._queue
-            )
+            try:
+                request = await asyncio.to_thread(
+                    runs.take, self._name, claim=self._cluster.lease_ttl, queue=self._queue
+                )
+            except Exception as exc:  # the database: the runs under way go on meanwhile
+                log.warning("the run queue cannot be read (%s); trying again", exc)
+                request = None
             if request is not None and request.state == "parked":
                 log.warning("run %s parked: %s", request.session_id, request.outcome)
                 continue
@@ -192,7 +196,7 @@ class Worker:
     async def _run(self, request: RunRequest) -> None:
         """Run ``request`` as its session (created, or resumed after a takeover) and
         record how its turn ended. A run whose session another host holds is left."""
-        from tether.agent import AgentError, UserMessage
+        from tether.agent import AgentError, NotStoredError, UserMessage
         from tether.persist.backends.errors import LogStoreError
 
         sid = request.session_id
@@ -212,7 +216,11 @@ class Worker:
         self._running[sid] = handle
         try:
             turn = handle.agent.followup(UserMessage.text(message))
-            outcome = await turn.durable()
+            try:
+                outcome = await turn.durable()
+            except NotStoredError as exc:  # taken over while this host was cut off or paused
+                log.warning("run %s left to the worker that took it over: %s", sid, exc)
+                return
             await self._settle(sid, *_settled(outcome))
         finally:
             del self._running[sid]
