@@ -282,3 +282,42 @@ def test_a_paused_worker_whose_run_was_taken_over_never_settles_or_writes_it(
     assert (run.state, run.worker, run.attempts) == ("done", f"w2:{taker.pid}", 2)
     assert fleet.records(sid) == before
     assert turn_ends(before) == ["interrupted", "completed"]
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_takes_higher_priorities_first_then_the_oldest(fleet: Fleet) -> None:
+    low = fleet.submit("low")
+    old = fleet.submit("urgent, older", "--priority", "5")
+    new = fleet.submit("urgent, newer", "--priority", "5")
+    worker = fleet.worker("w1")  # one at a time
+    try:
+        fleet.wait_for(lambda: fleet.run(low).state == "done", "every run")
+    finally:
+        stop(worker)
+    order = [line.split("/")[0] for line in fleet.effects.read_text().splitlines()]
+    assert order == [old, new, low]
+
+
+@pytest.mark.timeout(180)
+def test_a_queues_limit_holds_across_workers(fleet: Fleet) -> None:
+    limited = [fleet.submit(f"gpu {n}", "--queue", "gpu") for n in range(3)]
+    free = [fleet.submit(f"cpu {n}") for n in range(2)]
+    workers = [fleet.worker("w1", "--concurrency", "3", "--limit-queue", "gpu=1", pause=0.3)]
+    workers.append(fleet.worker("w2", "--concurrency", "3", pause=0.3))
+    most = 0
+    try:
+        deadline = time.monotonic() + 120
+        while not all(fleet.run(sid).state == "done" for sid in limited + free):
+            running = fleet.db.runs.list(["running"])
+            most = max(most, sum(run.queue == "gpu" for run in running))
+            assert time.monotonic() < deadline, "the runs never finished"
+            time.sleep(0.01)
+    finally:
+        for worker in workers:
+            stop(worker)
+    assert most == 1
+    assert bad_limit(fleet).returncode == 2
+
+
+def bad_limit(fleet: Fleet) -> subprocess.CompletedProcess[str]:
+    return fleet.tether("worker", "--limit-queue", "gpu")

@@ -269,6 +269,14 @@ def add_worker_parser(commands: _Commands) -> None:
         "--concurrency", type=positive_int, default=1, metavar="N", help="runs at once"
     )
     worker.add_argument("--queue", metavar="NAME", help="only this queue's runs (default: all)")
+    worker.add_argument(
+        "--limit-queue",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="let at most N runs of queue NAME run at once on all workers (stored; "
+        "repeatable; N=0 removes the limit)",
+    )
     worker.add_argument("--model", metavar="M", help="for runs submitted without one")
 
 

@@ -95,11 +95,29 @@ async def submit(args: argparse.Namespace) -> int:
         await tether.stop()
 
 
+def queue_limits(values: list[str]) -> dict[str, int | None]:
+    """``--limit-queue NAME=N`` values as limits (``None`` for ``N=0``: no limit).
+
+    Raises:
+        UsageError: a value is not ``NAME=N`` with a whole N of at least 0.
+    """
+    limits: dict[str, int | None] = {}
+    for value in values:
+        name, _, count = value.partition("=")
+        if not name or not count.isdigit():
+            raise UsageError(f"worker: --limit-queue takes NAME=N, got {value!r}")
+        limits[name] = int(count) or None
+    return limits
+
+
 async def worker(args: argparse.Namespace) -> int:
     """``tether worker``: take and run submitted runs until SIGTERM or SIGINT."""
+    limits = queue_limits(args.limit_queue)
     tether = await start(args, model=args.model, persistent=True)
     try:
         cluster = _cluster_of(tether)
+        for queue, limit in limits.items():
+            await asyncio.to_thread(cluster.runs.limit, queue, limit)
         await cluster.listening()
         name = f"{cluster.host_id}:{os.getpid()}"
         work = Worker(tether, cluster, name=name, concurrency=args.concurrency, queue=args.queue)

@@ -21,6 +21,12 @@ after the take: the time a worker has to take the session's lease) and no
 host holds the session's lease live. From then on the session's fenced lease
 is what keeps one worker on it: a second taker that races in is refused the
 lease and gives the run up.
+
+**Per-queue limits** (``queues``: a queue's ``max_running``, set with
+:meth:`RunQueue.limit`) hold across every worker: a run of a limited queue is
+taken only while fewer than its limit of the queue's other runs are running.
+While any limit is set, takes lock the limited queues' rows first, so two
+takes never both see room for one more run.
 """
 
 from __future__ import annotations
@@ -63,12 +69,15 @@ _COLUMNS = (
 
 _TAKE = """
 WITH next AS (
-    SELECT r.session_id FROM runs r
+    SELECT r.session_id FROM runs r LEFT JOIN queues q ON q.name = r.queue
     WHERE (r.state = 'queued'
            OR (r.state = 'running' AND r.claimed_until < clock_timestamp()
                AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = r.session_id
                                AND l.expires_at > clock_timestamp())))
       AND (%(queue)s::text IS NULL OR r.queue = %(queue)s)
+      AND (q.max_running IS NULL
+           OR (SELECT count(*) FROM runs x WHERE x.queue = r.queue AND x.state = 'running'
+               AND x.session_id <> r.session_id) < q.max_running)
     ORDER BY r.priority DESC, r.submitted_at
     LIMIT 1
     FOR UPDATE OF r SKIP LOCKED
@@ -137,10 +146,30 @@ class RunQueue:
         holds the session's lease (no other worker takes it meanwhile)."""
 
         def take(cur: psycopg.Cursor[Any]) -> RunRequest | None:
+            cur.execute(
+                "SELECT name FROM queues WHERE max_running IS NOT NULL ORDER BY name FOR UPDATE"
+            )
             row = cur.execute(_TAKE, {"worker": worker, "claim": claim, "queue": queue}).fetchone()
             return None if row is None else RunRequest(*row)
 
         return self._run(take)
+
+    def limit(self, queue: str, max_running: int | None) -> None:
+        """Let at most ``max_running`` runs of ``queue`` run at once, across every
+        worker (``None``: no limit). Runs already running beyond it go on.
+
+        Raises:
+            ValueError: ``max_running`` is below 1.
+        """
+        if max_running is not None and max_running < 1:
+            raise ValueError(f"a queue's limit must be at least 1, got {max_running}")
+        self._run(
+            lambda cur: cur.execute(
+                "INSERT INTO queues (name, max_running) VALUES (%s, %s)"
+                " ON CONFLICT (name) DO UPDATE SET max_running = excluded.max_running",
+                (queue, max_running),
+            )
+        )
 
     def settle(self, session_id: str, state: RunState, outcome: str, *, worker: str) -> bool:
         """Record how ``worker``'s run of ``session_id`` ended; whether it was still

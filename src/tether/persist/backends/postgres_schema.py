@@ -4,7 +4,8 @@ migrations that bring a schema to :data:`SCHEMA_VERSION`.
 Tables: ``sessions`` (one row per session: its header, the listing columns and
 ``next_seq``), ``events`` (``(session_id, seq)`` primary key, ``data`` as
 ``jsonb``), ``leases`` (holder, fencing token, expiry) and the
-``lease_tokens`` sequence; ``runs``, the queue of submitted runs (see
+``lease_tokens`` sequence; ``runs``, the queue of submitted runs, and
+``queues``, their limits (see
 :mod:`~tether.persist.backends.postgres_runs`); ``schema_migrations``
 records what was applied.
 """
@@ -162,6 +163,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX runs_ready ON runs (priority DESC, submitted_at)"
         " WHERE state IN ('queued', 'running')",
+        "CREATE TABLE queues (name text PRIMARY KEY, max_running integer CHECK (max_running > 0))",
     ),
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
