@@ -2,6 +2,7 @@
 
 Usage: python bench/bench_cluster.py [--only NAME ...] [--events N] [--prompts N]
                                      [--hosts N] [--sessions N] [--rounds N]
+                                     [--commits N] [--vs OTHER_TREE/src]
 
 Figures (targets from the scale-out issue):
 
@@ -13,6 +14,17 @@ Figures (targets from the scale-out issue):
   >= 50,000 events/s), with the CPU time per event of the hosts and of the
   server processes serving them (read from ``/proc``: a server on this
   machine), and the rate that CPU cost allows on all of this machine's cores;
+* ``commits``: small durable commits (a flush after every event of a session)
+  from 1, 4 and 8 host processes at once: commits/s (= events/s) of the
+  cluster. PostgreSQL serializes the commits of transactions that ran
+  ``NOTIFY``; tether rings its doorbell after commit, coalesced per host;
+* ``notify``: the commit lock alone: 8 and 32 connections commit one-event
+  batches through the append function with the ``NOTIFY`` inside the
+  transaction (schema 2) and without it (schema 3), interleaved;
+* ``tail``: append on host A -> read on host B, woken by the doorbell;
+* ``effects`` (only when named: it takes long): the tool-effects chaos test with
+  ``--effects`` turns per backend (default 1,000): duplicate effects and
+  unreported unknown outcomes (both 0);
 * ``acp``: ``tether acp`` per-prompt median, PostgreSQL against JSONL, runs
   interleaved (<= 1.5x);
 * ``cancel``: a cancel requested on host B (a NOTIFY, as ``sessions cancel``
@@ -26,6 +38,10 @@ Figures (targets from the scale-out issue):
   loads (takes over) and prompts them, the paused host is let go on: events
   it stored after the takeover are fencing violations.
 
+With ``--vs OTHER/src`` (e.g. ``git archive main src | tar -x -C /tmp/main``),
+``commits``, ``tail`` and ``cancel`` run that tree's hosts too, a run of each
+in turn, and print both.
+
 The server is ``$TETHER_BENCH_DATABASE_URL`` (default: the local one); each
 part uses a schema of its own, dropped afterwards.
 """
@@ -34,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import statistics
@@ -248,16 +265,33 @@ def backends(schema: str) -> list[int]:
     return [row[0] for row in rows]
 
 
-def host_append(hosts: int, sessions: int, events: int) -> Appended:
-    """``hosts`` processes append ``events`` each over ``sessions`` sessions, started together."""
+def tree_env(tree: str | None) -> dict[str, str]:
+    """The environment of a host process running ``tree`` (a ``src`` directory; ``None``:
+    this one)."""
+    path = [str(ROOT), *sys.path] if tree is None else [tree, str(ROOT), *sys.path]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def host_append(
+    hosts: int,
+    sessions: int,
+    events: int,
+    *,
+    per_flush: int = CHUNKS_PER_FLUSH,
+    tree: str | None = None,
+) -> Appended:
+    """``hosts`` processes append ``events`` each over ``sessions`` sessions, started
+    together, a flush every ``per_flush`` events of a session; ``tree`` as :func:`tree_env`.
+
+    Each host migrates the schema as it opens (under the migration lock), before the clock
+    starts, with the code of the tree it runs."""
     schema = f"bench_append_{os.getpid()}_{hosts}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
-    PostgresBackend(URL, schema=schema).close()  # migrated once, before the clock starts
+    env = tree_env(tree)
     processes = [
         subprocess.Popen(
             [
                 *(sys.executable, "-c", HOST_APPEND, URL, schema, f"h{n}"),
-                *(str(sessions), str(events), str(CHUNKS_PER_FLUSH)),
+                *(str(sessions), str(events), str(per_flush)),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -320,6 +354,92 @@ def append(rounds: int, events: int) -> None:
             )
 
 
+def commits(rounds: int, events: int, tree: str | None) -> None:
+    """Small durable commits (a flush after every event of a session, as acknowledged
+    turns make them) from 1, 4 and 8 hosts at once: the rate the cluster commits at.
+    With ``tree``, each run of this tree is followed by one of ``tree``, same load."""
+    trees: dict[str, str | None] = {"this tree": None}
+    if tree is not None:
+        trees[tree] = tree
+    for hosts in (1, 4, 8):
+        figures: dict[str, list[Appended]] = {name: [] for name in trees}
+        for _ in range(rounds):
+            for name, src in trees.items():
+                figures[name].append(
+                    host_append(hosts, COMMIT_SESSIONS, events // hosts, per_flush=1, tree=src)
+                )
+        for name, runs in figures.items():
+            rates = sorted(run.events / run.seconds for run in runs)
+            print(
+                f"commits, {hosts} host(s) x {COMMIT_SESSIONS} sessions, a flush after every "
+                f"event, {name}: {rates[0]:,.0f}-{rates[-1]:,.0f} commits/s "
+                f"(= events/s) over {rounds} runs",
+                flush=True,
+            )
+
+
+def notify_lock(rounds: int, seconds: float = 3.0) -> None:
+    """The mechanism alone, without tether's hosts: 8 and 32 connections commit one-event
+    batches through ``append_batch`` as fast as they can, each its own session, with the
+    ``NOTIFY`` inside the transaction (how schema 2 rang) and without it (schema 3: the
+    host rings after commit), interleaved."""
+    import threading
+
+    for connections in (8, 32):
+        figures: dict[str, list[float]] = {"NOTIFY in the transaction": [], "after commit": []}
+        for round_ in range(rounds):
+            for name, rates in figures.items():
+                schema = f"bench_notify_{os.getpid()}_{round_}"
+                PostgresBackend(URL, schema=schema).close()
+                ring = channel(schema, EVENTS_CHANNEL) if "in the" in name else None
+                counts = [0] * connections
+                stop = threading.Event()
+                threads = [
+                    threading.Thread(target=commit_batches, args=(schema, n, ring, stop, counts))
+                    for n in range(connections)
+                ]
+                for thread in threads:
+                    thread.start()
+                time.sleep(seconds)
+                stop.set()
+                for thread in threads:
+                    thread.join()
+                rates.append(sum(counts) / seconds)
+                drop(schema)
+        for name, rates in figures.items():
+            rates.sort()
+            print(
+                f"commit lock, {connections} connections committing one-event batches, "
+                f"{name}: {rates[0]:,.0f}-{rates[-1]:,.0f} commits/s over {rounds} runs",
+                flush=True,
+            )
+
+
+def commit_batches(schema: str, index: int, ring: str | None, stop: Any, counts: list[int]) -> None:
+    """One-event batches of session ``n<index>``, one transaction each, until ``stop``;
+    how many in ``counts[index]``. ``ring``: the channel the transaction notifies."""
+    from tether.persist.backends.postgres_writes import APPEND_CALL
+
+    sid = f"n{index}"
+    head = json.dumps({"id": sid, "created_at": 1.0, "cwd": "/", "lineage": None, "meta": {}})
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        seq = 0
+        while not stop.is_set():
+            batch = json.dumps(
+                [{"type": "assistant/chunk", "seq": seq, "time": 1.0, "data": {"delta": "x"}}]
+            )
+            conn.execute(
+                APPEND_CALL, (sid, None, head, 1.0, batch, seq, 1, 0, 1.0, None, ring, False)
+            )
+            seq += 1
+        counts[index] = seq
+
+
+COMMIT_SESSIONS = 10
+"""Sessions per host in :func:`commits`."""
+
+
 # -- ACP per-prompt latency, PostgreSQL against JSONL --------------------------------
 
 
@@ -349,30 +469,68 @@ async def acp(rounds: int, prompts: int) -> None:
 # -- cross-host cancel and takeover ---------------------------------------------------
 
 
-async def wait_durable_end(
-    backend: PostgresBackend, listener: psycopg.AsyncConnection[Any], sid: str, after: int
-) -> int:
-    """Wait (on the events doorbell) until a ``turn/end`` of ``sid`` past ``after`` is stored;
-    its seq."""
-    while True:
-        events = await asyncio.to_thread(backend.events_after, sid, after)
-        for event in events:
-            after = event.seq
-            if event.type == "turn/end":
-                return event.seq
-        async for _notice in listener.notifies(timeout=1.0, stop_after=1):
-            break
+class Observer:
+    """Host B of the latency parts, in plain SQL: it reads and signals whatever schema
+    version the host under test made (it never migrates it)."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        self.conn = psycopg.connect(URL, autocommit=True)
+        self.conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+
+    def holder(self, sid: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT host FROM leases WHERE session_id = %s AND expires_at > clock_timestamp()",
+            (sid,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def after(self, sid: str, seq: int) -> list[tuple[int, str, float, Any]]:
+        return self.conn.execute(
+            "SELECT seq, type, time, data FROM events WHERE session_id = %s AND seq > %s"
+            " ORDER BY seq",
+            (sid, seq),
+        ).fetchall()
+
+    def cancel(self, sid: str) -> None:
+        self.conn.execute(
+            "SELECT pg_notify(%s, %s)", (channel(self.schema, CONTROL_CHANNEL), f"cancel {sid}")
+        )
+
+    def close(self) -> None:
+        self.conn.close()
 
 
-async def cancel(rounds: int) -> None:
-    schema = f"bench_cancel_{os.getpid()}"
-    bench_acp.BACKEND.update(name="postgres", schema=schema)
-    os.environ["TETHER_HOST_ID"] = "hostA"
-    b = PostgresBackend(URL, schema=schema, host_id="hostB")
+async def doorbell(schema: str) -> psycopg.AsyncConnection[Any]:
     listener = await psycopg.AsyncConnection.connect(URL, autocommit=True)
     await listener.execute(
         sql.SQL("LISTEN {}").format(sql.Identifier(channel(schema, EVENTS_CHANNEL)))
     )
+    return listener
+
+
+async def wait_durable_end(
+    db: Observer, listener: psycopg.AsyncConnection[Any], sid: str, after: int
+) -> tuple[int, Any]:
+    """Wait (on the events doorbell) until a ``turn/end`` of ``sid`` past ``after`` is stored;
+    its seq and data."""
+    while True:
+        for seq, kind, _time, data in await asyncio.to_thread(db.after, sid, after):
+            after = seq
+            if kind == "turn/end":
+                return seq, data
+        async for _notice in listener.notifies(timeout=1.0, stop_after=1):
+            break
+
+
+async def cancel_once(rounds: int, tree: str | None) -> list[float]:
+    """``rounds`` cross-host cancels of a streaming turn of a host running ``tree``."""
+    schema = f"bench_cancel_{os.getpid()}"
+    bench_acp.BACKEND.update(name="postgres", schema=schema)
+    bench_acp.SOURCE["pythonpath"] = tree_env(tree)["PYTHONPATH"]
+    os.environ["TETHER_HOST_ID"] = "hostA"
+    db = Observer(schema)
+    listener = await doorbell(schema)
     latencies = []
     try:
         async with FakeServer() as server:
@@ -384,26 +542,145 @@ async def cancel(rounds: int) -> None:
                         prompt = await bench_acp.streaming_prompt(server, conn, client, sid)
                         # The request, as `tether sessions cancel` makes it on host B.
                         start = time.perf_counter()
-                        info = await asyncio.to_thread(b.lease_info, sid)
-                        assert info is not None and info.live and info.host == "hostA"
-                        await asyncio.to_thread(
-                            b.notify, channel(schema, CONTROL_CHANNEL), f"cancel {sid}"
-                        )
-                        after = await wait_durable_end(b, listener, sid, after)
+                        assert await asyncio.to_thread(db.holder, sid) == "hostA"
+                        await asyncio.to_thread(db.cancel, sid)
+                        after, data = await wait_durable_end(db, listener, sid, after)
                         latencies.append(time.perf_counter() - start)
                         answer = await prompt
                         assert answer.stop_reason == "cancelled", answer
-                        end = (await asyncio.to_thread(b.load, sid)).events[after]
-                        assert end.data_object()["reason"] == {"kind": "aborted", "cause": "user"}
+                        assert data["reason"] == {"kind": "aborted", "cause": "user"}
     finally:
         await listener.close()
-        b.close()
+        db.close()
         drop(schema)
         os.environ.pop("TETHER_HOST_ID", None)
-    print(
-        f"cross-host cancel, request on B -> turn/end aborted durable by A, seen on B: "
-        f"{bench_acp.ms(latencies)} over {rounds} cancels (target <= 100 ms median)"
+        bench_acp.SOURCE["pythonpath"] = None
+    return latencies
+
+
+async def cancel(rounds: int, tree: str | None) -> None:
+    trees: dict[str, str | None] = {"this tree": None}
+    if tree is not None:
+        trees[tree] = tree
+    figures: dict[str, list[list[float]]] = {name: [] for name in trees}
+    for _ in range(max(1, rounds // 10)):
+        for name, src in trees.items():
+            figures[name].append(await cancel_once(10, src))
+    for name, runs in figures.items():
+        latencies = [latency for run in runs for latency in run]
+        medians = ", ".join(f"{statistics.median(run) * 1000:.1f}" for run in runs)
+        print(
+            f"cross-host cancel, {name}, request on B -> turn/end aborted durable by A, seen "
+            f"on B: {bench_acp.ms(latencies)} over {len(latencies)} cancels "
+            f"(median per round of 10: {medians} ms; target <= 100 ms median)",
+            flush=True,
+        )
+
+
+HOST_TAIL = """
+import asyncio, sys, time
+from tether.persist import postgres
+from tether.runtime import Runtime
+from tether.session import AssistantChunk, StepStart, TurnStart
+from tether.session.store import SESSIONS
+from tether.session.store import apply as store_plugin
+
+async def main(url, schema, sessions, events, pause):
+    async with Runtime() as runtime:
+        await runtime.ctx.plugin(store_plugin)
+        await runtime.ctx.plugin(postgres, {"url": url, "db_schema": schema, "host_id": "A"})
+        store = runtime.ctx.get(SESSIONS)
+        async def one(n):
+            session = store.prepare(f"t{n}", cwd="/bench")
+            store.enter(session)
+            session.append(TurnStart(turn=1))
+            session.append(StepStart(turn=1, step=1))
+            await store.flush(session)
+            for _ in range(events):
+                await asyncio.sleep(pause)
+                session.append(AssistantChunk(kind="text", delta="x"))
+                await store.flush(session)
+        sys.stdout.write("ready\\n"); sys.stdout.flush()
+        sys.stdin.readline()
+        await asyncio.gather(*(one(n) for n in range(sessions)))
+        print("done", flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])))
+"""
+
+
+def start_tail_host(
+    schema: str, sessions: int, events: int, tree: str | None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", HOST_TAIL, URL, schema, str(sessions), str(events), "0.02"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=tree_env(tree),
     )
+
+
+async def tail_once(sessions: int, events: int, tree: str | None) -> list[float]:
+    """Host A (running ``tree``) appends to ``sessions`` sessions, an event every 20 ms
+    each, flushed; host B wakes on the doorbell and reads by seq. Per event: the time
+    from its append on A (its logged time) until B has read it."""
+    schema = f"bench_tail_{os.getpid()}"
+    process = start_tail_host(schema, sessions, events, tree)
+    latencies: list[float] = []
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        db = Observer(schema)
+        listener = await doorbell(schema)
+        try:
+            last = {f"t{n}": -1 for n in range(sessions)}
+            events += 1  # after turn/start and step/start
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            while min(last.values()) < events:  # the last seq
+                async for notice in listener.notifies(timeout=5.0):
+                    for line in notice.payload.split("\n"):
+                        sid = line.rpartition(" ")[0]
+                        rows = await asyncio.to_thread(db.after, sid, last[sid])
+                        now = time.time()
+                        for seq, kind, stamp, _data in rows:
+                            last[sid] = seq
+                            if kind == "assistant/chunk":
+                                latencies.append(now - stamp)
+                    if min(last.values()) >= events:
+                        break
+                else:
+                    raise AssertionError(f"no doorbell for 5 s: a wake-up was lost ({last})")
+        finally:
+            await listener.close()
+            db.close()
+        process.stdout.readline()
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        drop(schema)
+    return latencies
+
+
+async def tail(rounds: int, tree: str | None) -> None:
+    trees: dict[str, str | None] = {"this tree": None}
+    if tree is not None:
+        trees[tree] = tree
+    figures: dict[str, list[list[float]]] = {name: [] for name in trees}
+    for _ in range(rounds):
+        for name, src in trees.items():
+            figures[name].append(await tail_once(20, 25, src))
+    for name, runs in figures.items():
+        latencies = [latency for run in runs for latency in run]
+        medians = ", ".join(f"{statistics.median(run) * 1000:.1f}" for run in runs)
+        print(
+            f"cross-host tail, {name}, 20 sessions appending on A, an event every 20 ms "
+            f"each: append on A -> read on B {bench_acp.ms(latencies)} over "
+            f"{len(latencies)} events (median per round: {medians} ms)",
+            flush=True,
+        )
 
 
 async def takeover(rounds: int, ttl: float = 2.0) -> None:
@@ -590,30 +867,75 @@ async def fencing(sessions: int, ttl: float = 1.0) -> None:
     )
 
 
+PARTS = (
+    "drivers",
+    "append",
+    "commits",
+    "notify",
+    "tail",
+    "acp",
+    "cancel",
+    "takeover",
+    "scale",
+    "fencing",
+    "effects",
+)
+
+
+def effects(processes: int) -> None:
+    """The tool-effects chaos test at scale: ``processes`` ``tether run`` processes (a
+    turn each) on JSONL and on PostgreSQL, SIGKILLed at random and right after a tool's
+    effect, resumed or taken over; it prints what it counted and fails on a duplicate
+    effect or an unreported unknown outcome."""
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"),
+            "tests/persist/test_tool_effects_chaos.py",
+        ],
+        env={**os.environ, "TETHER_CHAOS_PROCESSES": str(processes)},
+        cwd=ROOT,
+        check=True,
+    )
+
+
 async def main(args: argparse.Namespace) -> None:
-    only = set(args.only or ("drivers", "append", "acp", "cancel", "takeover", "scale", "fencing"))
+    only = set(args.only or (part for part in PARTS if part != "effects"))  # effects: long
     if "drivers" in only:
         await drivers(args.rounds)
     if "append" in only:
         append(args.rounds, args.events)
+    if "commits" in only:
+        commits(args.rounds, args.commits, args.vs)
+    if "notify" in only:
+        notify_lock(args.rounds)
+    if "tail" in only:
+        await tail(args.rounds, args.vs)
+    if "cancel" in only:
+        await cancel(args.cancels, args.vs)
     if "acp" in only:
         await acp(args.rounds, args.prompts)
-    if "cancel" in only:
-        await cancel(20)
     if "takeover" in only:
         await takeover(3)
     if "scale" in only:
         await scale(args.hosts, args.sessions, args.scale_prompts)
     if "fencing" in only:
         await fencing(10)
+    if "effects" in only:
+        effects(args.effects)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=PARTS)
     parser.add_argument(
-        "--only",
-        nargs="*",
-        choices=("drivers", "append", "acp", "cancel", "takeover", "scale", "fencing"),
+        "--vs",
+        default=None,
+        help="another tree's src: commits, tail and cancel run it too, interleaved",
+    )
+    parser.add_argument("--commits", type=int, default=8_000, help="in all, per commits run")
+    parser.add_argument("--cancels", type=int, default=20, help="per tree, for cancel")
+    parser.add_argument(
+        "--effects", type=int, default=1_000, help="processes (turns) per backend, for effects"
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--events", type=int, default=40_000, help="per host, for append")

@@ -256,12 +256,13 @@ def test_pending_tool_calls_distinguish_started_from_never_started() -> None:
     turn, step = open_step(session)
     first, second, third = call("c1"), call("c2"), call("c3")
     session.append(answer(first, second, third))
-    session.append(started(first))
+    first_started = started(first)
+    session.append(first_started)
     session.append(started(second))
     session.append(result(second))
     assert session.pending_tool_calls == (
-        PendingToolCall(first, started=True),
-        PendingToolCall(third, started=False),
+        PendingToolCall(first, started=first_started),
+        PendingToolCall(third, started=None),
     )
     session.append(result(first))
     session.append(result(third))

@@ -8,6 +8,7 @@ from tether.session import (
     Interrupted,
     Session,
     StepEnd,
+    ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
     TurnStart,
@@ -15,6 +16,7 @@ from tether.session import (
     derive_messages,
     repair,
 )
+from tether.session.repair import OUTCOME_UNKNOWN
 
 from .builders import HEADER, answer, call, complete_turn, new_session, open_step, started, user
 
@@ -76,3 +78,28 @@ def test_closing_payloads_leaves_the_session_unchanged() -> None:
     assert len(closing_payloads(session)) == 3
     assert list(session.events) == before
     assert session.open_step == 1
+
+
+def test_a_started_call_with_side_effects_is_repaired_as_outcome_unknown_naming_its_key() -> None:
+    session = new_session()
+    open_step(session)
+    block = call("c1", "deploy")
+    session.append(answer(block))
+    session.append(ToolCallEvent(id="c1", name="deploy", arguments={}, idempotency_key="s/c1"))
+    [result, *_] = [event.payload for event in repair(session)]
+    assert isinstance(result, ToolResultEvent) and result.is_error
+    assert OUTCOME_UNKNOWN in result.content
+    assert "may or may not have taken effect" in result.content
+    assert "it was not run again" in result.content
+    assert "Its idempotency key was s/c1." in result.content
+
+
+def test_a_started_call_of_a_rerunnable_tool_is_repaired_as_safe_to_run_again() -> None:
+    session = new_session()
+    open_step(session)
+    session.append(answer(call("c1", "read")))
+    session.append(ToolCallEvent(id="c1", name="read", arguments={}, rerunnable=True))
+    [result, *_] = [event.payload for event in repair(session)]
+    assert isinstance(result, ToolResultEvent) and result.is_error
+    assert OUTCOME_UNKNOWN not in result.content
+    assert "running it again is safe" in result.content

@@ -206,3 +206,32 @@ def test_a_flat_model_gives_a_flat_schema() -> None:
         "required": ["text"],
         "type": "object",
     }
+
+
+@pytest.mark.parametrize(
+    ("kind", "idempotent", "rerunnable"),
+    [
+        ("read", False, True),
+        ("search", False, True),
+        ("think", False, True),
+        ("edit", False, False),
+        ("execute", False, False),
+        ("fetch", False, False),
+        ("other", False, False),
+        ("execute", True, True),
+    ],
+)
+def test_a_tool_may_run_again_only_when_it_changes_nothing_or_declares_itself_idempotent(
+    kind: Any, idempotent: bool, rerunnable: bool
+) -> None:
+    from msgspec.structs import replace
+
+    from tether.tools.presentation import ToolShown
+
+    shown = replace(echo_tool(), shown=ToolShown(kind=kind), idempotent=idempotent)
+    assert shown.rerunnable is rerunnable
+
+
+def test_an_idempotency_key_names_the_session_and_the_call() -> None:
+    assert ToolExec.for_call("c9", CancelSignal(), fake_agent("s1")).idempotency_key == "s1/c9"
+    assert ToolExec.for_call("c9", CancelSignal()).idempotency_key == "c9"

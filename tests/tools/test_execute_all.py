@@ -269,3 +269,31 @@ async def test_a_stray_cancelled_error_from_a_tool_is_its_error_result(
 
 async def test_an_empty_answer_runs_nothing(registry: ToolRegistry) -> None:
     assert await registry.execute_all([], by_call) == []
+
+
+async def test_no_call_of_a_batch_starts_before_on_start_has_returned() -> None:
+    """The loop makes a batch's started records durable in ``on_start``: a tool that
+    started before it returned could leave an effect the log says never ran."""
+    order: list[str] = []
+
+    async def run(args: EchoArgs, exec: ToolExec) -> str:
+        order.append(f"run {exec.call_id}")
+        return args.text
+
+    async def on_start(batch: object) -> None:
+        order.append("on_start")
+        await asyncio.sleep(0.01)
+        order.append("on_start done")
+
+    async with Runtime() as runtime:
+        await runtime.ctx.plugin(tools_plugin)
+        registry = runtime.ctx.get(TOOLS)
+        assert registry is not None
+        await registry.register(Tool("slow", "Echo.", EchoArgs, run))
+        results = await registry.execute_all(
+            [call("slow", "c1", text="a"), call("slow", "c2", text="b")],
+            lambda block: exec_for(block.id),
+            on_start=on_start,
+        )
+    assert [r.content for r in results] == ["a", "b"]
+    assert order == ["on_start", "on_start done", "run c1", "on_start", "on_start done", "run c2"]

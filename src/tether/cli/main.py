@@ -169,6 +169,13 @@ def add_sessions_parser(commands: _Commands) -> None:
         "--search", metavar="TEXT", help="only sessions whose title or prompts hold TEXT"
     )
     listing.add_argument("--limit", type=positive_int, metavar="N", help="at most N sessions")
+    runs = listing.add_mutually_exclusive_group()
+    runs.add_argument(
+        "--queued", action="store_true", help="submitted runs no worker took yet (PostgreSQL)"
+    )
+    runs.add_argument(
+        "--running", action="store_true", help="submitted runs a worker is running (PostgreSQL)"
+    )
     show = session_commands.add_parser("show", help="a readable transcript")
     show.add_argument("id")
     show.add_argument("--thinking", action="store_true", help="include the model's reasoning")
@@ -224,6 +231,53 @@ def add_sessions_parser(commands: _Commands) -> None:
         action="store_true",
         help="return once the request is sent, without waiting for the stop in the log",
     )
+
+
+def add_submit_parser(commands: _Commands) -> None:
+    """``tether submit`` and its options."""
+    submit = commands.add_parser(
+        "submit",
+        help=_HELP["submit"],
+        description="Store a run request in the PostgreSQL queue and print the session id "
+        "it will run as, at once; `tether worker` on any host runs it (docs/deploy.md).",
+    )
+    submit.add_argument("task", nargs="+", help="what to do")
+    submit.add_argument("--cwd", type=existing_dir, metavar="DIR", help="working directory")
+    submit.add_argument("--model", metavar="M", help="PROVIDER:MODEL (default: the worker's)")
+    submit.add_argument("--queue", default="default", metavar="NAME", help="default: default")
+    submit.add_argument(
+        "--priority", type=int, default=0, metavar="N", help="higher runs first (default: 0)"
+    )
+    submit.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="park the run after N takes that never settled (default: 3)",
+    )
+
+
+def add_worker_parser(commands: _Commands) -> None:
+    """``tether worker`` and its options."""
+    worker = commands.add_parser(
+        "worker",
+        help=_HELP["worker"],
+        description="Take submitted runs from the PostgreSQL queue and run each as a "
+        "session; SIGTERM or Ctrl-C: take no more and exit once the current ones end.",
+    )
+    worker.add_argument(
+        "--concurrency", type=positive_int, default=1, metavar="N", help="runs at once"
+    )
+    worker.add_argument("--queue", metavar="NAME", help="only this queue's runs (default: all)")
+    worker.add_argument(
+        "--limit-queue",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="let at most N runs of queue NAME run at once on all workers (stored; "
+        "repeatable; N=0 removes the limit)",
+    )
+    worker.add_argument("--model", metavar="M", help="for runs submitted without one")
 
 
 def add_run_parser(commands: _Commands) -> None:
@@ -347,6 +401,8 @@ _HELP = {
     "run": "run one task headless, the answer on stdout",
     "chat": "an interactive session in the terminal",
     "sessions": "list, show, export, tail, cancel or delete sessions",
+    "submit": "queue a run for a worker (PostgreSQL); prints its session id",
+    "worker": "take queued runs and run them as sessions (PostgreSQL)",
     "config": "inspect the composition",
     "doctor": "check the data directory and the model (one tiny request)",
     "acp": "serve an editor over the Agent Client Protocol on stdio",
@@ -360,6 +416,8 @@ _BUILDERS: dict[str, Callable[[_Commands], None]] = {
     "run": add_run_parser,
     "chat": add_chat_parser,
     "sessions": add_sessions_parser,
+    "submit": add_submit_parser,
+    "worker": add_worker_parser,
     "config": add_config_parser,
     "doctor": add_doctor_parser,
     "acp": add_acp_parser,
@@ -559,6 +617,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from tether.cli.sessions import sessions
 
         return asyncio.run(sessions(args))
+    if args.command in ("submit", "worker"):
+        from tether.cli import worker
+
+        return asyncio.run(worker.submit(args) if args.command == "submit" else worker.worker(args))
     if args.command == "config":
         if args.config_command == "path":
             from tether.cli.config_files import config_path

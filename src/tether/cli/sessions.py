@@ -252,6 +252,45 @@ async def _print_list(persistence: Persistence, args: argparse.Namespace, *, sha
         print(line)
 
 
+async def _cancel_queued(cluster: Cluster | None, session_id: str) -> bool:
+    """Cancel the submitted run ``session_id`` if no worker took it yet; whether it did
+    (saying so). A run a worker took is cancelled as any live session is."""
+    import asyncio
+
+    if cluster is None or not await asyncio.to_thread(cluster.runs.cancel_queued, session_id):
+        return False
+    print(f"run {session_id} cancelled before any worker took it", file=sys.stderr)
+    return True
+
+
+async def _print_runs(cluster: Cluster | None, args: argparse.Namespace) -> int:
+    """``sessions list --queued`` / ``--running``: submitted runs in that state, in the
+    order workers take them, a tab-separated line each: id, state, attempts (of the
+    most), worker, queue, priority, task."""
+    import asyncio
+
+    if cluster is None:
+        print("tether: runs are queued in PostgreSQL: set TETHER_DATABASE_URL", file=sys.stderr)
+        return EXIT_FAILED
+    state = "queued" if args.queued else "running"
+    runs = await asyncio.to_thread(cluster.runs.list, [state])
+    rows = [
+        [
+            run.session_id,
+            run.state,
+            f"{run.attempts}/{run.max_attempts}",
+            run.worker or "-",
+            run.queue,
+            str(run.priority),
+            " ".join(run.task.split()),
+        ]
+        for run in runs[: args.limit]
+    ]
+    for row in rows:
+        print("\t".join(row))
+    return EXIT_OK
+
+
 def _list_row(summary: SessionSummary, *, shared: bool) -> list[str]:
     title = summary.title or ("(unreadable: " + summary.error + ")" if summary.error else "")
     row = [
@@ -487,9 +526,15 @@ async def sessions(args: argparse.Namespace) -> int:
             print(f"tether: stored sessions cannot be read ({reason})", file=sys.stderr)
             return EXIT_FAILED
         try:
+            if args.sessions_command == "cancel" and await _cancel_queued(
+                tether.runtime.ctx.get(CLUSTER), args.id
+            ):
+                return EXIT_OK
             if args.sessions_command in NAMING_COMMANDS:
                 # A session no stored one matches is a bad argument (exit 2).
                 args.id = await resolve_session(tether, args.id, cwd=os.getcwd())
+            if args.sessions_command == "list" and (args.queued or args.running):
+                return await _print_runs(tether.runtime.ctx.get(CLUSTER), args)
             if args.sessions_command == "list":
                 await _print_list(
                     persistence, args, shared=tether.runtime.ctx.get(CLUSTER) is not None

@@ -113,7 +113,9 @@ from tether.session import (
 )
 from tether.session.environment import NOTED_TYPES, EnvironmentNoted, last_noted
 from tether.session.repair import step_closing_payloads
+from tether.session.store import SESSIONS
 from tether.tools import ToolExec, ToolResult
+from tether.tools.execute import ScheduledCall
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -555,21 +557,37 @@ class TurnRunner:
         ``model``, the model the answer's request was sent to (the one the
         ``agent/request`` waterfall left), is each call's :attr:`ToolExec.model`.
 
-        ``tool/call`` is logged as each batch starts (the tool registry runs
-        consecutive concurrency-safe calls together, others alone). A call
-        whose arguments could not be parsed is answered without running. Once
-        the turn is cancelled, no further call starts.
+        ``tool/call`` (the started record, with the call's idempotency key) is
+        logged as each batch starts (the tool registry runs consecutive
+        concurrency-safe calls together, others alone); when a call of the
+        batch may have side effects (its tool is not
+        :attr:`~tether.tools.definition.Tool.rerunnable`), the session is
+        flushed before the batch starts, so a crash can never leave an effect
+        whose call the log says never ran. A call whose arguments could not be
+        parsed is answered without running. Once the turn is cancelled, no
+        further call starts.
         """
         session = driver.session
         agent = driver.agent
         invalid = assembled.invalid_calls
         runnable = [call for call in calls if call.id not in invalid]
 
-        def started(batch: Sequence[ToolCallBlock]) -> None:
+        async def started(batch: Sequence[ScheduledCall]) -> None:
             if signal.cancelled:
                 return  # the registry answers these without starting them
-            for call in batch:
-                session.append(ToolCallEvent(id=call.id, name=call.name, arguments=call.arguments))
+            for item in batch:
+                call = item.call
+                session.append(
+                    ToolCallEvent(
+                        id=call.id,
+                        name=call.name,
+                        arguments=call.arguments,
+                        idempotency_key=item.exec.idempotency_key,
+                        rerunnable=item.rerunnable,
+                    )
+                )
+            if not all(item.rerunnable for item in batch):
+                await self._ctx.service(SESSIONS).flush(session)
 
         results = await self._tools.execute_all(
             runnable,

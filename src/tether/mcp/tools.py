@@ -98,6 +98,9 @@ def build_tools(
                 args=args,
                 execute=_caller(connection, item.name, max_result_chars, accepts_images),
                 concurrency_safe=bool(hints is not None and hints.readOnlyHint),
+                # A read-only tool changes nothing; an idempotent one, nothing more the
+                # second time: either may run again after a crash cut a call off.
+                idempotent=bool(hints is not None and (hints.readOnlyHint or hints.idempotentHint)),
             )
         )
     return tools, problems

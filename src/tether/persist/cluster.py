@@ -5,9 +5,14 @@ doorbell, delivered at commit, never replayed, never carrying data. Each
 host listens on two channels of its schema (see
 :func:`~tether.persist.backends.channels.channel`):
 
-* ``events``: every write notifies ``"<session id> <last seq>"``; the host
-  rings its follow :class:`~tether.persist.follow.Doorbell`, and followers
+* ``events``: after its writes commit, each host notifies a line
+  ``"<session id> <last seq>"`` per session written, coalesced (see
+  :mod:`~tether.persist.backends.postgres_doorbell`); the host rings its
+  follow :class:`~tether.persist.follow.Doorbell` for each, and followers
   read the events table by seq.
+* ``runs``: a run was submitted to the queue (see
+  :mod:`~tether.persist.backends.postgres_runs`); workers waiting for work
+  wake (:attr:`Cluster.submitted`) and take it.
 * ``control``: ``"cancel <session id>"`` asks the host that holds the session
   to cancel its work. Each host emits :data:`CANCEL_REQUESTED` for it; the
   host where the session is live cancels its agent with cause ``user`` (the
@@ -30,8 +35,15 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tether.persist.backends.channels import CONTROL_CHANNEL, EVENTS_CHANNEL, channel
+from tether.persist.backends.channels import (
+    CONTROL_CHANNEL,
+    EVENTS_CHANNEL,
+    RUNS_CHANNEL,
+    channel,
+    sessions_rung,
+)
 from tether.persist.backends.errors import LogStoreError
+from tether.persist.backends.postgres_doorbell import CommitBell
 from tether.persist.backends.records import validate_session_id
 from tether.runtime.keys import Notice, ServiceKey
 
@@ -39,6 +51,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from tether.persist.backends.postgres import PostgresBackend
+    from tether.persist.backends.postgres_runs import RunQueue
     from tether.persist.follow import Doorbell
     from tether.runtime import Context
 
@@ -82,7 +95,14 @@ class Cluster:
         self._doorbell = doorbell
         self._control = channel(backend.schema, CONTROL_CHANNEL)
         self._events = channel(backend.schema, EVENTS_CHANNEL)
+        self._runs = channel(backend.schema, RUNS_CHANNEL)
         self._listening = asyncio.Event()
+        self.bell = CommitBell(self._bell_connection, self._events)
+        """Rings the events channel after this host's writes (see ``session/written``)."""
+        self.submitted = asyncio.Event()
+        """Set when a run is submitted on any host (and when the listener reconnects,
+        since submissions meanwhile went unheard); a worker clears it before it looks
+        at the queue, then waits on it."""
 
     @property
     def host_id(self) -> str:
@@ -93,6 +113,22 @@ class Cluster:
     def schema(self) -> str:
         """The schema the hosts share."""
         return self._backend.schema
+
+    @property
+    def runs(self) -> RunQueue:
+        """The run queue (blocking calls: run them in a worker thread)."""
+        return self._backend.runs
+
+    @property
+    def lease_ttl(self) -> float:
+        """How long a lease outlives its holder's last renewal, in seconds."""
+        return self._backend.lease_ttl
+
+    async def submit(self, session_id: str, task: str, **request: Any) -> None:
+        """Store a run request (see :meth:`RunQueue.submit`, whose errors it raises)
+        and ring the queue's doorbell: a waiting worker takes it at once."""
+        await asyncio.to_thread(self._backend.runs.submit, session_id, task, **request)
+        await asyncio.to_thread(self._backend.notify, self._runs, session_id)
 
     async def listening(self) -> None:
         """Return once the control and events channels are listened to."""
@@ -116,6 +152,13 @@ class Cluster:
         await asyncio.to_thread(self._backend.notify, self._control, f"cancel {session_id}")
         return info.host
 
+    async def _bell_connection(self) -> psycopg.AsyncConnection[Any]:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, application_name="tether-bell"
+        )
+
     async def run(self) -> None:
         """Listen until cancelled, reconnecting after a lost connection."""
         import psycopg
@@ -135,6 +178,7 @@ class Cluster:
                 log.warning("the listening connection was lost (%s); reconnecting", exc)
                 self._listening.clear()
                 self._doorbell.ring_all()
+                self.submitted.set()
                 await asyncio.sleep(RECONNECT_DELAY)
             finally:
                 with contextlib.suppress(Exception):
@@ -143,12 +187,15 @@ class Cluster:
     async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
         from psycopg import sql
 
-        for name in (self._control, self._events):
+        for name in (self._control, self._events, self._runs):
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
         self._listening.set()
         async for notice in conn.notifies():
             if notice.channel == self._events:
-                self._doorbell.ring(notice.payload.rpartition(" ")[0])
+                for session_id in sessions_rung(notice.payload):
+                    self._doorbell.ring(session_id)
+            elif notice.channel == self._runs:
+                self.submitted.set()
             elif notice.channel == self._control:
                 verb, _, session_id = notice.payload.partition(" ")
                 if verb == "cancel" and session_id:

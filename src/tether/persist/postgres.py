@@ -8,8 +8,10 @@ bundled composition, by setting ``TETHER_DATABASE_URL``. See
 Besides the persistence service it provides ``ctx.cluster``
 (:class:`~tether.persist.cluster.Cluster`): cancel a session live on any host,
 and the doorbell that lets followers hear other hosts' appends. The listening
-task and the lease heartbeat belong to this plugin's fiber: both stop when it
-unloads (the heartbeat with the backend, after the writer drained).
+task, the doorbell task (it rings other hosts after each written batch,
+outside the write's transaction) and the lease heartbeat belong to this
+plugin's fiber: all stop when it unloads (the heartbeat with the backend,
+after the writer drained).
 """
 
 from __future__ import annotations
@@ -125,15 +127,28 @@ async def apply(ctx: Context, config: PostgresConfig) -> None:
         await asyncio.to_thread(backend.close)
         raise
 
+    from tether.persist.service import SESSION_WRITTEN
+
     async def listen():  # type: ignore[no-untyped-def]
-        task = loop.create_task(cluster[0].run(), name="cluster-listen")
+        bell = cluster[0].bell
+        tasks = [
+            loop.create_task(cluster[0].run(), name="cluster-listen"),
+            loop.create_task(bell.run(), name="cluster-bell"),
+        ]
 
         async def stop() -> None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
         yield stop
+        # Each written batch rings the other hosts' doorbells, after its commit.
+        yield ctx.runtime.events.add(
+            SESSION_WRITTEN.name,
+            lambda session, durable: bell.committed(session.id, durable - 1),
+        )
         ctx.provide(CLUSTER, cluster[0])
 
     await ctx.effect(listen, label="cluster")

@@ -21,21 +21,38 @@ from tether.session.vocabulary import (
     TurnEnd,
 )
 
-__all__ = ["closing_payloads", "repair", "step_closing_payloads"]
+__all__ = ["OUTCOME_UNKNOWN", "closing_payloads", "repair", "step_closing_payloads"]
+
+
+OUTCOME_UNKNOWN = "its outcome is unknown"
+"""The words of every repaired result whose call may or may not have taken effect."""
 
 
 def _interrupted_result(pending: PendingToolCall) -> ToolResultEvent:
-    """The synthetic error result for a tool call cut off by a crash.
+    """The synthetic error result for a tool call cut off by a crash (or a takeover).
 
-    Its text tells the model whether the call had started (it may have had
-    effects, which are unknown) or never ran (it had none).
+    Its text tells the model which of three cases it is, from the call's
+    durable started record (``tool/call``): the call never started (it had
+    no effects); it started and its tool declared itself read-only or
+    idempotent (running it again is safe); or it started and may have had
+    effects: its **outcome is unknown**, the model is told to check before
+    doing it again, and nothing runs it again on its own.
     """
-    call = pending.call
-    if pending.started:
+    call, started = pending.call, pending.started
+    if started is not None and started.rerunnable:
         text = (
             f"Tool call {call.id} ({call.name}) was interrupted: it started, but the "
-            "session stopped before it finished, so its outcome is unknown. It may have "
-            "had effects; check before running it again."
+            "session stopped before its result was recorded. The tool is read-only or "
+            "idempotent, so running it again is safe."
+        )
+    elif started is not None:
+        key = f" Its idempotency key was {started.idempotency_key}." * bool(started.idempotency_key)
+        text = (
+            f"Tool call {call.id} ({call.name}) was interrupted: it started, but the "
+            f"session stopped before its result was recorded, so {OUTCOME_UNKNOWN}: it "
+            "may or may not have taken effect. Check whether it did (look at what it would "
+            "have changed) before running it again; it was not run again."
+            f"{key}"
         )
     else:
         text = (

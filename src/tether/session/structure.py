@@ -49,12 +49,14 @@ __all__ = ["IN_STEP_ONLY", "PendingToolCall", "Structure"]
 class PendingToolCall(msgspec.Struct, frozen=True):
     """A tool call requested in the open step that has no result yet.
 
-    ``started`` tells whether a ``tool/call`` marked it as executing: a started
-    call may have had effects, one that never started had none.
+    ``started`` is the ``tool/call`` that marked it as executing, ``None`` if
+    none did: a started call may have had effects (unless its record says
+    the tool is :attr:`~tether.session.vocabulary.ToolCallEvent.rerunnable`),
+    one that never started had none.
     """
 
     call: ToolCallBlock
-    started: bool
+    started: ToolCallEvent | None
 
 
 class Structure:
@@ -77,7 +79,7 @@ class Structure:
         self._last_step = 0
         # Tool calls of the open step, in request order.
         self._requested: dict[str, ToolCallBlock] = {}
-        self._started: set[str] = set()
+        self._started: dict[str, ToolCallEvent] = {}
         self._resulted: set[str] = set()
 
     def copy(self) -> Structure:
@@ -90,14 +92,14 @@ class Structure:
         )
         copy._last_step = self._last_step
         copy._requested = dict(self._requested)
-        copy._started = set(self._started)
+        copy._started = dict(self._started)
         copy._resulted = set(self._resulted)
         return copy
 
     def _forget_calls(self) -> None:
         # Tool calls belong to their step; between steps there are none.
         self._requested = {}
-        self._started = set()
+        self._started = {}
         self._resulted = set()
 
     def advance(self, event: Event) -> None:
@@ -119,7 +121,7 @@ class Structure:
         """Tool calls requested in the open step without a result, in request
         order."""
         return tuple(
-            PendingToolCall(call, call_id in self._started)
+            PendingToolCall(call, self._started.get(call_id))
             for call_id, call in self._requested.items()
             if call_id not in self._resulted
         )
@@ -222,7 +224,7 @@ class Structure:
         payload = self._check_requested(event)
         if payload.id in self._started:
             raise SessionInvariantError(f"tool/call {payload.id!r}: the call already started")
-        self._started.add(payload.id)
+        self._started[payload.id] = cast(ToolCallEvent, payload)
 
     def _tool_result(self, event: Event) -> None:
         payload = self._check_requested(event)

@@ -325,11 +325,23 @@ class AssistantMessageEvent(EventStruct, frozen=True):
 # -- tools ------------------------------------------------------------------------
 
 
-class ToolCallEvent(EventStruct, frozen=True):
-    """A requested tool call starts executing, with the arguments it runs with.
+class ToolCallEvent(EventStruct, frozen=True, omit_defaults=True):
+    """A requested tool call starts executing, with the arguments it runs with:
+    the log's *started* record of the call.
 
     Not model-visible: it tells crash repair that the call may have had
-    effects. A requested call that never started has none.
+    effects. A requested call that never started has none. For a tool with
+    side effects it is durable before the tool starts (the loop flushes the
+    session first), so a call whose effect happened is never repaired as one
+    that never ran.
+
+    ``idempotency_key`` names this call (and no other) wherever it runs,
+    before or after a takeover: the tool sees it as
+    :attr:`~tether.tools.definition.ToolExec.idempotency_key` and may hand it
+    to the system it changes. ``rerunnable`` records that the tool declared
+    itself read-only or idempotent (:attr:`~tether.tools.definition.Tool.rerunnable`):
+    running it again is safe, so repair does not report its outcome as
+    unknown. Logs written before these fields read as ``None`` and ``False``.
     """
 
     type: ClassVar[str] = "tool/call"
@@ -337,12 +349,18 @@ class ToolCallEvent(EventStruct, frozen=True):
     id: str
     name: str
     arguments: Mapping[str, object]
+    idempotency_key: str | None = None
+    rerunnable: bool = False
 
     def __post_init__(self) -> None:
         check_id(self.type, "id", self.id)
         check_id(self.type, "name", self.name)
         where = f"{self.type}: arguments"
         _set(self, "arguments", freeze_data(self.arguments, where=where))
+        if self.idempotency_key is not None and not isinstance(self.idempotency_key, str):
+            raise TypeError(f"{self.type}: idempotency_key must be str or None")
+        if not isinstance(self.rerunnable, bool):
+            raise TypeError(f"{self.type}: rerunnable must be bool")
 
     def __hash__(self) -> int:
         # Mappings are unhashable; the other fields keep hashing consistent.

@@ -36,7 +36,7 @@ from tether.content import ImageRef, ToolSpec
 from tether.runtime.schema import copy_json, is_model, shared_json_schema
 from tether.runtime.signal import CancelSignal
 from tether.tools.arguments import arguments_schema
-from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
+from tether.tools.presentation import DEFAULT_SHOWN, NO_EFFECT_KINDS, ToolShown
 from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
@@ -93,6 +93,17 @@ class ToolExec(msgspec.Struct, frozen=True):
             raise TypeError(f"ToolExec.approved must be bool, got {self.approved!r}")
         if not isinstance(self.model, str | None):
             raise TypeError(f"ToolExec.model must be str or None, got {self.model!r}")
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key naming this call and no other, the same on every host that runs or
+        repairs it (``<session id>/<call id>``; the call id alone without an agent).
+
+        It is logged in the call's started record (``tool/call``); a tool that
+        changes an outside system may pass it along (an ``Idempotency-Key``
+        header, a unique column) so that system can refuse a second attempt.
+        """
+        return self.call_id if self.agent is None else f"{self.agent.id}/{self.call_id}"
 
     @classmethod
     def for_call(cls, call_id: str, signal: CancelSignal, agent: Agent | None = None) -> ToolExec:
@@ -171,6 +182,12 @@ class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
     ``concurrency_safe`` tools may run in parallel with other safe tools of the
     same batch of calls; every other tool runs alone.
 
+    ``idempotent`` says that running a call twice has the effect of running it
+    once. With a read-only :attr:`shown` kind it makes the tool
+    :attr:`rerunnable`; a call of any other tool is logged as started
+    durably before it runs, and one a crash cut off is reported to the model
+    as of unknown outcome, never run again by tether.
+
     ``preview``, when given, describes a call before it runs (its kind, the
     files it touches, the diff it would apply) and changes nothing; a
     frontend shows it, and a permission request carries it.
@@ -198,6 +215,7 @@ class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
     concurrency_safe: bool = False
     preview: ToolPreviewer[A] | None = None
     shown: ToolShown = DEFAULT_SHOWN
+    idempotent: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -217,6 +235,8 @@ class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
             raise TypeError(f"tool {self.name!r}: preview must be an async function")
         if not isinstance(self.shown, ToolShown):
             raise TypeError(f"tool {self.name!r}: shown must be a ToolShown")
+        if not isinstance(self.idempotent, bool):
+            raise TypeError(f"tool {self.name!r}: idempotent must be bool")
         _check_object_schema(self.name, self.args)
         _check_shown(self.name, self.shown, self.schema)
 
@@ -237,6 +257,12 @@ class Tool(msgspec.Struct, Generic[A], frozen=True, eq=False):
         """
         return shared_json_schema(self.args)
 
+    @property
+    def rerunnable(self) -> bool:
+        """Whether running a call again is safe: the tool is :attr:`idempotent`, or its
+        kind (:attr:`ToolShown.kind`) is one that changes nothing (:data:`NO_EFFECT_KINDS`)."""
+        return self.idempotent or self.shown.kind in NO_EFFECT_KINDS
+
     def spec(self) -> ToolSpec:
         """How the model is told about this tool."""
         return ToolSpec(self.name, self.description, self.parameters)
@@ -249,6 +275,7 @@ def tool(
     args: type[A] | None = None,
     concurrency_safe: bool = False,
     shown: ToolShown = DEFAULT_SHOWN,
+    idempotent: bool = False,
 ) -> Callable[[ToolFunction[A]], Tool[A]]:
     """Decorate ``async def fn(args, exec)`` to make it a :class:`Tool`.
 
@@ -273,6 +300,7 @@ def tool(
             execute=fn,
             concurrency_safe=concurrency_safe,
             shown=shown,
+            idempotent=idempotent,
         )
 
     return decorate

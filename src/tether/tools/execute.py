@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +165,13 @@ class ScheduledCall(msgspec.Struct, frozen=True, eq=False):
         tool = self.tool
         return tool is not None and tool.concurrency_safe
 
+    @property
+    def rerunnable(self) -> bool:
+        """Whether the call may run again safely (see :attr:`Tool.rerunnable`); a call of
+        a tool the caller may not use never runs, so it is."""
+        tool = self.tool
+        return tool is None or tool.rerunnable
+
 
 BEFORE_EXECUTE = Waterfall[ToolInvocation]("tool/before-execute")
 """Waterfall over a :class:`ToolInvocation`, before a tool runs (see the module docs)."""
@@ -205,15 +212,16 @@ async def run_call(ctx: Context, scheduled: ScheduledCall) -> ToolResult:
 async def run_calls(
     ctx: Context,
     scheduled: Sequence[ScheduledCall],
-    on_start: Callable[[Sequence[ToolCallBlock]], None] | None = None,
+    on_start: Callable[[Sequence[ScheduledCall]], Awaitable[None]] | None = None,
 ) -> list[ToolResult]:
     """Run calls in batches and return their results in the order of ``scheduled``.
 
     Consecutive concurrency-safe calls form one batch and run concurrently;
     any other call is a batch of its own, so it never overlaps with another
-    call. Each batch finishes before the next starts; ``on_start`` hears each
-    batch's calls just before it starts. No task started here outlives the
-    call, whether it returns or raises.
+    call. Each batch finishes before the next starts; ``on_start`` is awaited
+    with each batch's calls before any of them starts (the loop makes their
+    started records durable there). No task started here outlives the call,
+    whether it returns or raises.
 
     Raises:
         asyncio.CancelledError: as :func:`run_call`; the calls still running
@@ -222,7 +230,7 @@ async def run_calls(
     results: list[ToolResult] = []
     for batch in _batches(scheduled):
         if on_start is not None:
-            on_start([item.call for item in batch])
+            await on_start(batch)
         if len(batch) == 1:
             results.append(await run_call(ctx, batch[0]))
         else:

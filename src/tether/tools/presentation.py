@@ -26,12 +26,16 @@ import msgspec
 
 from tether.tools.preview import ToolKind
 
-__all__ = ["DEFAULT_SHOWN", "TOOL_FIELD", "Change", "ShownLocation", "ToolShown"]
+__all__ = ["DEFAULT_SHOWN", "NO_EFFECT_KINDS", "TOOL_FIELD", "Change", "ShownLocation", "ToolShown"]
 
 TOOL_FIELD = "tool"
 """The field of a title template that stands for the tool's name (``"{tool} {task_id}"``)."""
 
 _KINDS: tuple[str, ...] = get_args(ToolKind)
+
+NO_EFFECT_KINDS: frozenset[ToolKind] = frozenset({"read", "search", "think"})
+"""The kinds of call that change nothing outside the session: a tool of one of them may
+be run again after a crash cut a call off (``fetch`` is left out: a request may post)."""
 
 
 class Change(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):

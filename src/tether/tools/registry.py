@@ -220,12 +220,12 @@ class ToolRegistry:
         exec_for: Callable[[ToolCallBlock], ToolExec],
         *,
         only: Sequence[str] | None = None,
-        on_start: Callable[[Sequence[ToolCallBlock]], None] | None = None,
+        on_start: Callable[[Sequence[ScheduledCall]], Awaitable[None]] | None = None,
     ) -> builtins.list[ToolResult]:
         """Run ``calls`` and return their results in the same order.
 
         ``exec_for`` is called once per call, in order, before any call runs;
-        ``on_start`` hears each batch's calls just before the batch starts.
+        ``on_start`` is awaited with each batch's calls before the batch starts.
         Consecutive concurrency-safe calls run concurrently; every other call
         runs alone, after the calls before it finished and before the calls
         after it start. Tools are looked up when the calls are planned.

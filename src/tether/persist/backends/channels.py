@@ -11,11 +11,20 @@ CONTROL_CHANNEL = "control"
 """Requests to the host that holds a session: ``"cancel <session id>"``."""
 
 EVENTS_CHANNEL = "events"
-"""The doorbell of every write: ``"<session id> <last seq>"``."""
+"""The doorbell of committed writes: a line ``"<session id> <last seq>"`` per session
+(several lines when a host's wake-ups were coalesced)."""
 
-CHANNELS = (CONTROL_CHANNEL, EVENTS_CHANNEL)
+RUNS_CHANNEL = "runs"
+"""The doorbell of the run queue: ``"<session id>"`` of a run just submitted."""
+
+CHANNELS = (CONTROL_CHANNEL, EVENTS_CHANNEL, RUNS_CHANNEL)
 
 
 def channel(schema: str, name: str) -> str:
     """The NOTIFY channel ``name`` of the sessions kept in ``schema``."""
     return f"tether.{schema}.{name}"
+
+
+def sessions_rung(payload: str) -> list[str]:
+    """The session ids an events doorbell payload names (one ``"<id> <seq>"`` per line)."""
+    return [line.rpartition(" ")[0] for line in payload.split("\n") if line]

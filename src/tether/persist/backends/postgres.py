@@ -20,8 +20,11 @@ Every host that names the same database (and schema) sees the same sessions.
 * ``postgres_reads``: the read queries, and event rows as event lines;
 * ``postgres_pool``: the connection pool.
 
-Each write rings a ``NOTIFY`` doorbell carrying only the session id and its
-last seq (see :mod:`tether.persist.follow` and :mod:`tether.persist.cluster`).
+* ``postgres_doorbell``: once a write committed, the host's coalesced
+  ``NOTIFY`` doorbell carries its session id and last seq (see
+  :mod:`tether.persist.follow` and :mod:`tether.persist.cluster`, which
+  rings it); it is rung outside the write transaction, so commits of many
+  hosts never queue on PostgreSQL's notification lock.
 
 The driver is psycopg 3 (synchronous: the backend seam runs in worker
 threads), imported with this module.
@@ -39,7 +42,7 @@ import psycopg
 
 from tether.persist.backends.base import LoadedLog, SessionSummary, StoredLog, newest_first
 from tether.persist.backends.bulk import BadRecordError
-from tether.persist.backends.channels import CHANNELS, EVENTS_CHANNEL, channel
+from tether.persist.backends.channels import CHANNELS, channel
 from tether.persist.backends.errors import CorruptLogError, SessionNotFoundError
 from tether.persist.backends.lease import Holder
 from tether.persist.backends.lines import decode_blocks, parse_blocks, parse_lines
@@ -58,6 +61,7 @@ from tether.persist.backends.postgres_reads import (
     read_listing,
     read_log,
 )
+from tether.persist.backends.postgres_runs import RunQueue
 from tether.persist.backends.postgres_schema import SCHEMA_VERSION, migrate
 from tether.persist.backends.postgres_writes import BatchWriter
 from tether.persist.backends.records import (
@@ -143,12 +147,7 @@ class PostgresBackend:
         )
         # Writes use at most half the pool: reads keep the rest, and batches
         # that wait for a write connection are committed together.
-        self._writer = BatchWriter(
-            self._connection,
-            self._leases,
-            channel=channel(schema, EVENTS_CHANNEL),
-            slots=pool_size // 2,
-        )
+        self._writer = BatchWriter(self._connection, self._leases, slots=pool_size // 2)
         try:
             with self._connection() as conn:
                 migrate(conn, schema)
@@ -170,6 +169,11 @@ class PostgresBackend:
     @property
     def lease_ttl(self) -> float:
         return self._ttl
+
+    @property
+    def runs(self) -> RunQueue:
+        """The queue of submitted runs (see :mod:`~tether.persist.backends.postgres_runs`)."""
+        return RunQueue(self._run)
 
     @property
     def stall_limit(self) -> float:

@@ -4,7 +4,10 @@ migrations that bring a schema to :data:`SCHEMA_VERSION`.
 Tables: ``sessions`` (one row per session: its header, the listing columns and
 ``next_seq``), ``events`` (``(session_id, seq)`` primary key, ``data`` as
 ``jsonb``), ``leases`` (holder, fencing token, expiry) and the
-``lease_tokens`` sequence; ``schema_migrations`` records what was applied.
+``lease_tokens`` sequence; ``runs``, the queue of submitted runs, and
+``queues``, their limits (see
+:mod:`~tether.persist.backends.postgres_runs`); ``schema_migrations``
+records what was applied.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from tether.persist.backends.errors import UnsupportedFormatError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 """The newest schema this module creates, and the newest it reads."""
 
 APPEND_FUNCTION = """
@@ -76,13 +79,19 @@ BEGIN
             SELECT p_id, r.seq, r.type, r.time, r.data
             FROM jsonb_to_recordset(p_events)
                 AS r(seq bigint, type text, time double precision, data jsonb);
-        PERFORM pg_notify(p_channel, p_id || ' ' || (p_first + p_count - 1));
+        IF p_channel IS NOT NULL THEN
+            PERFORM pg_notify(p_channel, p_id || ' ' || (p_first + p_count - 1));
+        END IF;
     END IF;
 END
 $$
 """
 """One batch, in one statement (one round trip, its own transaction): the fence,
-the seq check, the session row, the events, the doorbell. Errors by SQLSTATE:
+the seq check, the session row, the events. Hosts of this version pass no
+``p_channel`` and ring the doorbell after commit
+(:mod:`~tether.persist.backends.postgres_doorbell`); a host of schema 2 still
+running during an upgrade passes its channel and rings inside the
+transaction, as it did. Errors by SQLSTATE:
 ``TT001`` taken over (message: the new host), ``TT002`` leased by another
 (``host pid``), ``TT003`` seq conflict (the stored next seq), ``TT004`` a
 first write without a valid header, ``TT005`` a create (``p_create``) of a
@@ -131,6 +140,31 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         APPEND_FUNCTION,
     ),
     (f"DROP FUNCTION IF EXISTS {_APPEND_BEFORE_CREATE}", APPEND_FUNCTION),
+    (APPEND_FUNCTION,),  # the doorbell out of the write transaction
+    (
+        """
+        CREATE TABLE runs (
+            session_id text PRIMARY KEY,
+            task text NOT NULL,
+            cwd text NOT NULL,
+            model text,
+            queue text NOT NULL DEFAULT 'default',
+            priority integer NOT NULL DEFAULT 0,
+            state text NOT NULL DEFAULT 'queued'
+                CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled', 'parked')),
+            attempts integer NOT NULL DEFAULT 0,
+            max_attempts integer NOT NULL DEFAULT 3,
+            worker text,
+            claimed_until timestamptz,
+            submitted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            finished_at timestamptz,
+            outcome text
+        )
+        """,
+        "CREATE INDEX runs_ready ON runs (priority DESC, submitted_at)"
+        " WHERE state IN ('queued', 'running')",
+        "CREATE TABLE queues (name text PRIMARY KEY, max_running integer CHECK (max_running > 0))",
+    ),
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
 

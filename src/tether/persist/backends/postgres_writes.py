@@ -3,8 +3,10 @@
 A write is one statement, so one round trip and one transaction: a call of
 the schema's ``append_batch`` function
 (:data:`~tether.persist.backends.postgres_schema.APPEND_FUNCTION`), which
-checks the lease, locks the session row, inserts the batch (sent as one JSON
-document) and rings the ``NOTIFY`` doorbell. Under load, writes of several
+checks the lease, locks the session row and inserts the batch (sent as one JSON
+document); the ``NOTIFY`` doorbell is rung after commit, outside the write
+transaction, by the host's
+:class:`~tether.persist.backends.postgres_doorbell.CommitBell`. Under load, writes of several
 sessions that wait for a pooled connection are committed together, in one
 transaction (one commit, one WAL flush), each call fenced on its own; a group
 with a refused batch is rolled back and its batches are written again one by
@@ -73,10 +75,9 @@ class BatchWriter:
     connection are committed together.
     """
 
-    def __init__(self, connect: Connect, leases: Leases, *, channel: str, slots: int) -> None:
+    def __init__(self, connect: Connect, leases: Leases, *, slots: int) -> None:
         self._connect = connect
         self._leases = leases
-        self._channel = channel
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max(1, slots))
         self.queue: list[Pending] = []
@@ -151,7 +152,7 @@ class BatchWriter:
             activity.turn_count,
             activity.last_activity,
             activity.title,
-            self._channel,
+            None,  # the doorbell is rung after commit (see CommitBell)
             create,
         )
         return Pending(session_id, params, batch, bad_header)
