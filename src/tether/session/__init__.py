@@ -27,6 +27,7 @@ from tether.session.previews import ToolPreviewed
 from tether.session.receipt import Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
+from tether.session.snapshot import SnapshotMoment, WorkspaceSnapshot
 from tether.session.structure import PendingToolCall
 from tether.session.vocabulary import (
     BUILTIN_PAYLOADS,
@@ -89,6 +90,7 @@ __all__ = [
     "SessionEvents",
     "SessionHeader",
     "SessionInvariantError",
+    "SnapshotMoment",
     "StepEnd",
     "StepStart",
     "Stopped",
@@ -102,6 +104,7 @@ __all__ = [
     "TurnStart",
     "UnknownEventTypeError",
     "UserMessageEvent",
+    "WorkspaceSnapshot",
     "closing_payloads",
     "derive_messages",
     "repair",

@@ -27,6 +27,7 @@ from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.previews import ToolPreviewed
 from tether.session.receipt import ToolStopped
 from tether.session.settings import SETTINGS_PAYLOADS
+from tether.session.snapshot import WorkspaceSnapshot
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import BUILTIN_PAYLOADS
 
@@ -37,6 +38,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     ToolStopped,
     ToolPreviewed,
     ContextCompacted,
+    WorkspaceSnapshot,
     *SETTINGS_PAYLOADS,
 )
 """Every type tether writes: a new registry knows them all."""
