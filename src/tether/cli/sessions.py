@@ -1,4 +1,4 @@
-"""``tether sessions``: list, show, export, tail, cancel and delete stored sessions."""
+"""``tether sessions``: list, show, export, tail, rewind, diff, cancel, delete stored sessions."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_ID = 2
-NAMING_COMMANDS = frozenset({"show", "export", "tail", "cancel", "delete"})
+NAMING_COMMANDS = frozenset({"show", "export", "tail", "cancel", "delete", "rewind", "diff"})
 """The subcommands that name a stored session: its id, or a unique prefix of one."""
 
 CANCEL_WAIT = 30.0
@@ -404,6 +404,7 @@ def _drop_stdout() -> None:
 
 
 async def sessions(args: argparse.Namespace) -> int:
+    from tether.cli.rewind import REWIND_ERRORS, branch_lines, rewind_command
     from tether.front.follow import SessionViews
     from tether.persist.backends.errors import LogStoreError
     from tether.persist.cluster import CLUSTER
@@ -438,6 +439,8 @@ async def sessions(args: argparse.Namespace) -> int:
             elif args.sessions_command == "show":
                 session = await persistence.load(args.id)
                 shown = shown_in(tether.runtime.ctx.get(TOOLS), session.id)
+                for line in branch_lines(session):
+                    print(line)
                 for line in transcript(session, thinking=args.thinking, shown=shown):
                     print(line)
                 for line in await _delegated(persistence, session.id):
@@ -454,10 +457,12 @@ async def sessions(args: argparse.Namespace) -> int:
                     print(json.dumps({"header": session.header.to_record()}, ensure_ascii=False))
                     for event in session.events:
                         print(json.dumps(event.to_record(), ensure_ascii=False))
+            elif args.sessions_command in ("rewind", "diff"):
+                return await rewind_command(tether, persistence, args)
             elif args.sessions_command == "delete":
                 await persistence.delete(args.id)
                 print(f"deleted {args.id}", file=sys.stderr)
-        except (LogStoreError, SessionError, LookupError, ImportFileError) as exc:
+        except (LogStoreError, SessionError, LookupError, ImportFileError, *REWIND_ERRORS) as exc:
             print(f"tether: {exc}", file=sys.stderr)
             return EXIT_FAILED
         return EXIT_OK
