@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from tether.agent.commands import CommandError
 from tether.front.rewind import (
     Forked,
     RewindError,
@@ -28,6 +29,7 @@ from tether.rewind.plan import TurnPoint, plan_rewind, turn_points
 from tether.rewind.store import SnapshotError
 
 if TYPE_CHECKING:
+    from tether.agent import Agent
     from tether.host import Tether
     from tether.persist.service import Persistence
     from tether.session import Session
@@ -35,8 +37,11 @@ if TYPE_CHECKING:
 __all__ = [
     "REWIND_CHOICES",
     "REWIND_ERRORS",
+    "ChatRewind",
     "RewindChoice",
     "branch_lines",
+    "chat_fork",
+    "chat_rewind",
     "fork_from",
     "forked_lines",
     "parse_fork",
@@ -49,6 +54,9 @@ __all__ = [
 
 RewindChoice = Literal["code", "conversation", "both"]
 REWIND_CHOICES: tuple[RewindChoice, ...] = ("code", "conversation", "both")
+
+REWIND_ERRORS = (RewindError, SnapshotError)
+"""What a rewind refuses with or fails on, besides a bad turn (a ``LookupError``)."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -229,5 +237,88 @@ def _say(lines: list[str]) -> None:
         print(line)
 
 
-REWIND_ERRORS = (RewindError, SnapshotError)
-"""What a rewind refuses with or fails on, besides a bad turn (a ``LookupError``)."""
+class ChatRewind(NamedTuple):
+    """What ``/rewind`` or ``/fork`` did: the lines to show, and the branch the chat goes
+    on in (``None``: the same session)."""
+
+    lines: list[str]
+    branch: str | None
+
+
+async def chat_rewind(tether: Tether, agent: Agent, argument: str) -> ChatRewind:
+    """``/rewind`` (list the turns) or ``/rewind TURN [code|conversation|both] [force]``.
+
+    Raises:
+        CommandError: bad arguments, a turn is running, or the rewind refused (the
+            message says why, and which files).
+    """
+    words = argument.split()
+    if not words:
+        return ChatRewind(
+            ["turns (/rewind TURN [code|conversation|both] [force]):", *turn_lines(agent.session)],
+            None,
+        )
+    turn = _turn_word(words[0])
+    rest = set(words[1:])
+    force = "force" in rest
+    chosen = rest - {"force"}
+    if len(chosen) > 1 or not chosen <= set(REWIND_CHOICES):
+        raise CommandError("use /rewind TURN [code|conversation|both] [force]")
+    choice: RewindChoice = next((c for c in REWIND_CHOICES if c in chosen), "both")
+    _idle(agent)
+    try:
+        return await _chat_rewind(tether, agent, turn, choice, force=force)
+    except (LookupError, *REWIND_ERRORS) as exc:
+        raise CommandError(str(exc)) from None
+
+
+async def _chat_rewind(
+    tether: Tether, agent: Agent, turn: int, choice: RewindChoice, *, force: bool
+) -> ChatRewind:
+    if choice == "code":
+        done = await rewind_code(workspaces_of(tether), agent.session, turn, force=force)
+        return ChatRewind(rewound_lines(done), None)
+    rewound: Rewound | None = None
+    if choice == "both":
+        workspaces = workspaces_of(tether)
+        rewound = await restore_workspace(workspaces, agent.session, turn, force=force)
+    forked = await _fork(tether, agent, turn, rewound)
+    lines = [*(rewound_lines(rewound) if rewound else []), *forked_lines(forked)]
+    return ChatRewind(lines, forked.id)
+
+
+async def chat_fork(tether: Tether, agent: Agent, argument: str) -> ChatRewind:
+    """``/fork [TURN]``: a branch of this session (before TURN, else at its end); the chat
+    goes on in it.
+
+    Raises:
+        CommandError: a bad turn, a turn is running, or the branch cannot be stored.
+    """
+    turn = _turn_word(argument.strip()) if argument.strip() else None
+    _idle(agent)
+    try:
+        forked = await _fork(tether, agent, turn, None)
+    except (LookupError, *REWIND_ERRORS) as exc:
+        raise CommandError(str(exc)) from None
+    return ChatRewind(forked_lines(forked), forked.id)
+
+
+async def _fork(tether: Tether, agent: Agent, turn: int | None, rewound: Rewound | None) -> Forked:
+    from tether.persist.service import PERSISTENCE
+
+    persistence = tether.runtime.ctx.get(PERSISTENCE)
+    if persistence is None:
+        raise RewindError("a branch needs stored sessions (no persistence row)")
+    workspaces = tether.runtime.ctx.get(WORKSPACES)
+    return await fork_session(persistence, workspaces, agent.session, turn=turn, rewound=rewound)
+
+
+def _turn_word(word: str) -> int:
+    if not word.isdigit() or int(word) < 1:
+        raise CommandError(f"{word!r} is not a turn number (/rewind lists them)")
+    return int(word)
+
+
+def _idle(agent: Agent) -> None:
+    if agent.session.open_turn is not None:
+        raise CommandError("a turn is running: wait for it to end, or cancel it, first")
