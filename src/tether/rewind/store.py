@@ -19,8 +19,10 @@ tree id ``git write-tree`` prints.
 A snapshot leaves out files larger than the store's cap, and nested
 repositories; it lists them as *unstored*: a restore never overwrites or
 deletes them. Contract of every method: it holds the store's lock (an
-``flock`` shared by every process using the store) while it runs, and a
-stale ``index.lock`` a killed process left behind is removed under it.
+``flock`` shared by every process using the store, and inherited by the git
+processes it runs, so a process killed mid-operation holds it until its git
+children are gone too) while it runs, and a stale ``index.lock`` a killed
+process left behind is removed under it.
 Objects are written by git atomically (a temporary file, then a rename), so
 a process killed mid-snapshot leaves at worst unreferenced objects; nothing
 in the session log refers to a snapshot before it completed.
@@ -36,6 +38,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -116,6 +119,9 @@ class WorkspaceStore:
             LC_ALL="C",
         )
         self._env = env
+        self._held = threading.local()
+        """The lock's fd while this thread holds it: every git child inherits it, so a
+        process killed mid-operation holds the lock until its git children are gone too."""
 
     # -- the public operations ---------------------------------------------------
 
@@ -199,7 +205,7 @@ class WorkspaceStore:
             raise SnapshotError(f"the workspace {self.root} is not a directory")
         self._sync_excludes()
         listed = dict.fromkeys(
-            _nul_split(self._git("ls-files", "-z", "-m", "-o", "-d", "--exclude-standard"))
+            _nul_split(self._git("ls-files", "-z", "-m", "-o", "--exclude-standard"))
         )
         add: list[str] = []
         drop: list[str] = []
@@ -280,6 +286,7 @@ class WorkspaceStore:
         fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            self._held.fd = fd
             # Under the lock nobody else uses the index: a lock file left is a dead process's.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(str(self._index) + ".lock")
@@ -287,6 +294,7 @@ class WorkspaceStore:
                 self._create()
             yield
         finally:
+            self._held.fd = None
             os.close(fd)
 
     def _create(self) -> None:
@@ -311,9 +319,15 @@ class WorkspaceStore:
         env = dict(self._env, GIT_DIR=str(env_dir))
         env.pop("GIT_WORK_TREE")
         try:
-            subprocess.run(argv, env=env, check=True, capture_output=True)
+            subprocess.run(
+                argv, env=env, check=True, capture_output=True, pass_fds=self._inherited()
+            )
         except (OSError, subprocess.CalledProcessError) as exc:
             raise SnapshotError(_failure(argv, exc)) from None
+
+    def _inherited(self) -> tuple[int, ...]:
+        fd: int | None = getattr(self._held, "fd", None)
+        return () if fd is None else (fd,)
 
     def _git(self, *args: str, input: bytes | None = None) -> bytes:
         argv = ["git", *args]
@@ -325,6 +339,7 @@ class WorkspaceStore:
                 input=input,
                 capture_output=True,
                 check=True,
+                pass_fds=self._inherited(),
             )
         except (OSError, subprocess.CalledProcessError) as exc:
             raise SnapshotError(_failure(argv, exc)) from None
