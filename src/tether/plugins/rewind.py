@@ -42,7 +42,13 @@ from msgspec import Meta
 
 from tether.location import data_dir
 from tether.loop.hooks import PRE_STEP
-from tether.rewind.store import DEFAULT_CAP, SnapshotError, WorkspaceStore
+from tether.rewind.store import (
+    DEFAULT_CAP,
+    DEFAULT_RESERVE,
+    LowDiskError,
+    SnapshotError,
+    WorkspaceStore,
+)
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
 from tether.session import SnapshotMoment, WorkspaceSnapshot
@@ -71,6 +77,8 @@ class Config(Schema, frozen=True):
 
     max_file_bytes: Annotated[int, Meta(ge=1)] = DEFAULT_CAP
     """Files larger than this are left out of snapshots (and listed as not restorable)."""
+    min_free_bytes: Annotated[int, Meta(ge=0)] = DEFAULT_RESERVE
+    """No snapshot is taken while the data directory's disk has less free than this."""
     data_dir: Path | None = None
     """Where the private stores live (under ``workspaces/``); default: tether's data dir."""
 
@@ -91,6 +99,7 @@ class Workspaces:
         self._ctx = ctx
         self._home = data_dir(config.data_dir)
         self._cap = config.max_file_bytes
+        self._reserve = config.min_free_bytes
         self._stores: dict[Path, WorkspaceStore] = {}
         self._said: set[tuple[str, str]] = set()
 
@@ -102,7 +111,9 @@ class Workspaces:
             return None
         store = self._stores.get(root)
         if store is None:
-            store = self._stores[root] = WorkspaceStore(root, self._home, cap=self._cap)
+            store = self._stores[root] = WorkspaceStore(
+                root, self._home, cap=self._cap, reserve=self._reserve
+            )
         return store
 
     async def record(
@@ -126,7 +137,11 @@ class Workspaces:
             return None
         try:
             taken = await asyncio.to_thread(store.snapshot)
-        except SnapshotError as exc:
+        except LowDiskError as exc:
+            # The session logs will say the disk is full if it matters; this is no failure.
+            log.info("no workspace snapshot of %s: %s", store.root, exc)
+            return None
+        except (SnapshotError, OSError) as exc:
             self._say(str(store.root), str(exc))
             return None
         snapshot = WorkspaceSnapshot(

@@ -23,8 +23,10 @@ deletes them. Contract of every method: it holds the store's lock (an
 processes it runs, so a process killed mid-operation holds it until its git
 children are gone too) while it runs, and a stale ``index.lock`` a killed
 process left behind is removed under it.
-Objects are written by git atomically (a temporary file, then a rename), so
-a process killed mid-snapshot leaves at worst unreferenced objects; nothing
+Everything in the store is private (files 0600, directories 0700, whatever the
+umask; git's objects are read-only, 0400): it holds the workspace's content.
+Objects are written by git atomically (a temporary file, then a rename), so a
+process killed mid-snapshot leaves at worst unreferenced objects; nothing
 in the session log refers to a snapshot before it completed.
 """
 
@@ -47,6 +49,8 @@ from tether.location import private_dir
 
 __all__ = [
     "DEFAULT_CAP",
+    "DEFAULT_RESERVE",
+    "LowDiskError",
     "Restored",
     "Snapshot",
     "SnapshotError",
@@ -56,6 +60,10 @@ __all__ = [
 
 DEFAULT_CAP = 10 * 1024 * 1024
 """Files larger than this (bytes) are left out of snapshots and listed as unstored."""
+
+DEFAULT_RESERVE = 256 * 1024 * 1024
+"""No snapshot is taken while the store's file system has less than this free (bytes):
+the session logs beside it come first."""
 
 _CONFIG = (
     ("core.bare", "false"),
@@ -73,6 +81,10 @@ modes, no automatic garbage collection (a snapshot the log names must stay)."""
 
 class SnapshotError(Exception):
     """git failed, or is missing: the snapshot or restore did not happen."""
+
+
+class LowDiskError(SnapshotError):
+    """The store's disk is nearly full: the snapshot is left out, the session logs come first."""
 
 
 class Snapshot(NamedTuple):
@@ -102,9 +114,12 @@ class WorkspaceStore:
     thread from async code.
     """
 
-    def __init__(self, root: Path, home: Path, *, cap: int = DEFAULT_CAP) -> None:
+    def __init__(
+        self, root: Path, home: Path, *, cap: int = DEFAULT_CAP, reserve: int = DEFAULT_RESERVE
+    ) -> None:
         self.root = Path(os.path.realpath(root))
         self.cap = cap
+        self.reserve = reserve
         self.dir = store_dir(home, self.root)
         self._git_dir = self.dir / "git"
         self._index = self.dir / "index"
@@ -131,9 +146,17 @@ class WorkspaceStore:
         Only files that changed since the store's last look are read.
 
         Raises:
-            SnapshotError: git failed, or the workspace is gone.
+            SnapshotError: git failed, the workspace is gone, or the store's file
+                system has less than ``reserve`` bytes free.
         """
         with self._locked():
+            info = os.statvfs(self.dir)
+            free = info.f_bavail * info.f_frsize
+            if free < self.reserve:
+                raise LowDiskError(
+                    f"the disk of {self.dir} has less than {self.reserve // 1024} KiB free, "
+                    "which snapshots leave to session logs"
+                )
             return self._snapshot()
 
     def changed(self, old: str, new: str) -> list[str]:
@@ -243,7 +266,7 @@ class WorkspaceStore:
     def _write_tree(self) -> str:
         tree = self._git("write-tree").decode().strip()
         temporary = self._tree_file.with_suffix(".tmp")
-        temporary.write_text(tree + "\n")
+        _write_private(temporary, (tree + "\n").encode())
         os.replace(temporary, self._tree_file)
         return tree
 
@@ -277,8 +300,8 @@ class WorkspaceStore:
         except OSError:
             have = None
         if have != wanted:
-            mine.parent.mkdir(parents=True, exist_ok=True)
-            mine.write_bytes(wanted)
+            private_dir(mine.parent)
+            _write_private(mine, wanted)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -302,7 +325,10 @@ class WorkspaceStore:
         so a process killed meanwhile never leaves a half-made one."""
         building = Path(tempfile.mkdtemp(prefix="git-", dir=self.dir))
         try:
-            self._run(["git", "init", "-q", "--bare", str(building)], env_dir=building)
+            # No template: no sample hooks, nothing the store does not use.
+            self._run(
+                ["git", "init", "-q", "--bare", "--template=", str(building)], env_dir=building
+            )
             for key, value in _CONFIG:
                 self._run(["git", "config", key, value], env_dir=building)
             with contextlib.suppress(FileNotFoundError):
@@ -320,7 +346,12 @@ class WorkspaceStore:
         env.pop("GIT_WORK_TREE")
         try:
             subprocess.run(
-                argv, env=env, check=True, capture_output=True, pass_fds=self._inherited()
+                argv,
+                env=env,
+                check=True,
+                capture_output=True,
+                pass_fds=self._inherited(),
+                umask=0o077,
             )
         except (OSError, subprocess.CalledProcessError) as exc:
             raise SnapshotError(_failure(argv, exc)) from None
@@ -340,6 +371,7 @@ class WorkspaceStore:
                 capture_output=True,
                 check=True,
                 pass_fds=self._inherited(),
+                umask=0o077,
             )
         except (OSError, subprocess.CalledProcessError) as exc:
             raise SnapshotError(_failure(argv, exc)) from None
@@ -353,6 +385,16 @@ def _failure(argv: list[str], exc: OSError | subprocess.CalledProcessError) -> s
         return f"{argv[0]} {argv[1]}: {exc}"
     stderr = exc.stderr.decode("utf-8", "replace").strip() if exc.stderr else ""
     return f"git {argv[1]} failed ({exc.returncode}): {stderr or 'no message'}"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, a file only its owner reads (0600), whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _nul_split(out: bytes) -> list[str]:
