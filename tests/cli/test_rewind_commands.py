@@ -24,15 +24,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def run(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "run", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env_for(home),
-        check=False,
-    )
+    return tether(home, "run", *args, cwd=cwd)
 
 
 def events(home: Path, sid: str) -> list[dict[str, object]]:

@@ -326,11 +326,9 @@ class WorkspaceStore:
         building = Path(tempfile.mkdtemp(prefix="git-", dir=self.dir))
         try:
             # No template: no sample hooks, nothing the store does not use.
-            self._run(
-                ["git", "init", "-q", "--bare", "--template=", str(building)], env_dir=building
-            )
+            self._git("init", "-q", "--bare", "--template=", str(building), bare=building)
             for key, value in _CONFIG:
-                self._run(["git", "config", key, value], env_dir=building)
+                self._git("config", key, value, bare=building)
             with contextlib.suppress(FileNotFoundError):
                 shutil.rmtree(self._git_dir)
             os.rename(building, self._git_dir)
@@ -341,32 +339,23 @@ class WorkspaceStore:
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
 
-    def _run(self, argv: list[str], *, env_dir: Path) -> None:
-        env = dict(self._env, GIT_DIR=str(env_dir))
-        env.pop("GIT_WORK_TREE")
-        try:
-            subprocess.run(
-                argv,
-                env=env,
-                check=True,
-                capture_output=True,
-                pass_fds=self._inherited(),
-                umask=0o077,
-            )
-        except (OSError, subprocess.CalledProcessError) as exc:
-            raise SnapshotError(_failure(argv, exc)) from None
-
     def _inherited(self) -> tuple[int, ...]:
         fd: int | None = getattr(self._held, "fd", None)
         return () if fd is None else (fd,)
 
-    def _git(self, *args: str, input: bytes | None = None) -> bytes:
+    def _git(self, *args: str, input: bytes | None = None, bare: Path | None = None) -> bytes:
+        """Run ``git args`` on the store (or on the repository ``bare``, with no work tree);
+        its stdout."""
         argv = ["git", *args]
+        env = self._env
+        if bare is not None:
+            env = dict(env, GIT_DIR=str(bare))
+            env.pop("GIT_WORK_TREE")
         try:
             done = subprocess.run(
                 argv,
-                env=self._env,
-                cwd=self.root,
+                env=env,
+                cwd=self.root if bare is None else None,
                 input=input,
                 capture_output=True,
                 check=True,
