@@ -138,3 +138,20 @@ def test_a_sigkill_in_the_middle_of_snapshots_leaves_a_store_that_works(
     store.snapshot()
     store.restore(first.tree)
     assert (root / "src" / "a.py").read_text() == "a = 1\n"
+
+
+def test_tethers_own_data_inside_the_workspace_is_never_snapshotted(
+    root: Path, tmp_path: Path
+) -> None:
+    home = root / "data [1]"
+    store = WorkspaceStore(root, home)
+    first = store.snapshot()
+    (home / "sessions").mkdir(parents=True)
+    (home / "sessions" / "log.jsonl").write_text("{}\n")
+    assert store.snapshot().tree == first.tree  # the store and the logs are left out
+    itself = WorkspaceStore(home, home)
+    (home / "note").write_text("x\n")
+    listed = git(
+        root, "--git-dir", str(itself.dir / "git"), "ls-tree", "-r", itself.snapshot().tree
+    )
+    assert listed == ""

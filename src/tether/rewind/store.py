@@ -121,6 +121,7 @@ class WorkspaceStore:
         self.cap = cap
         self.reserve = reserve
         self.dir = store_dir(home, self.root)
+        self._home = Path(os.path.realpath(home))
         self._git_dir = self.dir / "git"
         self._index = self.dir / "index"
         self._tree_file = self.dir / "tree"
@@ -289,11 +290,18 @@ class WorkspaceStore:
                     parent.rmdir()
 
     def _sync_excludes(self) -> None:
-        """Copy the workspace repository's ``.git/info/exclude`` into the store's own."""
+        """Copy the workspace repository's ``.git/info/exclude`` into the store's own, and
+        exclude tether's data directory when it is inside the workspace (the snapshots
+        and session logs never snapshot themselves)."""
         try:
             wanted = (self.root / ".git" / "info" / "exclude").read_bytes()
         except OSError:
             wanted = b""
+        if self._home == self.root:
+            wanted += b"\n/*\n"
+        elif self.root in self._home.parents:
+            inside = _glob_literal(self._home.relative_to(self.root).as_posix())
+            wanted += b"\n/" + inside + b"/\n"
         mine = self._git_dir / "info" / "exclude"
         try:
             have = mine.read_bytes()
@@ -374,6 +382,11 @@ def _failure(argv: list[str], exc: OSError | subprocess.CalledProcessError) -> s
         return f"{argv[0]} {argv[1]}: {exc}"
     stderr = exc.stderr.decode("utf-8", "replace").strip() if exc.stderr else ""
     return f"git {argv[1]} failed ({exc.returncode}): {stderr or 'no message'}"
+
+
+def _glob_literal(path: str) -> bytes:
+    """``path`` with the characters an ignore file treats as special escaped."""
+    return os.fsencode("".join("\\" + c if c in "*?[]\\!#" else c for c in path))
 
 
 def _write_private(path: Path, data: bytes) -> None:
