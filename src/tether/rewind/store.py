@@ -68,6 +68,8 @@ the session logs beside it come first."""
 _CONFIG = (
     ("core.bare", "false"),
     ("core.untrackedCache", "true"),
+    ("core.splitIndex", "true"),
+    ("index.version", "4"),
     ("core.autocrlf", "false"),
     ("core.symlinks", "true"),
     ("core.filemode", "true"),
