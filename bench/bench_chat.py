@@ -1,7 +1,11 @@
 """``tether chat`` on a terminal: start-up to the prompt, and Markdown rendering of a long
 streamed answer; prints its figures.
 
-Usage: python bench/bench_chat.py [--runs N] [--tokens-per-second R]
+Usage: python bench/bench_chat.py [--runs N] [--tokens-per-second R] [--vs SRC]
+
+With ``--vs SRC`` (another tree's ``src``), it compares the time to the
+prompt of this tree's chat with that tree's instead: whole processes,
+interleaved (A B A B ...), the ratio taken pair by pair.
 
 1. **Ready for input**: spawn ``tether chat`` on a pseudo-terminal (offline
    model, a fresh data directory) and time until the ``you>`` prompt is drawn.
@@ -35,24 +39,50 @@ sys.path.insert(0, str(ROOT))
 TOKEN_CHARS = 4
 
 
-def ready_ms(runs: int) -> list[float]:
+def ready_ms(runs: int, src: Path | None = None) -> list[float]:
+    """Spawn-to-prompt times of ``runs`` chats (of the tree whose ``src`` this is)."""
+    return [ready_once(src) for _ in range(runs)]
+
+
+def ready_once(src: Path | None = None) -> float:
+    """One chat on a pseudo-terminal, spawn to ``you>``, in ms (``src``: another tree's)."""
     from tests.cli.terminal import Terminal
 
-    timings = []
-    for _ in range(runs):
-        home = Path(tempfile.mkdtemp(prefix="bench-chat-"))
+    env = {"PYTHONDONTWRITEBYTECODE": ""}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src.resolve()), str(ROOT)])
+    home = Path(tempfile.mkdtemp(prefix="bench-chat-"))
+    try:
+        chat = Terminal(home, env=env)
         try:
-            chat = Terminal(home, env={"PYTHONDONTWRITEBYTECODE": ""})
-            try:
-                chat.expect("you>")
-                timings.append((time.monotonic() - chat.started) * 1000)
-                chat.send(b"\x04")
-                chat.finish()
-            finally:
-                chat.close()
+            chat.expect("you>")
+            elapsed = (time.monotonic() - chat.started) * 1000
+            chat.send(b"\x04")
+            chat.finish()
         finally:
-            shutil.rmtree(home, ignore_errors=True)
-    return timings
+            chat.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return elapsed
+
+
+def compare(other: Path, runs: int) -> None:
+    """This tree's chat against ``other``'s, interleaved; each figure, then the ratios."""
+    ready_once(), ready_once(other)  # warm both trees' bytecode caches
+    ours, theirs = [], []
+    for _ in range(runs):
+        ours.append(ready_once())
+        theirs.append(ready_once(other))
+    ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
+    print(
+        f"chat ready, {runs} interleaved pairs: this tree median {statistics.median(ours):.0f} ms "
+        f"(min {min(ours):.0f}, max {max(ours):.0f}); {other} median "
+        f"{statistics.median(theirs):.0f} ms (min {min(theirs):.0f}, max {max(theirs):.0f})"
+    )
+    print(
+        f"ratio pair by pair: median {statistics.median(ratios):.3f}, "
+        f"min {min(ratios):.3f}, max {max(ratios):.3f}"
+    )
 
 
 def answer(size: int = 100_000) -> str:
@@ -116,8 +146,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--tokens-per-second", type=float, default=2_000)
+    parser.add_argument("--vs", type=Path, help="compare with the tree whose src this is")
     options = parser.parse_args()
     os.environ.pop("NO_COLOR", None)
+    if options.vs is not None:
+        compare(options.vs, options.runs)
+        return
 
     timings = ready_ms(options.runs)
     print(

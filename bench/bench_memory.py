@@ -1,7 +1,8 @@
 """What a big session costs in memory: loading it, listing it, and running it; prints its figures.
 
 Usage: python bench/bench_memory.py [--size-mb N] [--mix answers|tools]
-                                    [--backend jsonl|sqlite] [--prompts N]
+                                    [--backend jsonl|sqlite] [--prompts N ...]
+                                    [--delivery submit|followup ...]
                                     [--only load,list,web,replay,live]
 
 - **load** and **list**: a session log of ``--size-mb`` (default 1024) is
@@ -18,9 +19,12 @@ Usage: python bench/bench_memory.py [--size-mb N] [--mix answers|tools]
   ``answers`` is a log of prompts and answers streamed in small chunks (most
   of its events are ``assistant/chunk``); ``tools`` adds a tool call and a
   result of a few KB to each turn.
-- **live**: one agent on the offline model answers ``--prompts`` prompts in
-  one session (JSONL); printed is the growth of the process's resident
-  memory next to the growth of the session's log.
+- **live**: one agent on the offline model answers ``--prompts`` prompts
+  (default 10,000 and 20,000) in one session (JSONL), each in a fresh
+  process; printed is the growth of the process's resident memory next to
+  the growth of the session's log. ``submit`` delivers each prompt
+  acknowledged (stored before it runs) and waits until its turn is stored;
+  ``followup`` queues it unacknowledged and waits until the agent is idle.
 """
 
 from __future__ import annotations
@@ -193,8 +197,9 @@ async def open_replay(backend: LogBackend, session_id: str) -> None:
 OPENERS = {"web": open_web, "replay": open_replay}
 
 
-async def live(prompts: int) -> tuple[int, int]:
-    """Resident memory and log growth over ``prompts`` prompts of one session."""
+async def live(prompts: int, delivery: str) -> tuple[int, int]:
+    """Resident memory and log growth over ``prompts`` prompts of one session,
+    each delivered by ``delivery`` (``submit`` or ``followup``)."""
     from tether.agent import UserMessage
     from tether.host import Tether
 
@@ -206,8 +211,12 @@ async def live(prompts: int) -> tuple[int, int]:
 
             async def ask(count: int) -> None:
                 for index in range(count):
-                    agent.followup(UserMessage.text(f"prompt {index}"))
-                    await agent.when_idle()
+                    message = UserMessage.text(f"prompt {index}")
+                    if delivery == "submit":
+                        await (await agent.submit(message)).durable()
+                    else:
+                        agent.followup(message)
+                        await agent.when_idle()
 
             await ask(100)  # warm: the first requests build what every one reuses
             gc.collect()
@@ -220,9 +229,23 @@ async def live(prompts: int) -> tuple[int, int]:
 
 
 def child(argv: list[str]) -> None:
-    """``--child BACKEND ROOT ID load|list|web|replay``: measure one call, print its figures."""
+    """``--child BACKEND ROOT ID load|list|web|replay``: measure one call, print its
+    figures; ``--child live PROMPTS DELIVERY``: run one session, print its growth."""
+    if argv[0] == "live":
+        grown, logged = asyncio.run(live(int(argv[1]), argv[2]))
+        print(json.dumps({"grown": grown, "logged": logged}))
+        return
     backend, root, session_id, what = argv
     print(json.dumps(measure(backend, root, session_id, what)))
+
+
+def in_child(*argv: str) -> dict[str, float]:
+    """The figures ``--child ARGV…`` prints, measured in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *argv], check=True, capture_output=True, text=True
+    ).stdout
+    figures: dict[str, float] = json.loads(out)
+    return figures
 
 
 def main() -> None:
@@ -230,7 +253,8 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--mix", choices=("answers", "tools"), action="append")
     parser.add_argument("--backend", choices=sorted(BACKENDS), action="append")
-    parser.add_argument("--prompts", type=int, default=10_000)
+    parser.add_argument("--prompts", type=int, action="append")
+    parser.add_argument("--delivery", choices=("submit", "followup"), action="append")
     parser.add_argument("--only", default="load,list,web,replay,live")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -243,13 +267,7 @@ def main() -> None:
                     size = write_log(backend, "big", args.size_mb << 20, mix)
                     backend.close()
                     for what in sorted(only & views):
-                        out = subprocess.run(
-                            [sys.executable, __file__, "--child", name, root, "big", what],
-                            check=True,
-                            capture_output=True,
-                            text=True,
-                        ).stdout
-                        got = json.loads(out)
+                        got = in_child(name, root, "big", what)
                         peak, held = got["peak"], got["held"]
                         print(
                             f"{name} {mix} {what}: log {size / 1e6:.0f} MB,"
@@ -258,11 +276,15 @@ def main() -> None:
                             f" {got['seconds']:.1f} s"
                         )
     if "live" in only:
-        grown, logged = asyncio.run(live(args.prompts))
-        print(
-            f"live, {args.prompts} prompts in one session: resident +{grown / 1e6:.1f} MB,"
-            f" log +{logged / 1e6:.1f} MB = {grown / logged:.2f}x the log"
-        )
+        for prompts in args.prompts or [10_000, 20_000]:
+            for delivery in args.delivery or ["submit", "followup"]:
+                got = in_child("live", str(prompts), delivery)
+                grown, logged = got["grown"], got["logged"]
+                print(
+                    f"live {delivery}, {prompts} prompts in one session:"
+                    f" resident +{grown / 1e6:.1f} MB, log +{logged / 1e6:.1f} MB"
+                    f" = {grown / logged:.2f}x the log"
+                )
 
 
 if __name__ == "__main__":

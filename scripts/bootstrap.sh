@@ -20,7 +20,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # pip's own progress, one line per package it fetches; the whole log is kept.
     log="$venv/pip-install.log"
     set +o pipefail
-    "$venv/bin/python" -m pip install --progress-bar off -e ".[dev]" 2>&1 | tee "$log" \
+    "$venv/bin/python" -m pip install --progress-bar off -e ".[dev,telemetry]" 2>&1 | tee "$log" \
         | { grep --line-buffered -E '^Collecting ' || true; } \
         | sed -u -E 's/^Collecting ([^ ]+).*/  fetching \1/' >&2
     status=${PIPESTATUS[0]}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "tether"
-KINDS = {"Notice", "Serial", "Parallel", "Waterfall"}
+KINDS = {"Notice", "Serial", "Parallel", "Gather", "Waterfall"}
 
 
 def _strings(tree: ast.Module) -> dict[str, str]:
@@ -30,7 +30,7 @@ def _is_key_class(node: ast.expr, aliases: set[str]) -> bool:
 
 def keys_in(source: str) -> set[str]:
     """The event keys ``source`` defines: the names of its ``Notice``/``Serial``/
-    ``Parallel``/``Waterfall`` keys, and the ``type`` of each payload class."""
+    ``Parallel``/``Gather``/``Waterfall`` keys, and the ``type`` of each payload class."""
     tree = ast.parse(source)
     strings = _strings(tree)
     aliases = {

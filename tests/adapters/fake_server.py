@@ -376,6 +376,43 @@ def stall(
     return script
 
 
+def processing(seconds: float, events: Sequence[object]) -> Script:
+    """Send the headers, then nothing for ``seconds`` (a server processing a long
+    prompt, as llama.cpp's does), then stream ``events``."""
+
+    async def script(request: Recorded, reply: Reply) -> None:
+        await reply.start()
+        await reply.flush()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reply.client_gone.wait(), seconds)
+        if reply.client_gone.is_set():
+            return
+        await _send(reply, events)
+        await reply.end()
+
+    return script
+
+
+def llama_error(error: Mapping[str, object]) -> Script:
+    """llama.cpp's answer to a request it fails once the stream has begun: an
+    ``error:`` line (not ``data:``), then ``data: [DONE]``."""
+
+    async def script(request: Recorded, reply: Reply) -> None:
+        await reply.start()
+        await reply.raw(f"error: {json.dumps(error)}\n\n".encode())
+        await reply.raw(b"data: [DONE]\n\n")
+        await reply.end()
+
+    return script
+
+
+async def hang_up(request: Recorded, reply: Reply) -> None:
+    """Close the connection without a byte of answer: a server that had closed its
+    end of a kept-alive connection before this request came (as llama.cpp's and
+    vLLM's do after each streamed answer, although they advertise keep-alive)."""
+    reply.drop()
+
+
 def endless(head: Sequence[object], piece: object) -> Script:
     """Stream ``head``, then the event ``piece`` over and over until the client leaves."""
 

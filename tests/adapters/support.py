@@ -125,6 +125,17 @@ def call(
     return fragment
 
 
+LLAMA_OVERFLOW = {
+    "code": 400,
+    "message": "request (9412 tokens) exceeds the available context size (8192 tokens), "
+    "try increasing it",
+    "type": "exceed_context_size_error",
+    "n_prompt_tokens": 9412,
+    "n_ctx": 8192,
+}
+"""The error llama.cpp's server reports for a prompt longer than its context."""
+
+
 def usage(prompt: int, completion: int, **extra: Any) -> dict[str, Any]:
     return {
         "id": "chatcmpl-1",

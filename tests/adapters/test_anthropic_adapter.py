@@ -37,6 +37,8 @@ from tether.runtime import CancelSignal, Runtime
 
 MODEL = "anthropic:claude-test"
 
+CACHED = {"type": "ephemeral"}
+
 
 async def test_text_streams_as_deltas_then_usage_then_stop(
     server: FakeServer, runtime: Runtime
@@ -66,8 +68,15 @@ async def test_request_carries_headers_system_tools_and_max_tokens(
         "model": "claude-test",
         "max_tokens": 1000,
         "stream": True,
-        "system": "Be brief.",
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "weather?"}]}],
+        # Breakpoints of the prompt cache: the system prompt (after the tools), and
+        # the end of the conversation.
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": CACHED}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "weather?", "cache_control": CACHED}],
+            }
+        ],
         "tools": [
             {
                 "name": "weather",
@@ -232,7 +241,7 @@ async def test_history_maps_tool_results_thinking_and_images(
                     "content": "no such city",
                     "is_error": True,
                 },
-                {"type": "text", "text": "thanks"},
+                {"type": "text", "text": "thanks", "cache_control": CACHED},
             ],
         },
     ]
@@ -270,6 +279,7 @@ async def test_a_tool_result_with_images_holds_its_text_and_image_blocks(
                     },
                 ],
                 "is_error": False,
+                "cache_control": CACHED,
             }
         ],
     }

@@ -100,8 +100,9 @@ async def test_turn_with_tool_call_replays_reasoning_and_tool_result_to_the_mode
 
     first, second = server.requests
     assert [tool["function"]["name"] for tool in first.json["tools"]] == ["weather"]
-    system, *conversation = second.json["messages"]
+    system, note, *conversation = second.json["messages"]
     assert system["role"] == "system"
+    assert note["role"] == "user" and note["content"].startswith("Environment now:\n")
     assert "- weather: " in system["content"]
     assert conversation == [
         {"role": "user", "content": "Weather in Paris?"},
@@ -277,6 +278,9 @@ async def test_anthropic_turn_with_tool_use_replays_signed_thinking_and_tool_res
         assert reasons(agent.session) == [{"kind": "completed"}]
         assert world.forecasts == ["Oslo"]
         second = server.requests[1].json
+        # The note of the environment and the prompt make one user message.
+        note = second["messages"][0]["content"].pop(0)
+        assert note["text"].startswith("Environment now:\n")
         assert second["messages"] == [
             {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
             {
@@ -299,6 +303,7 @@ async def test_anthropic_turn_with_tool_use_replays_signed_thinking_and_tool_res
                         "tool_use_id": "toolu_1",
                         "content": "sunny in Oslo",
                         "is_error": False,
+                        "cache_control": {"type": "ephemeral"},
                     }
                 ],
             },
@@ -359,7 +364,7 @@ async def test_anthropic_tool_loop_returns_redacted_and_signed_thinking_unchange
         finally:
             backend.close()
         reloaded = derive_messages(DEFAULT_REGISTRY.decode_stored(stored.events))
-        assert reloaded[1] == AssistantMessage(
+        assert reloaded[2] == AssistantMessage(
             (
                 RedactedReasoningBlock(redacted["data"]),
                 ReasoningBlock("First part.", "sig-1"),

@@ -540,5 +540,6 @@ async def test_a_cancel_during_the_retry_wait_keeps_the_abandoned_attempt_from_t
     await asyncio.wait_for(agent.when_idle(), timeout=5)
     types = [e.type for e in agent.session.events]
     assert "llm/retry" in types and "assistant/message" not in types
-    assert [type(m).__name__ for m in derive_messages(agent.session)] == ["UserRoleMessage"]
+    # The note of the environment and the prompt: nothing of the abandoned attempt.
+    assert [type(m).__name__ for m in derive_messages(agent.session)] == ["UserRoleMessage"] * 2
     assert last_reason(agent.session) == {"kind": "aborted", "cause": "user"}

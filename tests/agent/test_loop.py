@@ -22,6 +22,7 @@ async def test_a_turn_runs_steps_until_no_tool_owes_a_reply(world: World) -> Non
         "turn/start",
         "agent/inbox/spliced",
         "step/start",
+        "context/environment",
         "user/message",
         "assistant/message",
         "tool/call",
@@ -169,10 +170,11 @@ async def test_incremental_history_equals_deriving_from_the_whole_log(world: Wor
     whole = derive_messages(agent.session)
     # Every request carried exactly the history derived from the log so far:
     # the whole log's messages, up to the answer that request received.
-    assert [len(r.messages) for r in world.model.requests] == [1, 3, 5, 7]
+    # The first message is the note of the environment's changing facts.
+    assert [len(r.messages) for r in world.model.requests] == [2, 4, 6, 8]
     for request in world.model.requests:
         assert list(request.messages) == whole[: len(request.messages)]
-    assert len(whole) == 8
+    assert len(whole) == 9
 
 
 async def test_steering_left_when_a_turn_stops_early_is_not_lost(world: World) -> None:

@@ -91,6 +91,19 @@ def test_an_offline_run_starts_without_pydantic_or_the_terminal_libraries(
     assert result.stdout.splitlines()[-1] == "0 False True True set()"
 
 
+def test_the_command_line_imports_no_event_loop_or_runtime_before_a_command_runs(
+    tmp_path: Path,
+) -> None:
+    # chat draws its prompt before tether boots: what the command line imports
+    # before a command starts delays the prompt (and `--help`, `config show`).
+    probe = (
+        "import sys; import tether.cli.main; "
+        "print(sorted(m for m in ('asyncio', 'msgspec', 'tether.runtime') if m in sys.modules))"
+    )
+    result = python(tmp_path, "-c", probe)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
 def test_run_resume_continues_the_session(tmp_path: Path) -> None:
     first = tether(tmp_path, "run", "one")
     sid = session_id(first.stderr)

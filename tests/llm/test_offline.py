@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from contextlib import aclosing
 
 import pytest
@@ -147,6 +148,25 @@ async def test_the_answer_streams_in_small_chunks_with_usage(llm: LlmView) -> No
     usage = [chunk for chunk in chunks if isinstance(chunk, Usage)]
     assert usage == [Usage(input_tokens=2, output_tokens=len("".join(texts).split()))]
     assert chunks[-1] == Finish("stop")
+
+
+async def test_a_long_prompt_is_echoed_and_counted_without_a_string_per_word() -> None:
+    # A compaction asks with the whole transcript in one prompt: answering it
+    # must not hold the prompt's words as objects.
+    prompt = "one  two\tthree\n" + "word " * 200_000
+    model = OfflineModel()
+    tracemalloc.start()
+    try:
+        chunks = [chunk async for chunk in model.stream(request(user(prompt)), CancelSignal())]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    text = "".join(chunk.text for chunk in chunks if isinstance(chunk, TextDelta))
+    echo = " ".join(prompt.split())[:200].rstrip() + " …"
+    assert f'You said: "{echo}"' in text
+    assert Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split())) in chunks
+    assert peak < 2 * len(prompt)
 
 
 async def test_tool_arguments_stream_in_fragments_too(llm: LlmView) -> None:

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.adapters.fake_server import FakeServer, error, stream
-from tests.adapters.support import delta, text_answer
+from tests.adapters.fake_server import FakeServer, error, llama_error, stream
+from tests.adapters.support import LLAMA_OVERFLOW, delta, text_answer
 from tests.adapters.world import AdapterWorld, build_world
 from tether.agent import AgentHandle, UserMessage
 from tether.agent.registry import AGENTS
@@ -185,6 +185,24 @@ async def test_a_context_overflow_compacts_once_and_retries(
     assert derive_messages(session)[-1].content[0].text == "two"  # type: ignore[union-attr]
 
 
+async def test_a_llama_cpp_overflow_line_compacts_and_retries_too(
+    make_world: Any, server: FakeServer
+) -> None:
+    world = await make_world()
+    handle = await open_agent(world)
+    server.queue(answer("one"), llama_error(LLAMA_OVERFLOW), answer("SUMMARY"), answer("two"))
+
+    await turn(handle, "first")
+    await turn(handle, "second")
+
+    session = handle.agent.session
+    assert reasons(session) == ["completed", "completed"]
+    (retry,) = of_type(session, "llm/retry")
+    assert retry.data["code"] == "context-overflow"
+    (compacted,) = of_type(session, "context/compacted")
+    assert compacted.data["trigger"] == "overflow"
+
+
 async def test_a_second_overflow_after_the_compaction_ends_the_turn_with_the_error(
     make_world: Any, server: FakeServer
 ) -> None:
@@ -254,7 +272,7 @@ async def test_a_failed_summary_request_leaves_the_request_uncompacted(
     assert reasons(session) == ["completed"] * 3
     assert of_type(session, "context/compacted") == []
     sent = server.requests[3].json["messages"]
-    assert sent[1]["content"] == "a" * LONG
+    assert sent[2]["content"] == "a" * LONG  # after the system prompt and the environment note
 
 
 async def test_compaction_by_hand_is_on_disk_when_it_returns(

@@ -12,6 +12,7 @@ from tether.loop.compaction import plan_cut, transcript
 from tether.loop.context import FALLBACK_WINDOW, context_window, message_tokens
 from tether.loop.history import History
 from tether.session import ContextCompacted, StepEnd, derive_messages
+from tether.session.settings import HistoryCleared
 
 
 @pytest.mark.parametrize(
@@ -56,6 +57,46 @@ def test_the_history_equals_derive_messages_across_a_compaction() -> None:
     complete_turn(session, "three")
     assert history.messages() == tuple(derive_messages(session))
     assert history.tokens() == sum(message_tokens(m) for m in derive_messages(session))
+
+
+def test_a_compaction_keeps_the_messages_it_leaves_as_they_were_held() -> None:
+    # The history is folded, never derived again: what stays is not held twice.
+    session = new_session()
+    history = History(session)
+    for prompt in ("one", "two", "three"):
+        complete_turn(session, prompt)
+    before = history.messages()
+    first_end = next(e.seq for e in session.events if e.type == "step/end")
+    session.append(ContextCompacted(0, first_end, "sum", "manual", "offline", 10))
+    after = history.messages()
+    assert after == tuple(derive_messages(session))
+    kept = [m for m in before if any(m is n for n in after)]
+    assert len(kept) == len(after) - 1  # all but the summary
+    assert history.tokens() == sum(message_tokens(m) for m in after)
+
+
+def test_a_clear_drops_the_history_and_later_messages_are_folded_after_it() -> None:
+    session = new_session()
+    history = History(session)
+    complete_turn(session, "one")
+    history.messages()
+    session.append(HistoryCleared())
+    assert history.messages() == ()
+    assert history.tokens() == 0
+    complete_turn(session, "two")
+    assert history.messages() == tuple(derive_messages(session))
+    assert history.tokens() == sum(message_tokens(m) for m in derive_messages(session))
+
+
+def test_a_cut_planned_from_the_history_names_its_messages() -> None:
+    session = new_session()
+    history = History(session)
+    for prompt in ("a" * 400, "b" * 400, "c" * 400):
+        complete_turn(session, prompt)
+    cut = plan_cut(session, 150, history.conversation())
+    assert cut == plan_cut(session, 150)
+    assert cut is not None
+    assert all(m is n for m, n in zip(cut.head, history.messages(), strict=False))
 
 
 def test_the_providers_count_corrects_a_low_estimate() -> None:

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 from tests.agent.world import World, build_world, say
 from tether.agent import Agent, UserMessage
 from tether.agent.types import AgentOptions
+from tether.content import TextBlock, UserRoleMessage
+from tether.llm.request import ModelRequest
 from tether.loop.environment import gathering_early
 from tether.runtime import Context
 from tether.tools import Tool, ToolExec, ToolOutput
@@ -55,14 +57,32 @@ async def make_world(tmp_path: Path) -> AsyncIterator[Any]:
         await world.runtime.dispose()
 
 
-async def system_of_first_request(world: World, cwd: Path) -> str:
+async def first_request(world: World, cwd: Path) -> ModelRequest:
     agent: Agent = (await world.get("agents").create(cwd=str(cwd))).agent
     world.model.queue(say("ok"))
     agent.followup(UserMessage.text("hi"))
     await agent.when_idle()
-    system = world.model.requests[-1].system
+    return world.model.requests[-1]
+
+
+async def system_of_first_request(world: World, cwd: Path) -> str:
+    system = (await first_request(world, cwd)).system
     assert system is not None
     return system
+
+
+async def facts_of_first_request(world: World, cwd: Path) -> str:
+    """The system prompt of an agent's first request, then the note of the changing
+    facts (date, git) that request carried as its first message, not in the prompt."""
+    request = await first_request(world, cwd)
+    system = request.system
+    assert system is not None
+    assert "Today's date" not in system and "- Git:" not in system
+    note = request.messages[0]
+    assert isinstance(note, UserRoleMessage)
+    [block] = note.content
+    assert isinstance(block, TextBlock) and block.text.startswith("Environment now:")
+    return f"{system}\n\n{block.text}"
 
 
 async def test_the_default_prompt_states_role_cwd_platform_shell_date_and_a_clean_branch(
@@ -72,7 +92,7 @@ async def test_the_default_prompt_states_role_cwd_platform_shell_date_and_a_clea
     commit = git(repo, "rev-parse", "--short=12", "HEAD")
     world = await make_world()
 
-    system = await system_of_first_request(world, repo)
+    system = await facts_of_first_request(world, repo)
 
     assert system.startswith("You are tether, a coding agent")
     assert f"- Working directory: {repo}" in system
@@ -89,7 +109,7 @@ async def test_uncommitted_changes_and_untracked_files_make_the_repository_dirty
     (repo / "new.txt").write_text("untracked\n")
     world = await make_world()
 
-    system = await system_of_first_request(world, repo / ".")
+    system = await facts_of_first_request(world, repo / ".")
 
     assert "(branch main at " in system
     assert "; uncommitted changes)" in system
@@ -100,7 +120,7 @@ async def test_a_directory_outside_any_repository_says_so(make_world: Any, tmp_p
     plain = tmp_path / "plain"
     plain.mkdir()
     world = await make_world()
-    system = await system_of_first_request(world, plain)
+    system = await facts_of_first_request(world, plain)
     assert "- Git: not a git repository" in system
 
 
@@ -123,7 +143,7 @@ async def test_a_snapshot_begun_early_is_the_one_the_first_request_states(
 
     async with gathering_early(repo):
         world = await make_world()
-        system = await system_of_first_request(world, repo)
+        system = await facts_of_first_request(world, repo)
 
     assert f"a git repository rooted at {repo} (branch feature at {commit}; clean)" in system
     assert len(calls.read_text().splitlines()) == 1, "git ran again for the first request"

@@ -1,7 +1,8 @@
 """An MCP server written with the SDK (FastMCP), for the tests: ``python sdk_server.py
 [stdio | http PORT | sse PORT]``.
 
-Tools: ``echo``, ``pid`` (its process id), ``env`` (one variable), ``wait``
+Tools: ``echo``, ``pid`` (its process id), ``env`` (one variable), ``traceparent``
+(the ``traceparent`` of the request's ``_meta``), ``wait``
 (sleeps asynchronously: honours cancellation), ``stuck`` (blocks the whole
 server: cannot honour it), ``huge`` (a long text), ``exit`` (the process
 exits at once).
@@ -15,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP, Image
+from mcp.server.fastmcp import Context, FastMCP, Image
 
 server = FastMCP("tests")
 
@@ -36,6 +37,14 @@ def pid() -> str:
 def env(name: str) -> str:
     """The value of one environment variable (or <unset>)."""
     return os.environ.get(name, "<unset>")
+
+
+@server.tool()
+def traceparent(ctx: Context) -> str:  # type: ignore[type-arg]
+    """The ``traceparent`` of this request's ``_meta`` (or <none>)."""
+    meta = ctx.request_context.meta
+    extra = (meta.model_extra or {}) if meta is not None else {}
+    return str(extra.get("traceparent", "<none>"))
 
 
 @server.tool()

@@ -56,6 +56,14 @@ while True:
 """Swaps ``ws/d`` (a directory) for a symlink to ``outside`` and back, forever."""
 
 
+def changed(path: str) -> str:
+    """The refusal of a change to ``path`` made since the model read it."""
+    return (
+        f"{path} changed on disk since it was last read: call the read tool with "
+        f'{{"path": "{path}"}} again, then make this change again against what it shows'
+    )
+
+
 @pytest.fixture
 def swapped(tmp_path: Path) -> Iterator[Path]:
     """``ws/d`` swapped for a symlink to ``outside`` by another process; yields ``outside``."""
@@ -171,10 +179,7 @@ async def test_two_agents_editing_one_file_at_once_never_lose_an_edit(tmp_path: 
             assert ("BETA" in text) != two_failed, (two, text[:20])
             for content, failed in ((one, one_failed), (two, two_failed)):
                 if failed:
-                    assert content == (
-                        f"{path} changed on disk since it was last read; "
-                        "read it again before editing"
-                    )
+                    assert content == changed(str(path))
             outcomes.append((one_failed, two_failed))
         assert all(not (a and b) for a, b in outcomes), "one of two edits must land"
 
@@ -195,9 +200,7 @@ async def test_a_change_that_keeps_size_and_mtime_is_seen_before_an_edit(tmp_pat
         assert path.stat().st_size == before.st_size
         assert path.stat().st_mtime_ns == before.st_mtime_ns
         reason = await fs.refused("edit", path="a.txt", old_string="two", new_string="2")
-        assert reason == (
-            "a.txt changed on disk since it was last read; read it again before editing"
-        )
+        assert reason == changed("a.txt")
         assert "overwrote" not in await fs.refused("write", path="a.txt", content="new\n")
         assert path.read_text() == "ONE two\n"
 
@@ -213,7 +216,5 @@ async def test_a_change_is_seen_by_content_even_when_the_version_repeats(
         await fs.ok("read", path="a.txt")
         path.write_text("ONE TWO\n")
         reason = await fs.refused("edit", path="a.txt", old_string="TWO", new_string="2")
-        assert reason.endswith(
-            "changed on disk since it was last read; read it again before editing"
-        )
+        assert reason == changed("a.txt")
         assert path.read_text() == "ONE TWO\n"

@@ -1,4 +1,4 @@
-"""A cancelled turn closes with a receipt of what the stop did to each process."""
+"""A cancelled turn closes with one receipt of what the stop did to each process and child."""
 
 import json
 from collections.abc import AsyncIterator
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.world import World, build_world, call, say
+from tests.plugins.test_tool_subagent import background_child, subagent_world
 from tests.shell.support import Gate, alive
 from tether.agent import Agent, UserMessage
 from tether.cli.render import transcript
@@ -108,3 +109,53 @@ async def test_disposing_an_idle_agent_receipts_the_background_tasks_it_killed(
     # The receipt is durable: dispose returned after it reached the disk.
     records = (world.data_dir / "sessions" / f"{agent.id}.jsonl").read_text().splitlines()
     assert json.loads(records[-1])["type"] == "tool/stopped"
+
+
+@pytest.fixture
+async def family(tmp_path: Path) -> AsyncIterator[World]:
+    """A world with the bash tools and the subagent tools."""
+    built = await subagent_world(tmp_path, shell={"wake_idle_owner": False})
+    try:
+        yield built
+    finally:
+        await built.runtime.dispose()
+
+
+async def test_a_turn_that_stops_a_command_and_a_child_closes_with_one_receipt_of_both(
+    family: World, tmp_path: Path
+) -> None:
+    parent = (await family.get("agents").create(cwd="/")).agent
+    child = await background_child(family, parent, "kid-held")
+    pid = await start_foreground(family, parent, Gate(tmp_path / "gate"), "c-fg")
+    parent.cancel()
+    await parent.when_idle()
+    assert not alive(pid)
+    types = [e.type for e in parent.session.events]
+    assert types.count("tool/stopped") == 1
+    assert types[-2:] == ["tool/stopped", "turn/end"]
+    [receipt] = receipts(parent)
+    assert receipt["turn"] == 2 and receipt["cause"] == "user"
+    [command] = receipt["stopped"]  # type: ignore[misc]
+    assert command["kind"] == "call" and command["id"] == "c-fg" and command["pgid"] == pid
+    [stopped_child] = receipt["agents"]  # type: ignore[misc]
+    assert stopped_child["id"] == child.id and stopped_child["cause"] == "parent"
+
+
+async def test_disposing_an_idle_agent_receipts_its_tasks_and_children_once(
+    family: World, tmp_path: Path
+) -> None:
+    handle = await family.get("agents").create(cwd="/")
+    parent = handle.agent
+    child = await background_child(family, parent, "kid-idle")
+    gate = Gate(tmp_path / "gate")
+    started = json.dumps({"command": f"echo $$ > {gate}; exec sleep 30", "run_in_background": True})
+    family.model.queue(call("bash", started, call_id="c-bg"), say("started"))
+    parent.followup(UserMessage.text("start it"))
+    await parent.when_idle()
+    pid = int(await gate.line())
+    await handle.dispose()
+    assert not alive(pid)
+    [receipt] = receipts(parent)
+    assert receipt["turn"] == 2 and receipt["cause"] == "disposed"
+    assert [e["id"] for e in receipt["stopped"]] == ["bash-1"]  # type: ignore[attr-defined]
+    assert [a["id"] for a in receipt["agents"]] == [child.id]  # type: ignore[attr-defined]

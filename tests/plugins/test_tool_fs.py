@@ -156,7 +156,11 @@ async def test_write_creates_files_and_parent_directories(fs: Files) -> None:
 async def test_write_refuses_to_overwrite_a_file_it_never_read(fs: Files) -> None:
     (fs.root / "kept.txt").write_text("mine\n")
     reason = await fs.refused("write", path="kept.txt", content="theirs\n")
-    assert reason == "kept.txt has not been read in this session; read it first, then edit it"
+    # The refusal says what to call next.
+    assert reason == (
+        "kept.txt has not been read in this session: call the read tool with "
+        '{"path": "kept.txt"} first, then repeat this call unchanged'
+    )
     assert (fs.root / "kept.txt").read_text() == "mine\n"
     await fs.ok("read", path="kept.txt")
     assert (
@@ -253,7 +257,10 @@ async def test_an_edit_is_refused_when_the_file_changed_since_it_was_read(fs: Fi
     await fs.ok("read", path="a.txt")
     target.write_text("one, changed elsewhere\n")
     reason = await fs.refused("edit", path="a.txt", old_string="one", new_string="two")
-    assert reason == "a.txt changed on disk since it was last read; read it again before editing"
+    assert reason == (
+        "a.txt changed on disk since it was last read: call the read tool with "
+        '{"path": "a.txt"} again, then make this change again against what it shows'
+    )
     assert target.read_text() == "one, changed elsewhere\n"
     await fs.ok("read", path="a.txt")
     await fs.ok("edit", path="a.txt", old_string="one", new_string="two")

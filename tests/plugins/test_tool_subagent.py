@@ -32,8 +32,11 @@ ROW = PluginRow(id="tool_subagent", plugin="tether.plugins.tool_subagent")
 KID_PROFILE = {"kid": {"model": "kid"}}
 
 
-async def subagent_world(tmp_path: Path, **config: Any) -> World:
-    world = await build_world(tmp_path)
+async def subagent_world(
+    tmp_path: Path, *, shell: dict[str, Any] | None = None, **config: Any
+) -> World:
+    """A world with the subagent tools (``config``); with ``shell``, the bash tools too."""
+    world = await build_world(tmp_path, shell=shell)
     # The ``kid`` profile's model: background children answer from a queue of
     # their own, so their requests never race the parent's for a script.
     kids = ScriptedModel()
@@ -45,7 +48,10 @@ async def subagent_world(tmp_path: Path, **config: Any) -> World:
     await world.ctx.plugin(kid_model)
     world.kids = kids  # type: ignore[attr-defined]
     config = {"profiles": {**KID_PROFILE, **config.pop("profiles", {})}, **config}
-    report = await world.composer.apply([PluginRow(id=ROW.id, plugin=ROW.plugin, config=config)])
+    # The composition as a whole: the shell rows, if any, stay.
+    rows = [state.row for state in world.composer.rows()]
+    rows.append(PluginRow(id=ROW.id, plugin=ROW.plugin, config=config))
+    report = await world.composer.apply(rows)
     assert report.ok, report.problems
     return world
 

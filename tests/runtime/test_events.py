@@ -1,15 +1,18 @@
-"""Events: emit isolation, serial, parallel, waterfall, dispatch snapshots."""
+"""Events: emit isolation, serial, parallel, gather, waterfall, dispatch snapshots, listening
+inside an effect."""
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from tether.runtime import Context, Runtime, Veto
-from tether.runtime.keys import Notice, Parallel, Serial, Waterfall
+from tether.runtime.keys import Gather, Notice, Parallel, Serial, Waterfall
 
 DECIDE = Serial("decide")
 FLUSH = Parallel("flush")
+PARTS = Gather[str]("parts")
 LOAD = Waterfall("load")
 PING = Notice("ping")
 POLICY = Waterfall("policy")
@@ -152,6 +155,71 @@ async def test_parallel_with_one_listener_fails_and_cancels_as_with_many(
     with pytest.raises(asyncio.CancelledError):
         await dispatch
     assert cancelled == [True]
+
+
+async def test_gather_returns_the_answers_in_registration_order_without_none(
+    runtime: Runtime,
+) -> None:
+    release = asyncio.Event()
+
+    async def slow() -> str:
+        await release.wait()
+        return "slow"
+
+    async def fast() -> str:
+        release.set()
+        return "fast"
+
+    runtime.ctx.on(PARTS, slow)
+    runtime.ctx.on(PARTS, lambda: None)
+    runtime.ctx.on(PARTS, fast)
+    assert await runtime.ctx.gather(PARTS) == ("slow", "fast")
+
+
+async def test_gather_raises_failures_together_once_all_have_ended(runtime: Runtime) -> None:
+    finished: list[str] = []
+
+    async def ok() -> str:
+        finished.append("ok")
+        return "ok"
+
+    async def fails() -> str:
+        raise OSError("disk full")
+
+    runtime.ctx.on(PARTS, fails)
+    runtime.ctx.on(PARTS, ok)
+    with pytest.raises(ExceptionGroup) as info:
+        await runtime.ctx.gather(PARTS)
+    assert finished == ["ok"]
+    assert [type(e) for e in info.value.exceptions] == [OSError]
+
+
+async def test_listen_inside_an_effect_unwinds_in_the_effects_lifo_order(
+    runtime: Runtime,
+) -> None:
+    heard: list[str] = []
+    order: list[str] = []
+
+    def closing() -> None:
+        # Yielded after the listener: runs first, while the listener stands.
+        runtime.ctx.emit(PING, "closing")
+        order.append("closed")
+
+    def lifecycle() -> Iterator[Callable[[], None]]:
+        yield runtime.ctx.listen(PING, heard.append)
+        yield closing
+
+    effect = await runtime.ctx.effect(lifecycle)
+    runtime.ctx.emit(PING, "live")
+    await effect.dispose()
+    runtime.ctx.emit(PING, "after")
+    assert heard == ["live", "closing"]
+    assert order == ["closed"]
+
+
+async def test_listen_refuses_an_event_named_by_a_string(runtime: Runtime) -> None:
+    with pytest.raises(TypeError, match="named by keys"):
+        runtime.ctx.listen("ping", print)  # type: ignore[call-overload]
 
 
 async def test_waterfall_listeners_replace_the_value(runtime: Runtime) -> None:

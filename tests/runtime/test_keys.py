@@ -80,6 +80,7 @@ def test_mypy_rejects_a_listener_or_a_dispatch_that_does_not_match_its_key(
                 ctx.emit(AGENT_STATUS, "not an agent", AgentStatus.IDLE)  # line 25
                 ctx.on(REQUEST_ERROR, one_argument)  # line 26
                 ctx.on(AGENT_STATSU, one_argument)  # line 27
+                ctx.listen(AGENT_STATUS, one_argument)  # line 28
             """
         )
     )
@@ -87,4 +88,4 @@ def test_mypy_rejects_a_listener_or_a_dispatch_that_does_not_match_its_key(
     out, _err, status = api.run([*flags, str(program)])
     errors = sorted({int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line})
     assert status == 1, out
-    assert errors == [24, 25, 26, 27], out
+    assert errors == [24, 25, 26, 27, 28], out

@@ -32,7 +32,7 @@ from tether.session import (
 )
 from tether.session.events import Event
 from tether.session.log import UNPACKED_LIMIT
-from tether.session.packed import PackedEvents
+from tether.session.packed import PackedEvents, encode_events
 from tether.session.settings import ConfigChanged
 
 from .builders import HEADER, new_session
@@ -140,6 +140,35 @@ def test_a_closed_turn_is_held_packed_once_the_next_begins() -> None:
     assert session.events.packed == len(first)
     assert list(session.events)[: len(first)] == first
     assert session.events[len(first)].type == "turn/start"
+
+
+def test_turns_packed_as_they_go_are_joined_into_blocks_made_at_their_final_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A live session's log costs its lines: no block is grown in place.
+    monkeypatch.setattr(packed_module, "BLOCK", 2048)
+    session = new_session()
+    appended = [event for number in range(1, 41) for event in _turn(session, number)]
+    appended.append(session.append(TurnStart(41)))
+    appended.append(session.append(StepStart(41, 1)))
+    lone = session.append(AssistantChunk("text", "half a pair: \ud800"))
+    appended.append(lone)
+    appended.append(session.append(StepEnd(41, 1)))
+    appended.append(session.append(TurnEnd(41, Completed())))
+    appended += _turn(session, 42)
+    session.append(TurnStart(43))
+
+    log = session.events._events
+    blocks = log._blocks
+    assert all(type(block.lines) is bytes for block in blocks)
+    assert all(len(block.lines) >= 2048 for block in blocks[:-3])
+    packable = [event for event in appended if event is not lone]
+    size = sum(len(block.lines) for block in blocks)
+    assert size == len(encode_events(packable))
+    assert len(blocks) <= size // 2048 + 2
+    assert list(session.events)[: len(appended)] == appended
+    assert session.events[lone.seq] is lone
+    assert derive_messages(session) == derive_messages(appended)
 
 
 def test_an_open_turn_past_the_limit_is_packed_too() -> None:

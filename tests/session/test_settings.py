@@ -46,11 +46,11 @@ def test_a_clear_hides_earlier_messages_from_the_model_but_keeps_them_logged() -
 def test_the_last_model_choice_in_the_log_is_the_next_requests_model() -> None:
     session = new_session()
     history = History(session)
-    assert history.model("offline") == "offline"
+    assert history.model() == "offline"
     session.append(ConfigChanged(option="model", value="scripted:a"))
     session.append(ConfigChanged(option="mode", value="auto"))
     session.append(ConfigChanged(option="model", value="scripted:b"))
-    assert history.model("offline") == "scripted:b"
+    assert history.model() == "scripted:b"
 
 
 def test_settings_round_trip_through_a_log_with_only_the_core_registry(tmp_path: Path) -> None:

@@ -968,16 +968,15 @@ def _same_dir(a: str, b: str) -> bool:
 async def apply(ctx: Context, config: Config) -> None:
     """Provide the ``acp`` service; its sessions and listeners unwind as one effect."""
     bridge = Bridge(ctx, config)
-    events = ctx.runtime.events
 
     def lifecycle() -> Iterator[Callable[[], object]]:
-        yield events.add(SESSION_EVENT.name, bridge.on_session_event)
-        yield events.add(BEFORE_EXECUTE.name, bridge.before_execute)
-        yield events.add(PERMISSION_REQUEST.name, bridge.answer_permission)
-        yield events.add(FILE_ACCESS.name, bridge.file_access)
-        yield events.add(CLIENT_TERMINAL.name, bridge.client_terminal)
-        yield events.add(AGENT_DISPOSED.name, bridge.forget)
-        yield events.add(COMMANDS_CHANGED.name, bridge.on_commands_changed)
+        yield ctx.listen(SESSION_EVENT, bridge.on_session_event)
+        yield ctx.listen(BEFORE_EXECUTE, bridge.before_execute)
+        yield ctx.listen(PERMISSION_REQUEST, bridge.answer_permission)
+        yield ctx.listen(FILE_ACCESS, bridge.file_access)
+        yield ctx.listen(CLIENT_TERMINAL, bridge.client_terminal)
+        yield ctx.listen(AGENT_DISPOSED, bridge.forget)
+        yield ctx.listen(COMMANDS_CHANGED, bridge.on_commands_changed)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close
 

@@ -48,7 +48,7 @@ from tether.session import (
     TurnEnd,
     UserMessageEvent,
 )
-from tether.session.model import header_model
+from tether.session.model import session_model
 from tether.session.settings import (
     MODE_OPTION,
     MODEL_OPTION,
@@ -155,7 +155,7 @@ class SessionRecord:
         self._replaying = asyncio.Lock()
         self._dispose: Callable[[], Awaitable[None]] | None = None
         self.catalog = catalog or ModelCatalog()
-        self.configured_model = header_model(agent.session.header).model
+        self.configured_model = session_model(agent.session, at=0).model
         """The model the session was created with (the agent loop's)."""
         self.meter = self._new_meter()
         self._tasks: dict[str, ChildProgress] = {}
@@ -199,7 +199,7 @@ class SessionRecord:
     @property
     def model(self) -> str:
         """The model of the next request (as the agent loop reads it from the log)."""
-        return self.settings.options.get(MODEL_OPTION, self.configured_model)
+        return session_model(self.agent.session).model
 
     @property
     def always_allowed(self) -> frozenset[str]:

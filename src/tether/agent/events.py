@@ -8,7 +8,8 @@ Every event's first argument is the agent it is about — the public
 from __future__ import annotations
 
 from tether.agent.types import Agent, AgentStatus, CancelCause, Target, UserMessage
-from tether.runtime.keys import Notice, Parallel
+from tether.runtime.keys import Gather, Notice, Parallel
+from tether.session.receipt import StopParts
 
 AGENT_CREATED = Notice[Agent]("agent/created")
 """``(agent)``: the agent was published (its session entered and announced)."""
@@ -22,11 +23,14 @@ that raises rolls the creation back, so a listener contains its own failures."""
 AGENT_SESSION_START = Notice[Agent]("agent/session-start")
 """``(agent)``: right after ``agent/created``, before the driver starts."""
 
-AGENT_STOPPING = Parallel[Agent]("agent/stopping")
-"""``(agent)``, parallel: the agent's teardown began. Its turn, if one runs, is
+AGENT_STOPPING = Gather[StopParts, Agent]("agent/stopping")
+"""``(agent)``, gather: the agent's teardown began. Its turn, if one runs, is
 cancelled (``disposed``) and closes after this; the session is still live, so
-a listener may still write to it (the stop receipt of an idle agent does).
-Listeners are awaited together before the driver is; a failure is logged."""
+a listener may still write to it. Listeners are awaited together before the
+driver is; a failure is logged. A listener that stopped work of an idle agent
+answers what it reached (:class:`~tether.session.StopParts`): the answers are
+written as one ``tool/stopped`` between turns (:mod:`tether.loop.receipt`).
+Work of a running agent goes on its turn's receipt (``agent/turn-aborting``)."""
 
 AGENT_DISPOSED = Notice[Agent]("agent/disposed")
 """``(agent)``: the registry entry detached; the id is reusable from now."""

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tether.agent import Agent, AgentHandle
     from tether.host import Overlay, Tether
     from tether.llm.adapters.settings import ModelSettings
+    from tether.session.log import Session
     from tether.session.model import ModelChoice
 
 
@@ -133,6 +134,7 @@ def _row(document: object, row_id: str) -> dict[str, object] | None:
 def unknown_provider(model: str | None) -> list[str]:
     """The provider of ``model`` when it is none of the built-in ones."""
     from tether.llm.adapters.providers import PRESETS
+    from tether.llm.offline import PROVIDER as OFFLINE
     from tether.llm.request import parse_model_ref
 
     if not model or not model.strip():
@@ -141,7 +143,7 @@ def unknown_provider(model: str | None) -> list[str]:
         provider, _name = parse_model_ref(model.strip())
     except ValueError:
         return []
-    return [] if provider in PRESETS or provider == "offline" else [provider]
+    return [] if provider in PRESETS or provider == OFFLINE else [provider]
 
 
 def composed_model(tether: Tether) -> str | None:
@@ -165,16 +167,15 @@ def composed_choice(tether: Tether) -> ModelChoice | None:
 def session_line(tether: Tether, agent: Agent) -> str:
     """``session ID · MODEL``: what ``run`` and ``chat`` say first, once the
     session exists."""
-    return f"session {agent.id} · {next_model(tether, agent)}"
+    return f"session {agent.id} · {session_choice(tether, agent.session).model}"
 
 
-def next_model(tether: Tether, agent: Agent) -> str:
-    """The model ``agent``'s next request goes to, the composition's model as the
-    configured one (:func:`tether.session.model.session_model`)."""
-    from tether.session.model import session_model as model_of
+def session_choice(tether: Tether, session: Session, *, at: int | None = None) -> ModelChoice:
+    """The model of ``session``'s request at seq ``at`` (default: its next one), the
+    composition's model as the configured one (:func:`tether.session.model.session_model`)."""
+    from tether.session.model import session_model
 
-    composed = composed_choice(tether)
-    return model_of(agent.session, configured=None if composed is None else composed.model).model
+    return session_model(session, configured=composed_model(tether), at=at)
 
 
 def check_model_provider(tether: Tether) -> None:
@@ -484,12 +485,12 @@ async def continue_on(
     in one line, or ``None``.
     """
     from tether.masking import without_credentials
-    from tether.session.model import ModelChoice, session_model
+    from tether.session.model import ModelChoice
     from tether.session.settings import BASE_URL_OPTION, MODEL_OPTION, ConfigChanged
 
     session = agent.session
     composed = composed_choice(tether)
-    current = session_model(session, configured=None if composed is None else composed.model)
+    current = session_choice(tether, session)
     target = current
     if model and composed is not None:
         target = composed
@@ -550,13 +551,6 @@ async def reach(tether: Tether, choice: ModelChoice, *, session: str | None) -> 
     if problems:
         return "; ".join(str(problem) for problem in problems)
     return None
-
-
-def session_model(agent: Agent) -> str:
-    """The model of ``agent``'s next request (:func:`tether.session.model.session_model`)."""
-    from tether.session.model import session_model as model_of
-
-    return model_of(agent.session).model
 
 
 PICK = ""

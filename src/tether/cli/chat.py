@@ -56,11 +56,10 @@ from tether.agent.commands import (
     parse_command,
 )
 from tether.agent.events import AGENT_STATUS
-from tether.cli.boot import PICK, data_dir_of, open_for, session_line, start
+from tether.cli.boot import PICK, data_dir_of, open_for, session_choice, session_line, start
 from tether.cli.changes import session_changes
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.chat_session import (
-    chosen_model,
     clear_history,
     go_on_with,
     list_models,
@@ -644,7 +643,7 @@ async def chat(args: argparse.Namespace) -> int:
                 ask_on_terminal(handle.agent, session.ask, session.out)
             exit_status, final = await session.run(first)
             first = None
-            before = chosen_model(tether, handle.agent)
+            before = session_choice(tether, handle.agent.session)
             failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
             if exit_status is not None:
                 return exit_status
@@ -670,7 +669,7 @@ async def _new_session(
     args.resume, args.continue_ = resume, False  # the sessions after the first are new
     handle = await open_for(tether, args, cwd=os.getcwd())
     if handle is not None:
-        go_on_with(handle.agent, before, chosen_model(tether, handle.agent))
+        go_on_with(handle.agent, before, session_choice(tether, handle.agent.session))
     return handle
 
 

@@ -23,23 +23,15 @@ if TYPE_CHECKING:
     from tether.host import Tether
     from tether.session.model import ModelChoice
 
-__all__ = ["chosen_model", "clear_history", "go_on_with", "list_models", "switch_model"]
-
-
-def chosen_model(tether: Tether, agent: Agent) -> ModelChoice:
-    """The model (and base URL) of ``agent``'s next request."""
-    from tether.cli.boot import composed_choice
-    from tether.session.model import session_model
-
-    composed = composed_choice(tether)
-    return session_model(agent.session, configured=None if composed is None else composed.model)
+__all__ = ["clear_history", "go_on_with", "list_models", "switch_model"]
 
 
 def list_models(tether: Tether, agent: Agent) -> str:
     """``/model`` alone: the model in use, and the models the settings describe."""
+    from tether.cli.boot import session_choice
     from tether.llm.service import LLM
 
-    current = chosen_model(tether, agent).model
+    current = session_choice(tether, agent.session).model
     llm = tether.runtime.ctx.get(LLM)
     known = [model for model in (llm.catalog.models if llm is not None else ()) if model != current]
     lines = [f"* {current} (the next request's)", *(f"- {model}" for model in known)]
@@ -53,11 +45,11 @@ async def switch_model(tether: Tether, agent: Agent, model: str) -> str:
     Raises:
         CommandError: tether cannot reach ``model`` (the reason, in one line).
     """
-    from tether.cli.boot import reach
+    from tether.cli.boot import reach, session_choice
     from tether.session.model import ModelChoice
     from tether.session.settings import MODEL_OPTION, ConfigChanged
 
-    if model == chosen_model(tether, agent).model:
+    if model == session_choice(tether, agent.session).model:
         return f"(the next request already goes to {model})"
     unreachable = await reach(tether, ModelChoice(model), session=None)
     if unreachable is not None:

@@ -41,11 +41,12 @@ plugins:
   #   plugin: tether.loop.retry
   #   config: {max_attempts: 5, base_delay: 1.0, timeout_attempts: 2}
 
-  # How long an answer may stall (no new text, reasoning or tool call),
-  # per adapter plugin (tether.llm.adapters.anthropic likewise):
+  # How long an answer may take to begin (a local server processing a long
+  # prompt sends nothing), and then stall (no new text, reasoning or tool
+  # call), per adapter plugin (tether.llm.adapters.anthropic likewise):
   # - id: openai
   #   plugin: tether.llm.adapters.openai
-  #   config: {idle_timeout: 120, read_timeout: 120}
+  #   config: {first_byte_timeout: 600, idle_timeout: 120, read_timeout: 120}
 """
 """What ``config init`` writes: every example commented out, so it changes nothing yet."""
 

@@ -101,6 +101,7 @@ async def _check_model(tether: object) -> bool:
     from tether.content import TextBlock, UserRoleMessage
     from tether.host import Tether
     from tether.llm.chunks import Finish, TextDelta
+    from tether.llm.offline import PROVIDER as OFFLINE
     from tether.llm.request import ModelRequest, parse_model_ref
     from tether.llm.service import LLM
     from tether.runtime.signal import CancelSignal
@@ -111,7 +112,7 @@ async def _check_model(tether: object) -> bool:
     if llm is None or model is None:
         _say(False, "model", "no agent loop or model service is composed")
         return False
-    if parse_model_ref(model)[0] == "offline":
+    if parse_model_ref(model)[0] == OFFLINE:
         _say(
             False,
             "model",

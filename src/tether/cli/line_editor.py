@@ -41,6 +41,8 @@ HISTORY_ENTRY_LIMIT = 64 * 1024
 
 DRAIN_DELAY = 0.03
 """Seconds output written above the prompt may wait, so one redraw carries many lines."""
+REDRAW_AGAIN = 0.05
+"""Seconds after a refresh when the prompt is drawn once more (see :meth:`LineEditor.refresh`)."""
 
 
 class Entry(NamedTuple):
@@ -74,6 +76,7 @@ class LineEditor:
         self._steer = False
         self._ended = False
         self._interrupt = interrupt
+        self._again: asyncio.TimerHandle | None = None
         self.out = AboveThePrompt(self._running_app)
         """Where text goes so that it appears above the prompt."""
         self._session: PromptSession[str] = PromptSession(
@@ -128,7 +131,23 @@ class LineEditor:
         return Entry(text, self._steer)
 
     def refresh(self) -> None:
-        """Draw the prompt and status line again (what they show has changed)."""
+        """Draw the prompt and status line again (what they show has changed).
+
+        prompt_toolkit drops, rather than postpones, a redraw asked for while
+        the prompt is starting or output is being written above it: a status
+        that changes then (a turn that fails at once, a retry's wait) would
+        stay undrawn until the next change. So the prompt is drawn once more
+        :data:`REDRAW_AGAIN` seconds later.
+        """
+        app = self._session.app
+        if not app.is_running:
+            return
+        app.invalidate()
+        if self._again is None:
+            self._again = asyncio.get_running_loop().call_later(REDRAW_AGAIN, self._redraw_again)
+
+    def _redraw_again(self) -> None:
+        self._again = None
         app = self._session.app
         if app.is_running:
             app.invalidate()

@@ -15,7 +15,6 @@ from tether.cli.failures import EXIT_FAILED, OneLineFormatter, StartRefusedError
 from tether.cli.process import begin_startup, exit_now
 from tether.fence import fence
 from tether.masking import CredentialFilter
-from tether.runtime.errors import CompositionError
 
 if TYPE_CHECKING:
     _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -179,6 +178,29 @@ def add_sessions_parser(commands: _Commands) -> None:
         default=-1,
         metavar="SEQ",
         help="start after this seq (default: from the first event)",
+    )
+    trace = session_commands.add_parser(
+        "trace",
+        help="send a stored session's trace (and its delegated sessions') over OTLP/HTTP",
+    )
+    trace.add_argument("id")
+    trace.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="the OTLP/HTTP base URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT, "
+        "else http://127.0.0.1:4318)",
+    )
+    trace.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long one export may take, retries included (default: 10)",
+    )
+    trace.add_argument(
+        "--content",
+        action="store_true",
+        help="include prompts, answers, tool arguments and results (secrets masked)",
     )
     add_rewind_parsers(session_commands)
     cancel = session_commands.add_parser(
@@ -470,6 +492,14 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _composing_failed(exc: Exception) -> bool:
+    """Whether ``exc`` is a :class:`~tether.runtime.errors.CompositionError`: looked up
+    only once the runtime was imported (only composing raises it), so that start-up
+    does not import the runtime before the command needs it."""
+    errors = sys.modules.get("tether.runtime.errors")
+    return errors is not None and isinstance(exc, errors.CompositionError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     words = with_default_command(sys.argv[1:] if argv is None else argv)
@@ -491,11 +521,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         installed.addFilter(CredentialFilter())
     try:
         return dispatch(parser, args)
-    except CompositionError as exc:
-        # A configuration file that cannot be read, parsed or composed: one
-        # line naming the file (and where in it), before anything started.
-        print(f"tether: error: {exc}", file=sys.stderr)
-        return 2
     except UsageError as exc:
         # One line: argparse prints its usage banner for what it parses
         # itself; a bad value found later (an unknown session, a model
@@ -508,6 +533,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        if _composing_failed(exc):
+            # A configuration file that cannot be read, parsed or composed: one
+            # line naming the file (and where in it), before anything started.
+            print(f"tether: error: {exc}", file=sys.stderr)
+            return 2
         reason = describe(exc)
         if reason is None:
             raise

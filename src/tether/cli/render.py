@@ -39,6 +39,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.compaction import compaction_notice
+from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 from tether.tools.registry import Shown, shown_in
 
@@ -182,6 +183,9 @@ def _render(event: Event, markdown: bool, shown: Shown) -> Iterator[str]:
         case ToolStopped() as receipt:
             for line in stop_lines(receipt):
                 yield f"- _{line}_" if markdown else f"  ■ {line}"
+        case PromptCut():
+            note = prompt_cut_notice(event.data)
+            yield f"_{note}_" if markdown else note
         case ContextCompacted(summary=summary):
             note = compaction_notice(event.data)
             yield f"_{note}_" if markdown else note

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.agent import Agent, NeverRan, TurnOutcome, UserMessage
-from tether.cli.boot import PICK, UsageError, next_model, open_for, session_line, start
+from tether.cli.boot import PICK, UsageError, open_for, session_choice, session_line, start
 from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
 from tether.cli.failures import StartRefusedError, describe
 from tether.cli.output import EventLines, init_line, refused_result, turn_result
@@ -134,7 +134,7 @@ def _init_line(tether: Tether, agent: Agent) -> dict[str, object]:
 
     registry = tether.runtime.ctx.get(TOOLS)
     tools = [] if registry is None else [tool.name for tool in registry.list(agent.id)]
-    return init_line(agent, model=next_model(tether, agent), tools=tools)
+    return init_line(agent, model=session_choice(tether, agent.session).model, tools=tools)
 
 
 def _refused_result(args: argparse.Namespace, error: str, status: int) -> None:

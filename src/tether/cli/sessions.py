@@ -22,21 +22,28 @@ if TYPE_CHECKING:
 
     from tether.agent import TurnEnded
     from tether.front.follow import SessionViews
+    from tether.host import Tether
     from tether.persist.backends.base import SessionSummary
     from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
     from tether.session import Session
     from tether.session.stored import StoredEvent
+    from tether.tools.registry import Shown
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_ID = 2
-NAMING_COMMANDS = frozenset({"show", "export", "tail", "cancel", "delete", "rewind", "diff"})
+NAMING_COMMANDS = frozenset(
+    {"show", "export", "tail", "cancel", "delete", "trace", "rewind", "diff"}
+)
 """The subcommands that name a stored session: its id, or a unique prefix of one."""
 
 CANCEL_WAIT = 30.0
 """How long ``sessions cancel`` follows the log for the stop (longer than a default lease TTL,
 so a holder that dies meanwhile is seen gone)."""
+
+DEFAULT_OTLP = "http://127.0.0.1:4318"
+"""Where ``sessions trace`` sends without ``--endpoint`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
 
 HOLDER_CHECK = 0.5
 """How often ``sessions cancel`` checks that the holder still has the session live."""
@@ -130,12 +137,25 @@ async def _delegated(persistence: Persistence, session_id: str) -> list[str]:
     """The lines of the tree of child sessions ``session_id`` delegated to (``task``
     calls), each ``<id>  <task description>``, a level deeper indented by two spaces;
     none if it delegated nothing."""
+    lines: list[str] = []
+    for depth, child in await _delegation_tree(persistence, session_id):
+        delegation = child.delegation
+        task = (delegation.task if delegation is not None else "") or "(no description)"
+        lines.append(f"{'  ' * depth}{child.id}  {task}")
+    return ["", "delegated to:", *lines] if lines else []
+
+
+async def _delegation_tree(
+    persistence: Persistence, session_id: str
+) -> list[tuple[int, SessionSummary]]:
+    """The sessions ``session_id`` delegated to, depth first (each with its depth, 1 for
+    a child), children in the order they were created."""
     below: dict[str, list[SessionSummary]] = {}
     for summary in await persistence.list():
         parent = summary.delegator
         if parent is not None:
             below.setdefault(parent, []).append(summary)
-    lines: list[str] = []
+    tree: list[tuple[int, SessionSummary]] = []
     seen = {session_id}
 
     def walk(parent: str, depth: int) -> None:
@@ -144,13 +164,65 @@ async def _delegated(persistence: Persistence, session_id: str) -> list[str]:
             if child.id in seen:
                 continue
             seen.add(child.id)
-            delegation = child.delegation
-            task = (delegation.task if delegation is not None else "") or "(no description)"
-            lines.append(f"{'  ' * depth}{child.id}  {task}")
+            tree.append((depth, child))
             walk(child.id, depth + 1)
 
     walk(session_id, 1)
-    return ["", "delegated to:", *lines] if lines else []
+    return tree
+
+
+async def _trace(tether: Tether, persistence: Persistence, args: argparse.Namespace) -> int:
+    """``sessions trace``: send the spans of a stored session, and of the sessions it
+    delegated to, to an OTLP/HTTP endpoint; the exit status."""
+    import asyncio
+
+    try:
+        from tether.telemetry.otlp import ExportFailedError, OtlpSink
+    except ImportError as exc:
+        print(
+            f"tether: sessions trace needs the telemetry packages ({exc.name} is missing): "
+            "pip install 'tether[telemetry]'",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    from tether.llm.service import LLM
+    from tether.telemetry.export import SessionTrace, catalog_pricing, trace_parent
+
+    llm = tether.runtime.ctx.get(LLM)
+    pricing = None if llm is None else catalog_pricing(llm.catalog)
+    endpoint = args.endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_OTLP
+    ids = [args.id] + [c.id for _, c in await _delegation_tree(persistence, args.id)]
+    loaded: dict[str, Session] = {}
+
+    async def load(session_id: str) -> Session | None:
+        if session_id not in loaded:
+            try:
+                loaded[session_id] = await persistence.load(session_id)
+            except Exception:
+                return None
+        return loaded[session_id]
+
+    sink = OtlpSink(endpoint, None, timeout=args.timeout)
+    sent = 0
+    try:
+        for session_id in ids:
+            session = await load(session_id)
+            if session is None:
+                print(f"tether: session {session_id} cannot be read; not traced", file=sys.stderr)
+                continue
+            parent = await trace_parent(session.header, load)
+            trace = SessionTrace.of(session, parent, content=args.content, pricing=pricing)
+            spans = trace.take(session.events)
+            await asyncio.to_thread(sink.send, spans)
+            sent += len(spans)
+    except ExportFailedError as exc:
+        print(f"tether: {exc} ({endpoint})", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        await asyncio.to_thread(sink.close)
+    delegated = f" and {len(ids) - 1} delegated" if len(ids) > 1 else ""
+    print(f"sent {sent} spans of session {args.id}{delegated} to {endpoint}", file=sys.stderr)
+    return EXIT_OK
 
 
 async def _say_if_live(persistence: Persistence, session: Session) -> None:
@@ -403,8 +475,22 @@ def _drop_stdout() -> None:
     os.close(devnull)
 
 
+async def _show(persistence: Persistence, shown: Shown, args: argparse.Namespace) -> None:
+    """``sessions show``: the parent it branched from (if a fork), the transcript, the
+    sessions it delegated to; on stderr, whether it is live elsewhere."""
+    from tether.cli.rewind import branch_lines
+
+    session = await persistence.load(args.id)
+    transcribed = transcript(session, thinking=args.thinking, shown=shown)
+    for line in (*branch_lines(session), *transcribed):
+        print(line)
+    for line in await _delegated(persistence, session.id):
+        print(line)
+    await _say_if_live(persistence, session)
+
+
 async def sessions(args: argparse.Namespace) -> int:
-    from tether.cli.rewind import REWIND_ERRORS, branch_lines, rewind_command
+    from tether.cli.rewind import REWIND_ERRORS, rewind_command
     from tether.front.follow import SessionViews
     from tether.persist.backends.errors import LogStoreError
     from tether.persist.cluster import CLUSTER
@@ -432,20 +518,14 @@ async def sessions(args: argparse.Namespace) -> int:
                 views = SessionViews(tether.sessions, persistence)
                 cluster = tether.runtime.ctx.get(CLUSTER)
                 return await _cancel(views, cluster, args.id, wait=not args.no_wait)
+            elif args.sessions_command == "trace":
+                return await _trace(tether, persistence, args)
             elif args.sessions_command == "import":
                 header, events = read_export(args.file)
                 session = await persistence.import_log(header, events)
                 print(f"imported {session.id} ({len(session.events)} events)", file=sys.stderr)
             elif args.sessions_command == "show":
-                session = await persistence.load(args.id)
-                shown = shown_in(tether.runtime.ctx.get(TOOLS), session.id)
-                for line in branch_lines(session):
-                    print(line)
-                for line in transcript(session, thinking=args.thinking, shown=shown):
-                    print(line)
-                for line in await _delegated(persistence, session.id):
-                    print(line)
-                await _say_if_live(persistence, session)
+                await _show(persistence, shown_in(tether.runtime.ctx.get(TOOLS), args.id), args)
             elif args.sessions_command == "export":
                 session = await persistence.load(args.id)
                 await _say_if_live(persistence, session)

@@ -64,6 +64,7 @@ from tether.session import (
 )
 from tether.session.attempts import retry_notice
 from tether.session.compaction import compaction_notice
+from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.session.settings import ConfigChanged, PlanEntry, PlanUpdated
 from tether.tools.presentation import ToolShown
 from tether.tools.registry import TOOLS, Shown, shown_in
@@ -140,6 +141,8 @@ class WorkView:
                 self._retry(event, retry)
             case ContextCompacted():
                 self.surface.line(compaction_notice(event.data), "notice")
+            case PromptCut():
+                self.surface.line(prompt_cut_notice(event.data), "notice")
             case ToolCallEvent() as call:
                 self._say_status(None)
                 self._call(call)
@@ -490,14 +493,15 @@ def shown_for(tether: Tether, agent: Agent) -> Shown:
 
 def meter_for(tether: Tether, agent: Agent) -> UsageMeter:
     """``agent``'s session usage so far, priced by the model catalog of the settings."""
-    from tether.cli.boot import session_model
+    from tether.cli.boot import session_choice
     from tether.llm.catalog import ModelCatalog
     from tether.llm.metering import UsageMeter
     from tether.llm.service import LLM
 
     llm = tether.runtime.ctx.get(LLM)
     catalog = llm.catalog if llm is not None else ModelCatalog()
-    meter = UsageMeter(catalog, session_model(agent))
+    # The meter folds the switches itself: it starts on the model the session started on.
+    meter = UsageMeter(catalog, session_choice(tether, agent.session, at=0).model)
     for event in agent.session.events:
         meter.advance(event)
     return meter

@@ -87,6 +87,8 @@ _TOOL = "/tool "
 _SUMMARY_LINES = 5
 _SUMMARY_CHARS = 300
 _ECHO_CHARS = 200
+_WORD = re.compile(r"\S+")
+"""A word, as ``str.split()`` finds them."""
 _EXIT_CODE = re.compile(r"\bexit(?:ed with)?[ _]code\W{0,3}(-?\d+)", re.IGNORECASE)
 
 
@@ -278,10 +280,9 @@ def _reply(prompt: str) -> str:
             "This is the offline model, a script and not an LLM; there is no prompt to answer."
         )
     else:
-        echo = " ".join(prompt.split())
-        if len(echo) > _ECHO_CHARS:
-            echo = echo[:_ECHO_CHARS].rstrip() + " …"
-        opening = f'This is the offline model, a script and not an LLM. You said: "{echo}".'
+        opening = (
+            f'This is the offline model, a script and not an LLM. You said: "{_echo(prompt)}".'
+        )
     return (
         f"{opening}\n"
         f'Start a prompt with "{_FOREGROUND}" to run a shell command, or with '
@@ -289,6 +290,30 @@ def _reply(prompt: str) -> str:
         '"edit PATH: OLD => NEW", "grep PATTERN" and "glob PATTERN" use the file tools.\n'
         f"{CONFIGURE_HINT}"
     )
+
+
+def _echo(prompt: str) -> str:
+    """``prompt``'s words joined by single spaces, cut after `_ECHO_CHARS`.
+
+    Only the words the echo shows are taken: a long prompt (a compaction's
+    transcript) is not split whole into a string per word.
+    """
+    words: list[str] = []
+    length = -1
+    for match in _WORD.finditer(prompt):
+        words.append(match.group())
+        length += 1 + len(words[-1])
+        if length > _ECHO_CHARS:
+            break
+    echo = " ".join(words)
+    if len(echo) > _ECHO_CHARS:
+        echo = echo[:_ECHO_CHARS].rstrip() + " …"
+    return echo
+
+
+def _word_count(text: str) -> int:
+    """``len(text.split())``, without a string per word."""
+    return sum(1 for _ in _WORD.finditer(text))
 
 
 def _text_of(message: Message | None) -> str:
@@ -309,7 +334,7 @@ def _words_in(request: ModelRequest) -> int:
     as much as the conversation is long.
     """
     last = request.messages[-1] if request.messages else None
-    return len((request.system or "").split()) + len(_text_of(last).split())
+    return _word_count(request.system or "") + _word_count(_text_of(last))
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:

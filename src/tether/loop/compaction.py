@@ -63,7 +63,8 @@ from tether.loop.hooks import COMPACTING
 from tether.runtime.keys import ServiceKey
 from tether.runtime.signal import CancelSignal
 from tether.session import CompactionTrigger, ContextCompacted, StepEnd
-from tether.session.derive import SUMMARY_PREFIX, derive_with_seqs
+from tether.session.derive import SUMMARY_PREFIX, Conversation
+from tether.session.events import of_types
 from tether.session.store import SESSIONS
 from tether.session.vocabulary import encode_data
 
@@ -101,6 +102,9 @@ what they showed, decisions made and why;
 - anything still running (background tasks, with their ids) and how to check on it;
 - facts found that will be needed again (names, paths, versions, error messages).
 Write it as notes to yourself, in the conversation's language. Do not call tools."""
+
+_PLANNED = frozenset((StepEnd.type, ContextCompacted.type))
+"""The types a cut is planned from, beside the conversation."""
 
 _TOOL_OUTPUT_CHARS = 4_000
 _ARGUMENT_CHARS = 1_000
@@ -140,7 +144,9 @@ class Cut(msgspec.Struct, frozen=True):
     """The messages the model sees now for events ``first_seq`` … ``last_seq``."""
 
 
-def plan_cut(session: Session, keep_tokens: int) -> Cut | None:
+def plan_cut(
+    session: Session, keep_tokens: int, conversation: Conversation | None = None
+) -> Cut | None:
     """Where to compact ``session``: ``None`` when there is nothing to summarize.
 
     The range starts at seq 0 (an earlier summary is in it, and is summarized
@@ -148,12 +154,19 @@ def plan_cut(session: Session, keep_tokens: int) -> Cut | None:
     something new to summarize, it takes the earliest whose verbatim tail —
     the messages after it — is at most ``keep_tokens``, or the latest when
     none is that small.
+
+    ``conversation``, when given, is the session's conversation as derived
+    up to its last event (an agent's `History` keeps it): its messages are
+    the ones the cut names, rather than the log's derived again.
     """
     events = session.events
-    messages, origins = derive_with_seqs(events)
+    if conversation is None:
+        conversation = Conversation()
+        conversation.advance(events)
+    messages, origins = conversation.messages, conversation.origins
     summarized = -1
     ends: list[int] = []
-    for event in events:
+    for event in of_types(events, _PLANNED):
         if event.type == StepEnd.type:
             ends.append(event.seq)
         elif event.type == ContextCompacted.type:
@@ -275,7 +288,7 @@ class Compaction:
     def due(self, driver: AgentDriver, tokens: int) -> bool:
         """Whether a request of ``tokens`` should be compacted first."""
         settings = self.settings
-        model = driver.history.model(driver.options.model)
+        model = driver.history.model()
         return settings.enabled and tokens > settings.threshold * self.window(model)
 
     async def compact(
@@ -327,9 +340,13 @@ class Compaction:
         async with lock:
             if signal.cancelled:
                 raise CompactionCancelledError("the compaction was cancelled")
-            model = driver.history.model(driver.options.model)
+            model = driver.history.model()
             window = self.window(model)
-            cut = plan_cut(driver.session, int(self.settings.keep_recent * window))
+            cut = plan_cut(
+                driver.session,
+                int(self.settings.keep_recent * window),
+                driver.history.conversation(),
+            )
             if cut is None:
                 return None
             self._ctx.emit(COMPACTING, driver.agent, trigger)

@@ -30,6 +30,7 @@ from tether.content import (
     UserRoleMessage,
 )
 from tether.llm.catalog import DEFAULT_MODELS, by_longest_prefix
+from tether.llm.offline import PROVIDER as OFFLINE
 from tether.llm.request import ToolSpec, parse_model_ref
 from tether.session.vocabulary import encode_data
 
@@ -41,6 +42,7 @@ __all__ = [
     "message_tokens",
     "text_tokens",
     "tools_tokens",
+    "uncertain_tokens",
 ]
 
 CHARS_PER_TOKEN = 4
@@ -97,7 +99,7 @@ def context_window(model: str, overrides: Mapping[str, int] = {}) -> int:
         return overrides[model]
     if name is not None and name in overrides:
         return overrides[name]
-    if provider == "offline":
+    if provider == OFFLINE:
         return _OFFLINE_WINDOW
     name = name or DEFAULT_MODELS.get(provider)
     window = None if name is None else by_longest_prefix(DEFAULT_WINDOWS, name)
@@ -125,6 +127,22 @@ def message_tokens(message: Message) -> int:
                 size += text_tokens(block.name) + _json_tokens(block.arguments)
             elif isinstance(block, ImageRef):
                 size += IMAGE_TOKENS
+    return size
+
+
+def uncertain_tokens(message: Message) -> int:
+    """The part of :func:`message_tokens` a provider may count very differently or not
+    at all: reasoning (some drop it from earlier turns) and images (estimated flat)."""
+    if isinstance(message, ToolMessage):
+        return IMAGE_TOKENS * len(message.images)
+    if not isinstance(message, UserRoleMessage | AssistantMessage):
+        return 0
+    size = 0
+    for block in message.content:
+        if isinstance(block, ReasoningBlock):
+            size += text_tokens(block.text)
+        elif isinstance(block, ImageRef):
+            size += IMAGE_TOKENS
     return size
 
 

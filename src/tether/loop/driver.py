@@ -42,9 +42,11 @@ from tether.agent.turns import NeverRan, Settling, TurnClaimed, TurnEnded, TurnH
 from tether.agent.types import AgentOptions, AgentStatus, CancelCause, Target, UserMessage
 from tether.loop.agent import LoopAgent
 from tether.loop.history import History
+from tether.loop.receipt import write_receipt
 from tether.persist.backends.lease import taken_over
 from tether.runtime.signal import CancelSignal, cancelling_current_task
 from tether.session import AssistantMessageEvent, TurnEndReason
+from tether.session.model import ModelChoice
 
 if TYPE_CHECKING:
     from tether.loop.turn import TurnRunner
@@ -75,7 +77,7 @@ class AgentDriver:
         self.agent = LoopAgent(self)
         """The public face of this agent: what the registry, events, hooks and tools get."""
         self._inbox = Inbox(session, self._notify_inbox)
-        self.history = History(session)
+        self.history = History(session, ModelChoice(options.model, options.base_url))
         self._wake = asyncio.Event()
         self._settled = asyncio.Event()
         """Set each time a submission's verdict is in (released or withdrawn)."""
@@ -292,9 +294,13 @@ class AgentDriver:
             # Whatever the cancel raised, the driver is woken to see it must stop.
             self._wake.set()
         try:
-            await self._events.parallel(AGENT_STOPPING, self.agent)
+            parts = await self._events.gather(AGENT_STOPPING, self.agent)
         except Exception:
             log.exception("agent %s: an agent/stopping listener failed", self.id)
+        else:
+            # Only the work of an idle agent is answered here: no turn runs
+            # to carry its receipt, so it stands between turns.
+            write_receipt(self._session, self._session.last_turn, CancelCause.DISPOSED.value, parts)
         if self._driver is not None:
             await asyncio.wait({self._driver})
             if not self._driver.cancelled() and self._driver.exception() is not None:

@@ -42,7 +42,7 @@ from tether.persist.service import PERSISTENCE
 from tether.runtime import Effect, FiberInactiveError
 from tether.session.lineage import Lineage
 from tether.session.log import Session
-from tether.session.model import ModelChoice, header_labels, header_model
+from tether.session.model import ModelChoice, header_labels, session_model
 from tether.session.store import SESSIONS, SessionConflictError, SessionStore
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class LoopFactory:
         except SessionConflictError as exc:
             raise AgentConflictError(str(exc)) from None
         if options is None:
-            start = header_model(session.header, self._defaults.model)
+            start = session_model(session, configured=self._defaults.model, at=0)
             options = msgspec.structs.replace(
                 self._defaults, model=start.model, base_url=start.base_url
             )

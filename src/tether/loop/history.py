@@ -1,15 +1,19 @@
 """The model-visible history of one session, kept up to date incrementally.
 
 Every model request is rebuilt from the log (``derive_messages``). Deriving
-is a per-event mapping over an append-only list, so the result for the first
-*n* events never changes — until a ``context/compacted`` event puts a
-summary in place of a range: this keeps the result and derives only the
-events appended since the last request, and derives the whole log again when
-one of them is a compaction or a ``history/cleared`` (which drops what came
-before it). That keeps a long conversation's per-turn cost flat.
+is a fold over an append-only list (:class:`~tether.session.derive.Conversation`):
+this keeps its result and folds only the events appended since the last
+request. A ``context/compacted`` event puts a summary in place of a range of
+the messages kept and a ``history/cleared`` drops them all; the messages that
+stay are the same objects. That keeps a long conversation's per-turn cost
+flat, and a compaction costs what it removes: the conversation is never
+derived again from the start, so the memory of the messages it keeps is never
+held twice (see "What a session holds in memory" in ``docs/sessions.md``).
 
-The same pass folds the session's settings (:class:`SessionSettings`): the
-model a ``session/config`` chose is the model of the next request.
+The same pass folds the session's settings (:class:`SessionSettings`) and its
+model (:class:`~tether.session.model.ModelTracker`, the rule of
+:func:`~tether.session.model.session_model`): the model a ``session/config``
+chose is the model of the next request.
 
 A model that does not accept images is sent the tool results that hold
 some (a ``read`` made while the session used another model) with a note in
@@ -23,14 +27,15 @@ against the model's context window is a sum, not a walk.
 from __future__ import annotations
 
 from tether.content import Message, ToolMessage
-from tether.loop.context import message_tokens
-from tether.session import ContextCompacted, derive_messages
-from tether.session.derive import DERIVED_TYPES
+from tether.loop.context import message_tokens, uncertain_tokens
+from tether.session.compaction import ContextCompacted
+from tether.session.derive import DERIVED_TYPES, Conversation
 from tether.session.log import Session
-from tether.session.settings import MODEL_OPTION, SETTINGS_TYPES, SessionSettings
+from tether.session.model import ModelChoice, ModelTracker, session_model
+from tether.session.settings import SETTINGS_TYPES, HistoryCleared, SessionSettings
 
-_COMPACTED = ContextCompacted.type
 _FOLDED = DERIVED_TYPES | SETTINGS_TYPES
+_RESETS = frozenset((ContextCompacted.type, HistoryCleared.type))
 
 
 class History:
@@ -39,20 +44,25 @@ class History:
 
     __slots__ = (
         "_anchor",
-        "_messages",
+        "_conversation",
+        "_model",
         "_seen",
         "_session",
         "_settings",
         "_sizes",
         "_tool_images",
         "_total",
+        "_uncertain",
     )
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, start: ModelChoice | None = None) -> None:
+        """``start``: the model the session started on (default: what its header says)."""
         self._session = session
-        self._messages: list[Message] = []
+        self._model = ModelTracker(start or session_model(session, at=0))
+        self._conversation = Conversation()
         self._sizes: list[int] = []
         self._total = 0
+        self._uncertain = 0
         self._seen = 0
         # (tokens the provider counted for a request, the estimate of what it sent)
         self._anchor: tuple[int, int] | None = None
@@ -62,12 +72,19 @@ class History:
     def messages(self) -> tuple[Message, ...]:
         """The conversation the model sees now, equal to ``derive_messages(session)``."""
         self._advance()
-        return tuple(self._messages)
+        return tuple(self._conversation.messages)
 
-    def model(self, default: str) -> str:
-        """The model the session's log chose last (``session/config model``), else ``default``."""
+    def conversation(self) -> Conversation:
+        """The conversation as derived up to the session's last event, read-only:
+        :meth:`messages` with the seq each message stands at."""
         self._advance()
-        return self._settings.options.get(MODEL_OPTION, default)
+        return self._conversation
+
+    def model(self) -> str:
+        """The model of the next request: the one the log chose last (``session/config
+        model``), else the one the session started on."""
+        self._advance()
+        return self._model.current.model
 
     def _advance(self) -> None:
         events = self._session.events
@@ -75,27 +92,29 @@ class History:
         if end <= self._seen:
             return
         settings = self._settings
-        cleared = settings.cleared_at
         # The new events of the types either fold reads: a log holds most events
         # packed, and only these are decoded.
         new = list(events.of_types(_FOLDED, self._seen, end))
         for event in new:
             settings.advance(event)
-        compacted = any(event.type == _COMPACTED for event in new)
-        if settings.cleared_at != cleared or compacted:
-            self._messages = derive_messages(events.of_types(DERIVED_TYPES, 0, end))
-            self._sizes = [message_tokens(message) for message in self._messages]
-            self._total = sum(self._sizes)
-            self._anchor = None
-            self._tool_images = _with_images(self._messages)
-        else:
-            added = derive_messages(new)
-            sizes = [message_tokens(message) for message in added]
-            self._messages.extend(added)
-            self._sizes.extend(sizes)
-            self._total += sum(sizes)
-            self._tool_images += _with_images(added)
+            self._model.advance(event)
         self._seen = end
+        messages, sizes = self._conversation.messages, self._sizes
+        kept = len(sizes)
+        changed = self._conversation.advance(new)
+        added = messages[changed:]
+        if any(event.type in _RESETS for event in new):
+            # What the provider counted no longer applies.
+            self._anchor = None
+        if changed < kept:
+            self._total -= sum(sizes[changed:])
+            self._uncertain = sum(map(uncertain_tokens, messages[:changed]))
+            self._tool_images = _with_images(messages[:changed])
+        del sizes[changed:]
+        sizes += map(message_tokens, added)
+        self._total += sum(sizes[changed:])
+        self._uncertain += sum(map(uncertain_tokens, added))
+        self._tool_images += _with_images(added)
 
     @property
     def has_tool_images(self) -> bool:
@@ -129,6 +148,12 @@ class History:
             return estimate
         counted, estimated = self._anchor
         return max(estimate, counted + self._total - estimated)
+
+    def uncertain_tokens(self) -> int:
+        """The part of :meth:`tokens` (as of the last :meth:`messages`) that a provider
+        may count very differently or not at all: reasoning (dropped from earlier
+        turns by some) and images (estimated flat)."""
+        return self._uncertain
 
     def note_usage(self, input_tokens: int) -> None:
         """Record that the request of :meth:`messages` (as last returned) took ``input_tokens``.

@@ -11,8 +11,8 @@ import msgspec
 
 from tether.agent.types import Agent, UserMessage
 from tether.llm.request import ModelRequest
-from tether.runtime.keys import Notice, Parallel, Serial, Waterfall
-from tether.session import CompactionTrigger, TurnEndReason
+from tether.runtime.keys import Gather, Notice, Serial, Waterfall
+from tether.session import CompactionTrigger, StopParts, TurnEndReason
 
 
 class RequestError(msgspec.Struct, frozen=True):
@@ -45,17 +45,21 @@ TURN_STOP = Serial[TurnEndReason, Agent, int, int]("agent/turn-stop")
 """Serial; args ``(agent, turn, step)``, asked after every step that would
 continue. The first listener that returns a reason ends the turn with it."""
 
-TURN_ABORTING = Parallel[Agent, int]("agent/turn-aborting")
-"""Parallel; args ``(agent, turn)``, awaited once when a cancelled turn is about
+TURN_ABORTING = Gather[StopParts, Agent, int]("agent/turn-aborting")
+"""Gather; args ``(agent, turn)``, awaited once when a cancelled turn is about
 to close, after its tool calls returned and before its open step is closed:
 the moment to stop work the turn owns elsewhere and wait until it has (the
-subagent tools wait for the children they cancelled). A failure is logged;
-the turn closes regardless. Not awaited when the driver task itself is
+subagent tools wait for the children they cancelled). A listener answers
+what its stop reached as :class:`~tether.session.StopParts` (or ``None``);
+the loop writes the answers as the turn's one ``tool/stopped``
+(:mod:`tether.loop.receipt`). A failure is logged; the turn closes
+regardless, without a receipt. Not awaited when the driver task itself is
 cancelled (the turn then closes at once)."""
 
 TURN_CLOSING = Notice[Agent, int, TurnEndReason]("agent/turn-closing")
 """Emit; args ``(agent, turn, reason)``, once per turn, after its last step
-closed and right before ``turn/end``: the last moment to log into the turn."""
+closed and before its stop receipt and ``turn/end``: the last moment for a
+plugin to log into the turn."""
 
 COMPACTING = Notice[Agent, CompactionTrigger]("agent/compacting")
 """Emit; args ``(agent, trigger)``, when a compaction of the agent's conversation

@@ -3,9 +3,9 @@
 What a request's system prompt holds, in order:
 
 1. **the base**: tether's default text (:data:`ROLE` and :data:`SAFETY`, with
-   the facts of :mod:`tether.loop.environment`: cwd, platform, shell, date,
-   git repository, branch and whether it is dirty) — or, when the agent's
-   ``system`` setting is given, that text instead;
+   the lasting facts of :mod:`tether.loop.environment`: cwd, platform,
+   shell) — or, when the agent's ``system`` setting is given, that text
+   instead;
 2. **the tools**: every tool the request offers, by name with the first line
    of its description, read from the tool registry at each request (a tool
    registered later is listed from the next request on); nothing when the
@@ -16,6 +16,17 @@ What a request's system prompt holds, in order:
 
 The environment and the instruction files are read once per agent, at its
 first request; the tools part is rebuilt only when the tools change.
+
+**A prefix that caches.** Providers (and local servers) reuse the work done
+on the longest prefix a request shares with an earlier one, so the system
+prompt holds nothing that changes during a session: the facts that do (the
+date, the git branch and whether there are uncommitted changes) are not in
+it. They are :meth:`SystemPrompt.facts`, which the agent loop logs as a
+``context/environment`` note (:mod:`tether.session.environment`) at the
+first turn of each agent whose facts differ from the last note logged. The
+note joins the conversation where it was logged, after everything the
+model saw before it, so a resumed session after a file edit or a
+``git init`` still shares the whole earlier request with its next one.
 """
 
 from __future__ import annotations
@@ -30,7 +41,14 @@ from tether.llm.request import ToolSpec
 from tether.loop.environment import Environment, find_repository_root, gather
 from tether.loop.instructions import Instructions, discover, read_instructions
 
-__all__ = ["PromptSettings", "SystemPrompt", "render_base", "render_instructions", "render_tools"]
+__all__ = [
+    "PromptSettings",
+    "SystemPrompt",
+    "render_base",
+    "render_facts",
+    "render_instructions",
+    "render_tools",
+]
 
 ROLE = (
     "You are tether, a coding agent working with a user in their project. You act through "
@@ -72,7 +90,23 @@ class PromptSettings(msgspec.Struct, frozen=True):
 
 
 def render_base(environment: Environment) -> str:
-    """The default base of the prompt for one environment snapshot."""
+    """The default base of the prompt for one environment snapshot: what stays
+    the same for the session (see :func:`render_facts` for the rest)."""
+    facts = "\n".join(
+        (
+            "Environment:",
+            f"- Working directory: {environment.cwd}",
+            f"- Platform: {environment.platform}",
+            f"- User's shell: {environment.shell}",
+            "- The date and the state of the git repository are noted in the conversation, "
+            "and noted again when they change; the most recent note is current.",
+        )
+    )
+    return f"{ROLE}\n\n{facts}"
+
+
+def render_facts(environment: Environment) -> str:
+    """The facts of one snapshot that may change during a session: the date and git."""
     git = environment.git
     if git is None:
         repository = "not a git repository"
@@ -82,17 +116,13 @@ def render_base(environment: Environment) -> str:
             branch += f" at {git.commit}"
         state = {True: "uncommitted changes", False: "clean", None: "state unknown"}[git.dirty]
         repository = f"a git repository rooted at {git.root} (branch {branch}; {state})"
-    facts = "\n".join(
+    return "\n".join(
         (
-            "Environment:",
-            f"- Working directory: {environment.cwd}",
-            f"- Platform: {environment.platform}",
-            f"- User's shell: {environment.shell}",
+            "Environment now:",
             f"- Today's date: {environment.date.isoformat()}",
             f"- Git: {repository}",
         )
     )
-    return f"{ROLE}\n\n{facts}"
 
 
 def render_tools(tools: tuple[ToolSpec, ...]) -> str:
@@ -128,12 +158,13 @@ def render_instructions(files: tuple[Instructions, ...]) -> str:
 class SystemPrompt:
     """The system prompt of one agent, built at its first request and kept."""
 
-    __slots__ = ("_base", "_cwd", "_instructions", "_settings", "_tools", "_tools_text")
+    __slots__ = ("_base", "_cwd", "_facts", "_instructions", "_settings", "_tools", "_tools_text")
 
     def __init__(self, settings: PromptSettings, cwd: Path) -> None:
         self._settings = settings
         self._cwd = Path(os.path.abspath(cwd))
         self._base: str | None = None
+        self._facts: str | None = None
         self._instructions = ""
         self._tools: tuple[tuple[str, str], ...] | None = None
         self._tools_text = ""
@@ -156,6 +187,13 @@ class SystemPrompt:
             parts.append(settings.system_append)
         return "\n\n".join(part for part in parts if part)
 
+    async def facts(self) -> str | None:
+        """The facts of the snapshot that may change during a session (:func:`render_facts`),
+        or ``None`` when the ``system`` setting replaced the base (it states none)."""
+        if self._base is None:
+            await self._snapshot()
+        return self._facts
+
     async def _snapshot(self) -> None:
         settings = self._settings
         if settings.system is not None:
@@ -165,6 +203,7 @@ class SystemPrompt:
         else:
             environment = await gather(self._cwd)
             self._base = render_base(environment)
+            self._facts = render_facts(environment)
             root = None if environment.git is None else environment.git.root
         if settings.instructions:
             files = await asyncio.to_thread(

@@ -38,13 +38,15 @@ registration order):
 * ``TURN_STOP`` (``agent/turn-stop``) — **serial**; args: ``(agent, turn, step)``, asked after
   every step that would continue. The first listener that returns a
   ``TurnEndReason`` ends the turn with it.
-* ``TURN_ABORTING`` (``agent/turn-aborting``) — **parallel**; args: ``(agent,
+* ``TURN_ABORTING`` (``agent/turn-aborting``) — **gather**; args: ``(agent,
   turn)``, awaited when a cancelled turn is about to close: work the turn owns
-  elsewhere (child agents) stops before the turn's ``turn/end``.
+  elsewhere (child agents) stops before the turn's ``turn/end``. Each
+  listener answers what its stop reached (:class:`~tether.session.StopParts`),
+  and the turn writes the answers as one ``tool/stopped`` right before its
+  ``turn/end`` (:mod:`tether.loop.receipt`).
 * ``TURN_CLOSING`` (``agent/turn-closing``) — **emit**; args: ``(agent, turn,
-  reason)``, once per turn, after its last step closed and right before
-  ``turn/end``: the last moment to log into the turn (the stop receipt of
-  :mod:`tether.plugins.stop_receipt` does).
+  reason)``, once per turn, after its last step closed and before the stop
+  receipt and ``turn/end``: the last moment for a plugin to log into the turn.
 * ``COMPACTING`` (``agent/compacting``) — **emit**; args: ``(agent, trigger)``,
   when a compaction starts its summary request (:mod:`tether.loop.compaction`).
 """
@@ -68,7 +70,7 @@ from tether.agent.types import CancelCause, Target, UserMessage
 from tether.content import Message, ToolCallBlock
 from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
-from tether.llm.request import ModelRequest, ToolSpec
+from tether.llm.request import ModelRequest, ToolSpec, parse_model_ref
 from tether.llm.service import LLM
 from tether.loop.compaction import (
     Compaction,
@@ -86,6 +88,7 @@ from tether.loop.hooks import (
     RequestError,
 )
 from tether.loop.prompt import PromptSettings, SystemPrompt
+from tether.loop.receipt import stop_cause, write_receipt
 from tether.runtime import Veto
 from tether.runtime.signal import cancelling_current_task
 from tether.session import (
@@ -97,15 +100,18 @@ from tether.session import (
     Errored,
     MaxTokens,
     PendingToolCall,
+    PromptCut,
     RetryEvent,
     StepEnd,
     StepStart,
+    StopParts,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
     TurnEndReason,
     TurnStart,
 )
+from tether.session.environment import NOTED_TYPES, EnvironmentNoted, last_noted
 from tether.session.repair import step_closing_payloads
 from tether.tools import ToolExec, ToolResult
 from tether.tools.registry import TOOLS
@@ -125,6 +131,15 @@ OVERFLOW = "context-overflow"
 OUTPUT_LIMIT = "output-limit"
 DEFAULT_MAX_TURN_OUTPUT = 1_000_000
 """Characters of model output one turn may stream (about 250,000 tokens)."""
+PROMPT_CUT_RATIO = 2
+PROMPT_CUT_MIN_COUNTED = 512
+"""A request of which the provider counted less than one :data:`PROMPT_CUT_RATIO`-th
+of the estimate was cut by the provider (the estimate is rough, never off by half).
+A server that cuts a prompt keeps at least half of its context, and no context is
+smaller than 1,024 tokens: a count below :data:`PROMPT_CUT_MIN_COUNTED` is not a cut's."""
+SCRIPTED = "offline"
+"""The provider of the offline model, whose usage figures count words, not a server's
+tokens: never compared with the estimate."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
@@ -158,6 +173,8 @@ class TurnRunner:
         self._prompts: weakref.WeakKeyDictionary[AgentDriver, SystemPrompt] = (
             weakref.WeakKeyDictionary()
         )
+        self._cut_said: weakref.WeakSet[AgentDriver] = weakref.WeakSet()
+        self._noted: weakref.WeakSet[AgentDriver] = weakref.WeakSet()
 
     @property
     def compaction(self) -> Compaction:
@@ -216,12 +233,14 @@ class TurnRunner:
         finally:
             if signal.cancelled and not isinstance(reason, Aborted):
                 reason = _aborted(signal)
+            parts: tuple[StopParts, ...] = ()
             if signal.cancelled and not cancelling_current_task():
-                await self._aborting(driver, turn)
+                parts = await self._aborting(driver, turn)
             try:
                 if session.open_turn == turn:
                     _close_step(session, NOT_STARTED)
                     self._ctx.emit(TURN_CLOSING, driver.agent, turn, reason)
+                    write_receipt(session, turn, stop_cause(reason), parts)
                     session.append(TurnEnd(turn=turn, reason=reason))
             finally:
                 driver.end_turn(reason)
@@ -229,16 +248,18 @@ class TurnRunner:
                 # After turn/end: a listener that cancels acts on what comes next.
                 self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
 
-    async def _aborting(self, driver: AgentDriver, turn: int) -> None:
-        """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first."""
+    async def _aborting(self, driver: AgentDriver, turn: int) -> tuple[StopParts, ...]:
+        """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first;
+        the parts of the stop receipt its listeners answered (none if one failed)."""
         try:
-            await self._ctx.parallel(TURN_ABORTING, driver.agent, turn)
+            return await self._ctx.gather(TURN_ABORTING, driver.agent, turn)
         except asyncio.CancelledError:
             if cancelling_current_task():
                 raise
             log.error("agent %s: a turn-aborting listener raised CancelledError", driver.id)
         except Exception:
             log.exception("agent %s: a turn-aborting listener failed", driver.id)
+        return ()
 
     async def _steps(
         self,
@@ -270,9 +291,12 @@ class TurnRunner:
             except Veto as veto:
                 log.info("agent %s: step input rejected: %s", driver.id, veto.reason)
                 return Blocked()
+            note = await self._environment_note(driver)
             if signal.cancelled:
                 return _aborted(signal)
             session.append(StepStart(turn=turn, step=step))
+            if note is not None:
+                session.append(note)
             for message in step_input:
                 session.append(to_event(message))
             answered = await self._request(driver, signal, output)
@@ -325,7 +349,7 @@ class TurnRunner:
         system = await self._prompt(driver).text(tools)
         messages = await self._fit(driver, system, tools, signal)
         # The model a session/config chose in the log, else the agent's.
-        model = driver.history.model(options.model)
+        model = driver.history.model()
         if messages is None:
             return _aborted_answer(), model
         request = ModelRequest(model=model, messages=messages, system=system, tools=tools)
@@ -423,8 +447,48 @@ class TurnRunner:
                     session.append(AssistantChunk(kind="reasoning", delta=chunk.text))
         assembled = assembler.result()
         if assembled.usage is not None and assembled.usage.input_tokens:
-            driver.history.note_usage(assembled.usage.input_tokens)
+            counted = assembled.usage.input_tokens
+            self._check_prompt_cut(driver, request, counted)
+            driver.history.note_usage(counted)
         return assembled
+
+    async def _environment_note(self, driver: AgentDriver) -> EnvironmentNoted | None:
+        """At the agent's first step, the note of the facts of its environment that may
+        change (``context/environment``), unless the last note in the log says the same.
+
+        They are not in the system prompt, which stays the same for the session
+        (see :mod:`tether.loop.prompt`)."""
+        if driver in self._noted:
+            return None
+        self._noted.add(driver)
+        facts = await self._prompt(driver).facts()
+        if facts is None or facts == last_noted(driver.session.events.of_types(NOTED_TYPES)):
+            return None
+        return EnvironmentNoted(text=facts)
+
+    def _check_prompt_cut(self, driver: AgentDriver, request: ModelRequest, counted: int) -> None:
+        """Say once per agent (``llm/prompt-cut``) when the provider counted far fewer
+        prompt tokens than the request holds: it dropped the front of the prompt."""
+        if driver in self._cut_said or counted < PROMPT_CUT_MIN_COUNTED:
+            return
+        if parse_model_ref(request.model)[0] == SCRIPTED:
+            return
+        # Reasoning and images are left out: providers count them their own way.
+        estimate = self._compaction.request_tokens(driver, request.system, request.tools)
+        sent = estimate - driver.history.uncertain_tokens()
+        if counted * PROMPT_CUT_RATIO >= sent:
+            return
+        self._cut_said.add(driver)
+        # Info: the front ends say it from the logged event; this is for service logs.
+        log.info(
+            "agent %s: %s counted %d prompt tokens of about %d sent; the server dropped "
+            "the front of the prompt",
+            driver.id,
+            request.model,
+            counted,
+            sent,
+        )
+        driver.session.append(PromptCut(model=request.model, sent=sent, counted=counted))
 
     async def _fit(
         self,

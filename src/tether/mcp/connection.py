@@ -42,6 +42,7 @@ from tether.mcp.errors import McpStartError, McpUnavailableError
 from tether.mcp.servers import ServerSpec, StdioServer
 from tether.mcp.stdio import StdioProcess
 from tether.runtime.signal import Cancelled, CancelSignal
+from tether.shell.environment import CONTEXT_ENV
 
 if TYPE_CHECKING:
     from mcp import ClientSession, types
@@ -241,9 +242,16 @@ class McpConnection:
         if session is None or self.lost is not None:
             raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
         request_id = _next_request_id(session)
+        # The call's trace context (set with telemetry on), where the spec keeps it.
+        traced = CONTEXT_ENV.get().get("TRACEPARENT")
+        meta = (
+            None
+            if traced is None
+            else types.RequestParams.Meta.model_validate({"traceparent": traced})
+        )
         request = types.ClientRequest(
             types.CallToolRequest(
-                params=types.CallToolRequestParams(name=tool, arguments=arguments)
+                params=types.CallToolRequestParams(name=tool, arguments=arguments, _meta=meta)
             )
         )
         timeout = self._settings.call_timeout

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any
@@ -126,8 +126,15 @@ class Config(Schema, frozen=True):
 class McpService:
     """``ctx.mcp``: starts servers for agents, in the agents' own scopes."""
 
-    def __init__(self, config: Config, guard: OrphanGuard) -> None:
+    def __init__(
+        self,
+        config: Config,
+        guard: OrphanGuard,
+        traced: Callable[[Agent], Mapping[str, str]] | None = None,
+    ) -> None:
         self._config = config
+        self._traced = traced
+        """The trace context an agent's servers start with (``TRACEPARENT``, telemetry on)."""
         self._settings: McpSettings | None = None
         self._everyone: tuple[ServerSpec, ...] = ()
         if config.servers:
@@ -175,9 +182,13 @@ class McpService:
         names = self._names_of(agent)
         fresh = [spec for spec in specs if spec.name not in names]
         names.update(spec.name for spec in fresh)
+        from tether.telemetry.context import process_context
+
+        variables = {} if self._traced is None or not fresh else self._traced(agent)
         try:
-            async with asyncio.TaskGroup() as group:
-                starts = [group.create_task(self._start(agent, spec)) for spec in fresh]
+            with process_context(variables):  # the start tasks copy it
+                async with asyncio.TaskGroup() as group:
+                    starts = [group.create_task(self._start(agent, spec)) for spec in fresh]
         except BaseExceptionGroup as failed:
             if len(failed.exceptions) == 1:
                 raise failed.exceptions[0] from None
@@ -304,8 +315,17 @@ async def apply(ctx: Context, config: Config) -> None:
     state_dir = Path(config.state_dir) if config.state_dir is not None else data_dir() / "run"
     guard = OrphanGuard(state_path(state_dir))
     guard.sweep()
-    service = McpService(config, guard)
+
+    def traced(agent: Agent) -> Mapping[str, str]:
+        # Read only for an agent with servers: with telemetry off nothing of it is imported.
+        from tether.telemetry.context import TRACING
+
+        tracing = ctx.get(TRACING)
+        return {} if tracing is None else tracing.session_environment(agent.id)
+
+    service = McpService(config, guard, traced)
     await ctx.effect(lambda: service.shutdown, label="stop MCP servers")
+
     ctx.on(AGENT_SETUP, service.on_agent_setup)
     ctx.provide(MCP, service)
 

@@ -55,7 +55,14 @@ from tether.session.errors import SessionError
 from tether.session.log import Session, SessionHeader
 from tether.session.registry import DEFAULT_REGISTRY
 from tether.session.repair import repair
-from tether.session.store import SESSIONS, SessionConflictError, SessionStore
+from tether.session.store import (
+    SESSION_DISPOSED,
+    SESSION_EVENT,
+    SESSION_FLUSH,
+    SESSIONS,
+    SessionConflictError,
+    SessionStore,
+)
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import TurnEnd
 
@@ -440,15 +447,14 @@ async def mount_persistence(
         yield stop
         # The listeners belong to this effect's chain, so they are removed
         # before the writer drains: no event can slip in after the drain.
-        events = ctx.runtime.events
         # A turn's end is written at once: the acknowledgement of the turn
         # (an ACP answer, `tether run`'s exit) follows it and waits for it.
-        yield events.add(
-            "session/event",
+        yield ctx.listen(
+            SESSION_EVENT,
             lambda session, event: writer.notice(session, now=event.type == TurnEnd.type),
         )
-        yield events.add("session/flush", writer.flush)
-        yield events.add("session/disposed", writer.release)
+        yield ctx.listen(SESSION_FLUSH, writer.flush)
+        yield ctx.listen(SESSION_DISPOSED, writer.release)
         ctx.provide(PERSISTENCE, Persistence(backend, writer, store, leases, bell, poll=poll))
 
     await ctx.effect(body, label="persistence")

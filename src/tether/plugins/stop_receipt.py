@@ -1,39 +1,37 @@
-"""The stop receipt of the bash tools: what a cancel did to their processes, logged.
+"""The bash tools' part of a stop receipt: what a cancel did to their processes.
 
 :class:`StopReceipts` collects, per agent, what a stop reached while a turn
 was being cancelled — each foreground ``bash`` call the cancel stopped, with
 the shell's :class:`~tether.shell.StopReport`, and each background task a
 disposal stopped, and each call whose command ran in a client's terminal —
-and writes it as one ``tool/stopped`` event
-(:class:`~tether.session.ToolStopped`) when the turn closes, just before its
-``turn/end``. Order of events for a disposal: ``agent/cancel-requested``
-(cause ``disposed``) stops the agent's background tasks at once, alongside
-its running tool calls; ``agent/turn-closing`` writes the receipt, with the
-final status of every command that has ended by then (``seconds`` is
-``null`` for one still exiting; its end follows in the agent's teardown).
+and answers it as :class:`~tether.session.StopParts` to
+``agent/turn-aborting``; the loop writes the turn's one ``tool/stopped``
+(:mod:`tether.loop.receipt`) just before its ``turn/end``. Order of events
+for a disposal: ``agent/cancel-requested`` (cause ``disposed``) stops the
+agent's background tasks at once, alongside its running tool calls;
+``agent/turn-aborting`` answers them, with the final status of every
+command that has ended by then (``seconds`` is ``null`` for one still
+exiting; its end follows in the agent's teardown).
 
 A disposal of an idle agent (no turn to close) kills its tasks in its
-teardown without a receipt; the log line of that teardown is the record.
+teardown (``agent/stopping``), and answers them for a receipt between turns.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from tether.agent import AgentStatus, CancelCause
-from tether.session import Aborted, Stopped, ToolStopped, TurnEndReason
+from tether.session import StopParts, Stopped
 from tether.session.receipt import StoppedKind
 
 if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.shell import ShellExecutor, StopReport
 
-log = logging.getLogger(__name__)
-
 
 class StopReceipts:
-    """Per-agent receipts of stops, written when each agent's turn closes."""
+    """Per agent, what a stop did to its commands, answered when its turn aborts."""
 
     def __init__(self, shell: ShellExecutor) -> None:
         self._shell = shell
@@ -56,38 +54,25 @@ class StopReceipts:
         if stopped:
             self._tasks.setdefault(agent.id, []).extend(task.id for task in stopped)
 
-    async def on_stopping(self, agent: Agent) -> None:
-        """An agent torn down while idle: stop its background tasks and write the receipt now.
+    async def on_stopping(self, agent: Agent) -> StopParts | None:
+        """An agent torn down while idle: stop its background tasks; what that did.
 
-        No turn will close to carry it, so it stands between turns (its
-        ``turn`` is the last one that ran, 0 before any).
+        No turn will close to carry it, so the loop writes it between turns.
         """
         if agent.status is AgentStatus.RUNNING:
-            return  # its turn closes with the receipt (see on_cancel_requested)
+            return None  # its turn's receipt carries it (see on_cancel_requested)
         stopped = await self._shell.kill_owned_by(agent.id)
         entries = [_entry("task", task.id, task.stop) for task in stopped if task.stop is not None]
-        self._write(agent, agent.session.last_turn, CancelCause.DISPOSED.value, entries)
+        return StopParts(stopped=tuple(entries)) if entries else None
 
-    def on_turn_closing(self, agent: Agent, turn: int, reason: TurnEndReason) -> None:
-        """Write what this turn's stop did (nothing when it stopped no command)."""
-        calls = self._calls.pop(agent.id, [])
-        tasks = self._tasks.pop(agent.id, [])
-        entries = list(calls)
-        for task_id in tasks:
+    def on_turn_aborting(self, agent: Agent, turn: int) -> StopParts | None:
+        """What this turn's stop did to the agent's commands (``None``: it stopped none)."""
+        entries = self._calls.pop(agent.id, [])
+        for task_id in self._tasks.pop(agent.id, []):
             snapshot = self._shell.get(task_id)
             if snapshot is not None and snapshot.stop is not None:
                 entries.append(_entry("task", task_id, snapshot.stop))
-        cause = reason.cause if isinstance(reason, Aborted) else reason.kind
-        self._write(agent, turn, cause, entries)
-
-    def _write(self, agent: Agent, turn: int, cause: str, entries: list[Stopped]) -> None:
-        if not entries:
-            return
-        session = agent.session
-        if session.registry.payload_class(ToolStopped.type) is not ToolStopped:
-            log.info("agent %s: stopped %d command(s): %s", agent.id, len(entries), entries)
-            return
-        session.append(ToolStopped(turn=turn, cause=cause, stopped=tuple(entries)))
+        return StopParts(stopped=tuple(entries)) if entries else None
 
     def forget(self, agent: Agent) -> None:
         """Drop what was collected for ``agent`` (it is gone)."""

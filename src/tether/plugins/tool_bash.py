@@ -48,7 +48,7 @@ from tether.agent.events import (
     INBOX_INSERTED,
 )
 from tether.agent.registry import AGENTS
-from tether.loop.hooks import TURN_CLOSING
+from tether.loop.hooks import TURN_ABORTING
 from tether.plugins.stop_receipt import StopReceipts
 from tether.plugins.terminal import CLIENT_TERMINAL, TerminalResult, Terminals
 from tether.runtime.schema import Schema
@@ -384,7 +384,7 @@ async def apply(ctx: Context, config: Config) -> None:
     ctx.on(AGENT_CREATED, bash.kill_on_dispose)
     ctx.on(CANCEL_REQUESTED, bash.receipts.on_cancel_requested)
     ctx.on(AGENT_STOPPING, bash.receipts.on_stopping)
-    ctx.on(TURN_CLOSING, bash.receipts.on_turn_closing)
+    ctx.on(TURN_ABORTING, bash.receipts.on_turn_aborting)
     ctx.on(AGENT_DISPOSED, bash.receipts.forget)
     agents = ctx.get(AGENTS)
     for agent in agents.list() if agents is not None else []:

@@ -73,13 +73,13 @@ from tether.agent import (
 )
 from tether.agent.events import AGENT_STOPPING, CANCEL_REQUESTED
 from tether.agent.registry import AGENTS
-from tether.loop.hooks import TURN_ABORTING, TURN_CLOSING
+from tether.loop.hooks import TURN_ABORTING
 from tether.runtime.schema import Schema
 from tether.session import (
     Aborted,
     AssistantMessageEvent,
+    StopParts,
     StoppedAgent,
-    ToolStopped,
     TurnEnd,
     TurnEndReason,
     TurnStart,
@@ -238,7 +238,6 @@ class Family:
         failed."""
         self._families = families
         self._stopped: list[Child] = []
-        self._entries: list[StoppedAgent] = []
 
     def busy(self) -> list[Child]:
         return [child for child in self.children.values() if self._busy(child)]
@@ -289,38 +288,35 @@ class Family:
         scope = self.parent.ctx
         scope.on(CANCEL_REQUESTED, self.on_cancel)
         scope.on(TURN_ABORTING, self.on_aborting)
-        scope.on(TURN_CLOSING, self.on_closing)
         scope.on(AGENT_STOPPING, self.on_stopping)
 
     def on_cancel(self, agent: Agent, cause: CancelCause) -> None:
         """The parent is cancelled (or disposed): cancel every busy child, cause ``parent``."""
         self.stop_all()
 
-    async def on_aborting(self, agent: Agent, turn: int) -> None:
-        """The parent's cancelled turn waits for the children its cancel stopped."""
-        await self._collect()
+    async def on_aborting(self, agent: Agent, turn: int) -> StopParts | None:
+        """The parent's cancelled turn waits for the children its cancel stopped; they go
+        on its receipt."""
+        return await self._collect()
 
-    def on_closing(self, agent: Agent, turn: int, reason: TurnEndReason) -> None:
-        cause = reason.cause if isinstance(reason, Aborted) else reason.kind
-        self._write(turn, cause)
-
-    async def on_stopping(self, agent: Agent) -> None:
-        """A parent disposed while idle: its background children stopped; receipt between turns."""
+    async def on_stopping(self, agent: Agent) -> StopParts | None:
+        """A parent disposed while idle: its background children stop; receipt between turns."""
         if agent.status is AgentStatus.RUNNING:
-            return  # its turn closes with the receipt
+            return None  # its turn closes with the receipt
         # An idle parent's disposal cancels nothing of its own (no event):
         # its busy children are stopped here.
         self.stop_all()
-        await self._collect()
-        self._write(agent.session.last_turn, CancelCause.DISPOSED.value)
+        return await self._collect()
 
-    async def _collect(self) -> None:
+    async def _collect(self) -> StopParts | None:
+        """Wait for the children stopped since the last collection; what they became."""
         stopped, self._stopped = self._stopped, []
+        entries: list[StoppedAgent] = []
         for child in stopped:
             ended_at = await self.settle(child)
             reason = reason_of(child.outcome())
             requested = child.stop_requested or ended_at
-            self._entries.append(
+            entries.append(
                 StoppedAgent(
                     id=child.id,
                     call_id=child.call_id,
@@ -329,16 +325,7 @@ class Family:
                     seconds=max(0.0, ended_at - requested),
                 )
             )
-
-    def _write(self, turn: int, cause: str) -> None:
-        entries, self._entries = self._entries, []
-        if not entries:
-            return
-        session = self.parent.session
-        if session.registry.payload_class(ToolStopped.type) is not ToolStopped:
-            log.info("agent %s: stopped %d child agent(s)", self.parent.id, len(entries))
-            return
-        session.append(ToolStopped(turn=turn, cause=cause, stopped=(), agents=tuple(entries)))
+        return StopParts(agents=tuple(entries)) if entries else None
 
 
 class SubagentTools:

@@ -17,7 +17,16 @@ from tether.runtime.errors import (
 )
 from tether.runtime.events import EventBus
 from tether.runtime.fiber import Fiber, FiberState
-from tether.runtime.keys import EventKey, Next, Notice, Parallel, Serial, ServiceKey, Waterfall
+from tether.runtime.keys import (
+    EventKey,
+    Gather,
+    Next,
+    Notice,
+    Parallel,
+    Serial,
+    ServiceKey,
+    Waterfall,
+)
 from tether.runtime.plugin import PluginSpec, plugin_spec
 from tether.runtime.signal import Cancelled, CancelSignal
 
@@ -34,6 +43,7 @@ __all__ = [
     "Fiber",
     "FiberInactiveError",
     "FiberState",
+    "Gather",
     "Next",
     "Notice",
     "Parallel",

@@ -4,8 +4,17 @@ Everything registered through a context — effects, listeners, services, child
 plugins — is owned by the context's fiber and unwinds when that fiber unloads.
 
 Events and services are named by typed keys (:mod:`tether.runtime.keys`):
-``ctx.on(KEY, listener)``, ``ctx.emit(KEY, ...)``, ``ctx.service(KEY)`` and
-``ctx.get(KEY)`` are checked against the key's signature by mypy.
+``ctx.on(KEY, listener)``, ``ctx.listen(KEY, listener)``, ``ctx.emit(KEY, ...)``,
+``ctx.service(KEY)`` and ``ctx.get(KEY)`` are checked against the key's
+signature by mypy. ``ctx.on`` makes the listener an effect of its own;
+``ctx.listen`` returns its remover for the body of a composite effect to
+yield, so the listener unwinds in that effect's LIFO order::
+
+    def lifecycle() -> Iterator[Disposer]:
+        yield ctx.listen(SESSION_EVENT, on_event)
+        yield close          # runs first: the listener still stands
+
+    await ctx.effect(lifecycle)
 
 ``ctx.service(KEY)`` (or, untyped, ``ctx.<name>``) reads a service the plugin
 injects. A service object that defines ``for_caller(ctx)`` is handed out as
@@ -21,7 +30,16 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, TypeVarTuple, cast, overloa
 
 from tether.runtime.effects import Disposer, Effect, EffectBody
 from tether.runtime.errors import ServiceError
-from tether.runtime.keys import EventKey, Next, Notice, Parallel, Serial, ServiceKey, Waterfall
+from tether.runtime.keys import (
+    EventKey,
+    Gather,
+    Next,
+    Notice,
+    Parallel,
+    Serial,
+    ServiceKey,
+    Waterfall,
+)
 
 if TYPE_CHECKING:
     from tether.runtime.app import Runtime
@@ -142,6 +160,15 @@ class Context:
     @overload
     def on(
         self,
+        key: Gather[R, *Args],
+        listener: Callable[[*Args], R | Awaitable[R | None] | None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
         key: Waterfall[T, *Args],
         listener: Callable[[T, Next[T], *Args], T | Awaitable[T]],
         *,
@@ -155,13 +182,80 @@ class Context:
 
         Raises:
             TypeError: ``key`` is not an event key, or ``listener`` is not callable.
+            FiberInactiveError: the fiber is unloading, disposed or failed.
         """
         name = _event_name(key)
+        return self._sync_effect(f"on:{name}", self._listen(name, listener, prepend))
+
+    @overload
+    def listen(
+        self,
+        key: Notice[*Args],
+        listener: Callable[[*Args], None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def listen(
+        self,
+        key: Serial[R, *Args],
+        listener: Callable[[*Args], R | Awaitable[R | None] | None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def listen(
+        self,
+        key: Parallel[*Args],
+        listener: Callable[[*Args], Awaitable[None] | None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def listen(
+        self,
+        key: Gather[R, *Args],
+        listener: Callable[[*Args], R | Awaitable[R | None] | None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def listen(
+        self,
+        key: Waterfall[T, *Args],
+        listener: Callable[[T, Next[T], *Args], T | Awaitable[T]],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    def listen(
+        self, key: EventKey, listener: Callable[..., object], *, prepend: bool = False
+    ) -> Callable[[], None]:
+        """Listen to the event ``key`` until the returned remover runs.
+
+        The form of :meth:`on` for the body of a composite effect: yield the
+        remover from the body, and the listener is removed in that effect's
+        LIFO order (before what the body yielded earlier, after what it
+        yielded later). Nothing owns the listener until the remover is
+        yielded or kept; :meth:`on` is the form that owns it at once.
+
+        Raises:
+            TypeError: ``key`` is not an event key, or ``listener`` is not callable.
+            FiberInactiveError: the fiber is unloading, disposed or failed.
+        """
+        return self._listen(_event_name(key), listener, prepend)
+
+    def _listen(
+        self, name: str, listener: Callable[..., object], prepend: bool
+    ) -> Callable[[], None]:
         self._fiber.check_accepts_effects(f"listener for {name!r}")
-        remove = self.runtime.events.add(
+        return self.runtime.events.add(
             name, listener, prepend=prepend, accepts=self._fiber.event_filter
         )
-        return self._sync_effect(f"on:{name}", remove)
 
     def provide(
         self, key: ServiceKey[S], service: S | CallerBound[S]
@@ -237,6 +331,11 @@ class Context:
     async def parallel(self, key: Parallel[*Args], *args: *Args) -> None:
         """Await all listeners of ``key`` together (see :meth:`EventBus.parallel`)."""
         await self.runtime.events.parallel(_event_name(key), *args)
+
+    async def gather(self, key: Gather[R, *Args], *args: *Args) -> tuple[R, ...]:
+        """Await all listeners of ``key`` together; their non-``None`` answers
+        (see :meth:`EventBus.gather`)."""
+        return cast("tuple[R, ...]", await self.runtime.events.gather(_event_name(key), *args))
 
     async def waterfall(self, key: Waterfall[T, *Args], value: T, *args: *Args) -> T:
         """Pass ``value`` through ``key``'s middleware (see :meth:`EventBus.waterfall`)."""

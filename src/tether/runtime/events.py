@@ -14,6 +14,9 @@ listener added or removed during dispatch takes effect from the next dispatch.
 * :meth:`EventBus.parallel` — fan-out work (for example durability flushes).
   Listeners are awaited together; all of them run to completion, then the
   failures, if any, are raised together as an :class:`ExceptionGroup`.
+* :meth:`EventBus.gather` — fan-out work whose listeners answer: like
+  ``parallel``, and the caller gets the answers that are not ``None``, in
+  registration order (the parts of a turn's stop receipt, say).
 * :meth:`EventBus.waterfall` — middleware. Each listener receives the value and
   ``next``; it may pass a replaced value to ``next``, rewrite what ``next``
   returned, short-circuit by returning without calling ``next``, or veto by
@@ -135,14 +138,20 @@ class EventBus:
 
     async def parallel(self, name: str, *args: object) -> None:
         """Await all listeners together; raise their failures together once all have ended."""
+        await self.gather(name, *args)
+
+    async def gather(self, name: str, *args: object) -> tuple[object, ...]:
+        """Await all listeners together; return their non-``None`` answers in registration
+        order, or raise their failures together once all have ended."""
         listeners = self._snapshot(name, args)
         if not listeners:
-            return
+            return ()
 
-        async def call(fn: Listener) -> None:
+        async def call(fn: Listener) -> object:
             result = fn(*args)
             if inspect.isawaitable(result):
-                await result
+                result = await result
+            return result
 
         outcomes: list[object]
         if len(listeners) == 1:
@@ -150,8 +159,7 @@ class EventBus:
             # and a durability flush (an acknowledgement waits for it) saves
             # a task and the loop turns that gathering it costs.
             try:
-                await call(listeners[0])
-                outcomes = [None]
+                outcomes = [await call(listeners[0])]
             except BaseException as exc:
                 outcomes = [exc]
         else:
@@ -162,6 +170,7 @@ class EventBus:
             raise next(f for f in failures if not isinstance(f, Exception))
         if errors:
             raise ExceptionGroup(f"{len(errors)} listener(s) of {name!r} failed", errors)
+        return tuple(o for o in outcomes if o is not None)
 
     async def waterfall(self, name: str, value: T, *args: object) -> T:
         """Pass ``value`` through the listeners as middleware and return the final value."""

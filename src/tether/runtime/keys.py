@@ -24,6 +24,8 @@ The four modes (see :mod:`tether.runtime.events`):
   awaitable), in order; the first non-``None`` result wins.
 * ``Parallel[*Args]`` — ``parallel``: listeners ``(*args) -> None`` (or
   awaitable), awaited together.
+* ``Gather[R, *Args]`` — ``gather``: listeners ``(*args) -> R | None`` (or
+  awaitable), awaited together; the caller gets every non-``None`` ``R``.
 * ``Waterfall[T, *Args]`` — ``waterfall``: middleware ``(value, next, *args) -> T``
   (or awaitable).
 
@@ -101,6 +103,13 @@ class Parallel(EventKey, Generic[*Args]):
 
     __slots__ = ()
     mode = "parallel"
+
+
+class Gather(EventKey, Generic[R, *Args]):
+    """A ``gather`` event: listeners take ``Args``, awaited together; each may answer an ``R``."""
+
+    __slots__ = ()
+    mode = "gather"
 
 
 class Waterfall(EventKey, Generic[T, *Args]):

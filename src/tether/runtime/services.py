@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _RESERVED = (
     frozenset(name for name in dir(object) if not name.startswith("__"))
-    | {"fiber", "runtime", "plugin", "effect", "on", "provide", "get", "service"}
+    | {"fiber", "runtime", "plugin", "effect", "on", "listen", "provide", "get", "service"}
     | {
         "emit",
         "serial",
         "parallel",
+        "gather",
         "waterfall",
     }
 )

@@ -24,7 +24,8 @@ from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Delegation, Lineage, Observer, Session, SessionEvents, SessionHeader
 from tether.session.payload import EventPayload, EventStruct
 from tether.session.previews import ToolPreviewed
-from tether.session.receipt import Stopped, StoppedAgent, ToolStopped
+from tether.session.prompt_cut import PromptCut
+from tether.session.receipt import StopParts, Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
 from tether.session.snapshot import SnapshotMoment, WorkspaceSnapshot
@@ -83,6 +84,7 @@ __all__ = [
     "MaxTokens",
     "Observer",
     "PendingToolCall",
+    "PromptCut",
     "ReentrantAppendError",
     "RetryEvent",
     "Session",
@@ -93,6 +95,7 @@ __all__ = [
     "SnapshotMoment",
     "StepEnd",
     "StepStart",
+    "StopParts",
     "Stopped",
     "StoppedAgent",
     "ToolCallEvent",

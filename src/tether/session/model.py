@@ -5,7 +5,8 @@ A session's model is a :class:`ModelChoice`: a model reference
 provider's endpoint. Keys are never part of it: they come from the
 environment (or ``tether auth login``) of whoever runs the session.
 
-The rule, first match wins, at seq ``n``:
+:func:`session_model` is the resolver: the model of a session's request at
+any seq. The rule, first match wins, at seq ``n``:
 
 1. the last switch logged before ``n``: ``session/config model`` sets the
    model (and drops a base URL given for the model before it), then
@@ -16,8 +17,9 @@ The rule, first match wins, at seq ``n``:
    whose header names none;
 4. :data:`FALLBACK_MODEL`, the offline model (a script, not an LLM).
 
-:func:`session_model` applies it to a whole log; :class:`ModelTracker` folds it
-one event at a time, for views that follow a live session.
+:func:`session_model` applies it to a log (``at=0``: what the session started
+on); :class:`ModelTracker` folds it one event at a time, for the agent loop
+and the views that follow a live session.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import msgspec
 
 from tether.masking import without_credentials
 from tether.session.events import Event
-from tether.session.log import Session, SessionHeader
+from tether.session.log import Session
 from tether.session.settings import BASE_URL_OPTION, MODEL_OPTION, ConfigChanged
 
 __all__ = [
@@ -38,7 +40,6 @@ __all__ = [
     "ModelChoice",
     "ModelTracker",
     "header_labels",
-    "header_model",
     "session_model",
 ]
 
@@ -84,12 +85,9 @@ def header_labels(choice: ModelChoice) -> dict[str, str]:
     return labels
 
 
-def header_model(header: SessionHeader, configured: str | None = None) -> ModelChoice:
-    """What ``header`` says the session started on; else ``configured``; else the fallback."""
-    return _from_labels(header.meta, configured)
-
-
-def _from_labels(labels: Mapping[str, str], configured: str | None) -> ModelChoice:
+def _started_on(labels: Mapping[str, str], configured: str | None) -> ModelChoice:
+    """What a header's ``labels`` say the session started on; else ``configured``; else
+    the fallback."""
     model = labels.get(MODEL_LABEL)
     if model:
         return ModelChoice(model, labels.get(BASE_URL_LABEL) or None)
@@ -120,12 +118,15 @@ class ModelTracker:
 def session_model(
     session: Session, *, configured: str | None = None, at: int | None = None
 ) -> ModelChoice:
-    """The model of ``session``'s request at seq ``at`` (default: its next one).
+    """The model of ``session``'s request at seq ``at`` (default: its next one; ``0``:
+    the one it started on).
 
     ``configured`` is the configuration's model, used only when the header
     names none (see the module docstring for the whole rule).
     """
-    tracker = ModelTracker(header_model(session.header, configured))
+    tracker = ModelTracker(_started_on(session.header.meta, configured))
+    if at == 0:
+        return tracker.current
     for event in session.events.of_types(frozenset({_CONFIG}), 0, at):
         tracker.advance(event)
     return tracker.current

@@ -80,15 +80,13 @@ class _Block:
     """The packed events from seq ``first``: their ``lines``, where each
     ends, and each one's type as a byte (``tags``, `_CODES`).
 
-    An event held decoded (``pinned``) has an empty line and the tag 0. Only the last
-    block grows (its ``lines`` a ``bytearray`` then); the others never change.
+    An event held decoded (``pinned``) has an empty line and the tag 0. A
+    block never changes once made: blocks are joined into a new one.
     """
 
     __slots__ = ("ends", "first", "lines", "pinned", "tags")
 
-    def __init__(
-        self, first: int, lines: bytes | bytearray, ends: array[int], tags: bytearray
-    ) -> None:
+    def __init__(self, first: int, lines: bytes, ends: array[int], tags: bytes) -> None:
         self.first = first
         self.lines = lines
         self.ends = ends
@@ -134,11 +132,14 @@ class PackedEvents(Sequence[Event]):
     end.
     """
 
-    __slots__ = ("_blocks", "_cache", "_firsts", "_packed", "_tail")
+    __slots__ = ("_blocks", "_cache", "_firsts", "_gathered", "_packed", "_tail")
 
     def __init__(self) -> None:
         self._blocks: list[_Block] = []
         self._firsts: list[int] = []
+        self._gathered = 0
+        """The index of the first of the small blocks at the end still to be
+        joined into one (`_extend`)."""
         self._packed = 0
         self._tail: list[Event] = []
         self._cache: tuple[int, list[Event]] = (0, [])
@@ -179,10 +180,11 @@ class PackedEvents(Sequence[Event]):
             self._add(lines, events)
 
     def copy(self) -> PackedEvents:
-        """A log of the same events; the packed blocks that no longer grow are shared."""
+        """A log of the same events; the packed blocks, which never change, are shared."""
         copy = PackedEvents()
-        copy._blocks = [*self._blocks[:-1], *map(_copied, self._blocks[-1:])]
+        copy._blocks = list(self._blocks)
         copy._firsts = list(self._firsts)
+        copy._gathered = self._gathered
         copy._packed = self._packed
         copy._tail = list(self._tail)
         return copy
@@ -194,11 +196,11 @@ class PackedEvents(Sequence[Event]):
         ):
             pieces = lines.split(b"\n")
             pieces.pop()
-            tags = bytearray(map(_CODES.__getitem__, [event.type for event in events]))
+            tags = bytes(map(_CODES.__getitem__, [event.type for event in events]))
             self._extend(lines, _ends(pieces), tags, None)
             return
         pieces, pinned = _encoded(events)
-        tags = bytearray(
+        tags = bytes(
             0 if not piece else _CODES[event.type]
             for piece, event in zip(pieces, events, strict=True)
         )
@@ -206,34 +208,32 @@ class PackedEvents(Sequence[Event]):
         self._extend(lines, _ends(pieces), tags, pinned)
 
     def _extend(
-        self, lines: bytes, ends: array[int], tags: bytearray, pinned: dict[int, Event] | None
+        self, lines: bytes, ends: array[int], tags: bytes, pinned: dict[int, Event] | None
     ) -> None:
-        """Put packed events at the end: into the last block while it is under `BLOCK`."""
+        """Put packed events at the end, in a block of their own; small blocks
+        at the end are joined into one once they hold `BLOCK` bytes of lines.
+
+        A block a load read comes whole; what a session packs as it goes (a
+        turn's lines) is gathered so. Each block is made at its final size and
+        never grows: a block grown in place a turn at a time costs a copy per
+        turn and leaves behind, in the allocator, holes that later blocks do
+        not fit.
+        """
+        block = _Block(self._packed, lines, ends, tags)
+        block.pinned = pinned
         blocks = self._blocks
-        last = blocks[-1] if blocks else None
-        # A block a load read comes whole, in a block of its own; what a
-        # session packs as it goes (a turn's lines) joins the last block.
-        if last is None or len(last.lines) >= BLOCK or len(lines) >= BLOCK // 2:
-            if last is not None and type(last.lines) is bytearray:
-                last.lines = bytes(last.lines)
-            block = _Block(self._packed, lines, ends, tags)
-            block.pinned = pinned
-            blocks.append(block)
-            self._firsts.append(self._packed)
-        else:
-            grown = last.lines
-            if not isinstance(grown, bytearray):
-                grown = last.lines = bytearray(grown)
-            offset = len(grown)
-            count = len(last.ends)
-            grown += lines
-            last.ends.extend(end + offset for end in ends)
-            last.tags += tags
-            if pinned:
-                held = last.pinned if last.pinned is not None else {}
-                held.update((index + count, event) for index, event in pinned.items())
-                last.pinned = held
+        blocks.append(block)
+        self._firsts.append(self._packed)
         self._packed += len(ends)
+        if len(lines) >= BLOCK // 2:
+            self._gathered = len(blocks)
+            return
+        gathered = blocks[self._gathered :]
+        if len(gathered) > 1 and sum(len(each.lines) for each in gathered) >= BLOCK:
+            del blocks[self._gathered :], self._firsts[self._gathered :]
+            blocks.append(_joined(gathered))
+            self._firsts.append(gathered[0].first)
+            self._gathered = len(blocks)
 
     def _locate(self, index: int) -> tuple[_Block, int]:
         at = bisect.bisect_right(self._firsts, index) - 1
@@ -312,9 +312,7 @@ class PackedEvents(Sequence[Event]):
             if first >= min(stop, packed):
                 break
             low, high = max(start - first, 0), min(stop - first, len(block))
-            # Matched whole before the first yield: a match iterator holds the
-            # tags' buffer, which a turn packed meanwhile must be free to grow.
-            for run_start, run_stop in list(_runs(pattern.finditer(block.tags, low, high))):
+            for run_start, run_stop in _runs(pattern.finditer(block.tags, low, high)):
                 for event in block.decode(run_start, run_stop):
                     if event.type in names:
                         yield event
@@ -383,7 +381,22 @@ def _encoded(events: list[Event]) -> tuple[list[bytes], dict[int, Event] | None]
     return lines, pinned or None
 
 
-def _copied(block: _Block) -> _Block:
-    copy = _Block(block.first, bytes(block.lines), array("I", block.ends), bytearray(block.tags))
-    copy.pinned = None if block.pinned is None else dict(block.pinned)
-    return copy
+def _joined(blocks: list[_Block]) -> _Block:
+    """One block of the events of ``blocks`` (consecutive, in order)."""
+    ends: array[int] = array("I")
+    pinned: dict[int, Event] = {}
+    offset = 0
+    for block in blocks:
+        count = len(ends)
+        ends.extend(end + offset for end in block.ends)
+        if block.pinned:
+            pinned.update((index + count, event) for index, event in block.pinned.items())
+        offset += len(block.lines)
+    joined = _Block(
+        blocks[0].first,
+        b"".join(block.lines for block in blocks),
+        ends,
+        b"".join(block.tags for block in blocks),
+    )
+    joined.pinned = pinned or None
+    return joined

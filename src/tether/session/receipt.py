@@ -25,6 +25,11 @@ none, as in logs written before children existed)::
       {"id": "20261201-…", "call_id": "call-4", "ended": "aborted",
        "cause": "parent", "seconds": 0.003}]}
 
+One stop writes one receipt. What each plugin's stop reached comes back to
+the loop as :class:`StopParts` (from ``agent/turn-aborting`` for a turn,
+``agent/stopping`` for an idle agent's disposal), and the loop merges them
+into the receipt (:mod:`tether.loop.receipt`).
+
 It is part of the core vocabulary: every `EventRegistry` knows it, so a log
 holding a receipt loads without the plugin that wrote it.
 """
@@ -104,6 +109,17 @@ class StoppedAgent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             msgspec.structs.force_setattr(
                 self, "seconds", check_seconds(where, "seconds", self.seconds)
             )
+
+
+class StopParts(msgspec.Struct, frozen=True):
+    """What one listener's part of a stop reached: its commands and its child agents.
+
+    A listener of ``agent/turn-aborting`` or ``agent/stopping`` answers one;
+    the loop writes the parts of one stop as one :class:`ToolStopped`.
+    """
+
+    stopped: tuple[Stopped, ...] = ()
+    agents: tuple[StoppedAgent, ...] = ()
 
 
 class ToolStopped(EventStruct, frozen=True):

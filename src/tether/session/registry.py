@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol, cast
 import msgspec
 
 from tether.session.compaction import ContextCompacted
+from tether.session.environment import EnvironmentNoted
 from tether.session.errors import (
     EventFormatError,
     EventTypeConflictError,
@@ -22,9 +23,11 @@ from tether.session.errors import (
 )
 from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, holding
 from tether.session.fields import freeze_data
+from tether.session.files import FileSeen
 from tether.session.log_decoder import LogDecoder
 from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.previews import ToolPreviewed
+from tether.session.prompt_cut import PromptCut
 from tether.session.receipt import ToolStopped
 from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.snapshot import WorkspaceSnapshot
@@ -38,6 +41,9 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     ToolStopped,
     ToolPreviewed,
     ContextCompacted,
+    EnvironmentNoted,
+    FileSeen,
+    PromptCut,
     WorkspaceSnapshot,
     *SETTINGS_PAYLOADS,
 )

@@ -60,7 +60,7 @@ from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.session import ToolCallEvent, ToolResultEvent
 from tether.session.errors import SessionError
-from tether.session.model import MODEL_LABEL, header_model, session_model
+from tether.session.model import MODEL_LABEL, session_model
 from tether.session.settings import MODE_OPTION
 from tether.tools.permission import Mode
 from tether.tools.registry import TOOLS, Shown, shown_in
@@ -332,7 +332,7 @@ class Api:
                 live="here",
                 holder=self._hub.here().to_json(),
                 running=agent.session.open_turn is not None,
-                model=_model_of(agent.session),
+                model=self._model_of(agent.session),
                 last_activity=events[-1].time if events else agent.session.header.created_at,
             )
             rows[agent.id] = row
@@ -421,7 +421,7 @@ class Api:
                 "id": session_id,
                 "cwd": session.header.cwd,
                 "title": title,
-                "model": _model_of(session),
+                "model": self._model_of(session),
                 "mode": settings.get(MODE_OPTION, self._hub.config.mode.value),
                 "live": "here" if agent is not None else (None if holder is None else "elsewhere"),
                 "holder": self._hub.here().to_json()
@@ -451,7 +451,7 @@ class Api:
         session = agent.session if agent is not None else await self._load(session_id)
         llm = self._ctx.get(LLM)
         catalog = ModelCatalog() if llm is None else llm.catalog
-        first = header_model(session.header, self._default_model).model
+        first = self._model_of(session, at=0)
         turns = usage_by_turn(session.events, catalog, first)
         return JSONResponse({"turns": [turn.to_json() for turn in turns]})
 
@@ -520,6 +520,10 @@ class Api:
         finally:
             await follow.aclose()
             encoded.leave(session_id)
+
+    def _model_of(self, session: Session, *, at: int | None = None) -> str:
+        """The model of ``session``'s request at ``at`` (default: its next one)."""
+        return session_model(session, configured=self._default_model, at=at).model
 
     def _shown(self, session_id: str) -> Shown:
         """How the calls of the tools session ``session_id`` sees are shown."""
@@ -787,10 +791,6 @@ async def _json_body(request: Request, *, limit: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return body
-
-
-def _model_of(session: Session) -> str:
-    return session_model(session).model
 
 
 def _check_model(ctx: Context, model: object) -> None:

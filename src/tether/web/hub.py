@@ -612,14 +612,13 @@ async def _preview_of(invocation: ToolInvocation) -> ToolPreview | None:
 async def apply(ctx: Context, config: Config) -> None:
     """Provide the ``web`` service; its sessions and listeners unwind as one effect."""
     hub = WebHub(ctx, config)
-    events = ctx.runtime.events
 
     def lifecycle() -> Iterator[Callable[[], object]]:
-        yield events.add(SESSION_EVENT.name, hub.follows.on_session_event)
-        yield events.add(SESSION_DISPOSED.name, hub.follows.on_session_disposed)
-        yield events.add(BEFORE_EXECUTE.name, hub.before_execute)
-        yield events.add(PERMISSION_REQUEST.name, hub.ask)
-        yield events.add(AGENT_DISPOSED.name, hub.forget)
+        yield ctx.listen(SESSION_EVENT, hub.follows.on_session_event)
+        yield ctx.listen(SESSION_DISPOSED, hub.follows.on_session_disposed)
+        yield ctx.listen(BEFORE_EXECUTE, hub.before_execute)
+        yield ctx.listen(PERMISSION_REQUEST, hub.ask)
+        yield ctx.listen(AGENT_DISPOSED, hub.forget)
         # Last in, first out: the sessions close while the listeners still stand.
         yield hub.close
 

@@ -25,6 +25,7 @@ from tether.llm.adapters.endpoint import (
     ConnectTimeout,
     Endpoint,
     EndpointConfig,
+    FirstByteTimeout,
     IdleTimeout,
     MaxConnections,
     ReadTimeout,
@@ -81,7 +82,7 @@ class MessagesAdapter(HttpAdapter):
             headers["x-api-key"] = secret
         return headers
 
-    def decoder(self) -> StreamDecoder:
+    def decoder(self, request: ModelRequest) -> StreamDecoder:
         return StreamDecoder(self.name)
 
 
@@ -98,6 +99,7 @@ class Config(EndpointConfig, frozen=True):
     connect_timeout: ConnectTimeout = 10.0
     read_timeout: ReadTimeout = 120.0
     idle_timeout: IdleTimeout = 120.0
+    first_byte_timeout: FirstByteTimeout = 600.0
     max_connections: MaxConnections = 20
     provider: Annotated[str, Meta(description="the provider name to register")] = "anthropic"
     max_tokens: Annotated[

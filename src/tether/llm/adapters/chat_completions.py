@@ -12,6 +12,8 @@ Field names are the protocol's. Providers that speak it with extensions
 
 * ``delta.refusal`` (the model declined) streams as text and ends the
   answer ``refusal``, whatever finish reason follows it;
+* an error may come as an event of its own (llama.cpp's ``error:`` line,
+  see :mod:`~tether.llm.adapters.sse`) or as a payload's ``error``;
 * reasoning arrives as ``delta.reasoning_content`` (DeepSeek, vLLM) or
   ``delta.reasoning`` and becomes :class:`ReasoningDelta`;
 * tool-call fragments are keyed by ``index``; a server that omits it gets
@@ -54,6 +56,7 @@ from tether.llm.adapters.decoding import (
 from tether.llm.adapters.errors import ErrorCode
 from tether.llm.adapters.fragments import FragmentCache
 from tether.llm.adapters.http import dumps
+from tether.llm.adapters.sse import ERROR_EVENT
 from tether.llm.chunks import (
     Finish,
     FinishReason,
@@ -93,8 +96,14 @@ def request_body(
     model: str,
     replay_reasoning: bool,
     max_tokens_field: str = "max_tokens",
+    parallel_tool_calls: bool = False,
 ) -> dict[str, object]:
-    """The Chat Completions request for ``request``, sent to ``model``."""
+    """The Chat Completions request for ``request``, sent to ``model``.
+
+    With ``parallel_tool_calls``, a request that offers tools asks for
+    ``parallel_tool_calls`` (llama.cpp's server allows one call per answer
+    without it; OpenAI rejects it in a request without tools).
+    """
     messages: list[dict[str, object]] = []
     if request.system:
         messages.append(_system(request.system))
@@ -110,7 +119,8 @@ def request_body(
             with_images.append(message)
     if with_images:
         messages.append(_images_message(with_images))
-    return {"model": model, "messages": messages, **_settings(request, max_tokens_field)}
+    settings = _settings(request, max_tokens_field, parallel_tool_calls=parallel_tool_calls)
+    return {"model": model, "messages": messages, **settings}
 
 
 def _image_parts(message: ToolMessage) -> list[dict[str, object]]:
@@ -146,6 +156,7 @@ class RequestEncoder:
         "_fragments",
         "_image_parts",
         "_max_tokens_field",
+        "_parallel_tool_calls",
         "_system",
         "_system_json",
         "_tools",
@@ -155,8 +166,15 @@ class RequestEncoder:
     _CONVERSATIONS = 16
     """How many conversations' last requests are kept (an adapter serves every agent)."""
 
-    def __init__(self, *, replay_reasoning: bool, max_tokens_field: str = "max_tokens") -> None:
+    def __init__(
+        self,
+        *,
+        replay_reasoning: bool,
+        max_tokens_field: str = "max_tokens",
+        parallel_tool_calls: bool = False,
+    ) -> None:
         self._max_tokens_field = max_tokens_field
+        self._parallel_tool_calls = parallel_tool_calls
         self._conversations: dict[int, tuple[tuple[Message, ...], str, bool]] = {}
         """By the ``id`` of a conversation's first message (which the entry keeps
         alive): its last request's messages, their JSON joined, and whether a tool
@@ -189,7 +207,15 @@ class RequestEncoder:
         messages = ",".join(filter(None, (self._encoded_system(request.system), joined)))
         # The settings always hold the model, so the object is never empty.
         settings = dumps(
-            {"model": model, **_settings(request, self._max_tokens_field, tools=False)}
+            {
+                "model": model,
+                **_settings(
+                    request,
+                    self._max_tokens_field,
+                    tools=False,
+                    parallel_tool_calls=self._parallel_tool_calls,
+                ),
+            }
         )
         tools = self._encoded_tools(request.tools)
         return f'{settings[:-1]}{tools},"messages":[{messages}]}}'.encode()
@@ -262,12 +288,18 @@ def _system(text: str) -> dict[str, object]:
 
 
 def _settings(
-    request: ModelRequest, max_tokens_field: str, *, tools: bool = True
+    request: ModelRequest,
+    max_tokens_field: str,
+    *,
+    tools: bool = True,
+    parallel_tool_calls: bool = False,
 ) -> dict[str, object]:
     """Everything in the body but the model and the messages (and, without ``tools``, the tools)."""
     settings: dict[str, object] = {"stream": True, "stream_options": {"include_usage": True}}
     if tools and request.tools:
         settings["tools"] = _tools(request.tools)
+    if parallel_tool_calls and request.tools:
+        settings["parallel_tool_calls"] = True
     if request.max_tokens is not None:
         settings[max_tokens_field] = request.max_tokens
     if request.temperature is not None:
@@ -387,7 +419,8 @@ class StreamDecoder:
         payload = event_data(self.provider, event.data)
         if not isinstance(payload, dict):
             return []
-        error = payload.get("error")
+        # llama.cpp sends its error as the event itself (see adapters.sse).
+        error = payload if event.event == ERROR_EVENT else payload.get("error")
         if error:
             raise stream_error(self.provider, error)
         usage = payload.get("usage")

@@ -73,17 +73,29 @@ def event_data(provider: str, data: str) -> object:
 
 
 def stream_error(provider: str, error: object) -> ProviderError:
-    """The failure an error event reports (``{"message", "type" or "code"}`` or text)."""
+    """The failure an error event reports (``{"message", "type" or "code"}`` or text).
+
+    A numeric ``code`` is the HTTP status the provider would have answered
+    with (llama.cpp: ``{"code": 400, "type": "exceed_context_size_error",
+    …}``) and classifies the error as that status would; without one, the
+    error counts as a server failure unless its type or message says more.
+    """
     kind: str | None = None
+    status = 500
     text = str(error)
     if isinstance(error, Mapping):
-        message, code = error.get("message"), error.get("code") or error.get("type")
-        kind = code if isinstance(code, str) else None
+        message = error.get("message")
+        for field in ("code", "type"):
+            value = error.get(field)
+            if isinstance(value, str) and value and kind is None:
+                kind = value
+            elif isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+                status = value
         if isinstance(message, str) and message:
             text = message
     # An error inside a stream that had started: the request itself was fine.
     return ProviderError(
-        classify_status(500, text, kind), f"{provider}: error in the stream: {text}"
+        classify_status(status, text, kind), f"{provider}: error in the stream: {text}"
     )
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "ConnectTimeout",
     "Endpoint",
     "EndpointConfig",
+    "FirstByteTimeout",
     "HttpConfig",
     "IdleTimeout",
     "MaxConnections",
@@ -59,6 +60,14 @@ IdleTimeout = Annotated[
         "tool-call arguments; keep-alive pings do not count) before the attempt fails",
     ),
 ]
+FirstByteTimeout = Annotated[
+    float,
+    Meta(
+        gt=0,
+        description="seconds to wait for the first bytes of an answer (a local server "
+        "sends nothing while it processes the prompt)",
+    ),
+]
 MaxConnections = Annotated[int, Meta(ge=1, description="pooled connections")]
 
 
@@ -72,6 +81,8 @@ class HttpFields(Protocol):
     @property
     def idle_timeout(self) -> float: ...
     @property
+    def first_byte_timeout(self) -> float: ...
+    @property
     def max_connections(self) -> int: ...
 
 
@@ -81,6 +92,7 @@ class HttpConfig(Schema, frozen=True):
     connect_timeout: ConnectTimeout = 10.0
     read_timeout: ReadTimeout = 120.0
     idle_timeout: IdleTimeout = 120.0
+    first_byte_timeout: FirstByteTimeout = 600.0
     max_connections: MaxConnections = 20
 
 
@@ -90,6 +102,7 @@ def http_options(config: HttpFields) -> HttpOptions:
         connect_timeout=config.connect_timeout,
         read_timeout=config.read_timeout,
         idle_timeout=config.idle_timeout,
+        first_byte_timeout=config.first_byte_timeout,
         max_connections=config.max_connections,
     )
 

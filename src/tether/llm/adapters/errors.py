@@ -84,6 +84,7 @@ _CONTEXT_OVERFLOW = re.compile(
 # Anthropic ``error.type``), for the cases the status alone gets wrong.
 _TYPED: Mapping[str, ErrorCode] = {
     "context_length_exceeded": "context-overflow",
+    "exceed_context_size_error": "context-overflow",
     "insufficient_quota": "auth",
     "authentication_error": "auth",
     "permission_error": "auth",

@@ -7,16 +7,22 @@ never pays for them.
 :meth:`HttpClient.events` is where transport failures become
 :class:`~tether.llm.adapters.errors.ProviderError`: an error status, a
 timeout, a refused or dropped connection, a response that is not an event
-stream. Cancellation is the caller's task being cancelled while it awaits the
-next event (that is how :meth:`tether.llm.service.LlmService.stream`
-interrupts an adapter): the response, and with it the connection, is closed
-before the cancel propagates, so a cancelled request never holds a pooled
-connection.
+stream. A request that fails on a reused pooled connection before any byte
+of its answer came (the server had closed that connection after its last
+answer, as llama.cpp's server and vLLM do although they advertise
+keep-alive) is sent again at once on a new connection, without a word: it
+never reached the server.
+
+Cancellation is the caller's task being cancelled while it awaits the next
+event (that is how :meth:`tether.llm.service.LlmService.stream` interrupts
+an adapter): the response, and with it the connection, is closed before the
+cancel propagates, so a cancelled request never holds a pooled connection.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING
 
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["HttpClient", "HttpOptions", "dumps"]
 
+log = logging.getLogger(__name__)
+
 _ERROR_BODY_BYTES = 64 * 1024
 
 
@@ -53,10 +61,14 @@ def _plain(value: object) -> object:
 class HttpOptions(msgspec.Struct, frozen=True):
     """Timeouts (seconds) and pool size of an adapter's client.
 
-    ``read_timeout`` bounds each wait for bytes, not the whole answer.
-    ``idle_timeout`` bounds each wait for progress of the answer (the next
-    stream chunk; keep-alive bytes do not count); the adapter enforces it
-    (:class:`~tether.llm.adapters.streaming.HttpAdapter`), not the client.
+    ``first_byte_timeout`` bounds the wait for the first event of an answer: a
+    local server processing a long prompt sends nothing until it has
+    processed it, which takes minutes on a CPU. ``idle_timeout`` then bounds
+    each wait for progress of the answer (the next stream chunk; keep-alive
+    bytes do not count). The adapter enforces both
+    (:class:`~tether.llm.adapters.streaming.HttpAdapter`). ``read_timeout``
+    bounds each wait for bytes at the transport, but never cuts the wait for
+    the first byte short of ``first_byte_timeout``.
     """
 
     connect_timeout: float = 10.0
@@ -64,6 +76,7 @@ class HttpOptions(msgspec.Struct, frozen=True):
     write_timeout: float = 30.0
     max_connections: int = 20
     idle_timeout: float = 120.0
+    first_byte_timeout: float = 600.0
 
 
 class HttpClient:
@@ -100,7 +113,9 @@ class HttpClient:
             client = httpx.AsyncClient(
                 timeout=httpx.Timeout(
                     connect=options.connect_timeout,
-                    read=options.read_timeout,
+                    # The adapter bounds the wait for the first event (which may
+                    # be long) and for progress after it; see HttpOptions.
+                    read=max(options.read_timeout, options.first_byte_timeout),
                     write=options.write_timeout,
                     pool=options.connect_timeout,
                 ),
@@ -141,7 +156,8 @@ class HttpClient:
                 adapter scrubs its key from it (see :func:`.errors.redact`).
         """
         import httpx
-        from httpx_sse import EventSource, SSEError
+
+        from tether.llm.adapters.sse import parse_events
 
         client = self._get(url)
         parsed = self._urls.get(url)
@@ -154,17 +170,16 @@ class HttpClient:
             "content-type": "application/json",
         }
         try:
-            async with client.stream(
-                "POST", parsed, headers=request_headers, content=content
-            ) as response:
+            response = await _send(client, parsed, request_headers, content)
+            try:
                 if response.status_code >= 400:
                     raise await _status_error(response, provider)
-                source = EventSource(response)
-                try:
-                    async for event in source.aiter_sse():
-                        yield event
-                except SSEError:
-                    raise await _not_a_stream(response, provider) from None
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    raise await _not_a_stream(response, provider)
+                async for event in parse_events(response.aiter_text()):
+                    yield event
+            finally:
+                await response.aclose()
         except httpx.TimeoutException as exc:
             text = mask_credentials(f"{provider}: {self._timed_out(exc, url)}")
             raise ProviderError("timeout", text) from None
@@ -185,8 +200,43 @@ class HttpClient:
             seconds = options.connect_timeout
             return f"could not connect to {url} within {seconds:g} s (connect_timeout)"
         if isinstance(exc, httpx.ReadTimeout):
-            return f"{url} sent nothing for {options.read_timeout:g} s (read_timeout)"
+            seconds = max(options.read_timeout, options.first_byte_timeout)
+            return f"{url} sent nothing for {seconds:g} s (read_timeout)"
         return f"timed out talking to {url}: {_detail(exc)}"
+
+
+async def _send(
+    client: httpx.AsyncClient, url: httpx.URL, headers: dict[str, str], content: bytes
+) -> httpx.Response:
+    """POST ``content``; the response, its body not read yet.
+
+    A request that fails before any byte of its answer on a connection taken
+    from the pool (not opened for it) is sent once more, at once: the server
+    had closed that connection, and never saw the request.
+
+    Raises:
+        httpx.HTTPError: the request failed (on a new connection, or twice).
+    """
+    import httpx
+
+    opened = False
+
+    async def trace(name: str, info: Mapping[str, object]) -> None:
+        nonlocal opened
+        if name.startswith("connection.connect_tcp."):
+            opened = True
+
+    request = client.build_request(
+        "POST", url, headers=headers, content=content, extensions={"trace": trace}
+    )
+    try:
+        return await client.send(request, stream=True)
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        if opened:
+            raise
+        log.debug("a pooled connection to %s was closed (%s); sending again", url, _detail(exc))
+    request = client.build_request("POST", url, headers=headers, content=content)
+    return await client.send(request, stream=True)
 
 
 async def _status_error(response: httpx.Response, provider: str) -> ProviderError:

@@ -18,7 +18,13 @@ Field names are the protocol's. How tether's messages map:
 * a ``redacted_thinking`` block is kept as a
   :class:`~tether.content.RedactedReasoningBlock` and goes back as it came,
   its ``data`` unchanged, in its place among the answer's blocks;
-* empty text blocks are left out, and so is a message left with no content.
+* empty text blocks are left out, and so is a message left with no content;
+* the prompt cache: the system prompt and the last block of the last
+  message carry ``cache_control`` breakpoints (``ephemeral``), so the tools
+  and the system prompt (the same all session, see
+  :mod:`tether.loop.prompt`) and then the conversation up to the last
+  request are read from the cache (the API caches the prefix up to each
+  breakpoint and finds the longest one cached).
 """
 
 from __future__ import annotations
@@ -108,6 +114,7 @@ def request_body(
             messages[-1]["content"].extend(content)
         else:
             messages.append({"role": role, "content": content})
+    _cache_breakpoint(messages)
     body: dict[str, object] = {
         "model": model,
         "max_tokens": request.max_tokens or max_tokens,
@@ -115,7 +122,7 @@ def request_body(
         "stream": True,
     }
     if system:
-        body["system"] = "\n\n".join(system)
+        body["system"] = [{"type": "text", "text": "\n\n".join(system), "cache_control": _CACHED}]
     if request.tools:
         body["tools"] = [
             {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
@@ -126,6 +133,21 @@ def request_body(
     if thinking_budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     return body
+
+
+_CACHED = {"type": "ephemeral"}
+_CACHEABLE = frozenset({"text", "image", "tool_result", "tool_use"})
+"""The blocks that may carry ``cache_control`` (thinking blocks may not)."""
+
+
+def _cache_breakpoint(messages: list[dict[str, Any]]) -> None:
+    """Mark the last block of the last message as a cache breakpoint, when it may be one."""
+    if not messages:
+        return
+    last = messages[-1]["content"][-1]
+    if last.get("type") in _CACHEABLE:
+        # The block may be shared by the next request's body: mark a copy.
+        messages[-1]["content"][-1] = {**last, "cache_control": _CACHED}
 
 
 def _wire(

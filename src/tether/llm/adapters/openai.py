@@ -21,10 +21,14 @@ name is not a preset adds a provider; it needs a ``base_url``::
           openai-compatible: {base_url: "http://127.0.0.1:8000/v1"}
           ollama: {base_url: "http://127.0.0.1:11434/v1"}
 
-Then ``--model ollama:qwen3`` talks to Ollama. All providers of the plugin
+Then ``--model ollama:qwen3`` talks to Ollama. ``text_tool_calls`` turns tool
+calls a model writes as text into calls (:mod:`~.text_calls`); left unset, it
+is on for a base URL on this machine (``127.0.0.1``, ``localhost``) and off
+for every other. All providers of the plugin
 share its HTTP clients (one per scheme, see :class:`~.http.HttpClient`;
 created on first use, closed when the plugin unloads); their timeouts are
-the plugin's ``connect_timeout``, ``read_timeout`` and ``idle_timeout``.
+the plugin's ``connect_timeout``, ``read_timeout``, ``first_byte_timeout`` and
+``idle_timeout``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from msgspec import Meta
 
 from tether.fence import environ
 from tether.llm.adapters.chat_completions import RequestEncoder, StreamDecoder, request_body
+from tether.llm.adapters.decoding import Decoder
 from tether.llm.adapters.endpoint import (
     Endpoint,
     EndpointConfig,
@@ -47,6 +52,7 @@ from tether.llm.adapters.endpoint import (
 from tether.llm.adapters.http import HttpClient
 from tether.llm.adapters.providers import OPENAI_PLUGIN, PRESETS
 from tether.llm.adapters.streaming import HttpAdapter
+from tether.llm.adapters.text_calls import TextCallDecoder, is_local
 from tether.llm.request import ModelRequest, check_provider_name
 from tether.llm.service import LLM
 from tether.runtime.schema import FieldError
@@ -60,7 +66,7 @@ __all__ = ["ChatCompletionsAdapter", "Config", "ProviderConfig", "apply", "injec
 class ChatCompletionsAdapter(HttpAdapter):
     """One OpenAI-compatible provider: ``POST {base_url}/chat/completions``, streamed."""
 
-    __slots__ = ("_encoder",)
+    __slots__ = ("_encoder", "_text_calls")
 
     path = "/chat/completions"
 
@@ -68,8 +74,12 @@ class ChatCompletionsAdapter(HttpAdapter):
         super().__init__(endpoint, http)
         preset = endpoint.preset
         self._encoder = RequestEncoder(
-            replay_reasoning=preset.replay_reasoning, max_tokens_field=preset.max_tokens_field
+            replay_reasoning=preset.replay_reasoning,
+            max_tokens_field=preset.max_tokens_field,
+            parallel_tool_calls=preset.parallel_tool_calls,
         )
+        text_calls = preset.text_tool_calls
+        self._text_calls = is_local(preset.base_url) if text_calls is None else text_calls
 
     def body(self, request: ModelRequest, model: str) -> dict[str, object]:
         preset = self.endpoint.preset
@@ -78,6 +88,7 @@ class ChatCompletionsAdapter(HttpAdapter):
             model=model,
             replay_reasoning=preset.replay_reasoning,
             max_tokens_field=preset.max_tokens_field,
+            parallel_tool_calls=preset.parallel_tool_calls,
         )
 
     def encode(self, request: ModelRequest, model: str) -> bytes:
@@ -87,8 +98,11 @@ class ChatCompletionsAdapter(HttpAdapter):
         secret = self.endpoint.secret
         return {} if secret is None else {"authorization": f"Bearer {secret}"}
 
-    def decoder(self) -> StreamDecoder:
-        return StreamDecoder(self.name)
+    def decoder(self, request: ModelRequest) -> Decoder:
+        decoder = StreamDecoder(self.name)
+        if not self._text_calls or not request.tools:
+            return decoder
+        return TextCallDecoder(decoder, frozenset(tool.name for tool in request.tools))
 
 
 name = "openai"
@@ -106,6 +120,23 @@ class ProviderConfig(EndpointConfig, frozen=True):
         | None
     ) = None
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    parallel_tool_calls: (
+        Annotated[
+            bool,
+            Meta(description="ask for several tool calls per answer (requests with tools)"),
+        ]
+        | None
+    ) = None
+    text_tool_calls: (
+        Annotated[
+            bool,
+            Meta(
+                description="turn tool calls the model writes as text (fenced JSON, "
+                "<tool_call> tags) into calls; on by default for a server on this machine"
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Config(HttpConfig, frozen=True):

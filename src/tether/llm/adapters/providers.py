@@ -42,7 +42,9 @@ class Preset(msgspec.Struct, frozen=True):
     (``https://api.openai.com/v1``); ``None`` means the user must give one.
     ``key_env`` lists the provider's own key variables. ``replay_reasoning``
     sends ``reasoning_content`` back on assistant messages that called tools
-    (DeepSeek rejects the follow-up request otherwise).
+    (DeepSeek rejects the follow-up request otherwise). ``parallel_tool_calls``
+    asks for several tool calls per answer where the provider documents the
+    field (llama.cpp's server makes one call per answer without it).
     """
 
     provider: str
@@ -54,6 +56,10 @@ class Preset(msgspec.Struct, frozen=True):
     default_model: str | None
     replay_reasoning: bool = False
     max_tokens_field: MaxTokensField = "max_tokens"
+    parallel_tool_calls: bool = False
+    text_tool_calls: bool | None = None
+    """Read tool calls written as text (:mod:`~.text_calls`); ``None``: only for a
+    base URL on this machine."""
 
     @property
     def key_variables(self) -> tuple[str, ...]:
@@ -83,6 +89,7 @@ PRESETS: Mapping[str, Preset] = {
             key_required=True,
             default_model="gpt-4.1",
             max_tokens_field="max_completion_tokens",
+            parallel_tool_calls=True,
         ),
         Preset(
             "openai-compatible",
@@ -93,6 +100,7 @@ PRESETS: Mapping[str, Preset] = {
             key_required=False,
             default_model=None,
             replay_reasoning=True,
+            parallel_tool_calls=True,
         ),
         Preset(
             "anthropic",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from tether.llm.adapters.decoding import Decoder
 from tether.llm.adapters.endpoint import Endpoint
 from tether.llm.adapters.errors import ProviderError, redact
-from tether.llm.adapters.http import HttpClient, dumps
+from tether.llm.adapters.http import HttpClient, HttpOptions, dumps
 from tether.llm.chunks import Finish, StreamChunk
 from tether.llm.request import ModelRequest
 from tether.masking import mask_credentials
@@ -82,17 +82,20 @@ class HttpAdapter(ABC):
         """The request headers, authentication included."""
 
     @abstractmethod
-    def decoder(self) -> Decoder:
-        """A fresh decoder for one answer."""
+    def decoder(self, request: ModelRequest) -> Decoder:
+        """A fresh decoder for the answer to ``request``."""
 
     async def stream(
         self, request: ModelRequest, signal: CancelSignal
     ) -> AsyncGenerator[StreamChunk, None]:
         """Stream the answer to ``request``; see the class docstring for failures.
 
-        Each chunk must come within the client's ``idle_timeout`` of the one
-        before it (of the request, for the first): an answer that stalls, even
-        on a connection that keeps sending keep-alive bytes, ends with a
+        The first event must come within the client's ``first_byte_timeout``
+        of the request (a local server sends nothing while it processes the
+        prompt); after it, each event must come within ``read_timeout`` of the
+        one before it, and each chunk within ``idle_timeout`` of the one before
+        it (of the first event, for the first): an answer that stalls, even on
+        a connection that keeps sending keep-alive bytes, ends with a
         ``timeout`` error naming the setting. A cancelled ``signal`` seen
         between events ends the stream with ``Finish("aborted")``; closing the
         generator early (which is how the ``llm`` service interrupts a blocked
@@ -103,26 +106,23 @@ class HttpAdapter(ABC):
             if endpoint.problem is not None:
                 raise endpoint.problem
             content = self.encode(request, endpoint.model(request.model_name))
-            decoder = self.decoder()
+            decoder = self.decoder(request)
             events = self._http.events(
                 endpoint.url(self.path),
                 headers=self.headers(),
                 content=content,
                 provider=endpoint.provider,
             )
-            idle = self._http.options.idle_timeout
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + idle
+            clock = _Clock(self.name, self._http.options)
             async with contextlib.aclosing(events):
-                while (event := await self._next(events, deadline)) is not None:
+                while (event := await _next(events, clock)) is not None:
                     if signal.cancelled:
                         yield Finish("aborted")
                         return
                     chunks = decoder.feed(event)
-                    if chunks:
-                        deadline = loop.time() + idle
-                        for chunk in chunks:
-                            yield chunk
+                    clock.arrived(progress=bool(chunks))
+                    for chunk in chunks:
+                        yield chunk
                     if decoder.done:
                         await _drain(events)
                         break
@@ -131,32 +131,81 @@ class HttpAdapter(ABC):
         except ProviderError as exc:
             yield failure(exc, endpoint)
 
-    async def _next(
-        self, events: AsyncGenerator[ServerSentEvent, None], deadline: float
-    ) -> ServerSentEvent | None:
-        """The next event (``None`` at the end), if it comes before ``deadline`` (loop time).
 
-        Raises:
-            ProviderError: it did not (``timeout``, naming ``idle_timeout``), or
-                as the events raise it.
-        """
-        try:
-            async with asyncio.timeout_at(deadline) as wait:
-                return await anext(events)
-        except StopAsyncIteration:
-            return None
-        except TimeoutError:
-            if not wait.expired():
-                raise
-            idle = self._http.options.idle_timeout
-            raise ProviderError("timeout", _stalled(self.name, idle)) from None
+class _Clock:
+    """When the next event of one answer is due, and the error if it is late.
+
+    Before the first event: ``first_byte_timeout`` after the request. After
+    it: ``read_timeout`` after the last event, or ``idle_timeout`` after the
+    last progress (an event that carried chunks), whichever comes first.
+    """
+
+    __slots__ = ("_began", "_event", "_loop", "_options", "_progress", "_provider")
+
+    def __init__(self, provider: str, options: HttpOptions) -> None:
+        self._provider = provider
+        self._options = options
+        self._loop = asyncio.get_running_loop()
+        self._began = False
+        self._event = self._progress = self._loop.time()
+
+    def arrived(self, *, progress: bool) -> None:
+        """An event arrived; ``progress``: it carried chunks (the first always counts)."""
+        now = self._loop.time()
+        self._event = now
+        if progress or not self._began:
+            self._progress = now
+        self._began = True
+
+    @property
+    def due(self) -> float:
+        """The loop time by which the next event must arrive."""
+        options = self._options
+        if not self._began:
+            return self._progress + options.first_byte_timeout
+        return min(self._event + options.read_timeout, self._progress + options.idle_timeout)
+
+    def late(self) -> ProviderError:
+        """The ``timeout`` error of an event that missed :attr:`due`, naming the setting."""
+        options, provider = self._options, self._provider
+        if not self._began:
+            message = (
+                f"{provider}: no answer began within {options.first_byte_timeout:g} s "
+                "(first_byte_timeout in the adapter's configuration); a local server sends "
+                "nothing while it processes a long prompt, and a retry processes the whole "
+                "prompt again"
+            )
+        elif self._event + options.read_timeout < self._progress + options.idle_timeout:
+            message = (
+                f"{provider}: the answer stalled: the server sent nothing for "
+                f"{options.read_timeout:g} s (read_timeout)"
+            )
+        else:
+            message = (
+                f"{provider}: the answer stalled: nothing new for {options.idle_timeout:g} s "
+                "(idle_timeout in the adapter's configuration)"
+            )
+        return ProviderError("timeout", message)
 
 
-def _stalled(provider: str, idle: float) -> str:
-    return (
-        f"{provider}: the answer stalled: nothing new for {idle:g} s "
-        "(idle_timeout in the adapter's configuration)"
-    )
+async def _next(
+    events: AsyncGenerator[ServerSentEvent, None], clock: _Clock
+) -> ServerSentEvent | None:
+    """The next event (``None`` at the end), if it comes by ``clock.due``.
+
+    Raises:
+        ProviderError: it did not (``timeout``, see :meth:`_Clock.late`), or as
+            the events raise it.
+    """
+    try:
+        async with asyncio.timeout_at(clock.due) as wait:
+            return await anext(events)
+    except StopAsyncIteration:
+        return None
+    except TimeoutError:
+        if not wait.expired():
+            raise
+        raise clock.late() from None
 
 
 async def _drain(events: AsyncGenerator[object, None]) -> None:

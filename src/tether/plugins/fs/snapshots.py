@@ -14,20 +14,31 @@ A write or an edit checks and changes a file under its :class:`FileLocks`
 lock, so two calls that change one file in one process take turns: the
 second sees the first's change, and is refused if its model has not read it.
 
-The tables live in the plugin and are dropped with their agent; a reload of
-the plugin forgets them, and the model is told to read a file again.
+The tables live in the plugin and are dropped with their agent. Each
+change to a table is logged too, as a ``file/seen`` event
+(:mod:`tether.session.files`): an agent's table is rebuilt from its
+session's log at its first file tool call in this process
+(:meth:`Snapshots.restore`), so a resumed session (``tether run
+--continue``), or the plugin after a reload, still knows what the model
+read, and a file read before counts as read while its content is what was
+seen.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
 from tether.plugins.fs.errors import FileToolError
+from tether.session.files import FILE_SEEN_TYPE, FileSeen
+
+if TYPE_CHECKING:
+    from tether.session.log import Session
 
 T = TypeVar("T")
 
@@ -46,15 +57,33 @@ class Snapshot(msgspec.Struct, frozen=True):
     digest: str | None
 
 
+_SEEN = frozenset({FILE_SEEN_TYPE})
+
+
 class Snapshots:
     """The tables of every agent, by agent id."""
 
     def __init__(self) -> None:
         self._tables: dict[str, dict[str, Snapshot]] = {}
 
-    def saw(self, owner: str, path: str, snapshot: Snapshot) -> None:
-        """Record that ``owner``'s model now knows ``path`` as ``snapshot``."""
+    def restore(self, owner: str, session: Session) -> None:
+        """Rebuild ``owner``'s table from the ``file/seen`` events of its ``session``,
+        unless it has one already (once per agent and process)."""
+        if owner in self._tables:
+            return
+        table = self._tables[owner] = {}
+        for event in session.events.of_types(_SEEN):
+            data = event.data
+            path, version, digest = data.get("path"), data.get("version"), data.get("digest")
+            if isinstance(path, str) and isinstance(version, str):
+                table[path] = Snapshot(version, digest if isinstance(digest, str) else None)
+
+    def saw(self, owner: str, path: str, snapshot: Snapshot, session: Session | None) -> None:
+        """Record that ``owner``'s model now knows ``path`` as ``snapshot``, and log it
+        to ``session`` (the agent's, when there is one)."""
         self._tables.setdefault(owner, {})[path] = snapshot
+        if session is not None:
+            session.append(FileSeen(path, snapshot.version, snapshot.digest))
 
     def get(self, owner: str, path: str) -> Snapshot | None:
         return self._tables.get(owner, {}).get(path)
@@ -69,14 +98,17 @@ class Snapshots:
             FileToolError: never read by this agent, or changed since it was read.
         """
         seen = self.get(owner, path)
+        read = f"call the read tool with {json.dumps({'path': shown})}"
         if seen is None:
             raise FileToolError(
-                f"{shown} has not been read in this session; read it first, then edit it"
+                f"{shown} has not been read in this session: {read} first, then repeat this "
+                "call unchanged"
             )
         same = now.version == seen.version if seen.digest is None else now.digest == seen.digest
         if not same:
             raise FileToolError(
-                f"{shown} changed on disk since it was last read; read it again before editing"
+                f"{shown} changed on disk since it was last read: {read} again, then make "
+                "this change again against what it shows"
             )
 
     def forget(self, owner: str) -> None:

@@ -25,7 +25,7 @@ from tether.plugins.fs.edits import apply_edits
 from tether.plugins.fs.errors import FileToolError, failure
 from tether.plugins.fs.images import ImageFileError
 from tether.plugins.fs.search import GrepQuery, Hit, glob_files, grep
-from tether.plugins.fs.snapshots import FileLocks, Snapshots
+from tether.plugins.fs.snapshots import FileLocks, Snapshot, Snapshots
 from tether.plugins.fs.text import MAX_LINE_CHARS, READ_LINES, cut
 from tether.plugins.fs.tree import join
 from tether.plugins.fs.workspace import Resolved, Workspace
@@ -51,6 +51,12 @@ class _Target(msgspec.Struct, frozen=True):
     resolved: Resolved
     access: FileAccess
     owner: str
+    agent: Agent | None = None
+
+    def saw(self, snapshots: Snapshots, path: str, snapshot: Snapshot) -> None:
+        """Record (and log to the agent's session) that the model now knows ``path``."""
+        session = None if self.agent is None else self.agent.session
+        snapshots.saw(self.owner, path, snapshot, session)
 
 
 class FileTools:
@@ -76,7 +82,9 @@ class FileTools:
         if refusal is not None:
             raise FileToolError(refusal)
         owner = exec.agent.id if exec.agent is not None else ""
-        return _Target(resolved, await self._access(exec), owner)
+        if exec.agent is not None:
+            self.snapshots.restore(owner, exec.agent.session)
+        return _Target(resolved, await self._access(exec), owner, exec.agent)
 
     async def _access(self, exec: ToolExec) -> FileAccess:
         """The editor's buffers when a frontend serves them for the caller, else the disk."""
@@ -135,7 +143,7 @@ class FileTools:
             return await self._read_image(target, args.path, image, exec)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
-        self.snapshots.saw(target.owner, target.resolved.real, snapshot)
+        target.saw(self.snapshots, target.resolved.real, snapshot)
         return ToolOutput(page.render(args.path))
 
     async def _read_image(
@@ -153,7 +161,7 @@ class FileTools:
             )
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
-        self.snapshots.saw(target.owner, real, snapshot)
+        target.saw(self.snapshots, real, snapshot)
         return ToolOutput(
             f"{shown}: {media_type}, {len(data):,} bytes (the image is attached)",
             images=(ImageRef.inline(media_type, data),),
@@ -188,7 +196,7 @@ class FileTools:
                 written = await self.locks.finish(
                     target.access.write_text(target.resolved, args.content)
                 )
-                self.snapshots.saw(target.owner, real, written)
+                target.saw(self.snapshots, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
         lines = args.content.count("\n") + (0 if args.content.endswith("\n") else 1)
@@ -246,7 +254,7 @@ class FileTools:
                 written = await self.locks.finish(
                     target.access.write_text(target.resolved, edited.text)
                 )
-                self.snapshots.saw(target.owner, real, written)
+                target.saw(self.snapshots, real, written)
         except FileToolError as exc:
             return ToolOutput(exc.message, is_error=True)
         plural = "" if edited.replacements == 1 else "s"
