@@ -224,7 +224,8 @@ async def test_background_tasks_stay_in_the_local_executor(tmp_path: Path) -> No
     client = TerminalClient()
     async with in_terminals(tmp_path, client, "--mode", "auto") as server:
         sid = await server.new_session()
-        assert await server.prompt(sid, "bg echo later") == "end_turn"
+        # Still running when the call returns: its end is no part of this turn.
+        assert await server.prompt(sid, "bg sleep 5; echo later") == "end_turn"
         assert client.calls == []
         assert "started background task bash-1" in server.client.text(sid)
 

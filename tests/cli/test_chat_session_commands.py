@@ -1,4 +1,5 @@
-"""Chat's `/model`, `/clear`, `/new`, `/diff` and `!command`, on a real pseudo-terminal."""
+"""Chat's `/model`, `/clear`, `/new`, `/diff`, `/rewind`, `/fork` and `!command`, on a real
+pseudo-terminal."""
 
 from __future__ import annotations
 
@@ -126,3 +127,35 @@ def test_clear_is_logged_and_diff_shows_the_file_changes_at_their_lines(tmp_path
         chat.close()
     types = [event["type"] for event in events_of(tmp_path, session_id)]
     assert types[-1] == "history/cleared"
+
+
+def test_rewind_lists_turns_restores_the_files_and_goes_on_in_a_branch(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "g.txt").write_text("one\n")
+    chat = Terminal(tmp_path, cwd=work)
+    try:
+        session_id = started(chat)
+        chat.send(b"$ echo two >> g.txt\r")
+        chat.expect("tokens: ")
+        chat.expect("you>")
+        chat.send(b"/rewind\r")
+        chat.expect("1  $ echo two >> g.txt")
+        chat.send(b"/rewind 1\r")
+        shown = chat.expect("(its first ")
+        assert "back to the start o" in shown  # a long line is cut to the terminal's width
+        assert f"a branch of {session_id} before turn 1" in shown
+        branch = shown.split("session ")[-1].split(":")[0]
+        chat.expect("you>")
+        assert (work / "g.txt").read_text() == "one\n"
+        chat.send(b"/fork\r")
+        chat.expect(f"a branch of {branch} at its end")
+        chat.expect("you>")
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()
+    parent = events_of(tmp_path, session_id)
+    assert [e["type"] for e in parent].count("turn/start") == 1
+    first_line = (tmp_path / "sessions" / f"{branch}.jsonl").open().readline()
+    assert f'"parent":"{session_id}"' in first_line.replace(" ", "")

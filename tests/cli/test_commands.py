@@ -27,9 +27,11 @@ def python(
     input: str | None = None,
     timeout: float = 60,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *argv],
+        cwd=cwd,
         input=input,
         capture_output=True,
         text=True,
@@ -45,8 +47,11 @@ def tether(
     input: str | None = None,
     timeout: float = 60,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    return python(home, "-m", "tether.cli.main", *args, input=input, timeout=timeout, env=env)
+    return python(
+        home, "-m", "tether.cli.main", *args, input=input, timeout=timeout, env=env, cwd=cwd
+    )
 
 
 def session_id(stderr: str) -> str:

@@ -513,9 +513,14 @@ def test_logs_are_private_whatever_the_umask(tmp_path: Path) -> None:
             check=False,
         )
         assert result.returncode == 0, result.stderr
-    modes = {p.name: p.stat().st_mode & 0o777 for p in [home, *home.rglob("*")]}
-    assert modes.pop("home") == 0o700 and modes.pop("sessions") == 0o700
-    assert modes and set(modes.values()) == {0o600}, modes
+    paths = [home, *home.rglob("*")]
+    snapshots = home / "workspaces"  # workspace snapshots: git's objects are read-only
+    modes = {str(p): p.stat().st_mode & 0o777 for p in paths if not p.is_dir()}
+    logs = {path: mode for path, mode in modes.items() if not path.startswith(str(snapshots))}
+    assert logs and set(logs.values()) == {0o600}, logs
+    assert {mode & 0o077 for mode in modes.values()} == {0}, modes
+    folders = {str(p): p.stat().st_mode & 0o777 for p in paths if p.is_dir()}
+    assert set(folders.values()) == {0o700}, folders
 
 
 def test_sqlite_on_a_read_only_home_shows_what_a_killed_writer_left_in_its_wal(

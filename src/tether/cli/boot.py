@@ -410,7 +410,10 @@ async def open_for(
     ``--continue``): a new session once it is stored (its header, so the id
     the command shows names a session on disk), a resumed one on the model it
     ran on, or the one ``--model``/``--base-url`` give (:func:`continue_on`);
-    ``None`` once the reason it cannot is printed (and added to ``reasons``)."""
+    ``None`` once the reason it cannot is printed (and added to ``reasons``).
+    ``--fork ID[@TURN]`` stores a branch of that session first, and resumes it."""
+    if getattr(args, "fork", None) and not await _forked(tether, args, cwd, reasons):
+        return None
     resuming = resumes(args)
     handle = await open_agent(
         tether, resume=args.resume, resume_latest=args.continue_, cwd=cwd, reasons=reasons
@@ -426,6 +429,30 @@ async def open_for(
     _refused(unusable, reasons)
     await handle.dispose()
     return None
+
+
+async def _forked(
+    tether: Tether, args: argparse.Namespace, cwd: str, reasons: list[str] | None
+) -> bool:
+    """``--fork``: the branch is stored, and ``args`` resume it; ``False`` once the reason
+    it is not is printed.
+
+    Raises:
+        UsageError: ``--resume`` or ``--continue`` too, or no stored session matches.
+    """
+    from tether.cli.rewind import REWIND_ERRORS, fork_from
+    from tether.persist.backends.errors import LogStoreError
+    from tether.session import SessionError
+
+    if resumes(args):
+        raise UsageError("--fork starts a new branch: give it without --resume or --continue")
+    try:
+        forked = await fork_from(tether, args.fork, cwd=cwd)
+    except (LookupError, LogStoreError, SessionError, *REWIND_ERRORS) as exc:
+        _refused(str(exc), reasons)
+        return False
+    args.resume, args.fork = forked.id, None
+    return True
 
 
 async def _stored(

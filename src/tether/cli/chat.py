@@ -179,6 +179,8 @@ class _Chat:
         """What ``!command`` runs gave, to go with the next prompt sent."""
         self.renew = False
         """``/new`` asked for a new session: the entries stop until it is open."""
+        self.branch: str | None = None
+        """The stored branch ``/rewind`` or ``/fork`` made, which the next session resumes."""
         self._due = asyncio.Event()
         self.terminal = is_terminal(sys.stdin) and is_terminal(sys.stdout)
         self.lines: _Lines
@@ -481,6 +483,8 @@ class _Chat:
             say(clear_history(self.agent), "dim")
         elif name == "new":
             self._new()
+        elif name in ("rewind", "fork"):
+            await self._branch(name, argument)
         elif name == "diff":
             for line, style in session_changes(self.agent.session, self.view.shown):
                 say(line, style)
@@ -527,6 +531,18 @@ class _Chat:
         if self.agent.status is AgentStatus.RUNNING:
             raise CommandError("a turn is running: wait for it to end, or cancel it, then /new")
         self.renew = True
+
+    async def _branch(self, name: str, argument: str) -> None:
+        """``/rewind`` and ``/fork`` (:mod:`tether.cli.rewind`); a branch made goes on here."""
+        from tether.cli.rewind import chat_fork, chat_rewind
+
+        done = await (chat_rewind if name == "rewind" else chat_fork)(
+            self.tether, self.agent, argument
+        )
+        for line in done.lines:
+            self.surface.line(line)
+        if done.branch is not None:
+            self.branch, self.renew = done.branch, True
 
     async def _run_own(self, command: str) -> None:
         """``!command``: run it (:mod:`tether.cli.own_command`), show what it printed,
@@ -633,10 +649,10 @@ async def chat(args: argparse.Namespace) -> int:
                 return exit_status
             if failed or not session.renew:
                 return 1 if failed else 0
-            renewed = await _new_session(tether, args, before)
+            renewed = await _new_session(tether, args, before, resume=session.branch)
             if renewed is None:
                 return 1
-            handle, session.renew = renewed, False
+            handle, session.renew, session.branch = renewed, False, None
     finally:
         try:
             await tether.stop()
@@ -645,11 +661,12 @@ async def chat(args: argparse.Namespace) -> int:
 
 
 async def _new_session(
-    tether: Tether, args: argparse.Namespace, before: ModelChoice
+    tether: Tether, args: argparse.Namespace, before: ModelChoice, *, resume: str | None
 ) -> AgentHandle | None:
-    """``/new``: a new session in this directory, going on with the model the chat
-    used (``before``); ``None`` once the reason it cannot is printed."""
-    args.resume, args.continue_ = None, False  # the sessions after the first are new
+    """``/new``: a new session in this directory (or ``resume``, a branch ``/rewind`` or
+    ``/fork`` stored), going on with the model the chat used (``before``); ``None`` once
+    the reason it cannot is printed."""
+    args.resume, args.continue_ = resume, False  # the sessions after the first are new
     handle = await open_for(tether, args, cwd=os.getcwd())
     if handle is not None:
         go_on_with(handle.agent, before, session_choice(tether, handle.agent.session))

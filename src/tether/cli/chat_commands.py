@@ -33,6 +33,13 @@ BUILTIN = (
     Builtin("clear", None, "start the next request from an empty history (the log keeps all)"),
     Builtin("new", None, "start a new session in this chat"),
     Builtin("diff", None, "show what the agent's file tools changed in this session"),
+    Builtin(
+        "rewind",
+        "[TURN ...]",
+        "list the turns, or go back to TURN's start: code, conversation or both (the "
+        "default); force overwrites changes made outside the agent",
+    ),
+    Builtin("fork", "[TURN]", "go on in a branch of this session (before TURN, or from here)"),
     Builtin("sessions", None, "list the stored sessions"),
     Builtin("quit", None, "leave the chat (also /exit, Ctrl-D)"),
 )

@@ -222,6 +222,7 @@ def add_sessions_parser(commands: _Commands) -> None:
         action="store_true",
         help="include prompts, answers, tool arguments and results (secrets masked)",
     )
+    add_rewind_parsers(session_commands)
     cancel = session_commands.add_parser(
         "cancel", help="cancel the work of a session live on any host (PostgreSQL)"
     )
@@ -280,6 +281,47 @@ def add_worker_parser(commands: _Commands) -> None:
     worker.add_argument("--model", metavar="M", help="for runs submitted without one")
 
 
+def add_rewind_parsers(session_commands: _Commands) -> None:
+    """``sessions rewind`` and ``sessions diff`` (docs/rewind.md)."""
+    rewind = session_commands.add_parser(
+        "rewind",
+        help="take the workspace and/or the conversation back to the start of a turn",
+        description="Restore the files to the snapshot taken as turn TURN started (--code), "
+        "branch the conversation before it into a new session (--conversation), or both "
+        "(the default). The log is never cut: the session keeps every event.",
+    )
+    rewind.add_argument("id")
+    rewind.add_argument("--to", type=positive_int, required=True, metavar="TURN")
+    what = rewind.add_mutually_exclusive_group()
+    for choice in ("code", "conversation", "both"):
+        what.add_argument(f"--{choice}", dest="what", action="store_const", const=choice)
+    rewind.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite files changed outside the agent since that turn started",
+    )
+    diff = session_commands.add_parser(
+        "diff", help="what changed in the workspace since a turn started (a unified diff)"
+    )
+    diff.add_argument("id")
+    diff.add_argument(
+        "--turn",
+        type=positive_int,
+        metavar="N",
+        help="since turn N started (default: the first turn with a snapshot)",
+    )
+
+
+def add_fork_option(parser: argparse.ArgumentParser) -> None:
+    """``--fork ID[@TURN]``: start on a branch of a stored session."""
+    parser.add_argument(
+        "--fork",
+        metavar="ID[@TURN]",
+        help="go on in a new session branched from a stored one: before turn TURN, or "
+        "after its last event (the stored session keeps every event)",
+    )
+
+
 def add_run_parser(commands: _Commands) -> None:
     """``tether run`` and its options."""
     run = commands.add_parser(
@@ -297,6 +339,8 @@ def add_run_parser(commands: _Commands) -> None:
     add_model_options(run)
     add_resume_options(run)
     add_sandbox_option(run)
+
+    add_fork_option(run)
     run.add_argument(
         "--mode",
         choices=("ask", "auto"),
@@ -332,6 +376,8 @@ def add_chat_parser(commands: _Commands) -> None:
     add_model_options(chat)
     add_resume_options(chat)
     add_sandbox_option(chat)
+
+    add_fork_option(chat)
     chat.add_argument(
         "--mode",
         choices=("ask", "auto"),
@@ -400,7 +446,7 @@ def add_demo_parser(commands: _Commands) -> None:
 _HELP = {
     "run": "run one task headless, the answer on stdout",
     "chat": "an interactive session in the terminal",
-    "sessions": "list, show, export, tail, cancel or delete sessions",
+    "sessions": "list, show, export, tail, rewind, cancel or delete sessions",
     "submit": "queue a run for a worker (PostgreSQL); prints its session id",
     "worker": "take queued runs and run them as sessions (PostgreSQL)",
     "config": "inspect the composition",

@@ -1,4 +1,4 @@
-"""``tether sessions``: list, show, export, tail, cancel and delete stored sessions."""
+"""``tether sessions``: list, show, export, tail, rewind, diff, cancel, delete stored sessions."""
 
 from __future__ import annotations
 
@@ -28,11 +28,14 @@ if TYPE_CHECKING:
     from tether.persist.service import Persistence
     from tether.session import Session
     from tether.session.stored import StoredEvent
+    from tether.tools.registry import Shown
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_ID = 2
-NAMING_COMMANDS = frozenset({"show", "export", "tail", "cancel", "delete", "trace"})
+NAMING_COMMANDS = frozenset(
+    {"show", "export", "tail", "cancel", "delete", "trace", "rewind", "diff"}
+)
 """The subcommands that name a stored session: its id, or a unique prefix of one."""
 
 CANCEL_WAIT = 30.0
@@ -511,7 +514,22 @@ def _drop_stdout() -> None:
     os.close(devnull)
 
 
+async def _show(persistence: Persistence, shown: Shown, args: argparse.Namespace) -> None:
+    """``sessions show``: the parent it branched from (if a fork), the transcript, the
+    sessions it delegated to; on stderr, whether it is live elsewhere."""
+    from tether.cli.rewind import branch_lines
+
+    session = await persistence.load(args.id)
+    transcribed = transcript(session, thinking=args.thinking, shown=shown)
+    for line in (*branch_lines(session), *transcribed):
+        print(line)
+    for line in await _delegated(persistence, session.id):
+        print(line)
+    await _say_if_live(persistence, session)
+
+
 async def sessions(args: argparse.Namespace) -> int:
+    from tether.cli.rewind import REWIND_ERRORS, rewind_command
     from tether.front.follow import SessionViews
     from tether.persist.backends.errors import LogStoreError
     from tether.persist.cluster import CLUSTER
@@ -552,13 +570,7 @@ async def sessions(args: argparse.Namespace) -> int:
                 session = await persistence.import_log(header, events)
                 print(f"imported {session.id} ({len(session.events)} events)", file=sys.stderr)
             elif args.sessions_command == "show":
-                session = await persistence.load(args.id)
-                shown = shown_in(tether.runtime.ctx.get(TOOLS), session.id)
-                for line in transcript(session, thinking=args.thinking, shown=shown):
-                    print(line)
-                for line in await _delegated(persistence, session.id):
-                    print(line)
-                await _say_if_live(persistence, session)
+                await _show(persistence, shown_in(tether.runtime.ctx.get(TOOLS), args.id), args)
             elif args.sessions_command == "export":
                 session = await persistence.load(args.id)
                 await _say_if_live(persistence, session)
@@ -570,10 +582,12 @@ async def sessions(args: argparse.Namespace) -> int:
                     print(json.dumps({"header": session.header.to_record()}, ensure_ascii=False))
                     for event in session.events:
                         print(json.dumps(event.to_record(), ensure_ascii=False))
+            elif args.sessions_command in ("rewind", "diff"):
+                return await rewind_command(tether, persistence, args)
             elif args.sessions_command == "delete":
                 await persistence.delete(args.id)
                 print(f"deleted {args.id}", file=sys.stderr)
-        except (LogStoreError, SessionError, LookupError, ImportFileError) as exc:
+        except (LogStoreError, SessionError, LookupError, ImportFileError, *REWIND_ERRORS) as exc:
             print(f"tether: {exc}", file=sys.stderr)
             return EXIT_FAILED
         return EXIT_OK

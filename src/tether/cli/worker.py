@@ -248,7 +248,7 @@ class Worker:
         """The run's agent, and the message that starts (or continues) it; ``None``
         when its log shows the run's turn already completed."""
         from tether.persist.backends.errors import SessionNotFoundError
-        from tether.session import TurnEnd
+        from tether.session import TurnEnd, UserMessageEvent
 
         agents = self._tether.agents
         try:
@@ -261,7 +261,7 @@ class Worker:
             await handle.dispose()
             raise _UnusableModelError(unusable)
         events = handle.agent.session.events
-        if not any(event.type == "user/message" for event in events):
+        if not any(True for _ in events.of_types(frozenset({UserMessageEvent.type}))):
             return handle, request.task
         ends = [event.payload for event in events if isinstance(event.payload, TurnEnd)]
         if ends and ends[-1].reason.kind == "completed":

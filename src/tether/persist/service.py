@@ -308,6 +308,17 @@ class Persistence:
         await asyncio.to_thread(self._store_new, session)
         return session
 
+    async def store_new(self, session: Session) -> None:
+        """Store a whole session built in this process and never live (a fork),
+        under its own id, in one write.
+
+        Raises:
+            StoreConflictError: a session with this id is already stored.
+            SessionLeasedError: a process has a session of this id live.
+            OSError, LogStoreError: the write failed.
+        """
+        await asyncio.to_thread(self._store_new, session)
+
     def _store_new(self, session: Session) -> None:
         token = object()
         self._leases.acquire(session.id, token)

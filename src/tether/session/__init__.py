@@ -28,6 +28,7 @@ from tether.session.prompt_cut import PromptCut
 from tether.session.receipt import StopParts, Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
+from tether.session.snapshot import SnapshotMoment, WorkspaceSnapshot
 from tether.session.structure import PendingToolCall
 from tether.session.vocabulary import (
     BUILTIN_PAYLOADS,
@@ -91,6 +92,7 @@ __all__ = [
     "SessionEvents",
     "SessionHeader",
     "SessionInvariantError",
+    "SnapshotMoment",
     "StepEnd",
     "StepStart",
     "StopParts",
@@ -105,6 +107,7 @@ __all__ = [
     "TurnStart",
     "UnknownEventTypeError",
     "UserMessageEvent",
+    "WorkspaceSnapshot",
     "closing_payloads",
     "derive_messages",
     "repair",

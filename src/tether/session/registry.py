@@ -30,6 +30,7 @@ from tether.session.previews import ToolPreviewed
 from tether.session.prompt_cut import PromptCut
 from tether.session.receipt import ToolStopped
 from tether.session.settings import SETTINGS_PAYLOADS
+from tether.session.snapshot import WorkspaceSnapshot
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import BUILTIN_PAYLOADS
 
@@ -43,6 +44,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     EnvironmentNoted,
     FileSeen,
     PromptCut,
+    WorkspaceSnapshot,
     *SETTINGS_PAYLOADS,
 )
 """Every type tether writes: a new registry knows them all."""
