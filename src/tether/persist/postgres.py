@@ -145,9 +145,8 @@ async def apply(ctx: Context, config: PostgresConfig) -> None:
 
         yield stop
         # Each written batch rings the other hosts' doorbells, after its commit.
-        yield ctx.runtime.events.add(
-            SESSION_WRITTEN.name,
-            lambda session, durable: bell.committed(session.id, durable - 1),
+        yield ctx.listen(
+            SESSION_WRITTEN, lambda session, durable: bell.committed(session.id, durable - 1)
         )
         ctx.provide(CLUSTER, cluster[0])
 
