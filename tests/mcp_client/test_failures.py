@@ -130,6 +130,13 @@ async def test_a_server_stuck_in_a_cancelled_call_is_killed(tmp_path: Path) -> N
         pid = int(results(server.log(sid))[0][1])
         prompt = server.start_prompt(sid, call("mcp__t__stuck", seconds=60))
         await server.client.wait_for(lambda: _running(server, sid) == 2)
+        # Cleared to run, the call snapshots the workspace before it starts: cancel
+        # once it has reached the server.
+        for _ in range(200):  # the log is read from disk: look again until it shows it
+            if _snapshot_after_last_call(server, sid):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
         await server.conn.cancel(session_id=sid)
         assert await prompt == "cancelled"
         assert not _alive(pid)
@@ -138,6 +145,16 @@ async def test_a_server_stuck_in_a_cancelled_call_is_killed(tmp_path: Path) -> N
         assert await server.prompt(sid, call("mcp__t__echo", text="after")) == "end_turn"
         content, is_error = results(server.log(sid))[-1][1:]
         assert is_error and "did not honour the cancellation" in content
+
+
+def _snapshot_after_last_call(server: object, sid: str) -> bool:
+    """Whether ``sid``'s last tool call took its workspace snapshot before it ran."""
+    log = server.log(sid)  # type: ignore[attr-defined]
+    calls = [i for i, e in enumerate(log) if e["type"] == "tool/call"]
+    return bool(calls) and any(
+        e["type"] == "workspace/snapshot" and e["data"]["moment"] == "call"
+        for e in log[calls[-1] :]
+    )
 
 
 def _running(server: object, sid: str) -> int:
