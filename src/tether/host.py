@@ -20,7 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from tether.fence import environ
 from tether.runtime import Runtime
@@ -31,6 +31,7 @@ from tether.runtime.compose import (
     parse_composition,
     read_document,
 )
+from tether.runtime.errors import CompositionError
 from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def compose_document(
     data_dir: str | os.PathLike[str] | None = None,
     model: str | None = None,
     sandbox: str | None = None,
+    rules: Mapping[str, Sequence[str]] | None = None,
 ) -> object:
     """The bundled composition with ``overlays`` applied, then the direct settings.
 
@@ -72,16 +74,24 @@ def compose_document(
     ``data_dir`` also places the user's instruction file (``AGENTS.md`` there)
     unless the ``agent_loop`` row names one.
 
+    The permission rules add up rather than replace each other: the
+    ``allow``, ``ask`` and ``deny`` lists of the ``permissions`` row are those
+    of every overlay that sets them, in order, then ``rules`` (the flags'
+    lists, by the same names).
+
     Raises:
         CompositionError: an overlay cannot be read or has the wrong shape.
     """
     directory = None if data_dir is None else Path(data_dir)
     document = bundled_document()
+    gathered: Mapping[str, object] = {n: list((rules or {}).get(n, ())) for n in RULE_LISTS}
+    listed: list[Mapping[str, object]] = []
     for overlay in overlays:
-        if isinstance(overlay, Path):
-            document = overlay_rows(document, read_document(overlay), source=str(overlay))
-        else:
-            document = overlay_rows(document, overlay, source="overlay")
+        raw = read_document(overlay) if isinstance(overlay, Path) else overlay
+        source = str(overlay) if isinstance(overlay, Path) else "overlay"
+        document = overlay_rows(document, raw, source=source)
+        listed.extend(_permission_lists(raw, source))
+    document = _with_rules(document, [*listed, gathered])
     document = _database_from_environment(document)
     settings: dict[str, dict[str, object]] = {
         "persistence": {"data_dir": directory},
@@ -105,6 +115,52 @@ def compose_document(
     if patches:
         document = overlay_rows(document, {"plugins": patches}, source="settings")
     return document
+
+
+PERMISSIONS_ROW = "permissions"
+RULE_LISTS = ("allow", "ask", "deny")
+"""The permission rule lists, which add up across overlays and flags."""
+
+
+def _permission_lists(document: object, source: str) -> list[Mapping[str, object]]:
+    """The config of ``document``'s ``permissions`` row, if it sets one (a raw overlay
+    already checked by :func:`overlay_rows`).
+
+    Raises:
+        CompositionError: a rule list of it is not a list.
+    """
+    rows = document.get("plugins") if isinstance(document, Mapping) else None
+    found: list[Mapping[str, object]] = []
+    for row in rows or ():
+        config = row.get("config") if isinstance(row, Mapping) else None
+        if row.get("id") != PERMISSIONS_ROW or not isinstance(config, Mapping):
+            continue
+        for name in RULE_LISTS:
+            if not isinstance(config.get(name, []), list):
+                raise CompositionError(
+                    f"{source}: the permissions row's {name} must be a list of rules"
+                )
+        found.append(config)
+    return found
+
+
+def _with_rules(document: object, configs: Sequence[Mapping[str, object]]) -> object:
+    """``document`` with its ``permissions`` row's rule lists set to those of ``configs``
+    joined in order (each a list)."""
+    joined: dict[str, list[object]] = {}
+    for config in configs:
+        for name in RULE_LISTS:
+            joined.setdefault(name, []).extend(cast("list[object]", config.get(name, [])))
+    if not any(joined.values()) or not isinstance(document, Mapping):
+        return document
+    current: object = None
+    for row in document.get("plugins") or ():
+        if isinstance(row, Mapping) and row.get("id") == PERMISSIONS_ROW:
+            current = row.get("config")
+    config = dict(current) if isinstance(current, Mapping) else {}
+    config.update(joined)
+    patch = {"plugins": [{"id": PERMISSIONS_ROW, "config": config}]}
+    return overlay_rows(document, patch, source="permission rules")
 
 
 DEFAULT_PERSISTENCE = "tether.persist.jsonl"

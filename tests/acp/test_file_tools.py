@@ -107,9 +107,11 @@ async def test_ask_mode_shows_the_diff_and_allow_always_covers_every_edit(tmp_pa
         await server.prompt(sid, call("write", path="b.txt", content="new\n"))
         assert (work / "b.txt").read_text() == "new\n"
         assert len(client.permission_requests) == asked_before  # edits are allowed now
+        await server.prompt(sid, call("read", path="a.txt"))  # read-only: never asked
+        assert len(client.permission_requests) == asked_before
         client.answer = "reject-once"
-        await server.prompt(sid, call("read", path="a.txt"))
-        assert len(client.permission_requests) == asked_before + 1  # a read is not an edit
+        await server.prompt(sid, call("bash", command="true"))
+        assert len(client.permission_requests) == asked_before + 1  # a command is not an edit
 
 
 async def test_outside_the_workspace_is_asked_even_in_auto_mode(tmp_path: Path) -> None:

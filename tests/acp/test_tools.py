@@ -93,7 +93,7 @@ async def test_a_permission_request_shows_the_same_arguments_as_the_tool_call(
 ) -> None:
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "notes.txt").write_text("one line\n")
-    async with serving(tmp_path) as server:
+    async with serving(tmp_path, "--ask", "Read") as server:  # a read is asked only so
         sid = await server.new_session()
         # read's offset and limit are left to their defaults.
         assert await server.prompt(sid, 'call read {"path": "notes.txt"}') == "end_turn"

@@ -64,15 +64,39 @@ def test_an_allowed_edit_shows_its_diff_first_and_runs(tmp_path: Path) -> None:
     (work / "notes.txt").write_text("hello world\n")
     pid, fd = run_on_a_terminal(tmp_path / "home", work, "edit notes.txt: world => tether")
     seen: list[str] = []
-    # The offline model reads the file first, then edits it: two questions.
-    expect(fd, "allow this read call?", seen)
-    os.write(fd, b"y\n")
+    # The offline model reads the file first (a read-only call: not asked), then edits it.
     shown = expect(fd, "allow this edit call?", seen)
+    assert "→ read notes.txt" in shown and "allow this read call?" not in shown
     assert "-hello world" in shown and "+hello tether" in shown
     os.write(fd, b"a\n")
     assert exit_status(pid) == 0
     os.close(fd)
     assert (work / "notes.txt").read_text() == "hello tether\n"
+
+
+def test_read_only_calls_are_asked_too_when_the_setting_says_so(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello world\n")
+    config = tmp_path / "strict.yml"
+    config.write_text("plugins:\n  - id: permissions\n    config: {read_only_unasked: false}\n")
+    argv = ["--config", str(config), "run", "--mode", "ask", "edit notes.txt: world => x"]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(work)
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "tether.cli.main", *argv],
+            env_for(tmp_path / "home"),
+        )
+    seen: list[str] = []
+    expect(fd, "allow this read call? [y]es / [n]o / [a]lways: ", seen)
+    os.write(fd, b"y\n")
+    expect(fd, "allow this edit call?", seen)
+    os.write(fd, b"n\n")
+    assert exit_status(pid) == 0
+    os.close(fd)
+    assert (work / "notes.txt").read_text() == "hello world\n"
 
 
 def test_always_on_the_terminal_is_logged_and_a_resumed_session_keeps_it(tmp_path: Path) -> None:

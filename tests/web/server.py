@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from tether.host import Tether
+from tether.host import Overlay, Tether
 from tether.web import hub as web_plugin
 from tether.web.app import build_app
 from tether.web.hub import WebHub
@@ -32,10 +32,15 @@ class Served:
 
 @asynccontextmanager
 async def served(
-    data_dir: Path, *, mode: str = "auto", permission_timeout: float = 600.0
+    data_dir: Path,
+    *,
+    mode: str = "auto",
+    permission_timeout: float = 600.0,
+    overlays: Sequence[Overlay] = (),
 ) -> AsyncIterator[Served]:
-    """Tether with the web plugin, its app served by uvicorn on a loopback port."""
-    tether = await Tether(data_dir=data_dir).start()
+    """Tether (with ``overlays``) and the web plugin, its app served by uvicorn on a
+    loopback port."""
+    tether = await Tether(data_dir=data_dir, overlays=overlays).start()
     listener = socket.create_server(("127.0.0.1", 0))
     server: uvicorn.Server | None = None
     task: asyncio.Task[None] | None = None

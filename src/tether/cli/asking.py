@@ -57,13 +57,22 @@ def on_terminal(out: TextIO, ask: Ask, shown: Shown | None = None) -> Present:
         out.write(describe(question.invocation, question.preview, shown_as(tool)))
         out.flush()
         try:
-            line = await ask(f"allow this {tool} call? [y]es / [n]o / [a]lways")
+            line = await ask(f"allow this {tool} call{_asked_by(question)}? {_choices(question)}")
         except BaseException:
             out.write("\n")  # withdrawn (or unreadable): its line ends here
             raise
         return ANSWERS.get(line.strip().lower()[:1], Answer.REJECT) if line else Answer.REJECT
 
     return present
+
+
+def _choices(question: Question) -> str:
+    return "[y]es / [n]o / [a]lways" if question.always is not None else "[y]es / [n]o"
+
+
+def _asked_by(question: Question) -> str:
+    rules = question.asked_by
+    return f" (a permission rule asks: {', '.join(rules)})" if rules else ""
 
 
 def describe(
@@ -100,12 +109,21 @@ def check_can_ask(command: str) -> None:
         )
 
 
-def ask_on_terminal(agent: Agent, ask: Ask | None = None, out: TextIO | None = None) -> None:
-    """Put ``agent``'s tool calls to the person on the terminal, for as long as it lives.
+def ask_on_terminal(
+    agent: Agent,
+    ask: Ask | None = None,
+    out: TextIO | None = None,
+    *,
+    every_call: bool = True,
+) -> None:
+    """Put ``agent``'s tool calls to the person on the terminal, for as long as it lives:
+    each of them with ``every_call`` (ask mode), and — in any mode — those a permission
+    rule asks about, of ``agent`` and of the child agents it delegates to.
 
     By default the call is shown on stderr and the answer read as a line of
     stdin; ``chat`` passes its own ``ask`` (its line editor) and ``out``.
     """
+    from tether.front.asking import PERMISSION_REQUEST, answering
     from tether.tools.execute import BEFORE_EXECUTE
 
     async def read_stdin(question: str) -> str:
@@ -115,4 +133,6 @@ def ask_on_terminal(agent: Agent, ask: Ask | None = None, out: TextIO | None = N
 
     shown = shown_in(agent.ctx.get(TOOLS), agent.id)
     present = on_terminal(out or sys.stderr, ask or read_stdin, shown)
-    agent.ctx.on(BEFORE_EXECUTE, asking_each_call(agent, present))
+    agent.ctx.on(PERMISSION_REQUEST, answering(agent, present))
+    if every_call:
+        agent.ctx.on(BEFORE_EXECUTE, asking_each_call(agent, present))

@@ -70,7 +70,10 @@ def composed(
     from tether.host import compose_document
 
     document = compose_document(
-        overlays_of(args), data_dir=data_dir_of(args), sandbox=getattr(args, "sandbox", None)
+        overlays_of(args),
+        data_dir=data_dir_of(args),
+        sandbox=getattr(args, "sandbox", None),
+        rules=rules_of(args),
     )
     if not with_model:
         return document
@@ -83,6 +86,26 @@ def composed(
         print(settings.notice, file=sys.stderr)
     # compose_document hands back the composition as a mapping of rows.
     return settings.apply_to(cast("Mapping[str, object]", document))
+
+
+def rules_of(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The permission rules of ``--allow``, ``--ask`` and ``--deny``, by list.
+
+    Raises:
+        UsageError: a rule cannot be read (the message names the flag and the rule).
+    """
+    from tether.front.rules import RuleError, parse_rule
+
+    lists: dict[str, list[str]] = {}
+    for name in ("allow", "ask", "deny"):
+        texts = list(getattr(args, f"{name}_rules", None) or [])
+        for text in texts:
+            try:
+                parse_rule(text)
+            except RuleError as exc:
+                raise UsageError(f"--{name}: {exc}") from None
+        lists[name] = texts
+    return lists
 
 
 def resumes(args: argparse.Namespace) -> bool:
@@ -260,6 +283,7 @@ async def start(
             if persistent:
                 await check_persistence(tether)
                 check_agent_loop(tether)
+                check_permissions(tether)
         except (UsageError, StartRefusedError):
             await tether.stop()
             raise
@@ -291,6 +315,21 @@ def check_agent_loop(tether: Tether) -> None:
         UsageError: the row failed (exit 2), saying why.
     """
     problems = [str(p) for p in tether.problems if p.row == repr(AGENT_LOOP_ROW)]
+    if problems:
+        raise UsageError("; ".join(problems))
+
+
+PERMISSIONS_ROW = "permissions"
+
+
+def check_permissions(tether: Tether) -> None:
+    """Refuse to run agents when the permission rules did not start (a rule that cannot
+    be read): an agent never runs without the rules the user set.
+
+    Raises:
+        UsageError: the row failed (exit 2), saying why.
+    """
+    problems = [p.message for p in tether.problems if p.row == repr(PERMISSIONS_ROW)]
     if problems:
         raise UsageError("; ".join(problems))
 

@@ -637,10 +637,12 @@ async def chat(args: argparse.Namespace) -> int:
             return 1
         while True:
             session.attach(tether, handle.agent)
-            if args.mode == "ask":
+            if args.mode == "ask" or session.terminal:
                 from tether.cli.asking import ask_on_terminal
 
-                ask_on_terminal(handle.agent, session.ask, session.out)
+                ask_on_terminal(
+                    handle.agent, session.ask, session.out, every_call=args.mode == "ask"
+                )
             exit_status, final = await session.run(first)
             first = None
             before = session_choice(tether, handle.agent.session)

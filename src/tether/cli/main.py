@@ -50,6 +50,24 @@ def add_sandbox_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_rule_options(parser: argparse.ArgumentParser) -> None:
+    """``--allow``/``--ask``/``--deny RULE``: permission rules added to the configured
+    ones for this run (see docs/security.md)."""
+    for name, says in (
+        ("allow", "run calls RULE matches without asking"),
+        ("ask", "ask about calls RULE matches, whatever the mode"),
+        ("deny", "never run calls RULE matches (deny wins)"),
+    ):
+        parser.add_argument(
+            f"--{name}",
+            action="append",
+            dest=f"{name}_rules",
+            default=[],
+            metavar="RULE",
+            help=f"{says}; e.g. 'Bash(git status:*)', 'Edit(docs/**)' (repeatable)",
+        )
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
     try:
@@ -90,6 +108,7 @@ def add_acp_parser(commands: _Commands) -> None:
     )
     add_model_options(acp)
     add_sandbox_option(acp)
+    add_rule_options(acp)
     acp.add_argument(
         "--mode",
         choices=("ask", "auto"),
@@ -152,6 +171,7 @@ def add_web_parser(commands: _Commands) -> None:
         metavar="SECONDS",
         help="a permission question left unanswered this long is a rejection (default: 600)",
     )
+    add_rule_options(web)
 
 
 def add_sessions_parser(commands: _Commands) -> None:
@@ -339,6 +359,7 @@ def add_run_parser(commands: _Commands) -> None:
     add_model_options(run)
     add_resume_options(run)
     add_sandbox_option(run)
+    add_rule_options(run)
 
     add_fork_option(run)
     run.add_argument(
@@ -376,6 +397,7 @@ def add_chat_parser(commands: _Commands) -> None:
     add_model_options(chat)
     add_resume_options(chat)
     add_sandbox_option(chat)
+    add_rule_options(chat)
 
     add_fork_option(chat)
     chat.add_argument(

@@ -179,10 +179,10 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         text_out = args.output_format == "text"
         printer, spinner = _printer_for(args)
         view = _show_work(args, tether, agent, printer, spinner)
-        if args.mode == "ask":
+        if args.mode == "ask" or is_terminal(sys.stdin):
             from tether.cli.asking import ask_on_terminal
 
-            ask_on_terminal(agent)
+            ask_on_terminal(agent, every_call=args.mode == "ask")
         lines = EventLines(sys.stdout)
         if args.output_format == "stream-json":
             lines.write(_init_line(tether, agent))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,7 @@ from tether.tools.execute import ToolInvocation
 from tether.tools.permission import Mode, grant, granted, needs_asking, remembered_as
 
 if TYPE_CHECKING:
+    from tether.agent.registry import AgentsView
     from tether.runtime import Context
     from tether.tools.preview import ToolPreview
 
@@ -84,8 +85,16 @@ class Question:
 
     @property
     def always(self) -> str | None:
-        """What "always" would grant (a tool name, or every edit); ``None``: not offered."""
+        """What "always" would grant (a tool name, or every edit); ``None``: not offered
+        (the call needs approval whatever the mode, or a permission rule asks about it)."""
+        if self.invocation.exec.asked_by:
+            return None
         return remembered_as(self.invocation.tool_name, self.preview)
+
+    @property
+    def asked_by(self) -> tuple[str, ...]:
+        """The permission rules that ask about the call whatever the mode (may be none)."""
+        return self.invocation.exec.asked_by
 
     @property
     def tool(self) -> str:
@@ -103,7 +112,8 @@ async def ask(question: Question, present: Present, *, within: float | None) -> 
     """Whether ``question``'s call may run: granted, or answered through ``present``
     (see the module docs for the timeout, the withdrawal and a logged "always")."""
     session = question.governing.session
-    if granted(session.settings.granted, question.tool, question.preview):
+    grants = session.settings.granted
+    if not question.asked_by and granted(grants, question.tool, question.preview):
         return PermissionDecision.ALLOW
     signal = question.invocation.exec.signal
     asking = asyncio.ensure_future(present(question))
@@ -130,7 +140,7 @@ async def ask(question: Question, present: Present, *, within: float | None) -> 
         return PermissionDecision.REJECT
     always = question.always
     if answer is Answer.ALWAYS and always is not None:
-        grant(session, session.settings.granted, always)
+        grant(session, grants, always)
     return PermissionDecision.ALLOW
 
 
@@ -140,14 +150,15 @@ async def approve(
     """Apply ``mode`` to ``invocation`` (whose preview asked for ``approval``, if any):
     the invocation to run on — marked ``approved`` when it was asked and allowed, as it
     is when nothing needed asking — or ``None`` when the question was withdrawn by a
-    cancel of the call (the pipeline then ends it as cancelled, not denied).
+    cancel of the call (the pipeline then ends it as cancelled, not denied). A call
+    already approved (a permission rule allowed it, or a person did) is not asked again.
 
     The question goes through ``permission/request``.
 
     Raises:
         Veto: the person (or, failing closed, nobody) did not allow the call.
     """
-    if not needs_asking(mode, invocation.tool_name, approval):
+    if invocation.exec.approved or not needs_asking(mode, invocation.tool_name, approval):
         return invocation
     decision = await ctx.serial(PERMISSION_REQUEST, agent, invocation)
     return _decided(invocation, decision)
@@ -173,7 +184,7 @@ class _Asking:
         next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
     ) -> ToolInvocation:
         agent = self._agent
-        if invocation.exec.agent is not agent:
+        if invocation.exec.agent is not agent or invocation.exec.approved:
             return await next_(invocation)
         preview = await preview_of(invocation)
         approval = None if preview is None else preview.approval
@@ -184,6 +195,52 @@ class _Asking:
         if decision is not PermissionDecision.ALLOW:
             raise Veto(f"the user did not allow this {invocation.tool_name} call")
         return await next_(_approved(invocation))
+
+
+def answering(agent: Agent, present: Present) -> _Answering:
+    """A ``permission/request`` listener that answers for ``agent`` and the child agents
+    it delegated to, through ``present`` (no timeout): for a front end with no mode of
+    its own to ask in (the terminal in auto mode), so that a permission rule that asks
+    reaches the person."""
+    return _Answering(agent, present)
+
+
+class _Answering:
+    __slots__ = ("_agent", "_present")
+
+    def __init__(self, agent: Agent, present: Present) -> None:
+        self._agent = agent
+        self._present = present
+
+    async def __call__(self, agent: Agent, invocation: ToolInvocation) -> PermissionDecision | None:
+        if not _descends(agent, self._agent):
+            return None
+        preview = await preview_of(invocation)
+        question = Question(agent, self._agent, invocation, preview)
+        return await ask(question, self._present, within=None)
+
+
+def _descends(agent: Agent, root: Agent) -> bool:
+    """Whether ``agent`` is ``root`` or an agent it delegated to, at any depth."""
+    from tether.agent.registry import AGENTS
+
+    return any(found is root for found in lineage(agent, root.ctx.get(AGENTS)))
+
+
+MAX_DEPTH = 16
+"""How many delegators :func:`lineage` follows."""
+
+
+def lineage(agent: Agent, agents: AgentsView | None) -> Iterator[Agent]:
+    """``agent``, then the agent that delegated to it, and so on while each is live in
+    ``agents`` (at most :data:`MAX_DEPTH` of them)."""
+    found: Agent | None = agent
+    for _level in range(MAX_DEPTH):
+        if found is None:
+            return
+        yield found
+        delegator = found.session.header.delegator
+        found = None if delegator is None or agents is None else agents.get(delegator)
 
 
 def _decided(

@@ -58,6 +58,7 @@ from tether.front.asking import (
     Question,
     approve,
     ask,
+    lineage,
     preview_of,
 )
 from tether.persist.service import store_created
@@ -76,9 +77,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-MAX_DEPTH = 16
-"""How many delegators the governing session is looked for through."""
 
 
 class Hosted(Protocol):
@@ -303,17 +301,10 @@ class SessionHost(Generic[S]):
     def governing(self, agent: Agent | None) -> Agent | None:
         """The agent whose session rules ``agent``'s calls: its top live ancestor
         (``agent`` itself for a root), if the front end governs it; else ``None``."""
-        agents = self._ctx.get(AGENTS)
-        found = agent
-        for _level in range(MAX_DEPTH):
-            if found is None:
-                return None
-            parent_id = found.session.header.delegator
-            parent = None if parent_id is None or agents is None else agents.get(parent_id)
-            if parent is None:
-                break
-            found = parent
-        return found if found is not None and self._front.governs(found) else None
+        if agent is None:
+            return None
+        *_, found = lineage(agent, self._ctx.get(AGENTS))
+        return found if self._front.governs(found) else None
 
     async def before_execute(
         self,

@@ -28,6 +28,7 @@ from tether.session.prompt_cut import PromptCut
 from tether.session.receipt import StopParts, Stopped, StoppedAgent, ToolStopped
 from tether.session.registry import DEFAULT_REGISTRY, EventRegistry
 from tether.session.repair import closing_payloads, repair
+from tether.session.ruling import PermissionRuled
 from tether.session.snapshot import SnapshotMoment, WorkspaceSnapshot
 from tether.session.structure import PendingToolCall
 from tether.session.vocabulary import (
@@ -84,6 +85,7 @@ __all__ = [
     "MaxTokens",
     "Observer",
     "PendingToolCall",
+    "PermissionRuled",
     "PromptCut",
     "ReentrantAppendError",
     "RetryEvent",

@@ -29,6 +29,7 @@ from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.previews import ToolPreviewed
 from tether.session.prompt_cut import PromptCut
 from tether.session.receipt import ToolStopped
+from tether.session.ruling import PermissionRuled
 from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.snapshot import WorkspaceSnapshot
 from tether.session.stored import StoredEvent
@@ -45,6 +46,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     FileSeen,
     PromptCut,
     WorkspaceSnapshot,
+    PermissionRuled,
     *SETTINGS_PAYLOADS,
 )
 """Every type tether writes: a new registry knows them all."""

@@ -69,7 +69,10 @@ class ToolExec(msgspec.Struct, frozen=True):
     agent (see :meth:`for_call`). ``approved`` is set by a permission policy
     (a ``tool/before-execute`` listener) once a person allowed this very call;
     a tool may then do what it refuses unasked (see
-    :attr:`~tether.tools.preview.ToolPreview.approval`). ``model`` is the
+    :attr:`~tether.tools.preview.ToolPreview.approval`), or once a permission
+    rule allowed it. ``asked_by`` names the permission rules that put the call
+    to a person whatever the session's mode and grants (it is asked every
+    time, and "always" is not offered). ``model`` is the
     reference of the model whose answer made the call (``None`` when no
     model did), so a tool can shape its output for it (``read`` returns an
     image only to a model that accepts images).
@@ -81,6 +84,7 @@ class ToolExec(msgspec.Struct, frozen=True):
     cwd: str | None
     approved: bool = False
     model: str | None = None
+    asked_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.call_id, str):
@@ -93,6 +97,8 @@ class ToolExec(msgspec.Struct, frozen=True):
             raise TypeError(f"ToolExec.approved must be bool, got {self.approved!r}")
         if not isinstance(self.model, str | None):
             raise TypeError(f"ToolExec.model must be str or None, got {self.model!r}")
+        if not isinstance(self.asked_by, tuple):
+            raise TypeError(f"ToolExec.asked_by must be a tuple, got {self.asked_by!r}")
 
     @property
     def idempotency_key(self) -> str:
