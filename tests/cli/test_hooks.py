@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tests.cli.test_ask_mode import results
-from tests.cli.test_commands import session_id, tether
+from tests.cli.test_commands import env_for, session_id, tether
 
 
 def hook_script(tmp_path: Path, name: str, body: str) -> str:
@@ -230,3 +232,45 @@ def test_an_unknown_event_or_a_bad_matcher_is_one_line_and_exit_2(tmp_path: Path
         last = refused.stderr.strip().splitlines()[-1]
         assert last.startswith("tether: error: plugin 'hooks': invalid config: config.hooks")
         assert said in last
+
+
+def test_cancelling_the_turn_kills_a_running_hook_at_once(tmp_path: Path) -> None:
+    pgid_file = tmp_path / "work" / "pgid"
+    body = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '300'])\n"
+        f"pathlib.Path({str(pgid_file)!r}).write_text(str(os.getpgid(0)))\n"
+        "time.sleep(300)\n"
+    )
+    command = hook_script(tmp_path, "stuck", body)
+    (tmp_path / "work").mkdir()
+    argv = [sys.executable, "-m", "tether.cli.main", "--config"]
+    argv += [str(config(tmp_path, pre_tool_use(command))), "run", "$ touch never"]
+    run = subprocess.Popen(
+        argv,
+        cwd=tmp_path / "work",
+        env=env_for(tmp_path / "home"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pgid_file.exists() or not pgid_file.read_text():
+            assert time.monotonic() < deadline, "the hook never started"
+            time.sleep(0.05)
+        pgid = int(pgid_file.read_text())
+        stopped = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert time.monotonic() - stopped < 15  # not the hook's 60 s timeout
+    assert group_gone(pgid), f"process group {pgid} of the hook is still alive"
+    assert not (tmp_path / "work" / "never").exists()
+    sid = session_id(stderr)
+    exported = tether(tmp_path / "home", "sessions", "export", sid).stdout.splitlines()
+    ends = [json.loads(line) for line in exported[1:] if '"turn/end"' in line]
+    assert ends[-1]["data"]["reason"]["kind"] == "aborted"
