@@ -167,8 +167,10 @@ def test_a_crashing_hook_or_bad_json_does_not_break_the_session(tmp_path: Path) 
             {"matcher": "", "hooks": [{"type": "command", "command": garbage}]},
         ]
     }
-    _, [result], _ = run(tmp_path, hooks, "$ touch fine")
+    _, [result], stderr = run(tmp_path, hooks, "$ touch fine")
     assert result["is_error"] is False, result
+    assert f"tether: hook {crash!r} failed (exit 1): RuntimeError: boom\n" in stderr
+    assert f"tether: hook {garbage!r} printed JSON that cannot be read" in stderr
     assert (tmp_path / "work" / "fine").exists()
     assert (tmp_path / "work" / "crash.seen").exists() and (
         tmp_path / "work" / "garbage.seen"

@@ -434,11 +434,12 @@ def read_verdict(event: str, hook: HookCommand, ran: HookRun) -> Verdict | None:
     if ran.exit_code == 2:
         return Verdict(block=ran.stderr.strip() or "(the hook gave no reason)")
     if ran.exit_code != 0:
+        lines = ran.stderr.strip().splitlines()
         log.warning(
             "hook %r failed (exit %s): %s",
             hook.command,
             ran.exit_code,
-            ran.stderr.strip().splitlines()[-1:] or "",
+            lines[-1] if lines else "no message",
         )
         return None
     text = ran.stdout.strip()
