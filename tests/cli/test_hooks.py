@@ -16,8 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.cli.test_ask_mode import results
+from tests.cli.test_ask_mode import exit_status, results
+from tests.cli.test_chat_terminal import expect
 from tests.cli.test_commands import env_for, session_id, tether
+from tests.cli.test_permission_rules import on_a_terminal
 
 
 def hook_script(tmp_path: Path, name: str, body: str) -> str:
@@ -276,3 +278,30 @@ def test_cancelling_the_turn_kills_a_running_hook_at_once(tmp_path: Path) -> Non
     exported = tether(tmp_path / "home", "sessions", "export", sid).stdout.splitlines()
     ends = [json.loads(line) for line in exported[1:] if '"turn/end"' in line]
     assert ends[-1]["data"]["reason"]["kind"] == "aborted"
+
+
+def test_on_a_terminal_an_allow_skips_the_question_and_an_ask_asks_in_auto_mode(
+    tmp_path: Path,
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    home.mkdir()
+    body = (
+        "decision = 'ask' if 'asked' in event['tool_input']['command'] else 'allow'\n"
+        "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse',"
+        " 'permissionDecision': decision}}))\n"
+    )
+    command = hook_script(tmp_path, "decide", body)
+    # The user's own tether.yml this time.
+    config(tmp_path, pre_tool_use(command)).rename(home / "tether.yml")
+    pid, fd = on_a_terminal(home, work, "--mode", "ask", "$ touch fine")
+    shown = expect(fd, "tokens:", [])
+    assert exit_status(pid) == 0
+    os.close(fd)
+    assert "allow this" not in shown and (work / "fine").exists()
+    pid, fd = on_a_terminal(home, work, "--mode", "auto", "$ touch asked")
+    expect(fd, "allow this bash call", [])
+    os.write(fd, b"y\n")
+    assert exit_status(pid) == 0
+    os.close(fd)
+    assert (work / "asked").exists()
