@@ -321,15 +321,20 @@ def check_agent_loop(tether: Tether) -> None:
 
 PERMISSIONS_ROW = "permissions"
 
+GUARD_ROWS = (PERMISSIONS_ROW, "hooks")
+"""The rows an agent never runs without: the permission rules and the user's hooks."""
+
 
 def check_permissions(tether: Tether) -> None:
-    """Refuse to run agents when the permission rules did not start (a rule that cannot
-    be read): an agent never runs without the rules the user set.
+    """Refuse to run agents when the permission rules or the hooks did not start (a rule
+    or a hook's config that cannot be read): an agent never runs without the rules and
+    hooks the user set.
 
     Raises:
-        UsageError: the row failed (exit 2), saying why.
+        UsageError: a row failed (exit 2), saying why.
     """
-    problems = [p.message for p in tether.problems if p.row == repr(PERMISSIONS_ROW)]
+    rows = {repr(row) for row in GUARD_ROWS}
+    problems = [p.message for p in tether.problems if p.row in rows]
     if problems:
         raise UsageError("; ".join(problems))
 

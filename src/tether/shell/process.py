@@ -161,7 +161,8 @@ async def group_emptied(pgid: int) -> None:
 
 
 class ShellProcess:
-    """One ``bash -c COMMAND`` in a new session (its own process group), stdin from /dev/null.
+    """One ``bash -c COMMAND`` in a new session (its own process group), stdin from /dev/null
+    unless a descriptor is given.
 
     Create it with :meth:`spawn`; stop it with :meth:`terminate`; await the
     end with :meth:`wait`. Output goes to the two :class:`OutputStream`\\ s it
@@ -219,10 +220,12 @@ class ShellProcess:
         stderr: OutputStream,
         grace: float,
         sandbox: SandboxPolicy | None = None,
+        stdin: int | None = None,
     ) -> ShellProcess:
         """Start ``bash -c command`` (must be called from the event loop's thread),
         confined to ``sandbox`` (see :mod:`tether.shell.confinement`); what was
-        applied is :attr:`sandbox`.
+        applied is :attr:`sandbox`. ``stdin`` is a readable file descriptor the
+        command reads (it is not closed here); ``/dev/null`` when not given.
 
         Raises:
             OSError: the process could not be created (``cwd`` vanished, no
@@ -232,7 +235,7 @@ class ShellProcess:
         """
         with confined_spawn(sandbox, os.getpid()) as launch:
             popen, pipes = cls._start(
-                [*launch.prefix, bash, "-c", command], cwd, env, launch.preexec
+                [*launch.prefix, bash, "-c", command], cwd, env, launch.preexec, stdin
             )
         for fd in pipes:
             os.set_blocking(fd, False)
@@ -245,14 +248,18 @@ class ShellProcess:
 
     @staticmethod
     def _start(
-        argv: list[str], cwd: str, env: Mapping[str, str], preexec: Callable[[], None] | None
+        argv: list[str],
+        cwd: str,
+        env: Mapping[str, str],
+        preexec: Callable[[], None] | None,
+        stdin: int | None = None,
     ) -> tuple[subprocess.Popen[bytes], tuple[int, int]]:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         try:
             popen = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else stdin,
                 stdout=out_write,
                 stderr=err_write,
                 cwd=cwd,
