@@ -164,6 +164,41 @@ async def approve(
     return _decided(invocation, decision)
 
 
+async def ask_whatever_the_mode(
+    ctx: Context,
+    agent: Agent,
+    invocation: ToolInvocation,
+    *,
+    asked_by: tuple[str, ...],
+    who: str,
+    why: str = "",
+    answered: Callable[[PermissionDecision | None], None] | None = None,
+) -> ToolInvocation | None:
+    """Put ``agent``'s call to a person through ``permission/request`` whatever the mode
+    and the session's grants, on behalf of ``asked_by`` (``who`` asks; ``why`` says
+    what of it, e.g. the rules): the invocation to run on, marked ``approved``, or
+    ``None`` when the question was withdrawn by a cancel of the call. ``answered`` is
+    told the decision first (``None``: no one here could answer).
+
+    Raises:
+        Veto: the person did not allow the call, or no one here could be asked.
+    """
+    asked = replace(invocation, exec=replace(invocation.exec, asked_by=asked_by))
+    decision = await ctx.serial(PERMISSION_REQUEST, agent, asked)
+    if answered is not None:
+        answered(decision)
+    if decision is PermissionDecision.ALLOW:
+        return _approved(asked)
+    if invocation.exec.signal.cancelled:
+        return None
+    if decision is None:
+        because = f" ({why})" if why else ""
+        raise Veto(
+            f"{who} asks about this call{because}, and no one here can answer: it was not run"
+        )
+    raise Veto(f"the user did not allow this {invocation.tool_name} call (asked by {why or who})")
+
+
 def asking_each_call(agent: Agent, present: Present) -> _Asking:
     """A ``tool/before-execute`` listener that asks about each of ``agent``'s calls
     through ``present`` (ask mode, no timeout): a rejection — a cancel while the

@@ -50,7 +50,7 @@ from msgspec.structs import replace
 
 from tether.agent.types import Agent, UserMessage
 from tether.content import TextBlock
-from tether.front.asking import PERMISSION_REQUEST, PermissionDecision
+from tether.front.asking import ask_whatever_the_mode
 from tether.frozen import thaw
 from tether.loop.hooks import PRE_STEP
 from tether.runtime.errors import Veto
@@ -338,21 +338,19 @@ class Hooks:
                 invocation = replace(invocation, args=verdict.updated_input)
         decisions = {v.decision for v in said}
         if "ask" in decisions:
-            return await next_(await self._ask(agent, invocation))
+            approved = await ask_whatever_the_mode(
+                self._ctx,
+                agent,
+                invocation,
+                asked_by=("PreToolUse hook",),
+                who="a PreToolUse hook",
+            )
+            if approved is None:
+                return invocation  # withdrawn by a cancel: the pipeline ends it cancelled
+            return await next_(approved)
         if "allow" in decisions:
             invocation = replace(invocation, exec=replace(exec, approved=True))
         return await next_(invocation)
-
-    async def _ask(self, agent: Agent, invocation: ToolInvocation) -> ToolInvocation:
-        asked = replace(invocation, exec=replace(invocation.exec, asked_by=("PreToolUse hook",)))
-        decision = await self._ctx.serial(PERMISSION_REQUEST, agent, asked)
-        if decision is PermissionDecision.ALLOW:
-            return replace(asked, exec=replace(asked.exec, approved=True))
-        if invocation.exec.signal.cancelled:
-            return invocation
-        if decision is None:
-            raise Veto("a PreToolUse hook asks about this call, and no one here can answer")
-        raise Veto(f"the user did not allow this {invocation.tool_name} call (asked by a hook)")
 
     async def after_execute(
         self,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from tether.front.asking import PERMISSION_REQUEST, PermissionDecision, preview_of
+from tether.front.asking import PermissionDecision, ask_whatever_the_mode, preview_of
 from tether.front.rules import Decision, RuleError, Rules, Verdict, parse_rule
 from tether.runtime.errors import Veto
 from tether.runtime.schema import FieldError, Schema
@@ -133,27 +133,29 @@ class RuleGate:
     ) -> ToolInvocation:
         agent = invocation.exec.agent
         assert agent is not None  # only an agent's calls reach here
-        asked = replace(invocation, exec=replace(invocation.exec, asked_by=verdict.rules))
-        decision = await self._ctx.serial(PERMISSION_REQUEST, agent, asked)
-        answer: RuledAnswer = (
-            "unanswered"
-            if decision is None
-            else "allow"
-            if decision is PermissionDecision.ALLOW
-            else "reject"
-        )
-        self._log(invocation, verdict, answer)
-        if decision is PermissionDecision.ALLOW:
-            return await next_(replace(asked, exec=replace(asked.exec, approved=True)))
-        if invocation.exec.signal.cancelled:
-            return invocation  # withdrawn by a cancel: the pipeline ends it cancelled
-        rules = ", ".join(verdict.rules)
-        if decision is None:
-            raise Veto(
-                f"a permission rule asks about this call ({rules}), and no one here can "
-                "answer: it was not run"
+
+        def answered(decision: PermissionDecision | None) -> None:
+            answer: RuledAnswer = (
+                "unanswered"
+                if decision is None
+                else "allow"
+                if decision is PermissionDecision.ALLOW
+                else "reject"
             )
-        raise Veto(f"the user did not allow this {invocation.tool_name} call (asked by {rules})")
+            self._log(invocation, verdict, answer)
+
+        approved = await ask_whatever_the_mode(
+            self._ctx,
+            agent,
+            invocation,
+            asked_by=verdict.rules,
+            who="a permission rule",
+            why=", ".join(verdict.rules),
+            answered=answered,
+        )
+        if approved is None:
+            return invocation  # withdrawn by a cancel: the pipeline ends it cancelled
+        return await next_(approved)
 
     def _log(
         self, invocation: ToolInvocation, verdict: Verdict, answer: RuledAnswer | None = None
