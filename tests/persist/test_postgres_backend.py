@@ -348,3 +348,74 @@ def test_a_lease_take_or_a_delete_retried_after_it_committed_does_what_was_asked
         assert not backend.exists("s1")
     finally:
         backend.close()
+
+
+class _PausedRenewal(PostgresBackend):
+    """A backend whose next lease renewal stops before its statement until ``go`` is set."""
+
+    def __init__(self, schema: str) -> None:
+        super().__init__(postgres.URL, schema=schema, lease_ttl=60.0)
+        self.renewing = threading.Event()
+        self.go = threading.Event()
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        with super()._connection() as conn:
+            yield _PausingConnection(conn, self)
+
+
+class _PausingConnection:
+    def __init__(self, conn: psycopg.Connection[Any], backend: _PausedRenewal) -> None:
+        self._conn = conn
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return _PausingCursor(self._conn.cursor(*args, **kwargs), self._backend)
+
+    def execute(self, query: Any, params: Any = None) -> Any:
+        return self.cursor().execute(query, params)
+
+
+class _PausingCursor:
+    def __init__(self, cur: psycopg.Cursor[Any], backend: _PausedRenewal) -> None:
+        self._cur = cur
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+    def __enter__(self) -> _PausingCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cur.close()
+
+    def execute(self, query: Any, params: Any = None) -> Any:
+        if "unnest" in str(query) and not self._backend.renewing.is_set():
+            self._backend.renewing.set()
+            assert self._backend.go.wait(10)
+        self._cur.execute(query, params)
+        return self
+
+
+def test_a_lease_released_while_a_renewal_is_under_way_stays_released(schema: str) -> None:
+    backend = _PausedRenewal(schema)
+    try:
+        lease = backend.acquire_lease("s1")
+        renewal = threading.Thread(target=backend.renew_leases)
+        renewal.start()
+        assert backend.renewing.wait(10)  # the renewal read the token, not yet renewed
+        release = threading.Thread(target=lease.release)
+        release.start()
+        release.join(0.3)
+        backend.go.set()
+        renewal.join(10)
+        release.join(10)
+        info = backend.lease_info("s1")
+        assert info is not None and not info.live
+    finally:
+        backend.go.set()
+        backend.close()

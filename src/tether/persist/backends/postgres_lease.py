@@ -87,6 +87,9 @@ class Leases:
         self._stall_limit = stall_limit
         self._on_lease_lost = on_lease_lost
         self._lock = threading.Lock()
+        self._expiry = threading.Lock()
+        """Held by a renewal from its reading of the tokens to its commit, and by
+        a release: a lease released meanwhile is never renewed after its release."""
         self._stopped = False
         self._tokens: dict[str, int] = {}
         """The fencing token of each lease held."""
@@ -201,10 +204,23 @@ class Leases:
         Returns the sessions whose lease was taken over (reported once to
         ``on_lease_lost``; their writes fail as taken over).
         """
+        with self._expiry:
+            renewed, held = self._renew_held()
+        lost = [session_id for session_id in held if session_id not in renewed]
+        for session_id in lost:
+            with self._lock:
+                still_held = self._tokens.get(session_id) == held[session_id]
+            if still_held:  # not released meanwhile
+                info = self.info(session_id)
+                self.lost(session_id, info.host if info is not None else None)
+        return lost
+
+    def _renew_held(self) -> tuple[set[str], dict[str, int]]:
+        """One renewal of the leases held now: those renewed, and those it tried."""
         with self._lock:
             held = {s: t for s, t in self._tokens.items() if t not in self._lost_tokens}
         if not held:
-            return []
+            return set(), held
 
         def renew(cur: psycopg.Cursor[Any]) -> set[str]:
             # The rows are locked in the order a group of writes locks them
@@ -221,15 +237,7 @@ class Leases:
 
         # One statement, no transaction around it: the server commits it as it
         # ends, so a host stopped meanwhile never keeps the rows locked.
-        renewed = self._run(renew, transaction=False)
-        lost = [session_id for session_id in held if session_id not in renewed]
-        for session_id in lost:
-            with self._lock:
-                still_held = self._tokens.get(session_id) == held[session_id]
-            if still_held:  # not released meanwhile
-                info = self.info(session_id)
-                self.lost(session_id, info.host if info is not None else None)
-        return lost
+        return self._run(renew, transaction=False), held
 
     def lost(self, session_id: str, host: str | None) -> None:
         """Report, once per lease, that another host took ``session_id`` over."""
@@ -272,20 +280,25 @@ class Leases:
                 log.warning("renewing session leases failed: %s", exc)
 
     def release(self, session_id: str, token: int) -> None:
-        """Let the lease go if ``token`` is still its: expired at once, not deleted."""
-        with self._lock:
-            if self._tokens.get(session_id) == token:
-                del self._tokens[session_id]
-        # Expired, not deleted: the row keeps naming the host that held the
-        # session last (a host it was taken from says who took it).
-        self._run(
-            lambda cur: cur.execute(
-                "UPDATE leases SET expires_at = clock_timestamp()"
-                " WHERE session_id = %s AND token = %s AND expires_at > clock_timestamp()",
-                (session_id, token),
-            ),
-            transaction=False,
-        )
+        """Let the lease go if ``token`` is still its: expired at once, not deleted.
+
+        A renewal under way (which read the token before it was let go) is
+        waited for, so that it cannot push the expiry ahead again afterwards.
+        """
+        with self._expiry:
+            with self._lock:
+                if self._tokens.get(session_id) == token:
+                    del self._tokens[session_id]
+            # Expired, not deleted: the row keeps naming the host that held the
+            # session last (a host it was taken from says who took it).
+            self._run(
+                lambda cur: cur.execute(
+                    "UPDATE leases SET expires_at = clock_timestamp()"
+                    " WHERE session_id = %s AND token = %s AND expires_at > clock_timestamp()",
+                    (session_id, token),
+                ),
+                transaction=False,
+            )
 
 
 def _next_token(cur: psycopg.Cursor[Any]) -> int:
