@@ -59,7 +59,7 @@ from tether.loop.context import (
     text_tokens,
     tools_tokens,
 )
-from tether.loop.hooks import COMPACTING
+from tether.loop.hooks import COMPACTING, PRE_COMPACT
 from tether.runtime.keys import ServiceKey
 from tether.runtime.signal import CancelSignal
 from tether.session import CompactionTrigger, ContextCompacted, StepEnd
@@ -349,6 +349,9 @@ class Compaction:
             )
             if cut is None:
                 return None
+            await self._before(driver, trigger, signal)
+            if signal.cancelled:
+                raise CompactionCancelledError("the compaction was cancelled")
             self._ctx.emit(COMPACTING, driver.agent, trigger)
             summary = await self._summarize(model, window, cut, signal)
             compacted = ContextCompacted(
@@ -369,6 +372,16 @@ class Compaction:
                 tokens,
             )
             return compacted
+
+    async def _before(
+        self, driver: AgentDriver, trigger: CompactionTrigger, signal: CancelSignal
+    ) -> None:
+        """``agent/pre-compact``: its listeners run before the summary is asked for; a
+        failure is logged and the compaction goes on."""
+        try:
+            await self._ctx.parallel(PRE_COMPACT, driver.agent, trigger, signal)
+        except Exception:
+            log.exception("agent %s: a pre-compact listener failed", driver.id)
 
     async def _summarize(self, model: str, window: int, cut: Cut, signal: CancelSignal) -> str:
         # A small window cannot spend a large share on the answer.

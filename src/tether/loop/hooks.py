@@ -11,7 +11,8 @@ import msgspec
 
 from tether.agent.types import Agent, UserMessage
 from tether.llm.request import ModelRequest
-from tether.runtime.keys import Gather, Notice, Serial, Waterfall
+from tether.runtime.keys import Gather, Notice, Parallel, Serial, Waterfall
+from tether.runtime.signal import CancelSignal
 from tether.session import CompactionTrigger, StopParts, TurnEndReason
 
 
@@ -44,6 +45,19 @@ Return it with ``retry=True`` to retry ``delay`` seconds later (cancellable)."""
 TURN_STOP = Serial[TurnEndReason, Agent, int, int]("agent/turn-stop")
 """Serial; args ``(agent, turn, step)``, asked after every step that would
 continue. The first listener that returns a reason ends the turn with it."""
+
+TURN_COMPLETING = Serial[tuple[UserMessage, ...], Agent, int, int]("agent/turn-completing")
+"""Serial; args ``(agent, turn, step)``, asked once a turn would end ``completed``
+(its last step called no tool and no steering waits). The first listener that
+answers messages keeps the turn going: they open its next step, ahead of any
+steering claimed then (logged as that step's ``user/message`` events). The step limit
+still bounds the turn; a cancel while a listener runs ends it ``aborted``."""
+
+PRE_COMPACT = Parallel[Agent, CompactionTrigger, CancelSignal]("agent/pre-compact")
+"""Parallel; args ``(agent, trigger, signal)``, awaited when a compaction has
+found something to summarize, before ``agent/compacting`` and its summary
+request. ``signal`` is the compaction's. A failure is logged; the compaction
+goes on regardless."""
 
 TURN_ABORTING = Gather[StopParts, Agent, int]("agent/turn-aborting")
 """Gather; args ``(agent, turn)``, awaited once when a cancelled turn is about

@@ -38,6 +38,10 @@ registration order):
 * ``TURN_STOP`` (``agent/turn-stop``) — **serial**; args: ``(agent, turn, step)``, asked after
   every step that would continue. The first listener that returns a
   ``TurnEndReason`` ends the turn with it.
+* ``TURN_COMPLETING`` (``agent/turn-completing``) — **serial**; args: ``(agent, turn,
+  step)``, asked once a turn would end ``completed``. The first listener that
+  answers messages keeps the turn going: they open its next step (user hooks'
+  ``Stop``).
 * ``TURN_ABORTING`` (``agent/turn-aborting``) — **gather**; args: ``(agent,
   turn)``, awaited when a cancelled turn is about to close: work the turn owns
   elsewhere (child agents) stops before the turn's ``turn/end``. Each
@@ -47,6 +51,8 @@ registration order):
 * ``TURN_CLOSING`` (``agent/turn-closing``) — **emit**; args: ``(agent, turn,
   reason)``, once per turn, after its last step closed and before the stop
   receipt and ``turn/end``: the last moment for a plugin to log into the turn.
+* ``PRE_COMPACT`` (``agent/pre-compact``) — **parallel**; args: ``(agent, trigger,
+  signal)``, awaited before a compaction asks for its summary.
 * ``COMPACTING`` (``agent/compacting``) — **emit**; args: ``(agent, trigger)``,
   when a compaction starts its summary request (:mod:`tether.loop.compaction`).
 """
@@ -84,6 +90,7 @@ from tether.loop.hooks import (
     REQUEST_ERROR,
     TURN_ABORTING,
     TURN_CLOSING,
+    TURN_COMPLETING,
     TURN_STOP,
     RequestError,
 )
@@ -273,6 +280,7 @@ class TurnRunner:
         session = driver.session
         agent = driver.agent
         step_input = claimed
+        carried: tuple[UserMessage, ...] = ()
         step = 0
         output = OutputBudget(self._max_turn_output)
         while True:
@@ -287,7 +295,8 @@ class TurnRunner:
             if step > 1:
                 # Claimed only now that the step will run: what is claimed is
                 # always logged as this step's input.
-                step_input = driver.claim_steering()
+                step_input = (*carried, *driver.claim_steering())
+                carried = ()
             try:
                 step_input = await self._ctx.waterfall(PRE_STEP, step_input, agent, step)
             except Veto as veto:
@@ -326,7 +335,12 @@ class TurnRunner:
                 if signal.cancelled:
                     return _aborted(signal)
                 if not driver.inbox.has(Target.STEERING):
-                    return Completed()
+                    carried = await self._ctx.serial(TURN_COMPLETING, agent, turn, step) or ()
+                    if signal.cancelled:
+                        return _aborted(signal)
+                    if not carried:
+                        return Completed()
+                    continue
             stop = await self._ctx.serial(TURN_STOP, agent, turn, step)
             if stop is not None:
                 return stop

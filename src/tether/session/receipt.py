@@ -11,7 +11,9 @@ sent, how the leader ended, and the seconds from the stop to the end of the
 command (``null`` if it had not ended when the receipt was written). A
 foreground call that ran in a terminal of the ACP client is
 ``kind: "terminal"``: its processes are the client's, so ``pgid`` is 0 and
-``signals`` names the protocol method sent (``terminal/kill``)::
+``signals`` names the protocol method sent (``terminal/kill``). A user hook
+that was running (see ``docs/hooks.md``) is ``kind: "hook"``, by its event
+and, for a tool's hook, the call's id (``PreToolUse:call-1``)::
 
     {"turn": 3, "cause": "user", "stopped": [
       {"kind": "call", "id": "call-1", "pgid": 4242, "signals": ["SIGTERM"],
@@ -44,7 +46,7 @@ from tether.session.errors import EventFormatError
 from tether.session.fields import check_seconds
 from tether.session.payload import EventStruct
 
-StoppedKind = Literal["call", "task", "terminal"]
+StoppedKind = Literal["call", "task", "terminal", "hook"]
 _KINDS: tuple[str, ...] = get_args(StoppedKind)
 _TYPE = "tool/stopped"
 

@@ -425,8 +425,11 @@ class TraceFold:
         if self._turn is not None:
             attributes: dict[str, AttributeValue] = {
                 "tether.stop.cause": payload.cause,
-                "tether.stop.calls": tuple(e.id for e in payload.stopped if e.kind != "task"),
+                "tether.stop.calls": tuple(
+                    e.id for e in payload.stopped if e.kind in ("call", "terminal")
+                ),
                 "tether.stop.tasks": tuple(e.id for e in payload.stopped if e.kind == "task"),
+                "tether.stop.hooks": tuple(e.id for e in payload.stopped if e.kind == "hook"),
                 "tether.stop.agents": tuple(a.id for a in payload.agents),
             }
             self._turn.events.append(SpanEventRecord("tether.tool.stopped", event.time, attributes))
