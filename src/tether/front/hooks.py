@@ -5,7 +5,8 @@ Mount ``tether.front.hooks`` (plugin name ``hooks``); its config is
 block of Claude Code's ``settings.json`` (event name → matchers → commands),
 so such a block can be pasted as it is. A hook reads the event as JSON on
 its stdin and answers with its exit code and, optionally, JSON on its stdout,
-in Claude Code's documented format (see ``docs/hooks.md``):
+in Claude Code's documented format (:mod:`tether.front.hook_output`; see
+``docs/hooks.md``). The tool and prompt events are here:
 
 * ``PreToolUse`` — a ``tool/before-execute`` listener, registered after the
   permission rules' (a deny rule refuses a call before any hook sees it). A
@@ -20,61 +21,87 @@ in Claude Code's documented format (see ``docs/hooks.md``):
   step: a hook may block the prompt (the turn ends ``blocked``) or add
   context (its stdout, or ``additionalContext``) ahead of it.
 
-A hook is an owned process (:class:`~tether.shell.process.ShellProcess`):
-``bash -c COMMAND`` in its own process group, confined to the sandbox policy
-of the agent's commands when the ``sandbox`` service is there, killed with
-its group at its timeout (``timeout`` per command, else the setting, in
-seconds) or when the call or turn is cancelled. A hook that fails, times out
-or prints JSON that cannot be read is logged in one line and ignored: the
-call goes on as if it were not there (fail open, as in Claude Code). Hooks
-of one event run one after another, in the order configured; the first
-deny ends the call.
+The session's events (``Stop``, ``SubagentStop``, ``SessionStart``,
+``SessionEnd``, ``PreCompact``, ``Notification``) are in
+:mod:`tether.front.hook_session`.
+
+A hook is an owned process (:mod:`tether.front.hook_runner`): sandboxed,
+timed out, killed on a cancel and then listed in the stop receipt, recorded
+against orphans. A hook that fails, times out or prints JSON that cannot be
+read is logged in one line and ignored: the event goes on as if it were not
+there (fail open, as in Claude Code). Hooks of one event run one after
+another, in the order configured; the first that blocks ends the event.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import logging
+import math
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 from msgspec import Meta
 from msgspec.structs import replace
 
+from tether.agent.events import AGENT_DISPOSED, AGENT_SETUP, AGENT_STOPPING, CANCEL_REQUESTED
 from tether.agent.types import Agent, UserMessage
 from tether.content import TextBlock
-from tether.front.asking import ask_whatever_the_mode
+from tether.front.asking import PERMISSION_REQUEST, ask_whatever_the_mode
+from tether.front.hook_output import Verdict, read_verdict
+from tether.front.hook_runner import HookRunner
 from tether.frozen import thaw
-from tether.loop.hooks import PRE_STEP
+from tether.location import data_dir
+from tether.loop.hooks import PRE_COMPACT, PRE_STEP, TURN_ABORTING, TURN_COMPLETING
 from tether.runtime.errors import Veto
 from tether.runtime.schema import FieldError, Schema
 from tether.runtime.signal import CancelSignal
-from tether.shell.environment import child_environment
-from tether.shell.output import OutputStream
-from tether.shell.process import ShellProcess
-from tether.shell.sandbox import SANDBOX
+from tether.shell.guard import OrphanGuard
+from tether.shell.orphans import state_path
 from tether.tools.definition import ToolResult
 from tether.tools.execute import AFTER_EXECUTE, BEFORE_EXECUTE, ToolInvocation
 
 if TYPE_CHECKING:
     from tether.runtime import Context
 
-__all__ = ["EVENTS", "HookCommand", "HookMatcher", "HookRun", "HookSettings", "Hooks"]
+__all__ = [
+    "EVENTS",
+    "HOOK_ASKS",
+    "HookCommand",
+    "HookMatcher",
+    "HookSettings",
+    "Hooks",
+    "hook_asks",
+]
 
 log = logging.getLogger(__name__)
 
 name = "hooks"
 optional = ("sandbox",)
 
-EVENTS = frozenset({"PreToolUse", "PostToolUse", "UserPromptSubmit"})
+EVENTS = frozenset(
+    {
+        "PreToolUse",
+        "PostToolUse",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStop",
+        "SessionStart",
+        "SessionEnd",
+        "PreCompact",
+        "Notification",
+    }
+)
 """The events tether runs hooks on (Claude Code's names)."""
+
+BLOCKING = frozenset({"PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop"})
+"""The events whose first block ends the event (the later hooks of it do not run)."""
+
+HOOK_ASKS = "hook "
+"""How a hook's entry of :attr:`ToolExec.asked_by <tether.tools.ToolExec.asked_by>`
+begins (a permission rule's is the rule's text): ``hook 'COMMAND': REASON``."""
 
 TOOL_NAMES: Mapping[str, str] = {
     "bash": "Bash",
@@ -91,10 +118,10 @@ TOOL_NAMES: Mapping[str, str] = {
 """tether's tools under the names Claude Code gives its own: what a hook is told, and
 what a matcher may name (a tool's own name matches too)."""
 
-_OUTPUT_LIMIT = 1 << 20
-"""Bytes of a hook's stdout and stderr kept (the rest is dropped)."""
-_GRACE = 2.0
-"""Seconds between SIGTERM and SIGKILL when a hook's group is stopped."""
+
+def hook_asks(asker: str) -> bool:
+    """Whether ``asker`` (an entry of ``asked_by``) names a hook rather than a rule."""
+    return asker.startswith(HOOK_ASKS)
 
 
 class HookCommand(Schema, frozen=True):
@@ -109,7 +136,9 @@ class HookCommand(Schema, frozen=True):
 
 class HookMatcher(Schema, frozen=True):
     """The hooks of one matcher: a regular expression on the tool's name (``""`` or
-    ``"*"``: every tool; ignored for events without a tool)."""
+    ``"*"``: every tool), or on what the event names instead (``SessionStart``'s
+    source, ``PreCompact``'s trigger, ``Notification``'s type); ignored for the
+    other events."""
 
     hooks: tuple[HookCommand, ...]
     matcher: str = ""
@@ -122,7 +151,8 @@ class HookMatcher(Schema, frozen=True):
                 raise FieldError(("matcher",), f"not a regular expression: {exc}") from None
 
     def matches(self, tool: str | None) -> bool:
-        """Whether this matcher covers ``tool`` (tether's name; ``None``: no tool)."""
+        """Whether this matcher covers ``tool`` (tether's name, or what the event names;
+        ``None``: nothing)."""
         if tool is None or self.matcher in ("", "*"):
             return True
         names = (tool, TOOL_NAMES.get(tool, tool))
@@ -139,6 +169,10 @@ class HookSettings(Schema, frozen=True):
     sandboxed: bool = True
     """Whether hooks run under the sandbox policy of the agent's commands (when the
     ``sandbox`` service is there): writable workspace, read-only elsewhere."""
+    stop_continuations: Annotated[int, Meta(ge=0)] = 3
+    """How many times ``Stop`` (or ``SubagentStop``) hooks may keep one turn going."""
+    end_timeout: Annotated[float, Meta(gt=0)] = 5.0
+    """Seconds ``SessionEnd`` hooks may delay a stop, whatever their own timeout."""
 
     def __post_init__(self) -> None:
         for event in self.hooks:
@@ -159,111 +193,23 @@ class HookSettings(Schema, frozen=True):
 Config = HookSettings
 
 
-class HookRun(NamedTuple):
-    """How one hook ended."""
-
-    exit_code: int | None
-    """``None`` when it did not exit by itself (timed out, cancelled, killed)."""
-    stdout: str
-    stderr: str
-    timed_out: bool
-    pgid: int
-
-
-class Verdict(NamedTuple):
-    """What one hook said, read from its :class:`HookRun`."""
-
-    block: str | None = None
-    """The reason it blocks (denies) what the event is about."""
-    decision: str | None = None
-    """``allow``, ``deny`` or ``ask`` (``PreToolUse``)."""
-    updated_input: Mapping[str, object] | None = None
-    context: str | None = None
-
-
-def _shown_name(tool: str) -> str:
+def shown_name(tool: str) -> str:
+    """The name a hook is told for tether's ``tool``."""
     return TOOL_NAMES.get(tool, tool)
 
 
 class Hooks:
-    """Runs the configured hooks of one runtime (see the module docs)."""
+    """Runs the configured hooks of one runtime: the tool and prompt events (see the
+    module docs), and :meth:`verdicts` for every event."""
 
-    def __init__(self, ctx: Context, settings: HookSettings) -> None:
+    def __init__(self, ctx: Context, settings: HookSettings, runner: HookRunner) -> None:
         self._ctx = ctx
-        self._settings = settings
-        self._bash = shutil.which("bash") or "/bin/bash"
+        self.settings = settings
+        self.runner = runner
 
-    # -- running one hook --------------------------------------------------------
-
-    async def run(
-        self,
-        hook: HookCommand,
-        payload: Mapping[str, object],
-        cwd: str,
-        agent: Agent,
-        signal: CancelSignal | None,
-    ) -> HookRun | None:
-        """Run ``hook`` with ``payload`` on its stdin, in ``cwd``; ``None`` when it could
-        not be started (logged). Its group is killed at its timeout or when ``signal``
-        (or the awaiting task) is cancelled."""
-        timeout = hook.timeout or self._settings.timeout
-        sandbox = self._ctx.get(SANDBOX) if self._settings.sandboxed else None
-        policy = sandbox.policy_for(cwd, agent.id) if sandbox is not None else None
-        env = child_environment({"CLAUDE_PROJECT_DIR": cwd})
-        if policy is not None:
-            env = policy.environment(env)
-        stdout, stderr = OutputStream(_OUTPUT_LIMIT, None), OutputStream(_OUTPUT_LIMIT, None)
-        with tempfile.TemporaryFile() as stdin:
-            stdin.write(json.dumps(payload, default=str).encode())
-            stdin.flush()
-            stdin.seek(0)
-            try:
-                process = ShellProcess.spawn(
-                    self._bash,
-                    hook.command,
-                    cwd=cwd,
-                    env=env,
-                    stdout=stdout,
-                    stderr=stderr,
-                    grace=_GRACE,
-                    sandbox=policy,
-                    stdin=stdin.fileno(),
-                )
-            except OSError as exc:
-                log.warning("hook %r could not start: %s", hook.command, exc)
-                return None
-        timed_out: list[bool] = []
-
-        def expire() -> None:
-            if process.terminate():
-                timed_out.append(True)
-
-        def expire_now() -> None:
-            process.terminate()
-
-        timer = asyncio.get_running_loop().call_later(timeout, expire)
-        forget = signal.on_cancel(lambda _: expire_now()) if signal is not None else None
-        try:
-            await process.wait()
-        except asyncio.CancelledError:
-            process.terminate()
-            while not process.ended:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await process.wait()
-            raise
-        finally:
-            timer.cancel()
-            if forget is not None:
-                forget()
-        ran = HookRun(process.exit_code, stdout.tail(), stderr.tail(), bool(timed_out), process.pid)
-        if ran.timed_out:
-            log.warning(
-                "hook %r timed out after %g s; its process group %d was killed",
-                hook.command,
-                timeout,
-                ran.pgid,
-            )
-        return ran
+    def configured(self, event: str, subject: str | None = None) -> bool:
+        """Whether any hook runs for ``event`` on ``subject`` (see :meth:`HookMatcher.matches`)."""
+        return bool(self.settings.commands(event, subject))
 
     async def verdicts(
         self,
@@ -272,22 +218,41 @@ class Hooks:
         payload: Mapping[str, object],
         agent: Agent,
         cwd: str,
-        tool: str | None = None,
+        subject: str | None = None,
         signal: CancelSignal | None = None,
+        label: str | None = None,
+        limit: float = math.inf,
     ) -> list[Verdict]:
-        """Run every hook of ``event`` (on ``tool``) one after another and read each;
-        stop at the first that blocks."""
+        """Run every hook of ``event`` (on ``subject``) one after another and read each;
+        stop at the first that blocks a :data:`BLOCKING` event, and once ``signal`` or
+        ``agent`` is cancelled. ``label`` names them in a stop receipt (else ``event``);
+        none runs longer than ``limit`` seconds, whatever its timeout."""
         said: list[Verdict] = []
-        for hook in self._settings.commands(event, tool):
-            if signal is not None and signal.cancelled:
+        cancels = self.runner.cancels(agent)
+
+        def cancelled() -> bool:
+            return self.runner.cancels(agent) != cancels or (
+                signal is not None and signal.cancelled
+            )
+
+        for hook in self.settings.commands(event, subject):
+            if cancelled():
                 break
-            ran = await self.run(hook, payload, cwd, agent, signal)
-            if ran is None or ran.timed_out or (signal is not None and signal.cancelled):
+            ran = await self.runner.run(
+                hook.command,
+                payload,
+                cwd=cwd,
+                agent=agent,
+                limit=min(hook.timeout or self.settings.timeout, limit),
+                label=label or event,
+                signal=signal,
+            )
+            if ran is None or ran.timed_out or ran.cancelled or cancelled():
                 continue
-            verdict = read_verdict(event, hook, ran)
+            verdict = read_verdict(event, hook.command, ran.exit_code, ran.stdout, ran.stderr)
             if verdict is not None:
                 said.append(verdict)
-                if verdict.block is not None:
+                if verdict.block is not None and event in BLOCKING:
                     break
         return said
 
@@ -300,7 +265,7 @@ class Hooks:
             **fields,
         }
 
-    # -- the events --------------------------------------------------------------
+    # -- the tool and prompt events ----------------------------------------------------
 
     async def before_execute(
         self,
@@ -310,14 +275,14 @@ class Hooks:
         """``PreToolUse``: deny, allow, ask about or rewrite the call."""
         exec = invocation.exec
         agent = exec.agent
-        if agent is None or not self._settings.commands("PreToolUse", invocation.tool_name):
+        if agent is None or not self.configured("PreToolUse", invocation.tool_name):
             return await next_(invocation)
         cwd = exec.cwd or os.getcwd()
         payload = self.payload(
             agent,
             "PreToolUse",
             cwd,
-            tool_name=_shown_name(invocation.tool_name),
+            tool_name=shown_name(invocation.tool_name),
             tool_input=thaw(invocation.args),
             tool_use_id=exec.call_id,
         )
@@ -326,8 +291,9 @@ class Hooks:
             payload=payload,
             agent=agent,
             cwd=cwd,
-            tool=invocation.tool_name,
+            subject=invocation.tool_name,
             signal=exec.signal,
+            label=f"PreToolUse:{exec.call_id}",
         )
         if exec.signal.cancelled:
             return invocation  # the pipeline ends it cancelled
@@ -336,21 +302,34 @@ class Hooks:
                 raise Veto(f"a PreToolUse hook blocked this call: {verdict.block}")
             if verdict.updated_input is not None:
                 invocation = replace(invocation, args=verdict.updated_input)
-        decisions = {v.decision for v in said}
-        if "ask" in decisions:
-            approved = await ask_whatever_the_mode(
-                self._ctx,
-                agent,
-                invocation,
-                asked_by=("PreToolUse hook",),
-                who="a PreToolUse hook",
-            )
-            if approved is None:
-                return invocation  # withdrawn by a cancel: the pipeline ends it cancelled
-            return await next_(approved)
-        if "allow" in decisions:
+        asking = [v for v in said if v.decision == "ask"]
+        if asking:
+            return await self._ask(agent, invocation, asking[0], next_)
+        if any(v.decision == "allow" for v in said):
             invocation = replace(invocation, exec=replace(exec, approved=True))
         return await next_(invocation)
+
+    async def _ask(
+        self,
+        agent: Agent,
+        invocation: ToolInvocation,
+        verdict: Verdict,
+        next_: Callable[[ToolInvocation], Awaitable[ToolInvocation]],
+    ) -> ToolInvocation:
+        """A hook's ``ask``: the call is put to a person whatever the mode, naming the hook
+        and its reason."""
+        why = f"{HOOK_ASKS}{verdict.command!r}" + (f": {verdict.reason}" if verdict.reason else "")
+        approved = await ask_whatever_the_mode(
+            self._ctx,
+            agent,
+            invocation,
+            asked_by=(why,),
+            who="a PreToolUse hook",
+            why=why,
+        )
+        if approved is None:
+            return invocation  # withdrawn by a cancel: the pipeline ends it cancelled
+        return await next_(approved)
 
     async def after_execute(
         self,
@@ -361,14 +340,14 @@ class Hooks:
         """``PostToolUse``: add what the hooks say to the result the model reads."""
         exec = invocation.exec
         agent = exec.agent
-        if agent is None or not self._settings.commands("PostToolUse", invocation.tool_name):
+        if agent is None or not self.configured("PostToolUse", invocation.tool_name):
             return await next_(result)
         cwd = exec.cwd or os.getcwd()
         payload = self.payload(
             agent,
             "PostToolUse",
             cwd,
-            tool_name=_shown_name(invocation.tool_name),
+            tool_name=shown_name(invocation.tool_name),
             tool_input=thaw(invocation.args),
             tool_response={"content": result.content, "is_error": result.is_error},
             tool_use_id=exec.call_id,
@@ -378,8 +357,9 @@ class Hooks:
             payload=payload,
             agent=agent,
             cwd=cwd,
-            tool=invocation.tool_name,
+            subject=invocation.tool_name,
             signal=exec.signal,
+            label=f"PostToolUse:{exec.call_id}",
         )
         notes = [n for v in said for n in (v.block, v.context) if n]
         if notes:
@@ -400,7 +380,7 @@ class Hooks:
     async def _prompt_submitted(
         self, step_input: tuple[UserMessage, ...], agent: Agent, step: int
     ) -> tuple[UserMessage, ...]:
-        if step != 1 or not self._settings.commands("UserPromptSubmit"):
+        if step != 1 or not self.configured("UserPromptSubmit"):
             return step_input
         prompt = "\n".join(
             block.text
@@ -425,72 +405,32 @@ class Hooks:
         return (added, *step_input)
 
 
-def read_verdict(event: str, hook: HookCommand, ran: HookRun) -> Verdict | None:
-    """What ``ran`` says, by Claude Code's rules: exit 2 blocks with stderr as the reason;
-    exit 0 may print JSON (or, for ``UserPromptSubmit``, plain text: context); any
-    other exit, or JSON that cannot be read, is logged and ignored (``None``)."""
-    if ran.exit_code == 2:
-        return Verdict(block=ran.stderr.strip() or "(the hook gave no reason)")
-    if ran.exit_code != 0:
-        lines = ran.stderr.strip().splitlines()
-        log.warning(
-            "hook %r failed (exit %s): %s",
-            hook.command,
-            ran.exit_code,
-            lines[-1] if lines else "no message",
-        )
-        return None
-    text = ran.stdout.strip()
-    if not text:
-        return None
-    if not text.startswith("{"):
-        return Verdict(context=text) if event == "UserPromptSubmit" else None
-    try:
-        said = json.loads(text)
-    except ValueError as exc:
-        log.warning("hook %r printed JSON that cannot be read: %s", hook.command, exc)
-        return None
-    if not isinstance(said, dict):
-        return None
-    return _from_json(event, said)
-
-
-def _from_json(event: str, said: dict[str, Any]) -> Verdict:
-    """A :class:`Verdict` from a hook's JSON output (fields of the wrong type are ignored)."""
-    specific = said.get("hookSpecificOutput")
-    specific = specific if isinstance(specific, dict) else {}
-    reason = said.get("reason") if isinstance(said.get("reason"), str) else None
-    block: str | None = None
-    decision: str | None = None
-    if said.get("decision") == "block":
-        block = reason or "(the hook gave no reason)"
-    elif said.get("decision") == "approve":
-        decision = "allow"
-    if said.get("continue") is False:
-        stop = said.get("stopReason")
-        block = stop if isinstance(stop, str) and stop else block or "(the hook stopped it)"
-    permission = specific.get("permissionDecision")
-    if event == "PreToolUse" and permission in ("allow", "deny", "ask"):
-        decision = permission
-        why = specific.get("permissionDecisionReason")
-        if permission == "deny":
-            block = why if isinstance(why, str) and why else "(the hook gave no reason)"
-    updated = specific.get("updatedInput")
-    context = specific.get("additionalContext")
-    return Verdict(
-        block=block,
-        decision=decision,
-        updated_input=updated if event == "PreToolUse" and isinstance(updated, dict) else None,
-        context=context if isinstance(context, str) and context else None,
-    )
-
-
 async def apply(ctx: Context, config: HookSettings) -> None:
     """Run the hooks of ``config`` on every agent's events (see the module docs)."""
-    hooks = Hooks(ctx, config)
-    if "PreToolUse" in config.hooks:
+    from tether.front.hook_session import SessionHooks
+
+    guard = OrphanGuard(state_path(data_dir() / "run")) if config.hooks else None
+    runner = HookRunner(ctx, guard, sandboxed=config.sandboxed)
+    await ctx.effect(lambda: runner.shutdown, label="stop running hooks")
+    hooks = Hooks(ctx, config, runner)
+    session = SessionHooks(ctx, hooks)
+    configured = config.hooks
+    ctx.on(CANCEL_REQUESTED, runner.cancel)
+    ctx.on(TURN_ABORTING, session.on_turn_aborting)
+    ctx.on(AGENT_DISPOSED, session.forget)
+    if "PreToolUse" in configured:
         ctx.on(BEFORE_EXECUTE, hooks.before_execute)
-    if "PostToolUse" in config.hooks:
+    if "PostToolUse" in configured:
         ctx.on(AFTER_EXECUTE, hooks.after_execute)
-    if "UserPromptSubmit" in config.hooks:
+    if "UserPromptSubmit" in configured:
         ctx.on(PRE_STEP, hooks.before_step)
+    if "SessionStart" in configured:
+        ctx.on(AGENT_SETUP, session.on_setup)
+        ctx.on(PRE_STEP, session.before_step)
+    if "Stop" in configured or "SubagentStop" in configured:
+        ctx.on(TURN_COMPLETING, session.turn_completing)
+    ctx.on(AGENT_STOPPING, session.on_stopping)
+    if "PreCompact" in configured:
+        ctx.on(PRE_COMPACT, session.pre_compact)
+    if "Notification" in configured:
+        ctx.on(PERMISSION_REQUEST, session.notification)

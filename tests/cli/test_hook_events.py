@@ -1,0 +1,239 @@
+"""User hooks on a session's events (``Stop``, ``SessionStart``, ``SessionEnd``,
+``PreCompact``, ``Notification``), held to real ``tether`` processes and real hook
+scripts that keep every input they read, one JSON line each, in the workspace."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.cli.test_ask_mode import exit_status
+from tests.cli.test_chat_compact import chat, quit_chat
+from tests.cli.test_chat_terminal import expect
+from tests.cli.test_commands import env_for, session_id, tether
+from tests.cli.test_hooks import config, group_gone
+from tests.cli.test_permission_rules import on_a_terminal
+
+
+def recording_hook(tmp_path: Path, name: str, body: str = "") -> str:
+    """A Python hook that appends the JSON it reads to ``NAME.jsonl`` in the workspace
+    (``event`` in ``body``; ``calls`` counts the inputs before this one), then runs
+    ``body``; its command."""
+    path = tmp_path / "hooks" / f"{name}.py"
+    path.parent.mkdir(exist_ok=True)
+    kept = str(tmp_path / "work" / f"{name}.jsonl")
+    path.write_text(
+        "import json, os, sys, pathlib\n"
+        "event = json.load(sys.stdin)\n"
+        f"kept = pathlib.Path({kept!r})\n"
+        "calls = len(kept.read_text().splitlines()) if kept.exists() else 0\n"
+        "with kept.open('a') as out:\n"
+        "    out.write(json.dumps(event) + '\\n')\n" + body
+    )
+    return f"{sys.executable} {path}"
+
+
+def read(tmp_path: Path, name: str) -> list[dict[str, Any]]:
+    """What the hook ``name`` read, one input per run."""
+    path = tmp_path / "work" / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def on(event: str, command: str, matcher: str | None = None) -> dict[str, object]:
+    entry: dict[str, object] = {"hooks": [{"type": "command", "command": command}]}
+    if matcher is not None:
+        entry["matcher"] = matcher
+    return {event: [entry]}
+
+
+def exported(home: Path, sid: str) -> list[dict[str, Any]]:
+    lines = tether(home, "sessions", "export", sid).stdout.splitlines()
+    return [json.loads(line) for line in lines[1:]]
+
+
+def run(
+    tmp_path: Path, hooks: dict[str, object], *args: str, status: int = 0, **settings: object
+) -> tuple[str, list[dict[str, Any]], str]:
+    """``tether run ARGS`` with ``hooks``: its session id, its events, its stderr."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    home = tmp_path / "home"
+    path = config(tmp_path, hooks, **settings)
+    done = tether(home, "--config", str(path), "run", *args, cwd=work, input="")
+    assert done.returncode == status, done.stderr
+    sid = session_id(done.stderr)
+    return sid, exported(home, sid), done.stderr
+
+
+def test_a_stop_hook_that_blocks_keeps_the_turn_going_until_its_bound(tmp_path: Path) -> None:
+    body = "print(json.dumps({'decision': 'block', 'reason': f'$ touch again-{calls}'}))\n"
+    command = recording_hook(tmp_path, "stop", body)
+    sid, events, stderr = run(tmp_path, on("Stop", command), "$ touch first", stop_continuations=2)
+    work = tmp_path / "work"
+    # The model read each reason as its next input, and acted on it.
+    assert (work / "first").exists() and (work / "again-0").exists()
+    assert (work / "again-1").exists() and not (work / "again-2").exists()
+    seen = read(tmp_path, "stop")
+    assert [e["stop_hook_active"] for e in seen] == [False, True, True]
+    assert {e["hook_event_name"] for e in seen} == {"Stop"}
+    assert seen[0]["session_id"] == sid
+    # All of it is one turn, which completed.
+    assert [e["type"] for e in events].count("turn/start") == 1
+    (end,) = [e for e in events if e["type"] == "turn/end"]
+    assert end["data"]["reason"]["kind"] == "completed"
+    fed = [e["data"] for e in events if e["type"] == "user/message"]
+    assert [m.get("source") for m in fed][1:] == ["hook", "hook"]
+    assert "the turn ends (stop_continuations is 2)" in stderr
+
+
+def test_a_stop_hook_that_lets_the_turn_end_or_fails_changes_nothing(tmp_path: Path) -> None:
+    stop = recording_hook(tmp_path, "stop", "sys.exit(0)\n")
+    broken = recording_hook(tmp_path, "broken", "sys.exit(1)\n")
+    hooks = {"Stop": [{"hooks": [{"type": "command", "command": c}]} for c in (stop, broken)]}
+    _, events, _ = run(tmp_path, hooks, "$ touch once")
+    assert [e["type"] for e in events].count("step/start") == 2  # the call, the summary
+    assert len(read(tmp_path, "stop")) == 1 and len(read(tmp_path, "broken")) == 1
+
+
+def test_session_start_gives_context_and_session_end_runs_at_the_end(tmp_path: Path) -> None:
+    start = recording_hook(tmp_path, "start", "print('the build uses make')\n")
+    end = recording_hook(tmp_path, "end", "print('ignored'); sys.exit(2)\n")
+    hooks = {**on("SessionStart", start), **on("SessionEnd", end)}
+    sid, events, _ = run(tmp_path, hooks, "hello")
+    (started,) = read(tmp_path, "start")
+    assert started["source"] == "startup" and started["session_id"] == sid
+    assert started["hook_event_name"] == "SessionStart"
+    context = next(e["data"] for e in events if e["type"] == "user/message")
+    assert context["source"] == "hook"
+    assert "the build uses make" in json.dumps(context["content"])
+    (ended,) = read(tmp_path, "end")
+    assert ended["reason"] == "other" and ended["session_id"] == sid
+    _, _, _ = run(tmp_path, hooks, "--resume", sid, "again")
+    assert [e["source"] for e in read(tmp_path, "start")] == ["startup", "resume"]
+    assert len(read(tmp_path, "end")) == 2
+
+
+def test_a_session_start_matcher_picks_its_source(tmp_path: Path) -> None:
+    start = recording_hook(tmp_path, "start")
+    run(tmp_path, on("SessionStart", start, matcher="resume"), "hello")
+    assert read(tmp_path, "start") == []
+
+
+def test_a_session_end_hook_that_hangs_does_not_hold_the_stop(tmp_path: Path) -> None:
+    hang = recording_hook(tmp_path, "hang", "import time\ntime.sleep(300)\n")
+    began = time.monotonic()
+    run(tmp_path, on("SessionEnd", hang), "hello", end_timeout=1)
+    assert time.monotonic() - began < 30  # not the hook's 60 s
+    assert len(read(tmp_path, "hang")) == 1
+
+
+def test_a_hook_running_at_a_cancel_is_killed_and_named_in_the_stop_receipt(
+    tmp_path: Path,
+) -> None:
+    pgid_file = tmp_path / "work" / "pgid"
+    body = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '300'])\n"
+        f"pathlib.Path({str(pgid_file)!r}).write_text(str(os.getpgid(0)))\n"
+        "time.sleep(300)\n"
+    )
+    command = recording_hook(tmp_path, "stuck", body)
+    (tmp_path / "work").mkdir()
+    argv = [sys.executable, "-m", "tether.cli.main", "--config"]
+    argv += [str(config(tmp_path, on("Stop", command))), "run", "hello"]
+    home = tmp_path / "home"
+    process = subprocess.Popen(
+        argv,
+        cwd=tmp_path / "work",
+        env=env_for(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pgid_file.exists() or not pgid_file.read_text():
+            assert time.monotonic() < deadline, "the hook never started"
+            time.sleep(0.05)
+        pgid = int(pgid_file.read_text())
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert group_gone(pgid), f"process group {pgid} of the hook is still alive"
+    events = exported(home, session_id(stderr))
+    (receipt,) = [e["data"] for e in events if e["type"] == "tool/stopped"]
+    (entry,) = receipt["stopped"]
+    assert entry["kind"] == "hook" and entry["id"] == "Stop" and entry["pgid"] == pgid
+    assert entry["signals"][0] == "SIGTERM"
+    assert events[-1]["type"] == "turn/end"
+    assert events[-1]["data"]["reason"]["kind"] == "aborted"
+    assert "stopped hook Stop: process group" in stderr
+
+
+def test_a_notification_hook_runs_before_a_question_and_an_ask_names_its_hook(
+    tmp_path: Path,
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    home.mkdir()
+    notify = recording_hook(tmp_path, "notify")
+    said = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "touching needs a look",
+        }
+    }
+    ask = recording_hook(tmp_path, "ask", f"print(json.dumps({said!r}))\n")
+    hooks = {**on("Notification", notify), **on("PreToolUse", ask, matcher="Bash")}
+    config(tmp_path, hooks).rename(home / "tether.yml")
+    pid, fd = on_a_terminal(home, work, "--mode", "auto", "$ touch asked")
+    shown = expect(fd, "? [y]es / [n]o", [])
+    assert f"asked by the PreToolUse hook {ask!r}: touching needs a look" in shown
+    (notified,) = read(tmp_path, "notify")
+    assert notified["hook_event_name"] == "Notification"
+    assert notified["notification_type"] == "permission_prompt"
+    assert notified["message"] == "tether needs your permission to use Bash"
+    os.write(fd, b"y\n")
+    assert exit_status(pid) == 0
+    os.close(fd)
+    assert (work / "asked").exists()
+
+
+def test_in_chat_pre_compact_runs_and_session_start_says_compact(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    compact = recording_hook(tmp_path, "compact")
+    start = recording_hook(tmp_path, "start", "print('after the summary')\n")
+    stop = recording_hook(tmp_path, "stop")
+    hooks = {**on("PreCompact", compact), **on("SessionStart", start), **on("Stop", stop)}
+    path = config(tmp_path, hooks, sandboxed=False)  # the chat works in this checkout
+    pid, fd = chat(tmp_path, "--config", str(path))
+    seen: list[str] = []
+    try:
+        expect(fd, "you>", seen)
+        for prompt in (b"first question\r", b"second question\r"):
+            os.write(fd, prompt)
+            expect(fd, "tokens: ", seen)
+            expect(fd, "you>", seen)
+        os.write(fd, b"/compact\r")
+        expect(fd, "the log keeps them)", seen)
+        expect(fd, "you>", seen)
+        os.write(fd, b"third question\r")
+        expect(fd, "tokens: ", seen)
+        expect(fd, "you>", seen)
+        quit_chat(pid, fd)
+    finally:
+        os.close(fd)
+    (compacting,) = read(tmp_path, "compact")
+    assert compacting["trigger"] == "manual" and compacting["custom_instructions"] == ""
+    assert [e["source"] for e in read(tmp_path, "start")] == ["startup", "compact"]
+    assert len(read(tmp_path, "stop")) == 3  # one per turn
