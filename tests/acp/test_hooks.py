@@ -1,0 +1,37 @@
+"""User hooks in ``tether acp``: configured in the user's ``tether.yml``, run as real
+processes for an editor's session (``SessionStart``, ``Stop``, ``SessionEnd``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.acp.harness import serving
+from tests.cli.test_hook_events import on, read, recording_hook
+
+
+async def test_an_editor_session_runs_its_start_stop_and_end_hooks(tmp_path: Path) -> None:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    start = recording_hook(tmp_path, "start", "print('remember the style guide')\n")
+    body = "if calls == 0:\n    print('bash echo continued', file=sys.stderr)\n    sys.exit(2)\n"
+    stop = recording_hook(tmp_path, "stop", body)
+    end = recording_hook(tmp_path, "end")
+    hooks = {**on("SessionStart", start), **on("Stop", stop), **on("SessionEnd", end)}
+    row = {"id": "hooks", "config": {"hooks": hooks}}
+    (home / "tether.yml").write_text(json.dumps({"plugins": [row]}))
+    async with serving(tmp_path, home=home) as server:
+        sid = await server.new_session(cwd=work)
+        assert [e["source"] for e in read(tmp_path, "start")] == ["startup"]
+        assert await server.prompt(sid, "bash echo first") == "end_turn"
+        # The Stop hook's reason was the model's next input: the turn went on.
+        assert server.client.text(sid).endswith("done: continued")
+        assert [e["stop_hook_active"] for e in read(tmp_path, "stop")] == [False, True]
+        fed = [e["data"] for e in server.log(sid) if e["type"] == "user/message"]
+        assert "remember the style guide" in json.dumps(fed[0]["content"])
+        assert [m.get("source") for m in fed] == ["hook", "user", "hook"]
+        assert read(tmp_path, "end") == []
+        await server.close_stdin()
+    (ended,) = read(tmp_path, "end")
+    assert ended["session_id"] == sid and ended["hook_event_name"] == "SessionEnd"
