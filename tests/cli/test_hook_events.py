@@ -101,6 +101,24 @@ def test_a_stop_hook_that_lets_the_turn_end_or_fails_changes_nothing(tmp_path: P
     assert len(read(tmp_path, "stop")) == 1 and len(read(tmp_path, "broken")) == 1
 
 
+def test_a_child_agent_runs_subagent_stop_and_its_parent_runs_stop(tmp_path: Path) -> None:
+    body = "if calls == 0:\n    print('$ touch child-again', file=sys.stderr)\n    sys.exit(2)\n"
+    sub = recording_hook(tmp_path, "sub", body)
+    stop = recording_hook(tmp_path, "stop")
+    start = recording_hook(tmp_path, "start")
+    hooks = {**on("SubagentStop", sub), **on("Stop", stop), **on("SessionStart", start)}
+    task = '/tool task {"description": "touch", "prompt": "$ touch child-first"}'
+    sid, _, _ = run(tmp_path, hooks, task)
+    work = tmp_path / "work"
+    assert (work / "child-first").exists() and (work / "child-again").exists()
+    seen = read(tmp_path, "sub")
+    assert [e["stop_hook_active"] for e in seen] == [False, True]
+    assert {e["hook_event_name"] for e in seen} == {"SubagentStop"}
+    assert seen[0]["session_id"] != sid  # the child's own session
+    assert [e["session_id"] for e in read(tmp_path, "stop")] == [sid]
+    assert [e["session_id"] for e in read(tmp_path, "start")] == [sid]
+
+
 def test_session_start_gives_context_and_session_end_runs_at_the_end(tmp_path: Path) -> None:
     start = recording_hook(tmp_path, "start", "print('the build uses make')\n")
     end = recording_hook(tmp_path, "end", "print('ignored'); sys.exit(2)\n")
@@ -133,9 +151,9 @@ def test_a_session_end_hook_that_hangs_does_not_hold_the_stop(tmp_path: Path) ->
     assert len(read(tmp_path, "hang")) == 1
 
 
-def test_a_hook_running_at_a_cancel_is_killed_and_named_in_the_stop_receipt(
-    tmp_path: Path,
-) -> None:
+def hanging(tmp_path: Path, event: str) -> tuple[subprocess.Popen[str], int]:
+    """``tether run hello`` with an ``event`` hook that starts a child and hangs: the
+    running ``tether``, and the hook's process group once it is running."""
     pgid_file = tmp_path / "work" / "pgid"
     body = (
         "import subprocess, time\n"
@@ -146,23 +164,31 @@ def test_a_hook_running_at_a_cancel_is_killed_and_named_in_the_stop_receipt(
     command = recording_hook(tmp_path, "stuck", body)
     (tmp_path / "work").mkdir()
     argv = [sys.executable, "-m", "tether.cli.main", "--config"]
-    argv += [str(config(tmp_path, on("Stop", command))), "run", "hello"]
-    home = tmp_path / "home"
+    argv += [str(config(tmp_path, on(event, command))), "run", "hello"]
     process = subprocess.Popen(
         argv,
         cwd=tmp_path / "work",
-        env=env_for(home),
+        env=env_for(tmp_path / "home"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    deadline = time.monotonic() + 30
+    while not pgid_file.exists() or not pgid_file.read_text():
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError("the hook never started")
+        time.sleep(0.05)
+    return process, int(pgid_file.read_text())
+
+
+def test_a_hook_running_at_a_cancel_is_killed_and_named_in_the_stop_receipt(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    process, pgid = hanging(tmp_path, "Stop")
     try:
-        deadline = time.monotonic() + 30
-        while not pgid_file.exists() or not pgid_file.read_text():
-            assert time.monotonic() < deadline, "the hook never started"
-            time.sleep(0.05)
-        pgid = int(pgid_file.read_text())
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     finally:
@@ -177,6 +203,17 @@ def test_a_hook_running_at_a_cancel_is_killed_and_named_in_the_stop_receipt(
     assert events[-1]["type"] == "turn/end"
     assert events[-1]["data"]["reason"]["kind"] == "aborted"
     assert "stopped hook Stop: process group" in stderr
+
+
+def test_a_hook_does_not_outlive_a_killed_tether(tmp_path: Path) -> None:
+    process, pgid = hanging(tmp_path, "UserPromptSubmit")
+    try:
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert group_gone(pgid, within=15), f"process group {pgid} of the hook outlived tether"
 
 
 def test_a_notification_hook_runs_before_a_question_and_an_ask_names_its_hook(
@@ -230,10 +267,17 @@ def test_in_chat_pre_compact_runs_and_session_start_says_compact(tmp_path: Path)
         os.write(fd, b"third question\r")
         expect(fd, "tokens: ", seen)
         expect(fd, "you>", seen)
+        os.write(fd, b"/clear\r")
+        expect(fd, "earlier turns stay in the session log)", seen)
+        expect(fd, "you>", seen)
+        os.write(fd, b"fourth question\r")
+        expect(fd, "tokens: ", seen)
+        expect(fd, "you>", seen)
         quit_chat(pid, fd)
     finally:
         os.close(fd)
     (compacting,) = read(tmp_path, "compact")
     assert compacting["trigger"] == "manual" and compacting["custom_instructions"] == ""
-    assert [e["source"] for e in read(tmp_path, "start")] == ["startup", "compact"]
-    assert len(read(tmp_path, "stop")) == 3  # one per turn
+    sources = [e["source"] for e in read(tmp_path, "start")]
+    assert sources == ["startup", "compact", "clear"]
+    assert len(read(tmp_path, "stop")) == 4  # one per turn
