@@ -153,7 +153,7 @@ class SessionHooks:
         """``SessionStart`` with ``clear`` or ``compact`` when the history restarted since
         the last step; what ``SessionStart`` hooks said opens this step."""
         state = self._states.get(agent.id)
-        if state is None:
+        if state is None or _child(agent):
             return await next_(step_input)
         source = self._restarted(agent, state)
         if source is not None:
@@ -190,6 +190,7 @@ class SessionHooks:
         """``SessionEnd`` (bounded by ``end_timeout``); for an idle agent, the hooks a
         cancel stopped since its last turn."""
         hooks = self._hooks
+        running = agent.status is AgentStatus.RUNNING
         if not _child(agent) and hooks.configured("SessionEnd"):
             cwd = _cwd(agent)
             payload = hooks.payload(agent, "SessionEnd", cwd, reason="other")
@@ -200,7 +201,7 @@ class SessionHooks:
                 cwd=cwd,
                 limit=hooks.settings.end_timeout,
             )
-        if agent.status is AgentStatus.RUNNING:
+        if running:
             return None  # its turn's receipt carries them
         return self._parts(agent)
 
