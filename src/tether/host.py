@@ -77,7 +77,9 @@ def compose_document(
     The permission rules add up rather than replace each other: the
     ``allow``, ``ask`` and ``deny`` lists of the ``permissions`` row are those
     of every overlay that sets them, in order, then ``rules`` (the flags'
-    lists, by the same names).
+    lists, by the same names). So do the user hooks: each event's matchers in
+    the ``hooks`` row are those of every overlay that sets them, in order (the
+    user's file and a project's both run, as in Claude Code).
 
     Raises:
         CompositionError: an overlay cannot be read or has the wrong shape.
@@ -86,12 +88,15 @@ def compose_document(
     document = bundled_document()
     gathered: Mapping[str, object] = {n: list((rules or {}).get(n, ())) for n in RULE_LISTS}
     listed: list[Mapping[str, object]] = []
+    blocks: list[Mapping[str, list[object]]] = []
     for overlay in overlays:
         raw = read_document(overlay) if isinstance(overlay, Path) else overlay
         source = str(overlay) if isinstance(overlay, Path) else "overlay"
         document = overlay_rows(document, raw, source=source)
         listed.extend(_permission_lists(raw, source))
+        blocks.extend(_hook_blocks(raw, source))
     document = _with_rules(document, [*listed, gathered])
+    document = _with_hooks(document, blocks)
     document = _database_from_environment(document)
     settings: dict[str, dict[str, object]] = {
         "persistence": {"data_dir": directory},
@@ -161,6 +166,52 @@ def _with_rules(document: object, configs: Sequence[Mapping[str, object]]) -> ob
     config.update(joined)
     patch = {"plugins": [{"id": PERMISSIONS_ROW, "config": config}]}
     return overlay_rows(document, patch, source="permission rules")
+
+
+HOOKS_ROW = "hooks"
+
+
+def _hook_blocks(document: object, source: str) -> list[Mapping[str, list[object]]]:
+    """The ``hooks`` block of ``document``'s ``hooks`` row, if it sets one (a raw overlay
+    already checked by :func:`overlay_rows`).
+
+    Raises:
+        CompositionError: the block is not a mapping of event names to lists.
+    """
+    rows = document.get("plugins") if isinstance(document, Mapping) else None
+    found: list[Mapping[str, list[object]]] = []
+    for row in rows or ():
+        config = row.get("config") if isinstance(row, Mapping) else None
+        if row.get("id") != HOOKS_ROW or not isinstance(config, Mapping):
+            continue
+        block = config.get("hooks", {})
+        if not isinstance(block, Mapping) or not all(
+            isinstance(matchers, list) for matchers in block.values()
+        ):
+            raise CompositionError(
+                f"{source}: the hooks row's hooks must map event names to lists of matchers"
+            )
+        found.append(cast("Mapping[str, list[object]]", block))
+    return found
+
+
+def _with_hooks(document: object, blocks: Sequence[Mapping[str, list[object]]]) -> object:
+    """``document`` with its ``hooks`` row's ``hooks`` block set to ``blocks`` joined:
+    each event's matchers, in order."""
+    if len(blocks) < 2 or not isinstance(document, Mapping):
+        return document  # one block (or none) is the row's as it is
+    joined: dict[str, list[object]] = {}
+    for block in blocks:
+        for event, matchers in block.items():
+            joined.setdefault(str(event), []).extend(matchers)
+    current: object = None
+    for row in document.get("plugins") or ():
+        if isinstance(row, Mapping) and row.get("id") == HOOKS_ROW:
+            current = row.get("config")
+    config = dict(current) if isinstance(current, Mapping) else {}
+    config["hooks"] = joined
+    patch = {"plugins": [{"id": HOOKS_ROW, "config": config}]}
+    return overlay_rows(document, patch, source="hooks")
 
 
 DEFAULT_PERSISTENCE = "tether.persist.jsonl"

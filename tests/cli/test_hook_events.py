@@ -281,3 +281,19 @@ def test_in_chat_pre_compact_runs_and_session_start_says_compact(tmp_path: Path)
     sources = [e["source"] for e in read(tmp_path, "start")]
     assert sources == ["startup", "compact", "clear"]
     assert len(read(tmp_path, "stop")) == 4  # one per turn
+
+
+def test_the_users_hooks_and_a_projects_both_run_in_that_order(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "work").mkdir()
+    order = tmp_path / "work" / "order"
+    user = recording_hook(tmp_path, "user", f"open({str(order)!r}, 'a').write('user ')\n")
+    project = recording_hook(tmp_path, "project", f"open({str(order)!r}, 'a').write('project')\n")
+    row = {"id": "hooks", "config": {"hooks": on("UserPromptSubmit", user), "timeout": 30}}
+    (home / "tether.yml").write_text(json.dumps({"plugins": [row]}))
+    run(tmp_path, on("UserPromptSubmit", project), "hello")
+    assert order.read_text() == "user project"
+    refused = tether(home, "--config", str(config(tmp_path, ["not", "a", "block"])), "run", "hi")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "the hooks row's hooks must map event names to lists of matchers" in refused.stderr
