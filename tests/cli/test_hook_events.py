@@ -297,3 +297,24 @@ def test_the_users_hooks_and_a_projects_both_run_in_that_order(tmp_path: Path) -
     refused = tether(home, "--config", str(config(tmp_path, ["not", "a", "block"])), "run", "hi")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "the hooks row's hooks must map event names to lists of matchers" in refused.stderr
+
+
+def test_a_claude_code_settings_file_pointed_at_runs_its_hooks_unchanged(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    (work / ".claude").mkdir(parents=True)
+    deny = recording_hook(tmp_path, "deny", "print('not here', file=sys.stderr)\nsys.exit(2)\n")
+    settings = {"permissions": {"allow": []}, "hooks": on("PreToolUse", deny, matcher="Bash")}
+    (work / ".claude" / "settings.json").write_text(json.dumps(settings))
+    pointed = {"claude_settings": [".claude/settings.json", "~/no/such/settings.json"]}
+    _, events, _ = run(tmp_path, {}, "$ touch made", **pointed)
+    (result,) = [e["data"] for e in events if e["type"] == "tool/result"]
+    assert "a PreToolUse hook blocked this call: not here" in result["content"]
+    assert not (work / "made").exists()
+    (work / ".claude" / "settings.json").write_text('{"hooks": {"PreToolUse": 3}}')
+    path = config(tmp_path, {}, **pointed)
+    refused = tether(tmp_path / "home", "--config", str(path), "run", "hi", cwd=work, input="")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert ".claude/settings.json" in last and "hooks.PreToolUse must be a list" in last, last

@@ -40,6 +40,7 @@ import math
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
@@ -56,7 +57,7 @@ from tether.frozen import thaw
 from tether.location import data_dir
 from tether.loop.hooks import PRE_COMPACT, PRE_STEP, TURN_ABORTING, TURN_COMPLETING
 from tether.runtime.errors import Veto
-from tether.runtime.schema import FieldError, Schema
+from tether.runtime.schema import FieldError, Schema, SchemaError, decode
 from tether.runtime.signal import CancelSignal
 from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import state_path
@@ -173,6 +174,10 @@ class HookSettings(Schema, frozen=True):
     """How many times ``Stop`` (or ``SubagentStop``) hooks may keep one turn going."""
     end_timeout: Annotated[float, Meta(gt=0)] = 5.0
     """Seconds ``SessionEnd`` hooks may delay a stop, whatever their own timeout."""
+    claude_settings: tuple[str, ...] = ()
+    """Claude Code settings files (``.claude/settings.json``; relative to the working
+    directory tether starts in) whose ``hooks`` block runs after this one's; a file
+    that is not there is skipped."""
 
     def __post_init__(self) -> None:
         for event in self.hooks:
@@ -405,9 +410,62 @@ class Hooks:
         return (added, *step_input)
 
 
+def with_claude_settings(settings: HookSettings) -> HookSettings:
+    """``settings`` with the ``hooks`` blocks of its :attr:`~HookSettings.claude_settings`
+    files added after its own, event by event.
+
+    Raises:
+        FieldError: a file cannot be read, is not JSON, or its ``hooks`` block is not
+            valid (the message names the file and what is wrong).
+    """
+    hooks = {event: list(matchers) for event, matchers in settings.hooks.items()}
+    for name in settings.claude_settings:
+        found = _claude_hooks(Path(name).expanduser(), f"Claude Code settings {name}")
+        for event, matchers in found.items():
+            hooks.setdefault(event, []).extend(matchers)
+    return replace(settings, hooks={event: tuple(m) for event, m in hooks.items()})
+
+
+def _claude_hooks(path: Path, named: str) -> Mapping[str, tuple[HookMatcher, ...]]:
+    """The ``hooks`` block of the Claude Code settings file at ``path`` (none when
+    there is no file there).
+
+    Raises:
+        FieldError: the file cannot be read, is not JSON, or its block is not valid.
+    """
+    where = ("claude_settings",)
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        log.debug("no Claude Code settings at %s: skipped", path)
+        return {}
+    except OSError as exc:
+        raise FieldError(where, f"{named} cannot be read: {exc.strerror or exc}") from None
+    try:
+        raw = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise FieldError(where, f"{named} is not JSON: {exc}") from None
+    block = raw.get("hooks", {}) if isinstance(raw, dict) else None
+    if not isinstance(block, dict):
+        raise FieldError(where, f"{named}: hooks must map event names to lists of matchers")
+    for event, matchers in block.items():
+        if not isinstance(matchers, list):
+            raise FieldError(where, f"{named}: hooks.{event} must be a list of matchers")
+    try:
+        return decode(HookSettings, {"hooks": block}, root="").hooks
+    except SchemaError as exc:
+        raise FieldError(where, f"{named}: {exc}") from None
+
+
 async def apply(ctx: Context, config: HookSettings) -> None:
-    """Run the hooks of ``config`` on every agent's events (see the module docs)."""
+    """Run the hooks of ``config`` on every agent's events (see the module docs).
+
+    Raises:
+        FieldError: a file of ``claude_settings`` cannot be used.
+    """
     from tether.front.hook_session import SessionHooks
+
+    config = with_claude_settings(config)
 
     guard = OrphanGuard(state_path(data_dir() / "run")) if config.hooks else None
     runner = HookRunner(ctx, guard, sandboxed=config.sandboxed)
