@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,8 +15,8 @@ from typing import Any
 from tests.cli.test_ask_mode import exit_status
 from tests.cli.test_chat_compact import chat, quit_chat
 from tests.cli.test_chat_terminal import expect
-from tests.cli.test_commands import env_for, session_id, tether
-from tests.cli.test_hooks import config, group_gone
+from tests.cli.test_commands import session_id, tether
+from tests.cli.test_hooks import config, group_gone, hanging
 from tests.cli.test_permission_rules import on_a_terminal
 
 
@@ -151,38 +150,6 @@ def test_a_session_end_hook_that_hangs_does_not_hold_the_stop(tmp_path: Path) ->
     assert len(read(tmp_path, "hang")) == 1
 
 
-def hanging(tmp_path: Path, event: str) -> tuple[subprocess.Popen[str], int]:
-    """``tether run hello`` with an ``event`` hook that starts a child and hangs: the
-    running ``tether``, and the hook's process group once it is running."""
-    pgid_file = tmp_path / "work" / "pgid"
-    body = (
-        "import subprocess, time\n"
-        "subprocess.Popen(['sleep', '300'])\n"
-        f"pathlib.Path({str(pgid_file)!r}).write_text(str(os.getpgid(0)))\n"
-        "time.sleep(300)\n"
-    )
-    command = recording_hook(tmp_path, "stuck", body)
-    (tmp_path / "work").mkdir()
-    argv = [sys.executable, "-m", "tether.cli.main", "--config"]
-    argv += [str(config(tmp_path, on(event, command))), "run", "hello"]
-    process = subprocess.Popen(
-        argv,
-        cwd=tmp_path / "work",
-        env=env_for(tmp_path / "home"),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 30
-    while not pgid_file.exists() or not pgid_file.read_text():
-        if time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError("the hook never started")
-        time.sleep(0.05)
-    return process, int(pgid_file.read_text())
-
-
 def test_a_hook_running_at_a_cancel_is_killed_and_named_in_the_stop_receipt(
     tmp_path: Path,
 ) -> None:
@@ -257,22 +224,18 @@ def test_in_chat_pre_compact_runs_and_session_start_says_compact(tmp_path: Path)
     seen: list[str] = []
     try:
         expect(fd, "you>", seen)
-        for prompt in (b"first question\r", b"second question\r"):
-            os.write(fd, prompt)
-            expect(fd, "tokens: ", seen)
+        # Each line typed, and what the chat says when it is done with it.
+        for line, done in (
+            (b"first question\r", "tokens: "),
+            (b"second question\r", "tokens: "),
+            (b"/compact\r", "the log keeps them)"),
+            (b"third question\r", "tokens: "),
+            (b"/clear\r", "earlier turns stay in the session log)"),
+            (b"fourth question\r", "tokens: "),
+        ):
+            os.write(fd, line)
+            expect(fd, done, seen)
             expect(fd, "you>", seen)
-        os.write(fd, b"/compact\r")
-        expect(fd, "the log keeps them)", seen)
-        expect(fd, "you>", seen)
-        os.write(fd, b"third question\r")
-        expect(fd, "tokens: ", seen)
-        expect(fd, "you>", seen)
-        os.write(fd, b"/clear\r")
-        expect(fd, "earlier turns stay in the session log)", seen)
-        expect(fd, "you>", seen)
-        os.write(fd, b"fourth question\r")
-        expect(fd, "tokens: ", seen)
-        expect(fd, "you>", seen)
         quit_chat(pid, fd)
     finally:
         os.close(fd)

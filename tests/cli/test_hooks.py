@@ -238,7 +238,9 @@ def test_an_unknown_event_or_a_bad_matcher_is_one_line_and_exit_2(tmp_path: Path
         assert said in last
 
 
-def test_cancelling_the_turn_kills_a_running_hook_at_once(tmp_path: Path) -> None:
+def hanging(tmp_path: Path, event: str, prompt: str = "hello") -> tuple[subprocess.Popen[str], int]:
+    """``tether run PROMPT`` with an ``event`` hook that starts a child and hangs: the
+    running ``tether``, and the hook's process group once it is running."""
     pgid_file = tmp_path / "work" / "pgid"
     body = (
         "import subprocess, time\n"
@@ -249,8 +251,9 @@ def test_cancelling_the_turn_kills_a_running_hook_at_once(tmp_path: Path) -> Non
     command = hook_script(tmp_path, "stuck", body)
     (tmp_path / "work").mkdir()
     argv = [sys.executable, "-m", "tether.cli.main", "--config"]
-    argv += [str(config(tmp_path, pre_tool_use(command))), "run", "$ touch never"]
-    run = subprocess.Popen(
+    hooks = {event: [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]}
+    argv += [str(config(tmp_path, hooks)), "run", prompt]
+    process = subprocess.Popen(
         argv,
         cwd=tmp_path / "work",
         env=env_for(tmp_path / "home"),
@@ -259,12 +262,18 @@ def test_cancelling_the_turn_kills_a_running_hook_at_once(tmp_path: Path) -> Non
         stderr=subprocess.PIPE,
         text=True,
     )
+    deadline = time.monotonic() + 30
+    while not pgid_file.exists() or not pgid_file.read_text():
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError("the hook never started")
+        time.sleep(0.05)
+    return process, int(pgid_file.read_text())
+
+
+def test_cancelling_the_turn_kills_a_running_hook_at_once(tmp_path: Path) -> None:
+    run, pgid = hanging(tmp_path, "PreToolUse", "$ touch never")
     try:
-        deadline = time.monotonic() + 30
-        while not pgid_file.exists() or not pgid_file.read_text():
-            assert time.monotonic() < deadline, "the hook never started"
-            time.sleep(0.05)
-        pgid = int(pgid_file.read_text())
         stopped = time.monotonic()
         run.send_signal(signal.SIGINT)
         _, stderr = run.communicate(timeout=30)
@@ -278,6 +287,11 @@ def test_cancelling_the_turn_kills_a_running_hook_at_once(tmp_path: Path) -> Non
     exported = tether(tmp_path / "home", "sessions", "export", sid).stdout.splitlines()
     ends = [json.loads(line) for line in exported[1:] if '"turn/end"' in line]
     assert ends[-1]["data"]["reason"]["kind"] == "aborted"
+    (receipt,) = [json.loads(line) for line in exported[1:] if '"tool/stopped"' in line]
+    (entry,) = receipt["data"]["stopped"]
+    calls = [json.loads(line) for line in exported[1:] if '"tool/call"' in line]
+    assert entry["kind"] == "hook" and entry["id"] == f"PreToolUse:{calls[0]['data']['id']}"
+    assert entry["pgid"] == pgid
 
 
 def test_on_a_terminal_an_allow_skips_the_question_and_an_ask_asks_in_auto_mode(
