@@ -1,4 +1,5 @@
-"""What a user hook said: its exit code and stdout read by Claude Code's documented rules.
+"""What a user hook is told of a tool, and what it said: its exit code and stdout read by
+Claude Code's documented rules.
 
 * exit code 2 — a block, with the hook's stderr as the reason;
 * exit code 0 — success; its stdout may be JSON (``decision``, ``reason``,
@@ -18,7 +19,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["PLAIN_CONTEXT", "STOP_EVENTS", "Verdict", "read_verdict"]
+__all__ = [
+    "PLAIN_CONTEXT",
+    "STOP_EVENTS",
+    "TOOL_NAMES",
+    "Verdict",
+    "read_verdict",
+    "shown_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +35,26 @@ PLAIN_CONTEXT = frozenset({"UserPromptSubmit", "SessionStart"})
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 """The events whose block keeps the agent going (``continue: false`` then does not)."""
 NO_REASON = "(the hook gave no reason)"
+
+TOOL_NAMES: Mapping[str, str] = {
+    "bash": "Bash",
+    "read": "Read",
+    "write": "Write",
+    "edit": "Edit",
+    "glob": "Glob",
+    "grep": "Grep",
+    "todo": "TodoWrite",
+    "task": "Task",
+    "web_fetch": "WebFetch",
+    "web_search": "WebSearch",
+}
+"""tether's tools under the names Claude Code gives its own: what a hook is told, and
+what a matcher may name (a tool's own name matches too)."""
+
+
+def shown_name(tool: str) -> str:
+    """The name a hook is told for tether's ``tool``."""
+    return TOOL_NAMES.get(tool, tool)
 
 
 class Verdict(NamedTuple):

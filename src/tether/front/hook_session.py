@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING
 from tether.agent.registry import AGENTS
 from tether.agent.types import Agent, AgentStatus, UserMessage
 from tether.front.asking import lineage, preview_of
-from tether.front.hooks import Hooks, shown_name
+from tether.front.hook_output import shown_name
 from tether.session import StopParts
 from tether.tools.permission import granted
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from tether.front.hooks import Hooks
     from tether.runtime import Context
     from tether.runtime.signal import CancelSignal
     from tether.session import CompactionTrigger

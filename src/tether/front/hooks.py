@@ -51,8 +51,9 @@ from tether.agent.events import AGENT_DISPOSED, AGENT_SETUP, AGENT_STOPPING, CAN
 from tether.agent.types import Agent, UserMessage
 from tether.content import TextBlock
 from tether.front.asking import PERMISSION_REQUEST, ask_whatever_the_mode
-from tether.front.hook_output import Verdict, read_verdict
+from tether.front.hook_output import TOOL_NAMES, Verdict, read_verdict, shown_name
 from tether.front.hook_runner import HookRunner
+from tether.front.hook_session import SessionHooks
 from tether.frozen import thaw
 from tether.location import data_dir
 from tether.loop.hooks import PRE_COMPACT, PRE_STEP, TURN_ABORTING, TURN_COMPLETING
@@ -103,21 +104,6 @@ BLOCKING = frozenset({"PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "
 HOOK_ASKS = "hook "
 """How a hook's entry of :attr:`ToolExec.asked_by <tether.tools.ToolExec.asked_by>`
 begins (a permission rule's is the rule's text): ``hook 'COMMAND': REASON``."""
-
-TOOL_NAMES: Mapping[str, str] = {
-    "bash": "Bash",
-    "read": "Read",
-    "write": "Write",
-    "edit": "Edit",
-    "glob": "Glob",
-    "grep": "Grep",
-    "todo": "TodoWrite",
-    "task": "Task",
-    "web_fetch": "WebFetch",
-    "web_search": "WebSearch",
-}
-"""tether's tools under the names Claude Code gives its own: what a hook is told, and
-what a matcher may name (a tool's own name matches too)."""
 
 
 def hook_asks(asker: str) -> bool:
@@ -196,11 +182,6 @@ class HookSettings(Schema, frozen=True):
 
 
 Config = HookSettings
-
-
-def shown_name(tool: str) -> str:
-    """The name a hook is told for tether's ``tool``."""
-    return TOOL_NAMES.get(tool, tool)
 
 
 class Hooks:
@@ -463,8 +444,6 @@ async def apply(ctx: Context, config: HookSettings) -> None:
     Raises:
         FieldError: a file of ``claude_settings`` cannot be used.
     """
-    from tether.front.hook_session import SessionHooks
-
     config = with_claude_settings(config)
 
     guard = OrphanGuard(state_path(data_dir() / "run")) if config.hooks else None
