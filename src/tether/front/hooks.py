@@ -445,8 +445,9 @@ async def apply(ctx: Context, config: HookSettings) -> None:
         FieldError: a file of ``claude_settings`` cannot be used.
     """
     config = with_claude_settings(config)
-
-    guard = OrphanGuard(state_path(data_dir() / "run")) if config.hooks else None
+    if not config.hooks:
+        return  # nothing to run: no listener costs a dispatch
+    guard = OrphanGuard(state_path(data_dir() / "run"))
     runner = HookRunner(ctx, guard, sandboxed=config.sandboxed)
     await ctx.effect(lambda: runner.shutdown, label="stop running hooks")
     hooks = Hooks(ctx, config, runner)
