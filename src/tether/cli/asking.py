@@ -31,7 +31,7 @@ from typing import TextIO
 from tether.agent import Agent
 from tether.cli.render import call_line, diff_lines
 from tether.front.asking import Answer, Present, Question, asking_each_call
-from tether.front.hooks import hook_asks
+from tether.front.hook_output import hook_asks
 from tether.tools.execute import ToolInvocation
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 from tether.tools.preview import ToolPreview
@@ -73,7 +73,7 @@ def _choices(question: Question) -> str:
 
 def _asked_by(question: Question) -> str:
     """Who asks about the call whatever the mode: permission rules, or a hook (which
-    names itself and its reason, see :data:`~tether.front.hooks.HOOK_ASKS`)."""
+    names itself and its reason, see :data:`~tether.front.hook_output.HOOK_ASKS`)."""
     hooks = [asker for asker in question.asked_by if hook_asks(asker)]
     rules = [asker for asker in question.asked_by if not hook_asks(asker)]
     said = [f"a permission rule asks: {', '.join(rules)}"] if rules else []

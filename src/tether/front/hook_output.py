@@ -20,10 +20,12 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
+    "HOOK_ASKS",
     "PLAIN_CONTEXT",
     "STOP_EVENTS",
     "TOOL_NAMES",
     "Verdict",
+    "hook_asks",
     "read_verdict",
     "shown_name",
 ]
@@ -35,6 +37,16 @@ PLAIN_CONTEXT = frozenset({"UserPromptSubmit", "SessionStart"})
 STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
 """The events whose block keeps the agent going (``continue: false`` then does not)."""
 NO_REASON = "(the hook gave no reason)"
+
+HOOK_ASKS = "hook "
+"""How a hook's entry of :attr:`ToolExec.asked_by <tether.tools.ToolExec.asked_by>`
+begins (a permission rule's is the rule's text): ``hook 'COMMAND': REASON``."""
+
+
+def hook_asks(asker: str) -> bool:
+    """Whether ``asker`` (an entry of ``asked_by``) names a hook rather than a rule."""
+    return asker.startswith(HOOK_ASKS)
+
 
 TOOL_NAMES: Mapping[str, str] = {
     "bash": "Bash",

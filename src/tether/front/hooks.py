@@ -51,7 +51,7 @@ from tether.agent.events import AGENT_DISPOSED, AGENT_SETUP, AGENT_STOPPING, CAN
 from tether.agent.types import Agent, UserMessage
 from tether.content import TextBlock
 from tether.front.asking import PERMISSION_REQUEST, ask_whatever_the_mode
-from tether.front.hook_output import TOOL_NAMES, Verdict, read_verdict, shown_name
+from tether.front.hook_output import HOOK_ASKS, TOOL_NAMES, Verdict, read_verdict, shown_name
 from tether.front.hook_runner import HookRunner
 from tether.front.hook_session import SessionHooks
 from tether.frozen import thaw
@@ -70,12 +70,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENTS",
-    "HOOK_ASKS",
     "HookCommand",
     "HookMatcher",
     "HookSettings",
     "Hooks",
-    "hook_asks",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,15 +98,6 @@ EVENTS = frozenset(
 
 BLOCKING = frozenset({"PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop"})
 """The events whose first block ends the event (the later hooks of it do not run)."""
-
-HOOK_ASKS = "hook "
-"""How a hook's entry of :attr:`ToolExec.asked_by <tether.tools.ToolExec.asked_by>`
-begins (a permission rule's is the rule's text): ``hook 'COMMAND': REASON``."""
-
-
-def hook_asks(asker: str) -> bool:
-    """Whether ``asker`` (an entry of ``asked_by``) names a hook rather than a rule."""
-    return asker.startswith(HOOK_ASKS)
 
 
 class HookCommand(Schema, frozen=True):
