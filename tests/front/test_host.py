@@ -114,10 +114,12 @@ class Call(msgspec.Struct, frozen=True):
     tool_name: str
     exec: ToolExec
     preview_of: ToolPreview | None = None
+    args: dict[str, object] = msgspec.field(default_factory=dict)
+    tool: None = None
 
     @property
     def shown_args(self) -> dict[str, object]:
-        return {}
+        return self.args
 
     async def preview(self) -> ToolPreview | None:
         return self.preview_of
@@ -221,22 +223,28 @@ async def test_before_execute_previews_once_asks_in_the_governing_session_and_ap
     assert question.governing is root and question.agent is child
 
 
-async def test_a_granted_call_is_allowed_unasked_and_always_is_logged_once() -> None:
+async def test_always_keeps_a_rule_and_a_call_it_covers_is_allowed_unasked_and_logged() -> None:
     agent = Agent("s1")
     front = Front(Answer.ALWAYS)
     question = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
+    assert question.always.label == "Always allow bash"
     assert await ask(question, front.present, within=5) is PermissionDecision.ALLOW
-    assert agent.session.settings.granted == {"bash"}
-    assert await ask(question, front.present, within=5) is PermissionDecision.ALLOW
+    assert agent.session.settings.allowed == ("bash",)
+    again = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
+    assert await ask(again, front.present, within=5) is PermissionDecision.ALLOW
     assert len(front.presented) == 1
-    assert [e.type for e in agent.session.events] == ["permission/granted"]
+    granted, ruled = agent.session.events
+    assert granted.type == "permission/granted" and granted.data == {"rule": "bash"}
+    assert ruled.type == "permission/ruled"
+    assert ruled.data == {"call": "c1", "tool": "bash", "decision": "allow", "rules": ("bash",)}
 
 
 async def test_always_is_not_logged_for_a_call_that_needs_approval_whatever_the_mode() -> None:
     agent = Agent("s1")
     preview = ToolPreview(kind="edit", title="w", approval="outside the workspace")
     question = Question(agent, agent, _call(agent, "write", preview), preview)  # type: ignore[arg-type]
-    assert question.always is None
+    assert question.always.rules == ()
+    assert question.always.why_not == "it needs approval every time (outside the workspace)"
     assert await ask(question, Front(Answer.ALWAYS).present, within=5) is PermissionDecision.ALLOW
     assert len(agent.session.events) == 0
 
