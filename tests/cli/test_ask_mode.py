@@ -123,7 +123,7 @@ def test_always_on_the_terminal_keeps_a_rule_and_a_resumed_session_keeps_it(tmp_
     # …and a command it does not cover is still asked.
     pid, fd = run_on_a_terminal(home, work, "--resume", sid, "$ touch third; rm first")
     seen = []
-    expect(fd, "[a]lways allow Bash(touch:*), Bash(rm:*): ", seen)
+    expect(fd, "[y]es / [n]o / [a]lways allow Bash(rm:*): ", seen)
     os.write(fd, b"n\n")
     assert exit_status(pid) == 0
     os.close(fd)

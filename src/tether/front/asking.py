@@ -96,17 +96,23 @@ class Question:
 
     @functools.cached_property
     def always(self) -> Always:
-        """What "always" would write (no rules: not offered, and why)."""
+        """What "always" would write — the rules the call stands for that the governing
+        session does not keep yet (no rules: not offered, and why)."""
         if self.invocation.exec.asked_by:
             return Always((), "a permission rule asks about it every time")
         invocation = self.invocation
-        return always_for(
+        always = always_for(
             invocation.tool_name,
             invocation.args,
             preview=self.preview,
             shown=_shown(invocation),
             cwd=_cwd(invocation),
         )
+        kept = self.governing.session.settings.allowed
+        new = tuple(rule for rule in always.rules if rule not in kept)
+        if new or not always.rules:
+            return Always(new, always.why_not)
+        return Always((), "its rules are kept already")
 
     @property
     def asked_by(self) -> tuple[str, ...]:
