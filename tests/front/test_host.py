@@ -12,10 +12,12 @@ import pytest
 from tether.agent.registry import AGENTS
 from tether.front.asking import Answer, PermissionDecision, Question, ask
 from tether.front.host import SessionHost
+from tether.runtime.schema import Schema
 from tether.runtime.signal import CancelSignal
 from tether.session import Session, SessionHeader
 from tether.session.lineage import Delegation, Lineage
-from tether.tools.definition import ToolExec
+from tether.tools.definition import Tool, ToolExec
+from tether.tools.execute import ToolInvocation
 from tether.tools.permission import Mode
 from tether.tools.preview import ToolPreview
 
@@ -125,6 +127,10 @@ class Call(msgspec.Struct, frozen=True):
         return self.preview_of
 
 
+class NoArgs(Schema, frozen=True):
+    """The arguments of a tool that takes none."""
+
+
 def _call(agent: Agent, tool: str = "bash", preview: ToolPreview | None = None) -> Call:
     exec_ = ToolExec(agent=None, call_id="c1", signal=CancelSignal(), cwd=None)
     msgspec.structs.force_setattr(exec_, "agent", agent)
@@ -196,11 +202,13 @@ async def test_before_execute_previews_once_asks_in_the_governing_session_and_ap
     front = Front()
     previews = 0
 
-    class Counted(Call, frozen=True):
-        async def preview(self) -> ToolPreview | None:
-            nonlocal previews
-            previews += 1
-            return self.preview_of
+    async def counted(args: NoArgs, exec: ToolExec) -> ToolPreview:
+        nonlocal previews
+        previews += 1
+        return ToolPreview(kind="execute", title="ls")
+
+    async def never_run(args: NoArgs, exec: ToolExec) -> str:
+        raise AssertionError("the host does not run the tool")
 
     host: SessionHost[Any]
 
@@ -209,7 +217,8 @@ async def test_before_execute_previews_once_asks_in_the_governing_session_and_ap
 
     host = _host(front, Registry(root=root, child=child), serial=serial)
     exec_ = _call(child).exec
-    call = Counted("bash", exec_, ToolPreview(kind="execute", title="ls"))
+    tool = Tool("bash", "Bash.", NoArgs, never_run, preview=counted)
+    call = ToolInvocation("bash", {}, exec_, tool=tool)
     ran: list[bool] = []
 
     async def run(invocation: Any) -> Any:
