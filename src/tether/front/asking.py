@@ -6,8 +6,8 @@ The front end only *presents* the question (:data:`Present`): the editor's
 ``session/request_permission``, a card in the web page, a line on the
 terminal. Everything else is decided here, once:
 
-* **grants first** — a call that the governing session's grants cover
-  (:attr:`SessionSettings.granted <tether.session.settings.SessionSettings.granted>`,
+* **kept rules first** — a call that the rules the governing session kept
+  cover (:attr:`SessionSettings.allowed <tether.session.settings.SessionSettings.allowed>`,
   folded once from its log) is allowed without asking;
 * **it always ends** — a question left unanswered for ``within`` seconds is a
   rejection (logged); a cancel of the call while it is open withdraws it at
@@ -132,8 +132,9 @@ Raises: anything, when the person cannot be reached (the call is then rejected).
 
 
 async def ask(question: Question, present: Present, *, within: float | None) -> PermissionDecision:
-    """Whether ``question``'s call may run: granted, or answered through ``present``
-    (see the module docs for the timeout, the withdrawal and a logged "always")."""
+    """Whether ``question``'s call may run: allowed by a rule its session kept, or
+    answered through ``present`` (see the module docs for the timeout, the withdrawal
+    and the rules "always" writes)."""
     if _kept_rule_allows(question):
         return PermissionDecision.ALLOW
     signal = question.invocation.exec.signal
