@@ -489,7 +489,8 @@ async def test_an_asked_calls_preview_is_made_once(
     preview = ToolInvocation.preview
 
     async def counted(invocation: ToolInvocation) -> ToolPreview | None:
-        previewed.append(invocation.tool_name)
+        if not invocation.previewed.holds(invocation.args, invocation.exec.cwd):
+            previewed.append(invocation.tool_name)  # made now, not read from the memo
         return await preview(invocation)
 
     monkeypatch.setattr(ToolInvocation, "preview", counted)

@@ -161,13 +161,15 @@ class ToolInvocation(msgspec.Struct, frozen=True):
             ArgumentsError: the arguments (as a listener rewrote them) are invalid.
             Exception: whatever the tool's preview raises.
         """
-        tool = self.tool
-        if tool is None or tool.preview is None:
-            return None
         memo = self.previewed
         if memo.holds(self.args, self.exec.cwd):
             return memo.preview
-        preview = await tool.preview(parse(tool.args, thaw(self.args)), self.exec)
+        tool = self.tool
+        preview = (
+            None
+            if tool is None or tool.preview is None
+            else await tool.preview(parse(tool.args, thaw(self.args)), self.exec)
+        )
         memo.args, memo.cwd, memo.preview = self.args, self.exec.cwd, preview
         return preview
 

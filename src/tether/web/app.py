@@ -622,8 +622,8 @@ class Api:
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
           200: {description: "{questions: [{id, tool, arguments, title, diffs, agent_id,
-            always: "Always allow RULE, …"|null, always_rules: [RULE], not_always: why|null,
-            shown}]}"}
+            always: button text (Always allow RULE, …)|null, always_rules: [RULE],
+            not_always: why|null, shown}]}"}
         """
         session_id = _session_id(request)
         await self._check_exists(session_id)
