@@ -134,7 +134,7 @@ def always_for(
     command = arguments.get(shown.command) if shown.command is not None else None
     if tool in FAMILIES["bash"] and isinstance(command, str):
         return _for_command_line(command, os.path.normpath(cwd))
-    if tool in FAMILIES["edit"] or (preview is not None and preview.kind == "edit"):
+    if tool in FAMILIES["edit"]:
         paths = [arguments.get(name) for name in shown.paths]
         return _for_edit(paths[0] if paths else None, os.path.normpath(cwd))
     try:
