@@ -16,6 +16,7 @@ from tether.runtime.schema import Schema
 from tether.runtime.signal import CancelSignal
 from tether.session import Session, SessionHeader
 from tether.session.lineage import Delegation, Lineage
+from tether.session.settings import PermissionGranted
 from tether.tools.definition import Tool, ToolExec
 from tether.tools.execute import ToolInvocation
 from tether.tools.permission import Mode
@@ -287,3 +288,26 @@ async def test_a_presentation_that_fails_is_a_rejection() -> None:
 
     question = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
     assert await ask(question, broken, within=5) is PermissionDecision.REJECT
+
+
+async def test_a_kept_rule_that_cannot_be_read_allows_nothing_and_the_call_is_asked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = Agent("s1")
+    agent.session.append(PermissionGranted(rule="Bash(unclosed"))
+    front = Front(Answer.REJECT)
+    question = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
+    assert await ask(question, front.present, within=5) is PermissionDecision.REJECT
+    assert len(front.presented) == 1
+    assert "a kept permission rule is ignored" in caplog.text
+
+
+async def test_an_older_logs_grant_of_every_edit_reads_as_the_edit_rule() -> None:
+    agent = Agent("s1")
+    agent.session.append(PermissionGranted(tool="kind:edit"))
+    front = Front(Answer.REJECT)
+    for tool, asked in (("write", 0), ("edit", 0), ("bash", 1)):
+        question = Question(agent, agent, _call(agent, tool), None)  # type: ignore[arg-type]
+        decision = PermissionDecision.REJECT if asked else PermissionDecision.ALLOW
+        assert await ask(question, front.present, within=5) is decision
+    assert [q.tool for q in front.presented] == ["bash"]
