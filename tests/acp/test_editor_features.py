@@ -268,7 +268,7 @@ async def test_resume_close_list_and_what_the_log_restores(tmp_path: Path) -> No
         assert resumed.modes is not None and resumed.modes.current_mode_id == "ask"
         await asyncio.sleep(0)
         assert not any(isinstance(u, AgentMessageChunk) for u in server.client.of(asking))
-        # The grant was logged: the same tool runs without asking again.
+        # The rule was kept in the log: the same command runs without asking again.
         assert await server.prompt(asking, "bash echo again") == "end_turn"
         assert server.client.permission_requests == []
         assert server.client.text(asking).endswith("done: again")

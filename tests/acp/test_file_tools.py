@@ -85,7 +85,9 @@ async def test_an_edit_streams_its_diff_and_keeps_it_when_done(tmp_path: Path) -
         assert final.status == "completed" and len(diffs(final)) == 1
 
 
-async def test_ask_mode_shows_the_diff_and_allow_always_covers_every_edit(tmp_path: Path) -> None:
+async def test_ask_mode_shows_the_diff_and_allow_always_covers_edits_in_its_directory(
+    tmp_path: Path,
+) -> None:
     work = workspace(tmp_path, "v1\n")
     async with serving(tmp_path) as server:
         client = server.client
@@ -98,7 +100,7 @@ async def test_ask_mode_shows_the_diff_and_allow_always_covers_every_edit(tmp_pa
         (diff,) = diffs(asked)
         assert (diff.old_text, diff.new_text) == ("v1\n", "v2\n")
         assert asked.kind == "edit" and asked.title == "edit a.txt"
-        assert "Always allow edits in this session" in [o.name for o in options]
+        assert "Always allow Edit(./**)" in [o.name for o in options]
 
         client.answer = "allow-always"
         await server.prompt(sid, call("edit", path="a.txt", old_string="v1", new_string="v2"))
@@ -106,7 +108,7 @@ async def test_ask_mode_shows_the_diff_and_allow_always_covers_every_edit(tmp_pa
         asked_before = len(client.permission_requests)
         await server.prompt(sid, call("write", path="b.txt", content="new\n"))
         assert (work / "b.txt").read_text() == "new\n"
-        assert len(client.permission_requests) == asked_before  # edits are allowed now
+        assert len(client.permission_requests) == asked_before  # edits here are allowed now
         await server.prompt(sid, call("read", path="a.txt"))  # read-only: never asked
         assert len(client.permission_requests) == asked_before
         client.answer = "reject-once"

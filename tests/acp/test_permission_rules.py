@@ -1,4 +1,5 @@
-"""Permission rules in ``tether acp``: an ask rule reaches the editor whatever the mode."""
+"""Permission rules in ``tether acp``: an ask rule reaches the editor whatever the mode, and
+"allow always" keeps a rule named in its option."""
 
 from __future__ import annotations
 
@@ -38,3 +39,35 @@ async def test_an_allow_rule_is_not_asked_in_ask_mode(tmp_path: Path) -> None:
         assert server.client.permission_requests == []
         assert await server.prompt(sid, "bash ls") == "end_turn"  # ask mode asks the rest
         assert len(server.client.permission_requests) == 1
+
+
+async def test_allow_always_keeps_the_rule_its_option_names_and_only_that(tmp_path: Path) -> None:
+    async with serving(tmp_path) as server:
+        client = server.client
+        sid = await server.new_session()
+        client.answer = "allow-always"
+        assert await server.prompt(sid, "bash echo hi") == "end_turn"
+        [(_, _, options)] = client.permission_requests
+        assert [(o.kind, o.name) for o in options] == [
+            ("allow_once", "Allow"),
+            ("allow_always", "Always allow Bash(echo:*)"),
+            ("reject_once", "Reject"),
+        ]
+        # Covered: runs unasked. Not covered: asked, naming its own rule.
+        assert await server.prompt(sid, "bash echo again -n") == "end_turn"
+        assert len(client.permission_requests) == 1
+        client.answer = "reject-once"
+        assert await server.prompt(sid, "bash echo a; ls") == "end_turn"
+        [*_, (_, _, options)] = client.permission_requests
+        assert "Always allow Bash(ls:*)" in [o.name for o in options]
+        # A line no rule may allow offers no "always", and says why.
+        assert await server.prompt(sid, "bash echo $(id)") == "end_turn"
+        [*_, (_, _, options)] = client.permission_requests
+        assert "allow_always" not in {o.kind for o in options}
+        assert options[0].name.startswith("Allow once (not always: the command line cannot")
+        log = server.log(sid)
+        granted = [e["data"] for e in log if e["type"] == "permission/granted"]
+        assert granted == [{"rule": "Bash(echo:*)"}]
+        ruled = [e["data"] for e in log if e["type"] == "permission/ruled"]
+        assert [(r["decision"], r["rules"]) for r in ruled] == [("allow", ["Bash(echo:*)"])]
+        assert client.text(sid).count("did not allow") == 2

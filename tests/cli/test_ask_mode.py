@@ -9,6 +9,7 @@ import os
 import pty
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -19,6 +20,7 @@ from tether.cli.asking import on_terminal
 from tether.front.asking import asking_each_call
 from tether.runtime.signal import CancelSignal
 from tether.tools.definition import ToolExec
+from tether.tools.presentation import ToolShown
 from tether.tools.preview import ToolPreview
 
 
@@ -47,7 +49,7 @@ def test_a_refused_call_does_not_run_and_the_model_is_told(tmp_path: Path) -> No
     work.mkdir()
     pid, fd = run_on_a_terminal(tmp_path / "home", work, "$ touch made-it")
     seen: list[str] = []
-    shown = expect(fd, "allow this bash call? [y]es / [n]o / [a]lways: ", seen)
+    shown = expect(fd, "allow this bash call? [y]es / [n]o / [a]lways allow Bash(touch:*): ", seen)
     assert "[ask] bash touch made-it" in shown
     os.write(fd, b"n\n")
     assert exit_status(pid) == 0
@@ -90,7 +92,7 @@ def test_read_only_calls_are_asked_too_when_the_setting_says_so(tmp_path: Path) 
             env_for(tmp_path / "home"),
         )
     seen: list[str] = []
-    expect(fd, "allow this read call? [y]es / [n]o / [a]lways: ", seen)
+    expect(fd, "allow this read call? [y]es / [n]o / [a]lways allow read: ", seen)
     os.write(fd, b"y\n")
     expect(fd, "allow this edit call?", seen)
     os.write(fd, b"n\n")
@@ -99,17 +101,17 @@ def test_read_only_calls_are_asked_too_when_the_setting_says_so(tmp_path: Path) 
     assert (work / "notes.txt").read_text() == "hello world\n"
 
 
-def test_always_on_the_terminal_is_logged_and_a_resumed_session_keeps_it(tmp_path: Path) -> None:
+def test_always_on_the_terminal_keeps_a_rule_and_a_resumed_session_keeps_it(tmp_path: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     pid, fd = run_on_a_terminal(home, work, "$ touch first")
     seen: list[str] = []
-    shown = expect(fd, "allow this bash call? [y]es / [n]o / [a]lways: ", seen)
+    shown = expect(fd, "allow this bash call? [y]es / [n]o / [a]lways allow Bash(touch:*): ", seen)
     os.write(fd, b"a\n")
     assert exit_status(pid) == 0
     os.close(fd)
     sid = session_id(shown)
-    # The resumed run asks nothing: the grant is in the session's log.
+    # The resumed run asks nothing: the rule is in the session's log…
     pid, fd = run_on_a_terminal(home, work, "--resume", sid, "$ touch second")
     seen = []
     with contextlib.suppress(AssertionError, ValueError):  # it ends, or waits, unasked
@@ -118,9 +120,17 @@ def test_always_on_the_terminal_is_logged_and_a_resumed_session_keeps_it(tmp_pat
     assert exit_status(pid) == 0
     os.close(fd)
     assert (work / "first").exists() and (work / "second").exists()
+    # …and a command it does not cover is still asked.
+    pid, fd = run_on_a_terminal(home, work, "--resume", sid, "$ touch third; rm first")
+    seen = []
+    expect(fd, "[y]es / [n]o / [a]lways allow Bash(rm:*): ", seen)
+    os.write(fd, b"n\n")
+    assert exit_status(pid) == 0
+    os.close(fd)
+    assert (work / "first").exists() and not (work / "third").exists()
     exported = tether(home, "sessions", "export", sid).stdout.splitlines()
     grants = [json.loads(line)["data"] for line in exported[1:] if '"permission/granted"' in line]
-    assert grants == [{"tool": "bash"}]
+    assert grants == [{"rule": "Bash(touch:*)"}]
 
 
 def test_ask_mode_without_a_terminal_refuses_in_one_line(tmp_path: Path) -> None:
@@ -141,6 +151,10 @@ class Call(msgspec.Struct, frozen=True):
     args: dict[str, object] = msgspec.field(default_factory=dict)
 
     @property
+    def tool(self) -> SimpleNamespace:
+        return SimpleNamespace(shown=ToolShown(kind="edit", paths=("path",)))
+
+    @property
     def shown_args(self) -> dict[str, object]:
         return self.args
 
@@ -149,17 +163,21 @@ class Call(msgspec.Struct, frozen=True):
 
 
 class Settings(msgspec.Struct):
-    granted: list[str] = msgspec.field(default_factory=list)
+    allowed: tuple[str, ...] = ()
 
 
 class Log:
-    """The part of a session the asker reads (its grants) and writes (a grant)."""
+    """The part of a session the asker reads (its kept rules) and writes (a rule, a verdict)."""
 
     def __init__(self) -> None:
         self.settings = Settings()
+        self.ruled: list[tuple[str, ...]] = []
 
     def append(self, event: Any) -> None:
-        self.settings.granted.append(event.tool)
+        if event.type == "permission/granted":
+            self.settings.allowed += (event.rule,)
+        else:
+            self.ruled.append(event.rules)
 
 
 class Asked(msgspec.Struct):
@@ -167,7 +185,7 @@ class Asked(msgspec.Struct):
     id: str = "s"
 
 
-async def test_always_covers_what_the_editor_remembers_never_a_call_needing_approval() -> None:
+async def test_always_on_an_edit_keeps_its_directory_never_a_call_needing_approval() -> None:
     agent = Asked(Log())
     asked: list[str] = []
     answers = iter(["a", "y"])
@@ -183,13 +201,16 @@ async def test_always_covers_what_the_editor_remembers_never_a_call_needing_appr
         return invocation
 
     before_execute = asking_each_call(agent, on_terminal(io.StringIO(), ask))  # type: ignore[arg-type]
-    exec_ = ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd=None)
+    exec_ = ToolExec(agent=None, call_id="c", signal=CancelSignal(), cwd="/w")
     msgspec.structs.force_setattr(exec_, "agent", agent)
-    await before_execute(Call("write", exec_), run)  # type: ignore[arg-type]
-    # "always" on a write covers every edit (logged as a grant)…
-    assert agent.session.settings.granted == ["kind:edit"]
-    await before_execute(Call("edit", exec_), run)  # type: ignore[arg-type]
+    await before_execute(Call("write", exec_, args={"path": "docs/a.md"}), run)  # type: ignore[arg-type]
+    # "always" on a write keeps every edit under its directory…
+    assert asked[0].endswith("[a]lways allow Edit(docs/**)")
+    assert agent.session.settings.allowed == ("Edit(docs/**)",)
+    await before_execute(Call("edit", exec_, args={"path": "docs/b.md"}), run)  # type: ignore[arg-type]
     # …but not a call that needs approval whatever the mode: asked, and approved.
-    await before_execute(Call("write", exec_, approval="outside the workspace"), run)  # type: ignore[arg-type]
+    await before_execute(  # type: ignore[arg-type]
+        Call("write", exec_, approval="outside the workspace", args={"path": "docs/c.md"}), run
+    )
     assert len(asked) == 2
     assert ran == [("write", True), ("edit", True), ("write", True)]

@@ -142,11 +142,63 @@ def test_an_allow_rule_runs_unasked_in_ask_mode_and_a_smuggled_command_is_asked(
     os.close(fd)
     assert "allow this" not in shown and (work / "fine").exists()
     # The same rule does not cover a second command after it, nor a $( … ).
-    for smuggled in ("$ touch a; rm fine", "$ touch $(rm fine)"):
+    for smuggled, choices in (
+        ("$ touch a; rm fine", "[y]es / [n]o / [a]lways allow Bash(touch:*), Bash(rm:*): "),
+        ("$ touch $(rm fine)", "[y]es / [n]o: "),
+    ):
         pid, fd = on_a_terminal(home, work, *allow, smuggled)
         seen = []
-        expect(fd, "allow this bash call? [y]es / [n]o / [a]lways: ", seen)
+        expect(fd, f"allow this bash call? {choices}", seen)
         os.write(fd, b"n\n")
         assert exit_status(pid) == 0
         os.close(fd)
         assert (work / "fine").exists()
+
+
+def asked(home: Path, work: Path, sid: str | None, line: str, answer: bytes | None) -> str:
+    """``tether run --mode ask LINE`` on a terminal (resuming ``sid``), answering its one
+    question with ``answer`` (``None``: no question is expected); what it showed."""
+    resume = ("--resume", sid) if sid is not None else ()
+    pid, fd = on_a_terminal(home, work, "--mode", "ask", *resume, line)
+    seen: list[str] = []
+    if answer is None:
+        shown = expect(fd, "tokens:", seen)
+    else:
+        shown = expect(fd, "allow this bash call? ", seen)
+        shown += expect(fd, ": ", seen)
+        os.write(fd, answer)
+    assert exit_status(pid) == 0
+    os.close(fd)
+    return shown
+
+
+def test_always_keeps_the_command_and_its_subcommand_and_asks_for_anything_else(
+    tmp_path: Path,
+) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    shown = asked(home, work, None, "$ git status", b"a\n")
+    assert "[a]lways allow Bash(git status:*): " in shown
+    sid = session_id(shown)
+    # The kept rule covers git status with other options: not asked, and logged with the rule.
+    shown = asked(home, work, sid, "$ git status -s", None)
+    assert "allow this" not in shown
+    assert ruled(home, sid)[-1]["rules"] == ["Bash(git status:*)"]
+    # Another subcommand is asked; so is a line that adds a command the rule does not cover.
+    assert "[a]lways allow Bash(git push:*): " in asked(home, work, sid, "$ git push", b"n\n")
+    shown = asked(home, work, sid, "$ git status; touch x", b"n\n")
+    assert "[a]lways allow Bash(touch:*): " in shown
+    assert not (work / "x").exists()
+
+
+def test_always_on_a_line_no_rule_may_allow_allows_it_once_and_says_why(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    shown = asked(home, work, None, "$ touch $(echo made)", b"a\n")
+    assert "[ask] not always: the command line cannot be judged by a rule" in shown
+    assert (work / "made").exists()
+    sid = session_id(shown)
+    shown = asked(home, work, sid, "$ touch $(echo again)", b"n\n")
+    assert "[y]es / [n]o: " in shown and not (work / "again").exists()
+    exported = tether(home, "sessions", "export", sid).stdout
+    assert '"permission/granted"' not in exported

@@ -12,10 +12,13 @@ import pytest
 from tether.agent.registry import AGENTS
 from tether.front.asking import Answer, PermissionDecision, Question, ask
 from tether.front.host import SessionHost
+from tether.runtime.schema import Schema
 from tether.runtime.signal import CancelSignal
 from tether.session import Session, SessionHeader
 from tether.session.lineage import Delegation, Lineage
-from tether.tools.definition import ToolExec
+from tether.session.settings import PermissionGranted
+from tether.tools.definition import Tool, ToolExec
+from tether.tools.execute import ToolInvocation
 from tether.tools.permission import Mode
 from tether.tools.preview import ToolPreview
 
@@ -114,13 +117,19 @@ class Call(msgspec.Struct, frozen=True):
     tool_name: str
     exec: ToolExec
     preview_of: ToolPreview | None = None
+    args: dict[str, object] = msgspec.field(default_factory=dict)
+    tool: None = None
 
     @property
     def shown_args(self) -> dict[str, object]:
-        return {}
+        return self.args
 
     async def preview(self) -> ToolPreview | None:
         return self.preview_of
+
+
+class NoArgs(Schema, frozen=True):
+    """The arguments of a tool that takes none."""
 
 
 def _call(agent: Agent, tool: str = "bash", preview: ToolPreview | None = None) -> Call:
@@ -194,11 +203,13 @@ async def test_before_execute_previews_once_asks_in_the_governing_session_and_ap
     front = Front()
     previews = 0
 
-    class Counted(Call, frozen=True):
-        async def preview(self) -> ToolPreview | None:
-            nonlocal previews
-            previews += 1
-            return self.preview_of
+    async def counted(args: NoArgs, exec: ToolExec) -> ToolPreview:
+        nonlocal previews
+        previews += 1
+        return ToolPreview(kind="execute", title="ls")
+
+    async def never_run(args: NoArgs, exec: ToolExec) -> str:
+        raise AssertionError("the host does not run the tool")
 
     host: SessionHost[Any]
 
@@ -207,7 +218,8 @@ async def test_before_execute_previews_once_asks_in_the_governing_session_and_ap
 
     host = _host(front, Registry(root=root, child=child), serial=serial)
     exec_ = _call(child).exec
-    call = Counted("bash", exec_, ToolPreview(kind="execute", title="ls"))
+    tool = Tool("bash", "Bash.", NoArgs, never_run, preview=counted)
+    call = ToolInvocation("bash", {}, exec_, tool=tool)
     ran: list[bool] = []
 
     async def run(invocation: Any) -> Any:
@@ -221,22 +233,28 @@ async def test_before_execute_previews_once_asks_in_the_governing_session_and_ap
     assert question.governing is root and question.agent is child
 
 
-async def test_a_granted_call_is_allowed_unasked_and_always_is_logged_once() -> None:
+async def test_always_keeps_a_rule_and_a_call_it_covers_is_allowed_unasked_and_logged() -> None:
     agent = Agent("s1")
     front = Front(Answer.ALWAYS)
     question = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
+    assert question.always.label == "Always allow bash"
     assert await ask(question, front.present, within=5) is PermissionDecision.ALLOW
-    assert agent.session.settings.granted == {"bash"}
-    assert await ask(question, front.present, within=5) is PermissionDecision.ALLOW
+    assert agent.session.settings.allowed == ("bash",)
+    again = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
+    assert await ask(again, front.present, within=5) is PermissionDecision.ALLOW
     assert len(front.presented) == 1
-    assert [e.type for e in agent.session.events] == ["permission/granted"]
+    granted, ruled = agent.session.events
+    assert granted.type == "permission/granted" and granted.data == {"rule": "bash"}
+    assert ruled.type == "permission/ruled"
+    assert ruled.data == {"call": "c1", "tool": "bash", "decision": "allow", "rules": ("bash",)}
 
 
 async def test_always_is_not_logged_for_a_call_that_needs_approval_whatever_the_mode() -> None:
     agent = Agent("s1")
     preview = ToolPreview(kind="edit", title="w", approval="outside the workspace")
     question = Question(agent, agent, _call(agent, "write", preview), preview)  # type: ignore[arg-type]
-    assert question.always is None
+    assert question.always.rules == ()
+    assert question.always.why_not == "it needs approval every time (outside the workspace)"
     assert await ask(question, Front(Answer.ALWAYS).present, within=5) is PermissionDecision.ALLOW
     assert len(agent.session.events) == 0
 
@@ -270,3 +288,26 @@ async def test_a_presentation_that_fails_is_a_rejection() -> None:
 
     question = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
     assert await ask(question, broken, within=5) is PermissionDecision.REJECT
+
+
+async def test_a_kept_rule_that_cannot_be_read_allows_nothing_and_the_call_is_asked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = Agent("s1")
+    agent.session.append(PermissionGranted(rule="Bash(unclosed"))
+    front = Front(Answer.REJECT)
+    question = Question(agent, agent, _call(agent), None)  # type: ignore[arg-type]
+    assert await ask(question, front.present, within=5) is PermissionDecision.REJECT
+    assert len(front.presented) == 1
+    assert "a kept permission rule is ignored" in caplog.text
+
+
+async def test_an_older_logs_grant_of_every_edit_reads_as_the_edit_rule() -> None:
+    agent = Agent("s1")
+    agent.session.append(PermissionGranted(tool="kind:edit"))
+    front = Front(Answer.REJECT)
+    for tool, asked in (("write", 0), ("edit", 0), ("bash", 1)):
+        question = Question(agent, agent, _call(agent, tool), None)  # type: ignore[arg-type]
+        decision = PermissionDecision.REJECT if asked else PermissionDecision.ALLOW
+        assert await ask(question, front.present, within=5) is decision
+    assert [q.tool for q in front.presented] == ["bash"]

@@ -47,14 +47,14 @@ def test_a_sessions_settings_are_folded_as_its_log_grows() -> None:
     session.append(ConfigChanged(option=MODE_OPTION, value="auto"))
     session.append(PermissionGranted(tool="bash"))
     assert session.settings.options == {MODE_OPTION: "auto"}
-    assert session.settings.granted == {"bash"}
+    assert session.settings.allowed == ("bash",)
     session.append(ConfigChanged(option=MODE_OPTION, value="ask"))
     settings = session.settings
     assert settings is session.settings  # one fold, advanced: not rebuilt per read
     assert settings.options == SessionSettings(session.events).options == {MODE_OPTION: "ask"}
     restored = Session.restore(session.header, list(session.events))
     assert restored.settings.options == {MODE_OPTION: "ask"}
-    assert restored.settings.granted == {"bash"}
+    assert restored.settings.allowed == ("bash",)
 
 
 async def test_a_turn_run_by_another_host_is_followed_to_its_end_in_the_log(

@@ -59,6 +59,8 @@ def test_settings_round_trip_through_a_log_with_only_the_core_registry(tmp_path:
     for payload in (
         ConfigChanged(option="mode", value="auto"),
         PermissionGranted(tool="bash"),
+        PermissionGranted(rule="Bash(git status:*)"),
+        PermissionGranted(tool="kind:edit"),
         HistoryCleared(),
         PlanUpdated(entries=plan),
     ):
@@ -74,8 +76,8 @@ def test_settings_round_trip_through_a_log_with_only_the_core_registry(tmp_path:
     loaded = Session.restore(header, core.decode_stored(stored.events), registry=core)
     settings = SessionSettings(loaded.events)
     assert settings.options == {"mode": "auto"}
-    assert settings.granted == {"bash"}
-    assert settings.cleared_at == 2
+    assert settings.allowed == ("bash", "Bash(git status:*)", "Edit")
+    assert settings.cleared_at == 4
     assert settings.plan == plan
 
 
@@ -84,6 +86,9 @@ def test_settings_round_trip_through_a_log_with_only_the_core_registry(tmp_path:
     [
         lambda: ConfigChanged(option="", value="x"),
         lambda: PermissionGranted(tool=""),
+        lambda: PermissionGranted(rule=""),
+        PermissionGranted,
+        lambda: PermissionGranted(rule="Bash", tool="bash"),
         lambda: PlanEntry("x", "urgent", "pending"),  # type: ignore[arg-type]
         lambda: PlanEntry("x", "high", "done"),  # type: ignore[arg-type]
         lambda: PlanEntry("", "high", "pending"),

@@ -439,7 +439,7 @@ async def test_schema_arguments_are_validated_and_reach_listeners_as_json(
     assert len(seen) == 1
 
 
-async def test_a_listener_reads_the_tools_preview_of_the_arguments_as_they_stand(
+async def test_a_listener_reads_the_preview_of_the_arguments_as_they_stand_computed_once(
     runtime: Runtime, registry: ToolRegistry
 ) -> None:
     from tether.tools.preview import Location, ToolPreview
@@ -447,7 +447,10 @@ async def test_a_listener_reads_the_tools_preview_of_the_arguments_as_they_stand
     async def run(args: CountArgs, exec: ToolExec) -> str:
         return f"ran with approved={exec.approved}"
 
+    previews: list[int] = []
+
     async def preview(args: CountArgs, exec: ToolExec) -> ToolPreview:
+        previews.append(args.count)
         return ToolPreview(kind="read", title=f"count {args.count}", locations=(Location("/x"),))
 
     await registry.register(Tool("previewed", "Previewed.", CountArgs, run, preview=preview))
@@ -462,6 +465,7 @@ async def test_a_listener_reads_the_tools_preview_of_the_arguments_as_they_stand
             approved = msgspec.structs.replace(
                 rewritten, exec=msgspec.structs.replace(rewritten.exec, approved=True)
             )
+            seen.append(await approved.preview())
             return await next_(approved)
         return await next_(invocation)
 
@@ -470,7 +474,8 @@ async def test_a_listener_reads_the_tools_preview_of_the_arguments_as_they_stand
     assert result.content == "ran with approved=True"
     await registry.execute(call("plain", text="hi"), exec_for())
     titles = [p.title if p is not None else None for p in seen]
-    assert titles == ["count 2", "count 9", None]
+    assert titles == ["count 2", "count 9", "count 9", None]
+    assert previews == [2, 9]  # once per arguments: an approved copy shares the preview
 
 
 def test_a_preview_must_be_callable() -> None:

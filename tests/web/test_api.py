@@ -489,7 +489,8 @@ async def test_an_asked_calls_preview_is_made_once(
     preview = ToolInvocation.preview
 
     async def counted(invocation: ToolInvocation) -> ToolPreview | None:
-        previewed.append(invocation.tool_name)
+        if not invocation.previewed.holds(invocation.args, invocation.exec.cwd):
+            previewed.append(invocation.tool_name)  # made now, not read from the memo
         return await preview(invocation)
 
     monkeypatch.setattr(ToolInvocation, "preview", counted)
@@ -538,7 +539,7 @@ async def test_a_permission_question_is_answered_from_the_api(tmp_path: Path) ->
         assert result["data"]["is_error"] and "did not allow" in result["data"]["content"]  # type: ignore[index]
 
 
-async def test_always_allow_is_logged_as_a_grant_and_the_tool_then_runs_unasked(
+async def test_always_allow_keeps_a_rule_and_a_command_it_covers_then_runs_unasked(
     tmp_path: Path,
 ) -> None:
     async with served(tmp_path, mode="ask") as web:
@@ -546,14 +547,15 @@ async def test_always_allow_is_logged_as_a_grant_and_the_tool_then_runs_unasked(
         await _prompt(web, session_id, "$ echo first-run")
         asked = await read_stream(web.client, session_id, until=None, until_state=True)
         (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
-        assert question["always"] == "tool"
+        assert question["always"] == "Always allow Bash(echo:*)"
+        assert question["always_rules"] == ["Bash(echo:*)"] and question["not_always"] is None
         url = f"/api/sessions/{session_id}/questions/{question['id']}"
         assert (await web.client.post(url, json={"allow": True, "always": 1})).status_code == 400
         answered = await web.client.post(url, json={"allow": True, "always": True})
         assert answered.status_code == 200
         got = await read_stream(web.client, session_id)
         grants = [r for r in got.records if r["type"] == "permission/granted"]
-        assert [g["data"] for g in grants] == [{"tool": "bash"}]
+        assert [g["data"] for g in grants] == [{"rule": "Bash(echo:*)"}]
         (result,) = [r for r in got.records if r["type"] == "tool/result"]
         assert grants[0]["seq"] < result["seq"] and "first-run" in str(result["data"])
         await _prompt(web, session_id, "$ echo second-run")

@@ -200,9 +200,9 @@ def test_a_permission_question_is_answered_in_the_page(
     page.locator(".tool-output", has_text="permitted-in-page").wait_for()
     page.locator(".question").wait_for(state="detached")
     _turn_ended(page)
-    # "Always allow" grants bash for the session: the next call is not asked.
+    # "Always allow" keeps Bash(echo:*) in the session: the next echo is not asked.
     _prompt(page, "$ echo always-in-page")
-    question.locator("button.allow-always", has_text="Always allow bash").click()
+    question.locator("button.allow-always", has_text="Always allow Bash(echo:*)").click()
     page.locator(".tool-output", has_text="always-in-page").wait_for()
     _turn_ended(page, 2)
     _prompt(page, "$ echo unasked-in-page")

@@ -35,10 +35,9 @@ async def present_to_client(link: ClientLink, record: SessionRecord, question: Q
     """Ask ``link``'s client about ``question`` in session ``record``; its answer."""
     preview = question.preview
     always = question.always
-    kind = preview.kind if preview is not None else None
     options = [
         PermissionOption(option_id=option_id, name=label, kind=option_kind)
-        for option_id, label, option_kind in options_for(kind, rememberable=always is not None)
+        for option_id, label, option_kind in options_for(always)
     ]
     call = record.pending_call(question.invocation, preview)
     try:
@@ -54,6 +53,6 @@ async def present_to_client(link: ClientLink, record: SessionRecord, question: Q
     outcome = response.outcome
     if not isinstance(outcome, AllowedOutcome):
         return Answer.REJECT
-    if outcome.option_id == ALLOW_ALWAYS and always is not None:
+    if outcome.option_id == ALLOW_ALWAYS and always.rules:
         return Answer.ALWAYS
     return Answer.ONCE if outcome.option_id == ALLOW_ONCE else Answer.REJECT

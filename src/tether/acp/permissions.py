@@ -7,9 +7,10 @@ this module holds what is ACP's own: the options offered and their labels.
 The ACP bridge answers for its own sessions with ``session/request_permission``
 (options: allow once, allow always, reject once). A client that answers
 ``cancelled``, fails, or goes away, and a turn cancelled while the question is
-open, all count as a rejection. "Allow always" is remembered for that tool in
-that session — for an edit (a call whose preview's kind is ``edit``: the
-``write`` and ``edit`` tools), for every edit in that session. The question
+open, all count as a rejection. "Allow always" writes the permission rules
+its option names (``Always allow Bash(git status:*)``, ``Always allow
+Edit(src/**)``; see :mod:`tether.front.always`) into the session's allow
+list; where it could write none, it is not offered and "allow" says why. The question
 carries the call's preview: its locations, and for an edit the diff, so the
 person approves exactly the change that will be applied.
 
@@ -23,14 +24,13 @@ from __future__ import annotations
 
 from acp.schema import PermissionOptionKind
 
+from tether.front.always import Always
 from tether.front.asking import PERMISSION_REQUEST, PermissionDecision
-from tether.tools.permission import EDITS, UNASKED_TOOLS, Mode
+from tether.tools.permission import UNASKED_TOOLS, Mode
 
 __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
-    "EDITS",
-    "EDIT_ALWAYS_LABEL",
     "MODE_DESCRIPTIONS",
     "OPTIONS",
     "PERMISSION_REQUEST",
@@ -53,28 +53,25 @@ REJECT_ONCE = "reject-once"
 
 OPTIONS: tuple[tuple[str, str, PermissionOptionKind], ...] = (
     (ALLOW_ONCE, "Allow", "allow_once"),
-    (ALLOW_ALWAYS, "Always allow this tool in this session", "allow_always"),
+    (ALLOW_ALWAYS, "Always allow", "allow_always"),
     (REJECT_ONCE, "Reject", "reject_once"),
 )
-"""The options offered with a request: ``(option id, label, ACP kind)``."""
-
-EDIT_ALWAYS_LABEL = "Always allow edits in this session"
-"""The label of "allow always" when the call is an edit (it covers every edit)."""
+"""The options offered with a request: ``(option id, label, ACP kind)``; the label of
+"allow always" names the rules it writes."""
 
 
-def options_for(
-    kind: str | None, *, rememberable: bool
-) -> tuple[tuple[str, str, PermissionOptionKind], ...]:
-    """The options of a request about a call of ``kind`` (its preview's, if any).
-
-    Without ``rememberable`` there is no "allow always".
-    """
-    return tuple(
-        (
-            option_id,
-            EDIT_ALWAYS_LABEL if option_id == ALLOW_ALWAYS and kind == "edit" else label,
-            option_kind,
+def options_for(always: Always) -> tuple[tuple[str, str, PermissionOptionKind], ...]:
+    """The options of a request whose "always" is ``always``: "allow always" named by
+    the rules it writes (``Always allow Bash(git status:*)``), or — when it writes
+    none — left out, with "allow" saying why."""
+    if always.rules:
+        labels = {ALLOW_ALWAYS: always.label}
+    else:
+        labels = (
+            {ALLOW_ONCE: f"Allow once (not always: {always.why_not})"} if always.why_not else {}
         )
+    return tuple(
+        (option_id, labels.get(option_id, label), option_kind)
         for option_id, label, option_kind in OPTIONS
-        if option_id != ALLOW_ALWAYS or rememberable
+        if option_id != ALLOW_ALWAYS or always.rules
     )

@@ -1,6 +1,6 @@
 """One ACP session as the bridge keeps it: its agent, its updates, its prompt in flight.
 
-What the session is set to — its mode, its model, the tools granted "allow
+What the session is set to — its mode, its model, the rules kept by "allow
 always" — lives in its log (:mod:`tether.session.settings`), not here: the
 record reads :attr:`Session.settings <tether.session.Session.settings>`
 (folded once as the log grows) and every change is an append, so a load or

@@ -4,13 +4,15 @@ Before a call runs, the terminal shows what it will do — the call on one
 line as its tool presents it (the command of a ``bash`` call, the file of a
 file tool), and for a call that changes a file the diff of its change (the
 tool's preview, else what the call's own arguments say), never the changed
-text as arguments — and asks ``[y]es / [n]o / [a]lways``. This module only
+text as arguments — and asks ``[y]es / [n]o / [a]lways allow
+Bash(git status:*)``, naming the rule *always* writes. This module only
 *presents* the question (:func:`on_terminal`); the question asker of the
 front layer (:mod:`tether.front.asking`) decides the rest, as for the editor
-and the web app: *always* is logged in the session (``permission/granted``,
-so a resumed session keeps it) and covers every edit for an edit, the tool
-otherwise, and never a call that needs approval whatever the mode (a write
-outside the workspace is asked every time). A refusal, or a cancel (Ctrl-C)
+and the web app: *always* writes that rule in the session
+(``permission/granted``, so a resumed session keeps it), and a call it
+cannot write a rule for (a line holding ``$(…)`` or ``sudo``, a write
+outside the workspace) is not offered *always*: a line says why, and ``a``
+allows it once. A refusal, or a cancel (Ctrl-C)
 while the question is open, ends the call as denied; the model is told so.
 ``todo`` is never asked (it changes nothing outside the session).
 
@@ -56,6 +58,7 @@ def on_terminal(out: TextIO, ask: Ask, shown: Shown | None = None) -> Present:
     async def present(question: Question) -> Answer:
         tool = question.tool
         out.write(describe(question.invocation, question.preview, shown_as(tool)))
+        out.write(_not_always(question))
         out.flush()
         try:
             line = await ask(f"allow this {tool} call{_asked_by(question)}? {_choices(question)}")
@@ -68,7 +71,20 @@ def on_terminal(out: TextIO, ask: Ask, shown: Shown | None = None) -> Present:
 
 
 def _choices(question: Question) -> str:
-    return "[y]es / [n]o / [a]lways" if question.always is not None else "[y]es / [n]o"
+    always = question.always
+    rules = ", ".join(always.rules)
+    return f"[y]es / [n]o / [a]lways allow {rules}" if rules else "[y]es / [n]o"
+
+
+def _not_always(question: Question) -> str:
+    """Why "always" is not offered, as a line before the question (empty when it is, or
+    a permission rule asks: that line says so)."""
+    why = question.always.why_not
+    return (
+        ""
+        if question.always.rules or question.asked_by or why is None
+        else f"[ask] not always: {why}\n"
+    )
 
 
 def _asked_by(question: Question) -> str:

@@ -6,19 +6,22 @@ The front end only *presents* the question (:data:`Present`): the editor's
 ``session/request_permission``, a card in the web page, a line on the
 terminal. Everything else is decided here, once:
 
-* **grants first** — a call that the governing session's grants cover
-  (:attr:`SessionSettings.granted <tether.session.settings.SessionSettings.granted>`,
+* **kept rules first** — a call that the rules the governing session kept
+  cover (:attr:`SessionSettings.allowed <tether.session.settings.SessionSettings.allowed>`,
   folded once from its log) is allowed without asking;
 * **it always ends** — a question left unanswered for ``within`` seconds is a
   rejection (logged); a cancel of the call while it is open withdraws it at
   once (the presentation is cancelled) and it is a rejection; a presentation
   that fails is a rejection (the front end logs why);
-* **"always" is logged** — an :attr:`Answer.ALWAYS` logs
-  ``permission/granted`` in the governing session
-  (:func:`~tether.tools.permission.grant`) for what the call stands for
-  (:func:`~tether.tools.permission.remembered_as`: the tool, or every edit),
-  so a load or a resume keeps it. A call that needs approval whatever the
-  mode offers no "always"; answering it so allows that call once.
+* **"always" writes a rule** — an :attr:`Answer.ALWAYS` logs the allow rules
+  the call stands for (:func:`~tether.front.always.always_for`:
+  ``Bash(git status:*)``, ``Edit(src/**)``, a tool) as ``permission/granted``
+  in the governing session, so a load or a resume keeps them; a later call
+  they cover is allowed unasked, logged as ``permission/ruled`` with the rule
+  that allowed it. They never cover a call that needs approval whatever the
+  mode, nor one a permission rule asks about (ask and deny rules win). Where
+  "always" writes no rule (:attr:`Always.why_not
+  <tether.front.always.Always.why_not>`), answering it allows the call once.
 
 ``permission/request`` is the event a before-execute policy puts a question
 through (:func:`approve`); a front end answers it for the agents it governs.
@@ -28,7 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,15 +41,21 @@ from typing import TYPE_CHECKING
 from msgspec.structs import replace
 
 from tether.agent.types import Agent
+from tether.front.always import Always, always_for
+from tether.front.rules import Decision, RuleError, Rules, parse_rule
 from tether.plugins.fs.errors import FileToolError
 from tether.runtime.errors import Veto
 from tether.runtime.keys import Serial
+from tether.session.ruling import PermissionRuled
+from tether.session.settings import PermissionGranted
 from tether.tools.execute import ToolInvocation
-from tether.tools.permission import Mode, grant, granted, needs_asking, remembered_as
+from tether.tools.permission import Mode, needs_asking
+from tether.tools.presentation import DEFAULT_SHOWN
 
 if TYPE_CHECKING:
     from tether.agent.registry import AgentsView
     from tether.runtime import Context
+    from tether.tools.presentation import ToolShown
     from tether.tools.preview import ToolPreview
 
 log = logging.getLogger(__name__)
@@ -71,7 +82,7 @@ class Answer(enum.StrEnum):
     REJECT = "reject"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class Question:
     """A tool call put to a person: whose it is, where it is asked, what it will do."""
 
@@ -83,13 +94,25 @@ class Question:
     preview: ToolPreview | None
     """What the call will do (kind, title, locations, diff), computed once; ``None``: unknown."""
 
-    @property
-    def always(self) -> str | None:
-        """What "always" would grant (a tool name, or every edit); ``None``: not offered
-        (the call needs approval whatever the mode, or a permission rule asks about it)."""
+    @functools.cached_property
+    def always(self) -> Always:
+        """What "always" would write — the rules the call stands for that the governing
+        session does not keep yet (no rules: not offered, and why)."""
         if self.invocation.exec.asked_by:
-            return None
-        return remembered_as(self.invocation.tool_name, self.preview)
+            return Always((), "a permission rule asks about it every time")
+        invocation = self.invocation
+        always = always_for(
+            invocation.tool_name,
+            invocation.args,
+            preview=self.preview,
+            shown=_shown(invocation),
+            cwd=_cwd(invocation),
+        )
+        kept = self.governing.session.settings.allowed
+        new = tuple(rule for rule in always.rules if rule not in kept)
+        if new or not always.rules:
+            return Always(new, always.why_not)
+        return Always((), "its rules are kept already")
 
     @property
     def asked_by(self) -> tuple[str, ...]:
@@ -109,11 +132,10 @@ Raises: anything, when the person cannot be reached (the call is then rejected).
 
 
 async def ask(question: Question, present: Present, *, within: float | None) -> PermissionDecision:
-    """Whether ``question``'s call may run: granted, or answered through ``present``
-    (see the module docs for the timeout, the withdrawal and a logged "always")."""
-    session = question.governing.session
-    grants = session.settings.granted
-    if not question.asked_by and granted(grants, question.tool, question.preview):
+    """Whether ``question``'s call may run: allowed by a rule its session kept, or
+    answered through ``present`` (see the module docs for the timeout, the withdrawal
+    and the rules "always" writes)."""
+    if _kept_rule_allows(question):
         return PermissionDecision.ALLOW
     signal = question.invocation.exec.signal
     asking = asyncio.ensure_future(present(question))
@@ -138,10 +160,67 @@ async def ask(question: Question, present: Present, *, within: float | None) -> 
     answer = asking.result()
     if answer is Answer.REJECT:
         return PermissionDecision.REJECT
-    always = question.always
-    if answer is Answer.ALWAYS and always is not None:
-        grant(session, grants, always)
+    if answer is Answer.ALWAYS:
+        _keep(question.governing, question.always)
     return PermissionDecision.ALLOW
+
+
+def _kept_rule_allows(question: Question) -> bool:
+    """Whether a rule the governing session kept allows the call (logged with it): never
+    one a permission rule asks about, nor one that needs approval whatever the mode."""
+    preview = question.preview
+    if question.asked_by or (preview is not None and preview.approval is not None):
+        return False
+    allowed = question.governing.session.settings.allowed
+    if not allowed:
+        return False
+    invocation = question.invocation
+    verdict = _kept_rules(allowed).decide(
+        invocation.tool_name, invocation.args, shown=_shown(invocation), cwd=_cwd(invocation)
+    )
+    if verdict is None or verdict.decision is not Decision.ALLOW:
+        return False
+    question.agent.session.append(
+        PermissionRuled(
+            call=invocation.exec.call_id,
+            tool=invocation.tool_name,
+            decision="allow",
+            rules=verdict.rules,
+        )
+    )
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_rules(allowed: tuple[str, ...]) -> Rules:
+    """The kept rules ``allowed``, read once; one that cannot be read (a log edited by
+    hand) allows nothing, and is logged."""
+    readable: list[str] = []
+    for text in allowed:
+        try:
+            parse_rule(text)
+        except RuleError as exc:
+            log.warning("a kept permission rule is ignored: %s", exc)
+        else:
+            readable.append(text)
+    return Rules(allow=readable)
+
+
+def _keep(governing: Agent, always: Always) -> None:
+    """Log in ``governing``'s session each rule of ``always`` it does not keep yet."""
+    session = governing.session
+    for rule in always.rules:
+        if rule not in session.settings.allowed:
+            session.append(PermissionGranted(rule=rule))
+
+
+def _shown(invocation: ToolInvocation) -> ToolShown:
+    tool = invocation.tool
+    return DEFAULT_SHOWN if tool is None else tool.shown
+
+
+def _cwd(invocation: ToolInvocation) -> str:
+    return invocation.exec.cwd or os.getcwd()
 
 
 async def approve(

@@ -39,8 +39,9 @@ the call's preview is computed once and handed to the front end
 it is asked (:func:`~tether.front.asking.approve`); an allowed call is
 reported started (:meth:`Presenter.started`) and goes on marked ``approved``.
 A question (``permission/request``, :meth:`SessionHost.ask`) reads that same
-preview and goes to the question asker (:func:`~tether.front.asking.ask`),
-which the front end presents.
+preview (an invocation computes its preview once, for every listener that
+asks: the permission rules, the host) and goes to the question asker
+(:func:`~tether.front.asking.ask`), which the front end presents.
 """
 
 from __future__ import annotations
@@ -148,7 +149,6 @@ class SessionHost(Generic[S]):
         """Seconds a question may stay unanswered; then it is a rejection."""
         self._sessions: dict[str, S] = {}
         self._work: set[asyncio.Task[Any]] = set()
-        self._previews: dict[tuple[str, str], ToolPreview | None] = {}
         """The preview of each call being approved, by agent and call id: what its
         question shows, computed once (a preview may read a large file)."""
         self._closing = False
@@ -328,14 +328,9 @@ class SessionHost(Generic[S]):
         preview = await preview_of(invocation)
         if preview is not None:
             self._front.previewed(governing, agent, call_id, preview)
-        key = (agent.id, call_id)
-        self._previews[key] = preview
-        try:
-            approval = None if preview is None else preview.approval
-            mode = self._front.mode(governing)
-            approved = await approve(self._ctx, agent, invocation, mode, approval)
-        finally:
-            self._previews.pop(key, None)
+        approval = None if preview is None else preview.approval
+        mode = self._front.mode(governing)
+        approved = await approve(self._ctx, agent, invocation, mode, approval)
         if approved is None:
             return invocation
         self._front.started(governing, agent, call_id)
@@ -355,7 +350,6 @@ class SessionHost(Generic[S]):
         governing = self.governing(agent)
         if governing is None:
             return None
-        key = (agent.id, invocation.exec.call_id)
-        preview = self._previews[key] if key in self._previews else await preview_of(invocation)
+        preview = await preview_of(invocation)  # computed once per call (see ToolInvocation)
         question = Question(agent, governing, invocation, preview)
         return await ask(question, self._front.present, within=self.answer_within)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from msgspec.structs import replace
 
 from tether.front.asking import PermissionDecision, ask_whatever_the_mode, preview_of
-from tether.front.rules import Decision, RuleError, Rules, Verdict, parse_rule
+from tether.front.rules import Decision, RuleError, Rules, Verdict
 from tether.runtime.errors import Veto
 from tether.runtime.schema import FieldError, Schema
 from tether.session.ruling import PermissionRuled, RuledAnswer
@@ -94,6 +94,12 @@ class RuleGate:
         self._ctx = ctx
         self._rules = settings.rules()
         self._read_only_unasked = settings.read_only_unasked
+        self._whole = frozenset(
+            rule.text
+            for rules in self._rules.lists.values()
+            for rule in rules
+            if rule.specifier is None
+        )
 
     async def __call__(
         self,
@@ -113,7 +119,8 @@ class RuleGate:
             raise Veto(f"a permission rule denies this call ({', '.join(verdict.rules)})")
         if verdict.decision is Decision.ALLOW:
             self._log(invocation, verdict)
-            return await next_(await _allowed(invocation, whole_tool=_whole(verdict)))
+            whole_tool = all(rule in self._whole for rule in verdict.rules)
+            return await next_(await _allowed(invocation, whole_tool=whole_tool))
         return await self._ask(invocation, verdict, next_)
 
     def verdict(self, invocation: ToolInvocation) -> Verdict | None:
@@ -171,11 +178,6 @@ class RuleGate:
                 answer=answer,
             )
         )
-
-
-def _whole(verdict: Verdict) -> bool:
-    """Whether an allow verdict came from rules that name only a tool, no paths."""
-    return all(parse_rule(rule).specifier is None for rule in verdict.rules)
 
 
 def _read_only(invocation: ToolInvocation) -> bool:

@@ -54,6 +54,7 @@ from tether.shell.sandbox import PROTECTED
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 
 __all__ = [
+    "FAMILIES",
     "PROTECTED_PATHS",
     "Decision",
     "Rule",
@@ -61,6 +62,7 @@ __all__ = [
     "Rules",
     "Verdict",
     "parse_rule",
+    "write_refusal",
 ]
 
 FAMILIES: Mapping[str, frozenset[str]] = {
@@ -286,16 +288,7 @@ class _Call:
         return all(self._may_write(target) for target in command.writes)
 
     def _may_write(self, target: str) -> bool:
-        if target.isdigit() or target == "-" or target in _DEVICES:
-            return True  # a descriptor (``2>&1``), or a device that keeps nothing
-        path = self._absolute(target)
-        if os.path.commonpath([path, self.cwd]) != self.cwd:
-            return False
-        inside = os.path.relpath(path, self.cwd)
-        return not any(
-            inside == protected or inside.startswith(protected + os.sep)
-            for protected in PROTECTED_PATHS
-        )
+        return write_refusal(target, self.cwd, self.home) is None
 
     def _other_matches(self, specifier: str) -> bool:
         if specifier.startswith("domain:"):
@@ -311,6 +304,24 @@ class _Call:
             return False
         host = (urlsplit(url).hostname or "").lower()
         return host == domain or host.endswith("." + domain)
+
+
+def write_refusal(target: str, cwd: str, home: str | None = None) -> str | None:
+    """Why no allow rule may let a command redirect its output to ``target`` (in the
+    workspace ``cwd``): a protected path, or a path outside the workspace; ``None``
+    for a target a rule may allow (a descriptor, a device, a file of the workspace)."""
+    if target.isdigit() or target == "-" or target in _DEVICES:
+        return None  # a descriptor (``2>&1``), or a device that keeps nothing
+    if target == "~" or target.startswith("~/"):
+        target = (home or os.path.expanduser("~")) + target[1:]
+    workspace = os.path.normpath(cwd)
+    path = os.path.normpath(os.path.join(workspace, target))
+    if os.path.commonpath([path, workspace]) != workspace:
+        return "outside the workspace"
+    inside = os.path.relpath(path, workspace)
+    if any(inside == p or inside.startswith(p + os.sep) for p in PROTECTED_PATHS):
+        return "a protected path"
+    return None
 
 
 def _command_matches(specifier: str, words: Sequence[str]) -> bool:

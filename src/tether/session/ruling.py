@@ -2,7 +2,8 @@
 
 Written right before the call would run, when a rule of the session's
 ``allow``, ``ask`` or ``deny`` lists spoke of it (see
-:mod:`tether.front.rules`)::
+:mod:`tether.front.rules`), or a rule the session kept with "always allow"
+(``permission/granted``) allowed it::
 
     {"call": "call-3", "tool": "bash", "decision": "deny",
      "rules": ["Bash(rm:*)"]}

@@ -13,8 +13,9 @@ type                        data
                             on; ``base_url``: the endpoint of that model's
                             provider; ``mode``: the editor's permission mode).
                             The last one of an option wins.
-``permission/granted``      ``{tool}``: calls of ``tool`` in this session run
-                            without asking ("allow always").
+``permission/granted``      ``{rule}``: an allow rule the session keeps
+                            ("always allow"); an older log's ``{tool}`` is the
+                            rule of that tool (``kind:edit``: ``Edit``).
 ``history/cleared``         ``{}``: the model sees nothing before it; the
                             earlier turns stay in the log.
 ``plan/updated``            ``{entries: [{content, priority, status}]}``: the
@@ -82,15 +83,38 @@ class ConfigChanged(EventStruct, frozen=True):
         check_id(self.type, "value", self.value)
 
 
-class PermissionGranted(EventStruct, frozen=True):
-    """``permission/granted``: calls of ``tool`` run without asking, in this session."""
+EDITS_GRANT = "kind:edit"
+"""The ``tool`` of an older log's grant of every edit."""
+
+
+class PermissionGranted(EventStruct, frozen=True, omit_defaults=True):
+    """``permission/granted``: an allow rule this session keeps ("always allow").
+
+    ``rule`` is the rule as written (``Bash(git status:*)``, ``Edit(src/**)``);
+    a log written before rules were kept holds ``tool`` instead — a tool name,
+    or ``kind:edit`` for every edit — which reads as the rule of that tool
+    (:attr:`as_rule`). Exactly one of the two is given.
+    """
 
     type: ClassVar[str] = "permission/granted"
 
-    tool: str
+    rule: str | None = None
+    tool: str | None = None
 
     def __post_init__(self) -> None:
-        check_id(self.type, "tool", self.tool)
+        if (self.rule is None) == (self.tool is None):
+            raise EventFormatError(f"{self.type}: give exactly one of 'rule' and 'tool'")
+        if self.rule is not None:
+            check_id(self.type, "rule", self.rule)
+        if self.tool is not None:
+            check_id(self.type, "tool", self.tool)
+
+    @property
+    def as_rule(self) -> str:
+        """The allow rule this grant keeps."""
+        if self.rule is not None:
+            return self.rule
+        return "Edit" if self.tool == EDITS_GRANT else str(self.tool)
 
 
 class HistoryCleared(EventStruct, frozen=True):
@@ -167,17 +191,17 @@ class SessionSettings:
     """What a session's log says it is set to now, folded one event at a time.
 
     ``options`` maps each ``session/config`` option to its last value,
-    ``granted`` holds the tools granted "allow always", ``plan`` is the last
+    ``allowed`` holds the allow rules kept by "always allow", in order, ``plan`` is the last
     plan (empty before any), ``cleared_at`` the seq of the last
     ``history/cleared`` (``None`` if the history was never cleared), and
     ``title`` the last ``session/title`` (``None`` before any).
     """
 
-    __slots__ = ("_options", "cleared_at", "granted", "plan", "title")
+    __slots__ = ("_options", "allowed", "cleared_at", "plan", "title")
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._options: dict[str, str] = {}
-        self.granted: set[str] = set()
+        self.allowed: tuple[str, ...] = ()
         self.plan: tuple[PlanEntry, ...] = ()
         self.cleared_at: int | None = None
         self.title: str | None = None
@@ -197,7 +221,9 @@ class SessionSettings:
         if isinstance(payload, ConfigChanged):
             self._options[payload.option] = payload.value
         elif isinstance(payload, PermissionGranted):
-            self.granted.add(payload.tool)
+            rule = payload.as_rule
+            if rule not in self.allowed:
+                self.allowed = (*self.allowed, rule)
         elif isinstance(payload, HistoryCleared):
             self.cleared_at = event.seq
         elif isinstance(payload, PlanUpdated):

@@ -85,6 +85,22 @@ class CalledWith(msgspec.Struct, frozen=True):
     validated: Mapping[str, object]
 
 
+class _Previewed:
+    """The preview of an invocation, kept for the arguments and cwd it was made for: one
+    memo shared by an invocation and the copies listeners make of it."""
+
+    __slots__ = ("args", "cwd", "preview")
+
+    def __init__(self) -> None:
+        self.args: Mapping[str, object] | None = None
+        self.cwd: str | None = None
+        self.preview: ToolPreview | None = None
+
+    def holds(self, args: Mapping[str, object], cwd: str | None) -> bool:
+        """Whether the preview kept is the one of ``args`` (the very mapping) in ``cwd``."""
+        return self.args is args and self.cwd == cwd
+
+
 class ToolInvocation(msgspec.Struct, frozen=True):
     """A validated call about to run: the value of ``tool/before-execute``.
 
@@ -98,11 +114,13 @@ class ToolInvocation(msgspec.Struct, frozen=True):
     shows for that call.
 
     :meth:`preview` describes the call as its tool would run it (``None``
-    when the tool gives no preview).
+    when the tool gives no preview); it is computed once for the call's
+    arguments and cwd, however many listeners (the permission rules, a front
+    end) and copies (``replace`` with an approved ``exec``) ask for it.
 
     Invocations compare by ``tool_name``, ``args`` and ``exec``, and hash by
-    ``tool_name`` and ``exec``; ``tool`` and ``called_with`` are left out of
-    both, and of the repr.
+    ``tool_name`` and ``exec``; ``tool``, ``called_with`` and ``previewed``
+    are left out of both, and of the repr.
     """
 
     tool_name: str
@@ -110,6 +128,7 @@ class ToolInvocation(msgspec.Struct, frozen=True):
     exec: ToolExec
     tool: Tool[Any] | None = None
     called_with: CalledWith | None = None
+    previewed: _Previewed = msgspec.field(default_factory=_Previewed)
 
     @property
     def shown_args(self) -> Mapping[str, object]:
@@ -142,10 +161,17 @@ class ToolInvocation(msgspec.Struct, frozen=True):
             ArgumentsError: the arguments (as a listener rewrote them) are invalid.
             Exception: whatever the tool's preview raises.
         """
+        memo = self.previewed
+        if memo.holds(self.args, self.exec.cwd):
+            return memo.preview
         tool = self.tool
-        if tool is None or tool.preview is None:
-            return None
-        return await tool.preview(parse(tool.args, thaw(self.args)), self.exec)
+        preview = (
+            None
+            if tool is None or tool.preview is None
+            else await tool.preview(parse(tool.args, thaw(self.args)), self.exec)
+        )
+        memo.args, memo.cwd, memo.preview = self.args, self.exec.cwd, preview
+        return preview
 
 
 class ScheduledCall(msgspec.Struct, frozen=True, eq=False):

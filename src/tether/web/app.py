@@ -622,7 +622,8 @@ class Api:
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
           200: {description: "{questions: [{id, tool, arguments, title, diffs, agent_id,
-            always: tool|edits|null, shown}]}"}
+            always: button text (Always allow RULE, …)|null, always_rules: [RULE],
+            not_always: why|null, shown}]}"}
         """
         session_id = _session_id(request)
         await self._check_exists(session_id)
@@ -642,8 +643,8 @@ class Api:
                 required: [allow]
                 properties:
                   allow: {type: boolean}
-                  always: {type: boolean, description: "with allow: always allow what the
-                    question's `always` names (the tool, or every edit) in this session"}
+                  always: {type: boolean, description: "with allow: keep the question's
+                    `always_rules` as allow rules of this session"}
         responses:
           200: {description: "{answered: true}"}
           400: {description: "a bad answer, or always for a question that does not offer it"}

@@ -32,10 +32,10 @@ process (for a child agent, its root's mode), and the question asker
 (:mod:`tether.front.asking`) answers ``permission/request``; the hub
 presents a question in the page: it waits until someone answers in a tab,
 the call is cancelled (a rejection, withdrawn), or ``permission_timeout``
-passes (a rejection). "Always allow" is logged in the governing session as
-``permission/granted``, as in every front end: the tool's later calls in
-that session (for an edit, every later edit) run without asking, after a
-resume too.
+passes (a rejection). "Always allow" writes the rules its button names
+(``Always allow Bash(git status:*)``) into the governing session's allow
+list, as in every front end: later calls they cover run without asking,
+after a resume too; where it can write none the card says why.
 
 **Background tasks** are shown and killed only for the session that owns
 them.
@@ -61,6 +61,7 @@ from msgspec import Meta
 
 from tether.agent import Agent, AgentHandle, CancelCause, NotStoredError, Target, UserMessage
 from tether.agent.registry import AGENTS
+from tether.front.always import Always
 from tether.front.asking import Answer
 from tether.front.follow import SessionViews
 from tether.front.host import SessionHost
@@ -72,7 +73,7 @@ from tether.runtime.schema import Schema
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
 from tether.session.store import SESSION_DISPOSED, SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
-from tether.tools.permission import EDITS, Mode
+from tether.tools.permission import Mode
 
 if TYPE_CHECKING:
     from tether.agent import AgentsView
@@ -145,8 +146,8 @@ class Question(msgspec.Struct, eq=False):
     title: str | None
     diffs: list[dict[str, object]]
     asked_at: float
-    always: str | None
-    """What "Always allow" would grant (the tool, or every edit); ``None``: not offered."""
+    always: Always
+    """What "Always allow" would write (no rules: not offered, and why)."""
     answer: asyncio.Future[Answer]
 
     def __repr__(self) -> str:
@@ -165,9 +166,9 @@ class Question(msgspec.Struct, eq=False):
             "title": self.title,
             "diffs": self.diffs,
             "asked_at": self.asked_at,
-            "always": None
-            if self.always is None
-            else ("edits" if self.always == EDITS else "tool"),
+            "always": self.always.label or None,
+            "always_rules": list(self.always.rules),
+            "not_always": None if self.always.rules else self.always.why_not,
         }
 
 
@@ -421,8 +422,8 @@ class WebHub:
     ) -> bool:
         """Answer an open question of ``session_id``; ``False`` if it is no longer open.
 
-        ``always`` (with ``allow``) also grants what the question offers to always
-        allow, logged in ``session_id`` (see the module docs).
+        ``always`` (with ``allow``) also writes the rules the question offers to
+        always allow, logged in ``session_id`` (see the module docs).
 
         Raises:
             WebError: ``always`` for a question that does not offer it.
@@ -430,7 +431,7 @@ class WebHub:
         question = self._questions.get(question_id)
         if question is None or question.session_id != session_id or question.answer.done():
             return False
-        if always and allow and question.always is None:
+        if always and allow and not question.always.rules:
             raise WebError(f"question {question_id} cannot be always allowed")
         answer = (Answer.ALWAYS if always else Answer.ONCE) if allow else Answer.REJECT
         question.answer.set_result(answer)

@@ -346,13 +346,13 @@ function renderQuestions(questions) {
     reject.addEventListener("click", () => answer(q.id, false));
     card.append(allow);
     if (q.always) {
-      const label = q.always === "edits" ? "Always allow edits in this session" : `Always allow ${q.tool} in this session`;
-      const always = el("button", "allow-always", label);
+      const always = el("button", "allow-always", q.always);
       always.type = "button";
       always.addEventListener("click", () => answer(q.id, true, true));
       card.append(always);
     }
     card.append(reject);
+    if (q.not_always) card.append(el("div", "not-always", `Not "always": ${q.not_always}`));
     box.append(card);
   }
 }
