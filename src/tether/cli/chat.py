@@ -57,7 +57,7 @@ from tether.agent.commands import (
 )
 from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import PICK, data_dir_of, open_for, session_choice, session_line, start
-from tether.cli.changes import session_changes
+from tether.cli.changes import has_snapshots, session_changes, workspace_changes
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.chat_session import (
     clear_history,
@@ -486,8 +486,7 @@ class _Chat:
         elif name in ("rewind", "fork"):
             await self._branch(name, argument)
         elif name == "diff":
-            for line, style in session_changes(self.agent.session, self.view.shown):
-                say(line, style)
+            await self._diff(argument)
         elif name == "sessions":
             from tether.persist.service import PERSISTENCE
 
@@ -531,6 +530,22 @@ class _Chat:
         if self.agent.status is AgentStatus.RUNNING:
             raise CommandError("a turn is running: wait for it to end, or cancel it, then /new")
         self.renew = True
+
+    async def _diff(self, argument: str) -> None:
+        """``/diff [TURN]``: from the workspace snapshots when there are some, else
+        from the log's file-tool calls (:mod:`tether.cli.changes`)."""
+        from tether.front.rewind import WORKSPACES
+
+        workspaces = self.tether.runtime.ctx.get(WORKSPACES)
+        session = self.agent.session
+        if workspaces is not None and has_snapshots(session):
+            lines = await workspace_changes(workspaces, session, argument)
+        elif argument:
+            raise CommandError("this session has no workspace snapshot: use /diff alone")
+        else:
+            lines = session_changes(session, self.view.shown)
+        for line, style in lines:
+            self.surface.line(line, style)
 
     async def _branch(self, name: str, argument: str) -> None:
         """``/rewind`` and ``/fork`` (:mod:`tether.cli.rewind`); a branch made goes on here."""
