@@ -19,9 +19,6 @@ from tether.front.rewind import (
     Workspaces,
     changes_since,
     fork_session,
-    held,
-    restore_workspace,
-    rewind_code,
 )
 from tether.front.rewind_commands import (
     REWIND_ERRORS,
@@ -31,7 +28,7 @@ from tether.front.rewind_commands import (
     fork_request,
     forked_lines,
     rewind_request,
-    rewound_lines,
+    rewind_stored,
 )
 
 if TYPE_CHECKING:
@@ -130,27 +127,19 @@ async def sessions_rewind(
         RewindError, LookupError, SnapshotError, LogStoreError, SessionError: said by the caller.
     """
     choice: RewindChoice = args.what or "both"
-    session_id: str = args.id
-    if choice == "conversation":
-        parent = await persistence.load(session_id)
-        forked = await fork_session(
-            persistence, tether.runtime.ctx.get(WORKSPACES), parent, turn=args.to
-        )
-        _say(forked_lines(forked))
-        return EXIT_OK
-    workspaces = workspaces_of(tether)
-    if choice == "code":
-        async with held(tether.sessions, persistence, session_id) as session:
-            rewound = await rewind_code(workspaces, session, args.to, force=args.force)
-        _say(rewound_lines(rewound))
-        return EXIT_OK
-    holder = await persistence.holder(session_id)
-    if holder is not None:
-        raise RewindError(f"session {session_id} is open {holder.where}: stop it before a rewind")
-    parent = await persistence.load(session_id)
-    rewound = await restore_workspace(workspaces, parent, args.to, force=args.force)
-    forked = await fork_session(persistence, workspaces, parent, turn=args.to, rewound=rewound)
-    _say([*rewound_lines(rewound), *forked_lines(forked)])
+    workspaces = (
+        tether.runtime.ctx.get(WORKSPACES) if choice == "conversation" else workspaces_of(tether)
+    )
+    done = await rewind_stored(
+        workspaces,
+        persistence,
+        tether.sessions,
+        args.id,
+        turn=args.to,
+        choice=choice,
+        force=args.force,
+    )
+    _say(done.lines())
     return EXIT_OK
 
 

@@ -24,6 +24,7 @@ from tether.front.rewind import (
     Workspaces,
     changes_since,
     fork_session,
+    held,
     restore_workspace,
     rewind_code,
 )
@@ -33,6 +34,7 @@ from tether.rewind.store import SnapshotError
 if TYPE_CHECKING:
     from tether.persist.service import Persistence
     from tether.session import Session
+    from tether.session.store import SessionStore
 
 __all__ = [
     "REWIND_CHOICES",
@@ -40,13 +42,16 @@ __all__ = [
     "REWIND_USAGE",
     "Branching",
     "RewindChoice",
+    "RewindDone",
     "changes_lines",
     "changes_notes",
     "diff_request",
     "fork_request",
     "forked_lines",
     "parse_rewind",
+    "rewind_live",
     "rewind_request",
+    "rewind_stored",
     "rewound_lines",
     "turn_lines",
 ]
@@ -195,17 +200,85 @@ async def _rewind(
     *,
     force: bool,
 ) -> Branching:
+    done = await rewind_live(workspaces, persistence, session, turn, choice, force=force)
+    return Branching(done.lines(), None if done.forked is None else done.forked.id)
+
+
+@dataclass(frozen=True)
+class RewindDone:
+    """What a rewind did: the workspace restored (``code``, ``both``) and the branch
+    stored (``conversation``, ``both``)."""
+
+    rewound: Rewound | None
+    forked: Forked | None
+
+    def lines(self) -> list[str]:
+        """What it did, in lines a person reads."""
+        return [
+            *(rewound_lines(self.rewound) if self.rewound else []),
+            *(forked_lines(self.forked) if self.forked else []),
+        ]
+
+
+async def rewind_live(
+    workspaces: Workspaces | None,
+    persistence: Persistence | None,
+    session: Session,
+    turn: int,
+    choice: RewindChoice,
+    *,
+    force: bool,
+) -> RewindDone:
+    """Rewind ``session`` (live in this process, idle) to the start of ``turn``: its
+    workspace (logging ``rewound`` in it), its conversation (a branch), or both (the
+    branch logs ``rewound``).
+
+    Raises:
+        OutsideChangesError: files changed outside the agent would be overwritten.
+        NoSnapshotError, RewindError, SnapshotError: as :mod:`tether.front.rewind`.
+    """
     if choice == "code":
-        done = await rewind_code(_on(workspaces), session, turn, force=force)
-        return Branching(rewound_lines(done), None)
+        return RewindDone(await rewind_code(_on(workspaces), session, turn, force=force), None)
     rewound: Rewound | None = None
     if choice == "both":
         rewound = await restore_workspace(_on(workspaces), session, turn, force=force)
     forked = await fork_session(
         _stored(persistence), workspaces, session, turn=turn, rewound=rewound
     )
-    lines = [*(rewound_lines(rewound) if rewound else []), *forked_lines(forked)]
-    return Branching(lines, forked.id)
+    return RewindDone(rewound, forked)
+
+
+async def rewind_stored(
+    workspaces: Workspaces | None,
+    persistence: Persistence,
+    sessions: SessionStore,
+    session_id: str,
+    *,
+    turn: int,
+    choice: RewindChoice,
+    force: bool,
+) -> RewindDone:
+    """Rewind the stored session ``session_id``, live in no process: ``code`` holds it
+    under its lease while the ``rewound`` snapshot is logged; ``conversation`` and
+    ``both`` store a branch of it and leave it as it is.
+
+    Raises:
+        RewindError: it is open in another process (``both``), or as :func:`rewind_live`.
+        SessionLeasedError, LookupError, LogStoreError: it cannot be held or loaded.
+    """
+    if choice == "conversation":
+        parent = await persistence.load(session_id)
+        return RewindDone(None, await fork_session(persistence, workspaces, parent, turn=turn))
+    if choice == "code":
+        async with held(sessions, persistence, session_id) as session:
+            return RewindDone(await rewind_code(_on(workspaces), session, turn, force=force), None)
+    holder = await persistence.holder(session_id)
+    if holder is not None:
+        raise RewindError(f"session {session_id} is open {holder.where}: stop it before a rewind")
+    parent = await persistence.load(session_id)
+    rewound = await restore_workspace(_on(workspaces), parent, turn, force=force)
+    forked = await fork_session(persistence, workspaces, parent, turn=turn, rewound=rewound)
+    return RewindDone(rewound, forked)
 
 
 async def fork_request(
