@@ -150,7 +150,12 @@ def test_rewind_lists_turns_restores_the_files_and_goes_on_in_a_branch(tmp_path:
         chat.expect("you>")
         chat.send(b"/rewind\r")
         chat.expect("1  $ echo two >> g.txt")
-        chat.send(b"/rewind 1\r")
+        chat.expect("pick: TURN")
+        chat.send(b"\r")
+        chat.expect("(no rewind)")
+        chat.send(b"/rewind\r")
+        chat.expect("pick: TURN")
+        chat.send(b"1\r")
         shown = chat.expect("(its first ")
         assert "back to the start o" in shown  # a long line is cut to the terminal's width
         assert f"a branch of {session_id} before turn 1" in shown

@@ -177,6 +177,8 @@ class _Chat:
         self._own: OwnCommand | None = None
         self._notes: list[str] = []
         """What ``!command`` runs gave, to go with the next prompt sent."""
+        self.picking = False
+        """``/rewind`` listed the turns: the next entry may pick one (see :meth:`_picked`)."""
         self.renew = False
         """``/new`` asked for a new session: the entries stop until it is open."""
         self.branch: str | None = None
@@ -295,11 +297,25 @@ class _Chat:
             text = entry.text.strip()
             if text in ("/quit", "/exit"):
                 return
-            if text:
+            if not await self._picked(text) and text:
                 self._echo(text, entry.steer)
                 await self._handle(text, steer=entry.steer)
             if self.renew:
                 return
+
+    async def _picked(self, text: str) -> bool:
+        """After ``/rewind`` listed the turns, the next entry picks one: ``TURN [code|
+        conversation|both] [force]`` rewinds, an empty line does nothing; whether it
+        was such an entry (anything else is an ordinary entry)."""
+        picking, self.picking = self.picking, False
+        if not picking or (text and not text[0].isdigit()):
+            return False
+        if text:
+            self._echo(text, False)
+            await self._handle(f"/rewind {text}", steer=False)
+        else:
+            self.surface.line("(no rewind)", "dim")
+        return True
 
     def _echo(self, text: str, steer: bool) -> None:
         """On the editor, the entry stays in the scrollback (folded when long)."""
@@ -556,6 +572,11 @@ class _Chat:
         )
         for line in done.lines:
             self.surface.line(line)
+        if name == "rewind" and not argument.strip():
+            self.picking = True
+            self.surface.line(
+                "pick: TURN [code|conversation|both] [force], or Enter for none", "dim"
+            )
         if done.branch is not None:
             self.branch, self.renew = done.branch, True
 
