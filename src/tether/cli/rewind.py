@@ -1,9 +1,10 @@
-"""Rewind and fork on the command line: ``tether sessions rewind|diff``, ``--fork``, and the
-lines chat's ``/rewind`` and ``/fork`` show.
+"""Rewind and fork on the command line: ``tether sessions rewind|diff``, ``--fork``, and
+chat's ``/rewind`` and ``/fork``.
 
-What each does is :mod:`tether.front.rewind`'s; this module reads the
-arguments, holds or loads the session, and says the outcome in lines a
-person reads (results on stdout, refusals on stderr).
+What each does, and the lines it is said in, is the front layer's
+(:mod:`tether.front.rewind`, :mod:`tether.front.rewind_commands`, shared with
+the editor and the web page); this module reads the arguments, finds the
+services, and prints (results on stdout, refusals on stderr).
 """
 
 from __future__ import annotations
