@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from .server import Served, served
+from .test_api import _until
 
 
 async def _turn(web: Served, session_id: str, text: str) -> None:
@@ -97,3 +98,21 @@ async def test_rewind_both_and_fork_store_branches_the_parent_keeps_every_event(
         assert turns == []  # made before turn 1: no turn copied
         gone = await web.client.post("/api/sessions/nosuchsession/fork", json={})
         assert gone.status_code == 404
+
+
+async def test_a_rewind_while_a_turn_runs_is_refused_and_touches_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with served(tmp_path / "home") as web:
+        sid = (await web.client.post("/api/sessions", json={"cwd": str(work)})).json()["id"]
+        await _turn(web, sid, "$ echo one > one.txt")
+        base = f"/api/sessions/{sid}"
+        prompted = await web.client.post(f"{base}/prompt", json={"text": "$ sleep 30"})
+        assert prompted.status_code == 202
+        agent = web.hub.live_agent(sid)
+        assert agent is not None
+        await _until(lambda: agent.session.open_turn == 2)  # the sleep runs
+        refused = await web.client.post(f"{base}/rewind", json={"turn": 1, "what": "code"})
+        assert refused.status_code == 409 and "a turn is running" in refused.json()["error"]
+        assert (work / "one.txt").exists()
+        assert (await web.client.post(f"{base}/cancel")).status_code == 202
