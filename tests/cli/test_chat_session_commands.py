@@ -104,7 +104,7 @@ def test_model_switches_the_next_request_and_refuses_what_it_cannot_reach(
     assert (tmp_path / "sessions" / f"{new_id}.jsonl").exists()
 
 
-def test_clear_is_logged_and_diff_shows_the_file_changes_at_their_lines(tmp_path: Path) -> None:
+def test_clear_is_logged_and_diff_shows_file_tool_and_shell_changes(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     (work / "g.txt").write_text("one\ntwo\nthree\n")
@@ -116,9 +116,18 @@ def test_clear_is_logged_and_diff_shows_the_file_changes_at_their_lines(tmp_path
         chat.send(b"edit g.txt: two => TWO\r")
         chat.expect("tokens: ")
         chat.expect("you>")
+        chat.send(b"$ echo made > made.txt\r")
+        chat.expect("tokens: ")
+        chat.expect("you>")
         chat.send(b"/diff\r")
-        chat.expect(f"● edit {work / 'g.txt'}")
-        assert "+TWO" in chat.expect("@@ -2 +2 @@\n  -two\n  +TWO")
+        chat.expect("diff --git a/g.txt b/g.txt")
+        assert "+TWO" in chat.expect(" one\n-two\n+TWO")
+        chat.expect("diff --git a/made.txt b/made.txt")
+        chat.expect("+made")
+        chat.send(b"/diff 2\r")
+        chat.expect("diff --git a/made.txt b/made.txt")
+        chat.send(b"/diff 9\r")
+        chat.expect("the session has no turn 9")
         chat.send(b"/clear\r")
         chat.expect("(the conversation is cleared")
         chat.send(b"/quit\r")
@@ -141,7 +150,12 @@ def test_rewind_lists_turns_restores_the_files_and_goes_on_in_a_branch(tmp_path:
         chat.expect("you>")
         chat.send(b"/rewind\r")
         chat.expect("1  $ echo two >> g.txt")
-        chat.send(b"/rewind 1\r")
+        chat.expect("pick: TURN")
+        chat.send(b"\r")
+        chat.expect("(no rewind)")
+        chat.send(b"/rewind\r")
+        chat.expect("pick: TURN")
+        chat.send(b"1\r")
         shown = chat.expect("(its first ")
         assert "back to the start o" in shown  # a long line is cut to the terminal's width
         assert f"a branch of {session_id} before turn 1" in shown

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.acp.asking import present_to_client
-from tether.acp.commands import available_commands, builtin_commands
+from tether.acp.commands import available_commands, builtin_commands, rewind_commands
 from tether.acp.controls import option_changed
 from tether.acp.editor_files import EditorFiles
 from tether.acp.editor_terminal import EditorTerminals
@@ -90,6 +90,7 @@ from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry
 from tether.agent.registry import AGENTS
 from tether.front.asking import Answer, Question
 from tether.front.host import SessionHost
+from tether.front.rewind import WORKSPACES
 from tether.front.seams import CLIENT_TERMINAL, FILE_ACCESS, FileAccess, Terminals
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
@@ -643,4 +644,8 @@ async def apply(ctx: Context, config: Config) -> None:
     if commands is not None:
         for command in builtin_commands(bridge.record_of, option_changed):
             await commands.register(command)
+        workspaces = ctx.get(WORKSPACES)
+        if workspaces is not None:
+            for command in rewind_commands(workspaces, lambda: ctx.get(PERSISTENCE)):
+                await commands.register(command)
     ctx.provide(ACP, bridge)

@@ -14,7 +14,19 @@ command      what it does
              switches the next request to ``M`` (as ``session/set_config_option``)
 ``/mode``    without an argument, shows the mode; ``/mode ask|auto`` switches
 ``/cost``    the tokens in context and the session's cost so far
+``/rewind``  without an argument, lists the turns and which have a workspace
+             snapshot; ``/rewind N [code|conversation|both] [force]`` takes
+             the workspace (``code``), the conversation (a branch stored as a
+             new session, to load) or both back to the start of turn N
+``/diff``    ``/diff [N]``: what changed in the workspace since turn N
+             started (default: the first), shell changes included
 ===========  ==============================================================
+
+``/rewind`` and ``/diff`` run :mod:`tether.front.rewind_commands`, as the
+chat does: a rewind that would overwrite a file changed outside the agent
+since the snapshot refuses and names the files (``force`` overwrites them);
+files no snapshot holds are listed, never touched. They are offered when
+the ``rewind`` plugin is composed.
 
 A prompt whose text is ``/name`` or ``/name argument``, for a registered
 ``name``, runs that command instead of a turn: its answer is sent as an
@@ -34,13 +46,21 @@ from tether.acp.options import UnknownOptionError, check_model, model_choices, p
 from tether.acp.updates import SessionUpdate
 from tether.agent.commands import Command, CommandCall, CommandError, CommandRegistry
 from tether.agent.types import AgentStatus
+from tether.front.rewind_commands import (
+    REWIND_USAGE,
+    changes_notes,
+    diff_request,
+    rewind_request,
+)
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, HistoryCleared
 
 if TYPE_CHECKING:
     from tether.acp.record import SessionRecord
     from tether.agent import Agent
+    from tether.front.rewind import Workspaces
+    from tether.persist.service import Persistence
 
-__all__ = ["available_commands", "builtin_commands", "run_command"]
+__all__ = ["available_commands", "builtin_commands", "rewind_commands", "run_command"]
 
 T = TypeVar("T")
 
@@ -110,6 +130,36 @@ def builtin_commands(record_of: RecordOf, changed: Changed) -> tuple[Command, ..
         Command("model", "Show or switch the model of the next request", model, hint="model"),
         Command("mode", "Show or switch the permission mode (ask, auto)", mode, hint="ask|auto"),
         Command("cost", "Show the tokens in context and the session's cost", cost),
+    )
+
+
+def rewind_commands(
+    workspaces: Workspaces, persistence: Callable[[], Persistence | None]
+) -> tuple[Command, ...]:
+    """``/rewind`` and ``/diff`` on the workspace snapshots of ``workspaces`` (branches
+    stored through ``persistence``, looked up when one is made)."""
+
+    async def rewind(call: CommandCall) -> str:
+        done = await rewind_request(workspaces, persistence(), call.agent.session, call.argument)
+        lines = done.lines
+        if done.branch is not None:
+            lines = [*lines, f"load session {done.branch} to go on in the branch"]
+        return "\n".join(lines)
+
+    async def diff(call: CommandCall) -> str:
+        changes = await diff_request(workspaces, call.agent.session, call.argument)
+        notes = "\n".join(changes_notes(changes))
+        patch = changes.patch
+        return notes + (f"\n```diff\n{patch}```" if patch else "")
+
+    return (
+        Command(
+            "rewind",
+            "List the turns, or take the workspace and/or conversation back to a turn's start",
+            rewind,
+            hint=REWIND_USAGE.removeprefix("/rewind "),
+        ),
+        Command("diff", "What changed in the workspace since a turn started", diff, hint="[TURN]"),
     )
 
 

@@ -57,7 +57,7 @@ from tether.agent.commands import (
 )
 from tether.agent.events import AGENT_STATUS
 from tether.cli.boot import PICK, data_dir_of, open_for, session_choice, session_line, start
-from tether.cli.changes import session_changes
+from tether.cli.changes import has_snapshots, session_changes, workspace_changes
 from tether.cli.chat_commands import BUILTIN_NAMES, help_text, offered
 from tether.cli.chat_session import (
     clear_history,
@@ -177,6 +177,8 @@ class _Chat:
         self._own: OwnCommand | None = None
         self._notes: list[str] = []
         """What ``!command`` runs gave, to go with the next prompt sent."""
+        self.picking = False
+        """``/rewind`` listed the turns: the next entry may pick one (see :meth:`_picked`)."""
         self.renew = False
         """``/new`` asked for a new session: the entries stop until it is open."""
         self.branch: str | None = None
@@ -295,11 +297,25 @@ class _Chat:
             text = entry.text.strip()
             if text in ("/quit", "/exit"):
                 return
-            if text:
+            if not await self._picked(text) and text:
                 self._echo(text, entry.steer)
                 await self._handle(text, steer=entry.steer)
             if self.renew:
                 return
+
+    async def _picked(self, text: str) -> bool:
+        """After ``/rewind`` listed the turns, the next entry picks one: ``TURN [code|
+        conversation|both] [force]`` rewinds, an empty line does nothing; whether it
+        was such an entry (anything else is an ordinary entry)."""
+        picking, self.picking = self.picking, False
+        if not picking or (text and not text[0].isdigit()):
+            return False
+        if text:
+            self._echo(text, False)
+            await self._handle(f"/rewind {text}", steer=False)
+        else:
+            self.surface.line("(no rewind)", "dim")
+        return True
 
     def _echo(self, text: str, steer: bool) -> None:
         """On the editor, the entry stays in the scrollback (folded when long)."""
@@ -486,8 +502,7 @@ class _Chat:
         elif name in ("rewind", "fork"):
             await self._branch(name, argument)
         elif name == "diff":
-            for line, style in session_changes(self.agent.session, self.view.shown):
-                say(line, style)
+            await self._diff(argument)
         elif name == "sessions":
             from tether.persist.service import PERSISTENCE
 
@@ -532,6 +547,22 @@ class _Chat:
             raise CommandError("a turn is running: wait for it to end, or cancel it, then /new")
         self.renew = True
 
+    async def _diff(self, argument: str) -> None:
+        """``/diff [TURN]``: from the workspace snapshots when there are some, else
+        from the log's file-tool calls (:mod:`tether.cli.changes`)."""
+        from tether.front.rewind import WORKSPACES
+
+        workspaces = self.tether.runtime.ctx.get(WORKSPACES)
+        session = self.agent.session
+        if workspaces is not None and has_snapshots(session):
+            lines = await workspace_changes(workspaces, session, argument)
+        elif argument:
+            raise CommandError("this session has no workspace snapshot: use /diff alone")
+        else:
+            lines = session_changes(session, self.view.shown)
+        for line, style in lines:
+            self.surface.line(line, style)
+
     async def _branch(self, name: str, argument: str) -> None:
         """``/rewind`` and ``/fork`` (:mod:`tether.cli.rewind`); a branch made goes on here."""
         from tether.cli.rewind import chat_fork, chat_rewind
@@ -541,6 +572,11 @@ class _Chat:
         )
         for line in done.lines:
             self.surface.line(line)
+        if name == "rewind" and not argument.strip():
+            self.picking = True
+            self.surface.line(
+                "pick: TURN [code|conversation|both] [force], or Enter for none", "dim"
+            )
         if done.branch is not None:
             self.branch, self.renew = done.branch, True
 

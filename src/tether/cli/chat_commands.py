@@ -32,7 +32,11 @@ BUILTIN = (
     Builtin("model", "[MODEL]", "show the model, or switch the next request to MODEL"),
     Builtin("clear", None, "start the next request from an empty history (the log keeps all)"),
     Builtin("new", None, "start a new session in this chat"),
-    Builtin("diff", None, "show what the agent's file tools changed in this session"),
+    Builtin(
+        "diff",
+        "[TURN]",
+        "show what changed in the workspace since TURN started (default: the first)",
+    ),
     Builtin(
         "rewind",
         "[TURN ...]",

@@ -372,7 +372,7 @@ def _folded(lines: list[str], whole: str) -> list[str]:
     ]
 
 
-_DIFF_STYLES: dict[str, Style] = {"+": "added", "-": "removed", "@": "dim"}
+DIFF_STYLES: dict[str, Style] = {"+": "added", "-": "removed", "@": "dim"}
 
 
 def call_diff(
@@ -396,7 +396,7 @@ def call_diff(
             if raw.startswith(("---", "+++")):
                 continue
             line = raw if first is None else at_line(raw, first - 1)
-            style = _DIFF_STYLES.get(line[:1], "output")
+            style = DIFF_STYLES.get(line[:1], "output")
             lines.append((f"  {clipped(line)}", style))
     if len(lines) > MAX_DIFF_LINES:
         cut = len(lines) - MAX_DIFF_LINES

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.plugins.rewind import WORKSPACES, Workspaces
-from tether.rewind.plan import RewindPlan, plan_rewind, prompt_text, turn_point
+from tether.rewind.plan import RewindPlan, plan_rewind, prompt_text, turn_point, turn_points
 from tether.rewind.store import Restored, WorkspaceStore
 from tether.session import (
     InboxSpliced,
@@ -49,15 +49,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WORKSPACES",
+    "Changes",
     "Forked",
     "OutsideChangesError",
     "RewindError",
     "Rewound",
     "Workspaces",
+    "changes_since",
+    "first_snapshot_turn",
     "fork_session",
     "held",
     "restore_workspace",
     "rewind_code",
+    "workspace_of",
 ]
 
 
@@ -69,11 +73,17 @@ class OutsideChangesError(RewindError):
     """Files the rewind would overwrite were changed outside the agent since the snapshot."""
 
     def __init__(self, turn: int, paths: tuple[str, ...]) -> None:
+        self.turn = turn
         self.paths = paths
+        super().__init__(self.describe("--force"))
+
+    def describe(self, force: str) -> str:
+        """The refusal in one line, naming ``force`` as the way to overwrite anyway."""
+        paths = self.paths
         shown = ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
-        super().__init__(
-            f"{len(paths)} file(s) changed outside the agent since turn {turn} started would "
-            f"be overwritten: {shown}; rewind with --force to overwrite them anyway"
+        return (
+            f"{len(paths)} file(s) changed outside the agent since turn {self.turn} started "
+            f"would be overwritten: {shown}; rewind with {force} to overwrite them anyway"
         )
 
 
@@ -217,3 +227,45 @@ async def held(
         await sessions.flush(session)
     finally:
         sessions.detach(session)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed in a workspace since the snapshot at the start of ``turn``."""
+
+    turn: int
+    patch: str
+    """A unified diff from that snapshot to the workspace now (empty: nothing changed)."""
+    outside: tuple[str, ...]
+    """The changed files that were changed outside the agent."""
+    unrestorable: tuple[str, ...]
+    """Files no snapshot holds (over the cap, nested repositories, outside the workspace)."""
+
+
+def first_snapshot_turn(session: Session) -> int:
+    """The first turn of ``session`` with a workspace snapshot.
+
+    Raises:
+        RewindError: it has none.
+    """
+    turn = next((p.turn for p in turn_points(session.events) if p.snapshot is not None), None)
+    if turn is None:
+        raise RewindError(f"session {session.id} has no workspace snapshot")
+    return turn
+
+
+async def changes_since(workspaces: Workspaces, session: Session, turn: int | None) -> Changes:
+    """The workspace's changes since turn ``turn`` started (``None``: the first turn with
+    a snapshot), read from the snapshots and the disk now (so shell changes count too).
+
+    Raises:
+        NoSnapshotError: no such turn, or it has no snapshot.
+        RewindError: the workspace is never snapshotted, or the session has no snapshot.
+        SnapshotError: git failed.
+    """
+    store = workspace_of(workspaces, session)
+    if turn is None:
+        turn = first_snapshot_turn(session)
+    plan = await asyncio.to_thread(plan_rewind, list(session.events), turn, store)
+    patch = await asyncio.to_thread(store.patch, plan.target.tree, plan.now.tree)
+    return Changes(turn, patch, plan.outside, plan.unrestorable)

@@ -230,9 +230,13 @@ class WorkspaceStore:
         if not self.root.is_dir():
             raise SnapshotError(f"the workspace {self.root} is not a directory")
         self._sync_excludes()
-        listed = dict.fromkeys(
-            _nul_split(self._git("ls-files", "-z", "-m", "-o", "--exclude-standard"))
+        # The tracked files that changed (stat'ed on git's threads) and the untracked ones
+        # (a scan of the directories), listed by two git processes at once.
+        changed, untracked = self._git_at_once(
+            ("diff-files", "--name-only", "-z"),
+            ("ls-files", "-z", "-o", "--exclude-standard"),
         )
+        listed = dict.fromkeys(_nul_split(changed) + _nul_split(untracked))
         add: list[str] = []
         drop: list[str] = []
         unstored: list[str] = []
@@ -353,6 +357,33 @@ class WorkspaceStore:
         fd: int | None = getattr(self._held, "fd", None)
         return () if fd is None else (fd,)
 
+    def _git_at_once(self, *commands: tuple[str, ...]) -> list[bytes]:
+        """Run each of ``commands`` (git reading the store, writing nothing) in parallel;
+        their stdouts, in order."""
+        running: list[tuple[list[str], subprocess.Popen[bytes]]] = []
+        try:
+            for args in commands:
+                argv = ["git", *args]
+                process = subprocess.Popen(
+                    argv,
+                    env=self._env,
+                    cwd=self.root,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=self._inherited(),
+                    umask=0o077,
+                )
+                running.append((argv, process))
+            return [_output(argv, process) for argv, process in running]
+        except OSError as exc:
+            raise SnapshotError(_failure(argv, exc)) from None
+        finally:
+            for _, process in running:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+
     def _git(self, *args: str, input: bytes | None = None, bare: Path | None = None) -> bytes:
         """Run ``git args`` on the store (or on the repository ``bare``, with no work tree);
         its stdout."""
@@ -375,6 +406,19 @@ class WorkspaceStore:
         except (OSError, subprocess.CalledProcessError) as exc:
             raise SnapshotError(_failure(argv, exc)) from None
         return done.stdout
+
+
+def _output(argv: list[str], process: subprocess.Popen[bytes]) -> bytes:
+    """The stdout of ``process`` once it ended.
+
+    Raises:
+        SnapshotError: it failed.
+    """
+    out, err = process.communicate()
+    if process.returncode:
+        failed = subprocess.CalledProcessError(process.returncode, argv, out, err)
+        raise SnapshotError(_failure(argv, failed))
+    return out
 
 
 def _failure(argv: list[str], exc: OSError | subprocess.CalledProcessError) -> str:

@@ -36,9 +36,9 @@ import logging
 import os
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from starlette.applications import Starlette
@@ -49,19 +49,39 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tether.agent.errors import NotStoredError
+from tether.front.rewind import (
+    WORKSPACES,
+    OutsideChangesError,
+    RewindError,
+    Workspaces,
+    changes_since,
+    fork_session,
+)
+from tether.front.rewind_commands import (
+    REWIND_CHOICES,
+    RewindChoice,
+    RewindDone,
+    forked_lines,
+    rewind_live,
+    rewind_stored,
+)
 from tether.persist.backends.errors import (
     InvalidSessionIdError,
     LogStoreError,
     SessionNotFoundError,
 )
+from tether.persist.backends.lease import SessionLeasedError
 from tether.persist.backends.records import validate_session_id
 from tether.persist.cluster import CLUSTER
 from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
+from tether.rewind.plan import turn_points
+from tether.rewind.store import SnapshotError
 from tether.session import ToolCallEvent, ToolResultEvent
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model
 from tether.session.settings import MODE_OPTION
+from tether.session.store import SESSIONS, SessionConflictError
 from tether.tools.permission import Mode
 from tether.tools.registry import TOOLS, Shown, shown_in
 from tether.web.hub import (
@@ -84,6 +104,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
+
+T = TypeVar("T")
 
 MAX_PROMPT_BYTES = 256 * 1024
 """The largest prompt request body accepted (413 beyond)."""
@@ -196,6 +218,10 @@ def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | Non
             api.answer,
             methods=["POST"],
         ),
+        Route("/api/sessions/{session_id}/turns", api.turns),
+        Route("/api/sessions/{session_id}/diff", api.diff),
+        Route("/api/sessions/{session_id}/rewind", api.rewind, methods=["POST"]),
+        Route("/api/sessions/{session_id}/fork", api.fork, methods=["POST"]),
         Route("/api/sessions/{session_id}/tasks", api.tasks),
         Route("/api/sessions/{session_id}/tasks/{task_id}", api.task),
         Route("/api/sessions/{session_id}/tasks/{task_id}/kill", api.kill, methods=["POST"]),
@@ -614,6 +640,183 @@ class Api:
             answer["holder"] = holder.to_json()
         return JSONResponse(answer, status_code=202)
 
+    # -- rewind and fork ---------------------------------------------------------------
+
+    async def turns(self, request: Request) -> Response:
+        """
+        summary: The session's turns, and which can be rewound to (a workspace snapshot).
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{snapshots: bool, turns: [{turn, seq, prompt, snapshot: bool}]}"}
+          404: {description: no such session}
+        """
+        session = await self._session(_session_id(request))
+        points = turn_points(session.events)
+        listed = [
+            {"turn": p.turn, "seq": p.seq, "prompt": p.prompt, "snapshot": p.snapshot is not None}
+            for p in points
+        ]
+        return JSONResponse({"snapshots": self._ctx.get(WORKSPACES) is not None, "turns": listed})
+
+    async def diff(self, request: Request) -> Response:
+        """
+        summary: What changed in the workspace since a turn started (shell changes included).
+        parameters:
+          - {name: session_id, in: path, required: true, schema: {type: string}}
+          - {name: turn, in: query, schema: {type: integer, minimum: 1},
+             description: "default: the first turn with a snapshot"}
+        responses:
+          200: {description: "{turn, patch (a unified diff), outside, unrestorable}"}
+          400: {description: no such turn, or it has no snapshot}
+          404: {description: no such session}
+        """
+        session = await self._session(_session_id(request))
+        turn = _int_param(request, "turn", default=0, low=1) or None
+        try:
+            changes = await changes_since(self._workspaces(), session, turn)
+        except (LookupError, RewindError) as exc:
+            raise ApiError(400, str(exc)) from None
+        except SnapshotError as exc:
+            raise ApiError(500, str(exc)) from None
+        return JSONResponse(
+            {
+                "turn": changes.turn,
+                "patch": changes.patch,
+                "outside": list(changes.outside),
+                "unrestorable": list(changes.unrestorable),
+            }
+        )
+
+    async def rewind(self, request: Request) -> Response:
+        """
+        summary: Take the workspace, the conversation (a branch) or both back to a turn's start.
+        description: A file the rewind would overwrite that was changed outside the agent
+          since the snapshot refuses it (409 with `outside`), unless `force`. Files no
+          snapshot holds are listed in `unrestorable`, never touched.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        requestBody:
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [turn]
+                properties:
+                  turn: {type: integer, minimum: 1}
+                  what: {type: string, enum: [code, conversation, both], default: both}
+                  force: {type: boolean}
+        responses:
+          200: {description: "{lines, branch (the new session, or null), written, deleted,
+            overwritten, unrestorable}"}
+          400: {description: bad input, no such turn, or it has no snapshot}
+          409: {description: "a turn is running, the session is live elsewhere, or
+            `outside` names files changed outside the agent (send force to overwrite)"}
+        """
+        session_id = _session_id(request)
+        await self._check_exists(session_id)
+        body = await _json_body(request, limit=MAX_PROMPT_BYTES)
+        turn = _turn_of(body.get("turn"))
+        what = body.get("what", "both")
+        if what not in REWIND_CHOICES:
+            raise ApiError(400, "what must be code, conversation or both")
+        force = body.get("force", False) is True
+        done = await self._rewinding(self._rewind(session_id, turn, what, force=force))
+        rewound = done.rewound
+        return JSONResponse(
+            {
+                "lines": done.lines(),
+                "branch": None if done.forked is None else done.forked.id,
+                "written": [] if rewound is None else list(rewound.restored.written),
+                "deleted": [] if rewound is None else list(rewound.restored.deleted),
+                "overwritten": [] if rewound is None else list(rewound.plan.outside),
+                "unrestorable": [] if rewound is None else list(rewound.plan.unrestorable),
+            }
+        )
+
+    async def _rewind(
+        self, session_id: str, turn: int, what: RewindChoice, *, force: bool
+    ) -> RewindDone:
+        persistence = self._ctx.get(PERSISTENCE)
+        workspaces = self._ctx.get(WORKSPACES)
+        agent = self._hub.live_agent(session_id)
+        if agent is not None:
+            if agent.session.open_turn is not None:
+                raise ApiError(409, "a turn is running: stop it before a rewind")
+            return await rewind_live(
+                workspaces, persistence, agent.session, turn, what, force=force
+            )
+        await self._check_not_elsewhere(session_id)
+        if persistence is None:
+            raise ApiError(404, f"no session {session_id}")
+        return await rewind_stored(
+            workspaces,
+            persistence,
+            self._ctx.service(SESSIONS),
+            session_id,
+            turn=turn,
+            choice=what,
+            force=force,
+        )
+
+    async def fork(self, request: Request) -> Response:
+        """
+        summary: A branch of the session (before a turn, else at its end), stored as a new
+          session; the session keeps every event.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        requestBody:
+          content:
+            application/json:
+              schema: {type: object, properties: {turn: {type: integer, minimum: 1}}}
+        responses:
+          201: {description: "{id (the branch), lines}"}
+          400: {description: bad input, or no such turn}
+          404: {description: no such session}
+        """
+        session_id = _session_id(request)
+        await self._check_exists(session_id)
+        body = await _json_body(request, limit=MAX_PROMPT_BYTES)
+        turn = None if body.get("turn") is None else _turn_of(body.get("turn"))
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None:
+            raise ApiError(503, "a branch needs stored sessions (no persistence row)")
+        agent = self._hub.live_agent(session_id)
+        parent = agent.session if agent is not None else await self._load(session_id)
+        forked = await self._rewinding(
+            fork_session(persistence, self._ctx.get(WORKSPACES), parent, turn=turn)
+        )
+        return JSONResponse({"id": forked.id, "lines": forked_lines(forked)}, status_code=201)
+
+    async def _rewinding(self, work: Awaitable[T]) -> T:
+        """``work``'s result, its refusals said as API errors."""
+        try:
+            return await work
+        except OutsideChangesError as exc:
+            raise ApiError(409, exc.describe("force"), outside=list(exc.paths)) from None
+        except SessionNotFoundError as exc:
+            raise ApiError(404, str(exc)) from None
+        except (SessionLeasedError, SessionConflictError, RewindError) as exc:
+            raise ApiError(409, str(exc)) from None
+        except LookupError as exc:
+            raise ApiError(400, str(exc)) from None
+        except (SnapshotError, LogStoreError) as exc:
+            raise ApiError(500, str(exc)) from None
+
+    async def _session(self, session_id: str) -> Session:
+        agent = self._hub.live_agent(session_id)
+        return agent.session if agent is not None else await self._load(session_id)
+
+    async def _check_not_elsewhere(self, session_id: str) -> None:
+        holder = await self._hub.holder(session_id)
+        if holder is not None:
+            raise ApiError(
+                409, f"session {session_id} is live in another process", holder=holder.to_json()
+            )
+
+    def _workspaces(self) -> Workspaces:
+        workspaces = self._ctx.get(WORKSPACES)
+        if workspaces is None:
+            raise ApiError(400, "workspace snapshots are off (no tether.plugins.rewind row)")
+        return workspaces
+
     # -- permission questions ----------------------------------------------------------
 
     async def questions(self, request: Request) -> Response:
@@ -792,6 +995,12 @@ async def _json_body(request: Request, *, limit: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return body
+
+
+def _turn_of(given: object) -> int:
+    if not isinstance(given, int) or isinstance(given, bool) or given < 1:
+        raise ApiError(400, "turn must be a whole number >= 1")
+    return given
 
 
 def _check_model(ctx: Context, model: object) -> None:

@@ -191,7 +191,7 @@ function apply(record) {
     case "turn/start": {
       view.turn = el("section", "turn");
       view.turn.dataset.turn = data.turn;
-      view.turn.append(el("div", "turn-label", "Turn " + data.turn));
+      view.turn.append(turnLabel(data.turn));
       transcript().append(view.turn);
       view.stream = null;
       view.running = true;
@@ -445,6 +445,87 @@ async function killTask(taskId) {
     showError(error.message);
   }
   loadTasks();
+}
+
+// Rewind, fork and diff of a turn (the /rewind, /fork and /diff of the chat and the editor).
+function turnLabel(turn) {
+  const label = el("div", "turn-label", "Turn " + turn);
+  const actions = el("span", "turn-actions");
+  const button = (text, title, run) => {
+    const b = el("button", "small", text);
+    b.type = "button";
+    b.title = title;
+    b.addEventListener("click", () => run(turn));
+    actions.append(b);
+  };
+  button("Diff", "What changed in the workspace since this turn started", showDiff);
+  button("Rewind", "Take the workspace and/or the conversation back to this turn's start", rewindTo);
+  button("Fork", "Go on in a branch of this session made before this turn", forkAt);
+  label.append(actions);
+  return label;
+}
+
+const sessionPath = () => `/api/sessions/${encodeURIComponent(sessionId)}`;
+
+async function showDiff(turn) {
+  const section = document.querySelector(`section.turn[data-turn="${turn}"]`);
+  const old = section && section.querySelector("pre.turn-diff");
+  if (old) {
+    old.remove();
+    return;
+  }
+  try {
+    const data = await api("GET", `${sessionPath()}/diff?turn=${turn}`);
+    const notes = [];
+    if (data.outside.length) notes.push("changed outside the agent: " + data.outside.join(", "));
+    if (data.unrestorable.length) notes.push("not in any snapshot: " + data.unrestorable.join(", "));
+    const box = el("pre", "turn-diff");
+    const text = [...notes, data.patch || `no file changed since turn ${turn} started`];
+    for (const line of text.join("\n").split("\n")) {
+      const kind = line.startsWith("+") ? "added" : line.startsWith("-") ? "removed" : "";
+      box.append(el("span", kind, line + "\n"));
+    }
+    (section || transcript()).querySelector(".turn-label").after(box);
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function rewindTo(turn) {
+  const what = prompt(
+    `Rewind to the start of turn ${turn}: code (the files), conversation (a branch), or both?`,
+    "both",
+  );
+  if (what === null) return;
+  const body = { turn, what: what.trim() || "both" };
+  let data;
+  try {
+    data = await api("POST", `${sessionPath()}/rewind`, body);
+  } catch (error) {
+    const outside = error.data && error.data.outside;
+    if (error.status !== 409 || !outside) return showError(error.message);
+    const sure = confirm(
+      "These files were changed outside the agent since that turn started and would be " +
+        "overwritten:\n" + outside.join("\n") + "\n\nOverwrite them?",
+    );
+    if (!sure) return;
+    try {
+      data = await api("POST", `${sessionPath()}/rewind`, { ...body, force: true });
+    } catch (again) {
+      return showError(again.message);
+    }
+  }
+  alert(data.lines.join("\n"));
+  if (data.branch) location.href = "/s/" + encodeURIComponent(data.branch);
+}
+
+async function forkAt(turn) {
+  try {
+    const data = await api("POST", `${sessionPath()}/fork`, { turn });
+    location.href = "/s/" + encodeURIComponent(data.id);
+  } catch (error) {
+    showError(error.message);
+  }
 }
 
 async function loadSession() {
