@@ -329,6 +329,9 @@ class Family:
             ended_at = await self.settle(child)
             reason = reason_of(child.outcome())
             requested = child.stop_requested or ended_at
+            # A worktree is decided once its child is disposed (its processes
+            # gone): by the call's end, or a background child's watcher.
+            kept = await child.worktree.closed() if child.worktree is not None else None
             entries.append(
                 StoppedAgent(
                     id=child.id,
@@ -336,6 +339,8 @@ class Family:
                     ended=reason.kind if reason is not None else "never-ran",
                     cause=reason.cause if isinstance(reason, Aborted) else None,
                     seconds=max(0.0, ended_at - requested),
+                    worktree=kept.path if kept is not None and kept.kept else None,
+                    branch=kept.branch if kept is not None and kept.kept else None,
                 )
             )
         return StopParts(agents=tuple(entries)) if entries else None

@@ -94,6 +94,7 @@ class Worktree:
         self.base = base
         """The tree of its files when it was created (``HEAD`` plus the parent's changes)."""
         self._closing: asyncio.Future[WorktreeOutcome] | None = None
+        self._closed = asyncio.Event()
 
     @property
     def outcome(self) -> WorktreeOutcome | None:
@@ -113,7 +114,19 @@ class Worktree:
             self._closing = asyncio.ensure_future(self._close())
         return await asyncio.shield(self._closing)
 
+    async def closed(self) -> WorktreeOutcome | None:
+        """Wait until its owner's :meth:`close` has finished (without closing it); the
+        outcome, or ``None`` when closing failed."""
+        await self._closed.wait()
+        return self.outcome
+
     async def _close(self) -> WorktreeOutcome:
+        try:
+            return await self._decide()
+        finally:
+            self._closed.set()
+
+    async def _decide(self) -> WorktreeOutcome:
         if not self.root.exists():
             return WorktreeOutcome(kept=False, path=str(self.root), branch=self.branch, diff="")
         now = await _tree_of(self.root)
