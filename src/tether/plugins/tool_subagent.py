@@ -49,10 +49,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from msgspec import Meta
@@ -74,8 +73,8 @@ from tether.agent import (
 )
 from tether.agent.events import AGENT_STOPPING, CANCEL_REQUESTED
 from tether.agent.registry import AGENTS
+from tether.agent.worktree import Isolation
 from tether.loop.hooks import TURN_ABORTING
-from tether.rewind.worktree import Worktree, WorktreeError, open_worktree
 from tether.runtime.schema import Schema
 from tether.session import (
     Aborted,
@@ -88,12 +87,11 @@ from tether.session import (
 )
 from tether.session.lineage import Delegation, Lineage
 from tether.session.model import ModelChoice, session_model
-from tether.session.store import new_session_id
-from tether.session.worktree import WorktreeCreated
 from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
+    from tether.rewind.worktree import Worktree
     from tether.runtime import Context
     from tether.session import Session
 
@@ -140,7 +138,7 @@ class TaskArgs(Schema, frozen=True):
         bool, Meta(description="return the task id at once; a notice tells when it is done")
     ] = False
     isolation: Annotated[
-        Literal["none", "worktree"],
+        Isolation,
         Meta(
             description="worktree: the child works in a git worktree of its own (this "
             "workspace's HEAD plus its uncommitted changes); its diff comes back"
@@ -205,8 +203,6 @@ class Child(msgspec.Struct, eq=False):
     background: bool
     prompt: TurnHandle | None = None
     """The turn handle of the task's prompt, once it was given."""
-    worktree: Worktree | None = None
-    """The git worktree the child owns (``isolation: worktree``)."""
 
     def outcome(self) -> TurnOutcome:
         """How the turn of the task's prompt ended (or that it never ran); the child is
@@ -223,6 +219,11 @@ class Child(msgspec.Struct, eq=False):
     @property
     def agent(self) -> Agent:
         return self.handle.agent
+
+    @property
+    def worktree(self) -> Worktree | None:
+        """The git worktree the child owns (``isolation: worktree``)."""
+        return self.handle.worktree
 
     @property
     def id(self) -> str:
@@ -400,17 +401,14 @@ class SubagentTools:
             tools=None if options.tools is None else tuple(options.tools),
         )
         admitted = False
-        worktree: Worktree | None = None
         self._creating += 1
         try:
             try:
-                session_id, cwd, worktree = await _workspace(parent, args.isolation)
                 handle = await parent.ctx.service(AGENTS).create(
-                    session_id,
-                    cwd=cwd,
+                    cwd=parent.session.header.cwd,
                     options=options,
                     lineage=Lineage(parent.id, 0, delegation),
-                    setup=None if worktree is None else _owning(worktree),
+                    isolation=args.isolation,
                 )
             finally:
                 self._creating -= 1
@@ -419,18 +417,14 @@ class SubagentTools:
                 await handle.dispose()
                 return ToolOutput("task not started: the turn was cancelled", is_error=True)
             child = Child(handle, exec.call_id, args.description, args.run_in_background)
-            child.worktree = worktree
             family.children[child.id] = child
             admitted = True
             return child
-        except (AgentError, WorktreeError) as exc:
+        except AgentError as exc:
             return ToolOutput(f"task not started: {exc}", is_error=True)
         finally:
             if not admitted:
                 family.slots -= 1
-                if worktree is not None:
-                    # Nothing of the child ran (or its disposal closed it already).
-                    await _closed(worktree)
 
     async def _foreground(self, family: Family, child: Child, exec: ToolExec) -> ToolOutput:
         settled = family.settle(child)
@@ -612,49 +606,6 @@ def _tools_of(label: str | None) -> tuple[str, ...] | None:
     except ValueError:
         return None
     return tuple(str(n) for n in names) if isinstance(names, list) else None
-
-
-async def _workspace(
-    parent: Agent, isolation: str
-) -> tuple[str | None, str | None, Worktree | None]:
-    """The child's session id, cwd and worktree: the parent's cwd and no worktree, or a
-    worktree of the parent's workspace named by the child's id (made before the child).
-
-    Raises:
-        WorktreeError: the worktree could not be made (no git, no repository).
-    """
-    cwd = parent.session.header.cwd
-    if isolation != "worktree":
-        return None, cwd, None
-    session_id = new_session_id()
-    worktree = await open_worktree(cwd or os.getcwd(), session_id)
-    return session_id, str(worktree.cwd), worktree
-
-
-def _owning(worktree: Worktree) -> Callable[[Agent], None]:
-    """The child's setup: its log names the worktree before it is published, and its
-    scope closes it — the last step of its teardown, after its processes were stopped."""
-
-    def setup(agent: Agent) -> None:
-        agent.session.append(
-            WorktreeCreated(
-                path=str(worktree.root),
-                branch=worktree.branch,
-                head=worktree.head,
-                base=worktree.base,
-            )
-        )
-        agent.ctx.defer(lambda: _closed(worktree), label=f"worktree {worktree.branch}")
-
-    return setup
-
-
-async def _closed(worktree: Worktree) -> None:
-    """Close ``worktree``; a git failure leaves it on disk and is logged."""
-    try:
-        await worktree.close()
-    except WorktreeError as exc:
-        log.warning("worktree %s left on disk: %s", worktree.root, exc)
 
 
 def _worktree_report(child: Child) -> str | None:
