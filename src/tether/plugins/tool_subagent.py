@@ -41,6 +41,14 @@ pass the check. A child runs in its parent's cwd with the parent's model
 and tools unless a **profile** (``profiles`` in settings: a system prompt,
 tools, a model) says otherwise; a profile can narrow the tools, never widen
 them past the parent's.
+
+**Isolation.** With ``isolation: worktree`` the child works in a git
+worktree it owns (:mod:`tether.agent.worktree`): its parent's ``HEAD`` plus
+the parent's uncommitted work, closed in the child's teardown after its
+processes stopped — removed when unchanged, kept otherwise. The call's
+result (or a background child's notice) ends with what became of it and the
+child's diff; the stop receipt names a kept one. Without git the call is
+refused in one line.
 """
 
 from __future__ import annotations
