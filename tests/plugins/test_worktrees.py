@@ -17,6 +17,8 @@ from tests.agent.world import World, calls, say
 from tests.plugins.test_tool_subagent import results, stored, subagent_world
 from tether.agent import UserMessage
 from tether.rewind.worktree import WORKTREES_DIR
+from tether.session import Event, Session
+from tether.session.store import SESSION_EVENT
 
 
 def git(repo: Path, *args: str) -> str:
@@ -154,3 +156,51 @@ async def test_worktree_isolation_without_git_is_refused_in_one_line(
     monkeypatch.setenv("PATH", str(nowhere))
     [content] = await delegate(world, repo, task("t1", "$ echo x > x.txt"))
     assert content == "task not started: worktree isolation needs git, and git is not installed"
+
+
+async def test_a_background_childs_notice_carries_its_worktree_and_diff(
+    world: World, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path)
+    parent = (await world.get("agents").create(cwd=str(repo))).agent
+    background = json.loads(task("t1", "$ echo bg >> a.txt")[2]) | {"run_in_background": True}
+    world.model.queue(calls(("t1", "task", json.dumps(background))), say("started"), say("noted"))
+    noticed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def on_event(session: Session, event: Event) -> None:
+        notice = event.type == "user/message" and event.data["source"] == "notice"
+        if notice and not noticed.done():
+            noticed.set_result(str(event.data["content"]))
+
+    parent.ctx.on(SESSION_EVENT, on_event)
+    parent.followup(UserMessage.text("delegate"))
+    notice = await asyncio.wait_for(noticed, 30)
+    [kept] = worktrees(repo)
+    assert f"[worktree kept: {kept} (branch tether/{kept.name})" in notice
+    assert "+bg" in notice
+
+
+async def test_disposing_a_parent_stops_its_background_child_and_its_receipt_names_the_worktree(
+    world: World, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path)
+    handle = await world.get("agents").create(cwd=str(repo))
+    parent = handle.agent
+    prompt = "$ echo bg >> a.txt; sleep 600"
+    background = json.loads(task("t1", prompt)[2]) | {"run_in_background": True}
+    world.model.queue(calls(("t1", "task", json.dumps(background))), say("started"))
+    parent.followup(UserMessage.text("delegate"))
+    await asyncio.wait_for(parent.when_idle(), 30)
+    for _ in range(600):
+        kept = worktrees(repo)
+        if kept and kept[0].joinpath("a.txt").read_text().endswith("bg\n"):
+            break
+        await asyncio.sleep(0.05)
+    [kept_path] = worktrees(repo)
+    await asyncio.wait_for(handle.dispose(), 30)
+    [receipt] = [e for e in stored(world, parent.id) if e["type"] == "tool/stopped"]
+    [child] = receipt["data"]["agents"]
+    assert (child["ended"], child["cause"]) == ("aborted", "parent")
+    assert child["worktree"] == str(kept_path)
+    assert child["branch"] == f"tether/{kept_path.name}"
+    assert kept_path.joinpath("a.txt").read_text().endswith("bg\n")
