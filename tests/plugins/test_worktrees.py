@@ -204,3 +204,24 @@ async def test_disposing_a_parent_stops_its_background_child_and_its_receipt_nam
     assert child["worktree"] == str(kept_path)
     assert child["branch"] == f"tether/{kept_path.name}"
     assert kept_path.joinpath("a.txt").read_text().endswith("bg\n")
+
+
+async def test_binary_changes_and_deletions_of_the_parent_are_in_the_childs_worktree(
+    world: World, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path)
+    blob = bytes(range(256)) * 4
+    (repo / "data.bin").write_bytes(blob)
+    (repo / "gone.txt").write_text("to delete\n")
+    git(repo, "add", "data.bin", "gone.txt")
+    git(repo, "commit", "-q", "-m", "binary")
+    changed = blob[::-1] + b"\x00tail"
+    (repo / "data.bin").write_bytes(changed)
+    (repo / "gone.txt").unlink()
+    [content] = await delegate(world, repo, task("t1", "$ echo seen > seen.txt"))
+    [kept] = worktrees(repo)
+    assert (kept / "data.bin").read_bytes() == changed
+    assert not (kept / "gone.txt").exists()
+    # The base holds the parent's work: the child's diff is its own file alone.
+    assert "+++ b/seen.txt" in content
+    assert "data.bin" not in content and "gone.txt" not in content

@@ -24,6 +24,7 @@ missing, the directory is not in a repository, the repository has no commit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -155,14 +156,43 @@ async def open_worktree(cwd: str, name: str) -> Worktree:
     root = (top / common if not common.is_absolute() else common).resolve() / WORKTREES_DIR / name
     branch = BRANCH_PREFIX + name
     await _git(top, "worktree", "add", "-q", "-b", branch, str(root), head)
+    try:
+        await _bring_over(top, root)
+        base = await _tree_of(root)
+    except BaseException as exc:
+        # Half made: it goes, with its branch, before the error is told.
+        with contextlib.suppress(WorktreeError):
+            await _git(top, "worktree", "remove", "--force", str(root))
+            await _git(top, "branch", "-D", branch)
+        if isinstance(exc, OSError):
+            raise WorktreeError(
+                f"worktree isolation: could not copy {exc.filename}: {exc.strerror}"
+            ) from None
+        raise
+    return Worktree(root=root, cwd=_same_place(cwd, top, root), branch=branch, head=head, base=base)
+
+
+async def _bring_over(top: Path, root: Path) -> None:
+    """Apply the uncommitted work of the repository at ``top`` to the worktree at ``root``:
+    its tracked changes (staged or not, binary included) and its untracked files that
+    git does not ignore.
+
+    Raises:
+        WorktreeError: git could not read or apply them.
+        OSError: an untracked file could not be copied.
+    """
     changes = await _git(top, "diff", "--binary", "--ignore-submodules", "HEAD")
     if changes.strip():
-        await _git(root, "apply", "--whitespace=nowarn", "-", input=changes.encode())
+        await _git(
+            root,
+            "apply",
+            "--whitespace=nowarn",
+            "-",
+            input=changes.encode(errors="surrogateescape"),
+        )
     untracked = await _git(top, "ls-files", "-z", "--others", "--exclude-standard")
     for relative in filter(None, untracked.split("\0")):
         _copy(top / relative, root / relative)
-    base = await _tree_of(root)
-    return Worktree(root=root, cwd=_same_place(cwd, top, root), branch=branch, head=head, base=base)
 
 
 def _same_place(cwd: str, top: Path, root: Path) -> Path:
