@@ -80,3 +80,18 @@ def test_ctrl_c_of_the_parent_kills_the_childs_processes_and_keeps_its_worktree(
     assert stopped["worktree"] == str(kept) and stopped["branch"] == f"tether/{kept.name}"
     shown = tether(home, "sessions", "show", parent).stdout
     assert f"its worktree is kept at {kept} (branch tether/{kept.name})" in shown
+
+
+def test_an_unchanged_childs_worktree_is_shown_removed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    home = tmp_path / "home"
+    done = tether(home, "run", "--mode", "auto", task("$ cat a.txt"), cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert not (repo / ".git" / WORKTREES_DIR).exists() or not any(
+        (repo / ".git" / WORKTREES_DIR).iterdir()
+    )
+    shown = tether(home, "sessions", "show", session_id(done.stderr)).stdout
+    [line] = [line for line in shown.splitlines() if "no changes; removed with branch" in line]
+    child = line.split("branch tether/", 1)[1].rstrip("]")
+    child_shown = tether(home, "sessions", "show", child).stdout
+    assert f"branch tether/{child}: removed)" in child_shown
