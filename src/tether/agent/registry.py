@@ -22,6 +22,7 @@ from tether.agent.types import Agent, AgentHandle, AgentOptions
 from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
+    from tether.agent.worktree import Isolation
     from tether.runtime import Context
     from tether.session.lineage import Lineage
 
@@ -150,6 +151,7 @@ class AgentsView:
         meta: Mapping[str, str] | None = None,
         lineage: Lineage | None = None,
         model: str | None = None,
+        isolation: Isolation = "none",
     ) -> AgentHandle:
         """Create and publish an agent with a new session; the caller's fiber co-owns it.
 
@@ -157,17 +159,39 @@ class AgentsView:
         their model. ``meta`` adds labels to the session's header (``model``,
         and ``tools`` when the options restrict them, are recorded there by the
         loop); ``lineage`` is the header's (a delegated child's, see
-        :mod:`tether.session.lineage`).
+        :mod:`tether.session.lineage`). ``isolation="worktree"`` makes the agent
+        work in a git worktree of ``cwd``'s repository that it owns
+        (:mod:`tether.agent.worktree`; ``handle.worktree``).
 
         Raises:
             AgentConflictError: ``session_id`` is live, is stored already (resume
                 it instead), or is being created or is open in another process
                 (of two processes creating one id, exactly one succeeds).
-            AgentCreateError: setup raised, or the caller is unloading; nothing
-                was published.
+            AgentCreateError: setup raised, or the caller is unloading, or the
+                worktree could not be made (no git, no repository); nothing was
+                published.
             AgentError: no agent loop is mounted.
         """
-        return await self._registry.factory().create(
+        factory = self._registry.factory()
+        if isolation == "worktree":
+            from tether.agent.worktree import create_isolated
+
+            async def create(name: str, where: str, owning: Setup) -> AgentHandle:
+                return await factory.create(
+                    self._caller,
+                    session_id=name,
+                    cwd=where,
+                    options=options,
+                    setup=owning,
+                    meta=meta,
+                    lineage=lineage,
+                    model=model,
+                )
+
+            return await create_isolated(create, session_id=session_id, cwd=cwd, setup=setup)
+        if isolation != "none":
+            raise ValueError(f"isolation must be 'none' or 'worktree', got {isolation!r}")
+        return await factory.create(
             self._caller,
             session_id=session_id,
             cwd=cwd,

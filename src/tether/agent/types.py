@@ -19,6 +19,7 @@ from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
     from tether.agent.turns import TurnHandle
+    from tether.rewind.worktree import Worktree
     from tether.runtime import Context
     from tether.session.log import Session
 
@@ -188,6 +189,9 @@ class AgentHandle(msgspec.Struct, frozen=True):
 
     agent: Agent
     dispose: Callable[[], Awaitable[None]]
+    worktree: Worktree | None = None
+    """The git worktree the agent owns, when it was created with ``isolation="worktree"``
+    (see :mod:`tether.agent.worktree`)."""
 
 
 class AgentOptions(msgspec.Struct, frozen=True):

@@ -261,7 +261,12 @@ def _took(seconds: float | None) -> str:
 def _child_line(entry: StoppedAgent) -> str:
     """The line of one child agent a stop reached."""
     ended = entry.ended if not entry.cause else f"{entry.ended} ({entry.cause})"
-    return f"stopped child agent {entry.id}: its turn ended {ended}{_took(entry.seconds)}"
+    kept = (
+        f"; its worktree is kept at {entry.worktree} (branch {entry.branch})"
+        if entry.worktree is not None
+        else ""
+    )
+    return f"stopped child agent {entry.id}: its turn ended {ended}{_took(entry.seconds)}{kept}"
 
 
 def _stopped_line(entry: Stopped) -> str:

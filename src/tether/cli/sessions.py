@@ -521,11 +521,27 @@ async def _show(persistence: Persistence, shown: Shown, args: argparse.Namespace
 
     session = await persistence.load(args.id)
     transcribed = transcript(session, thinking=args.thinking, shown=shown)
-    for line in (*branch_lines(session), *transcribed):
+    for line in (*branch_lines(session), *_worktree_lines(session), *transcribed):
         print(line)
     for line in await _delegated(persistence, session.id):
         print(line)
     await _say_if_live(persistence, session)
+
+
+def _worktree_lines(session: Session) -> list[str]:
+    """For ``sessions show``: the git worktree the session's agent owned (``task`` with
+    ``isolation: worktree``), and whether it is still on disk (kept: it had changes)."""
+    from tether.session.worktree import WorktreeCreated
+
+    lines = []
+    for event in session.events:
+        if isinstance(event.payload, WorktreeCreated):
+            worktree = event.payload
+            state = "kept" if os.path.isdir(worktree.path) else "removed"
+            lines.append(
+                f"(works in git worktree {worktree.path}, branch {worktree.branch}: {state})"
+            )
+    return lines
 
 
 async def sessions(args: argparse.Namespace) -> int:

@@ -41,6 +41,14 @@ pass the check. A child runs in its parent's cwd with the parent's model
 and tools unless a **profile** (``profiles`` in settings: a system prompt,
 tools, a model) says otherwise; a profile can narrow the tools, never widen
 them past the parent's.
+
+**Isolation.** With ``isolation: worktree`` the child works in a git
+worktree it owns (:mod:`tether.agent.worktree`): its parent's ``HEAD`` plus
+the parent's uncommitted work, closed in the child's teardown after its
+processes stopped — removed when unchanged, kept otherwise. The call's
+result (or a background child's notice) ends with what became of it and the
+child's diff; the stop receipt names a kept one. Without git the call is
+refused in one line.
 """
 
 from __future__ import annotations
@@ -73,6 +81,7 @@ from tether.agent import (
 )
 from tether.agent.events import AGENT_STOPPING, CANCEL_REQUESTED
 from tether.agent.registry import AGENTS
+from tether.agent.worktree import Isolation
 from tether.loop.hooks import TURN_ABORTING
 from tether.runtime.schema import Schema
 from tether.session import (
@@ -90,6 +99,7 @@ from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
+    from tether.rewind.worktree import Worktree
     from tether.runtime import Context
     from tether.session import Session
 
@@ -135,6 +145,13 @@ class TaskArgs(Schema, frozen=True):
     run_in_background: Annotated[
         bool, Meta(description="return the task id at once; a notice tells when it is done")
     ] = False
+    isolation: Annotated[
+        Isolation,
+        Meta(
+            description="worktree: the child works in a git worktree of its own (this "
+            "workspace's HEAD plus its uncommitted changes); its diff comes back"
+        ),
+    ] = "none"
 
 
 class TaskIdArgs(Schema, frozen=True):
@@ -210,6 +227,11 @@ class Child(msgspec.Struct, eq=False):
     @property
     def agent(self) -> Agent:
         return self.handle.agent
+
+    @property
+    def worktree(self) -> Worktree | None:
+        """The git worktree the child owns (``isolation: worktree``)."""
+        return self.handle.worktree
 
     @property
     def id(self) -> str:
@@ -316,6 +338,9 @@ class Family:
             ended_at = await self.settle(child)
             reason = reason_of(child.outcome())
             requested = child.stop_requested or ended_at
+            # A worktree is decided once its child is disposed (its processes
+            # gone): by the call's end, or a background child's watcher.
+            kept = await child.worktree.closed() if child.worktree is not None else None
             entries.append(
                 StoppedAgent(
                     id=child.id,
@@ -323,6 +348,8 @@ class Family:
                     ended=reason.kind if reason is not None else "never-ran",
                     cause=reason.cause if isinstance(reason, Aborted) else None,
                     seconds=max(0.0, ended_at - requested),
+                    worktree=kept.path if kept is not None and kept.kept else None,
+                    branch=kept.branch if kept is not None and kept.kept else None,
                 )
             )
         return StopParts(agents=tuple(entries)) if entries else None
@@ -389,6 +416,7 @@ class SubagentTools:
                     cwd=parent.session.header.cwd,
                     options=options,
                     lineage=Lineage(parent.id, 0, delegation),
+                    isolation=args.isolation,
                 )
             finally:
                 self._creating -= 1
@@ -420,7 +448,11 @@ class SubagentTools:
             ended = child.outcome()
         finally:
             await self._finish(family, child)
-        return _result(child.id, ended)
+        result = _result(child.id, ended)
+        kept = _worktree_report(child)
+        if kept is None:
+            return result
+        return ToolOutput(f"{result.content}\n{kept}", is_error=result.is_error)
 
     def _watch(self, family: Family, child: Child) -> None:
         """Watch a background child from the parent's scope: notice, then dispose, when done."""
@@ -430,9 +462,11 @@ class SubagentTools:
             await family.settle(child)
             reason = reason_of(child.outcome())
             await self._finish(family, child)
+            worktree = _worktree_report(child)
             notice = UserMessage.text(
                 f"background task {child.id} ({child.description}) finished: "
-                f"{describe_end(reason)}. Read its answer with task_output.",
+                f"{describe_end(reason)}. Read its answer with task_output."
+                + (f"\n{worktree}" if worktree is not None else ""),
                 source=NOTICE_SOURCE,
             )
             try:
@@ -580,6 +614,17 @@ def _tools_of(label: str | None) -> tuple[str, ...] | None:
     except ValueError:
         return None
     return tuple(str(n) for n in names) if isinstance(names, list) else None
+
+
+def _worktree_report(child: Child) -> str | None:
+    """What became of a disposed child's worktree, for its parent; ``None`` without one."""
+    worktree = child.worktree
+    if worktree is None:
+        return None
+    outcome = worktree.outcome
+    if outcome is None:
+        return f"[worktree {worktree.root} (branch {worktree.branch}) could not be closed]"
+    return outcome.describe()
 
 
 def _result(task_id: str, outcome: TurnOutcome) -> ToolOutput:

@@ -25,7 +25,10 @@ none, as in logs written before children existed)::
 
     {"turn": 2, "cause": "user", "stopped": [], "agents": [
       {"id": "20261201-…", "call_id": "call-4", "ended": "aborted",
-       "cause": "parent", "seconds": 0.003}]}
+       "cause": "parent", "seconds": 0.003,
+       "worktree": "/src/app/.git/tether-worktrees/20261201-…", "branch": "tether/20261201-…"}]}
+
+(``worktree`` and ``branch`` only for a child whose git worktree was kept.)
 
 One stop writes one receipt. What each plugin's stop reached comes back to
 the loop as :class:`StopParts` (from ``agent/turn-aborting`` for a turn,
@@ -87,16 +90,20 @@ class Stopped(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             )
 
 
-class StoppedAgent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class StoppedAgent(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One child agent a stop reached: its id (its session's id), the tool
     call that started it, how its turn ended (``ended``, with ``cause`` when
-    it was aborted) and the seconds from the stop to its end."""
+    it was aborted) and the seconds from the stop to its end; ``worktree`` and
+    ``branch`` name the git worktree it owned when it was kept (it had
+    changes), and are left out otherwise."""
 
     id: str
     call_id: str | None
     ended: str
     cause: str | None
     seconds: float | None
+    worktree: str | None = None
+    branch: str | None = None
 
     def __post_init__(self) -> None:
         where = f"{_TYPE} agent entry"
@@ -104,7 +111,7 @@ class StoppedAgent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise EventFormatError(f"{where}: {name} must be a non-empty string, got {value!r}")
-        for name in ("call_id", "cause"):
+        for name in ("call_id", "cause", "worktree", "branch"):
             if not isinstance(getattr(self, name), str | None):
                 raise EventFormatError(f"{where}: {name} must be a string or null")
         if self.seconds is not None:

@@ -34,6 +34,7 @@ from tether.session.settings import SETTINGS_PAYLOADS
 from tether.session.snapshot import WorkspaceSnapshot
 from tether.session.stored import StoredEvent
 from tether.session.vocabulary import BUILTIN_PAYLOADS
+from tether.session.worktree import WorktreeCreated
 
 __all__ = ["CORE_PAYLOADS", "DEFAULT_REGISTRY", "EventRegistry"]
 
@@ -47,6 +48,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     PromptCut,
     WorkspaceSnapshot,
     PermissionRuled,
+    WorktreeCreated,
     *SETTINGS_PAYLOADS,
 )
 """Every type tether writes: a new registry knows them all."""
