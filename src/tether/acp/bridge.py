@@ -9,8 +9,8 @@
 and ``session/load`` resumes one through ``ctx.agents.resume``; the bridge's
 fiber co-owns each agent, and the session's
 :class:`~tether.acp.record.SessionRecord` keeps the handle's ``dispose``.
-Creates and loads run in tasks the bridge owns, never in the SDK's request
-handler, so a handler the SDK cancels abandons nothing.
+Creates and loads run in tasks the bridge owns, never in the connection's request
+handler, so a handler the connection cancels abandons nothing.
 
 **Teardown.** A client disconnect and the plugin's own unload reach one
 memoized :meth:`Bridge.close`: the bridge's session host
