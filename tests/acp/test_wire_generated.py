@@ -65,3 +65,10 @@ def test_a_tagged_union_decodes_to_its_variant() -> None:
 def test_unset_optional_fields_stay_off_the_wire() -> None:
     encoded = msgspec.json.encode(wire.PromptResponse(stop_reason="end_turn"))
     assert json.loads(encoded) == {"stopReason": "end_turn"}
+
+
+def test_the_handshake_offers_the_protocol_version_of_the_schema() -> None:
+    """The handshake keeps its own constant (it must not import msgspec before it answers)."""
+    from tether.acp.handshake import PROTOCOL_VERSION
+
+    assert PROTOCOL_VERSION == wire.PROTOCOL_VERSION
