@@ -451,8 +451,8 @@ async def main(args: argparse.Namespace) -> None:
             bare, sdk = await interpreter_costs(args.spawns)
             print(f"spawn -> initialize answered: {ms(handshakes)}   (target <= 400 ms)")
             print(
-                f"    for scale: a bare interpreter starts in {ms(bare)}; the SDK's import, "
-                f"which happens after initialize is answered, takes {ms(sdk)}"
+                f"    for scale: a bare interpreter starts in {ms(bare)}; the SDK's import "
+                f"(which tether does not do) takes {ms(sdk)}"
             )
             print(f"spawn -> first session/new answered (tether booted): {ms(sessions)}")
             prompts = await prompt_latency(server, args.prompts, home / "prompts")
