@@ -1,8 +1,16 @@
 """``tether acp`` benchmarks: a real subprocess driven by the SDK's client side; prints its figures.
 
 Usage: python bench/bench_acp.py [--spawns N] [--prompts N] [--cancels N] [--sessions N]
-                                 [--backend jsonl|sqlite|postgres] [--only prompts|startup]
+                                 [--backend jsonl|sqlite|postgres]
+                                 [--only prompts|startup|sessions|first-session]
                                  [--prices] [--vs SRC] [--rounds N]
+
+``--only first-session`` spawns ``tether acp`` and a bare agent on the official
+SDK (``bench/acp_bare_agent.py``) in turn, ``--spawns`` times each, and prints
+for each spawn → ``initialize`` answered and spawn → first ``session/new``
+answered (median and range), and the ratio of the medians. ``--only sessions``
+prints the time of ``session/new`` requests sent one after the other
+(``--sessions`` of them) to one process.
 
 ``--only startup`` prints the spawn figures alone; with ``--vs SRC`` (the
 ``src`` directory of another checkout) its spawns alternate with this
@@ -16,6 +24,8 @@ The model is an OpenAI-compatible adapter talking to the project's fake
 server (``tests/adapters/fake_server.py``) on loopback, in this process.
 
 Targets (from the ACP issue): spawn → ``initialize`` answered <= 400 ms;
+spawn → first ``session/new`` answered <= 250 ms and <= 0.55x the bare SDK agent's;
+``session/new`` in a row <= 3 ms median;
 per-prompt latency in one session <= 5 ms median, <= 15 ms p95 (and, with
 ``usage_update`` after every answer, <= 1.1x of what it was without; the fake
 model reports usage, and ``--prices`` gives it a context window and prices
@@ -110,27 +120,36 @@ def overlay(server: FakeServer, directory: Path) -> Path:
     return path
 
 
+BYTECODE = tempfile.mkdtemp(prefix="bench-acp-pycache-")
+"""Where the spawned processes keep their compiled modules (``PYTHONPYCACHEPREFIX``).
+
+An installed tether, like the SDK in site-packages, starts from compiled bytecode; a
+process started with ``PYTHONDONTWRITEBYTECODE`` from a source tree would compile every
+module at every start instead. The spawned processes write their bytecode here, outside
+the tree, and the first spawn of each kind (a warm-up, not counted) fills it."""
+
+BARE_AGENT = ROOT / "bench" / "acp_bare_agent.py"
+"""The reference agent of ``--only first-session``."""
+
+
 @asynccontextmanager
 async def spawned(
-    server: FakeServer, home: Path
+    server: FakeServer, home: Path, *, bare: bool = False
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, Any, Client, float]]:
-    """A ``tether acp`` process, initialized; yields it with the spawn → initialize time."""
+    """A ``tether acp`` process (the bare SDK agent when ``bare``), initialized; yields it
+    with the spawn → initialize time."""
     config = overlay(server, home)
-    env = {**os.environ, "TETHER_HOME": str(home)}
+    env = {**os.environ, "TETHER_HOME": str(home), "PYTHONPYCACHEPREFIX": BYTECODE}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if SOURCE["pythonpath"] is not None:
         env["PYTHONPATH"] = SOURCE["pythonpath"]
+    tether = ["-m", "tether.cli.main", "--config", str(config), "acp"]
+    command = [str(BARE_AGENT)] if bare else [*tether, "--model", "openai-compatible:bench"]
+    command += [] if bare else ["--mode", "auto"]
     start = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "tether.cli.main",
-        "--config",
-        str(config),
-        "acp",
-        "--model",
-        "openai-compatible:bench",
-        "--mode",
-        "auto",
+        *command,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env=env,
@@ -200,6 +219,54 @@ async def spawn_to_initialize(server: FakeServer, spawns: int) -> tuple[list[flo
                 await conn.new_session(cwd=home, mcp_servers=[])
                 sessions.append(time.perf_counter() - start)
     return handshakes, sessions
+
+
+async def first_session(server: FakeServer, bare: bool) -> tuple[float, float]:
+    """One spawn: spawn → ``initialize`` answered, spawn → first ``session/new`` answered."""
+    with tempfile.TemporaryDirectory() as home:
+        start = time.perf_counter()
+        async with spawned(server, Path(home), bare=bare) as (_process, conn, _client, ready):
+            await conn.new_session(cwd=home, mcp_servers=[])
+            return ready, time.perf_counter() - start
+
+
+def spread(seconds: list[float]) -> str:
+    return (
+        f"median {statistics.median(seconds) * 1000:.1f} ms "
+        f"(range {min(seconds) * 1000:.1f}-{max(seconds) * 1000:.1f})"
+    )
+
+
+async def compare_first_session(server: FakeServer, spawns: int) -> None:
+    """``tether acp`` against the bare SDK agent, their spawns interleaved."""
+    figures: dict[str, tuple[list[float], list[float]]] = {"tether": ([], []), "bare SDK": ([], [])}
+    for name in figures:  # the warm-up: compiled bytecode, page cache
+        await first_session(server, bare=name == "bare SDK")
+    for _ in range(spawns):
+        for name in figures:
+            ready, session = await first_session(server, bare=name == "bare SDK")
+            figures[name][0].append(ready)
+            figures[name][1].append(session)
+    for name, (handshakes, sessions) in figures.items():
+        print(f"{name}: spawn -> initialize answered: {spread(handshakes)}")
+        print(f"{name}: spawn -> first session/new answered: {spread(sessions)}")
+    ours, bare = (statistics.median(figures[name][1]) for name in figures)
+    print(
+        f"first session, tether / bare SDK agent (medians, {spawns} spawns each): "
+        f"{ours / bare:.2f}x   (targets: <= 250 ms, <= 0.55x)"
+    )
+
+
+async def sessions_in_a_row(server: FakeServer, count: int, home: Path) -> list[float]:
+    """``session/new`` answered, one request after the other, in one process."""
+    async with spawned(server, home) as (_process, conn, _client, _ready):
+        await conn.new_session(cwd=str(home), mcp_servers=[])
+        latencies = []
+        for _ in range(count):
+            start = time.perf_counter()
+            await conn.new_session(cwd=str(home), mcp_servers=[])
+            latencies.append(time.perf_counter() - start)
+        return latencies
 
 
 async def interpreter_costs(runs: int) -> tuple[list[float], list[float]]:
@@ -352,6 +419,16 @@ async def main(args: argparse.Namespace) -> None:
     async with FakeServer() as server:
         with tempfile.TemporaryDirectory() as directory:
             home = Path(directory)
+            if args.only == "first-session":
+                await compare_first_session(server, args.spawns)
+                return
+            if args.only == "sessions":
+                latencies = await sessions_in_a_row(server, args.sessions, home / "sessions")
+                print(
+                    f"session/new in a row ({args.sessions}, {args.backend}): {ms(latencies)}"
+                    "   (target: median <= 3 ms)"
+                )
+                return
             if args.only == "startup":
                 if args.vs is not None:
                     await compare_startup(server, args.spawns, args.vs)
@@ -374,8 +451,8 @@ async def main(args: argparse.Namespace) -> None:
             bare, sdk = await interpreter_costs(args.spawns)
             print(f"spawn -> initialize answered: {ms(handshakes)}   (target <= 400 ms)")
             print(
-                f"    for scale: a bare interpreter starts in {ms(bare)}; the SDK's import, "
-                f"which happens after initialize is answered, takes {ms(sdk)}"
+                f"    for scale: a bare interpreter starts in {ms(bare)}; the SDK's import "
+                f"(which tether does not do) takes {ms(sdk)}"
             )
             print(f"spawn -> first session/new answered (tether booted): {ms(sessions)}")
             prompts = await prompt_latency(server, args.prompts, home / "prompts")
@@ -404,7 +481,9 @@ if __name__ == "__main__":
     parser.add_argument("--exits", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--backend", choices=("jsonl", "sqlite", "postgres"), default="jsonl")
-    parser.add_argument("--only", choices=("prompts", "startup"), default=None)
+    parser.add_argument(
+        "--only", choices=("prompts", "startup", "sessions", "first-session"), default=None
+    )
     parser.add_argument(
         "--vs", default=None, help="with --only startup or prompts: another tree's src"
     )

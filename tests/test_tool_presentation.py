@@ -205,7 +205,17 @@ def _decisions_by_name(path: Path) -> list[str]:
     """Comparisons of a name-like value with a built-in tool's name, and collections of
     two or more built-in tool names (a table by tool name)."""
     found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    # ``Literal["read", "edit", ...]`` is a type listing a protocol's values (ACP's
+    # tool kinds), not a table keyed by tool name.
+    literals = {
+        id(node.slice)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Literal"
+    }
+    for node in ast.walk(tree):
+        if id(node) in literals:
+            continue
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             # A tool's name as a literal, or as a plugin's constant for it (``TASK_TOOL``).

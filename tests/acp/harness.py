@@ -156,6 +156,9 @@ class AcpProcess:
     stderr_path: Path
     ledger_path: Path
     frames: list[dict[str, Any]] = field(default_factory=list)
+    """Every frame the server sent, in order."""
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    """Every frame the client sent the server through the SDK, in order."""
 
     async def new_session(self, cwd: Path | None = None) -> str:
         response = await self.conn.new_session(cwd=str(cwd or self.home), mcp_servers=[])
@@ -285,6 +288,8 @@ async def serving(
         if event.direction is StreamDirection.INCOMING:
             server.frames.append(event.message)
             client._changed.set()
+        else:
+            server.sent.append(event.message)
 
     server.conn = connect_to_agent(client, process.stdin, process.stdout, observers=[observe])
     try:

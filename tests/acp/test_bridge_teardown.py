@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
 from tether.acp import bridge as bridge_plugin
 from tether.acp.bridge import ACP, CLOSED, Bridge
 from tether.acp.errors import BridgeClosedError
+from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from tether.agent import AgentsView, UserMessage
 from tether.host import Tether
 from tether.runtime import Fiber

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
 from tests.long_logs import Decodes, store_long_session
 from tether.acp import bridge as bridge_plugin
 from tether.acp import record as record_module
 from tether.acp.bridge import ACP, Bridge
+from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from tether.host import Tether
 from tether.session.packed import _RUN
 

@@ -5,13 +5,15 @@
 * :mod:`tether.acp.prompts` — the stop reason a prompt's turn handle answers it with;
 * :mod:`tether.acp.asking` — ``session/request_permission``, failing closed;
 * :mod:`tether.acp.errors` — the bridge's errors;
-* :mod:`tether.acp.server` — the SDK ``Agent`` implementation over the bridge;
+* :mod:`tether.acp.server` — the agent side of ACP over the bridge;
+* :mod:`tether.acp.rpc` — JSON-RPC: dispatch to the server, requests to the client;
+* :mod:`tether.acp.wire` — the wire types, generated from the official ACP schema;
 * :mod:`tether.acp.updates` — session events as ``session/update`` payloads;
 * :mod:`tether.acp.replay` — ``session/load``'s replay of a stored session;
 * :mod:`tether.acp.content` — prompt content blocks as a user message;
 * :mod:`tether.acp.permissions` — modes and ``session/request_permission``;
 * :mod:`tether.acp.transport`, :mod:`tether.acp.stdio` — frames on stdio;
-* :mod:`tether.acp.gate` — strict JSON-RPC checks before a frame reaches the SDK.
+* :mod:`tether.acp.gate` — strict JSON-RPC checks before a frame is dispatched.
 
 The ``tether acp`` command itself is :mod:`tether.cli.acp`.
 

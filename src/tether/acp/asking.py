@@ -16,9 +16,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from acp.schema import AllowedOutcome, PermissionOption
-
 from tether.acp.permissions import ALLOW_ALWAYS, ALLOW_ONCE, options_for
+from tether.acp.wire import PermissionOption, SelectedRequestPermissionOutcome
 from tether.front.asking import Answer
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ async def present_to_client(link: ClientLink, record: SessionRecord, question: Q
             )
         return Answer.REJECT
     outcome = response.outcome
-    if not isinstance(outcome, AllowedOutcome):
+    if not isinstance(outcome, SelectedRequestPermissionOutcome):
         return Answer.REJECT
     if outcome.option_id == ALLOW_ALWAYS and always.rules:
         return Answer.ALWAYS

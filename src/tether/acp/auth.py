@@ -81,7 +81,7 @@ class ModelAuth:
 
     def advertise(self, client_capabilities: object) -> tuple[dict[str, object], ...]:
         """The ``authMethods`` of the ``initialize`` answer to a client with
-        ``client_capabilities`` (wire JSON or the SDK's model); ``authenticate``
+        ``client_capabilities`` (wire JSON or its wire type); ``authenticate``
         accepts the ids of the methods advertised so far."""
         methods = [self._env_method]
         if terminal_auth_supported(client_capabilities):
@@ -157,8 +157,10 @@ def model_auth(model: str | None, env: Mapping[str, str]) -> ModelAuth:
 
 def terminal_auth_supported(client_capabilities: object) -> bool:
     """Whether a client runs ``terminal`` methods: its ``clientCapabilities.auth.terminal``."""
-    if hasattr(client_capabilities, "model_dump"):
-        client_capabilities = client_capabilities.model_dump(by_alias=True)
+    import msgspec
+
+    if isinstance(client_capabilities, msgspec.Struct):
+        client_capabilities = msgspec.to_builtins(client_capabilities)
     auth = client_capabilities.get("auth") if isinstance(client_capabilities, dict) else None
     return isinstance(auth, dict) and auth.get("terminal") is True
 

@@ -9,8 +9,8 @@
 and ``session/load`` resumes one through ``ctx.agents.resume``; the bridge's
 fiber co-owns each agent, and the session's
 :class:`~tether.acp.record.SessionRecord` keeps the handle's ``dispose``.
-Creates and loads run in tasks the bridge owns, never in the SDK's request
-handler, so a handler the SDK cancels abandons nothing.
+Creates and loads run in tasks the bridge owns, never in the connection's request
+handler, so a handler the connection cancels abandons nothing.
 
 **Teardown.** A client disconnect and the plugin's own unload reach one
 memoized :meth:`Bridge.close`: the bridge's session host
@@ -57,9 +57,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta
 
 from tether.acp.asking import present_to_client
 from tether.acp.commands import available_commands, builtin_commands, rewind_commands
@@ -98,6 +98,7 @@ from tether.persist.backends.errors import storage_failure
 from tether.persist.backends.lease import taken_over
 from tether.persist.service import PERSISTENCE
 from tether.runtime.keys import Notice, ServiceKey
+from tether.runtime.schema import Schema
 from tether.session import (
     Event,
     Session,
@@ -124,15 +125,13 @@ ACP = ServiceKey["Bridge"]("acp")
 """``ctx.acp``: the bridge (bound to one client connection at a time)."""
 
 
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Config(Schema, frozen=True):
     mode: Mode = Mode.ASK
     """The permission mode new sessions start in."""
     title_model: str | None = None
     """The model that names sessions after their first prompt (``None``: the prompt
     names them; see :mod:`tether.acp.titles`)."""
-    permission_timeout: float = Field(default=600.0, gt=0)
+    permission_timeout: Annotated[float, Meta(gt=0)] = 600.0
     """Seconds a permission question may stay unanswered; then it is a rejection."""
     terminal: Literal["local", "client"] = "local"
     """Where foreground ``bash`` commands run: locally, or in the client's terminals

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from acp.schema import (
-    EmbeddedResourceContentBlock,
+import msgspec
+
+from tether.acp.updates import CLIENT_SOURCE
+from tether.acp.wire import (
     ImageContentBlock,
     ResourceContentBlock,
+    ResourceLinkContentBlock,
     TextContentBlock,
     TextResourceContents,
 )
-
-from tether.acp.updates import CLIENT_SOURCE
 from tether.agent import UserMessage
 from tether.content import ImageRef, TextBlock, embedded_resource
 
@@ -48,20 +49,36 @@ def to_message(blocks: Sequence[object], *, images: bool) -> UserMessage:
     for index, block in enumerate(blocks):
         if isinstance(block, TextContentBlock):
             content.append(TextBlock(block.text))
-        elif isinstance(block, ResourceContentBlock):
+        elif isinstance(block, ResourceLinkContentBlock):
             content.append(TextBlock(f"[@{block.name}]({block.uri})"))
-        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
-            block.resource, TextResourceContents
-        ):
-            content.append(embedded_resource(block.resource.uri, block.resource.text))
+        elif isinstance(block, ResourceContentBlock) and (text := _text_resource(block)):
+            content.append(embedded_resource(text.uri, text.text))
         elif isinstance(block, ImageContentBlock) and images:
             url = f"data:{block.mime_type};base64,{block.data}"
             content.append(ImageRef(url, block.mime_type))
         else:
-            kind = getattr(block, "type", type(block).__name__)
+            kind = (
+                block.__struct_config__.tag
+                if isinstance(block, msgspec.Struct)
+                else type(block).__name__
+            )
             raise UnsupportedContentError(
                 f"prompt block #{index + 1}: {kind!r} content is not supported here"
             )
     if not content:
         raise UnsupportedContentError("the prompt is empty")
     return UserMessage(tuple(content), source=CLIENT_SOURCE)
+
+
+def _text_resource(block: ResourceContentBlock) -> TextResourceContents | None:
+    """The text an embedded resource holds (``None`` for a blob).
+
+    The schema's resource is an untagged union of text and blob contents, which the
+    wire type leaves as its JSON object; it is a text resource when it has a ``text``.
+    """
+    if "text" not in block.resource:
+        return None
+    try:
+        return msgspec.convert(block.resource, TextResourceContents)
+    except msgspec.ValidationError:
+        return None

@@ -48,9 +48,9 @@ class ClientFeatures(msgspec.Struct, frozen=True):
 
     @classmethod
     def parse(cls, capabilities: object) -> ClientFeatures:
-        """Read ``clientCapabilities`` (wire JSON or the SDK's model); anything malformed is off."""
-        if hasattr(capabilities, "model_dump"):
-            capabilities = capabilities.model_dump(by_alias=True)
+        """Read ``clientCapabilities`` (wire JSON or its wire type); anything malformed is off."""
+        if isinstance(capabilities, msgspec.Struct):
+            capabilities = msgspec.to_builtins(capabilities)
         if not isinstance(capabilities, dict):
             return cls()
         fs = capabilities.get("fs")

@@ -1,13 +1,13 @@
-"""The JSON-RPC rules the SDK's dispatcher does not keep, kept between it and the transport.
+"""The JSON-RPC rules kept between the transport and the dispatcher.
 
-:class:`RpcGate` is the ``Transport`` the SDK's connection reads from; it
+:class:`RpcGate` is the transport the connection (:mod:`tether.acp.rpc`) reads from; it
 wraps a :class:`~tether.acp.transport.FrameTransport` (which has already
-answered every frame that is not JSON-RPC at all) and settles, before the SDK
-sees a frame, what the SDK would get wrong:
+answered every frame that is not JSON-RPC at all) and settles, before the
+dispatcher sees a frame, what a plain dispatcher would get wrong:
 
 * **A request sent as a notification** (a method tether answers, but no
   ``id``) cannot be answered; it is dropped and logged once per method, as a
-  warning without a traceback (the SDK would log a traceback for each).
+  warning without a traceback (a plain dispatcher would log a traceback for each).
 * **An unknown notification** is dropped and logged once per method.
 * **A notification with bad params** (``session/cancel`` whose ``sessionId``
   is not a string) is dropped and logged once.
@@ -19,12 +19,12 @@ sees a frame, what the SDK would get wrong:
   method, a request already answered, no request at all — is ignored
   quietly. Sent with an ``id``, it is answered with a ``null`` result.
 * **Malformed ``mcpServers``** in ``session/new`` or ``session/load`` get
-  ``-32602`` naming the entry and field (the SDK would drop a malformed
+  ``-32602`` naming the entry and field (a lenient decoder would drop a malformed
   entry silently, and the session would start without that server).
 * **An id already in use** by a request still in progress gets ``-32600``:
   every answer must name exactly one request, and a cancel exactly one prompt.
 
-Order is kept: frames reach the SDK in the order they arrived, and a frame the
+Order is kept: frames reach the dispatcher in the order they arrived, and a frame the
 gate answers itself is answered at once, in that order.
 """
 
@@ -91,7 +91,7 @@ def _key(frame_id: object) -> tuple[str, object]:
 
 
 class RpcGate:
-    """The SDK's transport: :class:`FrameTransport` plus the rules above."""
+    """The connection's transport: :class:`FrameTransport` plus the rules above."""
 
     def __init__(self, transport: FrameTransport, cancel_prompt: CancelPrompt) -> None:
         self._transport = transport
@@ -101,7 +101,7 @@ class RpcGate:
         self._warned: set[str] = set()
 
     async def receive(self) -> dict[str, Any] | None:
-        """The next frame the SDK should dispatch, or ``None`` at end of input."""
+        """The next frame to dispatch, or ``None`` at end of input."""
         while True:
             frame = await self._transport.receive()
             if frame is None:
@@ -121,7 +121,7 @@ class RpcGate:
     # -- the rules -------------------------------------------------------------------
 
     def _admit(self, frame: dict[str, Any]) -> bool:
-        """Whether ``frame`` goes on to the SDK (else the gate has dealt with it)."""
+        """Whether ``frame`` goes on to the dispatcher (else the gate has dealt with it)."""
         method = frame.get("method")
         if method is None:
             return True  # a response to one of the server's requests

@@ -1,9 +1,8 @@
-"""``initialize``, answered before the SDK is imported.
+"""``initialize``, answered before anything heavy is imported.
 
-The SDK's import (its protocol schema) dominates the start of ``tether acp``.
 An editor waits for the answer to ``initialize`` before it shows the agent,
 so the command answers that first request itself — from this module, which
-imports nothing heavy — and imports the SDK and boots tether right after.
+imports nothing heavy — and imports the connection and boots tether right after.
 :class:`~tether.acp.server.AcpServer` answers a later ``initialize`` from the
 same :func:`initialize_result`, so there is one definition of what tether
 offers.
@@ -18,7 +17,7 @@ from tether import __version__
 from tether.acp.steering import ADVERTISED
 
 PROTOCOL_VERSION = 1
-"""The latest ACP protocol version tether speaks (a test pins it to the SDK's)."""
+"""The latest ACP protocol version tether speaks (a test pins it to the schema's)."""
 
 SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})
 
@@ -69,7 +68,7 @@ def early_initialize(
     """The response frame to ``frame`` if it is a well-formed ``initialize``, else ``None``.
 
     Anything else (another method, a notification, bad params) is left to the
-    SDK, which answers it with the right error.
+    connection (:mod:`tether.acp.rpc`), which answers it with the right error.
     """
     if frame.get("method") != "initialize" or "id" not in frame:
         return None

@@ -22,8 +22,7 @@ outside the workspace): that one is always asked, with no "allow always".
 
 from __future__ import annotations
 
-from acp.schema import PermissionOptionKind
-
+from tether.acp.wire import PermissionOptionKind
 from tether.front.always import Always
 from tether.front.asking import PERMISSION_REQUEST, PermissionDecision
 from tether.tools.permission import UNASKED_TOOLS, Mode

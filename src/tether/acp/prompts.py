@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import msgspec
-from acp.schema import StopReason
 
+from tether.acp.wire import StopReason
 from tether.agent import NeverRan, TurnOutcome
 from tether.loop.turn import step_limit_reached
 from tether.session import Aborted, Blocked, Completed, Errored, MaxTokens

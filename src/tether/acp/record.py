@@ -20,8 +20,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
-
 from tether.acp.delegation import ChildProgress
 from tether.acp.editor_files import ClientFeatures
 from tether.acp.errors import BridgeClosedError, PromptInFlightError
@@ -30,6 +28,7 @@ from tether.acp.prompts import Outcome, outcome_of
 from tether.acp.replay import replay
 from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update, stored_preview
 from tether.acp.usage import UsageMeter
+from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from tether.agent import (
     Agent,
     AgentDisposedError,

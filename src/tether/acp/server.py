@@ -1,25 +1,25 @@
-"""The ACP server: the SDK's ``Agent`` interface over a :class:`~tether.acp.bridge.Bridge`.
+"""The ACP server: the agent side of ACP over a :class:`~tether.acp.bridge.Bridge`.
 
 It checks what the client sends, turns bridge errors into specific JSON-RPC
 errors, and is the bridge's :class:`~tether.acp.record.ClientLink`: updates
 are written to the transport synchronously, in the order the session's
 events happened.
 
-Arguments are untrusted. The SDK merges a request's ``_meta`` keys into the
-handler's keyword arguments, where they would override the real parameters
-unvalidated; the transport drops ``_meta`` before the SDK sees a frame
-(:mod:`tether.acp.transport`), handlers swallow unknown names (``**_meta``),
-and the values they use are checked here again.
+Arguments are untrusted. :mod:`tether.acp.rpc` checks a request's params
+against its generated wire type (:mod:`tether.acp.wire`) and passes the
+fields as keyword arguments; the transport drops ``_meta`` before that
+(:mod:`tether.acp.transport`), handlers swallow names they do not use
+(``**_meta``), and the values they use are checked here again.
 
 The bridge comes from a :class:`BridgeSource`, which boots tether on demand:
 ``initialize`` is answered at once and starts the boot, so a client's
 handshake never waits for the harness. Session methods wait for the boot.
 
 A prompt handler queues the prompt before its first suspension (when the
-bridge is up), and the SDK starts one handler task per incoming frame in
+bridge is up), and the connection starts one handler task per incoming frame in
 arrival order, so a ``session/cancel`` sent after a ``session/prompt`` always
 finds the prompt queued. The turn runs in the agent's own task; the handler
-only awaits its outcome, so the SDK cancelling a handler never stops a turn.
+only awaits its outcome, so the connection cancelling a handler never stops a turn.
 """
 
 from __future__ import annotations
@@ -31,30 +31,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol
 
-from acp.exceptions import RequestError
-from acp.interfaces import Client
-from acp.schema import (
-    AuthenticateResponse,
-    CloseSessionResponse,
-    ForkSessionResponse,
-    InitializeResponse,
-    ListSessionsResponse,
-    LoadSessionResponse,
-    NewSessionResponse,
-    PermissionOption,
-    PromptResponse,
-    RequestPermissionResponse,
-    ResumeSessionResponse,
-    SessionInfo,
-    SessionMode,
-    SessionModeState,
-    SetSessionConfigOptionResponse,
-    SetSessionModeResponse,
-    ToolCallUpdate,
-)
+import msgspec
 
+from tether.acp import wire
 from tether.acp.handshake import initialize_result, valid_protocol_version
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
+from tether.acp.rpc import AgentConnection, RequestError
 from tether.acp.transport import INVALID_REQUEST, FrameTransport
 
 if TYPE_CHECKING:
@@ -103,7 +85,7 @@ class BridgeSource(Protocol):
 
 
 class AcpServer:
-    """The ``Agent`` the SDK dispatches to; one per connection."""
+    """The handlers :class:`~tether.acp.rpc.AgentConnection` dispatches to; one per connection."""
 
     def __init__(
         self,
@@ -122,11 +104,11 @@ class AcpServer:
         self._transport = transport
         self._images = images
         self._features = ClientFeatures.parse(client_capabilities)
-        self._client: Client | None = None
+        self._client: AgentConnection | None = None
         self._bound: Bridge | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
 
-    def on_connect(self, conn: Client) -> None:
+    def on_connect(self, conn: AgentConnection) -> None:
         self._client = conn
 
     async def settle(self, grace: float) -> None:
@@ -146,12 +128,18 @@ class AcpServer:
             await self._transport.drain()
 
     async def request_permission(
-        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
-    ) -> RequestPermissionResponse:
-        if self._client is None:
-            raise ConnectionError("no client is connected")
-        return await self._client.request_permission(
+        self,
+        session_id: str,
+        tool_call: wire.ToolCallUpdate,
+        options: list[wire.PermissionOption],
+    ) -> wire.RequestPermissionResponse:
+        request = wire.RequestPermissionRequest(
             session_id=session_id, tool_call=tool_call, options=options
+        )
+        return await self._connected().request(
+            wire.CLIENT_METHODS["session_request_permission"],
+            request,
+            wire.RequestPermissionResponse,
         )
 
     @property
@@ -159,50 +147,63 @@ class AcpServer:
         return self._features
 
     async def read_text_file(self, session_id: str, path: str) -> str:
-        response = await self._connected().read_text_file(session_id=session_id, path=path)
+        request = wire.ReadTextFileRequest(session_id=session_id, path=path)
+        response = await self._connected().request(
+            wire.CLIENT_METHODS["fs_read_text_file"], request, wire.ReadTextFileResponse
+        )
         return response.content
 
     async def write_text_file(self, session_id: str, path: str, content: str) -> None:
-        await self._connected().write_text_file(session_id=session_id, path=path, content=content)
+        request = wire.WriteTextFileRequest(session_id=session_id, path=path, content=content)
+        await self._connected().request(wire.CLIENT_METHODS["fs_write_text_file"], request)
 
     async def create_terminal(
         self, session_id: str, command: str, args: list[str], cwd: str, output_byte_limit: int
     ) -> str:
-        response = await self._connected().create_terminal(
+        request = wire.CreateTerminalRequest(
             session_id=session_id,
             command=command,
             args=args,
             cwd=cwd,
             output_byte_limit=output_byte_limit,
         )
+        response = await self._connected().request(
+            wire.CLIENT_METHODS["terminal_create"], request, wire.CreateTerminalResponse
+        )
         return response.terminal_id
 
     async def wait_for_terminal_exit(
         self, session_id: str, terminal_id: str
     ) -> tuple[int | None, str | None]:
-        response = await self._connected().wait_for_terminal_exit(
-            session_id=session_id, terminal_id=terminal_id
+        request = wire.WaitForTerminalExitRequest(session_id=session_id, terminal_id=terminal_id)
+        response = await self._connected().request(
+            wire.CLIENT_METHODS["terminal_wait_for_exit"],
+            request,
+            wire.WaitForTerminalExitResponse,
         )
         return response.exit_code, response.signal
 
     async def terminal_output(self, session_id: str, terminal_id: str) -> tuple[str, bool]:
-        response = await self._connected().terminal_output(
-            session_id=session_id, terminal_id=terminal_id
+        request = wire.TerminalOutputRequest(session_id=session_id, terminal_id=terminal_id)
+        response = await self._connected().request(
+            wire.CLIENT_METHODS["terminal_output"], request, wire.TerminalOutputResponse
         )
         return response.output, response.truncated
 
     async def kill_terminal(self, session_id: str, terminal_id: str) -> None:
-        await self._connected().kill_terminal(session_id=session_id, terminal_id=terminal_id)
+        request = wire.KillTerminalRequest(session_id=session_id, terminal_id=terminal_id)
+        await self._connected().request(wire.CLIENT_METHODS["terminal_kill"], request)
 
     async def release_terminal(self, session_id: str, terminal_id: str) -> None:
-        await self._connected().release_terminal(session_id=session_id, terminal_id=terminal_id)
+        request = wire.ReleaseTerminalRequest(session_id=session_id, terminal_id=terminal_id)
+        await self._connected().request(wire.CLIENT_METHODS["terminal_release"], request)
 
-    def _connected(self) -> Client:
+    def _connected(self) -> AgentConnection:
         if self._client is None:
             raise ConnectionError("no client is connected")
         return self._client
 
-    # -- the Agent interface ----------------------------------------------------------
+    # -- the agent's methods -----------------------------------------------------------
 
     async def initialize(
         self,
@@ -210,7 +211,7 @@ class AcpServer:
         client_capabilities: object = None,
         client_info: object = None,
         **_meta: object,
-    ) -> InitializeResponse:
+    ) -> dict[str, object]:
         if not valid_protocol_version(protocol_version):
             raise _invalid("protocolVersion must be an integer from 0 to 65535")
         from tether.acp.editor_files import ClientFeatures
@@ -223,9 +224,9 @@ class AcpServer:
         result = initialize_result(
             images=self._images, requested=protocol_version, auth_methods=methods
         )
-        return InitializeResponse.model_validate(result)
+        return result
 
-    async def authenticate(self, method_id: str, **_meta: object) -> AuthenticateResponse:
+    async def authenticate(self, method_id: str, **_meta: object) -> wire.AuthenticateResponse:
         """Succeeds once the key of ``method_id`` is there (see :mod:`tether.acp.auth`)
         and tether, booted if it had not for want of the key, uses it — a tether that
         runs the offline model for want of any configured model or key creates the
@@ -246,7 +247,7 @@ class AcpServer:
                 INTERNAL_ERROR,
                 f"the signed-in model cannot be used: {exc}; new sessions keep the model they had",
             ) from None
-        return AuthenticateResponse()
+        return wire.AuthenticateResponse()
 
     async def new_session(
         self,
@@ -254,8 +255,7 @@ class AcpServer:
         additional_directories: object = None,
         mcp_servers: object = None,
         **_meta: object,
-    ) -> NewSessionResponse:
-        from tether.acp import controls
+    ) -> wire.NewSessionResponse:
         from tether.acp.commands import available_commands
 
         directory = _absolute(cwd, existing=True)
@@ -266,10 +266,8 @@ class AcpServer:
             record = await bridge.create(directory, servers)
             await bridge.acknowledge(record.id, created=True)
         self._after_answer(record.id, available_commands(bridge.commands))
-        return NewSessionResponse(
-            session_id=record.id,
-            modes=_modes(record.mode),
-            config_options=controls.options(record),  # type: ignore[arg-type]
+        return wire.NewSessionResponse(
+            session_id=record.id, modes=_modes(record.mode), config_options=_options(record)
         )
 
     async def load_session(
@@ -279,17 +277,13 @@ class AcpServer:
         mcp_servers: object = None,
         additional_directories: object = None,
         **_meta: object,
-    ) -> LoadSessionResponse:
-        from tether.acp import controls
+    ) -> wire.LoadSessionResponse:
         from tether.acp.commands import available_commands
 
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=True)
         await self._drain()
         self._after_answer(record.id, available_commands(bridge.commands))
-        return LoadSessionResponse(
-            modes=_modes(record.mode),
-            config_options=controls.options(record),  # type: ignore[arg-type]
-        )
+        return wire.LoadSessionResponse(modes=_modes(record.mode), config_options=_options(record))
 
     async def resume_session(
         self,
@@ -298,28 +292,26 @@ class AcpServer:
         additional_directories: object = None,
         mcp_servers: object = None,
         **_meta: object,
-    ) -> ResumeSessionResponse:
-        from tether.acp import controls
+    ) -> wire.ResumeSessionResponse:
         from tether.acp.commands import available_commands
 
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=False)
         self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
-        return ResumeSessionResponse(
-            modes=_modes(record.mode),
-            config_options=controls.options(record),  # type: ignore[arg-type]
+        return wire.ResumeSessionResponse(
+            modes=_modes(record.mode), config_options=_options(record)
         )
 
-    async def close_session(self, session_id: str, **_meta: object) -> CloseSessionResponse | None:
+    async def close_session(self, session_id: str, **_meta: object) -> wire.CloseSessionResponse:
         session_id = _text("sessionId", session_id)
         self._track_handler()
         bridge = await self._bridge()
         with _errors():
             await bridge.close_session(session_id)
-        return CloseSessionResponse()
+        return wire.CloseSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_meta: object
-    ) -> ListSessionsResponse:
+    ) -> wire.ListSessionsResponse:
         from tether.acp.lifecycle import iso_time, lineage_meta, page_of
 
         directory = None if cwd is None else _absolute(cwd)
@@ -328,9 +320,9 @@ class AcpServer:
         bridge = await self._bridge()
         with _errors():
             stored, next_cursor = page_of(await bridge.stored_sessions(directory), cursor)
-        return ListSessionsResponse(
+        return wire.ListSessionsResponse(
             sessions=[
-                SessionInfo(
+                wire.SessionInfo(
                     session_id=summary.id,
                     cwd=summary.cwd or "",
                     title=summary.title,
@@ -344,7 +336,7 @@ class AcpServer:
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_meta: object
-    ) -> SetSessionModeResponse:
+    ) -> wire.SetSessionModeResponse:
         from tether.acp import controls
 
         session_id = _text("sessionId", session_id)
@@ -357,11 +349,11 @@ class AcpServer:
         with _errors():
             controls.set_mode(bridge.record(session_id), mode)
             await bridge.acknowledge(session_id)
-        return SetSessionModeResponse()
+        return wire.SetSessionModeResponse()
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **_meta: object
-    ) -> SetSessionConfigOptionResponse | None:
+    ) -> wire.SetSessionConfigOptionResponse:
         from tether.acp import controls
 
         session_id = _text("sessionId", session_id)
@@ -370,9 +362,11 @@ class AcpServer:
         with _errors():
             options = controls.set_option(bridge.record(session_id), config_id, value)
             await bridge.acknowledge(session_id)
-        return SetSessionConfigOptionResponse(config_options=options)  # type: ignore[arg-type]
+        return wire.SetSessionConfigOptionResponse(config_options=_wire_options(options))
 
-    async def prompt(self, session_id: str, prompt: list[Any], **_meta: object) -> PromptResponse:
+    async def prompt(
+        self, session_id: str, prompt: list[Any], **_meta: object
+    ) -> wire.PromptResponse:
         # Imported here, not at the top: it loads the agent layer, which the
         # handshake does not need (startup time).
         from tether.acp import controls
@@ -394,7 +388,7 @@ class AcpServer:
                 await controls.run_in(bridge.open_record(session_id), *command)
                 await asyncio.shield(bridge.acknowledge(session_id))
             await self._drain()
-            return PromptResponse(stop_reason="end_turn")
+            return wire.PromptResponse(stop_reason="end_turn")
         with _errors():
             answer = bridge.prompt(session_id, message)
         outcome = await asyncio.shield(answer)
@@ -406,7 +400,7 @@ class AcpServer:
                 INTERNAL_ERROR, f"the turn failed: {outcome.error}", {"error": outcome.error}
             )
         await self._drain()
-        return PromptResponse(stop_reason=outcome)
+        return wire.PromptResponse(stop_reason=outcome)
 
     async def cancel(self, session_id: str, **_meta: object) -> None:
         self.cancel_turn(session_id)
@@ -426,7 +420,7 @@ class AcpServer:
             log.warning("session/cancel ignored: %s", exc)
 
     # -- what tether does not offer ------------------------------------------------------
-    # The SDK routes these by name; each answers "method not found".
+    # Routed by name (tether.acp.rpc); each answers "method not found".
 
     async def fork_session(
         self,
@@ -435,7 +429,7 @@ class AcpServer:
         additional_directories: object = None,
         mcp_servers: object = None,
         **_meta: object,
-    ) -> ForkSessionResponse:
+    ) -> wire.ForkSessionResponse:
         raise RequestError.method_not_found("session/fork")
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -445,9 +439,6 @@ class AcpServer:
 
         if method not in (STEER, QUEUE):
             raise RequestError.method_not_found(f"_{method}")
-        from acp.schema import PromptRequest
-        from pydantic import ValidationError
-
         from tether.acp.content import UnsupportedContentError, to_message
 
         session_id = _text("sessionId", params.get("sessionId"))
@@ -455,13 +446,11 @@ class AcpServer:
         if not isinstance(prompt, list) or not prompt:
             raise _invalid("prompt must be a non-empty array of content blocks")
         try:
-            blocks = PromptRequest.model_validate({"sessionId": session_id, "prompt": prompt})
-        except ValidationError as exc:
-            where = ".".join(str(part) for part in exc.errors()[0]["loc"])
-            reason = exc.errors()[0]["msg"]
-            raise _invalid(f"prompt: not ACP content blocks ({where}: {reason})") from None
+            blocks = msgspec.convert(prompt, list[wire.ContentBlock])
+        except msgspec.ValidationError as exc:
+            raise _invalid(f"prompt: not ACP content blocks ({exc})") from None
         try:
-            message = to_message(blocks.prompt, images=self._images)
+            message = to_message(blocks, images=self._images)
         except UnsupportedContentError as exc:
             raise _invalid(str(exc)) from None
         self._track_handler()
@@ -524,7 +513,7 @@ class AcpServer:
     def _after_answer(self, session_id: str, *updates: SessionUpdate) -> None:
         """Send ``updates`` right after the answer the current handler returns.
 
-        The SDK writes the answer in the same step of the loop as the handler
+        The connection writes the answer in the same step of the loop as the handler
         returns; a callback scheduled now runs after it.
         """
         loop = asyncio.get_running_loop()
@@ -544,14 +533,25 @@ class AcpServer:
             log.debug("the client stopped reading; the answer is dropped")
 
 
-def _modes(current: Mode) -> SessionModeState:
-    return SessionModeState(
+def _modes(current: Mode) -> wire.SessionModeState:
+    return wire.SessionModeState(
         current_mode_id=current.value,
         available_modes=[
-            SessionMode(id=mode.value, name=label, description=description)
+            wire.SessionMode(id=mode.value, name=label, description=description)
             for mode, (label, description) in MODE_DESCRIPTIONS.items()
         ],
     )
+
+
+def _options(record: SessionRecord) -> list[wire.SessionConfigOption]:
+    from tether.acp import controls
+
+    return _wire_options(controls.options(record))
+
+
+def _wire_options(options: list[dict[str, object]]) -> list[wire.SessionConfigOption]:
+    """The ``configOptions`` tether builds, as the wire type (checked against it)."""
+    return msgspec.convert(options, list[wire.SessionConfigOption])
 
 
 def _mcp_servers(value: object) -> tuple[ServerSpec, ...]:

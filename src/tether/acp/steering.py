@@ -29,10 +29,10 @@ from __future__ import annotations
 __all__ = ["ADVERTISED", "QUEUE", "STEER"]
 
 STEER = "tether/steer"
-"""The method ``_tether/steer`` as the SDK hands it over (without its underscore)."""
+"""The method ``_tether/steer`` as the connection hands it over (without its underscore)."""
 
 QUEUE = "tether/queue"
-"""The method ``_tether/queue`` as the SDK hands it over."""
+"""The method ``_tether/queue`` as the connection hands it over."""
 
 ADVERTISED: dict[str, object] = {
     "tether": {"extensions": [f"_{STEER}", f"_{QUEUE}"], "version": 1},

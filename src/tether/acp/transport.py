@@ -1,8 +1,7 @@
 """JSON-RPC frames over a byte stream pair: one JSON object per line.
 
-:class:`FrameTransport` is the SDK's ``Transport`` seam (``receive``, ``send``,
-``close``) for stdio, with two guarantees the SDK's own stdio transport does
-not give:
+:class:`FrameTransport` is the connection's transport (``receive``, ``send``,
+``close``; :mod:`tether.acp.rpc`) for stdio, with these guarantees:
 
 * **Bad input is answered, never fatal.** A line that cannot be decoded gets
   a ``-32700`` parse error — whatever the decoder raised, including
@@ -16,8 +15,8 @@ not give:
   nothing that passes can break the code it reaches later (re-encoding it,
   validating it, writing it to a session log).
 * **``_meta`` never reaches a handler.** It is dropped from the params of
-  every request and notification (the SDK would merge its keys into the
-  handler's arguments, where they could override real parameters).
+  every request and notification (no handler uses it, and keys merged into a
+  handler's arguments could override real parameters).
 * **Frames leave in the order they are written.** :meth:`FrameTransport.write`
   serializes a frame at once, synchronously, into one outgoing buffer, so
   updates written from event listeners keep the order of the events that
@@ -188,7 +187,7 @@ class FrameTransport:
             raise ConnectionError(f"the ACP client's input is closed: {exc}") from exc
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Write ``message`` and wait for the stream to take it (the SDK's seam).
+        """Write ``message`` and wait for the stream to take it (the connection's seam).
 
         A response or notification to a client that went away is dropped;
         a request fails, since its caller would wait for an answer.
@@ -346,8 +345,8 @@ def _frame_problem(frame: object) -> str | None:
 def _without_meta(frame: dict[str, Any]) -> dict[str, Any]:
     """``frame`` without ``params._meta`` in a request or notification.
 
-    The SDK merges ``_meta`` keys into a handler's keyword arguments, where
-    they would override the real parameters; the server does not use them.
+    The server does not use them, and a dispatcher that merged ``_meta`` keys into
+    a handler's keyword arguments would let them override the real parameters.
     """
     params = frame.get("params")
     if "method" in frame and isinstance(params, dict) and "_meta" in params:

@@ -58,9 +58,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast, get_args
 
-from acp.schema import ToolCallUpdate
+import msgspec
 
 from tether.acp.lifecycle import iso_time
+from tether.acp.wire import ToolCallUpdate
 from tether.content import ImageRef, TextBlock
 from tether.frozen import thaw
 from tether.persist.backends.summary import title_from
@@ -246,14 +247,14 @@ class UpdateMapper:
         arguments: Mapping[str, object],
         preview: ToolPreview | None = None,
     ) -> ToolCallUpdate:
-        """The tool call as shown in a permission request (the SDK sends that one)."""
+        """The tool call as shown in a permission request (the connection sends that one)."""
         fields: dict[str, object] = {
             "toolCallId": self.tool_call_id(call_id),
             **self._call_fields(tool, arguments),
         }
         if preview is not None:
             fields.update(_preview_fields(preview))
-        return ToolCallUpdate.model_validate(fields)
+        return msgspec.convert(fields, ToolCallUpdate)
 
     def _tool_call(self, call: ToolCallEvent) -> SessionUpdate:
         return {

@@ -29,7 +29,6 @@ import asyncio
 import logging
 import signal
 import sys
-import warnings
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tether.acp.auth import ModelAuth, model_auth
@@ -177,7 +176,7 @@ async def _answer_initialize(
     first: dict[str, Any], transport: FrameTransport, boot: Boot, auth: ModelAuth, *, images: bool
 ) -> object:
     """Answer ``first`` at once if it is a well-formed ``initialize``, and start the boot
-    (unless the model's key is missing); else give it back for the SDK to answer.
+    (unless the model's key is missing); else give it back for the connection to answer.
 
     Returns the client's capabilities from that ``initialize`` (``None`` without one).
     """
@@ -212,22 +211,15 @@ async def serve(args: argparse.Namespace) -> int:
     if first is None:
         return 0
     capabilities = await _answer_initialize(first, transport, boot, auth, images=args.images)
-    # session/resume and session/close are "unstable" to the SDK: its router
-    # answers them only when allowed to (the server answers session/fork
-    # "method not found" itself).
-    warnings.filterwarnings("ignore", message="The method .* is part of the unstable protocol")
-    # Imported only now: the SDK's import is most of the start-up.
-    from acp.agent.connection import AgentSideConnection
-
     from tether.acp.gate import RpcGate
+    from tether.acp.rpc import AgentConnection
     from tether.acp.server import AcpServer
 
     server = AcpServer(
         boot, transport, images=args.images, client_capabilities=capabilities, auth=auth
     )
-    connection = AgentSideConnection(
-        server, RpcGate(transport, server.cancel_turn), listening=False, use_unstable_protocol=True
-    )
+    connection = AgentConnection(server, RpcGate(transport, server.cancel_turn))
+    server.on_connect(connection)
     loop = asyncio.get_running_loop()
     listening = loop.create_task(connection.listen(), name="acp-receive")
     bridge_closed = loop.create_task(boot.bridge_closed(), name="acp-bridge-closed")

@@ -1,0 +1,74 @@
+"""``tether.acp.wire`` is exactly what ``scripts/gen_acp_types.py`` makes of the schema."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import msgspec
+import pytest
+
+from tether.acp import wire
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "gen_acp_types", ROOT / "scripts" / "gen_acp_types.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wire_module_equals_a_fresh_generation() -> None:
+    gen = _generator()
+    fresh = gen.render(json.loads(gen.SCHEMA.read_text()), json.loads(gen.META.read_text()))
+    committed = (ROOT / "src" / "tether" / "acp" / "wire.py").read_text()
+    assert committed == fresh, "src/tether/acp/wire.py is stale: run scripts/gen_acp_types.py"
+
+
+def test_every_root_definition_is_generated() -> None:
+    gen = _generator()
+    missing = [name for name in gen.ROOTS if not hasattr(wire, name)]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        name
+        for name, value in vars(wire).items()
+        if isinstance(value, type) and issubclass(value, msgspec.Struct)
+    ),
+)
+def test_every_struct_can_be_decoded(name: str) -> None:
+    """msgspec accepts each type (a union it could not decode would raise ``TypeError``)."""
+    msgspec.json.Decoder(getattr(wire, name))
+
+
+def test_a_tagged_union_decodes_to_its_variant() -> None:
+    request = msgspec.convert(
+        {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}, wire.PromptRequest
+    )
+    assert request.prompt == [wire.TextContentBlock(text="hi")]
+    answer = msgspec.convert({"outcome": {"outcome": "cancelled"}}, wire.RequestPermissionResponse)
+    assert isinstance(answer.outcome, wire.CancelledRequestPermissionOutcome)
+
+
+def test_unset_optional_fields_stay_off_the_wire() -> None:
+    encoded = msgspec.json.encode(wire.PromptResponse(stop_reason="end_turn"))
+    assert json.loads(encoded) == {"stopReason": "end_turn"}
+
+
+def test_the_handshake_offers_the_protocol_version_of_the_schema() -> None:
+    """The handshake keeps its own constant (it must not import msgspec before it answers)."""
+    from tether.acp.handshake import PROTOCOL_VERSION
+
+    assert PROTOCOL_VERSION == wire.PROTOCOL_VERSION
