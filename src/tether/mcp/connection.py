@@ -33,7 +33,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -47,7 +47,6 @@ from tether.shell.environment import CONTEXT_ENV
 if TYPE_CHECKING:
     from mcp import ClientSession, types
 
-    from tether.agent.types import Agent
     from tether.shell.guard import OrphanGuard
     from tether.shell.sandbox import SandboxPolicy
 
@@ -71,6 +70,15 @@ class McpSettings(msgspec.Struct, frozen=True):
     """A stdio server that sends a longer message is stopped."""
 
 
+class Owner(Protocol):
+    """Whom a server belongs to: an agent, or a command that starts one to test it."""
+
+    @property
+    def id(self) -> str:
+        """Names the server's task, its process group label and its log lines."""
+        ...
+
+
 class McpConnection:
     """A connection to one server, owned by one agent (see the module docs)."""
 
@@ -81,7 +89,7 @@ class McpConnection:
         *,
         cwd: str | None,
         guard: OrphanGuard | None,
-        owner: Agent,
+        owner: Owner,
         on_lost: Callable[[McpConnection, str], None] | None = None,
         sandbox: SandboxPolicy | None = None,
     ) -> None:
@@ -91,7 +99,7 @@ class McpConnection:
         self._cwd = cwd
         self._guard = guard
         self.owner = owner
-        """The agent the server belongs to."""
+        """The agent (or command) the server belongs to."""
         self._on_lost = on_lost
         self._process: StdioProcess | None = None
         self._session: ClientSession | None = None

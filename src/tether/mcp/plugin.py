@@ -259,7 +259,7 @@ class McpService:
             cwd=cwd,
             guard=self._guard,
             owner=agent,
-            on_lost=self._lost,
+            on_lost=lambda lost, reason: self._lost(agent, lost, reason),
             sandbox=sandbox.server_policy(cwd or os.getcwd(), agent.id) if sandbox else None,
         )
         listed: list[Any] = []
@@ -308,8 +308,7 @@ class McpService:
 
         return close
 
-    def _lost(self, connection: McpConnection, reason: str) -> None:
-        owner = connection.owner
+    def _lost(self, owner: Agent, connection: McpConnection, reason: str) -> None:
         owner.inject(
             _notice([f"MCP server {connection.name!r} {reason}; its tools are unavailable"])
         )
