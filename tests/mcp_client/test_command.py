@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.mcp_client.support import SDK_SERVER
+from tests.mcp_client.support import SDK_SERVER, http_server
 from tether.cli.main import main
 
 
@@ -80,3 +81,15 @@ def test_an_unreadable_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "tether.yml").write_bytes(b"\xff\xfe")
     assert tether(tmp_path, "add", "x", "--", "cmd") == 1
     assert "could not be read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_an_http_server_is_tested(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], transport: str
+) -> None:
+    async with http_server(transport) as url:
+        words = ("add", "--transport", transport, "web", url)
+        assert await asyncio.to_thread(tether, tmp_path, *words) == 0
+        assert await asyncio.to_thread(tether, tmp_path, "test", "web") == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"web  {transport}") and "ok: 10 tool(s): echo" in line

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.mcp_client.support import SDK_SERVER
+from tests.mcp_client.support import SDK_SERVER, http_server
 from tether.host import Tether
 from tether.mcp.plugin import MCP
-from tether.mcp.servers import StdioServer
+from tether.mcp.servers import HttpServer, ServerSpec, StdioServer
 from tether.runtime.signal import CancelSignal
 from tether.tools.registry import TOOLS
 
@@ -25,11 +25,19 @@ def _said(agent: Any, text: str) -> bool:
     return any(text in repr(event) for event in agent.session.events)
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
 async def test_a_changed_list_is_applied_before_the_next_step_and_told(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str
 ) -> None:
     monkeypatch.setenv("TETHER_HOME", str(tmp_path))
-    server = StdioServer("t", sys.executable, (SDK_SERVER,))
+    if transport == "stdio":
+        await _changes(tmp_path, StdioServer("t", sys.executable, (SDK_SERVER,)))
+        return
+    async with http_server(transport) as url:
+        await _changes(tmp_path, HttpServer("t", url, "http" if transport == "http" else "sse"))
+
+
+async def _changes(tmp_path: Path, server: ServerSpec) -> None:
     async with Tether(data_dir=tmp_path) as tether:
         mcp = tether.runtime.ctx.get(MCP)
         assert mcp is not None

@@ -71,7 +71,7 @@ class ServerTools:
                 problems.append(problem)
         return problems
 
-    def changed(self, _connection: McpConnection | None = None) -> None:
+    def changed(self) -> None:
         """The server said its list changed: refresh it (once more if one is under way)."""
         if self._closed:
             return
