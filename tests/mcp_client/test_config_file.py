@@ -96,7 +96,7 @@ def test_an_odd_name_is_quoted() -> None:
     [
         ("plugins: 3\n", "x", {"command": "x"}, "its plugins is not a list"),
         ("- a\n", "x", {"command": "x"}, "not a composition"),
-        ("plugins: [\n", "x", {"command": "x"}, "invalid YAML"),
+        ("plugins: [\n", "x", {"command": "x"}, "invalid YAML at line 2, column 1: expected"),
         (COMMENTED, "files", {"command": "x"}, "already configured"),
         ("", "x", {"type": "http", "url": "ftp://host"}, "servers.x.url: must be an http"),
         ("", "x", {"command": ""}, "servers.x.command: must be a non-empty string"),

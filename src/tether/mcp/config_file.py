@@ -103,7 +103,10 @@ def _load(text: str) -> object:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigEditError(f"invalid YAML: {' '.join(str(exc).split())}") from None
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise ConfigEditError(f"invalid YAML{where}: {problem}") from None
     if document is not None and not isinstance(document, Mapping):
         raise ConfigEditError("it is not a composition (a mapping with a plugins list)")
     return document
