@@ -3,7 +3,8 @@
 
 Tools: ``echo``, ``pid`` (its process id), ``env`` (one variable), ``traceparent``
 (the ``traceparent`` of the request's ``_meta``), ``wait``
-(sleeps asynchronously: honours cancellation), ``stuck`` (blocks the whole
+(sleeps asynchronously: honours cancellation), ``grow`` (adds a tool,
+removes ``huge`` and sends ``tools/list_changed``), ``stuck`` (blocks the whole
 server: cannot honour it), ``huge`` (a long text), ``exit`` (the process
 exits at once).
 """
@@ -79,6 +80,20 @@ PNG_1X1 = bytes.fromhex(
 def picture() -> Image:
     """A 1x1 PNG."""
     return Image(data=PNG_1X1, format="png")
+
+
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Add a tool ``name`` (answering its own name), remove ``huge``, and say the list
+    changed (``notifications/tools/list_changed``)."""
+
+    def added() -> str:
+        return name
+
+    server.add_tool(added, name=name, description=f"the tool {name}")
+    server.remove_tool("huge")
+    await ctx.session.send_tool_list_changed()
+    return f"grew {name}"
 
 
 @server.tool()

@@ -460,6 +460,13 @@ def add_auth_parser(commands: _Commands) -> None:
     actions.add_parser("status", help="where each provider's key comes from (never the key)")
 
 
+def add_mcp_parser(commands: _Commands) -> None:
+    """``tether mcp`` and its actions (see :mod:`tether.cli.mcp_command`)."""
+    from tether.cli.mcp_command import add_mcp_parser as build
+
+    build(commands, _HELP["mcp"])
+
+
 def add_demo_parser(commands: _Commands) -> None:
     """``tether demo``."""
     commands.add_parser("demo", help=_HELP["demo"])
@@ -477,6 +484,7 @@ _HELP = {
     "web": "watch, steer and stop sessions in a browser",
     "demo": "tour the plugin runtime",
     "auth": "store, remove or show the model providers' API keys",
+    "mcp": "list, add, remove or test the configured MCP servers",
 }
 """Each command's line in ``tether --help``, in the order listed there."""
 
@@ -492,6 +500,7 @@ _BUILDERS: dict[str, Callable[[_Commands], None]] = {
     "web": add_web_parser,
     "demo": add_demo_parser,
     "auth": add_auth_parser,
+    "mcp": add_mcp_parser,
 }
 
 _GLOBAL_FLAGS = frozenset({"-v", "--verbose", "--dev"})
@@ -717,6 +726,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from tether.cli.auth import auth
 
         return auth(args)
+    if args.command == "mcp":
+        from tether.cli.mcp_command import mcp_command
+
+        return mcp_command(args)
     if args.command == "demo":
         from tether.cli.demo import run_demo
 

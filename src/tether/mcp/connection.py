@@ -19,6 +19,10 @@ ping) honours cancellation and keeps running. One that answers neither is
 stuck in the call: a stdio server is then stopped (SIGTERM, then SIGKILL),
 an HTTP one is left alone, and the call ends cancelled either way.
 
+**Changes**: a server's ``notifications/tools/list_changed`` is passed to
+``on_tools_changed``, which reads the new list with
+:meth:`~McpConnection.list_tools`.
+
 **Loss**: a stdio server whose process exits while the agent lives is
 *lost*: calls in flight end with an error, later calls are refused with the
 reason (its exit status and last stderr lines), and ``on_lost`` hears it
@@ -33,7 +37,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -47,7 +51,6 @@ from tether.shell.environment import CONTEXT_ENV
 if TYPE_CHECKING:
     from mcp import ClientSession, types
 
-    from tether.agent.types import Agent
     from tether.shell.guard import OrphanGuard
     from tether.shell.sandbox import SandboxPolicy
 
@@ -71,6 +74,15 @@ class McpSettings(msgspec.Struct, frozen=True):
     """A stdio server that sends a longer message is stopped."""
 
 
+class Owner(Protocol):
+    """Whom a server belongs to: an agent, or a command that starts one to test it."""
+
+    @property
+    def id(self) -> str:
+        """Names the server's task, its process group label and its log lines."""
+        ...
+
+
 class McpConnection:
     """A connection to one server, owned by one agent (see the module docs)."""
 
@@ -81,9 +93,10 @@ class McpConnection:
         *,
         cwd: str | None,
         guard: OrphanGuard | None,
-        owner: Agent,
+        owner: Owner,
         on_lost: Callable[[McpConnection, str], None] | None = None,
         sandbox: SandboxPolicy | None = None,
+        on_tools_changed: Callable[[McpConnection], None] | None = None,
     ) -> None:
         self.spec = spec
         self._sandbox = sandbox
@@ -91,8 +104,9 @@ class McpConnection:
         self._cwd = cwd
         self._guard = guard
         self.owner = owner
-        """The agent the server belongs to."""
+        """The agent (or command) the server belongs to."""
         self._on_lost = on_lost
+        self._on_tools_changed = on_tools_changed
         self._process: StdioProcess | None = None
         self._session: ClientSession | None = None
         self._ready: asyncio.Future[list[types.Tool]] | None = None
@@ -197,7 +211,9 @@ class McpConnection:
         info = types.Implementation(name="tether", version=__version__)
         async with (
             self._transport() as (read, write),
-            ClientSession(read, write, client_info=info) as session,
+            ClientSession(
+                read, write, client_info=info, message_handler=self._on_message
+            ) as session,
         ):
             await session.initialize()
             yield session
@@ -226,6 +242,37 @@ class McpConnection:
 
             async with sse_client(spec.url, headers=dict(spec.headers)) as (read, write):
                 yield read, write
+
+    async def _on_message(self, message: object) -> None:
+        """The SDK's handler of what the server sends unasked: a changed tool list is
+        reported to ``on_tools_changed`` (which must not wait for the server: this
+        runs in the loop that reads its answers)."""
+        from mcp import types
+
+        if (
+            isinstance(message, types.ServerNotification)
+            and isinstance(message.root, types.ToolListChangedNotification)
+            and self._on_tools_changed is not None
+            and not self._closing
+        ):
+            log.info("mcp server %s: its tool list changed", self.name)
+            try:
+                self._on_tools_changed(self)
+            except Exception:
+                log.exception("mcp server %s: reporting its new tool list failed", self.name)
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Read the server's tools again (every page).
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            McpStartError: the listing never ends.
+            McpError (the SDK's): the server answered with an error.
+        """
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        return await _list_tools(session)
 
     # -- calls -----------------------------------------------------------------------
 

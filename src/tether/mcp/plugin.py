@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any
@@ -44,18 +44,19 @@ from tether.agent.events import AGENT_CREATED, AGENT_SETUP
 from tether.agent.types import Agent, UserMessage
 from tether.llm.service import LLM
 from tether.location import data_dir
+from tether.loop.hooks import PRE_STEP
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
 from tether.shell.guard import OrphanGuard
 from tether.shell.orphans import state_path
 from tether.shell.sandbox import SANDBOX, Sandbox
-from tether.tools.errors import ToolConflictError
-from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
     from tether.mcp.connection import McpConnection, McpSettings
+    from tether.mcp.live import ServerTools
     from tether.mcp.servers import ServerSpec
     from tether.runtime import Context
+    from tether.tools.definition import Tool
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ class McpService:
         self._attached: dict[str, tuple[Agent, set[str]]] = {}
         """The server names each live agent has, by agent id."""
         self._live: set[McpConnection] = set()
+        self._tools: dict[McpConnection, ServerTools] = {}
+        """The registered tools of each running connection."""
         self._closed = False
 
     def configured_for(self, agent: Agent) -> tuple[ServerSpec, ...]:
@@ -259,8 +262,9 @@ class McpService:
             cwd=cwd,
             guard=self._guard,
             owner=agent,
-            on_lost=self._lost,
+            on_lost=lambda lost, reason: self._lost(agent, lost, reason),
             sandbox=sandbox.server_policy(cwd or os.getcwd(), agent.id) if sandbox else None,
+            on_tools_changed=self._tools_changed,
         )
         listed: list[Any] = []
 
@@ -279,37 +283,64 @@ class McpService:
             await agent.ctx.effect(lifetime, label=f"mcp:{spec.name}")
         except McpStartError as exc:
             return [f"MCP server {spec.name!r} failed to start: {exc}"]
+        tools = self._server_tools(agent, connection)
+        self._tools[connection] = tools
+        problems = await tools.register(listed)
+        log.info(
+            "session %s: MCP server %s started with %d tool(s)", agent.id, spec.name, len(listed)
+        )
+        return [f"MCP server {spec.name!r}: {problem}" for problem in problems]
+
+    def _server_tools(self, agent: Agent, connection: McpConnection) -> ServerTools:
+        from tether.mcp.live import ServerTools
         from tether.mcp.tools import build_tools
 
         def accepts_images(model: str | None) -> bool:
             llm = agent.ctx.get(LLM)
             return model is not None and llm is not None and llm.catalog.accepts_images(model)
 
-        tools, problems = build_tools(
-            connection, listed, self.settings.max_result_chars, accepts_images
-        )
-        registry = agent.ctx.service(TOOLS)
-        for tool in tools:
-            try:
-                await registry.register(tool, scope=agent.id)
-            except ToolConflictError as exc:
-                problems.append(f"a tool was left out: {exc}")
-        log.info(
-            "session %s: MCP server %s started with %d tool(s)", agent.id, spec.name, len(tools)
-        )
-        return [f"MCP server {spec.name!r}: {problem}" for problem in problems]
+        limit = self.settings.max_result_chars
+
+        def build(server: McpConnection, listed: list[Any]) -> tuple[list[Tool[Any]], list[str]]:
+            return build_tools(server, listed, limit, accepts_images)
+
+        def tell(text: str) -> None:
+            agent.inject(UserMessage.text(text, source=NOTICE_SOURCE))
+
+        return ServerTools(agent, connection, build, tell, self.settings.startup_timeout)
+
+    def _tools_changed(self, connection: McpConnection) -> None:
+        tools = self._tools.get(connection)
+        if tools is not None:
+            tools.changed()
+
+    async def before_step(
+        self,
+        step_input: tuple[UserMessage, ...],
+        next_: Callable[[tuple[UserMessage, ...]], Awaitable[tuple[UserMessage, ...]]],
+        agent: Agent,
+        step: int,
+    ) -> tuple[UserMessage, ...]:
+        """``agent/pre-step``: a tool list being read again is applied before the step."""
+        for connection in self.connections(agent):
+            tools = self._tools.get(connection)
+            if tools is not None:
+                await tools.settled()
+        return await next_(step_input)
 
     def _closer(self, connection: McpConnection) -> Any:
         async def close() -> None:
+            tools = self._tools.pop(connection, None)
             try:
+                if tools is not None:
+                    await tools.close()
                 await connection.close()
             finally:
                 self._live.discard(connection)
 
         return close
 
-    def _lost(self, connection: McpConnection, reason: str) -> None:
-        owner = connection.owner
+    def _lost(self, owner: Agent, connection: McpConnection, reason: str) -> None:
         owner.inject(
             _notice([f"MCP server {connection.name!r} {reason}; its tools are unavailable"])
         )
@@ -336,6 +367,7 @@ async def apply(ctx: Context, config: Config) -> None:
     await ctx.effect(lambda: service.shutdown, label="stop MCP servers")
 
     ctx.on(AGENT_SETUP, service.on_agent_setup)
+    ctx.on(PRE_STEP, service.before_step)
     ctx.provide(MCP, service)
 
 
