@@ -42,7 +42,7 @@ from msgspec.structs import replace
 
 from tether.agent.types import Agent
 from tether.front.always import Always, always_for
-from tether.front.rules import Decision, RuleError, Rules, parse_rule
+from tether.front.rules import Decision, RuleError, Rules, Verdict, parse_rule
 from tether.plugins.fs.errors import FileToolError
 from tether.runtime.errors import Veto
 from tether.runtime.keys import Serial
@@ -168,17 +168,11 @@ async def ask(question: Question, present: Present, *, within: float | None) -> 
 def _kept_rule_allows(question: Question) -> bool:
     """Whether a rule the governing session kept allows the call (logged with it): never
     one a permission rule asks about, nor one that needs approval whatever the mode."""
-    preview = question.preview
-    if question.asked_by or (preview is not None and preview.approval is not None):
-        return False
-    allowed = question.governing.session.settings.allowed
-    if not allowed:
-        return False
     invocation = question.invocation
-    verdict = _kept_rules(allowed).decide(
-        invocation.tool_name, invocation.args, shown=_shown(invocation), cwd=_cwd(invocation)
-    )
-    if verdict is None or verdict.decision is not Decision.ALLOW:
+    if question.asked_by:
+        return False
+    verdict = _kept_verdict(question.governing, invocation, question.preview)
+    if verdict is None:
         return False
     question.agent.session.append(
         PermissionRuled(
@@ -189,6 +183,34 @@ def _kept_rule_allows(question: Question) -> bool:
         )
     )
     return True
+
+
+def kept_rule_allows(
+    governing: Agent, invocation: ToolInvocation, preview: ToolPreview | None
+) -> bool:
+    """Whether a rule ``governing``'s session kept would let the call through unasked
+    (nothing is logged: the question asker logs it when it decides)."""
+    if invocation.exec.asked_by:
+        return False
+    return _kept_verdict(governing, invocation, preview) is not None
+
+
+def _kept_verdict(
+    governing: Agent, invocation: ToolInvocation, preview: ToolPreview | None
+) -> Verdict | None:
+    """The allow verdict of ``governing``'s kept rules on the call, ``None`` if none allows
+    it or it needs approval whatever the mode."""
+    if preview is not None and preview.approval is not None:
+        return None
+    allowed = governing.session.settings.allowed
+    if not allowed:
+        return None
+    verdict = _kept_rules(allowed).decide(
+        invocation.tool_name, invocation.args, shown=_shown(invocation), cwd=_cwd(invocation)
+    )
+    if verdict is None or verdict.decision is not Decision.ALLOW:
+        return None
+    return verdict
 
 
 @functools.lru_cache(maxsize=64)

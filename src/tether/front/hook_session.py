@@ -35,10 +35,9 @@ from typing import TYPE_CHECKING
 
 from tether.agent.registry import AGENTS
 from tether.agent.types import Agent, AgentStatus, UserMessage
-from tether.front.asking import lineage, preview_of
+from tether.front.asking import kept_rule_allows, lineage, preview_of
 from tether.front.hook_output import shown_name
 from tether.session import StopParts
-from tether.tools.permission import granted
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -242,8 +241,7 @@ class SessionHooks:
             return
         governing = list(lineage(agent, self._ctx.get(AGENTS)))[-1]
         preview = await preview_of(invocation)
-        grants = governing.session.settings.granted
-        if not invocation.exec.asked_by and granted(grants, invocation.tool_name, preview):
+        if kept_rule_allows(governing, invocation, preview):
             return
         cwd = _cwd(agent)
         message = f"tether needs your permission to use {shown_name(invocation.tool_name)}"
