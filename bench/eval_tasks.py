@@ -483,7 +483,7 @@ def _fold(outcome: Outcome, line: str) -> None:
     elif kind == "assistant/message" and isinstance(data.get("usage"), dict):
         usage = data["usage"]
         outcome.input_tokens += int(usage.get("input_tokens") or 0)
-        outcome.cached_tokens += int(usage.get("cached_tokens") or 0)
+        outcome.cached_tokens += int(usage.get("cached_input_tokens") or 0)
         outcome.output_tokens += int(usage.get("output_tokens") or 0)
     elif kind == "result":
         outcome.stop_reason = record.get("stop_reason")
@@ -597,8 +597,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument(
         "--tether",
-        default=f"{shlex.quote(sys.executable)} -m tether",
-        help="the command that runs tether (default: this Python's tether)",
+        default=shlex.quote(str(Path(sys.executable).with_name("tether"))),
+        help="the command that runs tether (default: the tether beside this Python)",
     )
     args = parser.parse_args(argv)
     known = {task.name for task in TASKS}
@@ -620,9 +620,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 outcomes.append(outcome)
                 mark = "ok  " if outcome.ok else "FAIL"
                 print(f"{mark} {task.name}: {outcome.detail}", file=sys.stderr, flush=True)
+                if args.json:  # after every run: an interrupted evaluation keeps its figures
+                    args.json.write_text(json.dumps([vars(o) for o in outcomes], indent=2) + "\n")
     print(report(outcomes, args.runs))
-    if args.json:
-        args.json.write_text(json.dumps([vars(o) for o in outcomes], indent=2) + "\n")
     return 0
 
 
