@@ -245,7 +245,8 @@ class BashTools:
         sandbox = self._ctx.get(SANDBOX)
         if sandbox is None:
             return None
-        return sandbox.policy_for(exec.cwd or os.getcwd(), owner_token(exec))
+        options = exec.agent.session.settings.options if exec.agent is not None else None
+        return sandbox.policy_for(exec.cwd or os.getcwd(), owner_token(exec), options)
 
     async def _terminals(self, exec: ToolExec) -> Terminals | None:
         """The client's terminals, when a frontend runs the caller's commands there."""

@@ -47,6 +47,7 @@ import msgspec
 
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
+from tether.session.settings import SANDBOX_OPTION
 from tether.shell.proxy import PROXY_URL, HostRule, NetworkProxy
 
 
@@ -445,15 +446,34 @@ class Sandbox:
         self._resolve = resolve
         self._proxy: NetworkProxy | None = None
 
-    def policy_for(self, workspace: str, owner: str | None) -> SandboxPolicy:
-        """The policy of a command working for ``owner`` in ``workspace`` (called from
-        the event loop's thread when the network is ``allow-list``: the proxy lives there)."""
-        temp = (
-            self._temp.for_owner(owner)
-            if self.settings.mode is not SandboxMode.FULL_ACCESS
-            else None
-        )
-        policy = SandboxPolicy.for_workspace(self.settings, workspace, temp)
+    def mode_for(self, options: Mapping[str, str] | None = None) -> SandboxMode:
+        """The mode of a session whose ``session/config`` options are ``options``: the
+        one it set (:data:`~tether.session.settings.SANDBOX_OPTION`), else the setting's."""
+        chosen = (options or {}).get(SANDBOX_OPTION)
+        try:
+            return self.settings.mode if chosen is None else SandboxMode(chosen)
+        except ValueError:
+            return self.settings.mode
+
+    def network_summary(self) -> str:
+        """The network of a confined process, in a few words (``network off`` …)."""
+        access = self.settings.network_access
+        if access is Network.ALLOW_LIST:
+            return f"network allow-list: {', '.join(self.settings.allowed_hosts) or 'no host'}"
+        return f"network {access}"
+
+    def policy_for(
+        self, workspace: str, owner: str | None, options: Mapping[str, str] | None = None
+    ) -> SandboxPolicy:
+        """The policy of a command working for ``owner`` in ``workspace``, in the mode its
+        session's ``options`` set (:meth:`mode_for`). Called from the event loop's thread
+        when the network is ``allow-list``: the proxy lives there."""
+        settings = self.settings
+        mode = self.mode_for(options)
+        if mode is not settings.mode:
+            settings = msgspec.structs.replace(settings, mode=mode)
+        temp = self._temp.for_owner(owner) if mode is not SandboxMode.FULL_ACCESS else None
+        policy = SandboxPolicy.for_workspace(settings, workspace, temp)
         if policy.confined and self.settings.network_access is Network.ALLOW_LIST:
             proxy = self._proxy_for(policy.allowed_hosts)
             policy = msgspec.structs.replace(policy, proxy=proxy.control_path(owner))
@@ -471,9 +491,11 @@ class Sandbox:
             self._proxy = NetworkProxy(rules, self._resolve)
         return self._proxy
 
-    def server_policy(self, workspace: str, owner: str | None) -> SandboxPolicy:
+    def server_policy(
+        self, workspace: str, owner: str | None, options: Mapping[str, str] | None = None
+    ) -> SandboxPolicy:
         """The policy of an MCP stdio server: a command's, with the network of ``mcp_network``."""
-        policy = self.policy_for(workspace, owner)
+        policy = self.policy_for(workspace, owner, options)
         if self.settings.mcp_network and not policy.network:
             return msgspec.structs.replace(policy, network=True, proxy=None, allowed_hosts=())
         return policy
