@@ -42,7 +42,8 @@ def options(record: SessionRecord) -> list[dict[str, object]]:
     sandbox = record.sandbox
     shown = None
     if sandbox is not None:
-        shown = SandboxShown(sandbox.mode_for(record.settings.options), sandbox.network_summary())
+        chosen = record.settings.options
+        shown = SandboxShown(sandbox.mode_for(chosen), sandbox.network_summary(chosen))
     return config_options(
         record.catalog,
         configured=record.configured_model,

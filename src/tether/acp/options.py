@@ -113,11 +113,10 @@ def config_options(
 
 def sandbox_option(sandbox: SandboxShown) -> dict[str, object]:
     """The ``sandbox`` option (wire JSON): the mode of the session's next processes."""
-    network = "network on" if sandbox.mode is SandboxMode.FULL_ACCESS else sandbox.network
     return {
         "id": SANDBOX_OPTION,
         "name": "Sandbox",
-        "description": f"What the next commands may write and reach ({network}).",
+        "description": f"What the next commands may write and reach ({sandbox.network}).",
         "type": "select",
         "currentValue": sandbox.mode.value,
         "options": [

@@ -455,8 +455,11 @@ class Sandbox:
         except ValueError:
             return self.settings.mode
 
-    def network_summary(self) -> str:
-        """The network of a confined process, in a few words (``network off`` …)."""
+    def network_summary(self, options: Mapping[str, str] | None = None) -> str:
+        """The network of a session's processes in a few words (``network off`` …), for
+        the mode its ``options`` set (``full-access``: ``network on``)."""
+        if self.mode_for(options) is SandboxMode.FULL_ACCESS:
+            return "network on"
         access = self.settings.network_access
         if access is Network.ALLOW_LIST:
             return f"network allow-list: {', '.join(self.settings.allowed_hosts) or 'no host'}"
