@@ -279,7 +279,11 @@ class NetworkProxy:
 
     async def _serve(self, conn: socket.socket, owner: str) -> None:
         """Read one request head, refuse it or connect, then relay both ways until closed."""
-        reader, writer = await asyncio.open_connection(sock=conn, limit=_HEAD_LIMIT)
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=_HEAD_LIMIT)
+        except BaseException:
+            conn.close()
+            raise
         try:
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT)
@@ -300,7 +304,7 @@ class NetworkProxy:
             await self._forward(request, reader, writer)
         finally:
             writer.close()
-            with contextlib.suppress(OSError, asyncio.CancelledError):
+            with contextlib.suppress(OSError):
                 await writer.wait_closed()
 
     def _refuse(self, owner: str, request: Request) -> None:
@@ -329,7 +333,7 @@ class NetworkProxy:
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         finally:
             up_writer.close()
-            with contextlib.suppress(OSError, asyncio.CancelledError):
+            with contextlib.suppress(OSError):
                 await up_writer.wait_closed()
 
 
