@@ -23,7 +23,8 @@ Options are built as the JSON the wire carries, like the updates.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import enum
+from typing import NamedTuple, TypeVar
 
 from tether.acp.errors import BridgeError
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 OPTION_IDS = (MODEL_OPTION, MODE_OPTION, SANDBOX_OPTION)
+
+_Modes = TypeVar("_Modes", bound=enum.StrEnum)
 
 SANDBOX_DESCRIPTIONS = {
     SandboxMode.READ_ONLY: ("Read-only", "Commands write nothing but their temp dir."),
@@ -132,11 +135,7 @@ def parse_sandbox(value: str) -> SandboxMode:
     Raises:
         UnknownOptionError: there is none; the message lists the modes.
     """
-    try:
-        return SandboxMode(value)
-    except ValueError:
-        known = ", ".join(repr(m.value) for m in SandboxMode)
-        raise UnknownOptionError(f"unknown sandbox mode {value!r}; the modes are {known}") from None
+    return _named(SandboxMode, value, "sandbox mode")
 
 
 def parse_mode(value: str) -> Mode:
@@ -145,11 +144,16 @@ def parse_mode(value: str) -> Mode:
     Raises:
         UnknownOptionError: there is none; the message lists the modes.
     """
+    return _named(Mode, value, "mode")
+
+
+def _named(kind: type[_Modes], value: str, what: str) -> _Modes:
+    """The member of ``kind`` whose value is ``value``; else a refusal listing them."""
     try:
-        return Mode(value)
+        return kind(value)
     except ValueError:
-        known = ", ".join(repr(m.value) for m in Mode)
-        raise UnknownOptionError(f"unknown mode {value!r}; the modes are {known}") from None
+        known = ", ".join(repr(m.value) for m in kind)
+        raise UnknownOptionError(f"unknown {what} {value!r}; the modes are {known}") from None
 
 
 def check_model(value: str, choices: tuple[str, ...]) -> str:
