@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from tether.session.settings import SANDBOX_OPTION
@@ -24,6 +25,21 @@ def test_the_sessions_mode_wins_over_the_setting_and_a_bad_one_is_ignored(
         assert sandbox.mode_for({"mode": "auto"}) is SandboxMode.WORKSPACE_WRITE
     finally:
         sandbox.close()
+
+
+async def test_a_policy_for_the_file_tools_starts_no_proxy_even_from_a_thread(
+    tmp_path: Path,
+) -> None:
+    settings = SandboxSettings(network=Network.ALLOW_LIST, allowed_hosts=("pypi.org",))
+    sandbox = Sandbox(settings, str(tmp_path))
+    try:
+        checked = await asyncio.to_thread(
+            lambda: sandbox.policy_for(str(tmp_path), "a", None, spawn=False)
+        )
+        assert checked.proxy is None and not checked.network and not checked.allow_list
+        assert sandbox.policy_for(str(tmp_path), "a").allow_list
+    finally:
+        await sandbox.aclose()
 
 
 def test_the_network_is_summed_up_in_words(tmp_path: Path) -> None:

@@ -466,18 +466,27 @@ class Sandbox:
         return f"network {access}"
 
     def policy_for(
-        self, workspace: str, owner: str | None, options: Mapping[str, str] | None = None
+        self,
+        workspace: str,
+        owner: str | None,
+        options: Mapping[str, str] | None = None,
+        *,
+        spawn: bool = True,
     ) -> SandboxPolicy:
         """The policy of a command working for ``owner`` in ``workspace``, in the mode its
-        session's ``options`` set (:meth:`mode_for`). Called from the event loop's thread
-        when the network is ``allow-list``: the proxy lives there."""
+        session's ``options`` set (:meth:`mode_for`).
+
+        With ``spawn`` (a process is about to start) and the network ``allow-list``, the
+        proxy is started and named in the policy: then call it from the event loop's
+        thread, where the proxy lives. Without ``spawn`` (the file tools, which check
+        paths only, maybe from a worker thread) nothing is started."""
         settings = self.settings
         mode = self.mode_for(options)
         if mode is not settings.mode:
             settings = msgspec.structs.replace(settings, mode=mode)
         temp = self._temp.for_owner(owner) if mode is not SandboxMode.FULL_ACCESS else None
         policy = SandboxPolicy.for_workspace(settings, workspace, temp)
-        if policy.confined and self.settings.network_access is Network.ALLOW_LIST:
+        if spawn and policy.confined and self.settings.network_access is Network.ALLOW_LIST:
             proxy = self._proxy_for(policy.allowed_hosts)
             policy = msgspec.structs.replace(policy, proxy=proxy.control_path(owner))
         return policy

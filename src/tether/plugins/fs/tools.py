@@ -113,6 +113,7 @@ class FileTools:
             exec.cwd or os.getcwd(),
             agent.id if agent is not None else None,
             agent.session.settings.options if agent is not None else None,
+            spawn=False,
         )
         refusal = policy.refusal(real, write=write, outside_writes=True)
         if refusal is None and not write:
