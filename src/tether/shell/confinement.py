@@ -30,7 +30,7 @@ The mechanisms are the kernel's, and need no privilege:
   CLONE_NEWNET)``): the child sees only its own loopback, which is brought
   up, and no route out; 127.0.0.1 is its own, not the host's. With the
   network ``allow-list``, the child listens on that loopback at
-  :data:`~tether.shell.proxy.PROXY_PORT` and hands the listener to tether's
+  :data:`~tether.shell.sandbox.PROXY_PORT` and hands the listener to tether's
   proxy (:mod:`tether.shell.proxy`), its only way out. Where user
   namespaces are unavailable (:func:`namespaces_work`), Landlock's TCP rules
   (ABI 4) cut TCP instead, and the log says once that UDP is not cut.
@@ -69,8 +69,7 @@ from signal import SIGKILL
 from typing import NamedTuple
 
 from tether.shell.parent_death import parent_death
-from tether.shell.proxy import PROXY_PORT
-from tether.shell.sandbox import Fallback, ProtectedWatch, SandboxPolicy, identity
+from tether.shell.sandbox import PROXY_PORT, Fallback, ProtectedWatch, SandboxPolicy, identity
 
 log = logging.getLogger(__name__)
 

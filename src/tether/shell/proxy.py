@@ -10,11 +10,11 @@ resolved here, outside the namespace, so the process needs no resolver.
 
 How a process in an empty namespace reaches a proxy outside it: between
 fork and exec, the child (:mod:`tether.shell.confinement`) listens on
-``127.0.0.1:``:data:`PROXY_PORT` *inside its namespace*, and hands that
-listening socket, with a pidfd of itself, to the proxy over the owner's
-control socket (a Unix socket, ``SCM_RIGHTS``). A socket belongs to the
-namespace it was made in wherever its descriptor goes: the proxy accepts the
-process's connections on it from tether's event loop, and connects out from
+127.0.0.1 at :data:`~tether.shell.sandbox.PROXY_PORT` *inside its
+namespace*, and hands that listening socket, with a pidfd of itself, to the
+proxy over the owner's control socket (a Unix socket, ``SCM_RIGHTS``). A
+socket belongs to the namespace it was made in wherever its descriptor goes:
+the proxy accepts the process's connections on it from tether's event loop, and connects out from
 tether's namespace. No relay process, no thread. When the process ends (its
 pidfd turns readable) the listener is closed; connections already open run
 until either side closes them.
@@ -44,9 +44,6 @@ from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
 
-PROXY_PORT = 3128
-"""The port the proxy listens on inside each confined process's own loopback."""
-PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 DEFAULT_PORTS = frozenset({80, 443})
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0

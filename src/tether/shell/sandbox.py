@@ -42,13 +42,17 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
 from tether.session.settings import SANDBOX_OPTION
-from tether.shell.proxy import PROXY_URL, HostRule, NetworkProxy
+
+if TYPE_CHECKING:
+    # Imported where first needed: start-up stays free of the proxy.
+    from tether.shell.proxy import NetworkProxy
 
 
 class SandboxMode(enum.StrEnum):
@@ -112,6 +116,10 @@ UNREADABLE: tuple[str, ...] = (
 """Keys and credentials of the user, unreadable by a confined process."""
 
 
+PROXY_PORT = 3128
+"""The port tether's proxy listens on inside each confined process's own loopback
+(``network: allow-list``; see :mod:`tether.shell.proxy`)."""
+PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 """The variables naming tether's proxy to a process under ``network: allow-list``."""
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -151,6 +159,8 @@ class SandboxSettings(Schema, frozen=True):
         return Network.ON if self.network else Network.OFF
 
     def __post_init__(self) -> None:
+        if self.allowed_hosts:
+            from tether.shell.proxy import HostRule
         for index, host in enumerate(self.allowed_hosts):
             try:
                 HostRule.parse(host)
@@ -496,6 +506,8 @@ class Sandbox:
         return self._proxy.refused(owner) if self._proxy is not None else ()
 
     def _proxy_for(self, hosts: tuple[str, ...]) -> NetworkProxy:
+        from tether.shell.proxy import HostRule, NetworkProxy
+
         rules = tuple(HostRule.parse(host) for host in hosts)
         if self._proxy is not None and self._proxy.rules != rules:
             self._proxy.rules = rules
