@@ -89,6 +89,7 @@ async def test_an_allowed_host_is_reached_through_the_proxy_by_http_and_connect(
     assert plain.stdout == "HELLO-FROM-ORIGIN\n", plain.stderr
     assert tunnel.stdout == "HELLO-FROM-ORIGIN\n", tunnel.stderr
     assert [head.split(b"\r\n")[0] for head in server.heads] == [b"GET /hello?x=1 HTTP/1.1"] * 2
+    assert f"\r\nHost: allowed.test:{server.port}\r\n".encode() in server.heads[0]
     assert sandbox.refused(OWNER) == ()
 
 
@@ -233,10 +234,12 @@ def test_request_heads_are_parsed_and_rewritten() -> None:
     tunnel = parse_head(b"CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n")
     assert (tunnel.host, tunnel.port, tunnel.tunnel) == ("pypi.org", 443, True)
     plain = parse_head(
-        b"GET http://a.test:8080/p?q=1 HTTP/1.1\r\nHost: a.test\r\nProxy-Connection: keep-alive"
-        b"\r\nProxy-Authorization: Basic eA==\r\n\r\n"
+        b"GET http://a.test:8080/p?q=1 HTTP/1.1\r\nHost: elsewhere.example\r\nAccept: */*\r\n"
+        b"Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n\r\n"
     )
     assert (plain.host, plain.port, plain.tunnel) == ("a.test", 8080, False)
-    assert plain.head == b"GET /p?q=1 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+    assert plain.head == (
+        b"GET /p?q=1 HTTP/1.1\r\nHost: a.test:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    )
     with pytest.raises(ValueError, match="absolute http"):
         parse_head(b"GET /relative HTTP/1.1\r\n\r\n")

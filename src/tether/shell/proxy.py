@@ -48,7 +48,9 @@ DEFAULT_PORTS = frozenset({80, 443})
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0
 _CONNECT_TIMEOUT = 15.0
-_DROPPED = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")
+_DROPPED = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive", b"host")
+"""Request headers not forwarded: the proxy's own, and ``Host``, which is set to the
+host checked (a request for an allowed host cannot name another to the server)."""
 
 
 class HostRule(NamedTuple):
@@ -131,7 +133,13 @@ def parse_head(head: bytes) -> Request:
         for header in rest.split(b"\r\n")
         if header and header.split(b":", 1)[0].strip().lower() not in _DROPPED
     ]
-    lines = [f"{method} {path} {version}".encode("latin-1"), *kept, b"Connection: close"]
+    host = url.hostname if url.port is None else f"{url.hostname}:{url.port}"
+    lines = [
+        f"{method} {path} {version}".encode("latin-1"),
+        f"Host: {host}".encode("latin-1"),
+        *kept,
+        b"Connection: close",
+    ]
     return Request(url.hostname, url.port or 80, False, b"\r\n".join(lines) + b"\r\n\r\n")
 
 
