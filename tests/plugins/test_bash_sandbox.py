@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.plugins.test_tool_bash import as_caller, new_agent, run_bash
 from tests.shell.support import require_landlock
 from tether.agent import UserMessage
 from tether.runtime.compose import PluginRow
+from tether.shell.sandbox import SANDBOX
 
 
 @pytest.fixture(autouse=True)
@@ -90,8 +92,14 @@ async def test_a_host_off_the_allow_list_is_refused_and_named_in_the_bash_result
         result = await run_bash(
             built, agent, command="curl -sS -o /dev/null -w '%{http_code}' http://denied.invalid/"
         )
+        sandbox = built.runtime.ctx.get(SANDBOX)
+        assert sandbox is not None
+        control = sandbox.policy_for(str(ws), agent.id).proxy
+        assert control is not None and os.path.exists(control)  # noqa: ASYNC240 (one stat)
     finally:
         await built.runtime.dispose()
+    # Unloading the sandbox plugin stopped the proxy: its control sockets are gone.
+    assert not os.path.exists(control)  # noqa: ASYNC240 (one stat)
 
     content = str(result["content"])
     assert content.startswith("403")
