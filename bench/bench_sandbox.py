@@ -3,8 +3,9 @@
 Usage: python bench/bench_sandbox.py [--rounds N] [--workspace DIR]
 
 A foreground ``true`` through the shell executor, unconfined and confined
-(``workspace-write``, network off; then network on), interleaved so both see
-the same machine. The default workspace is a fresh git repository holding the
+(``workspace-write``, network off; then network on; then the network
+``allow-list``, whose child hands a listener to tether's proxy), interleaved
+so all see the same machine. The default workspace is a fresh git repository holding the
 usual protected paths (``.git/hooks``, ``.git/config``, ``.claude``,
 ``tether.yml``), so the read-only mounts and the check after the command are
 part of what is measured. Printed: the median and the range of each, the
@@ -27,7 +28,7 @@ from tether.shell import LocalShell, ShellExecRequest
 from tether.shell import local as shell_plugin
 from tether.shell.confinement import landlock_abi, prepare
 from tether.shell.definition import SHELL
-from tether.shell.sandbox import Sandbox, SandboxSettings
+from tether.shell.sandbox import Network, Sandbox, SandboxSettings
 
 TARGET_MS = 10.0
 
@@ -51,6 +52,9 @@ async def measure(shell: LocalShell, workspace: str, rounds: int) -> None:
         sandboxes = {
             "network off": Sandbox(SandboxSettings(), temp),
             "network on": Sandbox(SandboxSettings(network=True), temp),
+            "allow-list": Sandbox(
+                SandboxSettings(network=Network.ALLOW_LIST, allowed_hosts=("pypi.org",)), temp
+            ),
         }
         plain = shell.resolve(ShellExecRequest("true", cwd=workspace))
         specs = {
@@ -81,7 +85,7 @@ async def measure(shell: LocalShell, workspace: str, rounds: int) -> None:
             assert confinement is not None
             confinement.close()
         for sandbox in sandboxes.values():
-            sandbox.close()
+            await sandbox.aclose()
     base = statistics.median(times["unconfined"])
     for name, values in times.items():
         added = (statistics.median(values) - base) * 1000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.plugins.test_tool_bash import as_caller, new_agent, run_bash
 from tests.shell.support import require_landlock
 from tether.agent import UserMessage
 from tether.runtime.compose import PluginRow
+from tether.shell.sandbox import SANDBOX
 
 
 @pytest.fixture(autouse=True)
@@ -71,3 +73,35 @@ async def test_a_protected_path_a_background_task_made_is_told_to_its_owner(
     made = str(ws.resolve() / ".claude")
     assert f"protected paths appeared while the command ran: {made}" in output
     assert any(made in prompt for prompt in prompts(agent.session))
+
+
+async def test_a_host_off_the_allow_list_is_refused_and_named_in_the_bash_result(
+    tmp_path: Path,
+) -> None:
+    built = await build_world(tmp_path / "data", shell={"wake_idle_owner": False})
+    try:
+        rows = [state.row for state in built.composer.rows()]
+        config = {"network": "allow-list", "allowed_hosts": ["pypi.org"]}
+        row = PluginRow(id="sandbox", plugin="tether.plugins.sandbox", config=config)
+        report = await built.composer.apply([*rows, row])
+        assert report.ok, report.problems
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        agent = await new_agent(built, str(ws))
+
+        result = await run_bash(
+            built, agent, command="curl -sS -o /dev/null -w '%{http_code}' http://denied.invalid/"
+        )
+        sandbox = built.runtime.ctx.get(SANDBOX)
+        assert sandbox is not None
+        control = sandbox.policy_for(str(ws), agent.id).proxy
+        assert control is not None and os.path.exists(control)  # noqa: ASYNC240 (one stat)
+    finally:
+        await built.runtime.dispose()
+    # Unloading the sandbox plugin stopped the proxy: its control sockets are gone.
+    assert not os.path.exists(control)  # noqa: ASYNC240 (one stat)
+
+    content = str(result["content"])
+    assert content.startswith("403")
+    assert "[sandbox workspace-write (network allow-list: pypi.org; writable: " in content
+    assert "the network proxy refused denied.invalid:80: not in allowed_hosts" in content

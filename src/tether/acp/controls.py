@@ -17,16 +17,18 @@ from tether.acp.commands import run_command
 from tether.acp.errors import BridgeClosedError, SessionIdleError
 from tether.acp.options import (
     OPTION_IDS,
+    SandboxShown,
     UnknownOptionError,
     check_model,
     config_options,
     model_choices,
     parse_mode,
+    parse_sandbox,
 )
 from tether.agent import AgentDisposedError
 from tether.agent.commands import parse_command
 from tether.agent.types import AgentStatus, Target
-from tether.session.settings import MODE_OPTION, MODEL_OPTION
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION
 
 if TYPE_CHECKING:
     from tether.acp.permissions import Mode
@@ -37,8 +39,17 @@ if TYPE_CHECKING:
 
 def options(record: SessionRecord) -> list[dict[str, object]]:
     """``record``'s ``configOptions`` now (see :mod:`tether.acp.options`)."""
+    sandbox = record.sandbox
+    shown = None
+    if sandbox is not None:
+        chosen = record.settings.options
+        shown = SandboxShown(sandbox.mode_for(chosen), sandbox.network_summary(chosen))
     return config_options(
-        record.catalog, configured=record.configured_model, model=record.model, mode=record.mode
+        record.catalog,
+        configured=record.configured_model,
+        model=record.model,
+        mode=record.mode,
+        sandbox=shown,
     )
 
 
@@ -53,8 +64,9 @@ def set_option(record: SessionRecord, option: str, value: object) -> list[dict[s
     """Set configuration option ``option`` of ``record``'s session; the options after.
 
     ``model`` takes effect at the next model request, ``mode`` at the next
-    tool call; both are logged (``session/config``). A mode change is also
-    told as updates (:func:`option_changed`), for clients that show the mode
+    tool call, ``sandbox`` at the next process started (a command, a hook, an
+    MCP server); all are logged (``session/config``). A mode or sandbox change
+    is also told as updates (:func:`option_changed`), for clients that show it
     apart from the options.
 
     Raises:
@@ -67,6 +79,9 @@ def set_option(record: SessionRecord, option: str, value: object) -> list[dict[s
     elif option == MODEL_OPTION:
         choices = model_choices(record.catalog, record.configured_model, record.model)
         record.set_model(check_model(value, choices))
+    elif option == SANDBOX_OPTION:
+        if record.set_sandbox(parse_sandbox(value)):
+            option_changed(record, SANDBOX_OPTION)
     else:
         known = ", ".join(repr(each) for each in OPTION_IDS)
         raise UnknownOptionError(f"unknown config option {option!r}; the options are {known}")

@@ -7,9 +7,15 @@ option id         category     values
                                the session's current model, then every model
                                of the settings' catalog (:mod:`tether.llm.catalog`)
 ``mode``          ``mode``     ``ask``, ``auto`` (:class:`~tether.acp.permissions.Mode`)
+``sandbox``       (none)       ``read-only``, ``workspace-write``, ``full-access``
+                               (:class:`~tether.shell.sandbox.SandboxMode`), offered
+                               when the ``sandbox`` service is there; its
+                               description names the network policy
 ================  ===========  ================================================
 
-Both are ``select`` options. A value outside the listed ones is refused
+All are ``select`` options. The sandbox option has no category: the
+protocol reserves the names without ``_`` and clients' SDKs accept only
+those. A value outside the listed ones is refused
 (:class:`UnknownOptionError`, with the choices in its message); a model the
 provider then rejects fails the next prompt, and the session stays usable.
 Options are built as the JSON the wire carries, like the updates.
@@ -17,10 +23,14 @@ Options are built as the JSON the wire carries, like the updates.
 
 from __future__ import annotations
 
+import enum
+from typing import NamedTuple, TypeVar
+
 from tether.acp.errors import BridgeError
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.llm.catalog import ModelCatalog
-from tether.session.settings import MODE_OPTION, MODEL_OPTION
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION
+from tether.shell.sandbox import SandboxMode
 
 __all__ = [
     "OPTION_IDS",
@@ -29,9 +39,28 @@ __all__ = [
     "config_options",
     "model_choices",
     "parse_mode",
+    "parse_sandbox",
 ]
 
-OPTION_IDS = (MODEL_OPTION, MODE_OPTION)
+OPTION_IDS = (MODEL_OPTION, MODE_OPTION, SANDBOX_OPTION)
+
+_Modes = TypeVar("_Modes", bound=enum.StrEnum)
+
+SANDBOX_DESCRIPTIONS = {
+    SandboxMode.READ_ONLY: ("Read-only", "Commands write nothing but their temp dir."),
+    SandboxMode.WORKSPACE_WRITE: (
+        "Workspace write",
+        "Commands write the workspace; git hooks and agent settings stay read-only.",
+    ),
+    SandboxMode.FULL_ACCESS: ("Full access", "No sandbox: commands do what the user may."),
+}
+
+
+class SandboxShown(NamedTuple):
+    """The sandbox of a session as its option shows it: the mode, the network in words."""
+
+    mode: SandboxMode
+    network: str
 
 
 class UnknownOptionError(BridgeError):
@@ -44,9 +73,14 @@ def model_choices(catalog: ModelCatalog, configured: str, current: str) -> tuple
 
 
 def config_options(
-    catalog: ModelCatalog, *, configured: str, model: str, mode: Mode
+    catalog: ModelCatalog,
+    *,
+    configured: str,
+    model: str,
+    mode: Mode,
+    sandbox: SandboxShown | None = None,
 ) -> list[dict[str, object]]:
-    """The ``configOptions`` of a session now (wire JSON)."""
+    """The ``configOptions`` of a session now (wire JSON); the sandbox's when it has one."""
     models = []
     for choice in model_choices(catalog, configured, model):
         entry = catalog.get(choice)
@@ -76,7 +110,32 @@ def config_options(
                 for each, (label, description) in MODE_DESCRIPTIONS.items()
             ],
         },
+        *([] if sandbox is None else [sandbox_option(sandbox)]),
     ]
+
+
+def sandbox_option(sandbox: SandboxShown) -> dict[str, object]:
+    """The ``sandbox`` option (wire JSON): the mode of the session's next processes."""
+    return {
+        "id": SANDBOX_OPTION,
+        "name": "Sandbox",
+        "description": f"What the next commands may write and reach ({sandbox.network}).",
+        "type": "select",
+        "currentValue": sandbox.mode.value,
+        "options": [
+            {"value": each.value, "name": label, "description": description}
+            for each, (label, description) in SANDBOX_DESCRIPTIONS.items()
+        ],
+    }
+
+
+def parse_sandbox(value: str) -> SandboxMode:
+    """The sandbox mode named ``value``.
+
+    Raises:
+        UnknownOptionError: there is none; the message lists the modes.
+    """
+    return _named(SandboxMode, value, "sandbox mode")
 
 
 def parse_mode(value: str) -> Mode:
@@ -85,11 +144,16 @@ def parse_mode(value: str) -> Mode:
     Raises:
         UnknownOptionError: there is none; the message lists the modes.
     """
+    return _named(Mode, value, "mode")
+
+
+def _named(kind: type[_Modes], value: str, what: str) -> _Modes:
+    """The member of ``kind`` whose value is ``value``; else a refusal listing them."""
     try:
-        return Mode(value)
+        return kind(value)
     except ValueError:
-        known = ", ".join(repr(m.value) for m in Mode)
-        raise UnknownOptionError(f"unknown mode {value!r}; the modes are {known}") from None
+        known = ", ".join(repr(m.value) for m in kind)
+        raise UnknownOptionError(f"unknown {what} {value!r}; the modes are {known}") from None
 
 
 def check_model(value: str, choices: tuple[str, ...]) -> str:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from tether.acp.delegation import ChildProgress
 from tether.acp.editor_files import ClientFeatures
-from tether.acp.errors import BridgeClosedError, PromptInFlightError
+from tether.acp.errors import BridgeClosedError, BridgeError, PromptInFlightError
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, outcome_of
 from tether.acp.replay import replay
@@ -51,9 +51,11 @@ from tether.session.model import session_model
 from tether.session.settings import (
     MODE_OPTION,
     MODEL_OPTION,
+    SANDBOX_OPTION,
     ConfigChanged,
     SessionSettings,
 )
+from tether.shell.sandbox import SANDBOX, Sandbox, SandboxMode
 from tether.tools.execute import ToolInvocation
 from tether.tools.preview import ToolPreview
 from tether.tools.registry import TOOLS, shown_in
@@ -202,6 +204,26 @@ class SessionRecord:
         if mode is self.mode:
             return False
         self.agent.session.append(ConfigChanged(option=MODE_OPTION, value=mode.value))
+        return True
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The ``sandbox`` service of the session's agent, when there is one."""
+        return self.agent.ctx.get(SANDBOX)
+
+    def set_sandbox(self, mode: SandboxMode) -> bool:
+        """Log ``mode`` as the sandbox mode of the session's next processes; whether it
+        changed anything.
+
+        Raises:
+            BridgeError: the session has no sandbox.
+        """
+        sandbox = self.sandbox
+        if sandbox is None:
+            raise BridgeError("this session has no sandbox (the sandbox plugin is not mounted)")
+        if mode is sandbox.mode_for(self.settings.options):
+            return False
+        self.agent.session.append(ConfigChanged(option=SANDBOX_OPTION, value=mode.value))
         return True
 
     def set_model(self, model: str) -> bool:

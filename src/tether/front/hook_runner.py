@@ -151,7 +151,11 @@ class HookRunner:
         self, command: str, payload: Mapping[str, object], cwd: str, agent: Agent
     ) -> ShellProcess | None:
         sandbox = self._ctx.get(SANDBOX) if self._sandboxed else None
-        policy = sandbox.policy_for(cwd, agent.id) if sandbox is not None else None
+        policy = (
+            sandbox.policy_for(cwd, agent.id, agent.session.settings.options)
+            if sandbox is not None
+            else None
+        )
         env = child_environment({"CLAUDE_PROJECT_DIR": cwd})
         if policy is not None:
             env = policy.environment(env)

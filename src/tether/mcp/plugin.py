@@ -263,7 +263,11 @@ class McpService:
             guard=self._guard,
             owner=agent,
             on_lost=lambda lost, reason: self._lost(agent, lost, reason),
-            sandbox=sandbox.server_policy(cwd or os.getcwd(), agent.id) if sandbox else None,
+            sandbox=(
+                sandbox.server_policy(cwd or os.getcwd(), agent.id, agent.session.settings.options)
+                if sandbox
+                else None
+            ),
             on_tools_changed=self._tools_changed,
         )
         listed: list[Any] = []

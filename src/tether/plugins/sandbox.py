@@ -2,9 +2,10 @@
 
 Mount ``tether.plugins.sandbox`` (plugin name ``sandbox``); its config is
 :class:`~tether.shell.sandbox.SandboxSettings` (``mode``, ``network``,
-``writable_roots``, ``protected``, ``unreadable``, ``fallback``). It provides
-``ctx.sandbox``; the bash tools, the MCP stdio servers and the file tools read
-it when it is there. Its private temp dirs are removed when it unloads.
+``allowed_hosts``, ``writable_roots``, ``protected``, ``unreadable``,
+``fallback``). It provides ``ctx.sandbox``; the bash tools, the MCP stdio
+servers and the file tools read it when it is there. Its private temp dirs are
+removed, and its allow-list proxy stopped, when it unloads.
 """
 
 from __future__ import annotations
@@ -26,5 +27,5 @@ async def apply(ctx: Context, config: SandboxSettings) -> None:
     spawn, not here (start-up stays free of it); a kernel without it is reported then,
     once, in one line."""
     sandbox = Sandbox(config)
-    await ctx.effect(lambda: sandbox.close, label="remove sandbox temp dirs")
+    await ctx.effect(lambda: sandbox.aclose, label="stop the sandbox's proxy, remove its temp dirs")
     ctx.provide(SANDBOX, sandbox)

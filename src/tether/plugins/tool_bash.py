@@ -63,7 +63,13 @@ from tether.shell import (
     TaskStatus,
 )
 from tether.shell.definition import SHELL
-from tether.shell.sandbox import SANDBOX, SandboxPolicy, appeared_note, denial_note
+from tether.shell.sandbox import (
+    SANDBOX,
+    SandboxPolicy,
+    appeared_note,
+    denial_note,
+    refused_note,
+)
 from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
 from tether.tools.registry import TOOLS
 
@@ -128,8 +134,10 @@ def resolve_workdir(session_cwd: str | None, workdir: str) -> str:
     return os.path.normpath(os.path.join(base, os.path.expanduser(workdir)))
 
 
-def render_result(result: ShellResult, timeout_ms: int) -> str:
-    """A foreground result as the model reads it: stdout, ``[stderr]``, then markers."""
+def render_result(result: ShellResult, timeout_ms: int, refused: tuple[str, ...] = ()) -> str:
+    """A foreground result as the model reads it: stdout, ``[stderr]``, then markers;
+    ``refused`` names the hosts the sandbox's proxy refused to it (see
+    :func:`~tether.shell.sandbox.refused_note`)."""
     parts = []
     if result.stdout:
         parts.append(result.stdout.rstrip("\n"))
@@ -145,6 +153,10 @@ def render_result(result: ShellResult, timeout_ms: int) -> str:
     if note is not None:
         log.info("a sandboxed command was denied an access: %s", note)
         parts.append(note)
+    proxy = refused_note(result.sandbox, refused)
+    if proxy is not None:
+        log.info("a sandboxed command was denied an access: %s", proxy)
+        parts.append(proxy)
     appeared = appeared_note(result.appeared)
     if appeared is not None:
         parts.append(appeared)
@@ -220,14 +232,21 @@ class BashTools:
         if result.aborted and result.stop is not None and exec.agent is not None:
             self.receipts.call_stopped(exec.agent, exec.call_id, result.stop)
         failed = result.timed_out or result.aborted or result.exit_code != 0
-        return ToolOutput(render_result(result, spec.timeout_ms), is_error=failed)
+        refused = self._refused(exec)
+        return ToolOutput(render_result(result, spec.timeout_ms, refused), is_error=failed)
+
+    def _refused(self, exec: ToolExec) -> tuple[str, ...]:
+        """The hosts the sandbox's proxy refused to the caller's commands since last asked."""
+        sandbox = self._ctx.get(SANDBOX)
+        return sandbox.refused(owner_token(exec)) if sandbox is not None else ()
 
     def _policy(self, exec: ToolExec) -> SandboxPolicy | None:
         """The sandbox policy of the caller's commands: its session's cwd is the workspace."""
         sandbox = self._ctx.get(SANDBOX)
         if sandbox is None:
             return None
-        return sandbox.policy_for(exec.cwd or os.getcwd(), owner_token(exec))
+        options = exec.agent.session.settings.options if exec.agent is not None else None
+        return sandbox.policy_for(exec.cwd or os.getcwd(), owner_token(exec), options)
 
     async def _terminals(self, exec: ToolExec) -> Terminals | None:
         """The client's terminals, when a frontend runs the caller's commands there."""
@@ -286,6 +305,7 @@ class BashTools:
                 parts.append(f"[{stream} truncated; the whole stream is in {spill}]")
         notes = (
             denial_note(read.task.sandbox, f"{read.stdout}\n{read.stderr}"),
+            refused_note(read.task.sandbox, self._refused(exec)),
             appeared_note(read.task.appeared),
         )
         parts.extend(note for note in notes if note is not None)

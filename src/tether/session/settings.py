@@ -46,6 +46,7 @@ __all__ = [
     "MODE_OPTION",
     "PLAN_PRIORITIES",
     "PLAN_STATUSES",
+    "SANDBOX_OPTION",
     "SETTINGS_PAYLOADS",
     "SETTINGS_TYPES",
     "ConfigChanged",
@@ -68,6 +69,10 @@ of its provider (set after a ``model`` switch, which drops it)."""
 
 MODE_OPTION = "mode"
 """The ``session/config`` option the editor bridge keeps its permission mode in."""
+
+SANDBOX_OPTION = "sandbox"
+"""The ``session/config`` option that sets the sandbox mode of the session's next
+processes (``read-only``, ``workspace-write``, ``full-access``)."""
 
 
 class ConfigChanged(EventStruct, frozen=True):

@@ -28,7 +28,10 @@ The mechanisms are the kernel's, and need no privilege:
   ``.git``).
 * **A network namespace** for the network (``unshare(CLONE_NEWUSER |
   CLONE_NEWNET)``): the child sees only its own loopback, which is brought
-  up, and no route out; 127.0.0.1 is its own, not the host's. Where user
+  up, and no route out; 127.0.0.1 is its own, not the host's. With the
+  network ``allow-list``, the child listens on that loopback at
+  :data:`~tether.shell.sandbox.PROXY_PORT` and hands the listener to tether's
+  proxy (:mod:`tether.shell.proxy`), its only way out. Where user
   namespaces are unavailable (:func:`namespaces_work`), Landlock's TCP rules
   (ABI 4) cut TCP instead, and the log says once that UDP is not cut.
 * ``PR_SET_NO_NEW_PRIVS``, which Landlock requires anyway: a setuid program
@@ -66,7 +69,7 @@ from signal import SIGKILL
 from typing import NamedTuple
 
 from tether.shell.parent_death import parent_death
-from tether.shell.sandbox import Fallback, ProtectedWatch, SandboxPolicy, identity
+from tether.shell.sandbox import PROXY_PORT, Fallback, ProtectedWatch, SandboxPolicy, identity
 
 log = logging.getLogger(__name__)
 
@@ -365,18 +368,26 @@ class Confinement:
     """
 
     def __init__(
-        self, kernel: _Kernel, ruleset: int, *, isolate: bool, pinned: tuple[Pin, ...]
+        self,
+        kernel: _Kernel,
+        ruleset: int,
+        *,
+        isolate: bool,
+        pinned: tuple[Pin, ...],
+        proxy: bytes | None = None,
     ) -> None:
         self._kernel = kernel
         self._ruleset = ruleset
         self._isolate = isolate
         self._pinned = pinned
         self._maps = _id_maps()
+        self._proxy = proxy if isolate else None
 
     def preexec(self, parent: int | None) -> Callable[[], None]:
         """The child's part, run between fork and exec: no new privileges, the user,
-        network and mount namespaces with the protected paths mounted read-only, the
-        parent-death signal (when ``parent`` is given), then Landlock.
+        network and mount namespaces, the proxy's listener handed over (``allow-list``),
+        the protected paths mounted read-only, the parent-death signal (when
+        ``parent`` is given), then Landlock.
 
         A step that fails ends the child with status 126 and the reason on its stderr:
         nothing runs half-confined.
@@ -384,7 +395,7 @@ class Confinement:
         import ctypes
 
         kernel, ruleset, isolate, maps = self._kernel, self._ruleset, self._isolate, self._maps
-        pinned = self._pinned
+        pinned, proxy = self._pinned, self._proxy
 
         def enter() -> None:
             step = "no_new_privs"
@@ -394,6 +405,9 @@ class Confinement:
                 if isolate or pinned:
                     step = "namespaces"
                     _enter_namespaces(kernel, maps, network=isolate, mounts=bool(pinned))
+                if proxy is not None:
+                    step = "proxy handover"
+                    _hand_over(proxy)
                 for pin in pinned:
                     step = f"mount {pin.path.decode(errors='replace')}"
                     _mount(kernel, pin)
@@ -468,6 +482,26 @@ def _same(fd: int, pin: Pin) -> None:
         raise OSError(errno.ESTALE, "replaced while the command started")
 
 
+def _hand_over(control: bytes) -> None:
+    """In a child, in its own network namespace: listen on its loopback at the proxy's
+    port, and hand the listener and a pidfd of itself to tether's proxy (``control``).
+
+    The listener stays in this namespace wherever its descriptor goes: the proxy
+    accepts this process's connections on it. Both descriptors are close-on-exec
+    here, so the command holds neither.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", PROXY_PORT))
+        listener.listen(128)
+        pidfd = os.pidfd_open(os.getpid())
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as channel:
+                channel.connect(control)
+                socket.send_fds(channel, [b"L"], [listener.fileno(), pidfd])
+        finally:
+            os.close(pidfd)
+
+
 def _loopback_up() -> None:
     """Bring up the namespace's own loopback, so a command can serve itself on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -510,7 +544,21 @@ def prepare(
     except BaseException:
         os.close(ruleset)
         raise
-    return Confinement(kernel, ruleset, isolate=isolate, pinned=pinned)
+    proxy = None
+    if policy.allow_list and policy.proxy is not None:
+        if not isolate:
+            _report_no_proxy()
+        proxy = os.fsencode(policy.proxy)
+    return Confinement(kernel, ruleset, isolate=isolate, pinned=pinned, proxy=proxy)
+
+
+@functools.cache
+def _report_no_proxy() -> None:
+    """Say once that ``allow-list`` needs a network namespace, and is ``off`` without one."""
+    log.warning(
+        "sandbox: network allow-list needs user namespaces, unavailable here; "
+        "the network is off for confined commands (the proxy cannot be reached)"
+    )
 
 
 def pins(policy: SandboxPolicy, existing: Mapping[str, tuple[int, int, int]]) -> tuple[Pin, ...]:

@@ -13,7 +13,9 @@ A :class:`SandboxPolicy` is a frozen value built for one workspace from the
   harnesses a user may run on the same checkout (:data:`PROTECTED`);
 * **unreadable paths** — the user's keys and credentials (:data:`UNREADABLE`),
   unreadable everywhere;
-* **network** — off unless turned on.
+* **network** — ``off`` (the default), ``on``, or ``allow-list``: no direct
+  network, but the hosts of ``allowed_hosts`` through tether's own proxy
+  (:mod:`tether.shell.proxy`).
 
 :meth:`SandboxPolicy.may_write` and :meth:`SandboxPolicy.may_read` answer
 for a *real* path (every symlink resolved) with the rules the kernel applies
@@ -39,12 +41,18 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import FieldError, Schema
+from tether.session.settings import SANDBOX_OPTION
+
+if TYPE_CHECKING:
+    # Imported where first needed: start-up stays free of the proxy.
+    from tether.shell.proxy import NetworkProxy
 
 
 class SandboxMode(enum.StrEnum):
@@ -53,6 +61,15 @@ class SandboxMode(enum.StrEnum):
     READ_ONLY = "read-only"
     WORKSPACE_WRITE = "workspace-write"
     FULL_ACCESS = "full-access"
+
+
+class Network(enum.StrEnum):
+    """What a confined process may reach (``true``/``false`` are read as ``on``/``off``)."""
+
+    OFF = "off"
+    ON = "on"
+    ALLOW_LIST = "allow-list"
+    """Only ``allowed_hosts``, through tether's proxy; no direct connection."""
 
 
 class Fallback(enum.StrEnum):
@@ -99,6 +116,15 @@ UNREADABLE: tuple[str, ...] = (
 """Keys and credentials of the user, unreadable by a confined process."""
 
 
+PROXY_PORT = 3128
+"""The port tether's proxy listens on inside each confined process's own loopback
+(``network: allow-list``; see :mod:`tether.shell.proxy`)."""
+PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+"""The variables naming tether's proxy to a process under ``network: allow-list``."""
+NO_PROXY = "localhost,127.0.0.1,::1"
+"""The process's own loopback is reached directly (it is its own, not the host's)."""
+
 AGENT_SOCKETS: frozenset[str] = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "SSH_AGENT_PID"})
 """Variables naming a key agent's socket, left out of a confined process's environment."""
 
@@ -108,8 +134,11 @@ class SandboxSettings(Schema, frozen=True):
 
     mode: SandboxMode = SandboxMode.WORKSPACE_WRITE
     """``read-only``, ``workspace-write`` or ``full-access``."""
-    network: bool = False
-    """Whether a confined process may reach the network."""
+    network: bool | Network = Network.OFF
+    """``off``, ``on`` (``false``/``true`` too) or ``allow-list``."""
+    allowed_hosts: tuple[str, ...] = ()
+    """With ``network: allow-list``: the hosts reached through tether's proxy
+    (``pypi.org``, ``*.npmjs.org``, ``host:8443``; ports 80 and 443 unless given)."""
     writable_roots: tuple[str, ...] = ()
     """Absolute directories writable besides the workspace (``~`` expands)."""
     protected: tuple[str, ...] = ()
@@ -122,7 +151,21 @@ class SandboxSettings(Schema, frozen=True):
     """Whether MCP stdio servers may reach the network (many exist to do just that);
     their files are confined like any command's."""
 
+    @property
+    def network_access(self) -> Network:
+        """:attr:`network` as a :class:`Network` (a boolean read as ``on``/``off``)."""
+        if isinstance(self.network, Network):
+            return self.network
+        return Network.ON if self.network else Network.OFF
+
     def __post_init__(self) -> None:
+        if self.allowed_hosts:
+            from tether.shell.proxy import HostRule
+        for index, host in enumerate(self.allowed_hosts):
+            try:
+                HostRule.parse(host)
+            except ValueError as exc:
+                raise FieldError(("allowed_hosts", index), str(exc)) from None
         for index, root in enumerate(self.writable_roots):
             if not os.path.isabs(os.path.expanduser(root)):
                 raise FieldError(("writable_roots", index), f"must be absolute, got {root!r}")
@@ -151,6 +194,10 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
     network: bool
     temp_dir: str | None
     fallback: Fallback
+    allowed_hosts: tuple[str, ...] = ()
+    """With ``network: allow-list``: what tether's proxy lets the process reach."""
+    proxy: str | None = None
+    """The control socket of tether's proxy (``allow-list``), once the proxy runs."""
 
     @classmethod
     def for_workspace(
@@ -162,6 +209,7 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
         mode; the temp dir in every confined mode.
         """
         real = os.path.realpath(workspace)
+        access = settings.network_access
         roots: list[str] = []
         if settings.mode is SandboxMode.WORKSPACE_WRITE:
             roots = [real, *(_real(root) for root in settings.writable_roots)]
@@ -184,9 +232,10 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
             writable=tuple(roots),
             protected=tuple(protected),
             unreadable=tuple(unreadable),
-            network=settings.network or settings.mode is SandboxMode.FULL_ACCESS,
+            network=access is Network.ON or settings.mode is SandboxMode.FULL_ACCESS,
             temp_dir=temp,
             fallback=settings.fallback,
+            allowed_hosts=settings.allowed_hosts if access is Network.ALLOW_LIST else (),
         )
 
     @property
@@ -194,11 +243,18 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
         """False in ``full-access`` mode: nothing is restricted."""
         return self.mode is not SandboxMode.FULL_ACCESS
 
+    @property
+    def allow_list(self) -> bool:
+        """Whether the process reaches the network only through tether's proxy."""
+        return self.proxy is not None and self.confined and not self.network
+
     def summary(self) -> str:
         """One line for a record or a log: the mode, the network, the writable roots."""
         if not self.confined:
             return "sandbox full-access"
         network = "network on" if self.network else "network off"
+        if self.allow_list:
+            network = f"network allow-list: {', '.join(self.allowed_hosts) or 'no host'}"
         writable = ", ".join(self.writable) or "nothing"
         return f"sandbox {self.mode} ({network}; writable: {writable})"
 
@@ -210,6 +266,10 @@ class SandboxPolicy(msgspec.Struct, frozen=True, kw_only=True):
         confined = {name: value for name, value in env.items() if name not in AGENT_SOCKETS}
         if self.temp_dir is not None:
             confined["TMPDIR"] = self.temp_dir
+        if self.allow_list:
+            for name in PROXY_VARIABLES:
+                confined[name] = PROXY_URL
+            confined["NO_PROXY"] = confined["no_proxy"] = NO_PROXY
         return confined
 
     def may_write(self, real: str) -> bool:
@@ -363,34 +423,119 @@ def denial_note(record: str | None, output: str) -> str | None:
     )
 
 
+def refused_note(record: str | None, refused: tuple[str, ...]) -> str | None:
+    """A note for a person and the model naming the hosts tether's proxy ``refused`` to a
+    command confined with ``network: allow-list`` (``record`` is its policy line)."""
+    if not refused:
+        return None
+    policy = record or "sandbox"
+    return (
+        f"[{policy}: the network proxy refused {', '.join(refused)}: not in allowed_hosts. "
+        "Only the allowed hosts are reached, through tether's proxy; nothing else is.]"
+    )
+
+
 class Sandbox:
     """The ``sandbox`` service: the settings, and a private temp dir per owner.
 
     :meth:`policy_for` builds the policy a process started for an agent runs
-    under; :meth:`close` removes the temp dirs.
+    under, starting the allow-list proxy (:mod:`tether.shell.proxy`) the first
+    time one needs it; :meth:`aclose` stops the proxy and removes the temp
+    dirs (:meth:`close` does it without waiting for the proxy's connections).
+    ``resolve`` maps host names for the proxy (tests point names at 127.0.0.1).
     """
 
-    def __init__(self, settings: SandboxSettings, temp_parent: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        temp_parent: str | None = None,
+        resolve: Callable[[str], str] | None = None,
+    ) -> None:
         self.settings = settings
         self._temp = PrivateTemp(temp_parent)
+        self._resolve = resolve
+        self._proxy: NetworkProxy | None = None
 
-    def policy_for(self, workspace: str, owner: str | None) -> SandboxPolicy:
-        """The policy of a command working for ``owner`` in ``workspace``."""
-        temp = (
-            self._temp.for_owner(owner)
-            if self.settings.mode is not SandboxMode.FULL_ACCESS
-            else None
-        )
-        return SandboxPolicy.for_workspace(self.settings, workspace, temp)
+    def mode_for(self, options: Mapping[str, str] | None = None) -> SandboxMode:
+        """The mode of a session whose ``session/config`` options are ``options``: the
+        one it set (:data:`~tether.session.settings.SANDBOX_OPTION`), else the setting's."""
+        chosen = (options or {}).get(SANDBOX_OPTION)
+        try:
+            return self.settings.mode if chosen is None else SandboxMode(chosen)
+        except ValueError:
+            return self.settings.mode
 
-    def server_policy(self, workspace: str, owner: str | None) -> SandboxPolicy:
+    def network_summary(self, options: Mapping[str, str] | None = None) -> str:
+        """The network of a session's processes in a few words (``network off`` …), for
+        the mode its ``options`` set (``full-access``: ``network on``)."""
+        if self.mode_for(options) is SandboxMode.FULL_ACCESS:
+            return "network on"
+        access = self.settings.network_access
+        if access is Network.ALLOW_LIST:
+            return f"network allow-list: {', '.join(self.settings.allowed_hosts) or 'no host'}"
+        return f"network {access}"
+
+    def policy_for(
+        self,
+        workspace: str,
+        owner: str | None,
+        options: Mapping[str, str] | None = None,
+        *,
+        spawn: bool = True,
+    ) -> SandboxPolicy:
+        """The policy of a command working for ``owner`` in ``workspace``, in the mode its
+        session's ``options`` set (:meth:`mode_for`).
+
+        With ``spawn`` (a process is about to start) and the network ``allow-list``, the
+        proxy is started and named in the policy: then call it from the event loop's
+        thread, where the proxy lives. Without ``spawn`` (the file tools, which check
+        paths only, maybe from a worker thread) nothing is started."""
+        settings = self.settings
+        mode = self.mode_for(options)
+        if mode is not settings.mode:
+            settings = msgspec.structs.replace(settings, mode=mode)
+        temp = self._temp.for_owner(owner) if mode is not SandboxMode.FULL_ACCESS else None
+        policy = SandboxPolicy.for_workspace(settings, workspace, temp)
+        if spawn and policy.confined and self.settings.network_access is Network.ALLOW_LIST:
+            proxy = self._proxy_for(policy.allowed_hosts)
+            policy = msgspec.structs.replace(policy, proxy=proxy.control_path(owner))
+        return policy
+
+    def refused(self, owner: str | None) -> tuple[str, ...]:
+        """The hosts the proxy refused to ``owner``'s processes since last asked."""
+        return self._proxy.refused(owner) if self._proxy is not None else ()
+
+    def _proxy_for(self, hosts: tuple[str, ...]) -> NetworkProxy:
+        from tether.shell.proxy import HostRule, NetworkProxy
+
+        rules = tuple(HostRule.parse(host) for host in hosts)
+        if self._proxy is not None and self._proxy.rules != rules:
+            self._proxy.rules = rules
+        if self._proxy is None:
+            self._proxy = NetworkProxy(rules, self._resolve)
+        return self._proxy
+
+    def server_policy(
+        self, workspace: str, owner: str | None, options: Mapping[str, str] | None = None
+    ) -> SandboxPolicy:
         """The policy of an MCP stdio server: a command's, with the network of ``mcp_network``."""
-        policy = self.policy_for(workspace, owner)
+        policy = self.policy_for(workspace, owner, options)
         if self.settings.mcp_network and not policy.network:
-            return msgspec.structs.replace(policy, network=True)
+            return msgspec.structs.replace(policy, network=True, proxy=None, allowed_hosts=())
         return policy
 
     def close(self) -> None:
+        """Remove the temp dirs; stop the proxy, its connections cancelled but not awaited."""
+        if self._proxy is not None:
+            self._proxy.shut()
+            self._proxy = None
+        self._temp.remove()
+
+    async def aclose(self) -> None:
+        """Stop the proxy and wait for its connections to end; remove the temp dirs."""
+        if self._proxy is not None:
+            proxy, self._proxy = self._proxy, None
+            await proxy.close()
         self._temp.remove()
 
 

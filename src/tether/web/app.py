@@ -36,7 +36,7 @@ import logging
 import os
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -82,6 +82,7 @@ from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model
 from tether.session.settings import MODE_OPTION
 from tether.session.store import SESSIONS, SessionConflictError
+from tether.shell.sandbox import SANDBOX, SandboxMode
 from tether.tools.permission import Mode
 from tether.tools.registry import TOOLS, Shown, shown_in
 from tether.web.hub import (
@@ -284,7 +285,8 @@ class Api:
         """
         summary: The model providers configured here, and the default model and mode.
         responses:
-          200: {description: "{providers: [str], default_model: str, modes: [str]}"}
+          200: {description: "{providers: [str], default_model: str, modes: [str], default_mode:
+            str, sandbox_modes: [str], default_sandbox: str or null}"}
         """
         from tether.llm.service import LLM
 
@@ -296,8 +298,27 @@ class Api:
                 "default_model": self._default_model,
                 "modes": [mode.value for mode in Mode],
                 "default_mode": self._hub.config.mode.value,
+                **self._sandbox_modes(),
             }
         )
+
+    def _sandbox_modes(self) -> dict[str, object]:
+        """The sandbox modes a new session may take and the default, when there is a sandbox."""
+        sandbox = self._ctx.get(SANDBOX)
+        if sandbox is None:
+            return {"sandbox_modes": [], "default_sandbox": None}
+        modes = [mode.value for mode in SandboxMode]
+        return {"sandbox_modes": modes, "default_sandbox": sandbox.settings.mode.value}
+
+    def _sandbox_of(self, options: Mapping[str, str]) -> dict[str, str] | None:
+        """A session's sandbox as shown: its mode and network in words; ``None`` without one."""
+        sandbox = self._ctx.get(SANDBOX)
+        if sandbox is None:
+            return None
+        return {
+            "mode": sandbox.mode_for(options).value,
+            "network": sandbox.network_summary(options),
+        }
 
     async def list_sessions(self, request: Request) -> Response:
         """
@@ -388,9 +409,13 @@ class Api:
                   cwd: {type: string, description: an existing directory (absolute)}
                   model: {type: string, description: "PROVIDER:MODEL; default: the configured one"}
                   mode: {type: string, enum: [ask, auto]}
+                  sandbox:
+                    type: string
+                    enum: [read-only, workspace-write, full-access]
+                    description: "default: the sandbox setting's mode"
         responses:
           201: {description: "{id}"}
-          400: {description: a bad cwd, model or mode}
+          400: {description: a bad cwd, model, mode or sandbox}
           503: {description: "the session could not be stored (it was not created)"}
         """
         body = await _json_body(request, limit=64 * 1024)
@@ -405,19 +430,35 @@ class Api:
             mode = Mode(mode_given) if mode_given is not None else None
         except ValueError:
             raise ApiError(400, f"mode must be ask or auto, got {mode_given!r}") from None
+        sandbox = self._sandbox_choice(body.get("sandbox") or None)
         try:
-            agent = await self._hub.create(_normal(cwd), model=model, mode=mode)
+            agent = await self._hub.create(_normal(cwd), model=model, mode=mode, sandbox=sandbox)
         except (HubClosedError, NotStoredError) as exc:
             raise ApiError(503, str(exc)) from None
         return JSONResponse({"id": agent.id}, status_code=201)
+
+    def _sandbox_choice(self, given: object) -> SandboxMode | None:
+        """The sandbox mode a new session asks for (``None``: the setting's).
+
+        Raises:
+            ApiError: 400, not a mode, or no sandbox here to apply it.
+        """
+        if given is None:
+            return None
+        if self._ctx.get(SANDBOX) is None:
+            raise ApiError(400, "sandbox cannot be chosen: the sandbox plugin is not mounted")
+        known = [mode.value for mode in SandboxMode]
+        if given not in known:
+            raise ApiError(400, f"sandbox must be one of {', '.join(known)}, got {given!r}")
+        return SandboxMode(given)
 
     async def get_session(self, request: Request) -> Response:
         """
         summary: One session's header, settings and where it is live.
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
-          200: {description: "{id, cwd, title, model, mode, live, holder, running, parent,
-            children, events}"}
+          200: {description: "{id, cwd, title, model, mode, sandbox: {mode, network} or null,
+            live, holder, running, parent, children, events}"}
           404: {description: no such session}
         """
         session_id = _session_id(request)
@@ -449,6 +490,7 @@ class Api:
                 "title": title,
                 "model": self._model_of(session),
                 "mode": settings.get(MODE_OPTION, self._hub.config.mode.value),
+                "sandbox": self._sandbox_of(settings),
                 "live": "here" if agent is not None else (None if holder is None else "elsewhere"),
                 "holder": self._hub.here().to_json()
                 if agent is not None

@@ -70,9 +70,10 @@ from tether.persist.cluster import CLUSTER, SessionNotLiveError
 from tether.persist.service import PERSISTENCE
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
-from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION, ConfigChanged
 from tether.session.store import SESSION_DISPOSED, SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
+from tether.shell.sandbox import SandboxMode
 from tether.tools.permission import Mode
 
 if TYPE_CHECKING:
@@ -236,9 +237,17 @@ class WebHub:
 
     # -- sessions --------------------------------------------------------------------
 
-    async def create(self, cwd: str, *, model: str | None, mode: Mode | None) -> Agent:
+    async def create(
+        self,
+        cwd: str,
+        *,
+        model: str | None,
+        mode: Mode | None,
+        sandbox: SandboxMode | None = None,
+    ) -> Agent:
         """A new session working in ``cwd``, owned by the web app; ``model`` and ``mode``
-        are set in its log when given (else the composed model and the default mode).
+        are set in its log when given (else the composed model and the default mode), and
+        so is ``sandbox`` (else the session follows the sandbox setting's mode).
 
         Raises:
             HubClosedError: the app is shutting down.
@@ -250,6 +259,8 @@ class WebHub:
             if model is not None:
                 agent.session.append(ConfigChanged(option=MODEL_OPTION, value=model))
             agent.session.append(ConfigChanged(option=MODE_OPTION, value=mode or self.config.mode))
+            if sandbox is not None:
+                agent.session.append(ConfigChanged(option=SANDBOX_OPTION, value=sandbox))
 
         handle = await self._agents.create(cwd=cwd, setup=setup)
         try:

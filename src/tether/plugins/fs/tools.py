@@ -108,7 +108,13 @@ class FileTools:
         sandbox = self._ctx.get(SANDBOX)
         if sandbox is None:
             return None
-        policy = sandbox.policy_for(exec.cwd or os.getcwd(), exec.agent.id if exec.agent else None)
+        agent = exec.agent
+        policy = sandbox.policy_for(
+            exec.cwd or os.getcwd(),
+            agent.id if agent is not None else None,
+            agent.session.settings.options if agent is not None else None,
+            spawn=False,
+        )
         refusal = policy.refusal(real, write=write, outside_writes=True)
         if refusal is None and not write:
             covered = [

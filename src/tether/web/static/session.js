@@ -541,6 +541,9 @@ async function loadSession() {
       el("span", "", "model " + (info.model || "-")),
       el("span", "", "mode " + info.mode),
     );
+    if (info.sandbox) {
+      meta.append(el("span", "sandbox", `sandbox ${info.sandbox.mode} (${info.sandbox.network})`));
+    }
     if (info.parent) {
       const up = el("a", "", "parent session");
       up.href = "/s/" + encodeURIComponent(info.parent);

@@ -52,6 +52,10 @@ async function loadModels() {
     for (const provider of data.providers) list.append(el("option", "", provider));
     if (data.default_model) document.getElementById("new-model").placeholder = data.default_model;
     document.getElementById("new-mode").value = data.default_mode;
+    const sandbox = document.getElementById("new-sandbox");
+    for (const mode of data.sandbox_modes) sandbox.append(el("option", "", mode));
+    if (data.default_sandbox) sandbox.value = data.default_sandbox;
+    document.getElementById("new-sandbox-label").hidden = data.sandbox_modes.length === 0;
   } catch (error) {
     showError("Could not read the models: " + error.message);
   }
@@ -65,6 +69,8 @@ async function createSession(event) {
   };
   const model = document.getElementById("new-model").value.trim();
   if (model) body.model = model;
+  const sandbox = document.getElementById("new-sandbox").value;
+  if (sandbox) body.sandbox = sandbox;
   try {
     const created = await api("POST", "/api/sessions", body);
     window.location.href = "/s/" + encodeURIComponent(created.id);
