@@ -26,12 +26,14 @@ from msgspec import Meta
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
 from tether.location import data_dir
+from tether.loop.budget import DEFAULT_RESERVE_OUTPUT
 from tether.loop.compaction import COMPACTION, CompactionSettings
 from tether.loop.factory import LoopFactory
 from tether.loop.prompt import PromptSettings
 from tether.loop.turn import DEFAULT_MAX_TURN_OUTPUT, TurnRunner
 from tether.persist.service import PERSISTENCE
 from tether.runtime.schema import FieldError, Schema
+from tether.session.budget import Budget
 from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
@@ -116,6 +118,11 @@ class Config(Schema, frozen=True):
     max_turn_output: Annotated[int, Meta(ge=1)] = DEFAULT_MAX_TURN_OUTPUT
     """Characters of model output (text, reasoning, tool-call arguments) one turn
     may stream; past it the stream is stopped and the turn ends ``error``."""
+    budget: Budget | None = None
+    """What each session's model requests may spend (see ``docs/budget.md``)."""
+    reserve_output: Annotated[int, Meta(ge=1)] = DEFAULT_RESERVE_OUTPUT
+    """Under a budget, the output tokens reserved for (and allowed to) a request
+    that sets no ``max_tokens``."""
     agents: tuple[AgentRow, ...] = ()
 
     def __post_init__(self) -> None:
@@ -165,12 +172,14 @@ async def apply(ctx: Context, config: Config) -> None:
         system=config.system,
         system_append=config.system_append,
         max_steps=config.max_steps,
+        budget=config.budget,
     )
     runner = TurnRunner(
         ctx,
         prompt=config.prompt_settings(),
         compaction=config.compaction_settings(),
         max_turn_output=config.max_turn_output,
+        reserve_output=config.reserve_output,
     )
     factory = LoopFactory(ctx, runner, defaults)
     ctx.provide(COMPACTION, runner.compaction)
@@ -185,6 +194,7 @@ async def apply(ctx: Context, config: Config) -> None:
             if row.system_append is not None
             else config.system_append,
             max_steps=config.max_steps,
+            budget=config.budget,
         )
         persistence = ctx.get(PERSISTENCE)
         stored = False
