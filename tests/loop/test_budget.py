@@ -218,3 +218,63 @@ async def test_an_agent_without_a_budget_logs_no_reservation(world: World) -> No
     await prompt(agent, "go")
     assert of_type(agent.session, "budget/reserved") == []
     assert world.model.requests[0].max_tokens is None
+
+
+def with_usage(script: Script, input_tokens: int, output_tokens: int) -> Script:
+    """``script``'s chunks, with usage reported before its finish."""
+
+    async def reporting(request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamChunk]:
+        async for chunk in script(request, signal):
+            if isinstance(chunk, Finish):
+                yield Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+            yield chunk
+
+    return reporting
+
+
+async def test_a_child_agent_draws_on_its_roots_budget(tmp_path: Path) -> None:
+    from tests.plugins.test_tool_subagent import subagent_world, task_call
+
+    world = await subagent_world(tmp_path)
+    try:
+        # Each request reserves about 8,500 tokens (8,192 for its output): the
+        # parent's first and the child's fit in 16,000; once the child spent
+        # 8,250 of them, the parent's second does not.
+        options = AgentOptions(
+            model="scripted", system=".", tools=("task",), budget=Budget(tokens=16_000)
+        )
+        parent = (await world.get("agents").create(cwd="/w", options=options)).agent
+        world.model.queue(
+            with_usage(task_call("do it"), 20, 30),
+            spending("child done", 250, 8000),
+            spending("never sent", 20, 30),
+        )
+        await prompt(parent, "go")
+        assert len(world.model.requests) == 2
+        assert reasons(parent.session) == ["budget"]
+        reserved = of_type(parent.session, "budget/reserved")
+        (child_id,) = {entry["session"] for entry in reserved} - {None}
+        child = world.get("sessions").get(child_id)
+        # The child's reservation is in its root's log; the child logs none of its own.
+        assert child is None or of_type(child, "budget/reserved") == []
+        assert [entry["session"] for entry in reserved] == [None, child_id]
+        (receipt,) = of_type(parent.session, "budget/exhausted")
+        assert receipt["spent"] == 50 + 8250
+    finally:
+        await world.runtime.dispose()
+
+
+async def test_a_compaction_between_turns_draws_on_the_budget(world: World) -> None:
+    from tether.loop.compaction import COMPACTION
+
+    options = lean(Budget(tokens=100_000))
+    agent = (await world.get("agents").create(cwd="/w", options=options)).agent
+    world.model.queue(*(spending(f"answer {n}", 20, 30) for n in range(4)))
+    for n in range(4):
+        await prompt(agent, f"prompt {n} " + "words " * 50)
+    world.model.queue(spending("the summary", 400, 60))
+    compacted = await world.ctx.get(COMPACTION).compact(agent)  # type: ignore[union-attr]
+    assert compacted is not None
+    reserved = of_type(agent.session, "budget/reserved")
+    assert [entry["purpose"] for entry in reserved] == ["step"] * 4 + ["compaction"]
+    assert of_type(agent.session, "budget/settled")[-1]["tokens"] == 460

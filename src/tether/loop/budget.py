@@ -32,10 +32,11 @@ its reservation (its real cost is unknown; the worst case is kept).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
@@ -43,8 +44,9 @@ from msgspec.structs import replace
 from tether.llm.catalog import PER_TOKENS, ModelCatalog, Prices
 from tether.llm.chunks import Usage
 from tether.llm.request import ModelRequest
-from tether.llm.spend import Admission, SpendGate
+from tether.llm.spend import SPENDING, Admission, SpendGate, purpose
 from tether.loop.context import message_tokens, text_tokens, tools_tokens
+from tether.runtime.keys import ServiceKey
 from tether.session.budget import (
     BUDGET_TYPES,
     Budget,
@@ -60,7 +62,15 @@ if TYPE_CHECKING:
     from tether.loop.driver import AgentDriver
     from tether.session.log import Session
 
-__all__ = ["DEFAULT_RESERVE_OUTPUT", "UNPRICED", "BudgetBook", "BudgetLedger", "reservation_of"]
+__all__ = [
+    "BUDGETS",
+    "DEFAULT_RESERVE_OUTPUT",
+    "UNPRICED",
+    "BudgetBook",
+    "BudgetLedger",
+    "drawing_on",
+    "reservation_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +85,23 @@ _SCOPES: tuple[BudgetScope, ...] = ("session", "turn")
 _UNITS: tuple[BudgetUnit, ...] = ("usd", "tokens")
 
 Flush = Callable[["Session"], Awaitable[None]]
+
+BUDGETS = ServiceKey["BudgetBook"]("budgets")
+"""``ctx.budgets``: the agent loop's :class:`BudgetBook`, for model requests made on a
+session's behalf outside its turns (a title, a compaction asked for between turns)."""
+
+
+@contextlib.contextmanager
+def drawing_on(gate: SpendGate | None, name: str) -> Iterator[None]:
+    """Within the block, model requests pass ``gate`` (unless a gate is set already, as
+    in a turn) and are reserved as being for ``name``."""
+    token = SPENDING.set(gate) if gate is not None and SPENDING.get() is None else None
+    try:
+        with purpose(name):
+            yield
+    finally:
+        if token is not None:
+            SPENDING.reset(token)
 
 
 def reservation_of(request: ModelRequest, prices: Prices | None) -> tuple[int, float | None]:
@@ -264,5 +291,10 @@ class BudgetBook:
         return ledger
 
     def of(self, session_id: str) -> BudgetLedger | None:
-        """The ledger the live agent ``session_id`` draws on, if it has drawn on one."""
+        """The ledger the live agent ``session_id`` draws on, if any."""
         return self._by_id.get(session_id)
+
+    def gate_of(self, session: Session) -> SpendGate | None:
+        """The gate of requests made for the live agent of ``session``; ``None``: no budget."""
+        ledger = self._by_id.get(session.id)
+        return None if ledger is None else ledger.gate(session)

@@ -26,7 +26,7 @@ from msgspec import Meta
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
 from tether.location import data_dir
-from tether.loop.budget import DEFAULT_RESERVE_OUTPUT
+from tether.loop.budget import BUDGETS, DEFAULT_RESERVE_OUTPUT
 from tether.loop.compaction import COMPACTION, CompactionSettings
 from tether.loop.factory import LoopFactory
 from tether.loop.prompt import PromptSettings
@@ -183,6 +183,7 @@ async def apply(ctx: Context, config: Config) -> None:
     )
     factory = LoopFactory(ctx, runner, defaults)
     ctx.provide(COMPACTION, runner.compaction)
+    ctx.provide(BUDGETS, runner.budgets)
     agents = ctx.service(AGENTS)
     await agents.provide_factory(factory)
     for row in config.agents:

@@ -189,14 +189,15 @@ class TurnRunner:
     ) -> None:
         self._ctx = ctx
         self._max_turn_output = max_turn_output
+        self._prompt_settings = prompt or PromptSettings()
         self.budgets = BudgetBook(
             flush=lambda session: ctx.service(SESSIONS).flush(session),
             catalog=lambda: ctx.service(LLM).catalog,
             reserve_output=reserve_output,
         )
         """The spend budgets of the loop's sessions (:mod:`tether.loop.budget`)."""
-        self._prompt_settings = prompt or PromptSettings()
         self._compaction = Compaction(ctx, compaction or CompactionSettings())
+        self._compaction.budgets = self.budgets
         self._prompts: weakref.WeakKeyDictionary[AgentDriver, SystemPrompt] = (
             weakref.WeakKeyDictionary()
         )
