@@ -18,6 +18,7 @@ from tether.acp.errors import BridgeClosedError, SessionIdleError
 from tether.acp.options import (
     OPTION_IDS,
     UnknownOptionError,
+    check_budget,
     check_model,
     config_options,
     model_choices,
@@ -26,6 +27,7 @@ from tether.acp.options import (
 from tether.agent import AgentDisposedError
 from tether.agent.commands import parse_command
 from tether.agent.types import AgentStatus, Target
+from tether.session.budget import BUDGET_USD_OPTION
 from tether.session.settings import MODE_OPTION, MODEL_OPTION
 
 if TYPE_CHECKING:
@@ -38,7 +40,11 @@ if TYPE_CHECKING:
 def options(record: SessionRecord) -> list[dict[str, object]]:
     """``record``'s ``configOptions`` now (see :mod:`tether.acp.options`)."""
     return config_options(
-        record.catalog, configured=record.configured_model, model=record.model, mode=record.mode
+        record.catalog,
+        configured=record.configured_model,
+        model=record.model,
+        mode=record.mode,
+        budget=record.budget_usd,
     )
 
 
@@ -52,8 +58,8 @@ def set_mode(record: SessionRecord, mode: Mode) -> None:
 def set_option(record: SessionRecord, option: str, value: object) -> list[dict[str, object]]:
     """Set configuration option ``option`` of ``record``'s session; the options after.
 
-    ``model`` takes effect at the next model request, ``mode`` at the next
-    tool call; both are logged (``session/config``). A mode change is also
+    ``model`` and ``budget_usd`` take effect at the next model request, ``mode``
+    at the next tool call; all are logged (``session/config``). A mode change is also
     told as updates (:func:`option_changed`), for clients that show the mode
     apart from the options.
 
@@ -67,6 +73,10 @@ def set_option(record: SessionRecord, option: str, value: object) -> list[dict[s
     elif option == MODEL_OPTION:
         choices = model_choices(record.catalog, record.configured_model, record.model)
         record.set_model(check_model(value, choices))
+    elif option == BUDGET_USD_OPTION:
+        entry = record.catalog.get(record.model)
+        priced = entry is not None and entry.prices is not None and entry.prices.currency == "USD"
+        record.set_budget_usd(check_budget(value, priced))
     else:
         known = ", ".join(repr(each) for each in OPTION_IDS)
         raise UnknownOptionError(f"unknown config option {option!r}; the options are {known}")

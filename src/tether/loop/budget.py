@@ -56,6 +56,7 @@ from tether.session.budget import (
     BudgetSettled,
     BudgetUnit,
     Spending,
+    set_in,
 )
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class BudgetLedger:
         catalog: Callable[[], ModelCatalog],
         reserve_output: int = DEFAULT_RESERVE_OUTPUT,
     ) -> None:
-        self.budget = budget
+        self._configured = budget
         self.root = root
         self._flush = flush
         self._catalog = catalog
@@ -146,6 +147,16 @@ class BudgetLedger:
         self.spending = Spending(root.events.of_types(BUDGET_TYPES))
         self.turn = root.last_turn
         """The root's current (or last) turn: what per-turn limits count in."""
+
+    @property
+    def budget(self) -> Budget:
+        """The limits now: the configured ones, as the root's ``session/config`` sets them."""
+        return set_in(self._configured, self.root.settings.options) or Budget()
+
+    @property
+    def configured(self) -> Budget:
+        """The limits the session was given (before its ``session/config``)."""
+        return self._configured
 
     def gate(self, requester: Session) -> SpendGate:
         """The gate of requests made for ``requester`` (the root or one of its children)."""
@@ -156,10 +167,11 @@ class BudgetLedger:
         if request.max_tokens is None:
             request = replace(request, max_tokens=self._reserve_output)
         prices = self._prices(request.model)
-        if self.budget.keeps_usd and prices is None:
+        budget = self.budget
+        if budget.keeps_usd and prices is None:
             return Admission(request, refusal=self._unpriced(request.model), code=UNPRICED)
         tokens, usd = reservation_of(request, prices)
-        receipt = self._overrun(tokens, usd, request.model, requester)
+        receipt = self._overrun(budget, tokens, usd, request.model, requester)
         if receipt is not None:
             requester.append(receipt)
             log.info("session %s: %s", requester.id, receipt.describe())
@@ -207,12 +219,12 @@ class BudgetLedger:
         )
 
     def _overrun(
-        self, tokens: int, usd: float | None, model: str, requester: Session
+        self, budget: Budget, tokens: int, usd: float | None, model: str, requester: Session
     ) -> BudgetExhausted | None:
         """The receipt of the first limit the reservation would pass, else ``None``."""
         for scope in _SCOPES:
             for unit in _UNITS:
-                limit = self.budget.limit(scope, unit)
+                limit = budget.limit(scope, unit)
                 reserving = float(tokens) if unit == "tokens" else usd
                 if limit is None or reserving is None:
                     continue
@@ -276,10 +288,10 @@ class BudgetBook:
             return ledger
         delegator = driver.session.header.delegator
         ledger = None if delegator is None else self._by_id.get(delegator)
-        budget = driver.options.budget
+        budget = set_in(driver.options.budget, driver.session.settings.options)
         if ledger is None and budget is not None and budget.limits:
             ledger = BudgetLedger(
-                budget,
+                driver.options.budget or Budget(),
                 driver.session,
                 flush=self._flush,
                 catalog=self._catalog,

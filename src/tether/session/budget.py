@@ -31,7 +31,7 @@ recorded counts at its worst case).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Annotated, ClassVar, Literal, get_args
 
 import msgspec
@@ -46,6 +46,8 @@ from tether.session.vocabulary import EventStruct
 __all__ = [
     "BUDGET_PAYLOADS",
     "BUDGET_TYPES",
+    "BUDGET_USD_OPTION",
+    "NO_LIMIT",
     "Budget",
     "BudgetExhausted",
     "BudgetReserved",
@@ -54,6 +56,8 @@ __all__ = [
     "BudgetUnit",
     "Spending",
     "exhausted_notice",
+    "parse_usd",
+    "set_in",
 ]
 
 BudgetScope = Literal["session", "turn"]
@@ -96,6 +100,44 @@ class Budget(Schema, frozen=True, omit_defaults=True):
         if scope == "session":
             return self.usd if unit == "usd" else self.tokens
         return self.turn_usd if unit == "usd" else self.turn_tokens
+
+
+BUDGET_USD_OPTION = "budget_usd"
+"""The ``session/config`` option that sets a session's limit in US dollars over the
+configured one (an editor's config option): an amount, or :data:`NO_LIMIT`."""
+
+NO_LIMIT = "off"
+"""The value of :data:`BUDGET_USD_OPTION` that lifts the session's USD limit."""
+
+
+def parse_usd(value: str) -> float | None:
+    """A :data:`BUDGET_USD_OPTION` value as a limit: the amount, ``None`` for :data:`NO_LIMIT`.
+
+    Raises:
+        ValueError: neither (the message says what is expected).
+    """
+    if value == NO_LIMIT:
+        return None
+    try:
+        amount = float(value)
+    except ValueError:
+        amount = math.nan
+    if not 0 < amount < math.inf:
+        raise ValueError(f"a budget in USD is an amount more than 0 or {NO_LIMIT!r}, not {value!r}")
+    return amount
+
+
+def set_in(budget: Budget | None, options: Mapping[str, str]) -> Budget | None:
+    """``budget`` as a session's ``session/config`` options set it (see
+    :data:`BUDGET_USD_OPTION`); a value that cannot be read leaves it as it is."""
+    value = options.get(BUDGET_USD_OPTION)
+    if value is None:
+        return budget
+    try:
+        usd = parse_usd(value)
+    except ValueError:
+        return budget
+    return msgspec.structs.replace(budget or Budget(), usd=usd)
 
 
 def _check_amounts(type_name: str, tokens: object, usd: object) -> None:

@@ -1,0 +1,68 @@
+"""The spend budget in an editor: the ``budget_usd`` config option and the stop reason.
+
+``tether acp`` runs as a subprocess with the scripted model and a priced
+catalog (:data:`tests.acp.test_editor_features.CATALOG`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from acp.exceptions import RequestError
+
+from tests.acp.harness import serving
+from tests.acp.test_editor_features import CATALOG
+
+
+async def test_the_budget_option_stops_the_next_request_and_the_prompt_says_so(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, "--mode", "auto", overlay=CATALOG) as server:
+        created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
+        sid = created.session_id
+        options = {option.id: option for option in created.config_options or []}
+        assert options["budget_usd"].current_value == "off"
+        assert await server.prompt(sid, "hello") == "end_turn"
+
+        # A request reserves its input and 8,192 output tokens at 10 USD a million:
+        # more than 0.05 USD, so none fits.
+        changed = await server.conn.set_config_option(
+            config_id="budget_usd", session_id=sid, value="0.05"
+        )
+        by_id = {option.id: option for option in changed.config_options}
+        assert by_id["budget_usd"].current_value == "0.05"
+        assert await server.prompt(sid, "are you there") == "max_turn_requests"
+        assert "budget exhausted" in server.client.text(sid)
+        log = server.log(sid)
+        (receipt,) = [e["data"] for e in log if e["type"] == "budget/exhausted"]
+        assert receipt["limit"] == 0.05
+        assert receipt["unit"] == "usd"
+        ends = [e["data"]["reason"]["kind"] for e in log if e["type"] == "turn/end"]
+        assert ends == ["completed", "budget"]
+        answers = [e for e in log if e["type"] == "assistant/message"]
+        assert len(answers) == 1  # the refused request was never sent
+
+        with pytest.raises(RequestError) as refused:
+            await server.conn.set_config_option(config_id="budget_usd", session_id=sid, value="-1")
+        assert refused.value.code == -32602
+        assert "an amount more than 0 or 'off'" in str(refused.value)
+
+        await server.conn.set_config_option(config_id="budget_usd", session_id=sid, value="off")
+        assert await server.prompt(sid, "again") == "end_turn"
+        assert {"option": "budget_usd", "value": "off"} in [
+            e["data"] for e in server.log(sid) if e["type"] == "session/config"
+        ]
+
+
+async def test_a_usd_budget_needs_the_models_prices(tmp_path: Path) -> None:
+    async with serving(tmp_path, "--mode", "auto", overlay=CATALOG) as server:
+        created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
+        sid = created.session_id
+        await server.conn.set_config_option(
+            config_id="model", session_id=sid, value="scripted:other"
+        )
+        with pytest.raises(RequestError) as refused:
+            await server.conn.set_config_option(config_id="budget_usd", session_id=sid, value="5")
+        assert refused.value.code == -32602
+        assert "needs the prices of the session's model" in str(refused.value)
