@@ -7,6 +7,7 @@ budget is exhausted, none is sent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -47,9 +48,12 @@ plugins:
 {priced}"""
 
 
-def calling_forever(server: FakeServer, prompt_tokens: int, completion_tokens: int) -> None:
+def calling_forever(
+    server: FakeServer, prompt_tokens: int, completion_tokens: int, *, clients: int = 1
+) -> None:
     """Answer every request with a call of a tool that does not exist: its error result
-    sends the model back, so the turn would go on until its step limit."""
+    sends the model back, so the turn would go on until its step limit. ``clients``:
+    how many processes may ask at once (each request queues the script again)."""
 
     async def script(request: Recorded, reply: Reply) -> None:
         server.queue(script)
@@ -62,7 +66,7 @@ def calling_forever(server: FakeServer, prompt_tokens: int, completion_tokens: i
         ]
         await stream(events)(request, reply)
 
-    server.queue(script)
+    server.queue(*[script] * clients)
 
 
 def stored(home: Path, session: str) -> list[dict[str, Any]]:
@@ -179,3 +183,34 @@ async def test_a_bad_budget_flag_is_one_line(tmp_path: Path) -> None:
     assert code == 2
     assert "--max-budget-usd: must be more than 0, got -3" in err
     assert "Traceback" not in err
+
+
+async def test_four_processes_share_the_hosts_day_budget_and_none_sends_after_it(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    limit = 80_000
+    async with FakeServer() as server:
+        user_config(home, config(server.url, prices=False))
+        calling_forever(server, prompt_tokens=3000, completion_tokens=20, clients=4)
+        flags = ("run", "--max-day-tokens", str(limit), "--output-format", "json")
+        runs = await asyncio.gather(*(tether(home, *flags, f"loop {n}") for n in range(4)))
+        sent = len(server.requests)
+        code, out, err = await tether(home, *flags, "one more")
+        assert len(server.requests) == sent  # exhausted: the fifth process sends nothing
+    for status, output, errors in runs:
+        assert status == 1, errors
+        assert json.loads(output.splitlines()[-1])["stop_reason"] == "budget"
+    assert code == 1, err
+    result = json.loads(out.splitlines()[-1])
+    assert result["budget"]["budget"] == "day"
+    (day,) = (home / "budget").iterdir()
+    entries = [json.loads(line) for line in day.read_text().splitlines()]
+    reserved = [entry for entry in entries if not entry.get("settled")]
+    settled = {entry["id"]: entry["tokens"] for entry in entries if entry.get("settled")}
+    # Every request sent was reserved in the host's ledger first, and settled after.
+    assert sent == len(reserved) == len(settled) >= 4
+    spent = sum(settled.values())
+    assert spent <= limit + max(entry["tokens"] for entry in reserved)
+    assert result["budget"]["spent"] == spent
+    assert oct(day.stat().st_mode & 0o777) == "0o600"

@@ -278,3 +278,29 @@ async def test_a_compaction_between_turns_draws_on_the_budget(world: World) -> N
     reserved = of_type(agent.session, "budget/reserved")
     assert [entry["purpose"] for entry in reserved] == ["step"] * 4 + ["compaction"]
     assert of_type(agent.session, "budget/settled")[-1]["tokens"] == 460
+
+
+def test_the_day_ledger_folds_what_it_holds_and_skips_a_torn_line(tmp_path: Path) -> None:
+    from tether.loop.day_budget import DayLedger
+
+    ledger = DayLedger(tmp_path / "budget")
+    assert (
+        ledger.reserve("2026-12-06", {"id": "a", "tokens": 100, "usd": 0.5}, lambda s: True) is None
+    )
+    assert (
+        ledger.reserve("2026-12-06", {"id": "b", "tokens": 50, "usd": None}, lambda s: True) is None
+    )
+    ledger.settle("2026-12-06", {"id": "a", "tokens": 30, "usd": 0.1})
+    path = tmp_path / "budget" / "2026-12-06.jsonl"
+    with path.open("a") as file:
+        file.write('{"id": "c", "tok')  # a write a crash cut short
+    spent = ledger.spent("2026-12-06")
+    assert (spent.tokens, spent.usd) == (80, pytest.approx(0.1))
+    # The next entry starts a line of its own: the torn one does not swallow it.
+    assert ledger.reserve("2026-12-06", {"id": "e", "tokens": 20, "usd": 0}, lambda s: True) is None
+    spent = ledger.spent("2026-12-06")
+    assert (spent.tokens, spent.usd) == (100, pytest.approx(0.1))
+    refused = ledger.reserve("2026-12-06", {"id": "d", "tokens": 1, "usd": 0}, lambda s: False)
+    assert refused is not None and refused.tokens == 100
+    assert ledger.spent("2026-12-07").tokens == 0
+    assert oct(path.stat().st_mode & 0o777) == "0o600"

@@ -309,7 +309,14 @@ def row_problem(tether: Tether, row: str) -> str:
 
 PERSISTENCE_ROW = "persistence"
 
-BUDGET_FLAGS = ("max_budget_usd", "max_turn_usd", "max_budget_tokens", "max_turn_tokens")
+BUDGET_FLAGS = (
+    "max_budget_usd",
+    "max_turn_usd",
+    "max_day_usd",
+    "max_budget_tokens",
+    "max_turn_tokens",
+    "max_day_tokens",
+)
 """The attributes of the budget flags (:mod:`tether.cli.budget`)."""
 
 

@@ -1,7 +1,7 @@
 """The spend budget on the command line: its flags, and the checks before anything runs.
 
-``--max-budget-usd``, ``--max-turn-usd``, ``--max-budget-tokens`` and
-``--max-turn-tokens`` set the ``budget`` of the composition's ``agent_loop``
+``--max-budget-usd``, ``--max-turn-usd``, ``--max-day-usd`` and their
+``-tokens`` forms set the ``budget`` of the composition's ``agent_loop``
 row (over what ``tether.yml`` sets, limit by limit) for the sessions the
 command runs. A budget in US dollars needs the prices of the model: without
 them the command refuses to start, in one line (exit 2). See docs/budget.md.
@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 __all__ = ["FLAGS", "check_budget", "with_budget"]
 
 FLAGS: Mapping[str, str] = dict(
-    zip(BUDGET_FLAGS, ("usd", "turn_usd", "tokens", "turn_tokens"), strict=True)
+    zip(
+        BUDGET_FLAGS,
+        ("usd", "turn_usd", "day_usd", "tokens", "turn_tokens", "day_tokens"),
+        strict=True,
+    )
 )
 """Each flag's attribute, and the budget limit it sets."""
 

@@ -95,8 +95,10 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
     for flag, kind, what in (
         ("--max-budget-usd", positive_amount, "US dollars the session may spend"),
         ("--max-turn-usd", positive_amount, "US dollars one turn may spend"),
+        ("--max-day-usd", positive_amount, "US dollars this host's sessions may spend a day"),
         ("--max-budget-tokens", positive_int, "tokens the session may spend"),
         ("--max-turn-tokens", positive_int, "tokens one turn may spend"),
+        ("--max-day-tokens", positive_int, "tokens this host's sessions may spend a day"),
     ):
         parser.add_argument(
             flag,

@@ -32,9 +32,10 @@ its reservation (its real cost is unknown; the worst case is kept).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-import secrets
+import os
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
@@ -60,6 +61,7 @@ from tether.session.budget import (
 )
 
 if TYPE_CHECKING:
+    from tether.loop.day_budget import DayLedger, DaySpent
     from tether.loop.driver import AgentDriver
     from tether.session.log import Session
 
@@ -121,10 +123,12 @@ def reservation_of(request: ModelRequest, prices: Prices | None) -> tuple[int, f
 
 
 class _Ticket:
-    __slots__ = ("id", "prices", "tokens", "usd")
+    __slots__ = ("day", "id", "prices", "tokens", "usd")
 
-    def __init__(self, id: str, tokens: int, usd: float | None, prices: Prices | None) -> None:
-        self.id, self.tokens, self.usd, self.prices = id, tokens, usd, prices
+    def __init__(
+        self, id: str, tokens: int, usd: float | None, prices: Prices | None, day: str | None
+    ) -> None:
+        self.id, self.tokens, self.usd, self.prices, self.day = id, tokens, usd, prices, day
 
 
 class BudgetLedger:
@@ -138,8 +142,10 @@ class BudgetLedger:
         flush: Flush,
         catalog: Callable[[], ModelCatalog],
         reserve_output: int = DEFAULT_RESERVE_OUTPUT,
+        day: DayLedger | None = None,
     ) -> None:
         self._configured = budget
+        self._day = day
         self.root = root
         self._flush = flush
         self._catalog = catalog
@@ -177,7 +183,7 @@ class BudgetLedger:
             log.info("session %s: %s", requester.id, receipt.describe())
             return Admission(request, refusal=receipt.describe())
         reserved = BudgetReserved(
-            id=secrets.token_hex(6),
+            id=os.urandom(6).hex(),
             model=request.model,
             tokens=tokens,
             usd=usd,
@@ -186,9 +192,56 @@ class BudgetLedger:
             session=None if requester is self.root else requester.id,
         )
         self.spending.reserve(reserved)
+        day = self._day.today() if budget.keeps_day and self._day is not None else None
+        if day is not None:
+            refused = await self._reserve_day(day, budget, reserved, requester)
+            if refused is not None:
+                zero = None if usd is None else 0.0
+                self.spending.settle(BudgetSettled(id=reserved.id, tokens=0, usd=zero))
+                requester.append(refused)
+                log.info("session %s: %s", requester.id, refused.describe())
+                return Admission(request, refusal=refused.describe())
         self.root.append(reserved)
         await self._flush(self.root)
-        return Admission(request, ticket=_Ticket(reserved.id, tokens, usd, prices))
+        return Admission(request, ticket=_Ticket(reserved.id, tokens, usd, prices, day))
+
+    async def _reserve_day(
+        self, day: str, budget: Budget, reserved: BudgetReserved, requester: Session
+    ) -> BudgetExhausted | None:
+        """Reserve in the host's ledger of ``day`` (under its lock); the receipt when
+        the day's limit does not fit."""
+        assert self._day is not None
+
+        def fits(spent: DaySpent) -> bool:
+            return self._day_overrun(budget, spent, reserved, requester) is None
+
+        entry: dict[str, object] = {
+            "id": reserved.id,
+            "tokens": reserved.tokens,
+            "usd": reserved.usd,
+            "session": requester.id,
+        }
+        spent = await asyncio.to_thread(self._day.reserve, day, entry, fits)
+        return None if spent is None else self._day_overrun(budget, spent, reserved, requester)
+
+    def _day_overrun(
+        self, budget: Budget, spent: DaySpent, reserved: BudgetReserved, requester: Session
+    ) -> BudgetExhausted | None:
+        for unit in _UNITS:
+            limit = budget.limit("day", unit)
+            reserving = float(reserved.tokens) if unit == "tokens" else reserved.usd
+            if limit is None or reserving is None or spent.of(unit) + reserving <= limit:
+                continue
+            return BudgetExhausted(
+                budget="day",
+                unit=unit,
+                limit=float(limit),
+                spent=round(spent.of(unit), 6),
+                reserving=round(reserving, 6),
+                model=reserved.model,
+                session=None if requester is self.root else self.root.id,
+            )
+        return None
 
     def settle(self, admission: Admission, usage: Usage | None, answered: bool) -> None:
         """Record what the admitted request used (see the module docs)."""
@@ -206,6 +259,8 @@ class BudgetLedger:
         settled = BudgetSettled(id=ticket.id, tokens=tokens, usd=usd)
         self.spending.settle(settled)
         self.root.append(settled)
+        if ticket.day is not None and self._day is not None:
+            self._day.settle(ticket.day, {"id": ticket.id, "tokens": tokens, "usd": usd})
 
     def _prices(self, model: str) -> Prices | None:
         entry = self._catalog().get(model)
@@ -272,10 +327,13 @@ class BudgetBook:
         flush: Flush,
         catalog: Callable[[], ModelCatalog],
         reserve_output: int = DEFAULT_RESERVE_OUTPUT,
+        day: DayLedger | None = None,
     ) -> None:
         self._flush = flush
         self._catalog = catalog
         self._reserve_output = reserve_output
+        self._day = day
+        """The host's per-day ledger (:mod:`tether.loop.day_budget`)."""
         self._held: weakref.WeakKeyDictionary[AgentDriver, BudgetLedger] = (
             weakref.WeakKeyDictionary()
         )
@@ -296,6 +354,7 @@ class BudgetBook:
                 flush=self._flush,
                 catalog=self._catalog,
                 reserve_output=self._reserve_output,
+                day=self._day,
             )
         if ledger is not None:
             self._held[driver] = ledger

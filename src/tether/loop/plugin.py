@@ -37,6 +37,7 @@ from tether.session.budget import Budget
 from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
+    from tether.loop.day_budget import DayLedger
     from tether.runtime import Context
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class Config(Schema, frozen=True):
     may stream; past it the stream is stopped and the turn ends ``error``."""
     budget: Budget | None = None
     """What each session's model requests may spend (see ``docs/budget.md``)."""
+    budget_dir: Path | None = None
+    """Where the host's per-day budget ledger is kept; default: the data directory's
+    ``budget`` directory."""
     reserve_output: Annotated[int, Meta(ge=1)] = DEFAULT_RESERVE_OUTPUT
     """Under a budget, the output tokens reserved for (and allowed to) a request
     that sets no ``max_tokens``."""
@@ -165,6 +169,15 @@ class Config(Schema, frozen=True):
         )
 
 
+def day_ledger(config: Config) -> DayLedger | None:
+    """The host's per-day ledger, when the budget keeps a per-day limit."""
+    if config.budget is None or not config.budget.keeps_day:
+        return None
+    from tether.loop.day_budget import DayLedger
+
+    return DayLedger(config.budget_dir or data_dir() / "budget")
+
+
 async def apply(ctx: Context, config: Config) -> None:
     defaults = AgentOptions(
         model=config.model,
@@ -180,6 +193,7 @@ async def apply(ctx: Context, config: Config) -> None:
         compaction=config.compaction_settings(),
         max_turn_output=config.max_turn_output,
         reserve_output=config.reserve_output,
+        day_ledger=day_ledger(config),
     )
     factory = LoopFactory(ctx, runner, defaults)
     ctx.provide(COMPACTION, runner.compaction)

@@ -138,6 +138,7 @@ if TYPE_CHECKING:
     from contextvars import Token
 
     from tether.llm.service import LlmView
+    from tether.loop.day_budget import DayLedger
     from tether.loop.driver import AgentDriver
     from tether.runtime import CancelSignal, Context
     from tether.session.log import Session
@@ -186,6 +187,7 @@ class TurnRunner:
         compaction: CompactionSettings | None = None,
         max_turn_output: int = DEFAULT_MAX_TURN_OUTPUT,
         reserve_output: int = DEFAULT_RESERVE_OUTPUT,
+        day_ledger: DayLedger | None = None,
     ) -> None:
         self._ctx = ctx
         self._max_turn_output = max_turn_output
@@ -194,6 +196,7 @@ class TurnRunner:
             flush=lambda session: ctx.service(SESSIONS).flush(session),
             catalog=lambda: ctx.service(LLM).catalog,
             reserve_output=reserve_output,
+            day=day_ledger,
         )
         """The spend budgets of the loop's sessions (:mod:`tether.loop.budget`)."""
         self._compaction = Compaction(ctx, compaction or CompactionSettings())

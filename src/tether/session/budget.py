@@ -60,7 +60,7 @@ __all__ = [
     "set_in",
 ]
 
-BudgetScope = Literal["session", "turn"]
+BudgetScope = Literal["session", "turn", "day"]
 BudgetUnit = Literal["usd", "tokens"]
 _SCOPES: tuple[str, ...] = get_args(BudgetScope)
 _UNITS: tuple[str, ...] = get_args(BudgetUnit)
@@ -71,16 +71,23 @@ class Budget(Schema, frozen=True, omit_defaults=True):
 
     ``usd`` and ``tokens`` cover the whole session (its child agents and
     internal model calls included), ``turn_usd`` and ``turn_tokens`` one turn
-    of it. Tokens count input and output.
+    of it, ``day_usd`` and ``day_tokens`` every session of the host in one UTC
+    day (:mod:`tether.loop.day_budget`). Tokens count input and output.
     """
 
     usd: Annotated[float, Meta(gt=0, description="US dollars per session")] | None = None
     tokens: Annotated[int, Meta(ge=1, description="tokens per session")] | None = None
     turn_usd: Annotated[float, Meta(gt=0, description="US dollars per turn")] | None = None
     turn_tokens: Annotated[int, Meta(ge=1, description="tokens per turn")] | None = None
+    day_usd: (
+        Annotated[float, Meta(gt=0, description="US dollars per UTC day, host-wide")] | None
+    ) = None
+    day_tokens: Annotated[int, Meta(ge=1, description="tokens per UTC day, host-wide")] | None = (
+        None
+    )
 
     def __post_init__(self) -> None:
-        for name in ("usd", "turn_usd"):
+        for name in ("usd", "turn_usd", "day_usd"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise FieldError((name,), f"must be a finite amount, got {value!r}")
@@ -88,17 +95,29 @@ class Budget(Schema, frozen=True, omit_defaults=True):
     @property
     def keeps_usd(self) -> bool:
         """Whether a limit in US dollars is set (requests then need prices)."""
-        return self.usd is not None or self.turn_usd is not None
+        return self.usd is not None or self.turn_usd is not None or self.day_usd is not None
 
     @property
     def limits(self) -> bool:
         """Whether any limit is set."""
-        return self.keeps_usd or self.tokens is not None or self.turn_tokens is not None
+        return (
+            self.keeps_usd
+            or self.keeps_day
+            or self.tokens is not None
+            or (self.turn_tokens is not None)
+        )
+
+    @property
+    def keeps_day(self) -> bool:
+        """Whether a per-day limit is set."""
+        return self.day_usd is not None or self.day_tokens is not None
 
     def limit(self, scope: BudgetScope, unit: BudgetUnit) -> float | None:
         """The limit of ``scope`` in ``unit``, ``None`` when unset."""
         if scope == "session":
             return self.usd if unit == "usd" else self.tokens
+        if scope == "day":
+            return self.day_usd if unit == "usd" else self.day_tokens
         return self.turn_usd if unit == "usd" else self.turn_tokens
 
 
@@ -221,7 +240,7 @@ def _amount(unit: str, value: float) -> str:
 def exhausted_notice(receipt: BudgetExhausted) -> str:
     """The one line the front ends show for a ``budget/exhausted`` receipt."""
     unit = receipt.unit
-    where = "this session" if receipt.budget == "session" else "this turn"
+    where = {"session": "this session", "turn": "this turn", "day": "today"}[receipt.budget]
     return (
         f"budget exhausted: {_amount(unit, receipt.spent)} of {where}'s "
         f"{_amount(unit, receipt.limit)} spent; the next request to {receipt.model} "

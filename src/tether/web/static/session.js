@@ -174,7 +174,7 @@ function amount(unit, value) {
 
 // budget/exhausted: the receipt of the request that was not sent (as tether.session.budget says it).
 function renderBudget(data) {
-  const where = data.budget === "session" ? "this session" : "this turn";
+  const where = { session: "this session", turn: "this turn", day: "today" }[data.budget] || data.budget;
   const text =
     `budget exhausted: ${amount(data.unit, data.spent)} of ${where}'s ${amount(data.unit, data.limit)} ` +
     `spent; the next request to ${data.model} would reserve ${amount(data.unit, data.reserving)}, ` +
