@@ -66,3 +66,21 @@ async def test_a_usd_budget_needs_the_models_prices(tmp_path: Path) -> None:
             await server.conn.set_config_option(config_id="budget_usd", session_id=sid, value="5")
         assert refused.value.code == -32602
         assert "needs the prices of the session's model" in str(refused.value)
+
+
+async def test_the_title_request_draws_on_the_sessions_budget(tmp_path: Path) -> None:
+    flags = ("--title-model", "scripted", "--max-budget-usd", "5")
+    async with serving(tmp_path, *flags, overlay=CATALOG) as server:
+        created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
+        sid = created.session_id
+        options = {option.id: option for option in created.config_options or []}
+        assert options["budget_usd"].current_value == "5"
+        assert await server.prompt(sid, "name me please") == "end_turn"
+        await server.client.wait_for(
+            lambda: any(e["type"] == "session/title" for e in server.log(sid))
+        )
+        log = server.log(sid)
+        purposes = sorted(e["data"]["purpose"] for e in log if e["type"] == "budget/reserved")
+        assert purposes == ["step", "title"]
+        settled = [e["data"] for e in log if e["type"] == "budget/settled"]
+        assert len(settled) == 2 and all(entry["usd"] > 0 for entry in settled)
