@@ -27,6 +27,9 @@ def test_chat_says_which_budget_ran_out_and_stays_usable(tmp_path: Path) -> None
         expect(fd, "so it was not sent", seen)
         expect(fd, "stopped: the spend budget is exhausted", seen)
         expect(fd, "you>", seen)
+        os.write(fd, b"/cost\r")
+        expect(fd, "budget: 0 tokens of 50 tokens this session", seen)
+        expect(fd, "you>", seen)
         quit_chat(pid, fd)
     finally:
         os.close(fd)

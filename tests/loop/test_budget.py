@@ -17,6 +17,7 @@ from tests.agent.world import Script, World, build_world
 from tether.agent import AgentOptions, UserMessage
 from tether.llm.chunks import Finish, StreamChunk, TextDelta, Usage
 from tether.llm.request import ModelRequest
+from tether.loop.budget import BUDGETS
 from tether.runtime import CancelSignal
 from tether.session import Session
 from tether.session.budget import Budget
@@ -133,6 +134,9 @@ async def test_a_turn_budget_starts_again_with_each_turn(world: World) -> None:
         await prompt(agent, f"prompt {n}")
     assert reasons(agent.session) == ["completed"] * 3
     assert len(world.model.requests) == 3
+    ledger = world.loop.ctx.get(BUDGETS).of(agent.id)  # type: ignore[union-attr]
+    assert ledger is not None
+    assert ledger.describe() == "budget: 100 tokens of 300 tokens this turn"
 
 
 async def test_a_usd_budget_is_kept_at_the_catalogs_prices(priced: World) -> None:

@@ -508,3 +508,12 @@ def meter_for(tether: Tether, agent: Agent) -> UsageMeter:
     for event in agent.session.events:
         meter.advance(event)
     return meter
+
+
+def budget_line(agent: Agent) -> str | None:
+    """What ``agent``'s session spent of its budget, for ``/cost``; ``None`` without one."""
+    from tether.loop.budget import BUDGETS
+
+    budgets = agent.ctx.get(BUDGETS)
+    ledger = None if budgets is None else budgets.of(agent.id)
+    return None if ledger is None else ledger.describe()

@@ -57,6 +57,7 @@ from tether.session.budget import (
     BudgetSettled,
     BudgetUnit,
     Spending,
+    amount_text,
     set_in,
 )
 
@@ -163,6 +164,29 @@ class BudgetLedger:
     def configured(self) -> Budget:
         """The limits the session was given (before its ``session/config``)."""
         return self._configured
+
+    def describe(self) -> str:
+        """One line for a person: what the session and its current turn spent of each
+        limit (``budget: 0.1200 of 5.0000 USD this session; …``)."""
+        budget = self.budget
+        parts = []
+        scopes: tuple[tuple[BudgetScope, str], ...] = (
+            ("session", "this session"),
+            ("turn", "this turn"),
+        )
+        for scope, where in scopes:
+            for unit in _UNITS:
+                limit = budget.limit(scope, unit)
+                if limit is None:
+                    continue
+                spent = self.spending.spent(unit, turn=self.turn if scope == "turn" else None)
+                parts.append(f"{amount_text(unit, spent)} of {amount_text(unit, limit)} {where}")
+        day = [
+            f"{amount_text(unit, limit)} a day for the host"
+            for unit in _UNITS
+            if (limit := budget.limit("day", unit)) is not None
+        ]
+        return "budget: " + "; ".join(parts + day or ["no limit"])
 
     def gate(self, requester: Session) -> SpendGate:
         """The gate of requests made for ``requester`` (the root or one of its children)."""

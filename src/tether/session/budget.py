@@ -55,6 +55,7 @@ __all__ = [
     "BudgetSettled",
     "BudgetUnit",
     "Spending",
+    "amount_text",
     "exhausted_notice",
     "parse_usd",
     "set_in",
@@ -233,7 +234,8 @@ class BudgetExhausted(EventStruct, frozen=True):
         return exhausted_notice(self)
 
 
-def _amount(unit: str, value: float) -> str:
+def amount_text(unit: str, value: float) -> str:
+    """``value`` in ``unit`` for a person: ``0.1200 USD``, ``12,000 tokens``."""
     return f"{value:.4f} USD" if unit == "usd" else f"{int(value):,} tokens"
 
 
@@ -242,9 +244,9 @@ def exhausted_notice(receipt: BudgetExhausted) -> str:
     unit = receipt.unit
     where = {"session": "this session", "turn": "this turn", "day": "today"}[receipt.budget]
     return (
-        f"budget exhausted: {_amount(unit, receipt.spent)} of {where}'s "
-        f"{_amount(unit, receipt.limit)} spent; the next request to {receipt.model} "
-        f"would reserve {_amount(unit, receipt.reserving)}, so it was not sent"
+        f"budget exhausted: {amount_text(unit, receipt.spent)} of {where}'s "
+        f"{amount_text(unit, receipt.limit)} spent; the next request to {receipt.model} "
+        f"would reserve {amount_text(unit, receipt.reserving)}, so it was not sent"
     )
 
 
