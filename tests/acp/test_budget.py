@@ -6,6 +6,9 @@ catalog (:data:`tests.acp.test_editor_features.CATALOG`).
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from acp.exceptions import RequestError
 
 from tests.acp.harness import serving
 from tests.acp.test_editor_features import CATALOG
+from tests.cli.test_commands import env_for
 
 
 async def test_the_budget_option_stops_the_next_request_and_the_prompt_says_so(
@@ -84,3 +88,34 @@ async def test_the_title_request_draws_on_the_sessions_budget(tmp_path: Path) ->
         assert purposes == ["step", "title"]
         settled = [e["data"] for e in log if e["type"] == "budget/settled"]
         assert len(settled) == 2 and all(entry["usd"] > 0 for entry in settled)
+
+
+async def test_acp_with_a_usd_budget_and_no_prices_refuses_its_first_session(
+    tmp_path: Path,
+) -> None:
+    frames = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        },
+    ]
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tether.cli.main", "acp", "--model", "offline"),
+        "--max-budget-usd",
+        "1",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env_for(tmp_path),
+    )
+    text = "".join(json.dumps(frame) + "\n" for frame in frames)
+    out, err = await asyncio.wait_for(process.communicate(text.encode()), 60)
+    answers = [json.loads(line) for line in out.decode().splitlines()]
+    (refused,) = [answer for answer in answers if answer.get("id") == 2]
+    assert refused["error"]["code"] == -32603
+    assert "a budget in USD needs the prices of offline" in refused["error"]["message"]
+    assert process.returncode == 1
+    assert "Traceback" not in err.decode()
