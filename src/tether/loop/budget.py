@@ -24,6 +24,10 @@ requesting session and the request is not sent; the turn then ends
 ``budget``. A USD limit with a model that has no prices refuses every
 request with the error code ``unpriced``.
 
+**Per day.** With a per-day limit, the reservation also goes to the host's
+ledger of the UTC day (:mod:`tether.loop.day_budget`), under its lock, after
+the session and turn limits fit; the day's limit refuses it the same way.
+
 **Settling.** After the stream ends, ``budget/settled`` records what the
 request used, priced by the catalog; a request that reported no usage is
 settled at nothing when no answer streamed (the provider refused it), else at
