@@ -29,6 +29,7 @@ _EXPORTS = {
     "Agent": "tether.agent.types",
     "AgentHandle": "tether.agent.types",
     "AgentOptions": "tether.agent.types",
+    "Budget": "tether.session.budget",
     "AgentStatus": "tether.agent.types",
     "CancelCause": "tether.agent.types",
     "Target": "tether.agent.types",
@@ -80,6 +81,7 @@ __all__ = [
     "AgentOptions",
     "AgentStatus",
     "AssistantMessageEvent",
+    "Budget",
     "CancelCause",
     "Context",
     "Event",
@@ -129,6 +131,7 @@ if TYPE_CHECKING:
     from tether.host import Tether
     from tether.runtime.context import Context
     from tether.runtime.keys import Notice, Parallel, Serial, ServiceKey, Waterfall
+    from tether.session.budget import Budget
     from tether.session.derive import derive_messages
     from tether.session.events import Event
     from tether.session.log import Session, SessionHeader

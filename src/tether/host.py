@@ -72,7 +72,8 @@ def compose_document(
     of the ``persistence``, ``agent_loop`` and ``sandbox`` rows (other keys of
     those configs stay);
     ``data_dir`` also places the user's instruction file (``AGENTS.md`` there)
-    unless the ``agent_loop`` row names one.
+    and the per-day budget ledger (its ``budget`` directory) unless the
+    ``agent_loop`` row names them.
 
     The permission rules add up rather than replace each other: the
     ``allow``, ``ask`` and ``deny`` lists of the ``permissions`` row are those
@@ -113,6 +114,12 @@ def compose_document(
             and not (isinstance(config_given, Mapping) and "user_instructions" in config_given)
         ):
             wanted["user_instructions"] = directory / "AGENTS.md"
+        if (
+            row.get("id") == "agent_loop"
+            and directory is not None
+            and not (isinstance(config_given, Mapping) and "budget_dir" in config_given)
+        ):
+            wanted["budget_dir"] = directory / "budget"
         if wanted:
             config = dict(row.get("config") or {})
             config.update({k: str(v) if isinstance(v, Path) else v for k, v in wanted.items()})

@@ -182,9 +182,11 @@ async def build_world(
     *,
     loop_config: dict[str, Any] | None = None,
     shell: dict[str, Any] | None = None,
+    llm_config: dict[str, Any] | None = None,
 ) -> World:
     """Compose a world; with ``shell`` (tool_bash's config), the shell executor and
-    the bash tools are mounted as composition rows ``shell`` and ``tool_bash``."""
+    the bash tools are mounted as composition rows ``shell`` and ``tool_bash``;
+    ``llm_config`` configures the ``llm`` service (its model catalog)."""
     runtime = Runtime()
     model = ScriptedModel()
     gates = Gates()
@@ -192,7 +194,7 @@ async def build_world(
     ctx = runtime.ctx
     await ctx.plugin(store_plugin)
     await ctx.plugin(jsonl_plugin, {"data_dir": str(data_dir), "batch_window_ms": 1})
-    await ctx.plugin(llm_plugin)
+    await ctx.plugin(llm_plugin, llm_config)
     await ctx.plugin(tools_plugin)
     await ctx.plugin(agents_plugin)
 

@@ -11,10 +11,13 @@ option id         category     values
                                (:class:`~tether.shell.sandbox.SandboxMode`), offered
                                when the ``sandbox`` service is there; its
                                description names the network policy
+``budget_usd``    (none)       ``off``, the session's current limit, then
+                               :data:`BUDGET_CHOICES` (US dollars the session
+                               may spend; see ``docs/budget.md``)
 ================  ===========  ================================================
 
-All are ``select`` options. The sandbox option has no category: the
-protocol reserves the names without ``_`` and clients' SDKs accept only
+All are ``select`` options. The sandbox and budget options have no category:
+the protocol reserves the names without ``_`` and clients' SDKs accept only
 those. A value outside the listed ones is refused
 (:class:`UnknownOptionError`, with the choices in its message); a model the
 provider then rejects fails the next prompt, and the session stays usable.
@@ -29,12 +32,16 @@ from typing import NamedTuple, TypeVar
 from tether.acp.errors import BridgeError
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.llm.catalog import ModelCatalog
+from tether.session.budget import BUDGET_USD_OPTION, NO_LIMIT, parse_usd
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION
 from tether.shell.sandbox import SandboxMode
 
 __all__ = [
+    "BUDGET_CHOICES",
     "OPTION_IDS",
     "UnknownOptionError",
+    "budget_option",
+    "check_budget",
     "check_model",
     "config_options",
     "model_choices",
@@ -42,7 +49,10 @@ __all__ = [
     "parse_sandbox",
 ]
 
-OPTION_IDS = (MODEL_OPTION, MODE_OPTION, SANDBOX_OPTION)
+OPTION_IDS = (MODEL_OPTION, MODE_OPTION, SANDBOX_OPTION, BUDGET_USD_OPTION)
+
+BUDGET_CHOICES = ("1", "5", "20", "100")
+"""The limits in US dollars the ``budget_usd`` option offers beside ``off`` and the current one."""
 
 _Modes = TypeVar("_Modes", bound=enum.StrEnum)
 
@@ -72,6 +82,42 @@ def model_choices(catalog: ModelCatalog, configured: str, current: str) -> tuple
     return tuple(dict.fromkeys((configured, current, *catalog.models)))
 
 
+def budget_option(current: str) -> dict[str, object]:
+    """The ``budget_usd`` option (wire JSON), set to ``current`` (an amount or ``off``)."""
+    values = dict.fromkeys((NO_LIMIT, current, *BUDGET_CHOICES))
+    return {
+        "id": BUDGET_USD_OPTION,
+        "name": "Budget (USD)",
+        "description": "What this session's model requests may spend, child agents "
+        "included; a request that would pass it is not sent.",
+        "type": "select",
+        "currentValue": current,
+        "options": [
+            {"value": value, "name": "No limit" if value == NO_LIMIT else f"{value} USD"}
+            for value in values
+        ],
+    }
+
+
+def check_budget(value: str, priced: bool) -> str:
+    """``value`` as a ``budget_usd`` value; ``priced``: the session's model has USD prices.
+
+    Raises:
+        UnknownOptionError: it is neither an amount nor ``off``, or an amount for a
+            model without prices.
+    """
+    try:
+        amount = parse_usd(value)
+    except ValueError as exc:
+        raise UnknownOptionError(str(exc)) from None
+    if amount is not None and not priced:
+        raise UnknownOptionError(
+            "a budget in USD needs the prices of the session's model, and none are set "
+            "(see docs/models.md)"
+        )
+    return value
+
+
 def config_options(
     catalog: ModelCatalog,
     *,
@@ -79,6 +125,7 @@ def config_options(
     model: str,
     mode: Mode,
     sandbox: SandboxShown | None = None,
+    budget: str = NO_LIMIT,
 ) -> list[dict[str, object]]:
     """The ``configOptions`` of a session now (wire JSON); the sandbox's when it has one."""
     models = []
@@ -111,6 +158,7 @@ def config_options(
             ],
         },
         *([] if sandbox is None else [sandbox_option(sandbox)]),
+        budget_option(budget),
     ]
 
 

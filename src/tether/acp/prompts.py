@@ -7,7 +7,7 @@ import msgspec
 from tether.acp.wire import StopReason
 from tether.agent import NeverRan, TurnOutcome
 from tether.loop.turn import step_limit_reached
-from tether.session import Aborted, Blocked, Completed, Errored, MaxTokens
+from tether.session import Aborted, Blocked, Completed, Errored, MaxTokens, OverBudget
 
 
 class TurnFailed(msgspec.Struct, frozen=True):
@@ -34,6 +34,10 @@ def outcome_of(outcome: TurnOutcome) -> Outcome:
         return "max_tokens"
     if isinstance(reason, Blocked):
         return "refusal"
+    if isinstance(reason, OverBudget):
+        # ACP has no budget reason; "the turn may make no more requests" is the
+        # closest (docs/editors.md says why, and the budget/exhausted receipt is shown).
+        return "max_turn_requests"
     if step_limit_reached(reason):
         return "max_turn_requests"
     if isinstance(reason, Errored):

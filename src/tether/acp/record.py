@@ -40,6 +40,7 @@ from tether.agent import (
 from tether.content import TextBlock
 from tether.front.follow import Cursor
 from tether.llm.catalog import ModelCatalog
+from tether.loop.budget import BUDGETS
 from tether.session import (
     Event,
     ToolCallEvent,
@@ -47,6 +48,7 @@ from tether.session import (
     TurnEnd,
     UserMessageEvent,
 )
+from tether.session.budget import BUDGET_USD_OPTION, NO_LIMIT
 from tether.session.model import session_model
 from tether.session.settings import (
     MODE_OPTION,
@@ -231,6 +233,25 @@ class SessionRecord:
         if model == self.model:
             return False
         self.agent.session.append(ConfigChanged(option=MODEL_OPTION, value=model))
+        return True
+
+    @property
+    def budget_usd(self) -> str:
+        """The session's limit in US dollars as the ``budget_usd`` option shows it: the
+        log's last ``session/config budget_usd``, else the configured one, else ``off``."""
+        stored = self.settings.options.get(BUDGET_USD_OPTION)
+        if stored is not None:
+            return stored
+        budgets = self.agent.ctx.get(BUDGETS)
+        ledger = None if budgets is None else budgets.of(self.agent.id)
+        usd = None if ledger is None else ledger.configured.usd
+        return NO_LIMIT if usd is None else f"{usd:g}"
+
+    def set_budget_usd(self, value: str) -> bool:
+        """Log ``value`` as the session's limit in US dollars; whether it changed anything."""
+        if value == self.budget_usd:
+            return False
+        self.agent.session.append(ConfigChanged(option=BUDGET_USD_OPTION, value=value))
         return True
 
     def _new_meter(self) -> UsageMeter:

@@ -27,6 +27,7 @@ from tether.content import TextBlock, UserRoleMessage
 from tether.llm.assemble import Assembler
 from tether.llm.request import ModelRequest
 from tether.llm.service import LLM
+from tether.loop.budget import BUDGETS, drawing_on
 from tether.persist.backends.summary import title_from
 from tether.runtime import CancelSignal
 from tether.session.settings import SessionTitled
@@ -103,10 +104,13 @@ class Namer:
         if self._host.closing or llm is None:
             return
         signal = self._signals[record.id] = CancelSignal()
+        budgets = self._ctx.get(BUDGETS)
+        gate = None if budgets is None else budgets.gate_of(record.agent.session)
 
         async def name() -> None:
             try:
-                title = await generate_title(llm, self._model, prompt, signal)
+                with drawing_on(gate, "title"):
+                    title = await generate_title(llm, self._model, prompt, signal)
             finally:
                 if self._signals.get(record.id) is signal:
                     del self._signals[record.id]

@@ -76,6 +76,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.attempts import retry_notice
+from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
 from tether.session.previews import PreviewLocation, ToolPreviewed, stored_diff
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
@@ -166,6 +167,11 @@ class UpdateMapper:
                 return ()
             said = retry_notice if isinstance(payload, RetryEvent) else compaction_notice
             notice = _text(f"\n{said(event.data)}\n")
+            return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
+        if isinstance(payload, BudgetExhausted):
+            # The receipt of the request not sent: why the prompt ends max_turn_requests,
+            # in a replay too (it is part of how the turn ended).
+            notice = _text(f"\n({payload.describe()})\n")
             return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
         if isinstance(payload, ToolPreviewed):
             # Live, the bridge showed the preview itself, whole (see record.show_preview).

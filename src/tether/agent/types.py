@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from tether.content import ImageRef, TextBlock
+from tether.session.budget import Budget
 from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
@@ -209,3 +210,6 @@ class AgentOptions(msgspec.Struct, frozen=True):
     tools: Sequence[str] | None = None
     """Tool names the model may call; ``None`` means every registered tool."""
     max_steps: int = 50
+    budget: Budget | None = None
+    """What the agent's model requests may spend (see ``docs/budget.md``); ``None``:
+    no limit. A child agent draws on its root's budget instead of its own."""

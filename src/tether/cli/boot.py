@@ -75,6 +75,10 @@ def composed(
         sandbox=getattr(args, "sandbox", None),
         rules=rules_of(args),
     )
+    if any(getattr(args, flag, None) is not None for flag in BUDGET_FLAGS):
+        from tether.cli.budget import with_budget
+
+        document = with_budget(cast("Mapping[str, object]", document), args)
     if not with_model:
         return document
     base_url = getattr(args, "base_url", None)
@@ -280,6 +284,10 @@ async def start(
         try:
             if with_model:
                 check_model_provider(tether)
+                if budget_kept(tether):
+                    from tether.cli.budget import check_budget
+
+                    check_budget(tether)
             if persistent:
                 await check_persistence(tether)
                 check_agent_loop(tether)
@@ -300,6 +308,23 @@ def row_problem(tether: Tether, row: str) -> str:
 
 
 PERSISTENCE_ROW = "persistence"
+
+BUDGET_FLAGS = (
+    "max_budget_usd",
+    "max_turn_usd",
+    "max_day_usd",
+    "max_budget_tokens",
+    "max_turn_tokens",
+    "max_day_tokens",
+)
+"""The attributes of the budget flags (:mod:`tether.cli.budget`)."""
+
+
+def budget_kept(tether: Tether) -> bool:
+    """Whether the composed agent loop keeps a spend budget."""
+    loop = tether.composer.row(AGENT_LOOP_ROW).fiber if tether.has_row(AGENT_LOOP_ROW) else None
+    return loop is not None and loop.config is not None and loop.config.budget is not None
+
 
 AGENT_LOOP_ROW = "agent_loop"
 

@@ -70,7 +70,7 @@ from tether.cli.own_command import OwnCommand, for_the_model
 from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, follow_children, meter_for, shown_for
+from tether.cli.work import WorkView, budget_line, follow_children, meter_for, shown_for
 from tether.content import TextBlock
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
@@ -493,6 +493,8 @@ class _Chat:
             say(f"(reasoning is {'shown' if self.view.thinking else 'hidden'})", "dim")
         elif name == "cost":
             say(self.meter.describe())
+            if (spent := budget_line(self.agent)) is not None:
+                say(spent)
         elif name == "model":
             await self._model(argument)
         elif name == "clear":

@@ -79,6 +79,35 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_amount(text: str) -> float:
+    """An argparse type: a finite amount more than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an amount: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def add_budget_options(parser: argparse.ArgumentParser) -> None:
+    """``--max-budget-usd`` and the other limits of the spend budget (see docs/budget.md)."""
+    for flag, kind, what in (
+        ("--max-budget-usd", positive_amount, "US dollars the session may spend"),
+        ("--max-turn-usd", positive_amount, "US dollars one turn may spend"),
+        ("--max-day-usd", positive_amount, "US dollars this host's sessions may spend a day"),
+        ("--max-budget-tokens", positive_int, "tokens the session may spend"),
+        ("--max-turn-tokens", positive_int, "tokens one turn may spend"),
+        ("--max-day-tokens", positive_int, "tokens this host's sessions may spend a day"),
+    ):
+        parser.add_argument(
+            flag,
+            type=kind,
+            metavar="N",
+            help=f"{what} (child agents included); a request that would pass it is not sent",
+        )
+
+
 def add_resume_options(parser: argparse.ArgumentParser) -> None:
     """``--resume ID`` and ``--continue``: which stored session to go on with."""
     which = parser.add_mutually_exclusive_group()
@@ -107,6 +136,7 @@ def add_acp_parser(commands: _Commands) -> None:
         "stdout carries protocol frames only; logs go to stderr.",
     )
     add_model_options(acp)
+    add_budget_options(acp)
     add_sandbox_option(acp)
     add_rule_options(acp)
     acp.add_argument(
@@ -150,6 +180,7 @@ def add_web_parser(commands: _Commands) -> None:
         "with its access token, on stdout.",
     )
     add_model_options(web)
+    add_budget_options(web)
     web.add_argument(
         "--host",
         default="127.0.0.1",
@@ -357,6 +388,7 @@ def add_run_parser(commands: _Commands) -> None:
         help="what to do (quote it); - or nothing reads it from stdin when stdin is not a terminal",
     )
     add_model_options(run)
+    add_budget_options(run)
     add_resume_options(run)
     add_sandbox_option(run)
     add_rule_options(run)
@@ -395,6 +427,7 @@ def add_chat_parser(commands: _Commands) -> None:
         "running turn; /quit or Ctrl-D leaves.",
     )
     add_model_options(chat)
+    add_budget_options(chat)
     add_resume_options(chat)
     add_sandbox_option(chat)
     add_rule_options(chat)

@@ -24,6 +24,7 @@ from tether.session import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from tether.session.budget import BudgetExhausted
 
 RESULT_VERSION = 1
 """The version of the result line's shape."""
@@ -77,6 +78,9 @@ def turn_result(
         cause = reason.cause if isinstance(reason, Aborted) else None
         events = agent.session.events[outcome.start_seq : outcome.end_seq + 1]
     usage, calls = _work_of(events)
+    receipt = next(
+        (event for event in reversed(events) if event.type == BudgetExhausted.type), None
+    )
     return {
         "type": "result",
         "version": RESULT_VERSION,
@@ -90,6 +94,7 @@ def turn_result(
         "error": error,
         "exit_code": exit_code,
         "stored": stored,
+        "budget": None if receipt is None else thaw(receipt.data),
     }
 
 
@@ -135,6 +140,7 @@ def refused_result(error: str, *, exit_code: int) -> dict[str, object]:
         "error": error,
         "exit_code": exit_code,
         "stored": False,
+        "budget": None,
     }
 
 

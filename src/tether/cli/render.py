@@ -27,6 +27,7 @@ from tether.session import (
     ContextCompacted,
     Errored,
     Event,
+    OverBudget,
     Session,
     Stopped,
     StoppedAgent,
@@ -38,6 +39,7 @@ from tether.session import (
     TurnStart,
     UserMessageEvent,
 )
+from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
 from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
@@ -186,6 +188,9 @@ def _render(event: Event, markdown: bool, shown: Shown) -> Iterator[str]:
         case PromptCut():
             note = prompt_cut_notice(event.data)
             yield f"_{note}_" if markdown else note
+        case BudgetExhausted() as receipt:
+            note = receipt.describe()
+            yield f"_{note}_" if markdown else note
         case ContextCompacted(summary=summary):
             note = compaction_notice(event.data)
             yield f"_{note}_" if markdown else note
@@ -246,6 +251,8 @@ def turn_outcome(reason: TurnEndReason) -> str | None:
             return f"cancelled by {cause}"
         case Blocked():
             return "refused: a hook or the provider would not let the turn go on"
+        case OverBudget():
+            return "stopped: the spend budget is exhausted (see docs/budget.md)"
     return f"turn ended: {reason.kind}"
 
 

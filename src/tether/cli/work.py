@@ -63,6 +63,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.attempts import retry_notice
+from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
 from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.session.settings import ConfigChanged, PlanEntry, PlanUpdated
@@ -143,6 +144,8 @@ class WorkView:
                 self.surface.line(compaction_notice(event.data), "notice")
             case PromptCut():
                 self.surface.line(prompt_cut_notice(event.data), "notice")
+            case BudgetExhausted() as receipt:
+                self.surface.line(receipt.describe(), "notice")
             case ToolCallEvent() as call:
                 self._say_status(None)
                 self._call(call)
@@ -505,3 +508,12 @@ def meter_for(tether: Tether, agent: Agent) -> UsageMeter:
     for event in agent.session.events:
         meter.advance(event)
     return meter
+
+
+def budget_line(agent: Agent) -> str | None:
+    """What ``agent``'s session spent of its budget, for ``/cost``; ``None`` without one."""
+    from tether.loop.budget import BUDGETS
+
+    budgets = agent.ctx.get(BUDGETS)
+    ledger = None if budgets is None else budgets.of(agent.id)
+    return None if ledger is None else ledger.describe()

@@ -43,6 +43,7 @@ from tether.llm.chunks import (
 )
 from tether.llm.errors import ProviderConflictError, UnknownProviderError
 from tether.llm.request import ModelRequest, check_provider_name
+from tether.llm.spend import PURPOSE, SPENDING, SpendGate
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
 from tether.runtime.signal import CancelSignal
@@ -139,10 +140,19 @@ class LlmService:
         :class:`asyncio.CancelledError` propagates (the adapter is still
         closed) and no finish is yielded. Use ``signal`` to stop a stream.
 
+        When a spend gate is set (:data:`~tether.llm.spend.SPENDING`), it admits
+        the request before it is sent and settles it after; a request it
+        refuses is never sent, and its stream is one ``Finish("error")`` with
+        ``error_code`` ``budget`` (see :mod:`tether.llm.spend`).
+
         Raises:
             UnknownProviderError: no adapter is registered for the provider.
         """
-        return _guarded(self.adapter(request.provider), request, signal)
+        adapter = self.adapter(request.provider)
+        gate = SPENDING.get()
+        if gate is None:
+            return _guarded(adapter, request, signal)
+        return _gated(gate, adapter, request, signal)
 
     def _attach(self, provider: str, adapter: ModelAdapter) -> Callable[[], None]:
         """Register ``adapter``; return the function that unregisters exactly it."""
@@ -206,6 +216,30 @@ class LlmView:
     ) -> AsyncGenerator[StreamChunk, None]:
         """See :meth:`LlmService.stream`."""
         return self._service.stream(request, signal)
+
+
+async def _gated(
+    gate: SpendGate, adapter: ModelAdapter, request: ModelRequest, signal: CancelSignal
+) -> AsyncGenerator[StreamChunk, None]:
+    """:func:`_guarded`, after ``gate`` admitted the request; settled however it ends."""
+    if signal.cancelled:
+        yield Finish("aborted")
+        return
+    admission = await gate.admit(request, PURPOSE.get())
+    if admission.refusal is not None:
+        yield Finish("error", error=admission.refusal, error_code=admission.code)
+        return
+    usage: Usage | None = None
+    answered = False
+    try:
+        async for chunk in _guarded(adapter, admission.request, signal):
+            if isinstance(chunk, Usage):
+                usage = chunk
+            elif not isinstance(chunk, Finish):
+                answered = True
+            yield chunk
+    finally:
+        gate.settle(admission, usage, answered)
 
 
 async def _guarded(

@@ -52,6 +52,7 @@ from tether.llm.assemble import Assembler
 from tether.llm.request import ModelRequest, ToolSpec
 from tether.llm.service import LLM
 from tether.loop.agent import driver_of
+from tether.loop.budget import BudgetBook, drawing_on
 from tether.loop.context import (
     CHARS_PER_TOKEN,
     context_window,
@@ -264,6 +265,8 @@ class Compaction:
 
     def __init__(self, ctx: Context, settings: CompactionSettings) -> None:
         self._ctx = ctx
+        self.budgets: BudgetBook | None = None
+        """The spend budgets its summaries draw on (set by the turn runner)."""
         self.settings = settings
         self._tool_tokens: dict[tuple[str, ...], int] = {}
         self._windows: dict[str, int] = {}
@@ -353,7 +356,9 @@ class Compaction:
             if signal.cancelled:
                 raise CompactionCancelledError("the compaction was cancelled")
             self._ctx.emit(COMPACTING, driver.agent, trigger)
-            summary = await self._summarize(model, window, cut, signal)
+            gate = None if self.budgets is None else self.budgets.gate_of(driver.session)
+            with drawing_on(gate, "compaction"):
+                summary = await self._summarize(model, window, cut, signal)
             compacted = ContextCompacted(
                 first_seq=cut.first_seq,
                 last_seq=cut.last_seq,

@@ -171,6 +171,9 @@ class LoopFactory:
             yield scope.dispose
             driver = AgentDriver(session, scope, options, events=self._ctx, flush=store.flush)
             built.append(driver)
+            # Its budget (or its root's) is known from the start: a title drawn before
+            # its first turn draws on it too.
+            self._runner.budgets.ledger(driver)
             agent = driver.agent
             if setup is not None:
                 result = setup(agent)

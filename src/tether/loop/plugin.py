@@ -26,15 +26,18 @@ from msgspec import Meta
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
 from tether.location import data_dir
+from tether.loop.budget import BUDGETS, DEFAULT_RESERVE_OUTPUT
 from tether.loop.compaction import COMPACTION, CompactionSettings
 from tether.loop.factory import LoopFactory
 from tether.loop.prompt import PromptSettings
 from tether.loop.turn import DEFAULT_MAX_TURN_OUTPUT, TurnRunner
 from tether.persist.service import PERSISTENCE
 from tether.runtime.schema import FieldError, Schema
+from tether.session.budget import Budget
 from tether.session.model import FALLBACK_MODEL
 
 if TYPE_CHECKING:
+    from tether.loop.day_budget import DayLedger
     from tether.runtime import Context
 
 log = logging.getLogger(__name__)
@@ -116,6 +119,14 @@ class Config(Schema, frozen=True):
     max_turn_output: Annotated[int, Meta(ge=1)] = DEFAULT_MAX_TURN_OUTPUT
     """Characters of model output (text, reasoning, tool-call arguments) one turn
     may stream; past it the stream is stopped and the turn ends ``error``."""
+    budget: Budget | None = None
+    """What each session's model requests may spend (see ``docs/budget.md``)."""
+    budget_dir: Path | None = None
+    """Where the host's per-day budget ledger is kept; default: the data directory's
+    ``budget`` directory."""
+    reserve_output: Annotated[int, Meta(ge=1)] = DEFAULT_RESERVE_OUTPUT
+    """Under a budget, the output tokens reserved for (and allowed to) a request
+    that sets no ``max_tokens``."""
     agents: tuple[AgentRow, ...] = ()
 
     def __post_init__(self) -> None:
@@ -158,6 +169,15 @@ class Config(Schema, frozen=True):
         )
 
 
+def day_ledger(config: Config) -> DayLedger | None:
+    """The host's per-day ledger, when the budget keeps a per-day limit."""
+    if config.budget is None or not config.budget.keeps_day:
+        return None
+    from tether.loop.day_budget import DayLedger
+
+    return DayLedger(config.budget_dir or data_dir() / "budget")
+
+
 async def apply(ctx: Context, config: Config) -> None:
     defaults = AgentOptions(
         model=config.model,
@@ -165,15 +185,19 @@ async def apply(ctx: Context, config: Config) -> None:
         system=config.system,
         system_append=config.system_append,
         max_steps=config.max_steps,
+        budget=config.budget,
     )
     runner = TurnRunner(
         ctx,
         prompt=config.prompt_settings(),
         compaction=config.compaction_settings(),
         max_turn_output=config.max_turn_output,
+        reserve_output=config.reserve_output,
+        day_ledger=day_ledger(config),
     )
     factory = LoopFactory(ctx, runner, defaults)
     ctx.provide(COMPACTION, runner.compaction)
+    ctx.provide(BUDGETS, runner.budgets)
     agents = ctx.service(AGENTS)
     await agents.provide_factory(factory)
     for row in config.agents:
@@ -185,6 +209,7 @@ async def apply(ctx: Context, config: Config) -> None:
             if row.system_append is not None
             else config.system_append,
             max_steps=config.max_steps,
+            budget=config.budget,
         )
         persistence = ctx.get(PERSISTENCE)
         stored = False

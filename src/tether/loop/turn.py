@@ -7,13 +7,19 @@ A turn, as it lands in the session log::
       step/start  user/message*  assistant/chunk*  assistant/message
                   (tool/call  tool/result)*                        step/end
       … more steps while tools owe the model a reply or steering arrived …
-    turn/end {completed | aborted{cause} | blocked | error{error} | max-tokens}
+    turn/end {completed | aborted{cause} | blocked | error{error} | max-tokens | budget}
 
 A turn's model output is bounded: once the text, reasoning and tool-call
 arguments streamed during one turn (every step and attempt together) pass
 ``max_turn_output`` characters, the stream is closed and the turn ends
 ``error`` with code ``output-limit`` and a message naming the setting; what
 streamed is kept as an interrupted ``assistant/message``.
+
+Under a spend budget (:mod:`tether.loop.budget`), the budget's gate is set for
+the length of each turn: every model request made in it (retries,
+compactions and tools' own requests included) reserves its worst case first.
+A request whose reservation does not fit is not sent, and the turn ends
+``budget`` after the ``budget/exhausted`` receipt.
 
 The turn **always** closes, whatever happens: a cancel, a model error, a tool
 crash, an infrastructure failure. When it is cancelled, text already streamed
@@ -78,6 +84,8 @@ from tether.llm.assemble import Assembled, Assembler
 from tether.llm.chunks import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta
 from tether.llm.request import ModelRequest, ToolSpec, parse_model_ref
 from tether.llm.service import LLM
+from tether.llm.spend import BUDGET_CODE, SPENDING, SpendGate
+from tether.loop.budget import DEFAULT_RESERVE_OUTPUT, BudgetBook
 from tether.loop.compaction import (
     Compaction,
     CompactionCancelledError,
@@ -106,6 +114,7 @@ from tether.session import (
     Completed,
     Errored,
     MaxTokens,
+    OverBudget,
     PendingToolCall,
     PromptCut,
     RetryEvent,
@@ -126,7 +135,10 @@ from tether.tools.execute import ScheduledCall
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
     from tether.llm.service import LlmView
+    from tether.loop.day_budget import DayLedger
     from tether.loop.driver import AgentDriver
     from tether.runtime import CancelSignal, Context
     from tether.session.log import Session
@@ -174,11 +186,21 @@ class TurnRunner:
         prompt: PromptSettings | None = None,
         compaction: CompactionSettings | None = None,
         max_turn_output: int = DEFAULT_MAX_TURN_OUTPUT,
+        reserve_output: int = DEFAULT_RESERVE_OUTPUT,
+        day_ledger: DayLedger | None = None,
     ) -> None:
         self._ctx = ctx
         self._max_turn_output = max_turn_output
         self._prompt_settings = prompt or PromptSettings()
+        self.budgets = BudgetBook(
+            flush=lambda session: ctx.service(SESSIONS).flush(session),
+            catalog=lambda: ctx.service(LLM).catalog,
+            reserve_output=reserve_output,
+            day=day_ledger,
+        )
+        """The spend budgets of the loop's sessions (:mod:`tether.loop.budget`)."""
         self._compaction = Compaction(ctx, compaction or CompactionSettings())
+        self._compaction.budgets = self.budgets
         self._prompts: weakref.WeakKeyDictionary[AgentDriver, SystemPrompt] = (
             weakref.WeakKeyDictionary()
         )
@@ -212,6 +234,7 @@ class TurnRunner:
         signal = driver.begin_turn()
         turn = session.last_turn + 1
         reason: TurnEndReason = Errored(error="the turn ended unexpectedly")
+        spending = self._spending(driver, turn)
         try:
             session.append(TurnStart(turn=turn))
             # A listener of the status change may have cancelled already: then
@@ -253,9 +276,22 @@ class TurnRunner:
                     session.append(TurnEnd(turn=turn, reason=reason))
             finally:
                 driver.end_turn(reason)
+            if spending is not None:
+                SPENDING.reset(spending)
             if isinstance(reason, Errored):
                 # After turn/end: a listener that cancels acts on what comes next.
                 self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
+
+    def _spending(self, driver: AgentDriver, turn: int) -> Token[SpendGate | None] | None:
+        """Set the gate of ``driver``'s budget (or its root's) for the turn about to run;
+        the token that unsets it, ``None`` when no budget is kept. A root's turn is the
+        turn its per-turn limits count in."""
+        ledger = self.budgets.ledger(driver)
+        if ledger is None:
+            return None
+        if ledger.root is driver.session:
+            ledger.turn = turn
+        return SPENDING.set(ledger.gate(driver.session))
 
     async def _aborting(self, driver: AgentDriver, turn: int) -> tuple[StopParts, ...]:
         """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first;
@@ -311,7 +347,7 @@ class TurnRunner:
             for message in step_input:
                 session.append(to_event(message))
             answered = await self._request(driver, signal, output)
-            if isinstance(answered, Errored):
+            if isinstance(answered, Errored | OverBudget):
                 return answered
             assembled, model = answered
             calls = assembled.message.tool_calls
@@ -347,7 +383,7 @@ class TurnRunner:
 
     async def _request(
         self, driver: AgentDriver, signal: CancelSignal, output: OutputBudget
-    ) -> tuple[Assembled, str] | Errored:
+    ) -> tuple[Assembled, str] | Errored | OverBudget:
         """Ask the model; log the stream and the answer; return it with the model
         its request was sent to, the one the ``agent/request`` waterfall left
         (or the error). Every attempt spends ``output``; an attempt that
@@ -379,6 +415,9 @@ class TurnRunner:
             if finish.reason != "error" or signal.cancelled:
                 _log_answer(session, assembled)
                 return assembled, request.model
+            if finish.error_code == BUDGET_CODE:
+                # Not sent: its receipt (budget/exhausted) is in the log; no retry fits either.
+                return OverBudget()
             if finish.error_code == OUTPUT_LIMIT:
                 _log_answer(session, assembled)
                 return Errored(error=finish.error or OUTPUT_LIMIT, code=OUTPUT_LIMIT)

@@ -14,6 +14,7 @@ from typing import NamedTuple, Protocol, cast
 
 import msgspec
 
+from tether.session.budget import BUDGET_PAYLOADS
 from tether.session.compaction import ContextCompacted
 from tether.session.environment import EnvironmentNoted
 from tether.session.errors import (
@@ -50,6 +51,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     PermissionRuled,
     WorktreeCreated,
     *SETTINGS_PAYLOADS,
+    *BUDGET_PAYLOADS,
 )
 """Every type tether writes: a new registry knows them all."""
 

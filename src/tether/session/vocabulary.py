@@ -66,6 +66,7 @@ __all__ = [
     "InboxSpliced",
     "Interrupted",
     "MaxTokens",
+    "OverBudget",
     "RetryEvent",
     "StepEnd",
     "StepStart",
@@ -147,13 +148,20 @@ class MaxTokens(msgspec.Struct, frozen=True, tag_field="kind", tag="max-tokens")
     kind: ClassVar[str] = "max-tokens"
 
 
+class OverBudget(msgspec.Struct, frozen=True, tag_field="kind", tag="budget"):
+    """A model request was not sent: its reservation did not fit a spend budget
+    (the ``budget/exhausted`` receipt before ``turn/end`` says which)."""
+
+    kind: ClassVar[str] = "budget"
+
+
 class Interrupted(msgspec.Struct, frozen=True, tag_field="kind", tag="interrupted"):
     """The process died mid-turn; written only by crash repair."""
 
     kind: ClassVar[str] = "interrupted"
 
 
-TurnEndReason = Completed | Aborted | Blocked | Errored | MaxTokens | Interrupted
+TurnEndReason = Completed | Aborted | Blocked | Errored | MaxTokens | OverBudget | Interrupted
 """Why a turn ended. Stored as ``{"kind": ...}``, plus ``cause`` for `Aborted`
 and ``error`` for `Errored`."""
 

@@ -164,7 +164,22 @@ function endReason(reason) {
   if (!reason) return "ended";
   if (reason.kind === "aborted") return "cancelled (" + reason.cause + ")";
   if (reason.kind === "error") return "error: " + reason.error;
+  if (reason.kind === "budget") return "stopped: the spend budget is exhausted";
   return reason.kind;
+}
+
+function amount(unit, value) {
+  return unit === "usd" ? `${value.toFixed(4)} USD` : `${Math.round(value).toLocaleString("en")} tokens`;
+}
+
+// budget/exhausted: the receipt of the request that was not sent (as tether.session.budget says it).
+function renderBudget(data) {
+  const where = { session: "this session", turn: "this turn", day: "today" }[data.budget] || data.budget;
+  const text =
+    `budget exhausted: ${amount(data.unit, data.spent)} of ${where}'s ${amount(data.unit, data.limit)} ` +
+    `spent; the next request to ${data.model} would reserve ${amount(data.unit, data.reserving)}, ` +
+    "so it was not sent";
+  container().append(el("div", "budget-receipt", text));
 }
 
 async function loadUsage() {
@@ -238,6 +253,9 @@ function apply(record) {
       break;
     case "tool/stopped":
       renderReceipt(data);
+      break;
+    case "budget/exhausted":
+      renderBudget(data);
       break;
     case "plan/updated":
       renderPlan(data);

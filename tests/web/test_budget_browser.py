@@ -1,0 +1,81 @@
+"""The spend budget on the web page: a `tether web --max-budget-tokens` process on the
+offline model, in Debian's Chromium. The page shows the turn's ``budget`` stop reason
+and the ``budget/exhausted`` receipt, live and when the session is opened again."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.web.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.web.test_browser import WAIT_MS, Server, _need_chromium, _new_session, _prompt
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    _need_chromium()
+    home = tmp_path_factory.mktemp("web-budget-home")
+    # Every request reserves more than 50 tokens (its output alone: 8,192): none fits.
+    command = ["web", "--mode", "auto", "--max-budget-tokens", "50"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TETHER_MODEL": "offline"},
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.stderr else ""
+    try:
+        yield Server(url, process)
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+@pytest.fixture
+def context(server: Server) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        context.set_default_timeout(WAIT_MS)
+        page = context.new_page()
+        page.goto(server.url)
+        page.close()
+        try:
+            yield context
+        finally:
+            context.close()
+            browser.close()
+
+
+def test_the_page_shows_the_budget_stop_and_its_receipt(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    _prompt(page, "hello")
+    end = page.locator(".turn-end.budget")
+    end.wait_for()
+    assert end.inner_text() == "stopped: the spend budget is exhausted"
+    receipt = page.locator(".budget-receipt").inner_text()
+    assert re.fullmatch(
+        r"budget exhausted: 0 tokens of this session's 50 tokens spent; the next request "
+        r"to offline would reserve [\d,]+ tokens, so it was not sent",
+        receipt,
+    ), receipt
+    assert page.locator(".assistant").count() == 0  # no request was sent
+    again = context.new_page()
+    again.goto(page.url)
+    again.locator(".budget-receipt").wait_for()
+    assert again.locator(".turn-end.budget").inner_text() == end.inner_text()
+    assert page.errors == []
