@@ -90,7 +90,7 @@ from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry
 from tether.agent.registry import AGENTS
 from tether.front.asking import Answer, Question
 from tether.front.host import SessionHost
-from tether.front.rewind import WORKSPACES
+from tether.front.rewind import WORKSPACES, Forked, fork_session
 from tether.front.seams import CLIENT_TERMINAL, FILE_ACCESS, FileAccess, Terminals
 from tether.llm.catalog import ModelCatalog
 from tether.llm.service import LLM
@@ -279,6 +279,46 @@ class Bridge:
         attach = self._mcp_setup(servers)
         work = self._load(session_id, cwd, attach, replay=False)
         return await self._opening.open(session_id, work, replays=False, check=self._check_open)
+
+    async def fork(
+        self,
+        session_id: str,
+        cwd: str,
+        servers: Sequence[ServerSpec] = (),
+        *,
+        seq: int | None = None,
+    ) -> tuple[SessionRecord, Forked]:
+        """Store a branch of session ``session_id`` holding its first ``seq`` events
+        (``None``: every event it has), and open the branch as :meth:`resume` opens a
+        session (no replay; a ``session/load`` of it replays the shared history).
+
+        The parent is left as it was: one open here has its events on disk
+        first, a stored one is read, never opened (it may be live elsewhere).
+        The branch's header names the parent and ``seq`` (see
+        :func:`tether.front.rewind.fork_session`).
+
+        Raises:
+            CwdMismatchError: the parent belongs to another directory.
+            RewindError: ``seq`` is not from 1 to the parent's number of events.
+            BridgeError: there are no stored sessions (no persistence row).
+            SessionNotFoundError, CorruptLogError: from reading the parent.
+            As :meth:`resume`, for the branch.
+        """
+        self._check_open()
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None:
+            raise BridgeError("a fork needs stored sessions (no persistence row)")
+        open_record = self._host.get(session_id)
+        if open_record is not None:
+            await self.acknowledge(session_id)
+            parent = open_record.agent.session
+        else:
+            parent = await persistence.load(session_id)
+        if not same_dir(parent.header.cwd, cwd):
+            raise CwdMismatchError(session_id, parent.header.cwd, cwd)
+        workspaces = self._ctx.get(WORKSPACES)
+        forked = await fork_session(persistence, workspaces, parent, turn=None, seq=seq)
+        return await self.resume(forked.id, cwd, servers), forked
 
     async def close_session(self, session_id: str) -> None:
         """Dispose session ``session_id``'s agent; its log stays stored.
