@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from acp.exceptions import RequestError
-from acp.schema import UserMessageChunk
+from acp.schema import McpServerStdio, UserMessageChunk
 
-from tests.acp.harness import AcpProcess, serving
+from tests.acp.harness import SCRIPTED, AcpProcess, serving
 from tests.acp.test_schema_conformance import _check
 
 
@@ -130,3 +130,17 @@ async def test_bad_forks_are_clear_errors(tmp_path: Path) -> None:
         assert stored == {sid}
         assert await server.prompt(sid, "still fine") == "end_turn"
         _check(server)
+
+
+async def test_a_fork_offering_servers_no_plugin_runs_stores_nothing(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    without_mcp = SCRIPTED + "  - id: mcp\n    disabled: true\n"
+    async with serving(tmp_path, overlay=without_mcp) as server:
+        sid = await server.new_session(project)
+        assert await server.prompt(sid, "hello") == "end_turn"
+        offered = McpServerStdio(name="files", command="/bin/true", args=[], env=[])
+        with pytest.raises(RequestError) as refused:
+            await server.conn.fork_session(session_id=sid, cwd=str(project), mcp_servers=[offered])
+        assert refused.value.code == -32602 and "no 'mcp' plugin" in str(refused.value)
+        assert {p.stem for p in (server.home / "sessions").glob("*.jsonl")} == {sid}

@@ -188,10 +188,13 @@ class ClientSessions:
             CwdMismatchError: the parent belongs to another directory.
             RewindError: ``seq`` is not from 1 to the parent's number of events.
             BridgeError: there are no stored sessions (no persistence row).
+            McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs
+                (nothing is stored).
             SessionNotFoundError, CorruptLogError: from reading the parent.
             As :meth:`resume`, for the branch.
         """
         self._check_open()
+        self._mcp_setup(servers)  # refused before anything is stored
         persistence = self._ctx.get(PERSISTENCE)
         if persistence is None:
             raise BridgeError("a fork needs stored sessions (no persistence row)")
