@@ -114,6 +114,7 @@ async def test_every_frame_of_a_conversation_and_its_load_is_valid_against_the_s
     assert {"plan", "available_commands_update", "current_mode_update"} <= kinds
     async with serving(tmp_path) as server:
         await server.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+        await server.conn.fork_session(session_id=sid, cwd=str(project), mcp_servers=[])
         methods, kinds = _check(server)
-    assert "session/load" in methods
+    assert {"session/load", "session/fork"} <= methods
     assert {"user_message_chunk", "tool_call", "agent_message_chunk"} <= kinds

@@ -7,7 +7,10 @@ import io
 import json
 import os
 import pty
+import select
+import signal
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -214,3 +217,51 @@ async def test_always_on_an_edit_keeps_its_directory_never_a_call_needing_approv
     )
     assert len(asked) == 2
     assert ran == [("write", True), ("edit", True), ("write", True)]
+
+
+def exit_within(pid: int, fd: int, seconds: float) -> int:
+    """The exit status of ``pid``, which must end within ``seconds`` (its terminal read
+    meanwhile, so it never blocks writing); the process is killed if it does not."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            with contextlib.suppress(OSError):
+                os.read(fd, 4096)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"still running {seconds} s after Ctrl-C (killed)")
+
+
+def test_ctrl_c_at_the_question_stops_the_turn_and_exits_at_once(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    pid, fd = run_on_a_terminal(home, work, "$ touch made-it")
+    seen: list[str] = []
+    shown = expect(fd, "allow this bash call? [y]es / [n]o / [a]lways allow Bash(touch:*): ", seen)
+    os.write(fd, b"\x03")  # Ctrl-C: the terminal sends SIGINT
+    assert exit_within(pid, fd, 5) == 130
+    os.close(fd)
+    assert not (work / "made-it").exists()
+    sid = session_id(shown)
+    exported = tether(home, "sessions", "export", sid).stdout.splitlines()
+    events = [json.loads(line) for line in exported[1:]]
+    assert events[-1]["type"] == "turn/end"
+    assert events[-1]["data"]["reason"] == {"kind": "aborted", "cause": "user"}
+    [result] = [e["data"] for e in events if e["type"] == "tool/result"]
+    assert result["is_error"] is True
+
+
+def test_ctrl_c_at_the_resume_picker_exits_at_once(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    assert tether(home, "run", "hello", cwd=work).returncode == 0
+    pid, fd = run_on_a_terminal(home, work, "hello again", "--resume")
+    seen: list[str] = []
+    expect(fd, "resume which? [1-1, Enter: 1] ", seen)
+    os.write(fd, b"\x03")
+    assert exit_within(pid, fd, 5) == 130
+    os.close(fd)

@@ -5,12 +5,15 @@
 ``acp`` service, a :class:`Bridge`, which the protocol server
 (:mod:`tether.acp.server`) drives on behalf of one client.
 
-**Ownership.** ``session/new`` creates an agent through ``ctx.agents.create``
-and ``session/load`` resumes one through ``ctx.agents.resume``; the bridge's
-fiber co-owns each agent, and the session's
+**Ownership.** ``session/new`` creates an agent through ``ctx.agents.create``;
+``session/load``, ``session/resume`` and ``session/fork`` resume one through
+``ctx.agents.resume`` (how each opens, and closes: :mod:`tether.acp.sessions`);
+the bridge's fiber co-owns each agent, and the session's
 :class:`~tether.acp.record.SessionRecord` keeps the handle's ``dispose``.
 Creates and loads run in tasks the bridge owns, never in the connection's request
-handler, so a handler the connection cancels abandons nothing.
+handler, so a handler the connection cancels abandons nothing. The bridge
+itself maps the connection onto its session host: binding the client,
+prompts and cancels, how a call is shown and asked, the teardown.
 
 **Teardown.** A client disconnect and the plugin's own unload reach one
 memoized :meth:`Bridge.close`: the bridge's session host
@@ -40,7 +43,8 @@ Events:
 * ``acp/closed (bridge)`` — emit; once the teardown has completed.
 
 Listeners (registered by the plugin): ``session/event`` feeds each session's
-record (one listener for all sessions, whatever their number);
+record (one listener for all sessions, whatever their number;
+:meth:`ClientSessions.on_session_event <tether.acp.sessions.ClientSessions.on_session_event>`);
 ``fs/access`` serves the file tools from the editor's buffers when the
 client offers them (:mod:`tether.acp.editor_files`); ``shell/client-terminal``
 runs foreground commands in the client's terminals when chosen
@@ -55,9 +59,8 @@ another owner forgotten).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta
 
@@ -66,43 +69,21 @@ from tether.acp.commands import available_commands, builtin_commands, rewind_com
 from tether.acp.controls import option_changed
 from tether.acp.editor_files import EditorFiles
 from tether.acp.editor_terminal import EditorTerminals
-from tether.acp.errors import (
-    BridgeClosedError,
-    BridgeError,
-    CwdMismatchError,
-    McpUnsupportedError,
-    NotStoredError,
-    UnknownSessionError,
-)
-from tether.acp.opening import Openings, check_cwd, same_dir
+from tether.acp.errors import BridgeClosedError, BridgeError, UnknownSessionError
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome
 from tether.acp.record import ClientLink, SessionRecord
+from tether.acp.sessions import ClientSessions
 from tether.acp.titles import Namer
-from tether.agent import (
-    Agent,
-    AgentCreateError,
-    AgentHandle,
-    AgentsView,
-    UserMessage,
-)
+from tether.agent import Agent, UserMessage
 from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry
-from tether.agent.registry import AGENTS
 from tether.front.asking import Answer, Question
 from tether.front.host import SessionHost
-from tether.front.rewind import WORKSPACES
+from tether.front.rewind import WORKSPACES, Forked
 from tether.front.seams import CLIENT_TERMINAL, FILE_ACCESS, FileAccess, Terminals
-from tether.llm.catalog import ModelCatalog
-from tether.llm.service import LLM
-from tether.persist.backends.errors import storage_failure
-from tether.persist.backends.lease import taken_over
 from tether.persist.service import PERSISTENCE
 from tether.runtime.keys import Notice, ServiceKey
 from tether.runtime.schema import Schema
-from tether.session import (
-    Event,
-    Session,
-)
 from tether.session.store import SESSION_EVENT
 
 if TYPE_CHECKING:
@@ -110,10 +91,6 @@ if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
     from tether.runtime import Context
     from tether.tools.preview import ToolPreview
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 name = "acp"
 inject = ("agents", "sessions")
@@ -151,16 +128,13 @@ class Bridge:
         self._host: SessionHost[SessionRecord] = SessionHost(
             ctx, self, answer_within=config.permission_timeout, name="ACP bridge"
         )
-        self._opening = Openings(self._host)
-        """Sessions being loaded or resumed (a close, a cancel or another load finds them)."""
-        self._disposing: dict[str, asyncio.Task[None]] = {}
-        """The disposals ``session/close`` started, by session, until they end (a load waits)."""
-        self._listening: dict[Session, SessionRecord] = {}
-        """Records by session, from before their agent is published until its scope unwinds."""
         model = config.title_model
         self._namer = None if model is None else Namer(ctx, self._host, model)
         """Names sessions after their first prompt (with a title model configured)."""
-        self._model: str | None = None
+        self.opened = ClientSessions(
+            ctx, self._host, mode=config.mode, namer=self._namer, check_open=self._check_open
+        )
+        """How the sessions open, are fed their events, and close."""
         self.closed = asyncio.Event()
         """Set once the teardown has completed."""
 
@@ -182,12 +156,12 @@ class Bridge:
     def use_model(self, model: str) -> None:
         """Create the sessions of every later ``session/new`` on ``model`` (instead of the
         agent loop's); sessions open or being created keep theirs."""
-        self._model = model
+        self.opened.model = model
 
     @property
     def new_session_model(self) -> str | None:
         """The model :meth:`use_model` chose for new sessions (``None``: the agent loop's)."""
-        return self._model
+        return self.opened.model
 
     @property
     def sessions(self) -> list[SessionRecord]:
@@ -205,229 +179,43 @@ class Bridge:
             raise UnknownSessionError(session_id)
         return record
 
-    # -- session/new, session/load, session/list ----------------------------------
+    # -- session/new, load, resume, fork, close, list: see ClientSessions ------------------
 
     async def create(self, cwd: str, servers: Sequence[ServerSpec] = ()) -> SessionRecord:
-        """Create a session (and its agent) working in ``cwd``, with the MCP ``servers``
-        the client offered started in the agent's scope (see :mod:`tether.mcp.plugin`).
-
-        Raises:
-            BridgeClosedError: the bridge is closing (nothing stays registered).
-            McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs.
-            AgentError: from ``ctx.agents.create``.
-        """
-        attach = self._mcp_setup(servers)
-        return await self._host.owned(self._create(cwd, attach))
+        """``session/new``: :meth:`ClientSessions.create`."""
+        return await self.opened.create(cwd, servers)
 
     async def load(
         self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
     ) -> SessionRecord:
-        """Open the stored session ``session_id`` and replay its history to the client.
-
-        Every update of the replay is written before this returns. Loading a
-        session this bridge already has open replays it again; a load sent
-        while another load of the session is in progress waits for that one
-        and answers with the same session, without a second replay (it fails
-        as that one failed).
-
-        ``servers`` are started as for :meth:`create` (a session already open
-        keeps the servers it has).
-
-        Raises:
-            CwdMismatchError: the session belongs to another directory.
-            BridgeClosedError: the bridge is closing (nothing stays registered).
-            McpUnsupportedError: servers were offered, and no ``mcp`` plugin runs.
-            AgentError, SessionNotFoundError, CorruptLogError: from ``ctx.agents.resume``.
-        """
-        # The opening entry first: a load publishes its record before its replay
-        # has ended, and the session is not open for others until then.
-        opening = self._opening.get(session_id)
-        if opening is not None:
-            joined = await opening.joined(cwd)
-            if not opening.replays:
-                await joined.replay()  # it was a resume: this load replays
-            return joined  # else one replay for both: the load in progress sends it
-        open_record = self._host.get(session_id)
-        if open_record is not None:
-            check_cwd(open_record.agent, cwd)
-            await open_record.replay()
-            return open_record
-        attach = self._mcp_setup(servers)
-        work = self._load(session_id, cwd, attach, replay=True)
-        return await self._opening.open(session_id, work, replays=True, check=self._check_open)
+        """``session/load``: :meth:`ClientSessions.load`."""
+        return await self.opened.load(session_id, cwd, servers)
 
     async def resume(
         self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
     ) -> SessionRecord:
-        """Open the stored session ``session_id`` without replaying its history.
+        """``session/resume``: :meth:`ClientSessions.resume`."""
+        return await self.opened.resume(session_id, cwd, servers)
 
-        The client keeps what it already shows; live updates follow from here.
-        Resuming a session this bridge already has open (or is opening: once
-        it is open) returns it as it is.
-        ``servers`` are started as for :meth:`load`.
-
-        Raises:
-            As :meth:`load`.
-        """
-        opening = self._opening.get(session_id)
-        if opening is not None:
-            return await opening.joined(cwd)
-        open_record = self._host.get(session_id)
-        if open_record is not None:
-            check_cwd(open_record.agent, cwd)
-            return open_record
-        attach = self._mcp_setup(servers)
-        work = self._load(session_id, cwd, attach, replay=False)
-        return await self._opening.open(session_id, work, replays=False, check=self._check_open)
+    async def fork(
+        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = (), *, seq: int | None
+    ) -> tuple[SessionRecord, Forked]:
+        """``session/fork``: :meth:`ClientSessions.fork`."""
+        return await self.opened.fork(session_id, cwd, servers, seq=seq)
 
     async def close_session(self, session_id: str) -> None:
-        """Dispose session ``session_id``'s agent; its log stays stored.
-
-        A prompt in flight answers ``cancelled``. When this returns, the
-        session's closing events are on disk and it can be loaded again. A
-        session still being loaded or resumed is closed once it is open; if
-        its load fails, nothing is open and there is nothing to close.
-
-        Raises:
-            UnknownSessionError: the bridge has no such session (open or opening).
-            BridgeClosedError: the bridge is closing (it disposes the session anyway).
-        """
-        opening = self._opening.get(session_id)
-        if opening is not None and (
-            not await opening.ended() or self._host.get(session_id) is None
-        ):
-            return  # the load failed, or another close came first: nothing is open
-        record = self.record(session_id)
-        self._check_open()
-        self._host.drop(session_id)
-        if self._namer is not None:
-            self._namer.cancel(session_id, "the session was closed")
-        record.mark_cancelled()
-        disposing = self._host.spawn(record.dispose())
-        self._disposing[session_id] = disposing
-        disposing.add_done_callback(lambda _: self._disposing.pop(session_id, None))
-        await asyncio.shield(disposing)
+        """``session/close``: :meth:`ClientSessions.close`."""
+        await self.opened.close(session_id)
 
     async def stored_sessions(self, cwd: str | None = None) -> list[SessionSummary]:
-        """Readable stored sessions (newest activity first), those of ``cwd`` only if given."""
-        persistence = self._ctx.get(PERSISTENCE)
-        if persistence is None:
-            return []
-        summaries: list[SessionSummary] = await persistence.list()
-        return [
-            summary
-            for summary in summaries
-            if summary.error is None
-            and summary.cwd is not None
-            and (cwd is None or same_dir(summary.cwd, cwd))
-        ]
-
-    def _mcp_setup(self, servers: Sequence[ServerSpec]) -> Callable[[Agent], Awaitable[object]]:
-        """What starts ``servers`` in an agent's scope during its setup.
-
-        Raises:
-            McpUnsupportedError: there are servers and no ``mcp`` plugin.
-        """
-        if not servers:
-            return _nothing
-        from tether.mcp.plugin import MCP
-
-        mcp = self._ctx.get(MCP)
-        if mcp is None:
-            raise McpUnsupportedError()
-        return lambda agent: mcp.attach(agent, servers)
-
-    async def _create(
-        self, cwd: str, attach: Callable[[Agent], Awaitable[object]]
-    ) -> SessionRecord:
-        link = self._check_open()
-        built: list[SessionRecord] = []
-
-        async def setup(agent: Agent) -> None:
-            record = SessionRecord(
-                agent, link, self.config.mode, hold=False, catalog=self._catalog, namer=self._namer
-            )
-            await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
-            await attach(agent)
-            built.append(record)
-
-        handle = await self._agents.create(cwd=cwd, setup=setup, model=self._model)
-        return await self._publish(built[0], handle)
-
-    async def _load(
-        self,
-        session_id: str,
-        cwd: str,
-        attach: Callable[[Agent], Awaitable[object]],
-        *,
-        replay: bool,
-    ) -> SessionRecord:
-        disposing = self._disposing.get(session_id)
-        if disposing is not None:
-            # A close of this session still runs: the session is live until it ends.
-            await asyncio.wait({disposing})
-        link = self._check_open()
-        built: list[tuple[SessionRecord, int]] = []
-        mismatch: list[CwdMismatchError] = []
-
-        async def setup(agent: Agent) -> None:
-            try:
-                check_cwd(agent, cwd)
-            except CwdMismatchError as exc:
-                mismatch.append(exc)
-                raise
-            record = SessionRecord(
-                agent, link, self.config.mode, hold=True, catalog=self._catalog, namer=self._namer
-            )
-            await agent.ctx.effect(lambda: self._listen(record), label="acp updates")
-            await attach(agent)
-            built.append((record, len(agent.session.events)))
-
-        try:
-            handle = await self._agents.resume(session_id, setup=setup)
-        except AgentCreateError:
-            if mismatch:
-                raise mismatch[0] from None
-            raise
-        record, stored = built[0]
-        await self._publish(record, handle)
-        if replay:
-            await record.replay(stored)
-        else:
-            record.attach()
-        return record
-
-    async def _publish(self, record: SessionRecord, handle: AgentHandle) -> SessionRecord:
-        record.adopt(handle)
-        return await self._host.publish(record)
+        """``session/list``: :meth:`ClientSessions.stored`."""
+        return await self.opened.stored(cwd)
 
     async def acknowledge(self, session_id: str, *, created: bool = False) -> None:
-        """Return once everything session ``session_id`` appended so far is on disk.
+        """Every answer that acknowledges work waits for it: :meth:`ClientSessions.acknowledge`."""
+        await self.opened.acknowledge(session_id, created=created)
 
-        Every answer that acknowledges work (``session/new``, ``session/load``,
-        ``session/prompt``) waits for it. With ``created``, a session without
-        events is stored as its header. A session already disposed was
-        flushed by its teardown; nothing is left to wait for.
-
-        Raises:
-            NotStoredError: the write failed (the events stay pending and are
-                written by the session's next append or acknowledgement).
-        """
-        record = self._host.get(session_id)
-        if record is None:
-            return
-        try:
-            await self._host.store(record, created=created)
-        except Exception as exc:
-            cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
-            if taken_over(exc) is not None:
-                # Not a failure to store: the session is another host's now.
-                raise NotStoredError(str(cause)) from exc
-            raise NotStoredError(
-                f"session {session_id}: its events could not be stored: {storage_failure(cause)}"
-            ) from exc
-
-    # -- session/prompt, session/cancel, session/set_mode -----------------------------
+    # -- session/prompt, session/cancel --------------------------------------------------
 
     def prompt(self, session_id: str, message: UserMessage) -> asyncio.Future[Outcome]:
         """Queue ``message`` in session ``session_id``; the future settles with its outcome.
@@ -449,9 +237,8 @@ class Bridge:
         Raises:
             UnknownSessionError.
         """
-        opening = self._opening.get(session_id)
-        if self._host.get(session_id) is None and opening is not None:
-            opening.cancelled = True
+        if self._host.get(session_id) is None and self.opened.opening(session_id):
+            self.opened.mark_cancelled(session_id)
             return
         self.record(session_id).cancel()
 
@@ -548,40 +335,10 @@ class Bridge:
 
     # -- listeners -------------------------------------------------------------------
 
-    def on_session_event(self, session: Session, event: Event) -> None:
-        """``session/event``: hand the event to its session's record, if the bridge has one;
-        an event of a child agent of one of the bridge's sessions goes to that session,
-        to be shown in the ``task`` call that started the child."""
-        record = self._listening.get(session)
-        if record is not None:
-            record.on_event(event)
-            return
-        lineage = session.header.lineage
-        delegation = None if lineage is None else lineage.delegation
-        if lineage is None or delegation is None or delegation.background:
-            return  # a background child's call has answered already
-        record = self._host.get(lineage.parent)
-        if record is not None:
-            record.show_child(delegation.call, event)
-
-    def _listen(self, record: SessionRecord) -> Callable[[], None]:
-        """Route ``record``'s session events to it; returns the function that stops it.
-
-        Registered on the agent's scope, so it lasts exactly as long as the agent.
-        """
-        session = record.agent.session
-        self._listening[session] = record
-
-        def stop() -> None:
-            if self._listening.get(session) is record:
-                del self._listening[session]
-
-        return stop
-
     def file_access(self, agent: Agent, disk: FileAccess) -> FileAccess | None:
         """``fs/access``: the editor's buffers for the bridge's sessions, when the client
         serves files (see :mod:`tether.acp.editor_files`)."""
-        record = self._host.session_of(agent) or self._listening.get(agent.session)
+        record = self.opened.record_of(agent)
         link = self._link
         if record is None or link is None:
             return None
@@ -593,22 +350,13 @@ class Bridge:
     def client_terminal(self, agent: Agent) -> Terminals | None:
         """``shell/client-terminal``: the client's terminals for the bridge's sessions, when
         the client advertises them and the ``terminal`` setting chooses them."""
-        record = self._host.session_of(agent) or self._listening.get(agent.session)
+        record = self.opened.record_of(agent)
         link = self._link
         if record is None or link is None or self.config.terminal != "client":
             return None
         return EditorTerminals(link, record) if link.features.terminal else None
 
     # -- internals --------------------------------------------------------------------
-
-    @property
-    def _agents(self) -> AgentsView:
-        return self._ctx.service(AGENTS)
-
-    @property
-    def _catalog(self) -> ModelCatalog:
-        llm = self._ctx.get(LLM)
-        return ModelCatalog() if llm is None else llm.catalog
 
     def _check_open(self) -> ClientLink:
         self._host.check_open()
@@ -621,16 +369,12 @@ class Bridge:
         return self._host.session_of(agent)
 
 
-async def _nothing(agent: Agent) -> None:
-    """The MCP setup of a session the client offered no servers for."""
-
-
 async def apply(ctx: Context, config: Config) -> None:
     """Provide the ``acp`` service; its sessions and listeners unwind as one effect."""
     bridge = Bridge(ctx, config)
 
     def lifecycle() -> Iterator[Callable[[], object]]:
-        yield ctx.listen(SESSION_EVENT, bridge.on_session_event)
+        yield ctx.listen(SESSION_EVENT, bridge.opened.on_session_event)
         yield from bridge.host.listening()
         yield ctx.listen(FILE_ACCESS, bridge.file_access)
         yield ctx.listen(CLIENT_TERMINAL, bridge.client_terminal)

@@ -52,7 +52,7 @@ def initialize_result(
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {}},
             # stdio servers are the baseline every agent supports; both HTTP transports work too.
             "mcpCapabilities": {"http": True, "sse": True},
         },

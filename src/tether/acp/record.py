@@ -38,6 +38,7 @@ from tether.agent import (
     UserMessage,
 )
 from tether.content import TextBlock
+from tether.front.asking import session_mode
 from tether.front.follow import Cursor
 from tether.llm.catalog import ModelCatalog
 from tether.loop.budget import BUDGETS
@@ -190,11 +191,7 @@ class SessionRecord:
     @property
     def mode(self) -> Mode:
         """The permission mode: the log's last ``session/config mode``, else the default."""
-        stored = self.settings.options.get(MODE_OPTION)
-        try:
-            return self._default_mode if stored is None else Mode(stored)
-        except ValueError:
-            return self._default_mode
+        return session_mode(self.agent.session, self._default_mode)
 
     @property
     def model(self) -> str:

@@ -11,7 +11,9 @@ answered every frame that breaks JSON-RPC), and
 * checks a request's params against its generated wire type
   (:mod:`tether.acp.wire`) before the handler runs: params that do not fit
   are answered ``-32602`` with what did not fit, never a traceback; the
-  handler receives the fields as keyword arguments in snake case;
+  handler receives the fields as keyword arguments in snake case, and the
+  params' ``_meta`` object, when there is one, as ``meta`` (every handler
+  takes it or swallows it with the names it does not use);
 * answers with the handler's result (a wire ``Struct``, a mapping or
   ``None``), a :class:`RequestError` as its error object, and anything else
   as ``-32603`` (logged with its traceback on stderr);
@@ -290,4 +292,8 @@ def _arguments(kind: type[wire.WireStruct], params: object) -> dict[str, object]
         value = msgspec.convert({} if params is None else params, kind)
     except msgspec.ValidationError as exc:
         raise RequestError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-    return {name: getattr(value, name) for name in value.__struct_fields__ if name != "field_meta"}
+    arguments = {name: getattr(value, name) for name in value.__struct_fields__}
+    meta = arguments.pop("field_meta", None)
+    if meta is not None:
+        arguments["meta"] = meta
+    return arguments

@@ -334,6 +334,36 @@ class AcpServer:
             next_cursor=next_cursor,
         )
 
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: object = None,
+        mcp_servers: object = None,
+        meta: dict[str, object] | None = None,
+        **_meta: object,
+    ) -> wire.ForkSessionResponse:
+        """A branch of the session, open and durable (see :meth:`Bridge.fork`); the fork
+        point is ``_meta.tether.seq`` (the parent's first ``seq`` events; default all)."""
+        from tether.acp.commands import available_commands
+
+        directory = _absolute(cwd)
+        session_id = _text("sessionId", session_id)
+        seq = _fork_seq(meta)
+        servers = _mcp_servers(mcp_servers)
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            record, forked = await bridge.fork(session_id, directory, servers, seq=seq)
+            await bridge.acknowledge(record.id)
+        self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
+        return wire.ForkSessionResponse(
+            session_id=record.id,
+            modes=_modes(record.mode),
+            config_options=_options(record),
+            field_meta={"tether": {"parent": forked.parent, "seq": forked.seq}},
+        )
+
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_meta: object
     ) -> wire.SetSessionModeResponse:
@@ -418,19 +448,6 @@ class AcpServer:
             bridge.cancel(session_id)
         except UnknownSessionError as exc:
             log.warning("session/cancel ignored: %s", exc)
-
-    # -- what tether does not offer ------------------------------------------------------
-    # Routed by name (tether.acp.rpc); each answers "method not found".
-
-    async def fork_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: object = None,
-        mcp_servers: object = None,
-        **_meta: object,
-    ) -> wire.ForkSessionResponse:
-        raise RequestError.method_not_found("session/fork")
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """``_tether/steer`` and ``_tether/queue`` (see :mod:`tether.acp.steering`)."""
@@ -565,6 +582,15 @@ def _mcp_servers(value: object) -> tuple[ServerSpec, ...]:
         raise _invalid(str(exc)) from None
 
 
+def _fork_seq(meta: dict[str, object] | None) -> int | None:
+    """The fork point a ``session/fork`` names in ``_meta.tether.seq`` (``None``: none)."""
+    ours = None if meta is None else meta.get("tether")
+    seq = ours.get("seq") if isinstance(ours, dict) else None
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
+        raise _invalid("_meta.tether.seq must be an integer (the parent's events to copy)")
+    return seq
+
+
 def _invalid(message: str) -> RequestError:
     return RequestError(INVALID_PARAMS, f"Invalid params: {message}")
 
@@ -601,6 +627,7 @@ def _errors() -> Iterator[None]:
     from tether.acp.options import UnknownOptionError
     from tether.agent import AgentConflictError, AgentError
     from tether.agent.commands import CommandError
+    from tether.front.rewind import RewindError
     from tether.persist.backends.errors import (
         InvalidSessionIdError,
         LogStoreError,
@@ -620,6 +647,7 @@ def _errors() -> Iterator[None]:
         SessionIdleError,
         CommandError,
         McpUnsupportedError,
+        RewindError,
     ) as exc:
         raise _invalid(str(exc)) from None
     except PromptInFlightError as exc:

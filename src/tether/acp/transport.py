@@ -14,9 +14,12 @@
   (no ``NaN``/``Infinity``) and strings hold no lone UTF-16 surrogate — so
   nothing that passes can break the code it reaches later (re-encoding it,
   validating it, writing it to a session log).
-* **``_meta`` never reaches a handler.** It is dropped from the params of
-  every request and notification (no handler uses it, and keys merged into a
-  handler's arguments could override real parameters).
+* **``_meta`` is never taken for parameters.** A ``_meta`` that is not a JSON
+  object is dropped from the params of every request and notification (the
+  schema allows only an object, and a malformed one must not fail the
+  request); an object stays, and the connection hands it to a handler as
+  ``meta`` apart from its parameters (:mod:`tether.acp.rpc`), so its keys can
+  never override them.
 * **Frames leave in the order they are written.** :meth:`FrameTransport.write`
   serializes a frame at once, synchronously, into one outgoing buffer, so
   updates written from event listeners keep the order of the events that
@@ -343,13 +346,15 @@ def _frame_problem(frame: object) -> str | None:
 
 
 def _without_meta(frame: dict[str, Any]) -> dict[str, Any]:
-    """``frame`` without ``params._meta`` in a request or notification.
-
-    The server does not use them, and a dispatcher that merged ``_meta`` keys into
-    a handler's keyword arguments would let them override the real parameters.
-    """
+    """``frame`` without a ``params._meta`` that is not an object, in a request or
+    notification (one that is stays: see the module docs)."""
     params = frame.get("params")
-    if "method" in frame and isinstance(params, dict) and "_meta" in params:
+    if (
+        "method" in frame
+        and isinstance(params, dict)
+        and "_meta" in params
+        and not isinstance(params["_meta"], dict)
+    ):
         frame = {**frame, "params": {k: v for k, v in params.items() if k != "_meta"}}
     return frame
 

@@ -25,7 +25,6 @@ next line entered answers the question).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
@@ -149,9 +148,11 @@ def ask_on_terminal(
     from tether.tools.execute import BEFORE_EXECUTE
 
     async def read_stdin(question: str) -> str:
+        from tether.cli.terminal import read_line
+
         sys.stderr.write(f"{question}: ")
         sys.stderr.flush()
-        return await asyncio.to_thread(sys.stdin.readline)
+        return await read_line(sys.stdin)
 
     shown = shown_in(agent.ctx.get(TOOLS), agent.id)
     present = on_terminal(out or sys.stderr, ask or read_stdin, shown)

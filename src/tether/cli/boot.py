@@ -641,9 +641,7 @@ async def pick_session(tether: Tether, *, cwd: str) -> str:
         UsageError: stdin is not a terminal, the directory has no stored
             session, or the answer is not one of the numbers.
     """
-    import asyncio
-
-    from tether.cli.terminal import is_terminal
+    from tether.cli.terminal import is_terminal, read_line
     from tether.persist.service import PERSISTENCE
 
     if not is_terminal(sys.stdin):
@@ -660,7 +658,7 @@ async def pick_session(tether: Tether, *, cwd: str) -> str:
         title = " ".join((summary.title or "").split())[:60]
         print(f"{number:>3}  {when}  {summary.id}  {title}", file=sys.stderr)
     print(f"resume which? [1-{len(choices)}, Enter: 1] ", end="", file=sys.stderr, flush=True)
-    answer = (await asyncio.to_thread(sys.stdin.readline)).strip()
+    answer = (await read_line(sys.stdin)).strip()
     if not answer:
         return choices[0].id
     if not answer.isdigit() or not 1 <= int(answer) <= len(choices):

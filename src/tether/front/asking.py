@@ -47,7 +47,7 @@ from tether.plugins.fs.errors import FileToolError
 from tether.runtime.errors import Veto
 from tether.runtime.keys import Serial
 from tether.session.ruling import PermissionRuled
-from tether.session.settings import PermissionGranted
+from tether.session.settings import MODE_OPTION, PermissionGranted
 from tether.tools.execute import ToolInvocation
 from tether.tools.permission import Mode, needs_asking
 from tether.tools.presentation import DEFAULT_SHOWN
@@ -55,6 +55,7 @@ from tether.tools.presentation import DEFAULT_SHOWN
 if TYPE_CHECKING:
     from tether.agent.registry import AgentsView
     from tether.runtime import Context
+    from tether.session import Session
     from tether.tools.presentation import ToolShown
     from tether.tools.preview import ToolPreview
 
@@ -243,6 +244,17 @@ def _shown(invocation: ToolInvocation) -> ToolShown:
 
 def _cwd(invocation: ToolInvocation) -> str:
     return invocation.exec.cwd or os.getcwd()
+
+
+def session_mode(session: Session, default: Mode) -> Mode:
+    """The permission mode ``session`` is set to: its log's last ``session/config mode``
+    (settings folded once, :attr:`Session.settings`), else ``default`` — also for a
+    value no mode has (a log written by a later tether)."""
+    stored = session.settings.options.get(MODE_OPTION)
+    try:
+        return default if stored is None else Mode(stored)
+    except ValueError:
+        return default
 
 
 async def approve(

@@ -167,17 +167,20 @@ async def fork_session(
     *,
     turn: int | None,
     rewound: Rewound | None = None,
+    seq: int | None = None,
 ) -> Forked:
     """Store a branch of ``parent`` made before ``turn`` started (``None``: after its
-    last event); its workspace snapshot is ``rewound``'s when the workspace was
+    last event; ``seq``, when given instead: holding the parent's first ``seq``
+    events); its workspace snapshot is ``rewound``'s when the workspace was
     restored for it, else the workspace as it is (``forked``). Returns once the
     branch is on disk.
 
     Raises:
         NoSnapshotError: the parent has no turn ``turn``.
+        RewindError: ``seq`` is not from 1 to the parent's number of events.
         OSError, LogStoreError: the branch could not be stored.
     """
-    cut = len(parent.events) if turn is None else turn_point(parent.events, turn).seq
+    cut = _fork_point(parent, turn, seq)
     header = SessionHeader(
         id=new_session_id(),
         created_at=time.time(),
@@ -201,6 +204,24 @@ async def fork_session(
             await workspaces.record(branch, "forked")
     await persistence.store_new(branch)
     return Forked(branch.id, parent.id, cut, turn, tuple(dropped))
+
+
+def _fork_point(parent: Session, turn: int | None, seq: int | None) -> int:
+    """The number of ``parent``'s events a branch copies (see :func:`fork_session`).
+
+    Raises:
+        NoSnapshotError: the parent has no turn ``turn``.
+        RewindError: ``seq`` is out of range.
+    """
+    length = len(parent.events)
+    if seq is not None:
+        if not 1 <= seq <= length:
+            raise RewindError(
+                f"session {parent.id} has {length} events: a branch holds 1 to {length} "
+                f"of them, not {seq}"
+            )
+        return seq
+    return length if turn is None else turn_point(parent.events, turn).seq
 
 
 @contextlib.asynccontextmanager

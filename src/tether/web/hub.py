@@ -62,7 +62,7 @@ from msgspec import Meta
 from tether.agent import Agent, AgentHandle, CancelCause, NotStoredError, Target, UserMessage
 from tether.agent.registry import AGENTS
 from tether.front.always import Always
-from tether.front.asking import Answer
+from tether.front.asking import Answer, session_mode
 from tether.front.follow import SessionViews
 from tether.front.host import SessionHost
 from tether.persist.backends.lease import Holder
@@ -212,11 +212,7 @@ class WebHub:
 
     def mode_of(self, agent: Agent) -> Mode:
         """The permission mode ``agent``'s session is set to (its log says; else the default)."""
-        value = agent.session.settings.options.get(MODE_OPTION)
-        try:
-            return Mode(value) if value is not None else self.config.mode
-        except ValueError:
-            return self.config.mode
+        return session_mode(agent.session, self.config.mode)
 
     def questions(self, session_id: str) -> list[Question]:
         """The questions open in ``session_id``'s page, oldest first."""
