@@ -268,13 +268,13 @@ def test_calls_are_shown_as_their_tools_declare_a_write_and_an_edit_as_diffs(
     _turn_ended(page)
     write = page.locator(".tool-call", has=page.locator(".tool-name", has_text="write"))
     assert write.locator(".args .path").inner_text() == "notes.txt"
-    assert write.locator(".diff .add").all_inner_texts() == ["+ first-line"]
+    assert write.locator(".diff .add .code").all_inner_texts() == ["+ first-line"]
     assert write.locator(".diff .del").count() == 0 and write.locator(".json").count() == 0
     _prompt(page, "edit notes.txt: first-line => second-line")
     _turn_ended(page, 2)
     edit = page.locator(".tool-call", has=page.locator(".tool-name", has_text="edit"))
-    assert edit.locator(".diff .del").all_inner_texts() == ["- first-line"]
-    assert edit.locator(".diff .add").all_inner_texts() == ["+ second-line"]
+    assert edit.locator(".diff .del .code").all_inner_texts() == ["- first-line"]
+    assert edit.locator(".diff .add .code").all_inner_texts() == ["+ second-line"]
     assert edit.locator(".json").count() == 0
     read = page.locator(".tool-call", has=page.locator(".tool-name", has_text="read"))
     assert '"path": "notes.txt"' in read.locator(".json").inner_text()
@@ -284,4 +284,30 @@ def test_calls_are_shown_as_their_tools_declare_a_write_and_an_edit_as_diffs(
     assert bash.locator(".command").inner_text() == "$ echo shown-as-a-command"
     assert (tmp_path / "notes.txt").read_text() == "second-line\n"
     _check_complete(page, server)
+    assert page.errors == []
+
+
+def test_an_edit_question_shows_the_changed_line_with_context_and_allow_in_view(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    (tmp_path / "big.txt").write_text("".join(f"line {n}\n" for n in range(1, 301)))
+    page = _new_session(context, server, tmp_path, mode="ask")
+    _prompt(page, "edit big.txt: line 150 => line 150 changed")
+    question = page.locator(".question", has_text="Allow edit")
+    question.wait_for()
+    rows = question.locator(".diff .row")
+    assert rows.count() == 8  # three lines of context each side: not 600 lines
+    assert question.locator(".diff .fold").inner_text() == "⋯ 146 unchanged lines"
+    removed = question.locator(".diff .row.del")
+    assert removed.locator(".ln").all_inner_texts() == ["150", ""]
+    assert removed.locator(".code").inner_text() == "- line 150"
+    assert question.locator(".diff .row.add .code").inner_text() == "+ line 150 changed"
+    assert rows.first.locator(".ln").all_inner_texts() == ["147", "147"]
+    allow = question.locator("button.allow")
+    box = allow.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 800  # in view, not far below
+    allow.click()
+    _turn_ended(page)
+    edit = page.locator(".tool-call", has=page.locator(".tool-name", has_text="edit"))
+    assert edit.locator(".diff .row.del .ln").all_inner_texts() == ["150", ""]
     assert page.errors == []

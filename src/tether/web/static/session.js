@@ -52,44 +52,37 @@ function streamBlock(kind) {
   return node;
 }
 
-function linesOf(text) {
-  const lines = String(text).split("\n");
-  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
-  return lines;
-}
-
-// The [old text, new text] of each change a call's arguments describe, as its tool's
-// presentation says where they are (`shown.change`; old is null for a whole-file write).
-function changesOf(change, args) {
-  if (!change || !args || typeof args !== "object") return [];
-  const pair = (values) => {
-    const added = values[change.new];
-    if (change.old == null) return typeof added === "string" ? [null, added] : null;
-    const old = values[change.old];
-    if (typeof old !== "string") return null;
-    return [old, typeof added === "string" ? added : ""];
-  };
-  const many = change.each == null ? undefined : args[change.each];
-  if (Array.isArray(many)) return many.filter((i) => i && typeof i === "object").map(pair).filter(Boolean);
-  const one = pair(args);
-  return one ? [one] : [];
+// A file's diff as the server computed it (`tether.front.diffs`, the terminal's diff):
+// numbered rows of unified hunks, each fold saying how many unchanged lines it hides.
+function renderDiff(diff) {
+  const box = el("div", "diff");
+  box.append(el("div", "path", diff.path));
+  const rows = el("div", "diff-rows");
+  const kinds = { "+": "add", "-": "del", " ": "ctx" };
+  for (const hunk of diff.hunks || []) {
+    const folded = hunk.folded;
+    if (folded) rows.append(el("div", "fold", `⋯ ${folded.toLocaleString()} unchanged line${folded === 1 ? "" : "s"}`));
+    for (const [kind, oldNo, newNo, text] of hunk.rows) {
+      const row = el("div", "row " + (kinds[kind] || "ctx"));
+      const number = (n) => el("span", "ln", n === null ? "" : String(n));
+      row.append(number(oldNo), number(newNo));
+      row.append(el("span", "code", kind + " " + text));
+      rows.append(row);
+    }
+  }
+  if (!(diff.hunks || []).length) rows.append(el("div", "fold", diff.note || "no change"));
+  else if (diff.note) rows.append(el("div", "fold", diff.note));
+  box.append(rows);
+  return box;
 }
 
 // A call's arguments as its tool presents them (`shown`, sent with the record): the
-// change it makes as a diff, a command as a command line, else the arguments as JSON.
-function renderArgs(shown, args) {
+// change it makes as its diffs, a command as a command line, else the arguments as JSON.
+function renderArgs(shown, args, diffs) {
   const box = el("div", "args");
   const how = shown || {};
-  const path = (how.paths || []).map((name) => args && args[name]).find((p) => typeof p === "string");
-  const changes = changesOf(how.change, args);
-  if (path !== undefined && changes.length) {
-    box.append(el("div", "path", path));
-    const diff = el("pre", "diff");
-    for (const [removed, added] of changes) {
-      for (const line of removed ? linesOf(removed) : []) diff.append(el("div", "del", "- " + line));
-      for (const line of linesOf(added)) diff.append(el("div", "add", "+ " + line));
-    }
-    box.append(diff);
+  if (diffs && diffs.length) {
+    for (const diff of diffs) box.append(renderDiff(diff));
     return box;
   }
   const command = how.command == null || !args ? undefined : args[how.command];
@@ -101,13 +94,13 @@ function renderArgs(shown, args) {
   return box;
 }
 
-function renderCall(data, shown) {
+function renderCall(data, shown, diffs) {
   const call = el("details", "tool-call");
   call.open = true;
   call.dataset.callId = data.id;
   const summary = el("summary", "");
   summary.append(el("span", "tool-name", data.name), el("span", "tool-state", "running"));
-  call.append(summary, renderArgs(shown, data.arguments));
+  call.append(summary, renderArgs(shown, data.arguments, diffs));
   if (shown && shown.delegates && data.arguments && data.arguments.description) {
     call.append(el("div", "muted", "subagent: " + data.arguments.description));
   }
@@ -230,7 +223,7 @@ function apply(record) {
     }
     case "tool/call":
       view.stream = null;
-      renderCall(data, record.shown);
+      renderCall(data, record.shown, record.diffs);
       break;
     case "tool/result":
       renderResult(data, record.shown);
@@ -330,15 +323,7 @@ function renderQuestions(questions) {
     const card = el("div", "question");
     card.dataset.questionId = q.id;
     card.append(el("div", "question-title", `Allow ${q.tool}${q.title ? ": " + q.title : ""}?`));
-    const diffs = q.diffs || [];
-    if (!diffs.length) card.append(renderArgs(q.shown, q.arguments));
-    for (const d of diffs) {
-      const diff = el("pre", "diff");
-      diff.append(el("div", "path", d.path));
-      for (const line of d.old_text ? linesOf(d.old_text) : []) diff.append(el("div", "del", "- " + line));
-      for (const line of linesOf(d.new_text)) diff.append(el("div", "add", "+ " + line));
-      card.append(diff);
-    }
+    card.append(renderArgs(q.shown, q.arguments, q.diffs));
     const allow = el("button", "allow", "Allow");
     const reject = el("button", "reject", "Reject");
     allow.type = reject.type = "button";
@@ -469,7 +454,7 @@ const sessionPath = () => `/api/sessions/${encodeURIComponent(sessionId)}`;
 
 async function showDiff(turn) {
   const section = document.querySelector(`section.turn[data-turn="${turn}"]`);
-  const old = section && section.querySelector("pre.turn-diff");
+  const old = section && section.querySelector(".turn-diff");
   if (old) {
     old.remove();
     return;
@@ -479,12 +464,10 @@ async function showDiff(turn) {
     const notes = [];
     if (data.outside.length) notes.push("changed outside the agent: " + data.outside.join(", "));
     if (data.unrestorable.length) notes.push("not in any snapshot: " + data.unrestorable.join(", "));
-    const box = el("pre", "turn-diff");
-    const text = [...notes, data.patch || `no file changed since turn ${turn} started`];
-    for (const line of text.join("\n").split("\n")) {
-      const kind = line.startsWith("+") ? "added" : line.startsWith("-") ? "removed" : "";
-      box.append(el("span", kind, line + "\n"));
-    }
+    const box = el("div", "turn-diff");
+    if (!data.files.length) notes.push(`no file changed since turn ${turn} started`);
+    for (const note of notes) box.append(el("div", "muted", note));
+    for (const file of data.files) box.append(renderDiff(file));
     (section || transcript()).querySelector(".turn-label").after(box);
   } catch (error) {
     showError(error.message);
