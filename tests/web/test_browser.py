@@ -311,3 +311,37 @@ def test_an_edit_question_shows_the_changed_line_with_context_and_allow_in_view(
     edit = page.locator(".tool-call", has=page.locator(".tool-name", has_text="edit"))
     assert edit.locator(".diff .row.del .ln").all_inner_texts() == ["150", ""]
     assert page.errors == []
+
+
+MARKDOWN_ANSWER = (
+    "# Rendered heading\n"
+    "**bold** and `tick` [bad](javascript:window.pwned=1) <img src=x onerror=window.pwned=1>\n"
+    "```python\n"
+    "def f(): return '<script>window.pwned=1</script>'\n"
+    "```\n"
+)
+
+
+def test_an_answer_is_rendered_markdown_with_highlighted_code_and_a_copy_button(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    (tmp_path / "answer.md").write_text(MARKDOWN_ANSWER)
+    page = _new_session(context, server, tmp_path)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base)
+    _prompt(page, "$ cat answer.md")
+    _turn_ended(page)
+    answer = page.locator(".assistant.markdown", has_text="Rendered heading")
+    assert answer.locator("h1").inner_text() == "Rendered heading"
+    assert answer.locator("strong").inner_text() == "bold"
+    assert answer.locator("p code").inner_text() == "tick"
+    code = answer.locator(".code-block pre code")
+    assert "monospace" in code.evaluate("e => getComputedStyle(e).fontFamily")
+    assert code.locator("span.k").first.inner_text() == "def"  # highlighted by Pygments
+    assert answer.locator("img, script").count() == 0
+    assert answer.locator("a").count() == 0  # the javascript: link stayed text
+    assert page.evaluate("window.pwned") is None
+    answer.locator("button.copy").click()
+    answer.locator("button.copy", has_text="Copied").wait_for()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.strip() == "def f(): return '<script>window.pwned=1</script>'"
+    assert page.errors == []

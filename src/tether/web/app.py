@@ -79,7 +79,7 @@ from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.rewind.plan import turn_points
 from tether.rewind.store import SnapshotError
-from tether.session import ToolCallEvent, ToolResultEvent
+from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model
 from tether.session.settings import MODE_OPTION
@@ -94,7 +94,7 @@ from tether.web.hub import (
     WebError,
     WebHub,
 )
-from tether.web.render import call_diffs
+from tether.web.render import answer_html, call_diffs
 from tether.web.security import Guard
 
 if TYPE_CHECKING:
@@ -197,11 +197,14 @@ class EncodedLogs:
 
 def _record(event: Event, shown: Shown, cwd: str | None) -> dict[str, object]:
     """``event``'s record as the page reads it: a tool call or result with ``shown``,
-    a call that changes a file with its ``diffs`` (:func:`~tether.web.render.call_diffs`)."""
+    a call that changes a file with its ``diffs`` (:func:`~tether.web.render.call_diffs`),
+    an answer with its Markdown as sanitized ``html`` (:mod:`tether.web.markdown`)."""
     record = event.to_record()
     payload = event.payload
     if isinstance(payload, ToolCallEvent | ToolResultEvent):
         record["shown"] = tool_shown = shown(payload.name)
+    if isinstance(payload, AssistantMessageEvent) and (html := answer_html(payload)):
+        record["html"] = html
     if isinstance(payload, ToolCallEvent):
         arguments = thaw(payload.arguments)
         if isinstance(arguments, dict) and (diffs := call_diffs(tool_shown, arguments, cwd)):
@@ -238,6 +241,7 @@ def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | Non
         Route("/api/sessions/{session_id}/tasks", api.tasks),
         Route("/api/sessions/{session_id}/tasks/{task_id}", api.task),
         Route("/api/sessions/{session_id}/tasks/{task_id}/kill", api.kill, methods=["POST"]),
+        Route("/static/highlight.css", api.highlight_css, include_in_schema=False),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(
@@ -283,6 +287,12 @@ class Api:
     async def page_session(self, request: Request) -> Response:
         _session_id(request)
         return FileResponse(STATIC / "session.html")
+
+    async def highlight_css(self, request: Request) -> Response:
+        """The stylesheet of highlighted code in answers (made by Pygments)."""
+        from tether.web.markdown import highlight_css
+
+        return Response(highlight_css(), media_type="text/css")
 
     async def openapi(self, request: Request) -> Response:
         # Imported here: no page needs it, and start-up is a measured target.

@@ -1,15 +1,28 @@
 """What the page shows of a record beyond the log's own data, computed once on the
 server when the record is encoded (:class:`~tether.web.app.EncodedLogs`): the diff
 of a call that changes a file, as numbered hunks (:mod:`tether.front.diffs`, the
-diff the terminal prints)."""
+diff the terminal prints), and an answer's Markdown as sanitized HTML
+(:mod:`tether.web.markdown`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 
+from tether.content import TextBlock
 from tether.front.diffs import hunks, line_in_file
+from tether.session import AssistantMessageEvent
 from tether.tools.presentation import ToolShown
+
+
+def answer_html(message: AssistantMessageEvent) -> str | None:
+    """The text of ``message`` rendered from Markdown (``None``: it has no text)."""
+    text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
+    if not text:
+        return None
+    from tether.web.markdown import to_html
+
+    return to_html(text)
 
 
 def call_diffs(

@@ -13,6 +13,7 @@ const view = {
   turn: null, // the element of the open turn
   stream: null, // {kind, node} the text or reasoning block being streamed
   step: null, // the element holding the current step's output
+  answer: null, // the element of the answer being streamed (rendered when it is whole)
   calls: new Map(), // tool call id -> element
   asking: new Set(), // ids of the calls a question is open about
   running: false,
@@ -47,6 +48,7 @@ function streamBlock(kind) {
   } else {
     node = el("div", "assistant");
     container().append(node);
+    view.answer = node;
   }
   view.stream = { kind, node };
   return node;
@@ -92,6 +94,37 @@ function renderArgs(shown, args, diffs) {
   }
   box.append(el("pre", "json", JSON.stringify(args, null, 2)));
   return box;
+}
+
+// `html` is the answer's Markdown rendered and sanitized by the server
+// (`tether.web.markdown`): no raw HTML of the model's reaches the page.
+function showMarkdown(node, html) {
+  node.innerHTML = html;
+  node.classList.add("markdown");
+  for (const pre of node.querySelectorAll("pre")) {
+    const block = el("div", "code-block");
+    pre.replaceWith(block);
+    const copy = el("button", "copy", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", "Copy the code");
+    copy.addEventListener("click", () => copyCode(pre, copy));
+    block.append(copy, pre);
+  }
+}
+
+async function copyCode(pre, button) {
+  const text = pre.innerText;
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (_) {
+    const range = document.createRange(); // no clipboard API: select it, and copy that
+    range.selectNodeContents(pre);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    document.execCommand("copy");
+  }
+  button.textContent = "Copied";
+  setTimeout(() => (button.textContent = "Copy"), 1500);
 }
 
 function renderCall(data, shown, diffs) {
@@ -210,10 +243,14 @@ function apply(record) {
       node.textContent += data.delta;
       break;
     }
-    case "assistant/message":
+    case "assistant/message": {
       if (data.interrupted && view.stream) view.stream.node.classList.add("interrupted");
+      // The answer streamed as text; once whole, the server's rendering of its Markdown.
+      if (record.html) showMarkdown(view.answer || streamBlock("text"), record.html);
       view.stream = null;
+      view.answer = null;
       break;
+    }
     case "llm/retry": {
       // The attempt's chunks are abandoned: the answer is what the next attempt streams.
       if (view.step) for (const node of view.step.querySelectorAll(".assistant, .reasoning")) node.remove();
