@@ -345,3 +345,192 @@ def test_an_answer_is_rendered_markdown_with_highlighted_code_and_a_copy_button(
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied.strip() == "def f(): return '<script>window.pwned=1</script>'"
     assert page.errors == []
+
+
+# -- any screen, accessible, the small things --------------------------------------------
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
+"""Where the layout test writes what it saw at each width (ignored by git), to open."""
+
+WIDTHS = {"phone": 390, "tablet": 768, "desktop": 1280}
+
+
+@pytest.fixture(scope="module")
+def busy_session(browser: Any, server: Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of a session with a bit of everything: an answer in Markdown, a write and
+    an edit shown as diffs, a background task."""
+    work = tmp_path_factory.mktemp("busy")
+    (work / "answer.md").write_text(MARKDOWN_ANSWER)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(WAIT_MS)
+    try:
+        page = context.new_page()
+        page.goto(server.url)
+        page = _new_session(context, server, work)
+        for turn, text in enumerate(
+            [
+                "$ cat answer.md",
+                "write notes.txt: tether keeps every session",
+                "edit notes.txt: every => each",
+                "& echo panel-task; sleep 60",
+            ],
+            start=1,
+        ):
+            _prompt(page, text)
+            _turn_ended(page, turn)
+        page.locator(".task.running").wait_for()
+        return f"{page.url}?token={server.token}"
+    finally:
+        context.close()
+
+
+def _open(browser: Any, url: str, width: int, **options: Any) -> tuple[Any, Any]:
+    """A new tab of ``url`` (the token kept in the session URL's query) at ``width``."""
+    context = browser.new_context(viewport={"width": width, "height": 800}, **options)
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(url)
+    page.locator("body[data-connected=true]").wait_for(state="attached")
+    page.locator(".assistant.markdown h1").wait_for()
+    return context, page
+
+
+@pytest.mark.parametrize("name", list(WIDTHS))
+def test_the_session_page_is_usable_at_each_width_and_its_screenshot_is_written(
+    browser: Any, server: Server, busy_session: str, name: str
+) -> None:
+    width = WIDTHS[name]
+    context, page = _open(browser, busy_session, width)
+    try:
+        page.locator(".task.running").wait_for()
+        overflow = page.evaluate("document.documentElement.scrollWidth")
+        assert overflow <= width, f"the page is {overflow} px wide at {width} px"
+        prompt = page.locator("#prompt").bounding_box()
+        assert prompt is not None and prompt["width"] >= min(width - 140, 360)
+        transcript = page.locator("#transcript").bounding_box()
+        panel = page.locator("aside").bounding_box()
+        assert transcript is not None and panel is not None
+        if width < 760:  # one column: the panel below the transcript and the prompt
+            assert panel["y"] >= prompt["y"] + prompt["height"]
+            assert panel["width"] >= width - 20
+        else:
+            assert panel["x"] >= transcript["x"] + transcript["width"] - 1
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SCREENSHOTS / f"session-{name}-{width}.png"  # what the screen shows
+        page.screenshot(path=str(shot))
+        whole = SCREENSHOTS / f"session-{name}-{width}-full.png"  # the whole page
+        page.screenshot(path=str(whole), full_page=True)
+        assert shot.stat().st_size > 10_000 and whole.stat().st_size > 10_000
+    finally:
+        context.close()
+
+
+def _serious(page: Any) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [390, 1280])
+def test_every_page_has_no_serious_accessibility_violation(
+    browser: Any, server: Server, busy_session: str, scheme: str, width: int
+) -> None:
+    context, page = _open(browser, busy_session, width, color_scheme=scheme)
+    try:
+        page.locator(".task.running summary").click()  # an open task with its tail
+        page.locator(".task-tail", has_text="panel-task").wait_for()
+        page.locator(".turn-label button", has_text="Diff").first.click()
+        page.locator(".turn-diff").wait_for()
+        assert _serious(page) == []
+        page.goto(server.base + "/")
+        page.locator("#sessions tbody tr").first.wait_for()
+        assert _serious(page) == []
+    finally:
+        context.close()
+
+
+def test_the_dark_theme_follows_the_system(browser: Any, busy_session: str) -> None:
+    def background(scheme: str) -> str:
+        context, page = _open(browser, busy_session, 1280, color_scheme=scheme)
+        try:
+            return str(page.evaluate("getComputedStyle(document.body).backgroundColor"))
+        finally:
+            context.close()
+
+    light, dark = background("light"), background("dark")
+    assert light == "rgb(247, 247, 245)"
+    red, green, blue = (int(c) for c in re.findall(r"\d+", dark)[:3])
+    assert max(red, green, blue) < 60, dark
+
+
+def test_a_folded_block_shows_its_marker_and_opens_from_the_keyboard(
+    context: Any, server: Server, busy_session: str
+) -> None:
+    page = context.new_page()
+    page.goto(busy_session)
+    summary = page.locator(".task.running summary")
+    summary.wait_for()
+    marker = "e => getComputedStyle(e, '::before').content"
+    assert summary.evaluate(marker) == '"▸"'
+    summary.focus()
+    page.keyboard.press("Enter")
+    page.locator(".task.running details[open]").wait_for()
+    assert summary.evaluate(marker) == '"▾"'
+    page.keyboard.press("Tab")  # Kill is next: reachable by keyboard
+    assert page.evaluate("document.activeElement.className") == "kill"
+
+
+def test_the_page_title_is_the_first_prompt_before_the_turn_ends(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    _prompt(page, "$ sleep 2; echo named-by-its-prompt")
+    page.locator(".tool-call .tool-state", has_text="running").wait_for()
+    assert page.title() == "$ sleep 2; echo named-by-its-prompt — tether"
+    assert page.inner_text("#title") == "$ sleep 2; echo named-by-its-prompt"
+    assert page.locator(".turn-end").count() == 0
+
+
+def test_the_keys_queue_steer_and_stop_and_the_page_says_so(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    keys = page.inner_text("#keys")
+    assert "Enter queues" in keys and "Ctrl+Enter steers" in keys and "Esc stops" in keys
+    sent: list[Any] = []
+    page.on("request", lambda r: r.url.endswith("/prompt") and sent.append(r.post_data_json))
+    page.fill("#prompt", "$ sleep 30")
+    page.press("#prompt", "Enter")
+    page.locator(".tool-call .tool-state", has_text="running").wait_for()
+    page.fill("#prompt", "steered by the keyboard")
+    page.press("#prompt", "Control+Enter")
+    page.wait_for_function("() => document.getElementById('prompt').value === ''")
+    assert [s["steer"] for s in sent] == [False, True]
+    page.locator("#transcript").click()
+    page.keyboard.press("Escape")
+    page.locator(".turn-end.aborted", has_text="cancelled (user)").wait_for()
+
+
+def test_usage_has_thousands_separators(context: Any, server: Server, tmp_path: Path) -> None:
+    page = _new_session(context, server, tmp_path)
+    _prompt(page, "word " * 1500)
+    _turn_ended(page)
+    usage = page.locator("#usage", has_text="turn 1:")
+    usage.wait_for()
+    tokens = re.search(r"turn 1: ([\d,]+) in", usage.inner_text())
+    assert tokens is not None and re.fullmatch(r"\d{1,3}(,\d{3})+", tokens[1]), usage.inner_text()
+
+
+def test_a_new_session_is_made_in_the_servers_directory_by_default(
+    context: Any, server: Server
+) -> None:
+    page = context.new_page()
+    page.goto(server.base + "/")
+    page.wait_for_function("() => document.getElementById('new-cwd').value !== ''")
+    assert page.input_value("#new-cwd") == os.getcwd()  # the server runs where the tests do

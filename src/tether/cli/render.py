@@ -16,15 +16,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 
-from tether.cli.failures import model_failure
 from tether.content import ReasoningBlock, TextBlock, ToolCallBlock
+from tether.front.outcomes import turn_outcome
 from tether.session import (
-    Aborted,
     AssistantMessageEvent,
-    Blocked,
-    Completed,
     ContextCompacted,
-    Errored,
     Event,
     Session,
     Stopped,
@@ -33,7 +29,6 @@ from tether.session import (
     ToolResultEvent,
     ToolStopped,
     TurnEnd,
-    TurnEndReason,
     TurnStart,
     UserMessageEvent,
 )
@@ -212,22 +207,6 @@ def _previewed(previewed: ToolPreviewed, markdown: bool) -> Iterator[str]:
             yield "```diff\n" + "\n".join(lines) + "\n```"
         else:
             yield from (f"    {line}" for line in lines)
-
-
-def turn_outcome(reason: TurnEndReason) -> str | None:
-    """How a turn ended, in one line, when it did not complete (``None`` when it did),
-    from its ``turn/end`` reason: ``error: …`` saying what failed and what to do,
-    ``cancelled by user``, ``refused: …``, or ``turn ended: KIND``."""
-    match reason:
-        case Completed():
-            return None
-        case Errored(error=error, code=code):
-            return f"error: {model_failure(error, code)}"
-        case Aborted(cause=cause):
-            return f"cancelled by {cause}"
-        case Blocked():
-            return "refused: a hook or the provider would not let the turn go on"
-    return f"turn ended: {reason.kind}"
 
 
 def stop_lines(receipt: ToolStopped) -> list[str]:

@@ -14,7 +14,7 @@
   ``N`` whole, :meth:`WorkView.output`);
 * the stop receipt after a cancel (what was stopped, and how);
 * how the turn ended, when not completed: a failure as one line with what to
-  do (:func:`~tether.cli.failures.model_failure`);
+  do (:func:`~tether.front.outcomes.model_failure`);
 * the tokens and cost of the turn, and of the session so far, when the
   provider reported usage (these two, the turn's summary, are left out with
   ``summary`` off: ``tether run`` says how the turn ended itself, last, and
@@ -40,10 +40,10 @@ from tether.cli.render import (
     clipped,
     stop_lines,
     text_of,
-    turn_outcome,
 )
 from tether.cli.surface import Status, Style, Surface
 from tether.content import ReasoningBlock
+from tether.front.outcomes import turn_outcome
 from tether.frozen import thaw
 from tether.session import (
     Aborted,

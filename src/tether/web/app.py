@@ -50,6 +50,7 @@ from starlette.staticfiles import StaticFiles
 
 from tether.agent.errors import NotStoredError
 from tether.front.diffs import patch_files
+from tether.front.outcomes import turn_outcome
 from tether.front.rewind import (
     WORKSPACES,
     OutsideChangesError,
@@ -79,7 +80,7 @@ from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.rewind.plan import turn_points
 from tether.rewind.store import SnapshotError
-from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent
+from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent, TurnEnd
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model
 from tether.session.settings import MODE_OPTION
@@ -198,11 +199,14 @@ class EncodedLogs:
 def _record(event: Event, shown: Shown, cwd: str | None) -> dict[str, object]:
     """``event``'s record as the page reads it: a tool call or result with ``shown``,
     a call that changes a file with its ``diffs`` (:func:`~tether.web.render.call_diffs`),
-    an answer with its Markdown as sanitized ``html`` (:mod:`tether.web.markdown`)."""
+    an answer with its Markdown as sanitized ``html`` (:mod:`tether.web.markdown`), a
+    turn's end with its ``outcome`` as the terminal says it (what failed, what to do)."""
     record = event.to_record()
     payload = event.payload
     if isinstance(payload, ToolCallEvent | ToolResultEvent):
         record["shown"] = tool_shown = shown(payload.name)
+    if isinstance(payload, TurnEnd):
+        record["outcome"] = turn_outcome(payload.reason)
     if isinstance(payload, AssistantMessageEvent) and (html := answer_html(payload)):
         record["html"] = html
     if isinstance(payload, ToolCallEvent):
@@ -307,7 +311,8 @@ class Api:
         """
         summary: The model providers configured here, and the default model and mode.
         responses:
-          200: {description: "{providers: [str], default_model: str, modes: [str]}"}
+          200: {description: "{providers: [str], default_model: str, modes: [str],
+                default_mode: str, cwd: str (the server's working directory)}"}
         """
         from tether.llm.service import LLM
 
@@ -319,6 +324,7 @@ class Api:
                 "default_model": self._default_model,
                 "modes": [mode.value for mode in Mode],
                 "default_mode": self._hub.config.mode.value,
+                "cwd": os.getcwd(),
             }
         )
 

@@ -104,6 +104,7 @@ function showMarkdown(node, html) {
   for (const pre of node.querySelectorAll("pre")) {
     const block = el("div", "code-block");
     pre.replaceWith(block);
+    pre.tabIndex = 0; // a block wider than the screen scrolls from the keyboard too
     const copy = el("button", "copy", "Copy");
     copy.type = "button";
     copy.setAttribute("aria-label", "Copy the code");
@@ -186,12 +187,16 @@ function renderPlan(data) {
   container().append(box);
 }
 
-function endReason(reason) {
+// How a turn ended: a failure as the terminal says it (`outcome`: what failed, what to do).
+function endReason(reason, outcome) {
   if (!reason) return "ended";
+  if (reason.kind === "error" && outcome) return outcome;
   if (reason.kind === "aborted") return "cancelled (" + reason.cause + ")";
   if (reason.kind === "error") return "error: " + reason.error;
   return reason.kind;
 }
+
+const count = (n) => Number(n).toLocaleString("en-US"); // 12,345: as the terminal writes it
 
 async function loadUsage() {
   let data;
@@ -206,9 +211,24 @@ async function loadUsage() {
   box.textContent = data.turns
     .map((u) => {
       const cost = u.cost === null ? "" : `, ${u.cost.toFixed(4)} ${u.currency}`;
-      return `turn ${u.turn}: ${u.input_tokens} in, ${u.output_tokens} out${cost}`;
+      return `turn ${u.turn}: ${count(u.input_tokens)} in, ${count(u.output_tokens)} out${cost}`;
     })
     .join("\n");
+}
+
+// The page's title: the session's title once it has one, until then its first prompt,
+// and its id before any prompt (`from`: "title", "prompt" or "id").
+function showTitle(text, from) {
+  if (!text || (from !== "title" && (view.titled || view.prompted))) return;
+  if (from === "title") view.titled = true;
+  if (from === "prompt") view.prompted = true;
+  document.getElementById("title").textContent = text;
+  document.title = text + " — tether";
+}
+
+function firstLine(text) {
+  const line = String(text).trim().split("\n")[0];
+  return line.length > 80 ? line.slice(0, 79) + "…" : line;
 }
 
 function apply(record) {
@@ -225,6 +245,7 @@ function apply(record) {
     }
     case "user/message": {
       const box = el("div", "user", textOf(data.content));
+      showTitle(firstLine(textOf(data.content)), "prompt");
       container().append(box);
       view.stream = null;
       break;
@@ -273,10 +294,10 @@ function apply(record) {
       renderPlan(data);
       break;
     case "session/title":
-      document.getElementById("title").textContent = data.title;
+      showTitle(data.title, "title");
       break;
     case "turn/end": {
-      const label = endReason(data.reason);
+      const label = endReason(data.reason, record.outcome);
       const end = el("div", "turn-end " + (data.reason && data.reason.kind), label);
       (view.turn || transcript()).append(end);
       view.turn = null;
@@ -328,7 +349,7 @@ function onEvents(message) {
   if (view.turnsEnded) {
     view.turnsEnded = false;
     loadUsage();
-    if (!document.getElementById("title").dataset.titled) loadSession();
+    if (!view.titled) loadSession();
   }
   if (follow) transcript().scrollTop = transcript().scrollHeight;
 }
@@ -418,37 +439,53 @@ async function loadTasks() {
   } catch (error) {
     return;
   }
+  // A task whose status did not change keeps its element (and the keyboard focus in it);
+  // an open one reads its tail again.
   const list = document.getElementById("tasks");
-  const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.dataset.taskId));
-  list.replaceChildren();
-  for (const task of data.tasks) {
-    const item = el("li", "task " + task.status);
-    item.dataset.taskId = task.id;
-    const details = el("details", "");
-    details.dataset.taskId = task.id;
-    const summary = el("summary", "");
-    let status = task.status;
-    if (task.status !== "running") status += task.signal ? ` (${task.signal})` : ` (exit ${task.exit_code})`;
-    summary.append(el("code", "task-id", task.id), el("span", "task-status", status));
-    details.append(summary, el("pre", "task-command", "$ " + task.command));
-    const tail = el("pre", "task-tail", "");
-    details.append(tail);
-    details.addEventListener("toggle", () => details.open && loadTail(task.id, tail));
-    if (open.has(task.id)) {
-      details.open = true;
-      loadTail(task.id, tail);
-    }
-    item.append(details);
-    if (task.status === "running") {
-      const kill = el("button", "kill", "Kill");
-      kill.type = "button";
-      kill.addEventListener("click", () => killTask(task.id));
-      item.append(kill);
-    }
-    list.append(item);
-  }
+  const shown = new Map([...list.children].map((item) => [item.dataset.taskId, item]));
+  const items = data.tasks.map((task) => {
+    const kept = shown.get(task.id);
+    if (!kept || kept.dataset.status !== task.status) return taskItem(task, kept);
+    const details = kept.querySelector("details");
+    if (details.open) loadTail(task.id, kept.querySelector(".task-tail"));
+    return kept;
+  });
+  items.forEach((item, at) => {
+    if (list.children[at] !== item) list.insertBefore(item, list.children[at] || null);
+  });
+  while (list.children.length > items.length) list.lastElementChild.remove();
   document.getElementById("no-tasks").hidden = data.tasks.length > 0;
   if (data.tasks.some((t) => t.status === "running")) tasksTimer = setTimeout(loadTasks, 1500);
+}
+
+// One task of the panel: its status, its command and tail (folded), and Kill while it runs.
+function taskItem(task, replaced) {
+  const item = el("li", "task " + task.status);
+  item.dataset.taskId = task.id;
+  item.dataset.status = task.status;
+  const details = el("details", "");
+  details.dataset.taskId = task.id;
+  const summary = el("summary", "");
+  let status = task.status;
+  if (task.status !== "running") status += task.signal ? ` (${task.signal})` : ` (exit ${task.exit_code})`;
+  summary.append(el("code", "task-id", task.id), el("span", "task-status", status));
+  details.append(summary, el("pre", "task-command", "$ " + task.command));
+  const tail = el("pre", "task-tail", "");
+  details.append(tail);
+  details.addEventListener("toggle", () => details.open && loadTail(task.id, tail));
+  if (replaced && replaced.querySelector("details").open) {
+    details.open = true;
+    loadTail(task.id, tail);
+  }
+  item.append(details);
+  if (task.status === "running") {
+    const kill = el("button", "kill", "Kill");
+    kill.type = "button";
+    kill.addEventListener("click", () => killTask(task.id));
+    item.append(kill);
+  }
+  if (replaced) replaced.replaceWith(item);
+  return item;
 }
 
 async function loadTail(taskId, node) {
@@ -551,10 +588,7 @@ async function forkAt(turn) {
 async function loadSession() {
   try {
     const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
-    const title = document.getElementById("title");
-    title.textContent = info.title || info.id;
-    if (info.title) title.dataset.titled = "true";
-    document.title = "tether — " + (info.title || info.id);
+    showTitle(info.title || info.id, info.title ? "title" : "id");
     const meta = document.getElementById("meta");
     meta.replaceChildren(
       el("span", "", info.cwd),
@@ -594,10 +628,17 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     send(false);
   });
+  // Enter queues, Ctrl-Enter (⌘-Enter) steers, Shift-Enter is a new line, Esc stops.
   document.getElementById("prompt").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
-      send(false);
+      send(event.ctrlKey || event.metaKey);
+    }
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !event.defaultPrevented && view.running) {
+      event.preventDefault();
+      stop();
     }
   });
   document.getElementById("steer").addEventListener("click", () => send(true));

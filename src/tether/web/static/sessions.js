@@ -52,6 +52,8 @@ async function loadModels() {
     for (const provider of data.providers) list.append(el("option", "", provider));
     if (data.default_model) document.getElementById("new-model").placeholder = data.default_model;
     document.getElementById("new-mode").value = data.default_mode;
+    const cwd = document.getElementById("new-cwd");
+    if (!cwd.value && data.cwd) cwd.value = data.cwd; // the server's directory by default
   } catch (error) {
     showError("Could not read the models: " + error.message);
   }
