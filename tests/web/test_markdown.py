@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.web.markdown import to_html
+from tether.web.markdown import MAX_HIGHLIGHTED, to_html
 
 from .server import read_stream, served
 
@@ -101,3 +101,10 @@ async def test_an_answer_record_carries_its_rendered_markdown(tmp_path: Path) ->
     assert "&lt;script&gt;" in html and "<script" not in html
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert ".highlight .k" in css.text and "prefers-color-scheme: dark" in css.text
+
+
+def test_a_block_too_long_to_highlight_is_plain_monospace_text() -> None:
+    block = "x = 1\n" * (MAX_HIGHLIGHTED // 6 + 1)
+    html = to_html(f"```python\n{block}```")
+    assert html.startswith('<pre><code class="language-python">x = 1')
+    assert "<span" not in html

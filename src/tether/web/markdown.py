@@ -49,6 +49,10 @@ ATTRIBUTES = {
 
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
 
+MAX_HIGHLIGHTED = 20_000
+"""The longest fenced block highlighted (characters); a longer one is plain text: Pygments
+takes about 0.3 ms a line, and an answer is rendered on the server's event loop."""
+
 
 def to_html(text: str) -> str:
     """``text`` (an answer's Markdown) as sanitized HTML (see the module docs)."""
@@ -76,9 +80,10 @@ def _parser() -> MarkdownIt:
 
 
 def _highlight(code: str, language: str, _attrs: str) -> str:
-    """A fenced block's code highlighted by Pygments when it knows ``language``; ``""``
-    lets markdown-it escape it as plain text."""
-    if not language:
+    """A fenced block's code highlighted by Pygments when it knows ``language`` (and the
+    block is at most :data:`MAX_HIGHLIGHTED` long); ``""`` lets markdown-it escape it as
+    plain text."""
+    if not language or len(code) > MAX_HIGHLIGHTED:
         return ""
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
