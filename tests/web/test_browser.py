@@ -10,6 +10,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +45,15 @@ class Server:
             return json.load(response)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    _need_chromium()
-    home = tmp_path_factory.mktemp("web-home")
+@contextmanager
+def _served(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """A `tether web` process (``args`` after ``web``), stopped by SIGTERM at the end."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), "web", "--mode", "auto"],
+        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), "web", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "TETHER_MODEL": "offline"},
+        env={**os.environ, "TETHER_MODEL": "offline", **(env or {})},
     )
     assert process.stdout is not None
     url = process.stdout.readline().strip()
@@ -64,6 +64,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         process.terminate()
         process.communicate(timeout=30)
     assert process.returncode == 128 + 15  # SIGTERM, handled: tether stopped cleanly
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    _need_chromium()
+    with _served(tmp_path_factory.mktemp("web-home"), "--mode", "auto") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -534,3 +541,25 @@ def test_a_new_session_is_made_in_the_servers_directory_by_default(
     page.goto(server.base + "/")
     page.wait_for_function("() => document.getElementById('new-cwd').value !== ''")
     assert page.input_value("#new-cwd") == os.getcwd()  # the server runs where the tests do
+
+
+def test_a_failed_turn_ends_with_what_failed_and_what_to_do(browser: Any, tmp_path: Path) -> None:
+    nothing_there = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
+    model = ["--model", "openai:gpt-4o-mini", "--base-url", nothing_there]
+    with _served(tmp_path / "home", *model, env={"OPENAI_API_KEY": "sk-test"}) as failing:
+        context = browser.new_context()
+        context.set_default_timeout(30_000)
+        try:
+            page = context.new_page()
+            page.goto(failing.url)
+            page = _new_session(context, failing, tmp_path)
+            _prompt(page, "hello")
+            end = page.locator(".turn-end.error")
+            end.wait_for()
+            said = end.inner_text()
+            assert said.startswith("error: openai: cannot connect to http://127.0.0.1:9/v1")
+            assert said.endswith(
+                "— nothing answers there; check --base-url and that the server is running"
+            )
+        finally:
+            context.close()
