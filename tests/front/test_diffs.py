@@ -3,9 +3,9 @@ numbers, folded around the changes, and a patch read into the same rows."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+from tests.plugins.test_rewind import git
 from tether.cli.render import diff_lines
 from tether.front.diffs import Row, hunks, line_in_file, patch_files, unified_lines
 
@@ -63,28 +63,18 @@ def test_the_terminal_prints_the_same_unified_diff() -> None:
 
 
 def test_a_git_patch_of_several_files_is_read_into_numbered_rows(tmp_path: Path) -> None:
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return done.stdout
-
-    git("init", "-q")
+    git(tmp_path, "init", "-q")
     (tmp_path / "big.txt").write_text(FILE)
     (tmp_path / "gone.txt").write_text("bye\n")
     (tmp_path / "img.bin").write_bytes(b"\0\1")
-    git("add", ".")
-    git("commit", "-qm", "base")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "base")
     (tmp_path / "big.txt").write_text(FILE.replace("line 150\n", "changed\n"))
     (tmp_path / "gone.txt").unlink()
     (tmp_path / "new.txt").write_text("hello\n")
     (tmp_path / "img.bin").write_bytes(b"\0\2")
-    git("add", "-A")
-    files = {f.path: f for f in patch_files(git("diff", "--cached"))}
+    git(tmp_path, "add", "-A")
+    files = {f.path: f for f in patch_files(git(tmp_path, "diff", "--cached"))}
     assert sorted(files) == ["big.txt", "gone.txt", "img.bin", "new.txt"]
     (hunk,) = files["big.txt"].hunks
     assert hunk.folded == 146

@@ -563,3 +563,24 @@ def test_a_failed_turn_ends_with_what_failed_and_what_to_do(browser: Any, tmp_pa
             )
         finally:
             context.close()
+
+
+def test_a_long_change_scrolls_in_the_question_with_allow_in_view(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path, mode="ask")
+    _prompt(page, "write long.txt: " + "\n".join(f"row {n}" for n in range(1, 1001)))
+    question = page.locator(".question", has_text="Allow write")
+    question.wait_for()
+    rows = question.locator(".diff .row")
+    assert rows.count() == 400
+    assert rows.last.locator(".ln").all_inner_texts() == ["", "400"]
+    allow = question.locator("button.allow").bounding_box()
+    assert allow is not None and allow["y"] + allow["height"] <= 800
+    more = question.locator("button.more")
+    assert more.inner_text() == "Show 600 more lines"
+    more.click()
+    assert rows.count() == 1000
+    question.locator("button.allow").click()
+    _turn_ended(page)
+    assert (tmp_path / "long.txt").read_text().count("\n") == 1000

@@ -55,27 +55,43 @@ function streamBlock(kind) {
 }
 
 // A file's diff as the server computed it (`tether.front.diffs`, the terminal's diff):
-// numbered rows of unified hunks, each fold saying how many unchanged lines it hides.
+// numbered rows of unified hunks, each fold saying how many unchanged lines it hides. A
+// diff of more than DIFF_ROWS rows shows that many, and a button for the rest.
+const DIFF_ROWS = 400;
+
 function renderDiff(diff) {
   const box = el("div", "diff");
   box.append(el("div", "path", diff.path));
   const rows = el("div", "diff-rows");
-  const kinds = { "+": "add", "-": "del", " ": "ctx" };
+  const lines = [];
   for (const hunk of diff.hunks || []) {
     const folded = hunk.folded;
-    if (folded) rows.append(el("div", "fold", `⋯ ${folded.toLocaleString()} unchanged line${folded === 1 ? "" : "s"}`));
-    for (const [kind, oldNo, newNo, text] of hunk.rows) {
-      const row = el("div", "row " + (kinds[kind] || "ctx"));
-      const number = (n) => el("span", "ln", n === null ? "" : String(n));
-      row.append(number(oldNo), number(newNo));
-      row.append(el("span", "code", kind + " " + text));
-      rows.append(row);
-    }
+    if (folded) lines.push(() => el("div", "fold", `⋯ ${folded.toLocaleString()} unchanged line${folded === 1 ? "" : "s"}`));
+    for (const row of hunk.rows) lines.push(() => diffRow(row));
   }
-  if (!(diff.hunks || []).length) rows.append(el("div", "fold", diff.note || "no change"));
-  else if (diff.note) rows.append(el("div", "fold", diff.note));
+  if (!lines.length) lines.push(() => el("div", "fold", diff.note || "no change"));
+  else if (diff.note) lines.push(() => el("div", "fold", diff.note));
+  for (const make of lines.slice(0, DIFF_ROWS)) rows.append(make());
+  if (lines.length > DIFF_ROWS) {
+    const more = el("button", "small more", `Show ${(lines.length - DIFF_ROWS).toLocaleString()} more lines`);
+    more.type = "button";
+    more.addEventListener("click", () => {
+      more.remove();
+      for (const make of lines.slice(DIFF_ROWS)) rows.append(make());
+    });
+    box.append(rows, more);
+    return box;
+  }
   box.append(rows);
   return box;
+}
+
+function diffRow([kind, oldNo, newNo, text]) {
+  const kinds = { "+": "add", "-": "del", " ": "ctx" };
+  const row = el("div", "row " + (kinds[kind] || "ctx"));
+  const number = (n) => el("span", "ln", n === null ? "" : String(n));
+  row.append(number(oldNo), number(newNo), el("span", "code", kind + " " + text));
+  return row;
 }
 
 // A call's arguments as its tool presents them (`shown`, sent with the record): the
@@ -382,6 +398,10 @@ function renderQuestions(questions) {
     card.dataset.questionId = q.id;
     card.append(el("div", "question-title", `Allow ${q.tool}${q.title ? ": " + q.title : ""}?`));
     card.append(renderArgs(q.shown, q.arguments, q.diffs));
+    for (const rows of card.querySelectorAll(".diff-rows")) {
+      rows.tabIndex = 0; // a long diff scrolls in the card, Allow and Reject stay in view
+      rows.setAttribute("aria-label", "the change, scrollable");
+    }
     const allow = el("button", "allow", "Allow");
     const reject = el("button", "reject", "Reject");
     allow.type = reject.type = "button";
