@@ -428,6 +428,13 @@ def test_the_session_page_is_usable_at_each_width_and_its_screenshot_is_written(
         whole = SCREENSHOTS / f"session-{name}-{width}-full.png"  # the whole page
         page.screenshot(path=str(whole), full_page=True)
         assert shot.stat().st_size > 10_000 and whole.stat().st_size > 10_000
+        page.goto(server.base + "/")
+        page.locator("#sessions tbody tr").first.wait_for()
+        page.wait_for_function("() => document.getElementById('new-cwd').value !== ''")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        create = page.locator("#create").bounding_box()
+        assert create is not None and create["x"] + create["width"] <= width
+        page.screenshot(path=str(SCREENSHOTS / f"sessions-{name}-{width}.png"), full_page=True)
     finally:
         context.close()
 
