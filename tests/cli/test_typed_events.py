@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 from tests.shown import builtin_shown
-from tether.cli.render import transcript, turn_outcome
+from tether.cli.render import transcript
 from tether.cli.surface import PlainSurface
 from tether.cli.work import WorkView
 from tether.content import TextBlock, ToolCallBlock
+from tether.front.outcomes import turn_outcome
 from tether.session import (
     Aborted,
     AssistantChunk,

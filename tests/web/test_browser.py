@@ -10,6 +10,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +45,15 @@ class Server:
             return json.load(response)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    _need_chromium()
-    home = tmp_path_factory.mktemp("web-home")
+@contextmanager
+def _served(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """A `tether web` process (``args`` after ``web``), stopped by SIGTERM at the end."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), "web", "--mode", "auto"],
+        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), "web", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "TETHER_MODEL": "offline"},
+        env={**os.environ, "TETHER_MODEL": "offline", **(env or {})},
     )
     assert process.stdout is not None
     url = process.stdout.readline().strip()
@@ -64,6 +64,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         process.terminate()
         process.communicate(timeout=30)
     assert process.returncode == 128 + 15  # SIGTERM, handled: tether stopped cleanly
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    _need_chromium()
+    with _served(tmp_path_factory.mktemp("web-home"), "--mode", "auto") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -268,13 +275,13 @@ def test_calls_are_shown_as_their_tools_declare_a_write_and_an_edit_as_diffs(
     _turn_ended(page)
     write = page.locator(".tool-call", has=page.locator(".tool-name", has_text="write"))
     assert write.locator(".args .path").inner_text() == "notes.txt"
-    assert write.locator(".diff .add").all_inner_texts() == ["+ first-line"]
+    assert write.locator(".diff .add .code").all_inner_texts() == ["+ first-line"]
     assert write.locator(".diff .del").count() == 0 and write.locator(".json").count() == 0
     _prompt(page, "edit notes.txt: first-line => second-line")
     _turn_ended(page, 2)
     edit = page.locator(".tool-call", has=page.locator(".tool-name", has_text="edit"))
-    assert edit.locator(".diff .del").all_inner_texts() == ["- first-line"]
-    assert edit.locator(".diff .add").all_inner_texts() == ["+ second-line"]
+    assert edit.locator(".diff .del .code").all_inner_texts() == ["- first-line"]
+    assert edit.locator(".diff .add .code").all_inner_texts() == ["+ second-line"]
     assert edit.locator(".json").count() == 0
     read = page.locator(".tool-call", has=page.locator(".tool-name", has_text="read"))
     assert '"path": "notes.txt"' in read.locator(".json").inner_text()
@@ -285,3 +292,302 @@ def test_calls_are_shown_as_their_tools_declare_a_write_and_an_edit_as_diffs(
     assert (tmp_path / "notes.txt").read_text() == "second-line\n"
     _check_complete(page, server)
     assert page.errors == []
+
+
+def test_an_edit_question_shows_the_changed_line_with_context_and_allow_in_view(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    (tmp_path / "big.txt").write_text("".join(f"line {n}\n" for n in range(1, 301)))
+    page = _new_session(context, server, tmp_path, mode="ask")
+    _prompt(page, "edit big.txt: line 150 => line 150 changed")
+    question = page.locator(".question", has_text="Allow edit")
+    question.wait_for()
+    rows = question.locator(".diff .row")
+    assert rows.count() == 8  # three lines of context each side: not 600 lines
+    assert question.locator(".diff .fold").inner_text() == "⋯ 146 unchanged lines"
+    removed = question.locator(".diff .row.del")
+    assert removed.locator(".ln").all_inner_texts() == ["150", ""]
+    assert removed.locator(".code").inner_text() == "- line 150"
+    assert question.locator(".diff .row.add .code").inner_text() == "+ line 150 changed"
+    assert rows.first.locator(".ln").all_inner_texts() == ["147", "147"]
+    allow = question.locator("button.allow")
+    box = allow.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 800  # in view, not far below
+    allow.click()
+    _turn_ended(page)
+    edit = page.locator(".tool-call", has=page.locator(".tool-name", has_text="edit"))
+    assert edit.locator(".diff .row.del .ln").all_inner_texts() == ["150", ""]
+    assert page.errors == []
+
+
+MARKDOWN_ANSWER = (
+    "# Rendered heading\n"
+    "**bold** and `tick` [bad](javascript:window.pwned=1) <img src=x onerror=window.pwned=1>\n"
+    "```python\n"
+    "def f(): return '<script>window.pwned=1</script>'\n"
+    "```\n"
+)
+
+
+def test_an_answer_is_rendered_markdown_with_highlighted_code_and_a_copy_button(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    (tmp_path / "answer.md").write_text(MARKDOWN_ANSWER)
+    page = _new_session(context, server, tmp_path)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base)
+    _prompt(page, "$ cat answer.md")
+    _turn_ended(page)
+    answer = page.locator(".assistant.markdown", has_text="Rendered heading")
+    assert answer.locator("h1").inner_text() == "Rendered heading"
+    assert answer.locator("strong").inner_text() == "bold"
+    assert answer.locator("p code").inner_text() == "tick"
+    code = answer.locator(".code-block pre code")
+    assert "monospace" in code.evaluate("e => getComputedStyle(e).fontFamily")
+    assert code.locator("span.k").first.inner_text() == "def"  # highlighted by Pygments
+    assert answer.locator("img, script").count() == 0
+    assert answer.locator("a").count() == 0  # the javascript: link stayed text
+    assert page.evaluate("window.pwned") is None
+    answer.locator("button.copy").click()
+    answer.locator("button.copy", has_text="Copied").wait_for()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.strip() == "def f(): return '<script>window.pwned=1</script>'"
+    assert page.errors == []
+
+
+# -- any screen, accessible, the small things --------------------------------------------
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
+"""Where the layout test writes what it saw at each width (ignored by git), to open."""
+
+WIDTHS = {"phone": 390, "tablet": 768, "desktop": 1280}
+
+
+@pytest.fixture(scope="module")
+def busy_session(browser: Any, server: Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of a session with a bit of everything: an answer in Markdown, a write and
+    an edit shown as diffs, a background task."""
+    work = tmp_path_factory.mktemp("busy")
+    (work / "answer.md").write_text(MARKDOWN_ANSWER)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(WAIT_MS)
+    try:
+        page = context.new_page()
+        page.goto(server.url)
+        page = _new_session(context, server, work)
+        for turn, text in enumerate(
+            [
+                "$ cat answer.md",
+                "write notes.txt: tether keeps every session",
+                "edit notes.txt: every => each",
+                "& echo panel-task; sleep 60",
+            ],
+            start=1,
+        ):
+            _prompt(page, text)
+            _turn_ended(page, turn)
+        page.locator(".task.running").wait_for()
+        return f"{page.url}?token={server.token}"
+    finally:
+        context.close()
+
+
+def _open(browser: Any, url: str, width: int, **options: Any) -> tuple[Any, Any]:
+    """A new tab of ``url`` (the token kept in the session URL's query) at ``width``."""
+    context = browser.new_context(viewport={"width": width, "height": 800}, **options)
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(url)
+    page.locator("body[data-connected=true]").wait_for(state="attached")
+    page.locator(".assistant.markdown h1").wait_for()
+    return context, page
+
+
+@pytest.mark.parametrize("name", list(WIDTHS))
+def test_the_session_page_is_usable_at_each_width_and_its_screenshot_is_written(
+    browser: Any, server: Server, busy_session: str, name: str
+) -> None:
+    width = WIDTHS[name]
+    context, page = _open(browser, busy_session, width)
+    try:
+        page.locator(".task.running").wait_for()
+        overflow = page.evaluate("document.documentElement.scrollWidth")
+        assert overflow <= width, f"the page is {overflow} px wide at {width} px"
+        prompt = page.locator("#prompt").bounding_box()
+        assert prompt is not None and prompt["width"] >= min(width - 140, 360)
+        transcript = page.locator("#transcript").bounding_box()
+        panel = page.locator("aside").bounding_box()
+        assert transcript is not None and panel is not None
+        if width < 760:  # one column: the panel below the transcript and the prompt
+            assert panel["y"] >= prompt["y"] + prompt["height"]
+            assert panel["width"] >= width - 20
+        else:
+            assert panel["x"] >= transcript["x"] + transcript["width"] - 1
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SCREENSHOTS / f"session-{name}-{width}.png"  # what the screen shows
+        page.screenshot(path=str(shot))
+        whole = SCREENSHOTS / f"session-{name}-{width}-full.png"  # the whole page
+        page.screenshot(path=str(whole), full_page=True)
+        assert shot.stat().st_size > 10_000 and whole.stat().st_size > 10_000
+        page.goto(server.base + "/")
+        page.locator("#sessions tbody tr").first.wait_for()
+        page.wait_for_function("() => document.getElementById('new-cwd').value !== ''")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        create = page.locator("#create").bounding_box()
+        assert create is not None and create["x"] + create["width"] <= width
+        page.screenshot(path=str(SCREENSHOTS / f"sessions-{name}-{width}.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def _serious(page: Any) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [390, 1280])
+def test_every_page_has_no_serious_accessibility_violation(
+    browser: Any, server: Server, busy_session: str, scheme: str, width: int
+) -> None:
+    context, page = _open(browser, busy_session, width, color_scheme=scheme)
+    try:
+        page.locator(".task.running summary").click()  # an open task with its tail
+        page.locator(".task-tail", has_text="panel-task").wait_for()
+        page.locator(".turn-label button", has_text="Diff").first.click()
+        page.locator(".turn-diff").wait_for()
+        assert _serious(page) == []
+        page.goto(server.base + "/")
+        page.locator("#sessions tbody tr").first.wait_for()
+        assert _serious(page) == []
+    finally:
+        context.close()
+
+
+def test_the_dark_theme_follows_the_system(browser: Any, busy_session: str) -> None:
+    def background(scheme: str) -> str:
+        context, page = _open(browser, busy_session, 1280, color_scheme=scheme)
+        try:
+            return str(page.evaluate("getComputedStyle(document.body).backgroundColor"))
+        finally:
+            context.close()
+
+    light, dark = background("light"), background("dark")
+    assert light == "rgb(247, 247, 245)"
+    red, green, blue = (int(c) for c in re.findall(r"\d+", dark)[:3])
+    assert max(red, green, blue) < 60, dark
+
+
+def test_a_folded_block_shows_its_marker_and_opens_from_the_keyboard(
+    context: Any, server: Server, busy_session: str
+) -> None:
+    page = context.new_page()
+    page.goto(busy_session)
+    summary = page.locator(".task.running summary")
+    summary.wait_for()
+    marker = "e => getComputedStyle(e, '::before').content"
+    assert summary.evaluate(marker) == '"▸"'
+    summary.focus()
+    page.keyboard.press("Enter")
+    page.locator(".task.running details[open]").wait_for()
+    assert summary.evaluate(marker) == '"▾"'
+    page.keyboard.press("Tab")  # Kill is next: reachable by keyboard
+    assert page.evaluate("document.activeElement.className") == "kill"
+
+
+def test_the_page_title_is_the_first_prompt_before_the_turn_ends(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    _prompt(page, "$ sleep 2; echo named-by-its-prompt")
+    page.locator(".tool-call .tool-state", has_text="running").wait_for()
+    assert page.title() == "$ sleep 2; echo named-by-its-prompt — tether"
+    assert page.inner_text("#title") == "$ sleep 2; echo named-by-its-prompt"
+    assert page.locator(".turn-end").count() == 0
+
+
+def test_the_keys_queue_steer_and_stop_and_the_page_says_so(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    keys = page.inner_text("#keys")
+    assert "Enter queues" in keys and "Ctrl+Enter steers" in keys and "Esc stops" in keys
+    sent: list[Any] = []
+    page.on("request", lambda r: r.url.endswith("/prompt") and sent.append(r.post_data_json))
+    page.fill("#prompt", "$ sleep 30")
+    page.press("#prompt", "Enter")
+    page.locator(".tool-call .tool-state", has_text="running").wait_for()
+    page.fill("#prompt", "steered by the keyboard")
+    page.press("#prompt", "Control+Enter")
+    page.wait_for_function("() => document.getElementById('prompt').value === ''")
+    assert [s["steer"] for s in sent] == [False, True]
+    page.locator("#transcript").click()
+    page.keyboard.press("Escape")
+    page.locator(".turn-end.aborted", has_text="cancelled (user)").wait_for()
+
+
+def test_usage_has_thousands_separators(context: Any, server: Server, tmp_path: Path) -> None:
+    page = _new_session(context, server, tmp_path)
+    _prompt(page, "word " * 1500)
+    _turn_ended(page)
+    usage = page.locator("#usage", has_text="turn 1:")
+    usage.wait_for()
+    tokens = re.search(r"turn 1: ([\d,]+) in", usage.inner_text())
+    assert tokens is not None and re.fullmatch(r"\d{1,3}(,\d{3})+", tokens[1]), usage.inner_text()
+
+
+def test_a_new_session_is_made_in_the_servers_directory_by_default(
+    context: Any, server: Server
+) -> None:
+    page = context.new_page()
+    page.goto(server.base + "/")
+    page.wait_for_function("() => document.getElementById('new-cwd').value !== ''")
+    assert page.input_value("#new-cwd") == os.getcwd()  # the server runs where the tests do
+
+
+def test_a_failed_turn_ends_with_what_failed_and_what_to_do(browser: Any, tmp_path: Path) -> None:
+    nothing_there = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
+    model = ["--model", "openai:gpt-4o-mini", "--base-url", nothing_there]
+    with _served(tmp_path / "home", *model, env={"OPENAI_API_KEY": "sk-test"}) as failing:
+        context = browser.new_context()
+        context.set_default_timeout(30_000)
+        try:
+            page = context.new_page()
+            page.goto(failing.url)
+            page = _new_session(context, failing, tmp_path)
+            _prompt(page, "hello")
+            end = page.locator(".turn-end.error")
+            end.wait_for()
+            said = end.inner_text()
+            assert said.startswith("error: openai: cannot connect to http://127.0.0.1:9/v1")
+            assert said.endswith(
+                "— nothing answers there; check --base-url and that the server is running"
+            )
+        finally:
+            context.close()
+
+
+def test_a_long_change_scrolls_in_the_question_with_allow_in_view(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path, mode="ask")
+    _prompt(page, "write long.txt: " + "\n".join(f"row {n}" for n in range(1, 1001)))
+    question = page.locator(".question", has_text="Allow write")
+    question.wait_for()
+    rows = question.locator(".diff .row")
+    assert rows.count() == 400
+    assert rows.last.locator(".ln").all_inner_texts() == ["", "400"]
+    allow = question.locator("button.allow").bounding_box()
+    assert allow is not None and allow["y"] + allow["height"] <= 800
+    more = question.locator("button.more")
+    assert more.inner_text() == "Show 600 more lines"
+    more.click()
+    assert rows.count() == 1000
+    question.locator("button.allow").click()
+    _turn_ended(page)
+    assert (tmp_path / "long.txt").read_text().count("\n") == 1000

@@ -135,7 +135,7 @@ async def _check_model(tether: object) -> bool:
             finish = chunk
     took = (time.perf_counter() - started) * 1000
     if finish is None or finish.reason == "error":
-        from tether.cli.failures import model_failure
+        from tether.front.outcomes import model_failure
 
         error = (finish.error if finish is not None else None) or "no answer"
         code = finish.error_code if finish is not None else None

@@ -4,7 +4,8 @@ Disk full, a read-only or unwritable directory, a damaged database, a closed
 stdout: each is an environment problem, not a bug, so the user gets one clear
 line on stderr and a nonzero exit status, never a traceback. A failed model
 request (a bad key, a spent quota, a conversation too long, a network down)
-is one line too, with what to do (:func:`model_failure`).
+is one line too, with what to do
+(:func:`tether.front.outcomes.model_failure`, which the web page uses too).
 """
 
 from __future__ import annotations
@@ -28,30 +29,6 @@ _PLAIN = {
     errno.EPIPE: "the output was closed",
     errno.EIO: "an input/output error occurred",
 }
-
-
-MODEL_ADVICE = {
-    "auth": "check the API key (the provider's key variable, or TETHER_API_KEY) and the "
-    "account's quota",
-    "rate-limit": "the provider is limiting requests or the quota is spent; wait, or check it",
-    "server": "the provider is failing; try again later",
-    "timeout": "the provider did not answer in time; check the network or --base-url",
-    "transport": "the connection to the endpoint dropped; check the network, then try again",
-    "unreachable": "nothing answers there; check --base-url and that the server is running",
-    "endpoint": "check --base-url: it goes up to the API's version path, e.g. "
-    "http://127.0.0.1:8000/v1",
-    "bad-request": "the provider refused the request; check the model name",
-    "context-overflow": "the conversation is too long for the model; /compact it, or start "
-    "a new session",
-}
-"""What to do about a failed model request, by its normalized error code
-(:mod:`tether.llm.adapters.errors`)."""
-
-
-def model_failure(error: str, code: str | None) -> str:
-    """One line for a failed model request: what failed, and what to do when the code says."""
-    advice = MODEL_ADVICE.get(code or "")
-    return f"{error} — {advice}" if advice else error
 
 
 def describe(exc: BaseException) -> str | None:

@@ -14,20 +14,14 @@ dicts by type name.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 
-from tether.cli.failures import model_failure
 from tether.content import ReasoningBlock, TextBlock, ToolCallBlock
+from tether.front.outcomes import turn_outcome
 from tether.session import (
-    Aborted,
     AssistantMessageEvent,
-    Blocked,
-    Completed,
     ContextCompacted,
-    Errored,
     Event,
-    OverBudget,
     Session,
     Stopped,
     StoppedAgent,
@@ -35,7 +29,6 @@ from tether.session import (
     ToolResultEvent,
     ToolStopped,
     TurnEnd,
-    TurnEndReason,
     TurnStart,
     UserMessageEvent,
 )
@@ -110,34 +103,16 @@ MAX_DIFF_LINES = 40
 
 def diff_lines(path: str, old_text: str | None, new_text: str, *, first_line: int = 1) -> list[str]:
     """The unified diff of a file's change from ``old_text`` (``None``: a new file)
-    to ``new_text``, both starting at line ``first_line``, cut at
+    to ``new_text``, both starting at line ``first_line``
+    (:func:`tether.front.diffs.unified_lines`, the diff the web page shows), cut at
     :data:`MAX_DIFF_LINES` with a note."""
-    import difflib
+    from tether.front.diffs import unified_lines
 
-    old = (old_text or "").splitlines()
-    new = new_text.splitlines()
-    shown = [
-        at_line(line, first_line - 1)
-        for line in difflib.unified_diff(
-            old, new, path if old_text is not None else "/dev/null", path, lineterm=""
-        )
-    ]
+    shown = unified_lines(path, old_text, new_text, first_line=first_line)
     if len(shown) > MAX_DIFF_LINES:
         cut = len(shown) - MAX_DIFF_LINES
         shown = [*shown[:MAX_DIFF_LINES], f"… {cut} more lines"]
     return shown
-
-
-def at_line(line: str, offset: int) -> str:
-    """A hunk header of a diff of an excerpt, moved to where the excerpt is in its file."""
-    if not offset or not line.startswith("@@ "):
-        return line
-    return re.sub(
-        r"([-+])(\d+)",
-        lambda found: f"{found[1]}{int(found[2]) + offset}",
-        line,
-        count=2,
-    )
 
 
 def transcript(
@@ -236,24 +211,6 @@ def _previewed(previewed: ToolPreviewed, markdown: bool) -> Iterator[str]:
             yield "```diff\n" + "\n".join(lines) + "\n```"
         else:
             yield from (f"    {line}" for line in lines)
-
-
-def turn_outcome(reason: TurnEndReason) -> str | None:
-    """How a turn ended, in one line, when it did not complete (``None`` when it did),
-    from its ``turn/end`` reason: ``error: …`` saying what failed and what to do,
-    ``cancelled by user``, ``refused: …``, or ``turn ended: KIND``."""
-    match reason:
-        case Completed():
-            return None
-        case Errored(error=error, code=code):
-            return f"error: {model_failure(error, code)}"
-        case Aborted(cause=cause):
-            return f"cancelled by {cause}"
-        case Blocked():
-            return "refused: a hook or the provider would not let the turn go on"
-        case OverBudget():
-            return "stopped: the spend budget is exhausted (see docs/budget.md)"
-    return f"turn ended: {reason.kind}"
 
 
 def stop_lines(receipt: ToolStopped) -> list[str]:

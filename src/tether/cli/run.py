@@ -41,10 +41,10 @@ from tether.cli.boot import PICK, UsageError, open_for, session_choice, session_
 from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
 from tether.cli.failures import StartRefusedError, describe
 from tether.cli.output import EventLines, init_line, refused_result, turn_result
-from tether.cli.render import turn_outcome
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
 from tether.cli.work import WorkView, follow_children, meter_for, shown_for
+from tether.front.outcomes import turn_outcome
 from tether.loop.environment import gathering_early
 from tether.session import Aborted
 from tether.session.store import SESSION_EVENT

@@ -14,7 +14,7 @@
   ``N`` whole, :meth:`WorkView.output`);
 * the stop receipt after a cancel (what was stopped, and how);
 * how the turn ended, when not completed: a failure as one line with what to
-  do (:func:`~tether.cli.failures.model_failure`);
+  do (:func:`~tether.front.outcomes.model_failure`);
 * the tokens and cost of the turn, and of the session so far, when the
   provider reported usage (these two, the turn's summary, are left out with
   ``summary`` off: ``tether run`` says how the turn ended itself, last, and
@@ -36,15 +36,14 @@ from typing import TYPE_CHECKING
 
 from tether.cli.render import (
     MAX_DIFF_LINES,
-    at_line,
     call_line,
     clipped,
     stop_lines,
     text_of,
-    turn_outcome,
 )
 from tether.cli.surface import Status, Style, Surface
 from tether.content import ReasoningBlock
+from tether.front.outcomes import turn_outcome
 from tether.frozen import thaw
 from tether.session import (
     Aborted,
@@ -389,16 +388,13 @@ def call_diff(
     pairs = shown.changes(args)
     if not pairs:
         return []
-    import difflib
+    from tether.front.diffs import line_in_file, unified_lines
 
     lines: list[tuple[str, Style]] = []
     for old, new in pairs:
         first = line_in_file(path, old, new) if path is not None and old else None
-        diff = difflib.unified_diff((old or "").splitlines(), new.splitlines(), lineterm="", n=2)
-        for raw in diff:
-            if raw.startswith(("---", "+++")):
-                continue
-            line = raw if first is None else at_line(raw, first - 1)
+        diff = unified_lines("", old, new, first_line=first or 1, context=2, headers=False)
+        for line in diff:
             style = DIFF_STYLES.get(line[:1], "output")
             lines.append((f"  {clipped(line)}", style))
     if len(lines) > MAX_DIFF_LINES:
@@ -425,30 +421,6 @@ def plan_lines(entries: Sequence[PlanEntry]) -> list[tuple[str, Style]]:
         mark, style = _PLAN_MARKS.get(entry.status, ("○", "output"))
         lines.append((f"  {mark} {clipped(entry.content)}", style))
     return lines
-
-
-LOCATED_FILE_BYTES = 4 << 20
-"""The biggest file the work view reads to place a change's hunk headers."""
-
-
-def line_in_file(path: str, old: str, new: str) -> int | None:
-    """The 1-based line of ``path`` where a change from ``old`` to ``new`` is: where
-    ``old`` is while the change is still to be made, else where ``new`` is once it
-    was. ``None`` when the file cannot be read, is bigger than
-    :data:`LOCATED_FILE_BYTES`, or holds neither text exactly once."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read(LOCATED_FILE_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > LOCATED_FILE_BYTES:
-        return None
-    text = data.decode("utf-8", errors="replace")
-    for part in (old, new):
-        at = text.find(part) if part else -1
-        if at >= 0 and text.find(part, at + 1) < 0:
-            return text.count("\n", 0, at) + 1
-    return None
 
 
 def follow_children(tether: Tether, agent: Agent, view: WorkView) -> Callable[[], None]:

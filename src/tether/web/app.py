@@ -49,6 +49,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tether.agent.errors import NotStoredError
+from tether.front.diffs import patch_files
+from tether.front.outcomes import turn_outcome
 from tether.front.rewind import (
     WORKSPACES,
     OutsideChangesError,
@@ -65,6 +67,7 @@ from tether.front.rewind_commands import (
     rewind_live,
     rewind_stored,
 )
+from tether.frozen import thaw
 from tether.persist.backends.errors import (
     InvalidSessionIdError,
     LogStoreError,
@@ -77,7 +80,7 @@ from tether.persist.follow import BATCH
 from tether.persist.service import PERSISTENCE
 from tether.rewind.plan import turn_points
 from tether.rewind.store import SnapshotError
-from tether.session import ToolCallEvent, ToolResultEvent
+from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent, TurnEnd
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model
 from tether.session.settings import MODE_OPTION
@@ -93,6 +96,7 @@ from tether.web.hub import (
     WebError,
     WebHub,
 )
+from tether.web.render import answer_html, call_diffs
 from tether.web.security import Guard
 
 if TYPE_CHECKING:
@@ -169,18 +173,23 @@ class EncodedLogs:
             self._records.pop(session_id, None)
 
     def message(
-        self, session_id: str, events: Sequence[Event], shown: Shown | None = None
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        shown: Shown | None = None,
+        cwd: str | None = None,
     ) -> bytes:
         """One SSE ``events`` message holding ``events`` (contiguous, seq order); a tool
         call or result carries ``shown``, its tool's presentation (by default as a
-        tool that declares nothing)."""
+        tool that declares nothing), and a call that changes a file its ``diffs``
+        (located in the file under ``cwd`` when it is found there)."""
         records = self._records.setdefault(session_id, OrderedDict())
         shown_of = shown if shown is not None else shown_in(None)
         parts: list[bytes] = []
         for event in events:
             encoded = records.get(event.seq)
             if encoded is None:
-                encoded = records[event.seq] = msgspec.json.encode(_record(event, shown_of))
+                encoded = records[event.seq] = msgspec.json.encode(_record(event, shown_of, cwd))
             parts.append(encoded)
         for _ in range(len(records) - ENCODED_KEPT):
             records.popitem(last=False)  # the one encoded first
@@ -188,12 +197,23 @@ class EncodedLogs:
         return b"id: %d\nevent: events\ndata: [%b]\n\n" % (last, b",".join(parts))
 
 
-def _record(event: Event, shown: Shown) -> dict[str, object]:
-    """``event``'s record as the page reads it: a tool call or result with ``shown``."""
+def _record(event: Event, shown: Shown, cwd: str | None) -> dict[str, object]:
+    """``event``'s record as the page reads it: a tool call or result with ``shown``,
+    a call that changes a file with its ``diffs`` (:func:`~tether.web.render.call_diffs`),
+    an answer with its Markdown as sanitized ``html`` (:mod:`tether.web.markdown`), a
+    turn's end with its ``outcome`` as the terminal says it (what failed, what to do)."""
     record = event.to_record()
     payload = event.payload
     if isinstance(payload, ToolCallEvent | ToolResultEvent):
-        record["shown"] = shown(payload.name)
+        record["shown"] = tool_shown = shown(payload.name)
+    if isinstance(payload, TurnEnd):
+        record["outcome"] = turn_outcome(payload.reason)
+    if isinstance(payload, AssistantMessageEvent) and (html := answer_html(payload)):
+        record["html"] = html
+    if isinstance(payload, ToolCallEvent):
+        arguments = thaw(payload.arguments)
+        if isinstance(arguments, dict) and (diffs := call_diffs(tool_shown, arguments, cwd)):
+            record["diffs"] = diffs
     return record
 
 
@@ -226,6 +246,7 @@ def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | Non
         Route("/api/sessions/{session_id}/tasks", api.tasks),
         Route("/api/sessions/{session_id}/tasks/{task_id}", api.task),
         Route("/api/sessions/{session_id}/tasks/{task_id}/kill", api.kill, methods=["POST"]),
+        Route("/static/highlight.css", api.highlight_css, include_in_schema=False),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(
@@ -272,6 +293,12 @@ class Api:
         _session_id(request)
         return FileResponse(STATIC / "session.html")
 
+    async def highlight_css(self, request: Request) -> Response:
+        """The stylesheet of highlighted code in answers (made by Pygments)."""
+        from tether.web.markdown import highlight_css
+
+        return Response(highlight_css(), media_type="text/css")
+
     async def openapi(self, request: Request) -> Response:
         # Imported here: no page needs it, and start-up is a measured target.
         from starlette.schemas import SchemaGenerator
@@ -286,7 +313,8 @@ class Api:
         summary: The model providers configured here, and the default model and mode.
         responses:
           200: {description: "{providers: [str], default_model: str, modes: [str], default_mode:
-            str, sandbox_modes: [str], default_sandbox: str or null}"}
+            str, sandbox_modes: [str], default_sandbox: str or null, cwd: str (the server's
+            working directory)}"}
         """
         from tether.llm.service import LLM
 
@@ -299,6 +327,7 @@ class Api:
                 "modes": [mode.value for mode in Mode],
                 "default_mode": self._hub.config.mode.value,
                 **self._sandbox_modes(),
+                "cwd": os.getcwd(),
             }
         )
 
@@ -578,7 +607,8 @@ class Api:
                     if not batch:  # nudged: the questions changed
                         yield self._state(session_id)
                     else:  # at most a follower's batch: a page renders as it loads
-                        yield encoded.message(session_id, batch, self._shown(session_id))
+                        shown = self._shown(session_id)
+                        yield encoded.message(session_id, batch, shown, self._cwd(session_id))
             except (LogStoreError, SessionError) as exc:
                 # The log was damaged or deleted while followed: the page is told once
                 # and stops reconnecting (a reconnect would only fail again).
@@ -593,18 +623,26 @@ class Api:
         """The model of ``session``'s request at ``at`` (default: its next one)."""
         return session_model(session, configured=self._default_model, at=at).model
 
+    def _cwd(self, session_id: str) -> str | None:
+        """The working directory of session ``session_id`` when it is live here."""
+        agent = self._hub.live_agent(session_id)
+        return None if agent is None else agent.session.header.cwd
+
     def _shown(self, session_id: str) -> Shown:
         """How the calls of the tools session ``session_id`` sees are shown."""
         return shown_in(self._ctx.get(TOOLS), session_id)
 
     def _questions(self, session_id: str) -> list[dict[str, object]]:
         """The open questions of the session's page, each with ``shown``, how its tool
-        presents the call (as the asking agent sees its tools)."""
+        presents the call (as the asking agent sees its tools), and the diffs of the
+        change it makes: the preview's, else those its arguments declare."""
         registry = self._ctx.get(TOOLS)
-        return [
-            {**q.to_json(), "shown": msgspec.to_builtins(shown_in(registry, q.agent_id)(q.tool))}
-            for q in self._hub.questions(session_id)
-        ]
+        asked: list[dict[str, object]] = []
+        for q in self._hub.questions(session_id):
+            shown = shown_in(registry, q.agent_id)(q.tool)
+            diffs = q.diffs or call_diffs(shown, q.arguments, self._cwd(q.agent_id))
+            asked.append({**q.to_json(), "shown": msgspec.to_builtins(shown), "diffs": diffs})
+        return asked
 
     def _state(self, session_id: str) -> bytes:
         agent = self._hub.live_agent(session_id)
@@ -708,7 +746,8 @@ class Api:
           - {name: turn, in: query, schema: {type: integer, minimum: 1},
              description: "default: the first turn with a snapshot"}
         responses:
-          200: {description: "{turn, patch (a unified diff), outside, unrestorable}"}
+          200: {description: "{turn, patch (a unified diff), files (its hunks, numbered rows),
+                outside, unrestorable}"}
           400: {description: no such turn, or it has no snapshot}
           404: {description: no such session}
         """
@@ -724,6 +763,7 @@ class Api:
             {
                 "turn": changes.turn,
                 "patch": changes.patch,
+                "files": [f.to_json() for f in patch_files(changes.patch)],
                 "outside": list(changes.outside),
                 "unrestorable": list(changes.unrestorable),
             }

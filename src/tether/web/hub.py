@@ -515,7 +515,12 @@ class WebHub:
 
 
 def _diff(diff: Diff) -> dict[str, object]:
-    return {"path": diff.path, "old_text": diff.old_text, "new_text": diff.new_text}
+    """The change a question shows: its texts and their unified diff as numbered hunks
+    (:mod:`tether.front.diffs`, the diff the terminal prints)."""
+    from tether.front.diffs import hunks
+
+    changed = hunks(diff.path, diff.old_text, diff.new_text)
+    return {"old_text": diff.old_text, "new_text": diff.new_text, **changed.to_json()}
 
 
 def _plain(value: object) -> dict[str, object]:

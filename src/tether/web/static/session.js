@@ -13,6 +13,7 @@ const view = {
   turn: null, // the element of the open turn
   stream: null, // {kind, node} the text or reasoning block being streamed
   step: null, // the element holding the current step's output
+  answer: null, // the element of the answer being streamed (rendered when it is whole)
   calls: new Map(), // tool call id -> element
   asking: new Set(), // ids of the calls a question is open about
   running: false,
@@ -47,49 +48,59 @@ function streamBlock(kind) {
   } else {
     node = el("div", "assistant");
     container().append(node);
+    view.answer = node;
   }
   view.stream = { kind, node };
   return node;
 }
 
-function linesOf(text) {
-  const lines = String(text).split("\n");
-  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
-  return lines;
+// A file's diff as the server computed it (`tether.front.diffs`, the terminal's diff):
+// numbered rows of unified hunks, each fold saying how many unchanged lines it hides. A
+// diff of more than DIFF_ROWS rows shows that many, and a button for the rest.
+const DIFF_ROWS = 400;
+
+function renderDiff(diff) {
+  const box = el("div", "diff");
+  box.append(el("div", "path", diff.path));
+  const rows = el("div", "diff-rows");
+  const lines = [];
+  for (const hunk of diff.hunks || []) {
+    const folded = hunk.folded;
+    if (folded) lines.push(() => el("div", "fold", `⋯ ${folded.toLocaleString()} unchanged line${folded === 1 ? "" : "s"}`));
+    for (const row of hunk.rows) lines.push(() => diffRow(row));
+  }
+  if (!lines.length) lines.push(() => el("div", "fold", diff.note || "no change"));
+  else if (diff.note) lines.push(() => el("div", "fold", diff.note));
+  for (const make of lines.slice(0, DIFF_ROWS)) rows.append(make());
+  if (lines.length > DIFF_ROWS) {
+    const more = el("button", "small more", `Show ${(lines.length - DIFF_ROWS).toLocaleString()} more lines`);
+    more.type = "button";
+    more.addEventListener("click", () => {
+      more.remove();
+      for (const make of lines.slice(DIFF_ROWS)) rows.append(make());
+    });
+    box.append(rows, more);
+    return box;
+  }
+  box.append(rows);
+  return box;
 }
 
-// The [old text, new text] of each change a call's arguments describe, as its tool's
-// presentation says where they are (`shown.change`; old is null for a whole-file write).
-function changesOf(change, args) {
-  if (!change || !args || typeof args !== "object") return [];
-  const pair = (values) => {
-    const added = values[change.new];
-    if (change.old == null) return typeof added === "string" ? [null, added] : null;
-    const old = values[change.old];
-    if (typeof old !== "string") return null;
-    return [old, typeof added === "string" ? added : ""];
-  };
-  const many = change.each == null ? undefined : args[change.each];
-  if (Array.isArray(many)) return many.filter((i) => i && typeof i === "object").map(pair).filter(Boolean);
-  const one = pair(args);
-  return one ? [one] : [];
+function diffRow([kind, oldNo, newNo, text]) {
+  const kinds = { "+": "add", "-": "del", " ": "ctx" };
+  const row = el("div", "row " + (kinds[kind] || "ctx"));
+  const number = (n) => el("span", "ln", n === null ? "" : String(n));
+  row.append(number(oldNo), number(newNo), el("span", "code", kind + " " + text));
+  return row;
 }
 
 // A call's arguments as its tool presents them (`shown`, sent with the record): the
-// change it makes as a diff, a command as a command line, else the arguments as JSON.
-function renderArgs(shown, args) {
+// change it makes as its diffs, a command as a command line, else the arguments as JSON.
+function renderArgs(shown, args, diffs) {
   const box = el("div", "args");
   const how = shown || {};
-  const path = (how.paths || []).map((name) => args && args[name]).find((p) => typeof p === "string");
-  const changes = changesOf(how.change, args);
-  if (path !== undefined && changes.length) {
-    box.append(el("div", "path", path));
-    const diff = el("pre", "diff");
-    for (const [removed, added] of changes) {
-      for (const line of removed ? linesOf(removed) : []) diff.append(el("div", "del", "- " + line));
-      for (const line of linesOf(added)) diff.append(el("div", "add", "+ " + line));
-    }
-    box.append(diff);
+  if (diffs && diffs.length) {
+    for (const diff of diffs) box.append(renderDiff(diff));
     return box;
   }
   const command = how.command == null || !args ? undefined : args[how.command];
@@ -101,13 +112,45 @@ function renderArgs(shown, args) {
   return box;
 }
 
-function renderCall(data, shown) {
+// `html` is the answer's Markdown rendered and sanitized by the server
+// (`tether.web.markdown`): no raw HTML of the model's reaches the page.
+function showMarkdown(node, html) {
+  node.innerHTML = html;
+  node.classList.add("markdown");
+  for (const pre of node.querySelectorAll("pre")) {
+    const block = el("div", "code-block");
+    pre.replaceWith(block);
+    pre.tabIndex = 0; // a block wider than the screen scrolls from the keyboard too
+    const copy = el("button", "copy", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", "Copy the code");
+    copy.addEventListener("click", () => copyCode(pre, copy));
+    block.append(copy, pre);
+  }
+}
+
+async function copyCode(pre, button) {
+  const text = pre.innerText;
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (_) {
+    const range = document.createRange(); // no clipboard API: select it, and copy that
+    range.selectNodeContents(pre);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    document.execCommand("copy");
+  }
+  button.textContent = "Copied";
+  setTimeout(() => (button.textContent = "Copy"), 1500);
+}
+
+function renderCall(data, shown, diffs) {
   const call = el("details", "tool-call");
   call.open = true;
   call.dataset.callId = data.id;
   const summary = el("summary", "");
   summary.append(el("span", "tool-name", data.name), el("span", "tool-state", "running"));
-  call.append(summary, renderArgs(shown, data.arguments));
+  call.append(summary, renderArgs(shown, data.arguments, diffs));
   if (shown && shown.delegates && data.arguments && data.arguments.description) {
     call.append(el("div", "muted", "subagent: " + data.arguments.description));
   }
@@ -160,8 +203,10 @@ function renderPlan(data) {
   container().append(box);
 }
 
-function endReason(reason) {
+// How a turn ended: a failure as the terminal says it (`outcome`: what failed, what to do).
+function endReason(reason, outcome) {
   if (!reason) return "ended";
+  if (reason.kind === "error" && outcome) return outcome;
   if (reason.kind === "aborted") return "cancelled (" + reason.cause + ")";
   if (reason.kind === "error") return "error: " + reason.error;
   if (reason.kind === "budget") return "stopped: the spend budget is exhausted";
@@ -181,6 +226,7 @@ function renderBudget(data) {
     "so it was not sent";
   container().append(el("div", "budget-receipt", text));
 }
+const count = (n) => Number(n).toLocaleString("en-US"); // 12,345: as the terminal writes it
 
 async function loadUsage() {
   let data;
@@ -195,9 +241,24 @@ async function loadUsage() {
   box.textContent = data.turns
     .map((u) => {
       const cost = u.cost === null ? "" : `, ${u.cost.toFixed(4)} ${u.currency}`;
-      return `turn ${u.turn}: ${u.input_tokens} in, ${u.output_tokens} out${cost}`;
+      return `turn ${u.turn}: ${count(u.input_tokens)} in, ${count(u.output_tokens)} out${cost}`;
     })
     .join("\n");
+}
+
+// The page's title: the session's title once it has one, until then its first prompt,
+// and its id before any prompt (`from`: "title", "prompt" or "id").
+function showTitle(text, from) {
+  if (!text || (from !== "title" && (view.titled || view.prompted))) return;
+  if (from === "title") view.titled = true;
+  if (from === "prompt") view.prompted = true;
+  document.getElementById("title").textContent = text;
+  document.title = text + " — tether";
+}
+
+function firstLine(text) {
+  const line = String(text).trim().split("\n")[0];
+  return line.length > 80 ? line.slice(0, 79) + "…" : line;
 }
 
 function apply(record) {
@@ -214,6 +275,7 @@ function apply(record) {
     }
     case "user/message": {
       const box = el("div", "user", textOf(data.content));
+      showTitle(firstLine(textOf(data.content)), "prompt");
       container().append(box);
       view.stream = null;
       break;
@@ -232,10 +294,14 @@ function apply(record) {
       node.textContent += data.delta;
       break;
     }
-    case "assistant/message":
+    case "assistant/message": {
       if (data.interrupted && view.stream) view.stream.node.classList.add("interrupted");
+      // The answer streamed as text; once whole, the server's rendering of its Markdown.
+      if (record.html) showMarkdown(view.answer || streamBlock("text"), record.html);
       view.stream = null;
+      view.answer = null;
       break;
+    }
     case "llm/retry": {
       // The attempt's chunks are abandoned: the answer is what the next attempt streams.
       if (view.step) for (const node of view.step.querySelectorAll(".assistant, .reasoning")) node.remove();
@@ -245,7 +311,7 @@ function apply(record) {
     }
     case "tool/call":
       view.stream = null;
-      renderCall(data, record.shown);
+      renderCall(data, record.shown, record.diffs);
       break;
     case "tool/result":
       renderResult(data, record.shown);
@@ -261,10 +327,10 @@ function apply(record) {
       renderPlan(data);
       break;
     case "session/title":
-      document.getElementById("title").textContent = data.title;
+      showTitle(data.title, "title");
       break;
     case "turn/end": {
-      const label = endReason(data.reason);
+      const label = endReason(data.reason, record.outcome);
       const end = el("div", "turn-end " + (data.reason && data.reason.kind), label);
       (view.turn || transcript()).append(end);
       view.turn = null;
@@ -316,7 +382,7 @@ function onEvents(message) {
   if (view.turnsEnded) {
     view.turnsEnded = false;
     loadUsage();
-    if (!document.getElementById("title").dataset.titled) loadSession();
+    if (!view.titled) loadSession();
   }
   if (follow) transcript().scrollTop = transcript().scrollHeight;
 }
@@ -348,14 +414,10 @@ function renderQuestions(questions) {
     const card = el("div", "question");
     card.dataset.questionId = q.id;
     card.append(el("div", "question-title", `Allow ${q.tool}${q.title ? ": " + q.title : ""}?`));
-    const diffs = q.diffs || [];
-    if (!diffs.length) card.append(renderArgs(q.shown, q.arguments));
-    for (const d of diffs) {
-      const diff = el("pre", "diff");
-      diff.append(el("div", "path", d.path));
-      for (const line of d.old_text ? linesOf(d.old_text) : []) diff.append(el("div", "del", "- " + line));
-      for (const line of linesOf(d.new_text)) diff.append(el("div", "add", "+ " + line));
-      card.append(diff);
+    card.append(renderArgs(q.shown, q.arguments, q.diffs));
+    for (const rows of card.querySelectorAll(".diff-rows")) {
+      rows.tabIndex = 0; // a long diff scrolls in the card, Allow and Reject stay in view
+      rows.setAttribute("aria-label", "the change, scrollable");
     }
     const allow = el("button", "allow", "Allow");
     const reject = el("button", "reject", "Reject");
@@ -414,37 +476,53 @@ async function loadTasks() {
   } catch (error) {
     return;
   }
+  // A task whose status did not change keeps its element (and the keyboard focus in it);
+  // an open one reads its tail again.
   const list = document.getElementById("tasks");
-  const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.dataset.taskId));
-  list.replaceChildren();
-  for (const task of data.tasks) {
-    const item = el("li", "task " + task.status);
-    item.dataset.taskId = task.id;
-    const details = el("details", "");
-    details.dataset.taskId = task.id;
-    const summary = el("summary", "");
-    let status = task.status;
-    if (task.status !== "running") status += task.signal ? ` (${task.signal})` : ` (exit ${task.exit_code})`;
-    summary.append(el("code", "task-id", task.id), el("span", "task-status", status));
-    details.append(summary, el("pre", "task-command", "$ " + task.command));
-    const tail = el("pre", "task-tail", "");
-    details.append(tail);
-    details.addEventListener("toggle", () => details.open && loadTail(task.id, tail));
-    if (open.has(task.id)) {
-      details.open = true;
-      loadTail(task.id, tail);
-    }
-    item.append(details);
-    if (task.status === "running") {
-      const kill = el("button", "kill", "Kill");
-      kill.type = "button";
-      kill.addEventListener("click", () => killTask(task.id));
-      item.append(kill);
-    }
-    list.append(item);
-  }
+  const shown = new Map([...list.children].map((item) => [item.dataset.taskId, item]));
+  const items = data.tasks.map((task) => {
+    const kept = shown.get(task.id);
+    if (!kept || kept.dataset.status !== task.status) return taskItem(task, kept);
+    const details = kept.querySelector("details");
+    if (details.open) loadTail(task.id, kept.querySelector(".task-tail"));
+    return kept;
+  });
+  items.forEach((item, at) => {
+    if (list.children[at] !== item) list.insertBefore(item, list.children[at] || null);
+  });
+  while (list.children.length > items.length) list.lastElementChild.remove();
   document.getElementById("no-tasks").hidden = data.tasks.length > 0;
   if (data.tasks.some((t) => t.status === "running")) tasksTimer = setTimeout(loadTasks, 1500);
+}
+
+// One task of the panel: its status, its command and tail (folded), and Kill while it runs.
+function taskItem(task, replaced) {
+  const item = el("li", "task " + task.status);
+  item.dataset.taskId = task.id;
+  item.dataset.status = task.status;
+  const details = el("details", "");
+  details.dataset.taskId = task.id;
+  const summary = el("summary", "");
+  let status = task.status;
+  if (task.status !== "running") status += task.signal ? ` (${task.signal})` : ` (exit ${task.exit_code})`;
+  summary.append(el("code", "task-id", task.id), el("span", "task-status", status));
+  details.append(summary, el("pre", "task-command", "$ " + task.command));
+  const tail = el("pre", "task-tail", "");
+  details.append(tail);
+  details.addEventListener("toggle", () => details.open && loadTail(task.id, tail));
+  if (replaced && replaced.querySelector("details").open) {
+    details.open = true;
+    loadTail(task.id, tail);
+  }
+  item.append(details);
+  if (task.status === "running") {
+    const kill = el("button", "kill", "Kill");
+    kill.type = "button";
+    kill.addEventListener("click", () => killTask(task.id));
+    item.append(kill);
+  }
+  if (replaced) replaced.replaceWith(item);
+  return item;
 }
 
 async function loadTail(taskId, node) {
@@ -487,7 +565,7 @@ const sessionPath = () => `/api/sessions/${encodeURIComponent(sessionId)}`;
 
 async function showDiff(turn) {
   const section = document.querySelector(`section.turn[data-turn="${turn}"]`);
-  const old = section && section.querySelector("pre.turn-diff");
+  const old = section && section.querySelector(".turn-diff");
   if (old) {
     old.remove();
     return;
@@ -497,12 +575,10 @@ async function showDiff(turn) {
     const notes = [];
     if (data.outside.length) notes.push("changed outside the agent: " + data.outside.join(", "));
     if (data.unrestorable.length) notes.push("not in any snapshot: " + data.unrestorable.join(", "));
-    const box = el("pre", "turn-diff");
-    const text = [...notes, data.patch || `no file changed since turn ${turn} started`];
-    for (const line of text.join("\n").split("\n")) {
-      const kind = line.startsWith("+") ? "added" : line.startsWith("-") ? "removed" : "";
-      box.append(el("span", kind, line + "\n"));
-    }
+    const box = el("div", "turn-diff");
+    if (!data.files.length) notes.push(`no file changed since turn ${turn} started`);
+    for (const note of notes) box.append(el("div", "muted", note));
+    for (const file of data.files) box.append(renderDiff(file));
     (section || transcript()).querySelector(".turn-label").after(box);
   } catch (error) {
     showError(error.message);
@@ -549,10 +625,7 @@ async function forkAt(turn) {
 async function loadSession() {
   try {
     const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
-    const title = document.getElementById("title");
-    title.textContent = info.title || info.id;
-    if (info.title) title.dataset.titled = "true";
-    document.title = "tether — " + (info.title || info.id);
+    showTitle(info.title || info.id, info.title ? "title" : "id");
     const meta = document.getElementById("meta");
     meta.replaceChildren(
       el("span", "", info.cwd),
@@ -595,10 +668,17 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     send(false);
   });
+  // Enter queues, Ctrl-Enter (⌘-Enter) steers, Shift-Enter is a new line, Esc stops.
   document.getElementById("prompt").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
-      send(false);
+      send(event.ctrlKey || event.metaKey);
+    }
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !event.defaultPrevented && view.running) {
+      event.preventDefault();
+      stop();
     }
   });
   document.getElementById("steer").addEventListener("click", () => send(true));

@@ -56,6 +56,8 @@ async function loadModels() {
     for (const mode of data.sandbox_modes) sandbox.append(el("option", "", mode));
     if (data.default_sandbox) sandbox.value = data.default_sandbox;
     document.getElementById("new-sandbox-label").hidden = data.sandbox_modes.length === 0;
+    const cwd = document.getElementById("new-cwd");
+    if (!cwd.value && data.cwd) cwd.value = data.cwd; // the server's directory by default
   } catch (error) {
     showError("Could not read the models: " + error.message);
   }
