@@ -35,3 +35,29 @@ async def test_an_editor_session_runs_its_start_stop_and_end_hooks(tmp_path: Pat
         await server.close_stdin()
     (ended,) = read(tmp_path, "end")
     assert ended["session_id"] == sid and ended["hook_event_name"] == "SessionEnd"
+
+
+async def test_a_hook_that_asks_is_named_with_its_reason_in_the_editors_question(
+    tmp_path: Path,
+) -> None:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    said = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "touching needs a look",
+        }
+    }
+    ask = recording_hook(tmp_path, "ask", f"print(json.dumps({said!r}))\n")
+    row = {"id": "hooks", "config": {"hooks": on("PreToolUse", ask, matcher="Bash")}}
+    (home / "tether.yml").write_text(json.dumps({"plugins": [row]}))
+    async with serving(tmp_path, home=home) as server:
+        sid = await server.new_session(cwd=work)
+        assert await server.prompt(sid, "bash touch asked") == "end_turn"
+        ((_, call, _),) = server.client.permission_requests
+        first = (call.content or [])[0]
+        text = getattr(first.content, "text", "")
+        assert f"asked by the PreToolUse hook {ask!r}: touching needs a look" in text
+    assert (work / "asked").exists()  # the editor allowed it once

@@ -29,3 +29,31 @@ async def test_a_stop_hook_keeps_a_web_turn_going_once(tmp_path: Path) -> None:
     ]
     assert [e["stop_hook_active"] for e in read(tmp_path, "stop")] == [False, True]
     assert [e["prompt"] for e in read(tmp_path, "prompt")] == ["$ echo from-the-page"]
+
+
+async def test_a_hook_that_asks_is_named_with_its_reason_in_the_pages_question(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "work").mkdir()
+    said = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "touching needs a look",
+        }
+    }
+    ask = recording_hook(tmp_path, "ask", f"print(json.dumps({said!r}))\n")
+    hooks = on("PreToolUse", ask, matcher="Bash")
+    overlay = {"plugins": [{"id": "hooks", "config": {"hooks": hooks}}]}
+    async with served(tmp_path / "data", overlays=[overlay]) as web:
+        session_id = await _create(web, tmp_path / "work")
+        await _prompt(web, session_id, "$ touch asked")
+        asked = await read_stream(web.client, session_id, until=None, until_state=True)
+        (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
+        wanted = f"asked by the PreToolUse hook {ask!r}: touching needs a look"
+        assert question["asked_by"] == wanted
+        await web.client.post(
+            f"/api/sessions/{session_id}/questions/{question['id']}", json={"allow": True}
+        )
+        await read_stream(web.client, session_id)
+    assert (tmp_path / "work" / "asked").exists()

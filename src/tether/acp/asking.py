@@ -16,9 +16,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from tether.acp.permissions import ALLOW_ALWAYS, ALLOW_ONCE, options_for
-from tether.acp.wire import PermissionOption, SelectedRequestPermissionOutcome
+from tether.acp.wire import (
+    ContentToolCallContent,
+    PermissionOption,
+    SelectedRequestPermissionOutcome,
+    TextContentBlock,
+)
 from tether.front.asking import Answer
+from tether.front.hook_output import asked_by_text
 
 if TYPE_CHECKING:
     from tether.acp.record import ClientLink, SessionRecord
@@ -39,6 +47,10 @@ async def present_to_client(link: ClientLink, record: SessionRecord, question: Q
         for option_id, label, option_kind in options_for(always)
     ]
     call = record.pending_call(question.invocation, preview)
+    asked_by = asked_by_text(question.asked_by)
+    if asked_by is not None:  # a rule or a hook asks whatever the mode: say which, and why
+        said = ContentToolCallContent(content=TextContentBlock(text=f"({asked_by})"))
+        call = msgspec.structs.replace(call, content=[said, *(call.content or ())])
     try:
         response = await link.request_permission(record.id, call, options)
     except Exception as error:

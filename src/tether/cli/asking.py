@@ -32,7 +32,7 @@ from typing import TextIO
 from tether.agent import Agent
 from tether.cli.render import call_line, diff_lines
 from tether.front.asking import Answer, Present, Question, asking_each_call
-from tether.front.hook_output import hook_asks
+from tether.front.hook_output import asked_by_text
 from tether.tools.execute import ToolInvocation
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 from tether.tools.preview import ToolPreview
@@ -87,13 +87,9 @@ def _not_always(question: Question) -> str:
 
 
 def _asked_by(question: Question) -> str:
-    """Who asks about the call whatever the mode: permission rules, or a hook (which
-    names itself and its reason, see :data:`~tether.front.hook_output.HOOK_ASKS`)."""
-    hooks = [asker for asker in question.asked_by if hook_asks(asker)]
-    rules = [asker for asker in question.asked_by if not hook_asks(asker)]
-    said = [f"a permission rule asks: {', '.join(rules)}"] if rules else []
-    said += [f"asked by the PreToolUse {asker}" for asker in hooks]
-    return f" ({'; '.join(said)})" if said else ""
+    """Who asks about the call whatever the mode, in parentheses (or nothing)."""
+    said = asked_by_text(question.asked_by)
+    return f" ({said})" if said else ""
 
 
 def describe(

@@ -25,6 +25,7 @@ __all__ = [
     "STOP_EVENTS",
     "TOOL_NAMES",
     "Verdict",
+    "asked_by_text",
     "hook_asks",
     "read_verdict",
     "shown_name",
@@ -46,6 +47,19 @@ begins (a permission rule's is the rule's text): ``hook 'COMMAND': REASON``."""
 def hook_asks(asker: str) -> bool:
     """Whether ``asker`` (an entry of ``asked_by``) names a hook rather than a rule."""
     return asker.startswith(HOOK_ASKS)
+
+
+def asked_by_text(asked_by: tuple[str, ...]) -> str | None:
+    """Who asks about a call whatever the mode, as every front end words it: the
+    permission rules, and each hook with its reason; ``None`` when nothing does.
+
+    ``asked_by`` is :attr:`ToolExec.asked_by <tether.tools.ToolExec.asked_by>`.
+    """
+    hooks = [asker for asker in asked_by if hook_asks(asker)]
+    rules = [asker for asker in asked_by if not hook_asks(asker)]
+    said = [f"a permission rule asks: {', '.join(rules)}"] if rules else []
+    said += [f"asked by the PreToolUse {asker}" for asker in hooks]
+    return "; ".join(said) or None
 
 
 TOOL_NAMES: Mapping[str, str] = {

@@ -908,7 +908,8 @@ class Api:
         responses:
           200: {description: "{questions: [{id, tool, arguments, title, diffs, agent_id,
             always: button text (Always allow RULE, …)|null, always_rules: [RULE],
-            not_always: why|null, shown}]}"}
+            not_always: why|null, asked_by: who asks whatever the mode|null,
+            shown}]}"}
         """
         session_id = _session_id(request)
         await self._check_exists(session_id)

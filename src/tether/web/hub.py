@@ -64,6 +64,7 @@ from tether.agent.registry import AGENTS
 from tether.front.always import Always
 from tether.front.asking import Answer, session_mode
 from tether.front.follow import SessionViews
+from tether.front.hook_output import asked_by_text
 from tether.front.host import SessionHost
 from tether.persist.backends.lease import Holder
 from tether.persist.cluster import CLUSTER, SessionNotLiveError
@@ -148,6 +149,8 @@ class Question(msgspec.Struct, eq=False):
     diffs: list[dict[str, object]]
     asked_at: float
     always: Always
+    asked_by: str | None
+    """Who asks whatever the mode: permission rules, a hook and its reason (or ``None``)."""
     """What "Always allow" would write (no rules: not offered, and why)."""
     answer: asyncio.Future[Answer]
 
@@ -170,6 +173,7 @@ class Question(msgspec.Struct, eq=False):
             "always": self.always.label or None,
             "always_rules": list(self.always.rules),
             "not_always": None if self.always.rules else self.always.why_not,
+            "asked_by": self.asked_by,
         }
 
 
@@ -459,6 +463,7 @@ class WebHub:
             diffs=[] if preview is None else [_diff(d) for d in preview.diffs],
             asked_at=time.time(),
             always=asked.always,
+            asked_by=asked_by_text(asked.invocation.exec.asked_by),
             answer=asyncio.get_running_loop().create_future(),
         )
         self._questions[question.id] = question

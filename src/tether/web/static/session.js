@@ -433,6 +433,7 @@ function renderQuestions(questions) {
     }
     card.append(reject);
     if (q.not_always) card.append(el("div", "not-always", `Not "always": ${q.not_always}`));
+    if (q.asked_by) card.append(el("div", "asked-by", `Asked whatever the mode: ${q.asked_by}`));
     box.append(card);
   }
 }
