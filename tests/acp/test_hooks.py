@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.acp.harness import serving
-from tests.cli.test_hook_events import on, read, recording_hook
+from tests.cli.test_hook_events import asking_hook, on, read, recording_hook
 
 
 async def test_an_editor_session_runs_its_start_stop_and_end_hooks(tmp_path: Path) -> None:
@@ -43,14 +43,7 @@ async def test_a_hook_that_asks_is_named_with_its_reason_in_the_editors_question
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
-    said = {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "ask",
-            "permissionDecisionReason": "touching needs a look",
-        }
-    }
-    ask = recording_hook(tmp_path, "ask", f"print(json.dumps({said!r}))\n")
+    ask = asking_hook(tmp_path)
     row = {"id": "hooks", "config": {"hooks": on("PreToolUse", ask, matcher="Bash")}}
     (home / "tether.yml").write_text(json.dumps({"plugins": [row]}))
     async with serving(tmp_path, home=home) as server:

@@ -38,6 +38,19 @@ def recording_hook(tmp_path: Path, name: str, body: str = "") -> str:
     return f"{sys.executable} {path}"
 
 
+def asking_hook(tmp_path: Path) -> str:
+    """A ``PreToolUse`` hook (recorded as ``ask``) that asks about the call, with the
+    reason ``touching needs a look``; its command."""
+    said = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "touching needs a look",
+        }
+    }
+    return recording_hook(tmp_path, "ask", f"print(json.dumps({said!r}))\n")
+
+
 def read(tmp_path: Path, name: str) -> list[dict[str, Any]]:
     """What the hook ``name`` read, one input per run."""
     path = tmp_path / "work" / f"{name}.jsonl"
@@ -190,14 +203,7 @@ def test_a_notification_hook_runs_before_a_question_and_an_ask_names_its_hook(
     work.mkdir()
     home.mkdir()
     notify = recording_hook(tmp_path, "notify")
-    said = {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "ask",
-            "permissionDecisionReason": "touching needs a look",
-        }
-    }
-    ask = recording_hook(tmp_path, "ask", f"print(json.dumps({said!r}))\n")
+    ask = asking_hook(tmp_path)
     hooks = {**on("Notification", notify), **on("PreToolUse", ask, matcher="Bash")}
     config(tmp_path, hooks).rename(home / "tether.yml")
     pid, fd = on_a_terminal(home, work, "--mode", "auto", "$ touch asked")

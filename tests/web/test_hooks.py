@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.test_hook_events import on, read, recording_hook
+from tests.cli.test_hook_events import asking_hook, on, read, recording_hook
 from tests.web.server import read_stream, served
 from tests.web.test_api import _create, _prompt
 
@@ -35,14 +35,7 @@ async def test_a_hook_that_asks_is_named_with_its_reason_in_the_pages_question(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "work").mkdir()
-    said = {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "ask",
-            "permissionDecisionReason": "touching needs a look",
-        }
-    }
-    ask = recording_hook(tmp_path, "ask", f"print(json.dumps({said!r}))\n")
+    ask = asking_hook(tmp_path)
     hooks = on("PreToolUse", ask, matcher="Bash")
     overlay = {"plugins": [{"id": "hooks", "config": {"hooks": hooks}}]}
     async with served(tmp_path / "data", overlays=[overlay]) as web:
