@@ -1,6 +1,6 @@
 """Workspace snapshot and rewind benchmarks: a 10,000-file git repository, a few files changed.
 
-Usage: python bench/bench_rewind.py [--files N] [--runs N] [--changed N]
+Usage: python bench/bench_rewind.py [--files N] [--runs N] [--changed N] [--scan]
 
 A snapshot per turn is measured as the ``rewind`` plugin takes it (the
 store's ``snapshot()``, which a turn awaits in a worker thread): ``--changed``
@@ -8,7 +8,9 @@ files are rewritten (and one created) before each run, then the snapshot is
 timed. Also timed: a snapshot of the unchanged tree, the first snapshot of
 the tree (every file read once), and a rewind (plan and restore) of those
 changes. The repository (its own ``.git`` with every file committed) and the
-store are made in a temporary directory, deleted afterwards.
+store are made in a temporary directory, deleted afterwards. The store
+watches the workspace (inotify) as the plugin's does; ``--scan`` measures it
+without the watcher, every snapshot a scan of the whole tree.
 
 Goal: snapshot <= 20 ms median per turn. The figures printed are the median
 and the range over the runs; the machine's load shows in the range.
@@ -71,14 +73,16 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--changed", type=int, default=3)
+    parser.add_argument("--scan", action="store_true", help="no watcher: scan every time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-rewind-") as temporary:
         root = Path(temporary) / "repo"
         root.mkdir()
         make_repository(root, args.files)
-        store = WorkspaceStore(root, Path(temporary) / "home")
+        store = WorkspaceStore(root, Path(temporary) / "home", watch=not args.scan)
         first = timed(store.snapshot)
-        print(f"{args.files} files, {args.changed} changed (and 1 created) per turn")
+        how = "scanned" if args.scan else "watched"
+        print(f"{args.files} files ({how}), {args.changed} changed (and 1 created) per turn")
         print(f"{'first snapshot (every file)':<28} {first:7.1f} ms")
         unchanged = [timed(store.snapshot) for _ in range(args.runs)]
         per_turn: list[float] = []
@@ -94,6 +98,7 @@ def main() -> None:
         print(describe("snapshot, unchanged tree", unchanged))
         print(describe("snapshot per turn", per_turn))
         print(describe("rewind (restore)", rewinds))
+        store.close()
 
 
 if __name__ == "__main__":
