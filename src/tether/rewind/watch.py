@@ -107,6 +107,7 @@ class Watcher:
         """The files with several links: reported by every take."""
         self._device = 0
         self._stale = False
+        self._closed = False
 
     @property
     def running(self) -> bool:
@@ -148,15 +149,17 @@ class Watcher:
                 self._stale = True
 
     def close(self) -> None:
-        """Remove every watch and close the descriptor; a no-op when none is held."""
+        """Remove every watch and close the descriptor, for good: a later start or take
+        holds nothing. Idempotent."""
         with self._lock:
+            self._closed = True
             self._close()
 
     # -- mechanics ---------------------------------------------------------------
 
     def _restart(self) -> bool:
         self._close()
-        if not sys.platform.startswith("linux"):
+        if self._closed or not sys.platform.startswith("linux"):
             return False
         fd = _inotify_init()
         if fd < 0:
