@@ -259,7 +259,13 @@ async def test_the_workspace_watch_starts_with_the_first_snapshot_and_ends_with_
     assert store is not None
     taken = [e.payload for e in agent.session.events if isinstance(e.payload, WorkspaceSnapshot)]
     assert store.changed(taken[1].tree, taken[2].tree) == ["seen.txt"]  # call, then called
+    found = workspaces(world)
     await world.runtime.dispose()
+    assert inotify_fds() == before
+    late = found.store(str(repo / "sub"))  # a store asked for after the unload scans
+    assert late is not None
+    (repo / "sub").mkdir()
+    late.snapshot()
     assert inotify_fds() == before
 
 

@@ -105,6 +105,7 @@ class Workspaces:
         self._reserve = config.min_free_bytes
         self._stores: dict[Path, WorkspaceStore] = {}
         self._said: set[tuple[str, str]] = set()
+        self._watching = True
 
     def store(self, cwd: str) -> WorkspaceStore | None:
         """The store of the workspace at ``cwd``; ``None`` for one never snapshotted
@@ -115,13 +116,14 @@ class Workspaces:
         store = self._stores.get(root)
         if store is None:
             store = self._stores[root] = WorkspaceStore(
-                root, self._home, cap=self._cap, reserve=self._reserve, watch=True
+                root, self._home, cap=self._cap, reserve=self._reserve, watch=self._watching
             )
         return store
 
     def close(self) -> None:
         """Stop watching every workspace (their inotify descriptors are closed); a store
-        used afterwards scans its whole workspace at each snapshot."""
+        used or made afterwards scans its whole workspace at each snapshot."""
+        self._watching = False
         for store in self._stores.values():
             store.close()
 

@@ -14,7 +14,11 @@ directory is never part of a snapshot.
 Why git: content-addressed, deduplicated across snapshots, and the index's
 stat cache makes a snapshot of an unchanged 10,000-file tree one directory
 scan (``git ls-files``) — only changed files are read. A snapshot is the
-tree id ``git write-tree`` prints.
+tree id ``git write-tree`` prints. A store made with ``watch`` also keeps
+inotify watches on the workspace (:mod:`tether.rewind.watch`) from its first
+snapshot until :meth:`WorkspaceStore.close`: then a snapshot asks git about
+the paths that changed alone, and scans everything only when the watches
+cannot name every change.
 
 A snapshot leaves out files larger than the store's cap, and nested
 repositories; it lists them as *unstored*: a restore never overwrites or
