@@ -69,6 +69,7 @@ def test_an_unchanged_workspace_runs_no_git(pair: Pair, monkeypatch: pytest.Monk
     first = pair.watched.snapshot()
     ran: list[tuple[str, ...]] = []
     monkeypatch.setattr(pair.watched, "_git", lambda *args, **_: ran.append(args))
+    monkeypatch.setattr(pair.watched, "_git_at_once", lambda *args: ran.append(args))
     assert pair.watched.snapshot() == first
     assert ran == []
 
