@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.rewind.test_store import git
+from tether.rewind import watch
 from tether.rewind.store import Snapshot, WorkspaceStore
 from tether.rewind.watch import Changes, Watcher
 
@@ -295,6 +296,20 @@ def test_the_watcher_says_when_it_lost_events(root: Path) -> None:
     finally:
         watcher.close()
     assert not watcher.running
+
+
+def test_a_workspace_with_more_directories_than_its_share_of_watches_is_scanned(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "watch_limit", lambda: 2)  # the root and src, not src/pkg
+    before = inotify_fds()
+    assert not Watcher(root).start()
+    assert inotify_fds() == before
+    pair = Pair(root, tmp_path)
+    pair.check()
+    (root / "src" / "pkg" / "b.py").write_text("changed\n")
+    pair.check()
+    assert inotify_fds() == before
 
 
 def test_an_index_another_process_wrote_makes_the_next_snapshot_scan(

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import ctypes
 
-__all__ = ["Changes", "Watcher"]
+__all__ = ["Changes", "Watcher", "watch_limit"]
 
 _MODIFY = 0x2
 _ATTRIB = 0x4
@@ -117,8 +117,9 @@ class Watcher:
     def start(self) -> bool:
         """Put a watch on every directory; whether it could (else nothing is held).
 
-        It cannot when inotify is missing (not Linux), the user's watch limit
-        is reached, a directory is on another file system or cannot be read.
+        It cannot when inotify is missing (not Linux), the workspace has more
+        directories than :func:`watch_limit` or the user's watch limit is reached, a
+        directory is on another file system or cannot be read.
         """
         with self._lock:
             return self._restart()
@@ -191,6 +192,8 @@ class Watcher:
         while pending:
             relative = pending.pop()
             where = self.root / relative if relative else self.root
+            if len(self._paths) >= watch_limit():
+                raise _Lost("too many directories")
             wd = _add_watch(self._fd, where)
             if wd is None:
                 continue  # gone meanwhile: its parent's events say so
@@ -267,6 +270,17 @@ class Watcher:
         if self._skip is not None and self.root / path == self._skip:
             return None
         return path
+
+
+@functools.cache
+def watch_limit() -> int:
+    """The most directories one workspace may watch: a quarter of the user's
+    ``fs.inotify.max_user_watches`` (shared by every program the user runs, an editor's
+    file watching among them), else 2,048."""
+    try:
+        return int(Path("/proc/sys/fs/inotify/max_user_watches").read_text()) // 4
+    except (OSError, ValueError):
+        return 2048
 
 
 @functools.cache
