@@ -10,7 +10,9 @@ stored event of the parent loadable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -234,6 +236,37 @@ async def test_a_turn_without_a_snapshot_cannot_be_rewound_to(world: World, repo
     await run_turn(world, agent)
     with pytest.raises(NoSnapshotError, match="no turn 5"):
         await rewind_code(workspaces(world), agent.session, 5, force=False)
+
+
+def inotify_fds() -> int:
+    """The inotify descriptors this process holds."""
+    held = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            held += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+    return held
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+async def test_the_workspace_watch_starts_with_the_first_snapshot_and_ends_with_the_plugin(
+    world: World, repo: Path
+) -> None:
+    before = inotify_fds()
+    agent = (await world.get("agents").create(cwd=str(repo))).agent
+    await run_turn(world, agent, call("bash", bash("echo x > seen.txt"), call_id="c1"))
+    assert inotify_fds() == before + 1
+    store = workspaces(world).store(str(repo))
+    assert store is not None
+    taken = [e.payload for e in agent.session.events if isinstance(e.payload, WorkspaceSnapshot)]
+    assert store.changed(taken[1].tree, taken[2].tree) == ["seen.txt"]  # call, then called
+    found = workspaces(world)
+    await world.runtime.dispose()
+    assert inotify_fds() == before
+    late = found.store(str(repo / "sub"))  # a store asked for after the unload scans
+    assert late is not None
+    (repo / "sub").mkdir()
+    late.snapshot()
+    assert inotify_fds() == before
 
 
 async def test_a_conversation_rewind_is_a_branch_and_every_old_event_stays_loadable(

@@ -19,6 +19,9 @@ can.
 
 The workspace is the session's cwd; snapshots are kept in a private store
 per workspace (:mod:`tether.rewind.store`) under tether's data directory.
+Each store watches its workspace (inotify, :mod:`tether.rewind.watch`) from
+its first snapshot until the plugin unloads, so a snapshot reads only the
+paths that changed.
 The filesystem root and the home directory are never snapshotted (a session
 started there has no snapshots). A snapshot that fails (no git, a full disk)
 is logged, once per workspace and reason, and the turn or call goes on
@@ -102,6 +105,7 @@ class Workspaces:
         self._reserve = config.min_free_bytes
         self._stores: dict[Path, WorkspaceStore] = {}
         self._said: set[tuple[str, str]] = set()
+        self._watching = True
 
     def store(self, cwd: str) -> WorkspaceStore | None:
         """The store of the workspace at ``cwd``; ``None`` for one never snapshotted
@@ -112,9 +116,16 @@ class Workspaces:
         store = self._stores.get(root)
         if store is None:
             store = self._stores[root] = WorkspaceStore(
-                root, self._home, cap=self._cap, reserve=self._reserve
+                root, self._home, cap=self._cap, reserve=self._reserve, watch=self._watching
             )
         return store
+
+    def close(self) -> None:
+        """Stop watching every workspace (their inotify descriptors are closed); a store
+        used or made afterwards scans its whole workspace at each snapshot."""
+        self._watching = False
+        for store in self._stores.values():
+            store.close()
 
     async def record(
         self,
@@ -237,6 +248,7 @@ class Workspaces:
 
 async def apply(ctx: Context, config: Config) -> None:
     workspaces = Workspaces(ctx, config)
+    ctx.defer(workspaces.close, label="stop watching workspaces")
     ctx.provide(WORKSPACES, workspaces)
     ctx.on(PRE_STEP, workspaces.before_step)
     ctx.on(BEFORE_EXECUTE, workspaces.before_call)

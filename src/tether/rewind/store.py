@@ -14,7 +14,11 @@ directory is never part of a snapshot.
 Why git: content-addressed, deduplicated across snapshots, and the index's
 stat cache makes a snapshot of an unchanged 10,000-file tree one directory
 scan (``git ls-files``) — only changed files are read. A snapshot is the
-tree id ``git write-tree`` prints.
+tree id ``git write-tree`` prints. A store made with ``watch`` also keeps
+inotify watches on the workspace (:mod:`tether.rewind.watch`) from its first
+snapshot until :meth:`WorkspaceStore.close`: then a snapshot asks git about
+the paths that changed alone, and scans everything only when the watches
+cannot name every change.
 
 A snapshot leaves out files larger than the store's cap, and nested
 repositories; it lists them as *unstored*: a restore never overwrites or
@@ -41,11 +45,12 @@ import stat
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from tether.location import private_dir
+from tether.rewind.watch import Changes
 
 __all__ = [
     "DEFAULT_CAP",
@@ -117,7 +122,13 @@ class WorkspaceStore:
     """
 
     def __init__(
-        self, root: Path, home: Path, *, cap: int = DEFAULT_CAP, reserve: int = DEFAULT_RESERVE
+        self,
+        root: Path,
+        home: Path,
+        *,
+        cap: int = DEFAULT_CAP,
+        reserve: int = DEFAULT_RESERVE,
+        watch: bool = False,
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self.cap = cap
@@ -140,8 +151,16 @@ class WorkspaceStore:
         self._held = threading.local()
         """The lock's fd while this thread holds it: every git child inherits it, so a
         process killed mid-operation holds the lock until its git children are gone too."""
+        self._changes = Changes(self.root, self._home, self._excludes_file) if watch else None
 
     # -- the public operations ---------------------------------------------------
+
+    def close(self) -> None:
+        """Stop watching the workspace (a store made with ``watch``): its inotify
+        descriptor is closed; later snapshots scan the whole workspace. Idempotent."""
+        changes, self._changes = self._changes, None
+        if changes is not None:
+            changes.close()
 
     def snapshot(self) -> Snapshot:
         """Store the workspace's files as they are now; the snapshot.
@@ -229,14 +248,47 @@ class WorkspaceStore:
     def _snapshot(self) -> Snapshot:
         if not self.root.is_dir():
             raise SnapshotError(f"the workspace {self.root} is not a directory")
-        self._sync_excludes()
-        # The tracked files that changed (stat'ed on git's threads) and the untracked ones
-        # (a scan of the directories), listed by two git processes at once.
-        changed, untracked = self._git_at_once(
-            ("diff-files", "--name-only", "-z"),
-            ("ls-files", "-z", "-o", "--exclude-standard"),
-        )
-        listed = dict.fromkeys(_nul_split(changed) + _nul_split(untracked))
+        excludes_changed = self._sync_excludes()
+        changes = self._changes
+        dirty = None if changes is None else changes.take(self._index, excludes_changed)
+        if dirty is None:
+            # The tracked files that changed (stat'ed on git's threads) and the untracked
+            # ones (a scan of the directories), listed by two git processes at once.
+            listing = self._git_at_once(
+                ("diff-files", "--name-only", "-z"),
+                ("ls-files", "-z", "-o", "--exclude-standard"),
+            )
+            listed = _nul_split(b"".join(listing))
+        elif not dirty:
+            return Snapshot(self._last_tree(), changes.unstored if changes else ())
+        else:
+            # Of the paths changed, those in the index and those untracked and not ignored.
+            pathspecs = (":(literal)" + path for path in sorted(dirty))
+            listed = _nul_split(
+                self._git("ls-files", "-z", "-c", "-o", "--exclude-standard", "--", *pathspecs)
+            )
+        add, drop, unstored = self._sort(dict.fromkeys(listed))
+        if add:
+            # --replace: a file where a directory was (or the reverse) takes its place.
+            self._git(
+                "update-index",
+                "-z",
+                "--add",
+                "--remove",
+                "--replace",
+                "--stdin",
+                input=_nul_join(add),
+            )
+        if drop:
+            self._git("update-index", "-z", "--force-remove", "--stdin", input=_nul_join(drop))
+        tree = self._write_tree() if add or drop else self._last_tree()
+        if changes is not None:
+            return Snapshot(tree, changes.seen(dirty, unstored))
+        return Snapshot(tree, tuple(sorted(unstored)))
+
+    def _sort(self, listed: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+        """The paths git listed, sorted out: those to add (or remove, when gone), those to
+        take out of the index (directories now, files over the cap) and the unstored."""
         add: list[str] = []
         drop: list[str] = []
         unstored: list[str] = []
@@ -246,7 +298,7 @@ class WorkspaceStore:
                 continue
             try:
                 info = os.lstat(self.root / path)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 add.append(path)  # gone: --remove takes it out
                 continue
             if stat.S_ISDIR(info.st_mode):
@@ -256,12 +308,9 @@ class WorkspaceStore:
                 drop.append(path)
             else:
                 add.append(path)
-        if add:
-            self._git("update-index", "-z", "--add", "--remove", "--stdin", input=_nul_join(add))
-        if drop:
-            self._git("update-index", "-z", "--force-remove", "--stdin", input=_nul_join(drop))
-        tree = self._write_tree() if add or drop else self._last_tree()
-        return Snapshot(tree, tuple(sorted(unstored)))
+                if info.st_nlink > 1 and self._changes is not None:
+                    self._changes.linked(path)
+        return add, drop, unstored
 
     def _last_tree(self) -> str:
         try:
@@ -295,10 +344,18 @@ class WorkspaceStore:
                 with contextlib.suppress(OSError):
                     parent.rmdir()
 
-    def _sync_excludes(self) -> None:
+    def _excludes_file(self) -> Path | None:
+        """The excludes file the user's git configuration names, if any."""
+        try:
+            named = os.fsdecode(self._git("config", "--path", "--get", "core.excludesFile"))
+        except SnapshotError:
+            return None  # none named (or no git: the snapshot says so)
+        return self.root / named.strip() if named.strip() else None
+
+    def _sync_excludes(self) -> bool:
         """Copy the workspace repository's ``.git/info/exclude`` into the store's own, and
         exclude tether's data directory when it is inside the workspace (the snapshots
-        and session logs never snapshot themselves)."""
+        and session logs never snapshot themselves); whether the store's changed."""
         try:
             wanted = (self.root / ".git" / "info" / "exclude").read_bytes()
         except OSError:
@@ -313,9 +370,11 @@ class WorkspaceStore:
             have = mine.read_bytes()
         except OSError:
             have = None
-        if have != wanted:
-            private_dir(mine.parent)
-            _write_private(mine, wanted)
+        if have == wanted:
+            return False
+        private_dir(mine.parent)
+        _write_private(mine, wanted)
+        return True
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -329,7 +388,14 @@ class WorkspaceStore:
                 os.unlink(str(self._index) + ".lock")
             if not (self._git_dir / "HEAD").exists():
                 self._create()
-            yield
+            try:
+                yield
+            except BaseException:
+                if self._changes is not None:
+                    self._changes.forget()
+                raise
+            if self._changes is not None:
+                self._changes.settled(self._index)
         finally:
             self._held.fd = None
             os.close(fd)
