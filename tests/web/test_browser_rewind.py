@@ -34,11 +34,11 @@ def test_diff_shows_what_the_turn_changed_and_hides_on_a_second_click(
 ) -> None:
     page = _changed_in_one_turn(context, server, tmp_path / "work")
     _turn_button(page, 1, "Diff").click()
-    diff = page.locator('section.turn[data-turn="1"] pre.turn-diff')
+    diff = page.locator('section.turn[data-turn="1"] .turn-diff')
     diff.wait_for()
-    assert diff.locator(".removed", has_text="-value = 1").count() == 1
-    assert diff.locator(".added", has_text="+value = 2").count() == 1
-    assert diff.locator(".added", has_text="+made").count() == 1
+    assert diff.locator(".row.del", has_text="- value = 1").count() == 1
+    assert diff.locator(".row.add", has_text="+ value = 2").count() == 1
+    assert diff.locator(".row.add", has_text="+ made").count() == 1
     _turn_button(page, 1, "Diff").click()
     diff.wait_for(state="detached")
     assert page.errors == []
