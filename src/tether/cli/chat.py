@@ -70,7 +70,7 @@ from tether.cli.own_command import OwnCommand, for_the_model
 from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, follow_children, meter_for, shown_for
+from tether.cli.work import WorkView, follow_children, follow_progress, meter_for, shown_for
 from tether.content import TextBlock
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
@@ -238,6 +238,8 @@ class _Chat:
         if self._status is None:
             return keys
         text, since = self._status
+        if "\n" in text:  # a running command's output below it: the keys go last
+            return f"{frame(since)} {text}\n{keys}"
         return f"{frame(since)} {text} · {keys}"
 
     def _set_status(self, text: str | None) -> None:
@@ -258,6 +260,7 @@ class _Chat:
         self.surface.line(f"{session_line(self.tether, agent)} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
         agent.ctx.defer(follow_children(self.tether, agent, self.view))
+        follow_progress(agent, self.view)
         agent.ctx.on(AGENT_STATUS, self._on_status)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)

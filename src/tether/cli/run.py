@@ -44,7 +44,7 @@ from tether.cli.output import EventLines, init_line, refused_result, turn_result
 from tether.cli.render import turn_outcome
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, follow_children, meter_for, shown_for
+from tether.cli.work import WorkView, follow_children, follow_progress, meter_for, shown_for
 from tether.loop.environment import gathering_early
 from tether.session import Aborted
 from tether.session.store import SESSION_EVENT
@@ -162,6 +162,7 @@ def _show_work(
     )
     agent.ctx.on(SESSION_EVENT, view)
     agent.ctx.defer(follow_children(tether, agent, view))
+    follow_progress(agent, view)
     return view
 
 
