@@ -104,6 +104,7 @@ from tether.session import (
     Session,
 )
 from tether.session.store import SESSION_EVENT
+from tether.tools.progress import TOOL_PROGRESS, ToolProgress
 
 if TYPE_CHECKING:
     from tether.mcp.servers import ServerSpec
@@ -564,6 +565,12 @@ class Bridge:
         if record is not None:
             record.show_child(delegation.call, event)
 
+    def on_tool_progress(self, agent: Agent, progress: ToolProgress) -> None:
+        """``tool/progress``: show a running call of one of the bridge's sessions in it."""
+        record = self._host.session_of(agent)
+        if record is not None:
+            record.show_progress(progress)
+
     def _listen(self, record: SessionRecord) -> Callable[[], None]:
         """Route ``record``'s session events to it; returns the function that stops it.
 
@@ -635,6 +642,7 @@ async def apply(ctx: Context, config: Config) -> None:
         yield ctx.listen(FILE_ACCESS, bridge.file_access)
         yield ctx.listen(CLIENT_TERMINAL, bridge.client_terminal)
         yield ctx.listen(COMMANDS_CHANGED, bridge.on_commands_changed)
+        yield ctx.listen(TOOL_PROGRESS, bridge.on_tool_progress)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close
 
