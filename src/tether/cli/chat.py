@@ -679,8 +679,13 @@ async def chat(args: argparse.Namespace) -> int:
             if args.mode == "ask" or session.terminal:
                 from tether.cli.asking import ask_on_terminal
 
+                session.view.asks_first = args.mode == "ask"
                 ask_on_terminal(
-                    handle.agent, session.ask, session.out, every_call=args.mode == "ask"
+                    handle.agent,
+                    session.ask,
+                    session.out,
+                    every_call=args.mode == "ask",
+                    on_asked=session.view.asked,
                 )
             exit_status, final = await session.run(first)
             first = None

@@ -183,7 +183,8 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         if args.mode == "ask" or is_terminal(sys.stdin):
             from tether.cli.asking import ask_on_terminal
 
-            ask_on_terminal(agent, every_call=args.mode == "ask")
+            view.asks_first = args.mode == "ask"
+            ask_on_terminal(agent, every_call=args.mode == "ask", on_asked=view.asked)
         lines = EventLines(sys.stdout)
         if args.output_format == "stream-json":
             lines.write(_init_line(tether, agent))

@@ -121,6 +121,11 @@ class WorkView:
         """The calls that started and have no result yet: their lines (``bash ls``)."""
         self._progress: str | None = None
         """The call whose progress the status shows."""
+        self.asks_first = False
+        """Calls may be put to the person before they run (ask mode): a call's diff
+        waits, for its question (:meth:`asked`) or else its result."""
+        self._held: dict[str, list[tuple[str, Style]]] = {}
+        """The diffs of calls that may be asked, by call id (see :attr:`asks_first`)."""
 
     # -- the session observer ------------------------------------------------
 
@@ -163,6 +168,7 @@ class WorkView:
                 for line in stop_lines(receipt):
                     self.surface.line(f"■ {line}", "notice")
             case TurnEnd(reason=reason):
+                self._held.clear()
                 self._say_status(None)
                 self.surface.end_block()
                 self._turn_end(reason)
@@ -195,11 +201,22 @@ class WorkView:
         self.surface.line(f"→ {line}", "tool")
         locations = shown.locations(args, self._cwd)
         path = locations[0].path if locations else None
-        for line, style in call_diff(shown, args, path):
-            self.surface.line(line, style)
+        diff = call_diff(shown, args, path)
+        if self.asks_first and diff:
+            self._held[call.id] = diff
+            return
+        for text, style in diff:
+            self.surface.line(text, style)
+
+    def asked(self, call_id: str) -> None:
+        """Call ``call_id`` is being put to the person, its diff with it: it is not shown
+        again here."""
+        self._held.pop(call_id, None)
 
     def _result(self, result: ToolResultEvent) -> None:
         self._running.pop(result.id, None)
+        for text, style in self._held.pop(result.id, ()):  # it ran unasked
+            self.surface.line(text, style)
         if self._progress == result.id:
             self._progress = None
             self._say_status(None)
