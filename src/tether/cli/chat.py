@@ -586,12 +586,19 @@ class _Chat:
     async def _run_own(self, command: str) -> None:
         """``!command``: run it (:mod:`tether.cli.own_command`), show what it printed,
         and keep that for the next prompt."""
+        from tether.shell import ShellError
+        from tether.shell.definition import SHELL
+
+        shell = self.tether.runtime.ctx.get(SHELL)
+        if shell is None:
+            self.surface.line("tether: cannot run the command: no shell executor runs", "error")
+            return
         cwd = self.agent.session.header.cwd or os.getcwd()
-        self._own = own = OwnCommand(command, cwd)
+        self._own = own = OwnCommand(command, cwd, shell)
         self.surface.line(f"$ {command}", "tool")
         try:
             result = await own.run()
-        except OSError as exc:
+        except ShellError as exc:
             self.surface.line(f"tether: cannot run the command: {exc}", "error")
             return
         finally:
