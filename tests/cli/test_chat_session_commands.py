@@ -47,9 +47,7 @@ def test_ctrl_c_stops_a_bang_command_and_everything_it_started(tmp_path: Path) -
     try:
         started(chat)
         chat.send(f"!sleep 60 & echo $! > {pids}; sleep 60\r".encode())
-        deadline = time.monotonic() + 10
-        while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        written(pids)
         chat.send(CTRL_C)
         shown = chat.expect("(its output goes with your next prompt)")
         assert "(stopping the command)" in shown and "stopped" in shown
@@ -58,10 +56,22 @@ def test_ctrl_c_stops_a_bang_command_and_everything_it_started(tmp_path: Path) -
     finally:
         chat.close()
     orphan = int(pids.read_text())
-    deadline = time.monotonic() + 5
-    while running(orphan) and time.monotonic() < deadline:
+    assert ended(orphan), f"process {orphan} outlived the stopped command"
+
+
+def written(path: Path, within: float = 10) -> None:
+    """Wait (bounded) until a command has written its pid to ``path``."""
+    deadline = time.monotonic() + within
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not running(orphan), f"process {orphan} outlived the stopped command"
+
+
+def ended(pid: int, within: float = 5) -> bool:
+    """Whether ``pid`` ends within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
 
 
 def running(pid: int) -> bool:
@@ -184,18 +194,13 @@ def test_a_bang_command_dies_with_a_killed_chat(tmp_path: Path) -> None:
     try:
         started(chat)
         chat.send(f"!echo $$ > {pids}; sleep 60\r".encode())
-        deadline = time.monotonic() + 10
-        while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        written(pids)
         os.kill(chat.pid, signal.SIGKILL)  # no handler runs: the parent-death signal must
         chat.finish()
     finally:
         chat.close()
     shell = int(pids.read_text())
-    deadline = time.monotonic() + 5
-    while running(shell) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if running(shell):
+    if not ended(shell):
         os.killpg(shell, signal.SIGKILL)
         raise AssertionError(f"the command's shell {shell} outlived the killed chat")
 
