@@ -243,7 +243,9 @@ class _Chat:
         return f"{frame(since)} {text} · {keys}"
 
     def _set_status(self, text: str | None) -> None:
-        self._status = None if text is None else (text, time.monotonic())
+        # A status that changes (a running command's progress) animates on, unrestarted.
+        since = time.monotonic() if self._status is None else self._status[1]
+        self._status = None if text is None else (text, since)
         self.lines.refresh()
 
     # -- the chat ----------------------------------------------------------------

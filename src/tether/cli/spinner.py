@@ -52,8 +52,9 @@ class Spinner:
             self._text = None
             self.hide()
             return
-        if text != self._text:
-            self._text, self._since = text, time.monotonic()
+        if self._text is None:  # a status appears: its frames start; a change goes on
+            self._since = time.monotonic()
+        self._text = text
         self._draw()
         self._changed.set()
 
