@@ -102,3 +102,25 @@ async def test_a_permission_request_shows_the_same_arguments_as_the_tool_call(
         assert start.raw_input == {"path": "notes.txt"}
         assert asked.tool_call_id == start.tool_call_id
         assert asked.raw_input == start.raw_input
+
+
+async def test_a_running_command_s_output_is_shown_in_its_call_before_it_completes(
+    tmp_path: Path,
+) -> None:
+    from tests.acp.test_orphans import REAL_BASH
+    from tests.acp.test_schema_conformance import _check
+
+    loop = "for n in 1 2 3 4 5 6; do echo line-$n; sleep 0.5; done"
+    async with serving(tmp_path, "--mode", "auto", overlay=REAL_BASH) as server:
+        sid = await server.new_session()
+        assert await server.prompt(sid, f"bash {loop}") == "end_turn"
+        shown = tool_updates(server.client.of(sid))
+        _check(server)  # every frame, the progress ones too, is valid by the schema
+    statuses = [status for _, status, _ in shown]
+    done = statuses.index("completed")
+    running = [text for _, status, text in shown[:done] if status == "None" and text]
+    # Partial output while it ran: some lines, not all of them yet, and its time so far.
+    assert any("line-1" in text and "line-6" not in text for text in running), shown
+    assert all(text.splitlines()[-1].startswith("[running ") for text in running)
+    assert "[running" not in str(shown[done][2])  # the result replaced the progress
+    assert len(running) <= 3 * 4  # about three seconds, at most four a second

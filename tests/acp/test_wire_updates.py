@@ -25,6 +25,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.log import Session, SessionHeader
+from tether.tools.progress import ToolProgress
 
 
 def _every_kind() -> Session:
@@ -79,6 +80,8 @@ def test_every_update_is_what_the_sdk_models_serialize() -> None:
     produced = [update for event in session.events for update in live.updates(event)]
     produced += list(replay(session.events))
     produced.append(live.started("c1"))
+    running = ToolProgress(call_id="c1", name="bash", elapsed=2.5, tail=("a",))
+    produced.append(live.progress(running))
     kinds = {str(update["sessionUpdate"]) for update in produced}
     assert kinds == {
         "agent_message_chunk",

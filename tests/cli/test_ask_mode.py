@@ -265,3 +265,89 @@ def test_ctrl_c_at_the_resume_picker_exits_at_once(tmp_path: Path) -> None:
     os.write(fd, b"\x03")
     assert exit_within(pid, fd, 5) == 130
     os.close(fd)
+
+
+def test_the_answer_is_said_once_chosen(tmp_path: Path) -> None:
+    from tests.cli.terminal import Terminal
+
+    work = tmp_path / "work"
+    work.mkdir()
+    for answer, said in ((b"y\n", "[ask] allowed once"), (b"n\n", "[ask] denied")):
+        run = Terminal(tmp_path / "home", "--mode", "ask", "$ echo hi", command="run", cwd=work)
+        try:
+            run.expect("allow this bash call?")
+            run.send(answer)
+            assert run.finish() == 0
+        finally:
+            run.close()
+        shown = run.output()
+        after = shown[shown.index("allow this bash call?") :]
+        assert said in after and after.index(said) < after.index("← bash")
+
+
+def test_an_edit_s_diff_is_shown_once_before_its_question(tmp_path: Path) -> None:
+    from tests.cli.terminal import Terminal
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello world\nsecond\n")
+    task = "edit notes.txt: world => tether"
+    run = Terminal(tmp_path / "home", "--mode", "ask", task, command="run", cwd=work)
+    try:
+        run.expect("allow this edit call?")
+        run.send(b"y\n")
+        assert run.finish() == 0
+    finally:
+        run.close()
+    shown = run.output()
+    asked = shown[: shown.index("allow this edit call?")]
+    # Once, in the question: the change as the file's lines, not the call's text again.
+    hunks = [line for line in asked.splitlines() if line.lstrip().startswith("@@")]
+    assert len(hunks) == 1 and "+hello tether" in asked, asked
+    assert "+tether" not in asked.replace("+hello tether", "")
+    assert (work / "notes.txt").read_text() == "hello tether\nsecond\n"
+
+
+async def test_arguments_left_null_are_not_shown_in_the_call_or_its_question(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from tests.acp.harness import fake_model_overlay
+    from tests.adapters.fake_server import FakeServer, stream
+    from tests.adapters.support import call, delta
+    from tests.cli.terminal import Terminal
+
+    arguments = json.dumps({"command": "echo hi", "description": None, "timeout_ms": None})
+    async with FakeServer() as server:
+        server.queue(
+            stream(
+                [
+                    delta(calls=[call(0, arguments, id="c1", name="bash")]),
+                    delta(finish="tool_calls"),
+                    "[DONE]",
+                ]
+            )
+        )
+        server.queue(stream([delta("ran it"), delta(finish="stop"), "[DONE]"]))
+        overlay = tmp_path / "model.yml"
+        overlay.write_text(fake_model_overlay(server.url, "sk-nulls-0123456789"))
+        run = Terminal(
+            tmp_path,
+            "--model",
+            "openai-compatible:m",
+            "--mode",
+            "ask",
+            "run echo",
+            command="run",
+            options=("--config", str(overlay)),
+        )
+        try:
+            await asyncio.to_thread(run.expect, "allow this bash call?", 30)
+            run.send(b"y\n")
+            assert await asyncio.to_thread(run.finish) == 0
+        finally:
+            run.close()
+    shown = run.output()
+    assert "→ bash echo hi\n" in shown and "[ask] bash echo hi\n" in shown
+    assert "null" not in shown

@@ -87,6 +87,7 @@ def test_tool_output_is_folded_and_ctrl_c_shows_the_stop_receipt(tmp_path: Path)
         assert "\n25\n" in chat.expect("[exit code: 0]")
         chat.send(b"$ sleep 30\r")
         chat.expect("→ bash sleep 30")
+        chat.expect("· 0 s")  # its time so far in the status: the command runs
         chat.send(CTRL_C)
         shown = chat.expect("(turn stopped: cancelled by user)")
         assert "(cancelled)" in shown

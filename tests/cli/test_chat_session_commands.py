@@ -47,9 +47,7 @@ def test_ctrl_c_stops_a_bang_command_and_everything_it_started(tmp_path: Path) -
     try:
         started(chat)
         chat.send(f"!sleep 60 & echo $! > {pids}; sleep 60\r".encode())
-        deadline = time.monotonic() + 10
-        while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        written(pids)
         chat.send(CTRL_C)
         shown = chat.expect("(its output goes with your next prompt)")
         assert "(stopping the command)" in shown and "stopped" in shown
@@ -58,10 +56,22 @@ def test_ctrl_c_stops_a_bang_command_and_everything_it_started(tmp_path: Path) -
     finally:
         chat.close()
     orphan = int(pids.read_text())
-    deadline = time.monotonic() + 5
-    while running(orphan) and time.monotonic() < deadline:
+    assert ended(orphan), f"process {orphan} outlived the stopped command"
+
+
+def written(path: Path, within: float = 10) -> None:
+    """Wait (bounded) until a command has written its pid to ``path``."""
+    deadline = time.monotonic() + within
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not running(orphan), f"process {orphan} outlived the stopped command"
+
+
+def ended(pid: int, within: float = 5) -> bool:
+    """Whether ``pid`` ends within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
 
 
 def running(pid: int) -> bool:
@@ -173,3 +183,38 @@ def test_rewind_lists_turns_restores_the_files_and_goes_on_in_a_branch(tmp_path:
     assert [e["type"] for e in parent].count("turn/start") == 1
     first_line = (tmp_path / "sessions" / f"{branch}.jsonl").open().readline()
     assert f'"parent":"{session_id}"' in first_line.replace(" ", "")
+
+
+def test_a_bang_command_dies_with_a_killed_chat(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    pids = tmp_path / "pids"
+    chat = Terminal(tmp_path)
+    try:
+        started(chat)
+        chat.send(f"!echo $$ > {pids}; sleep 60\r".encode())
+        written(pids)
+        os.kill(chat.pid, signal.SIGKILL)  # no handler runs: the parent-death signal must
+        chat.finish()
+    finally:
+        chat.close()
+    shell = int(pids.read_text())
+    if not ended(shell):
+        os.killpg(shell, signal.SIGKILL)
+        raise AssertionError(f"the command's shell {shell} outlived the killed chat")
+
+
+def test_a_bang_command_s_long_output_is_kept_whole(tmp_path: Path) -> None:
+    chat = Terminal(tmp_path)
+    try:
+        started(chat)
+        # 1.5 MB: more than the executor keeps in memory, so it comes back from its spill file.
+        chat.send(b"!yes abcdefgh | head -c 1500000; echo; echo the-end\r")
+        shown = chat.expect("(its output goes with your next prompt)")
+        assert "done (exit code 0, 166668 lines)" in shown
+        assert "│ the-end" in shown
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()

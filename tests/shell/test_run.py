@@ -199,3 +199,40 @@ async def test_the_exit_is_seen_where_the_platform_has_no_pidfd(
     assert (result.stdout, result.exit_code) == ("fallback\n", 4)
     stopped = await shell.run(spec(shell, "sleep 30", timeout_ms=50))
     assert stopped.timed_out and stopped.signal == "SIGTERM"
+
+
+async def test_on_output_hears_the_output_while_the_command_runs(shell: LocalShell) -> None:
+    heard: list[bytes] = []
+    both = asyncio.Event()
+
+    def listener(data: bytes) -> None:
+        heard.append(data)
+        if b"".join(heard).count(b"\n") >= 2:
+            both.set()
+
+    running = asyncio.ensure_future(
+        shell.run(spec(shell, "echo early; echo err >&2; sleep 30"), on_output=listener)
+    )
+    try:
+        await asyncio.wait_for(both.wait(), 10)
+        assert not running.done()  # heard before the command ended
+        assert sorted(b"".join(heard).split()) == [b"early", b"err"]
+    finally:
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+
+async def test_an_output_listener_that_raises_is_dropped_and_the_run_completes(
+    shell: LocalShell, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[bytes] = []
+
+    def listener(data: bytes) -> None:
+        calls.append(data)
+        raise RuntimeError("broken listener")
+
+    result = await shell.run(spec(shell, "echo one; sleep 0.1; echo two"), on_output=listener)
+    assert (result.exit_code, result.stdout) == (0, "one\ntwo\n")
+    assert len(calls) == 1
+    assert "an output listener" in caplog.text

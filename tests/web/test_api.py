@@ -195,7 +195,7 @@ async def test_create_prompt_and_stream_a_bash_turn_then_list_and_show_it(tmp_pa
         assert got.records[-1]["type"] == "turn/end"
         assert [r["seq"] for r in got.records] == list(range(len(got.records)))
         assert got.ids == sorted(got.ids) and got.ids[-1] == got.records[-1]["seq"]
-        assert got.states[0] == {"live": True, "questions": []}
+        assert (got.states[0]["live"], got.states[0]["questions"]) == (True, [])
         listed = (await web.client.get("/api/sessions", params={"q": "streamed"})).json()
         assert [row["id"] for row in listed["sessions"]] == [session_id]
         assert listed["sessions"][0]["live"] == "here"
@@ -689,3 +689,23 @@ async def test_a_prompt_the_page_was_told_failed_never_runs(
     splices = [r["data"] for r in stored if r.get("type") == "agent/inbox/spliced"]
     assert [s["op"] for s in splices] == ["insert", "discard", "insert", "claim"]
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+async def test_the_stream_shows_a_running_command_s_time_and_latest_output(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path) as web:
+        session_id = await _create(web, tmp_path, model="offline", mode="auto")
+        reading = asyncio.ensure_future(read_stream(web.client, session_id))
+        await _until(lambda: web.hub.follows.followers(session_id) > 0)
+        await _prompt(web, session_id, "$ for n in 1 2 3 4 5 6; do echo line-$n; sleep 0.5; done")
+        got = await reading
+        again = await read_stream(web.client, session_id, until=None, stop_at_seq=0)
+    assert again.states[0]["progress"] == []  # its result ended the call's progress
+    running = [p for state in got.states for p in state["progress"]]  # type: ignore[attr-defined]
+    tails = ["\n".join(p["tail"]) for p in running]
+    # While it ran: its latest lines (not all of them yet) and how long it had run.
+    assert any("line-2" in tail and "line-6" not in tail for tail in tails), tails
+    assert {p["name"] for p in running} == {"bash"}
+    assert max(p["elapsed"] for p in running) >= 1
+    assert len(running) <= 3 * 4 + 2  # about three seconds, at most four a second

@@ -165,6 +165,20 @@ def test_a_new_session_runs_bash_and_streams_the_answer_and_its_output(
     assert page.errors == []
 
 
+def test_a_running_command_shows_its_time_and_latest_lines_until_its_output(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    _prompt(page, "$ for n in 1 2 3 4 5 6; do echo line-$n; sleep 0.5; done")
+    progress = page.locator(".tool-call .tool-progress", has_text="line-2")
+    progress.wait_for()
+    assert re.match(r"running \d+ s\n", progress.inner_text())
+    page.locator(".tool-output", has_text="line-6").wait_for()
+    _turn_ended(page)
+    assert page.locator(".tool-progress").count() == 0  # the output took its place
+    assert page.errors == []
+
+
 def test_a_background_task_shows_in_the_tasks_panel_and_is_killed_there(
     context: Any, server: Server, tmp_path: Path
 ) -> None:

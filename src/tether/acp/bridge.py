@@ -85,6 +85,7 @@ from tether.persist.service import PERSISTENCE
 from tether.runtime.keys import Notice, ServiceKey
 from tether.runtime.schema import Schema
 from tether.session.store import SESSION_EVENT
+from tether.tools.progress import TOOL_PROGRESS, ToolProgress
 
 if TYPE_CHECKING:
     from tether.mcp.servers import ServerSpec
@@ -335,6 +336,12 @@ class Bridge:
 
     # -- listeners -------------------------------------------------------------------
 
+    def on_tool_progress(self, agent: Agent, progress: ToolProgress) -> None:
+        """``tool/progress``: show a running call of one of the bridge's sessions in it."""
+        record = self._host.session_of(agent)
+        if record is not None:
+            record.show_progress(progress)
+
     def file_access(self, agent: Agent, disk: FileAccess) -> FileAccess | None:
         """``fs/access``: the editor's buffers for the bridge's sessions, when the client
         serves files (see :mod:`tether.acp.editor_files`)."""
@@ -379,6 +386,7 @@ async def apply(ctx: Context, config: Config) -> None:
         yield ctx.listen(FILE_ACCESS, bridge.file_access)
         yield ctx.listen(CLIENT_TERMINAL, bridge.client_terminal)
         yield ctx.listen(COMMANDS_CHANGED, bridge.on_commands_changed)
+        yield ctx.listen(TOOL_PROGRESS, bridge.on_tool_progress)
         # Last in, first out: the sessions close while the listeners still stand.
         yield bridge.close
 

@@ -61,6 +61,7 @@ from tether.session.settings import (
 from tether.shell.sandbox import SANDBOX, Sandbox, SandboxMode
 from tether.tools.execute import ToolInvocation
 from tether.tools.preview import ToolPreview
+from tether.tools.progress import ToolProgress
 from tether.tools.registry import TOOLS, shown_in
 
 REPLAY_BATCH = 1000
@@ -160,6 +161,8 @@ class SessionRecord:
         """The model the session was created with (the agent loop's)."""
         self.meter = self._new_meter()
         self._tasks: dict[str, ChildProgress] = {}
+        self._progress_shown: SessionUpdate | None = None
+        """The last progress update sent (see :meth:`show_progress`)."""
         """The ``task`` calls of the running turn still waiting on their child, by call id."""
         for event in events:
             self.meter.advance(event)
@@ -347,6 +350,15 @@ class SessionRecord:
         progress = self._tasks.get(call_id)
         if progress is not None and self._live.is_set() and progress.advance(event):
             self._link.send_update(self.id, progress.update(self._mapper.tool_call_id(call_id)))
+
+    def show_progress(self, progress: ToolProgress) -> None:
+        """Show a running call's progress in that call (a report that changes nothing
+        shown — the same lines, the same whole second — is not sent)."""
+        update = self._mapper.progress(progress)
+        if not self._live.is_set() or update == self._progress_shown:
+            return
+        self._progress_shown = update
+        self._link.send_update(self.id, update)
 
     def show_started(self, call_id: str) -> None:
         self._link.send_update(self.id, self._mapper.started(call_id))

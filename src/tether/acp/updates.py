@@ -42,7 +42,10 @@ Live, the bridge adds a ``tool_call_update`` with what the tool's preview
 says (:mod:`tether.tools.preview`: kind, title, locations with lines, and
 ``diff`` content for an edit) before any permission request — recording it
 as ``tool/previewed``, which a replay shows in its place — and one with
-status ``in_progress`` when a call is cleared to run. Tool call ids are
+status ``in_progress`` when a call is cleared to run, and while a command runs
+locally, its progress (``tool/progress``, never stored: a replay shows only
+the result) as the call's content: the last lines of its output and how long
+it has run (:meth:`UpdateMapper.progress`). Tool call ids are
 ``<turn>:<call id>``, unique in the session even if a provider reuses call ids
 across turns.
 
@@ -82,6 +85,7 @@ from tether.session.previews import PreviewLocation, ToolPreviewed, stored_diff
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
 from tether.tools.preview import Diff, Location, ToolPreview
 from tether.tools.preview import ToolKind as PreviewKind
+from tether.tools.progress import ToolProgress
 from tether.tools.registry import Shown, shown_in
 
 if TYPE_CHECKING:
@@ -235,6 +239,17 @@ class UpdateMapper:
             update["content"] = [*content, *notes]
             self._kept[self.tool_call_id(stored.id)] = [*content, *notes]
         return update
+
+    def progress(self, progress: ToolProgress) -> SessionUpdate:
+        """The update showing a running call's progress as its content: the last lines of
+        its output, then ``[running 12 s]``; the call's result replaces it."""
+        running = f"[running {int(progress.elapsed)} s]"
+        text = "\n".join([*progress.tail, running])
+        return {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": self.tool_call_id(progress.call_id),
+            "content": [{"type": "content", "content": _text(text)}],
+        }
 
     def terminal(self, call_id: str, terminal_id: str) -> SessionUpdate:
         """The update showing the client's terminal that runs call ``call_id``; kept for its end."""

@@ -45,17 +45,29 @@ ANSWERS = {"y": Answer.ONCE, "a": Answer.ALWAYS}
 """The first letter of a line answered, and what it answers (anything else: no)."""
 
 
-def on_terminal(out: TextIO, ask: Ask, shown: Shown | None = None) -> Present:
+def on_terminal(
+    out: TextIO,
+    ask: Ask,
+    shown: Shown | None = None,
+    agent: Agent | None = None,
+    on_asked: Callable[[str], None] | None = None,
+) -> Present:
     """How a question is put on the terminal: the call shown on ``out`` as ``shown``
-    presents its tool, then ``ask`` puts ``allow this … call? [y]es / [n]o / [a]lways``.
+    presents its tool, with the diff of its change, then ``ask`` puts ``allow this …
+    call? [y]es / [n]o / [a]lways``, and the answer is said on a line of its own
+    (``[ask] allowed once``, ``[ask] denied``).
 
-    A question withdrawn while open (the call was cancelled) ends its line: a line
+    ``on_asked`` hears the id of each call of ``agent`` about to be asked (the work
+    view then leaves the call's diff to the question: it is shown once). A
+    question withdrawn while open (the call was cancelled) ends its line: a line
     typed later is nobody's answer.
     """
     shown_as = shown if shown is not None else shown_in(None)
 
     async def present(question: Question) -> Answer:
         tool = question.tool
+        if on_asked is not None and question.agent is agent:
+            on_asked(question.invocation.exec.call_id)
         out.write(describe(question.invocation, question.preview, shown_as(tool)))
         out.write(_not_always(question))
         out.flush()
@@ -64,9 +76,23 @@ def on_terminal(out: TextIO, ask: Ask, shown: Shown | None = None) -> Present:
         except BaseException:
             out.write("\n")  # withdrawn (or unreadable): its line ends here
             raise
-        return ANSWERS.get(line.strip().lower()[:1], Answer.REJECT) if line else Answer.REJECT
+        answer = ANSWERS.get(line.strip().lower()[:1], Answer.REJECT) if line else Answer.REJECT
+        out.write(f"[ask] {_answered(answer, question)}\n")
+        out.flush()
+        return answer
 
     return present
+
+
+def _answered(answer: Answer, question: Question) -> str:
+    """The answer as the question's last line: ``allowed once``, ``allowed always
+    (Bash(git status:*))``, ``denied``."""
+    if answer is Answer.REJECT:
+        return "denied"
+    rules = ", ".join(question.always.rules)
+    if answer is Answer.ALWAYS and rules:
+        return f"allowed always ({rules})"
+    return "allowed once"
 
 
 def _choices(question: Question) -> str:
@@ -101,8 +127,8 @@ def describe(
     arguments = invocation.shown_args
     lines = [f"\n[ask] {call_line(invocation.tool_name, arguments, shown)}"]
     diffs = preview.diffs if preview is not None else ()
-    for diff in diffs:
-        lines.extend(diff_lines(diff.path, diff.old_text, diff.new_text))
+    for change in diffs:
+        lines.extend(diff_lines(change.path, change.old_text, change.new_text))
     if not diffs:
         places = shown.locations(arguments, invocation.exec.cwd)
         path = places[0].path if places else invocation.tool_name
@@ -132,6 +158,7 @@ def ask_on_terminal(
     out: TextIO | None = None,
     *,
     every_call: bool = True,
+    on_asked: Callable[[str], None] | None = None,
 ) -> None:
     """Put ``agent``'s tool calls to the person on the terminal, for as long as it lives:
     each of them with ``every_call`` (ask mode), and — in any mode — those a permission
@@ -139,6 +166,8 @@ def ask_on_terminal(
 
     By default the call is shown on stderr and the answer read as a line of
     stdin; ``chat`` passes its own ``ask`` (its line editor) and ``out``.
+    ``on_asked`` hears the id of each of ``agent``'s calls about to be asked
+    (:meth:`WorkView.asked <tether.cli.work.WorkView.asked>`).
     """
     from tether.front.asking import PERMISSION_REQUEST, answering
     from tether.tools.execute import BEFORE_EXECUTE
@@ -151,7 +180,7 @@ def ask_on_terminal(
         return await read_line(sys.stdin)
 
     shown = shown_in(agent.ctx.get(TOOLS), agent.id)
-    present = on_terminal(out or sys.stderr, ask or read_stdin, shown)
+    present = on_terminal(out or sys.stderr, ask or read_stdin, shown, agent, on_asked)
     agent.ctx.on(PERMISSION_REQUEST, answering(agent, present))
     if every_call:
         agent.ctx.on(BEFORE_EXECUTE, asking_each_call(agent, present))

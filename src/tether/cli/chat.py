@@ -70,7 +70,14 @@ from tether.cli.own_command import OwnCommand, for_the_model
 from tether.cli.spinner import frame
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, budget_line, follow_children, meter_for, shown_for
+from tether.cli.work import (
+    WorkView,
+    budget_line,
+    follow_children,
+    follow_progress,
+    meter_for,
+    shown_for,
+)
 from tether.content import TextBlock
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
@@ -238,10 +245,14 @@ class _Chat:
         if self._status is None:
             return keys
         text, since = self._status
+        if "\n" in text:  # a running command's output below it: the keys go last
+            return f"{frame(since)} {text}\n{keys}"
         return f"{frame(since)} {text} · {keys}"
 
     def _set_status(self, text: str | None) -> None:
-        self._status = None if text is None else (text, time.monotonic())
+        # A status that changes (a running command's progress) animates on, unrestarted.
+        since = time.monotonic() if self._status is None else self._status[1]
+        self._status = None if text is None else (text, since)
         self.lines.refresh()
 
     # -- the chat ----------------------------------------------------------------
@@ -258,6 +269,7 @@ class _Chat:
         self.surface.line(f"{session_line(self.tether, agent)} (/help lists the commands)", "dim")
         agent.ctx.on(SESSION_EVENT, self.view)
         agent.ctx.defer(follow_children(self.tether, agent, self.view))
+        follow_progress(agent, self.view)
         agent.ctx.on(AGENT_STATUS, self._on_status)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
@@ -585,12 +597,19 @@ class _Chat:
     async def _run_own(self, command: str) -> None:
         """``!command``: run it (:mod:`tether.cli.own_command`), show what it printed,
         and keep that for the next prompt."""
+        from tether.shell import ShellError
+        from tether.shell.definition import SHELL
+
+        shell = self.tether.runtime.ctx.get(SHELL)
+        if shell is None:
+            self.surface.line("tether: cannot run the command: no shell executor runs", "error")
+            return
         cwd = self.agent.session.header.cwd or os.getcwd()
-        self._own = own = OwnCommand(command, cwd)
+        self._own = own = OwnCommand(command, cwd, shell)
         self.surface.line(f"$ {command}", "tool")
         try:
             result = await own.run()
-        except OSError as exc:
+        except ShellError as exc:
             self.surface.line(f"tether: cannot run the command: {exc}", "error")
             return
         finally:
@@ -678,8 +697,13 @@ async def chat(args: argparse.Namespace) -> int:
             if args.mode == "ask" or session.terminal:
                 from tether.cli.asking import ask_on_terminal
 
+                session.view.asks_first = args.mode == "ask"
                 ask_on_terminal(
-                    handle.agent, session.ask, session.out, every_call=args.mode == "ask"
+                    handle.agent,
+                    session.ask,
+                    session.out,
+                    every_call=args.mode == "ask",
+                    on_asked=session.view.asked,
                 )
             exit_status, final = await session.run(first)
             first = None

@@ -73,7 +73,8 @@ def _target_names(shown: ToolShown) -> tuple[str, ...]:
 def call_line(name: str, arguments: object, shown: ToolShown = DEFAULT_SHOWN) -> str:
     """A tool call on one line: ``bash ls -la``, then its other arguments as compact JSON
     (``read notes.txt {"offset": 10}``); the arguments ``shown`` hides (an edit's or a
-    write's text, shown as a change) are left out."""
+    write's text, shown as a change) are left out, and so are those given as ``null``
+    (a model's way of leaving an optional argument out)."""
     args = _plain(arguments)
     args = args if isinstance(args, dict) else {}
     target = call_target(args, shown)
@@ -81,7 +82,9 @@ def call_line(name: str, arguments: object, shown: ToolShown = DEFAULT_SHOWN) ->
     rest = {
         k: v
         for k, v in args.items()
-        if k not in shown.hidden and not (k in named and isinstance(v, str) and v == target)
+        if v is not None  # an optional argument left out, as a model may say it
+        and k not in shown.hidden
+        and not (k in named and isinstance(v, str) and v == target)
     }
     line = f"{name} {clipped(target)}" if target else name
     if rest:

@@ -43,7 +43,7 @@ from tether.cli.failures import StartRefusedError, describe
 from tether.cli.output import EventLines, init_line, refused_result, turn_result
 from tether.cli.surface import PlainSurface, Surface
 from tether.cli.terminal import colours_wanted, is_terminal
-from tether.cli.work import WorkView, follow_children, meter_for, shown_for
+from tether.cli.work import WorkView, follow_children, follow_progress, meter_for, shown_for
 from tether.front.outcomes import turn_outcome
 from tether.loop.environment import gathering_early
 from tether.session import Aborted
@@ -162,6 +162,7 @@ def _show_work(
     )
     agent.ctx.on(SESSION_EVENT, view)
     agent.ctx.defer(follow_children(tether, agent, view))
+    follow_progress(agent, view)
     return view
 
 
@@ -182,7 +183,8 @@ async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
         if args.mode == "ask" or is_terminal(sys.stdin):
             from tether.cli.asking import ask_on_terminal
 
-            ask_on_terminal(agent, every_call=args.mode == "ask")
+            view.asks_first = args.mode == "ask"
+            ask_on_terminal(agent, every_call=args.mode == "ask", on_asked=view.asked)
         lines = EventLines(sys.stdout)
         if args.output_format == "stream-json":
             lines.write(_init_line(tether, agent))

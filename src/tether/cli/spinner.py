@@ -18,6 +18,7 @@ FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 INTERVAL = 0.1
 """Seconds between frames."""
 _CLEAR = "\r\x1b[K"
+_UP_CLEAR = "\x1b[A\x1b[K"
 
 
 def frame(since: float) -> str:
@@ -31,15 +32,18 @@ class Spinner:
     Calling it with a text shows ``⠋ text`` at once, in place of what it showed
     before; with ``None`` it erases it. :meth:`hide` erases it until the next
     frame, so a whole line can be written in its place (the frame after that is
-    drawn below it). Frames advance only inside :meth:`running`. A write that
-    fails stops the drawing; the status is never worth an error.
+    drawn below it). A text of several lines takes as many lines, each cut to
+    the terminal's width; the frame heads the first. Frames advance only
+    inside :meth:`running`. A write that fails stops the drawing; the status
+    is never worth an error.
     """
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._text: str | None = None
         self._since = 0.0
-        self._shown = False
+        self._shown = 0
+        """Lines the status takes on the terminal now (0: not drawn)."""
         self._broken = False
         self._changed = asyncio.Event()
 
@@ -48,16 +52,17 @@ class Spinner:
             self._text = None
             self.hide()
             return
-        if text != self._text:
-            self._text, self._since = text, time.monotonic()
+        if self._text is None:  # a status appears: its frames start; a change goes on
+            self._since = time.monotonic()
+        self._text = text
         self._draw()
         self._changed.set()
 
     def hide(self) -> None:
         """Erase the status line, if drawn."""
         if self._shown:
-            self._shown = False
-            self._put(_CLEAR)
+            self._put(self._erase())
+            self._shown = 0
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -84,8 +89,14 @@ class Spinner:
         if self._text is None:
             return
         width = shutil.get_terminal_size().columns - 1
-        self._shown = True
-        self._put(f"{_CLEAR}{frame(self._since)} {self._text}"[: width + len(_CLEAR)])
+        lines = f"{frame(self._since)} {self._text}".split("\n")
+        erase = self._erase()
+        self._shown = len(lines)
+        self._put(erase + "\n".join(line[:width] for line in lines))
+
+    def _erase(self) -> str:
+        """What erases the status drawn, leaving the cursor where it began."""
+        return _CLEAR + _UP_CLEAR * max(self._shown - 1, 0)
 
     def _put(self, text: str) -> None:
         if self._broken:

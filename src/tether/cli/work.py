@@ -22,7 +22,10 @@
 * the person's prompts, through :meth:`WorkView.prompt` (folded when long);
 * transient status through ``status``: ``waiting for the model`` until the
   first token, ``retrying in 2 s: 529 overloaded (2/4)`` between attempts
-  (without a status line, a retry is said as a line).
+  (without a status line, a retry is said as a line), and while a command
+  runs, its time so far and the last lines of its output
+  (:meth:`WorkView.progress`, fed ``tool/progress`` by :func:`follow_progress`),
+  replaced by its folded result when it ends.
 
 :meth:`WorkView.replay` shows the last turns of a stored log the same way
 (``chat --resume``): one renderer for the work as it happens and as it was.
@@ -75,6 +78,7 @@ if TYPE_CHECKING:
     from tether.host import Tether
     from tether.llm.metering import UsageMeter
     from tether.session import Event, Session
+    from tether.tools.progress import ToolProgress
 
 FOLD_ABOVE = 8
 """An output of more lines than this is folded."""
@@ -113,6 +117,15 @@ class WorkView:
         self._turn_usage: dict[str, int] = {}
         self._turn_cost_from: float | None = None
         self._cwd: str | None = None
+        self._running: dict[str, str] = {}
+        """The calls that started and have no result yet: their lines (``bash ls``)."""
+        self._progress: str | None = None
+        """The call whose progress the status shows."""
+        self.asks_first = False
+        """Calls may be put to the person before they run (ask mode): a call's diff
+        waits, for its question (:meth:`asked`) or else its result."""
+        self._held: dict[str, list[tuple[str, Style]]] = {}
+        """The diffs of calls that may be asked, by call id (see :attr:`asks_first`)."""
 
     # -- the session observer ------------------------------------------------
 
@@ -157,6 +170,7 @@ class WorkView:
                 for line in stop_lines(receipt):
                     self.surface.line(f"■ {line}", "notice")
             case TurnEnd(reason=reason):
+                self._held.clear()
                 self._say_status(None)
                 self.surface.end_block()
                 self._turn_end(reason)
@@ -184,14 +198,40 @@ class WorkView:
         arguments = thaw(call.arguments)
         args = arguments if isinstance(arguments, dict) else {}
         shown = self._shown(call.name)
-        self.surface.line(f"→ {call_line(call.name, args, shown)}", "tool")
+        line = call_line(call.name, args, shown)
+        self._running[call.id] = line
+        self.surface.line(f"→ {line}", "tool")
         locations = shown.locations(args, self._cwd)
         path = locations[0].path if locations else None
-        for line, style in call_diff(shown, args, path):
-            self.surface.line(line, style)
+        diff = call_diff(shown, args, path)
+        if self.asks_first and diff:
+            self._held[call.id] = diff
+            return
+        for text, style in diff:
+            self.surface.line(text, style)
+
+    def asked(self, call_id: str) -> None:
+        """Call ``call_id`` is being put to the person, its diff with it: it is not shown
+        again here."""
+        self._held.pop(call_id, None)
 
     def _result(self, result: ToolResultEvent) -> None:
+        self._running.pop(result.id, None)
+        for text, style in self._held.pop(result.id, ()):  # it ran unasked
+            self.surface.line(text, style)
+        if self._progress == result.id:
+            self._progress = None
+            self._say_status(None)
         self._output(result.name, result.content, failed=result.is_error)
+
+    def progress(self, progress: ToolProgress) -> None:
+        """Show where a running call stands in the status (none without one): its line,
+        the seconds it has run, and the last lines of its output; its result replaces it."""
+        line = self._running.get(progress.call_id)
+        if self._status is None or line is None:
+            return
+        self._progress = progress.call_id
+        self._status(progress_text(line, progress))
 
     def own_result(self, result: OwnResult) -> None:
         """What a ``!command`` printed, folded like a tool's (``/output N`` shows it)."""
@@ -359,6 +399,33 @@ class WorkView:
             return f"no result #{index} (there are #1 to #{len(self._outputs)})"
         name, content = self._outputs[index - 1]
         return f"#{index} {name}:\n{content}"
+
+
+def progress_text(line: str, progress: ToolProgress) -> str:
+    """A running call as a status: ``bash ./build.sh · 12 s`` and, below, the last
+    :data:`PROGRESS_LINES` lines of its output so far."""
+    seconds = int(progress.elapsed)
+    head = f"{clipped(line, 60)} · {seconds} s"
+    tail = [f"  │ {clipped(text, MAX_PROGRESS_WIDTH)}" for text in progress.tail[-PROGRESS_LINES:]]
+    return "\n".join([head, *tail])
+
+
+PROGRESS_LINES = 4
+"""Lines of a running command's output its status shows."""
+MAX_PROGRESS_WIDTH = 160
+"""Characters of one output line in a running command's status."""
+
+
+def follow_progress(agent: Agent, view: WorkView) -> Callable[[], None]:
+    """Show the progress of ``agent``'s running calls in ``view`` (:meth:`WorkView.progress`);
+    returns the function that stops it."""
+    from tether.tools.progress import TOOL_PROGRESS
+
+    def on_progress(source: Agent, progress: ToolProgress) -> None:
+        if source is agent:
+            view.progress(progress)
+
+    return agent.ctx.on(TOOL_PROGRESS, on_progress)
 
 
 def _folded(lines: list[str], whole: str) -> list[str]:

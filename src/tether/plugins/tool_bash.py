@@ -25,6 +25,11 @@ A cancelled turn closes with a stop receipt (``tool/stopped``, see
 :mod:`tether.plugins.stop_receipt`): every command the cancel stopped, with
 its process group, the signals sent, its exit status and its time to exit.
 
+While a foreground command of an agent runs, ``bash`` reports its progress
+(``tool/progress``, :mod:`tether.tools.progress`: the time it has run and
+the last lines of its output), a few times a second at most and never
+stored, for front ends to show live.
+
 A foreground command of an agent whose frontend runs commands in its
 client's terminals (:mod:`tether.plugins.terminal`) runs there instead, so
 the person sees it live; the cancel kills that terminal, and the receipt
@@ -71,6 +76,7 @@ from tether.shell.sandbox import (
     refused_note,
 )
 from tether.tools import Tool, ToolExec, ToolOutput, ToolShown
+from tether.tools.progress import TOOL_PROGRESS, ProgressReporter, ToolProgress
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
@@ -226,7 +232,7 @@ class BashTools:
             terminals = await self._terminals(exec)
             if terminals is not None and exec.agent is not None:
                 return await self._in_terminal(terminals, exec.agent, spec, exec)
-            result = await self._shell.run(spec, exec.signal)
+            result = await self._run(spec, exec)
         except ShellError as exc:
             return ToolOutput(str(exc), is_error=True)
         if result.aborted and result.stop is not None and exec.agent is not None:
@@ -239,6 +245,23 @@ class BashTools:
         """The hosts the sandbox's proxy refused to the caller's commands since last asked."""
         sandbox = self._ctx.get(SANDBOX)
         return sandbox.refused(owner_token(exec)) if sandbox is not None else ()
+
+    async def _run(self, spec: ShellExecSpec, exec: ToolExec) -> ShellResult:
+        """Run ``spec`` in the foreground; an agent's call reports its progress
+        (``tool/progress``: elapsed time and the last lines of output) while it runs."""
+        agent = exec.agent
+        if agent is None:
+            return await self._shell.run(spec, exec.signal)
+
+        def send(progress: ToolProgress) -> None:
+            self._ctx.emit(TOOL_PROGRESS, agent, progress)
+
+        reporter = ProgressReporter(exec.call_id, "bash", send)
+        reporter.start()
+        try:
+            return await self._shell.run(spec, exec.signal, reporter.feed)
+        finally:
+            reporter.close()
 
     def _policy(self, exec: ToolExec) -> SandboxPolicy | None:
         """The sandbox policy of the caller's commands: its session's cwd is the workspace."""

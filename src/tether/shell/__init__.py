@@ -17,6 +17,7 @@
 
 from tether.shell.definition import (
     BashTask,
+    OutputListener,
     OutputRead,
     ShellError,
     ShellExecRequest,
@@ -38,6 +39,7 @@ __all__ = [
     "TERMINAL_ENV",
     "BashTask",
     "LocalShell",
+    "OutputListener",
     "OutputRead",
     "ShellError",
     "ShellExecRequest",

@@ -231,6 +231,10 @@ class TaskDone(msgspec.Struct, frozen=True):
         return self.task.id
 
 
+OutputListener = Callable[[bytes], None]
+"""Hears a foreground command's output as it is read (see :meth:`ShellExecutor.run`).
+Synchronous: it runs in the event loop's reader and must not block."""
+
 TaskDoneListener = Callable[[TaskDone], None]
 """Hears each finished background task. Synchronous: it runs inside the
 executor's bookkeeping and must not block."""
@@ -263,8 +267,17 @@ class ShellExecutor(Protocol):
         """
         ...
 
-    async def run(self, spec: ShellExecSpec, signal: CancelSignal | None = None) -> ShellResult:
+    async def run(
+        self,
+        spec: ShellExecSpec,
+        signal: CancelSignal | None = None,
+        on_output: OutputListener | None = None,
+    ) -> ShellResult:
         """Run ``spec`` in the foreground and return how it ended.
+
+        ``on_output``, when given, is called with each piece of the output
+        (stdout and stderr alike, raw bytes, in the order read) while the
+        command runs; one that raises is logged and called no more.
 
         A non-zero exit is a result. The timeout and ``signal`` stop the
         command (``timed_out`` / ``aborted``): its process group gets SIGTERM,

@@ -40,6 +40,7 @@ from tether.runtime.schema import FieldError, Schema
 from tether.shell.definition import (
     SHELL,
     BashTask,
+    OutputListener,
     OutputRead,
     ShellError,
     ShellExecRequest,
@@ -226,7 +227,12 @@ class LocalShell:
 
     # -- foreground --------------------------------------------------------------
 
-    async def run(self, spec: ShellExecSpec, signal: CancelSignal | None = None) -> ShellResult:
+    async def run(
+        self,
+        spec: ShellExecSpec,
+        signal: CancelSignal | None = None,
+        on_output: OutputListener | None = None,
+    ) -> ShellResult:
         """See :meth:`ShellExecutor.run`."""
         if signal is not None and signal.cancelled:
             return ShellResult(stdout="", stderr="", exit_code=None, signal=None, aborted=True)
@@ -237,6 +243,7 @@ class LocalShell:
                 stopped_by.append(reason)
 
         process = self._spawn(spec, f"run-{next(self._core.run_ids)}", stop)
+        process.on_output = on_output
         timer = asyncio.get_running_loop().call_later(spec.timeout_ms / 1000, stop, "timeout")
         forget_signal = signal.on_cancel(lambda _: stop("aborted")) if signal is not None else None
         try:

@@ -204,6 +204,9 @@ class ShellProcess:
         self.sandbox: str | None = None
         """The confinement applied, in one line; ``None`` when none was asked for."""
         self._protected: ProtectedWatch | None = None
+        self.on_output: Callable[[bytes], None] | None = None
+        """Called with each piece of output (stdout or stderr) as it is read;
+        one that raises is logged and dropped."""
         self.appeared: tuple[str, ...] = ()
         """The protected paths that appeared while a confined process ran (see
         :class:`~tether.shell.sandbox.ProtectedWatch`); set when it ends."""
@@ -367,9 +370,20 @@ class ShellProcess:
             data = b""
         if data:
             stream.feed(data)
+            if self.on_output is not None:
+                self._tell(data)
         else:
             self._close_pipe(fd)
             self._advance()
+
+    def _tell(self, data: bytes) -> None:
+        listener = self.on_output
+        assert listener is not None
+        try:
+            listener(data)
+        except Exception:
+            log.exception("an output listener of process %d failed; it is dropped", self._pgid)
+            self.on_output = None
 
     def _close_pipe(self, fd: int) -> None:
         stream = self._pipes.pop(fd)

@@ -13,11 +13,14 @@ the tool presents its calls (:class:`~tether.tools.presentation.ToolShown`),
 and so does each open question — with ``id:`` the seq of its last record, so a browser that
 reconnects sends ``Last-Event-ID`` and gets exactly what follows it (a
 script may give ``?after=SEQ`` instead). ``state`` messages (no ``id``)
-carry what is not in the log: the open permission questions and whether the
-agent is live here. A record is encoded once, however many tabs follow its
-session at once (:class:`EncodedLogs` keeps the latest records encoded, not a
-log's whole history). A tab that goes away ends its follower at
-once; the session and its turn go on.
+carry what is not in the log: the open permission questions, whether the
+agent is live here, and the progress of its running commands (``progress``:
+``{call_id, name, elapsed, tail}`` each, sent again as it changes, a few
+times a second at most; a call's ``tool/result`` ends it). A record is
+encoded once, however many tabs follow its session at once
+(:class:`EncodedLogs` keeps the latest records encoded, not a log's whole
+history). A tab that goes away ends its follower at once; the session and
+its turn go on.
 
 Errors are JSON ``{"error": "..."}`` with a status that says which: 400 a bad
 value (a session id is checked with ``validate_session_id``, so no path
@@ -577,7 +580,8 @@ class Api:
           `id` is the seq of the last record. A tool/call or tool/result record also has
           `shown`, how its tool presents the call. Reconnect with `Last-Event-ID` (or `?after=`)
           to continue with no gap and no duplicate. `state` messages (no id) hold
-          {live, questions}.
+          {live, questions, progress}; progress lists the calls still running with
+          {call_id, name, elapsed, tail} (seconds, last lines of output).
         parameters:
           - {name: session_id, in: path, required: true, schema: {type: string}}
           - {name: after, in: query, schema: {type: integer}, description: "seq; default -1"}
@@ -646,7 +650,11 @@ class Api:
 
     def _state(self, session_id: str) -> bytes:
         agent = self._hub.live_agent(session_id)
-        state = {"live": agent is not None, "questions": self._questions(session_id)}
+        state = {
+            "live": agent is not None,
+            "questions": self._questions(session_id),
+            "progress": [msgspec.to_builtins(p) for p in self._hub.progress(session_id)],
+        }
         return b"event: state\ndata: %b\n\n" % msgspec.json.encode(state)
 
     # -- steering ---------------------------------------------------------------------

@@ -41,7 +41,9 @@ after a resume too; where it can write none the card says why.
 them.
 
 Listeners (registered by the plugin): ``session/event`` wakes followers
-(:mod:`tether.front.follow`); ``tool/before-execute`` applies the mode;
+(:mod:`tether.front.follow`) and ends a call's progress; ``tool/progress``
+keeps a running call's latest progress and nudges the followers of its
+session; ``tool/before-execute`` applies the mode;
 ``permission/request`` asks the page; ``agent/disposed`` forgets a handle
 disposed by another owner.
 """
@@ -71,11 +73,13 @@ from tether.persist.cluster import CLUSTER, SessionNotLiveError
 from tether.persist.service import PERSISTENCE
 from tether.runtime.keys import ServiceKey
 from tether.runtime.schema import Schema
+from tether.session import Event, Session, ToolResultEvent, TurnEnd
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION, ConfigChanged
 from tether.session.store import SESSION_DISPOSED, SESSION_EVENT, SESSIONS
 from tether.shell.definition import SHELL, BashTask, ShellExecutor, TaskStatus
 from tether.shell.sandbox import SandboxMode
 from tether.tools.permission import Mode
+from tether.tools.progress import TOOL_PROGRESS, ToolProgress
 
 if TYPE_CHECKING:
     from tether.agent import AgentsView
@@ -194,6 +198,8 @@ class WebHub:
         self._sent_cancels: dict[str, float] = {}
         self._questions: dict[str, Question] = {}
         self._ids = itertools.count(1)
+        self._running: dict[str, dict[str, ToolProgress]] = {}
+        """By session, the latest progress of each of its calls still running."""
 
     @property
     def host(self) -> SessionHost[AgentHandle]:
@@ -507,6 +513,32 @@ class WebHub:
 
     # -- listeners and teardown ---------------------------------------------------------
 
+    def progress(self, session_id: str) -> list[ToolProgress]:
+        """The latest progress of each call of ``session_id`` still running, oldest first."""
+        return list(self._running.get(session_id, {}).values())
+
+    def on_tool_progress(self, agent: Agent, progress: ToolProgress) -> None:
+        """``tool/progress``: keep it for the session's page and have its followers say so."""
+        self._running.setdefault(agent.id, {})[progress.call_id] = progress
+        self.follows.nudge(agent.id)
+
+    def on_session_event(self, session: Session, event: Event) -> None:
+        """``session/event``: a call's result (or its turn's end) ends its progress; the
+        session's followers are nudged to say so."""
+        running = self._running.get(session.id)
+        if running is None:
+            return
+        payload = event.payload
+        ended = isinstance(payload, ToolResultEvent) and running.pop(payload.id, None) is not None
+        if not running or isinstance(payload, TurnEnd):
+            del self._running[session.id]
+        if ended:
+            self.follows.nudge(session.id)
+
+    def on_session_disposed(self, session: Session) -> None:
+        """``session/disposed``: nothing of it runs here anymore."""
+        self._running.pop(session.id, None)
+
     def close(self) -> Awaitable[None]:
         """Dispose every session the web app opened (once; every call awaits the one run).
 
@@ -542,6 +574,9 @@ async def apply(ctx: Context, config: Config) -> None:
     def lifecycle() -> Iterator[Callable[[], object]]:
         yield ctx.listen(SESSION_EVENT, hub.follows.on_session_event)
         yield ctx.listen(SESSION_DISPOSED, hub.follows.on_session_disposed)
+        yield ctx.listen(SESSION_EVENT, hub.on_session_event)
+        yield ctx.listen(SESSION_DISPOSED, hub.on_session_disposed)
+        yield ctx.listen(TOOL_PROGRESS, hub.on_tool_progress)
         yield from hub.host.listening()
         # Last in, first out: the sessions close while the listeners still stand.
         yield hub.close

@@ -169,6 +169,7 @@ function renderResult(data, shown) {
   const state = call.querySelector(".tool-state");
   state.textContent = data.is_error ? "failed" : "done";
   call.classList.add(data.is_error ? "error" : "ok");
+  for (const node of call.querySelectorAll(".tool-progress")) node.remove();
   const output = el("pre", "tool-output", data.content);
   call.append(output);
   if (/^started |background task/i.test(data.content) || (shown && shown.shell_tasks)) loadTasks();
@@ -401,6 +402,22 @@ function onState(message) {
   view.live = state.live;
   renderStatus();
   renderQuestions(state.questions);
+  renderProgress(state.progress || []);
+}
+
+// A running command's time and last lines of output, under its call until its result.
+function renderProgress(progress) {
+  const running = new Set(progress.map((p) => p.call_id));
+  for (const node of document.querySelectorAll(".tool-progress")) {
+    if (!running.has(node.parentElement.dataset.callId)) node.remove();
+  }
+  for (const p of progress) {
+    const call = view.calls.get(p.call_id);
+    if (!call || call.querySelector(".tool-output")) continue;
+    let node = call.querySelector(".tool-progress");
+    if (!node) call.append((node = el("pre", "tool-progress", "")));
+    node.textContent = [`running ${Math.floor(p.elapsed)} s`, ...p.tail].join("\n");
+  }
 }
 
 function renderQuestions(questions) {
