@@ -65,10 +65,13 @@ async def test_a_bash_call_streams_its_tool_updates(acp: AcpProcess, model: Fake
     sid = await acp.new_session()
     assert await acp.prompt(sid, "run echo hi") == "end_turn"
     tool = [u for u in acp.client.of(sid) if isinstance(u, ToolCallStart | ToolCallProgress)]
-    start, running, done = tool
+    # Between the start and the end: in progress, then (as the command's output comes)
+    # its progress, at most a few times a second.
+    start, running, *progress, done = tool
     assert isinstance(start, ToolCallStart)
     assert (start.title, start.kind, start.status) == ("echo hi", "execute", "pending")
     assert running.status == "in_progress" and done.status == "completed"
+    assert all(update.status in (None, "in_progress") for update in progress)
     assert done.content is not None and "hi" in done.content[0].content.text  # type: ignore[union-attr]
     assert acp.client.text(sid) == "it said hi"
 
