@@ -24,6 +24,7 @@ from tether.session.errors import (
 from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, holding
 from tether.session.fields import freeze_data
 from tether.session.files import FileSeen
+from tether.session.handoff import SessionHandedOff
 from tether.session.log_decoder import LogDecoder
 from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.previews import ToolPreviewed
@@ -49,6 +50,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     WorkspaceSnapshot,
     PermissionRuled,
     WorktreeCreated,
+    SessionHandedOff,
     *SETTINGS_PAYLOADS,
 )
 """Every type tether writes: a new registry knows them all."""
