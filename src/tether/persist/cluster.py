@@ -180,6 +180,14 @@ class Cluster:
             )
         await asyncio.to_thread(self._backend.notify, self._control, f"drain {host} {grace!r}")
 
+    def stored(self, session_id: str) -> bool:
+        """Whether ``session_id`` is stored (blocking: run it in a worker thread).
+
+        Raises:
+            InvalidSessionIdError: ``session_id`` is not a valid id.
+        """
+        return self._backend.exists(session_id)
+
     def held_by(self, host: str) -> int | None:
         """How many sessions ``host`` (a host id, or ``HOST:PID``) has live; ``None``
         when no lease or run ever named it (blocking: run it in a worker thread)."""
