@@ -98,18 +98,13 @@ def cluster_of(tether: Tether) -> Cluster:
 
 async def submit(args: argparse.Namespace) -> int:
     """``tether submit``: store the run request; print its session id on stdout."""
-    from tether.session.store import new_session_id
-
     task = " ".join(args.task).strip()
     if not task:
         raise UsageError("submit: the task is empty")
     cwd = str(args.cwd or os.getcwd())  # --cwd is resolved when parsed
     tether = await start(args, with_model=False, persistent=True)
     try:
-        cluster = cluster_of(tether)
-        session_id = new_session_id()
-        await cluster.submit(
-            session_id,
+        run = await cluster_of(tether).submit(
             task,
             cwd=cwd,
             model=args.model,
@@ -117,7 +112,7 @@ async def submit(args: argparse.Namespace) -> int:
             priority=args.priority,
             max_attempts=args.max_attempts,
         )
-        print(session_id, flush=True)
+        print(run.session_id, flush=True)
         return EXIT_OK
     finally:
         await tether.stop()

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from tether.persist.backends.postgres import PostgresBackend
     from tether.persist.backends.postgres_runs import RunQueue
     from tether.persist.follow import Doorbell
+    from tether.persist.submitted import SubmittedRun
     from tether.runtime import Context
 
 log = logging.getLogger(__name__)
@@ -133,11 +134,51 @@ class Cluster:
         """How long a lease outlives its holder's last renewal, in seconds."""
         return self._backend.lease_ttl
 
-    async def submit(self, session_id: str, task: str, **request: Any) -> None:
-        """Store a run request (see :meth:`RunQueue.submit`, whose errors it raises)
-        and ring the queue's doorbell: a waiting worker takes it at once."""
-        await asyncio.to_thread(self._backend.runs.submit, session_id, task, **request)
+    async def submit(
+        self,
+        task: str,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        model: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 3,
+        session_id: str | None = None,
+    ) -> SubmittedRun:
+        """Store a run request and ring the queue's doorbell (a waiting worker on any
+        host takes it at once); return the run, whose session id is known now.
+
+        ``cwd`` (an absolute path; default: this process's directory) is where
+        the run works on the worker's host, ``model`` its model (default: the
+        worker's); higher ``priority`` runs first; ``queue`` names a queue
+        workers may be limited to; a run taken ``max_attempts`` times without
+        settling is parked. ``session_id`` defaults to a new id.
+
+        Raises:
+            ValueError: ``task`` is empty, ``cwd`` is relative or ``max_attempts``
+                is below 1.
+            InvalidSessionIdError: ``session_id`` is not a valid id.
+            psycopg.errors.UniqueViolation: a run of ``session_id`` exists.
+        """
+        from tether.persist.submitted import SubmittedRun
+        from tether.session.store import new_session_id
+
+        where = os.getcwd() if cwd is None else os.fspath(cwd)
+        if not os.path.isabs(where):
+            raise ValueError(f"a run's cwd must be an absolute path, got {where!r}")
+        session_id = session_id or new_session_id()
+        await asyncio.to_thread(
+            self._backend.runs.submit,
+            session_id,
+            task,
+            cwd=where,
+            model=model,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
         await self.ring_runs(session_id)
+        return SubmittedRun(self, session_id)
 
     async def listening(self) -> None:
         """Return once the control and events channels are listened to."""
