@@ -32,8 +32,18 @@ name = "effect_tool"
 inject = ("llm", "tools")
 
 
-class EffectModel:
-    name = "effect"
+class OneCallModel:
+    """Calls ``tool`` once a turn (its arguments from :meth:`arguments`), then answers
+    ``done`` once the last message is the call's result."""
+
+    def __init__(self, name: str, tool: str) -> None:
+        self.name = name
+        self.tool = tool
+
+    def arguments(self) -> str:
+        if self.tool == "bash":
+            return json.dumps({"command": os.environ["TETHER_TEST_SHELL"], "timeout_ms": 600_000})
+        return "{}"
 
     async def stream(
         self, request: ModelRequest, signal: CancelSignal
@@ -42,25 +52,7 @@ class EffectModel:
             yield TextDelta("done")
             yield Finish("stop")
             return
-        call_id = f"call-{uuid.uuid4().hex[:12]}"
-        yield ToolCallDelta(0, call_id, "append_line", "{}")
-        yield Finish("tool-calls")
-
-
-class ShellModel:
-    """Runs ``$TETHER_TEST_SHELL`` through ``bash`` once a turn, then answers ``done``."""
-
-    name = "shell"
-
-    async def stream(
-        self, request: ModelRequest, signal: CancelSignal
-    ) -> AsyncIterator[StreamChunk]:
-        if request.messages and isinstance(request.messages[-1], ToolMessage):
-            yield TextDelta("done")
-            yield Finish("stop")
-            return
-        command = json.dumps({"command": os.environ["TETHER_TEST_SHELL"], "timeout_ms": 600_000})
-        yield ToolCallDelta(0, f"call-{uuid.uuid4().hex[:12]}", "bash", command)
+        yield ToolCallDelta(0, f"call-{uuid.uuid4().hex[:12]}", self.tool, self.arguments())
         yield Finish("tool-calls")
 
 
@@ -83,8 +75,8 @@ async def append_line(args: NoArgs, exec: ToolExec) -> ToolOutput:
 
 
 async def apply(ctx: Context, config: None) -> None:
-    await ctx.llm.register("effect", EffectModel())
-    await ctx.llm.register("shell", ShellModel())
+    await ctx.llm.register("effect", OneCallModel("effect", "append_line"))
+    await ctx.llm.register("shell", OneCallModel("shell", "bash"))
     await ctx.service(TOOLS).register(
         Tool(
             name="append_line",

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ import pytest
 from tests.persist.test_run_queue import Fleet, stop
 
 HANDOFF = {"kind": "aborted", "cause": "handoff"}
-
-
-@pytest.fixture(name="fleet")
-def _fleet(tmp_path: Path) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path)
-    try:
-        yield fleet
-    finally:
-        fleet.db.close()
 
 
 def reasons(fleet: Fleet, sid: str) -> list[object]:

@@ -8,21 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.persist.test_run_queue import Fleet, stop
-
-
-@pytest.fixture(name="fleet")
-def _fleet(tmp_path: Path) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path)
-    try:
-        yield fleet
-    finally:
-        fleet.db.close()
 
 
 @pytest.mark.timeout(120)

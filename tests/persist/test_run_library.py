@@ -7,22 +7,12 @@ The program is a :class:`~tether.Tether` on the PostgreSQL queue; a real
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.persist.test_run_queue import Fleet, stop
 from tether import Tether
-
-
-@pytest.fixture(name="fleet")
-def _fleet(tmp_path: Path) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path)
-    try:
-        yield fleet
-    finally:
-        fleet.db.close()
 
 
 @pytest.mark.timeout(120)

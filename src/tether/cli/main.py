@@ -304,13 +304,17 @@ def add_worker_parser(commands: _Commands) -> None:
         action="store_true",
         help="SIGTERM drains: hand the runs under way to other workers (docs/deploy.md)",
     )
-    worker.add_argument(
+    _add_grace(worker)
+
+
+def _add_grace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--grace",
         type=_seconds,
         default=30.0,
         metavar="S",
-        help="when draining, how long turns under way may run before they are handed "
-        "off (default: 30)",
+        help="when draining, how long turns under way may run before they are handed off "
+        "(default: 30)",
     )
 
 
@@ -323,13 +327,7 @@ def add_drain_parser(commands: _Commands) -> None:
         "runs to other workers and exit; wait until the host has no live session.",
     )
     drain.add_argument("host", metavar="HOST", help="the host id (TETHER_HOST_ID) to drain")
-    drain.add_argument(
-        "--grace",
-        type=_seconds,
-        default=30.0,
-        metavar="S",
-        help="how long turns under way may run before they are handed off (default: 30)",
-    )
+    _add_grace(drain)
     drain.add_argument("--no-wait", action="store_true", help="return once the request is sent")
 
 
