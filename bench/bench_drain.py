@@ -1,14 +1,15 @@
 """``tether drain`` of a worker with N live runs: lost or doubled events, the pause; prints figures.
 
 Usage: python bench/bench_drain.py [--sessions N] [--rounds N] [--grace S] [--ttl S]
+                                   [--takers N]
 
 Each round, in a schema of its own: N runs are submitted, one ``tether
 worker`` (concurrency N) takes them all and holds each in a tool call (the
-``effect`` model of the tests, its tool paused), a second worker starts,
-and ``tether drain w1 --grace S`` hands every run to it. Then the database
+``effect`` model of the tests, its tool paused), ``--takers`` other workers
+start (default 1), and ``tether drain w1 --grace S`` hands every run to them. Then the database
 is checked, per session: seqs 0..n-1 without a gap or a duplicate, one
 ``session/handed-off``, turn ends ``[aborted handoff, completed]``, the run
-``done`` on the second worker with one attempt; and one ``sessions tail``
+``done`` on a taker with one attempt; and one ``sessions tail``
 follower, started before the drain, must have printed exactly the stored
 events.
 
@@ -20,7 +21,8 @@ Figures, per round (ranges over rounds):
   to the stored time of the first event of the worker that took it over
   (median and max over the sessions); the grace period is not in it;
 * of that pause, the part until the drained worker's hand-off record;
-* the whole drain: the request sent until every run is done;
+* the whole drain: the ``tether drain`` command started until every run is done
+  (with when the command returned and when the drained worker exited);
 * whether the drain command's exit status was 0 and the drained worker exited.
 
 The lease TTL is ``--ttl`` (default 15 s, the default of a deployment), so a
@@ -34,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -72,6 +73,8 @@ class Round(NamedTuple):
     pauses: list[float]
     releases: list[float]
     drain_s: float
+    command_s: float
+    exit_s: float
     drained_ok: bool
 
 
@@ -101,20 +104,20 @@ class Hosts:
         return [sys.executable, "-m", "tether.cli.main", "--config", str(self.overlay), *args]
 
     def worker(self, host: str, concurrency: int, pause: float) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            self.argv("worker", "--concurrency", str(concurrency), "--model", "effect"),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=self.env(host, pause),
-        )
-        assert process.stderr is not None
-        said = ""
-        while "takes runs" not in said:
-            line = process.stderr.readline()
-            if not line:
-                raise SystemExit(f"worker {host} did not start: {said}")
-            said += line
+        """A started worker; what it says goes to ``HOST.err`` (a pipe nobody reads
+        could fill and stop it)."""
+        said = self.tmp / f"{host}.err"
+        with said.open("w") as sink:
+            process = subprocess.Popen(
+                self.argv("worker", "--concurrency", str(concurrency), "--model", "effect"),
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+                text=True,
+                env=self.env(host, pause),
+            )
+        wait_for(lambda: "takes runs" in said.read_text() or process.poll() is not None, host)
+        if process.poll() is not None:
+            raise SystemExit(f"worker {host} did not start: {said.read_text()}")
         return process
 
 
@@ -126,26 +129,26 @@ def wait_for(condition: Any, what: str, timeout: float = 300.0) -> None:
         time.sleep(0.05)
 
 
-def one_round(sessions: int, grace: float, ttl: float) -> Round:
+def one_round(sessions: int, grace: float, ttl: float, takers: int) -> Round:
     schema = f"bench_drain_{os.getpid()}_{time.monotonic_ns() % 10**9}"
     with tempfile.TemporaryDirectory() as tmp:
         hosts = Hosts(Path(tmp), schema, ttl)
         db = PostgresBackend(URL, schema=schema, host_id="bench")
         try:
-            return _measure(hosts, db, sessions, grace)
+            return _measure(hosts, db, sessions, grace, takers)
         finally:
             db.close()
             with psycopg.connect(URL, autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
-def _measure(hosts: Hosts, db: PostgresBackend, sessions: int, grace: float) -> Round:
+def _measure(hosts: Hosts, db: PostgresBackend, sessions: int, grace: float, takers: int) -> Round:
     sids = [new_session_id() for _ in range(sessions)]
     for n, sid in enumerate(sids):
         db.runs.submit(sid, f"run {n}", cwd=str(hosts.tmp), model="effect")
     first = hosts.worker("w1", sessions, pause=600.0)
     wait_for(lambda: hosts.effects.read_text().count("\n") == sessions, "every run under way")
-    second = hosts.worker("w2", sessions, pause=0.0)
+    others = [hosts.worker(f"w{2 + n}", sessions, pause=0.0) for n in range(takers)]
     sink = (hosts.tmp / "tail.jsonl").open("w")
     follower = subprocess.Popen(
         hosts.argv("sessions", "tail", sids[0]),
@@ -162,7 +165,15 @@ def _measure(hosts: Hosts, db: PostgresBackend, sessions: int, grace: float) -> 
             env=hosts.env("cli", 0),
             check=False,
         )
-        first.communicate(timeout=120)
+        command_s = time.monotonic() - started
+        try:
+            first.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            raise SystemExit(
+                f"the drained worker is still running: {drained.stderr}\n"
+                + (hosts.tmp / "w1.err").read_text()[-3000:]
+            ) from None
+        exit_s = time.monotonic() - started
         wait_for(lambda: all(_run_done(db, sid) for sid in sids), "every run done")
         drain_s = time.monotonic() - started
         stored = _records(db, sids[0])
@@ -172,10 +183,10 @@ def _measure(hosts: Hosts, db: PostgresBackend, sessions: int, grace: float) -> 
         follower.terminate()
         follower.wait(timeout=30)
         sink.close()
-        for process in (first, second):
+        for process in (first, *others):
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                process.communicate(timeout=120)
+                process.kill()  # a failed round: its runs are left as they are
+                process.wait(timeout=60)
     followed = [json.loads(line) for line in tail_file.read_text().splitlines()]
     lost = doubled = 0
     pauses: list[float] = []
@@ -189,12 +200,18 @@ def _measure(hosts: Hosts, db: PostgresBackend, sessions: int, grace: float) -> 
         pauses.append(pause)
         releases.append(release)
     drained_ok = drained.returncode == 0 and first.returncode == 0
-    return Round(lost, doubled, followed == stored, pauses, releases, drain_s, drained_ok)
+    return Round(
+        lost, doubled, followed == stored, pauses, releases, drain_s, command_s, exit_s, drained_ok
+    )
 
 
 def _run_done(db: PostgresBackend, sid: str) -> bool:
     run = db.runs.get(sid)
-    return run is not None and run.state == "done"
+    if run is None or run.state != "done":
+        return False
+    if run.attempts != 1 or (run.worker or "").startswith("w1:"):
+        raise SystemExit(f"run {sid}: {run.attempts} attempts, done on {run.worker}")
+    return True
 
 
 def _records(db: PostgresBackend, sid: str) -> list[dict[str, Any]]:
@@ -223,17 +240,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grace", type=float, default=0.0)
     parser.add_argument("--ttl", type=float, default=15.0)
+    parser.add_argument("--takers", type=int, default=1)
     args = parser.parse_args()
     rounds: list[Round] = []
     for number in range(1, args.rounds + 1):
-        result = one_round(args.sessions, args.grace, args.ttl)
+        result = one_round(args.sessions, args.grace, args.ttl, args.takers)
         rounds.append(result)
         print(
             f"round {number}: {args.sessions} sessions, lost {result.lost}, doubled "
             f"{result.doubled}, follower {'exact' if result.follower_ok else 'WRONG'}, "
             f"pause median {statistics.median(result.pauses) * 1000:.0f} ms, max "
             f"{max(result.pauses) * 1000:.0f} ms (of which until the hand-off record: median "
-            f"{statistics.median(result.releases) * 1000:.0f} ms), drain {result.drain_s:.2f} s, "
+            f"{statistics.median(result.releases) * 1000:.0f} ms), drain "
+            f"{result.drain_s:.2f} s (the command returned at {result.command_s:.2f} s, "
+            f"the drained worker exited at {result.exit_s:.2f} s), "
             f"drain command and worker {'exit 0' if result.drained_ok else 'FAILED'}",
             flush=True,
         )
