@@ -144,8 +144,10 @@ def one_round(sessions: int, grace: float, ttl: float, takers: int) -> Round:
 
 def _measure(hosts: Hosts, db: PostgresBackend, sessions: int, grace: float, takers: int) -> Round:
     sids = [new_session_id() for _ in range(sessions)]
+    work = hosts.tmp / "work"  # apart from the hosts' homes, which a snapshot would copy
+    work.mkdir()
     for n, sid in enumerate(sids):
-        db.runs.submit(sid, f"run {n}", cwd=str(hosts.tmp), model="effect")
+        db.runs.submit(sid, f"run {n}", cwd=str(work), model="effect")
     first = hosts.worker("w1", sessions, pause=600.0)
     wait_for(lambda: hosts.effects.read_text().count("\n") == sessions, "every run under way")
     others = [hosts.worker(f"w{2 + n}", sessions, pause=0.0) for n in range(takers)]
