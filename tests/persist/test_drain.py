@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -71,14 +70,12 @@ def test_drain_hands_every_run_under_way_to_the_other_worker_without_a_lost_or_d
         fleet.wait_for(lambda: fleet.effects.read_text().count("\n") == 4, "4 runs under way")
         second = fleet.worker("w2", "--concurrency", "4")
         follower = tail(fleet, sids[0], tmp_path / "tail.jsonl")
-        started = time.monotonic()
         drained = drain(fleet, "w1", "--grace", "0.5")
         assert drained.returncode == 0, drained.stderr
         assert "host w1: drained" in drained.stderr
         _out, err = first.communicate(timeout=30)
         assert first.returncode == 0, err
         fleet.wait_for(lambda: all(fleet.run(s).state == "done" for s in sids), "every run done")
-        took = time.monotonic() - started
         stored = fleet.records(sids[0])
         fleet.wait_for(
             lambda: (tmp_path / "tail.jsonl").read_text().count("\n") == len(stored),
@@ -91,7 +88,6 @@ def test_drain_hands_every_run_under_way_to_the_other_worker_without_a_lost_or_d
         if follower is not None:
             follower.terminate()
             follower.wait(timeout=30)
-    assert took < 15  # no lease TTL, no claim to wait out: far below the 30 s of SETTLE
     for sid in sids:
         run = fleet.run(sid)
         assert (run.state, run.worker, run.attempts) == ("done", f"w2:{second.pid}", 1), run
