@@ -2,6 +2,8 @@
 
 import asyncio
 
+import pytest
+
 from tests.agent.support import assert_balanced, last_reason, prompts, turn_ends, types
 from tests.agent.world import World, calls, held, say
 from tether.agent import Agent, CancelCause, UserMessage
@@ -78,15 +80,16 @@ async def test_cancelling_an_idle_empty_agent_emits_nothing_and_strands_nothing(
     assert [r["kind"] for r in turn_ends(agent.session)] == ["completed"]
 
 
-async def test_cancel_records_its_cause_in_turn_end(world: World) -> None:
+@pytest.mark.parametrize("cause", [CancelCause.PARENT, CancelCause.HANDOFF])
+async def test_cancel_records_its_cause_in_turn_end(world: World, cause: CancelCause) -> None:
     agent = (await world.get("agents").create(cwd="/w")).agent
     reached, release = asyncio.Event(), asyncio.Event()
     world.model.queue(held("x", reached, release))
     agent.followup(UserMessage.text("go"))
     await reached.wait()
-    agent.cancel(CancelCause.PARENT)
+    agent.cancel(cause)
     await agent.when_idle()
-    assert last_reason(agent.session) == {"kind": "aborted", "cause": "parent"}
+    assert last_reason(agent.session) == {"kind": "aborted", "cause": cause.value}
 
 
 async def test_when_idle_resolves_after_the_aborted_turn_closed(world: World) -> None:

@@ -10,6 +10,8 @@ from tests import postgres
 
 if TYPE_CHECKING:
     import psycopg
+
+    from tests.persist.test_run_queue import Fleet
 from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
 
 
@@ -38,6 +40,18 @@ BACKENDS: dict[str, Callable[[Path], LogBackend]] = {
     "sqlite": SqliteBackend,
     "postgres": postgres_backend,
 }
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """Hosts (submitters and ``tether worker`` processes) sharing one PostgreSQL schema."""
+    from tests.persist.test_run_queue import Fleet
+
+    fleet = Fleet(tmp_path)
+    try:
+        yield fleet
+    finally:
+        fleet.db.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,15 +99,6 @@ class Fleet:
         while not condition():
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.02)
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path)
-    try:
-        yield fleet
-    finally:
-        fleet.db.close()
 
 
 def stop(process: subprocess.Popen[str]) -> str:

@@ -43,6 +43,8 @@ API_ROUTES = [
     ("GET", "/api/sessions/{session_id}/tasks"),
     ("GET", "/api/sessions/{session_id}/tasks/{task_id}"),
     ("POST", "/api/sessions/{session_id}/tasks/{task_id}/kill"),
+    ("POST", "/api/runs"),
+    ("GET", "/api/runs/{session_id}"),
 ]
 
 

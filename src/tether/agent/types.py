@@ -34,9 +34,12 @@ class CancelCause(enum.StrEnum):
     """The agent that spawned this one cancelled it."""
     DISPOSED = "disposed"
     """The agent is being torn down (only the teardown path uses it)."""
+    HANDOFF = "handoff"
+    """Its host is draining and hands the session to another host (``tether drain``):
+    the turn stops there, and the host that takes the session over goes on."""
 
 
-PUBLIC_CANCEL_CAUSES = frozenset({CancelCause.USER, CancelCause.PARENT})
+PUBLIC_CANCEL_CAUSES = frozenset({CancelCause.USER, CancelCause.PARENT, CancelCause.HANDOFF})
 """The causes a caller of ``Agent.cancel`` may give; ``disposed`` is the teardown's own."""
 
 
@@ -51,12 +54,12 @@ def public_cancel_cause(cause: object) -> CancelCause:
         return CancelCause.USER
     if not isinstance(cause, CancelCause):
         raise TypeError(
-            "cancel() takes CancelCause.USER or CancelCause.PARENT, got "
+            "cancel() takes CancelCause.USER, PARENT or HANDOFF, got "
             f"{type(cause).__name__} {cause!r}"
         )
     if cause not in PUBLIC_CANCEL_CAUSES:
         raise ValueError(
-            "cancel() takes CancelCause.USER or CancelCause.PARENT; "
+            "cancel() takes CancelCause.USER, PARENT or HANDOFF; "
             f"{cause.value!r} is reserved to the agent's teardown"
         )
     return cause
@@ -171,7 +174,7 @@ class Agent(Protocol):
         """The single public stop primitive (cause ``user`` when omitted).
 
         Raises:
-            TypeError, ValueError: ``cause`` is not ``USER`` or ``PARENT``
+            TypeError, ValueError: ``cause`` is not ``USER``, ``PARENT`` or ``HANDOFF``
                 (see :func:`public_cancel_cause`).
         """
         ...

@@ -330,6 +330,36 @@ def add_worker_parser(commands: _Commands) -> None:
         "repeatable; N=0 removes the limit)",
     )
     worker.add_argument("--model", metavar="M", help="for runs submitted without one")
+    worker.add_argument(
+        "--drain-on-sigterm",
+        action="store_true",
+        help="SIGTERM drains: hand the runs under way to other workers (docs/deploy.md)",
+    )
+    _add_grace(worker)
+
+
+def _add_grace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--grace",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="when draining, how long turns under way may run before they are handed off "
+        "(default: 30)",
+    )
+
+
+def add_drain_parser(commands: _Commands) -> None:
+    """``tether drain`` and its options."""
+    drain = commands.add_parser(
+        "drain",
+        help=_HELP["drain"],
+        description="Ask the workers of HOST (a host id, or HOST:PID) to hand their live "
+        "runs to other workers and exit; wait until the host has no live session.",
+    )
+    drain.add_argument("host", metavar="HOST", help="the host id (TETHER_HOST_ID) to drain")
+    _add_grace(drain)
+    drain.add_argument("--no-wait", action="store_true", help="return once the request is sent")
 
 
 def add_rewind_parsers(session_commands: _Commands) -> None:
@@ -511,6 +541,7 @@ _HELP = {
     "sessions": "list, show, export, tail, rewind, cancel or delete sessions",
     "submit": "queue a run for a worker (PostgreSQL); prints its session id",
     "worker": "take queued runs and run them as sessions (PostgreSQL)",
+    "drain": "hand a host's live runs to other workers (PostgreSQL)",
     "config": "inspect the composition",
     "doctor": "check the data directory and the model (one tiny request)",
     "acp": "serve an editor over the Agent Client Protocol on stdio",
@@ -527,6 +558,7 @@ _BUILDERS: dict[str, Callable[[_Commands], None]] = {
     "sessions": add_sessions_parser,
     "submit": add_submit_parser,
     "worker": add_worker_parser,
+    "drain": add_drain_parser,
     "config": add_config_parser,
     "doctor": add_doctor_parser,
     "acp": add_acp_parser,
@@ -621,12 +653,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or value == float("inf"):
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value
 
@@ -727,6 +766,10 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from tether.cli.sessions import sessions
 
         return asyncio.run(sessions(args))
+    if args.command == "drain":
+        from tether.cli.drain import drain
+
+        return asyncio.run(drain(args))
     if args.command in ("submit", "worker"):
         from tether.cli import worker
 

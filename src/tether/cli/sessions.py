@@ -42,6 +42,10 @@ CANCEL_WAIT = 30.0
 """How long ``sessions cancel`` follows the log for the stop (longer than a default lease TTL,
 so a holder that dies meanwhile is seen gone)."""
 
+RUN_LOOK_AGAIN = 0.25
+"""How often ``sessions tail`` of a run no worker took yet looks whether its session is
+stored, in seconds (a take rings no doorbell)."""
+
 DEFAULT_OTLP = "http://127.0.0.1:4318"
 """Where ``sessions trace`` sends without ``--endpoint`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
 
@@ -253,6 +257,32 @@ async def _print_list(persistence: Persistence, args: argparse.Namespace, *, sha
     header = ["ID", "CWD", "LAST ACTIVE", "TURNS", "TITLE"] + (["HOLDER"] if shared else [])
     for line in _aligned([header, *rows], width=shutil.get_terminal_size().columns):
         print(line)
+
+
+async def _await_run(cluster: Cluster | None, session_id: str) -> int | None:
+    """For ``sessions tail`` of a submitted run whose session no worker stored yet:
+    wait until it is stored (``None``: tail it), or say why it never will be and
+    return the exit status. ``None`` at once when ``session_id`` is no such run."""
+    import asyncio
+
+    if cluster is None:
+        return None
+    run = await asyncio.to_thread(cluster.runs.get, session_id)
+    said = False
+    while run is not None and not await asyncio.to_thread(cluster.stored, session_id):
+        if run.state not in ("queued", "running"):
+            print(
+                f"tether: run {session_id} is {run.state} ({run.outcome}); it never stored "
+                "a session",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        if not said:
+            print(f"run {session_id} is {run.state}; waiting for its session", file=sys.stderr)
+            said = True
+        await asyncio.sleep(RUN_LOOK_AGAIN)
+        run = await asyncio.to_thread(cluster.runs.get, session_id)
+    return None
 
 
 async def _cancel_queued(cluster: Cluster | None, session_id: str) -> bool:
@@ -564,6 +594,10 @@ async def sessions(args: argparse.Namespace) -> int:
                 tether.runtime.ctx.get(CLUSTER), args.id
             ):
                 return EXIT_OK
+            if args.sessions_command == "tail" and (
+                waited := await _await_run(tether.runtime.ctx.get(CLUSTER), args.id)
+            ):
+                return waited
             if args.sessions_command in NAMING_COMMANDS:
                 # A session no stored one matches is a bad argument (exit 2).
                 args.id = await resolve_session(tether, args.id, cwd=os.getcwd())

@@ -89,8 +89,9 @@ class LoopAgent:
     def cancel(self, cause: CancelCause | None = None) -> None:
         """The single public stop: end everything accepted so far.
 
-        ``cause`` is :attr:`CancelCause.USER` (the default) or
-        :attr:`CancelCause.PARENT`. An effective call emits
+        ``cause`` is :attr:`CancelCause.USER` (the default),
+        :attr:`CancelCause.PARENT` or :attr:`CancelCause.HANDOFF` (a draining
+        host hands the session to another). An effective call emits
         ``agent/cancel-requested``, clears both FIFOs durably and aborts the
         running turn, which closes ``aborted {cause}``. Input accepted after
         the call runs normally, as its own turn.

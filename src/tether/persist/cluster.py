@@ -17,7 +17,11 @@ host listens on two channels of its schema (see
   to cancel its work. Each host emits :data:`CANCEL_REQUESTED` for it; the
   host where the session is live cancels its agent with cause ``user`` (the
   ``cluster`` plugin does, one layer up). Any host can send it:
-  :meth:`Cluster.cancel`.
+  :meth:`Cluster.cancel`. ``"drain <host> <grace>"`` asks the host ``host``
+  (a host id, or ``HOST:PID`` for one process) to hand its live sessions
+  to other hosts, letting running turns end within ``grace`` seconds: the
+  hosts it names emit :data:`DRAIN_REQUESTED` (``tether worker`` drains on
+  it). Any host can send it: :meth:`Cluster.drain`.
 
 A lease this host lost to another host (its heartbeat or a write found the
 fencing token changed) is announced as :data:`TAKEN_OVER`; the agent of that
@@ -33,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from tether.persist.backends.channels import (
@@ -53,6 +58,7 @@ if TYPE_CHECKING:
     from tether.persist.backends.postgres import PostgresBackend
     from tether.persist.backends.postgres_runs import RunQueue
     from tether.persist.follow import Doorbell
+    from tether.persist.submitted import SubmittedRun
     from tether.runtime import Context
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,10 @@ CANCEL_REQUESTED = Notice[str]("session/cancel-requested")
 
 TAKEN_OVER = Notice[str, str]("session/taken-over")
 """``(session_id, message)``: another host took this session over; ``message`` says which."""
+
+DRAIN_REQUESTED = Notice[float]("host/drain-requested")
+"""``(grace)``: some host asked this one to hand its live sessions to other hosts,
+letting running turns end within ``grace`` seconds (see ``tether drain``)."""
 
 RECONNECT_DELAY = 1.0
 """How long the listener waits before connecting again after losing its connection."""
@@ -124,11 +134,51 @@ class Cluster:
         """How long a lease outlives its holder's last renewal, in seconds."""
         return self._backend.lease_ttl
 
-    async def submit(self, session_id: str, task: str, **request: Any) -> None:
-        """Store a run request (see :meth:`RunQueue.submit`, whose errors it raises)
-        and ring the queue's doorbell: a waiting worker takes it at once."""
-        await asyncio.to_thread(self._backend.runs.submit, session_id, task, **request)
-        await asyncio.to_thread(self._backend.notify, self._runs, session_id)
+    async def submit(
+        self,
+        task: str,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        model: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 3,
+        session_id: str | None = None,
+    ) -> SubmittedRun:
+        """Store a run request and ring the queue's doorbell (a waiting worker on any
+        host takes it at once); return the run, whose session id is known now.
+
+        ``cwd`` (an absolute path; default: this process's directory) is where
+        the run works on the worker's host, ``model`` its model (default: the
+        worker's); higher ``priority`` runs first; ``queue`` names a queue
+        workers may be limited to; a run taken ``max_attempts`` times without
+        settling is parked. ``session_id`` defaults to a new id.
+
+        Raises:
+            ValueError: ``task`` is empty, ``cwd`` is relative or ``max_attempts``
+                is below 1.
+            InvalidSessionIdError: ``session_id`` is not a valid id.
+            psycopg.errors.UniqueViolation: a run of ``session_id`` exists.
+        """
+        from tether.persist.submitted import SubmittedRun
+        from tether.session.store import new_session_id
+
+        where = os.getcwd() if cwd is None else os.fspath(cwd)
+        if not os.path.isabs(where):
+            raise ValueError(f"a run's cwd must be an absolute path, got {where!r}")
+        session_id = session_id or new_session_id()
+        await asyncio.to_thread(
+            self._backend.runs.submit,
+            session_id,
+            task,
+            cwd=where,
+            model=model,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+        await self.ring_runs(session_id)
+        return SubmittedRun(self, session_id)
 
     async def listening(self) -> None:
         """Return once the control and events channels are listened to."""
@@ -151,6 +201,54 @@ class Cluster:
             raise SessionNotLiveError(session_id, None if info is None else info.host)
         await asyncio.to_thread(self._backend.notify, self._control, f"cancel {session_id}")
         return info.host
+
+    async def drain(self, host: str, grace: float) -> None:
+        """Ask ``host`` (a host id, or ``HOST:PID`` for one process) to hand its live
+        sessions to other hosts, letting running turns end within ``grace`` seconds.
+
+        Returns once the request is sent (delivered at commit; a host that is
+        not listening then never hears it).
+
+        Raises:
+            ValueError: ``host`` is empty or holds white space, or ``grace`` is
+                negative or not finite.
+        """
+        if not host or host != "".join(host.split()):
+            raise ValueError(f"not a host id: {host!r}")
+        if not 0 <= grace < float("inf"):
+            raise ValueError(
+                f"the grace period must be a finite number of seconds >= 0, got {grace}"
+            )
+        await asyncio.to_thread(self._backend.notify, self._control, f"drain {host} {grace!r}")
+
+    def stored(self, session_id: str) -> bool:
+        """Whether ``session_id`` is stored (blocking: run it in a worker thread).
+
+        Raises:
+            InvalidSessionIdError: ``session_id`` is not a valid id.
+        """
+        return self._backend.exists(session_id)
+
+    def held_by(self, host: str) -> int | None:
+        """How many sessions ``host`` (a host id, or ``HOST:PID``) has live; ``None``
+        when no lease or run ever named it (blocking: run it in a worker thread)."""
+        return self._backend.held_by(host)
+
+    async def ring_runs(self, session_id: str) -> None:
+        """Ring the run queue's doorbell: a worker waiting for work looks at once
+        (a run given back, or handed off, by this host)."""
+        await asyncio.to_thread(self._backend.notify, self._runs, session_id)
+
+    def _heard_drain(self, rest: str) -> None:
+        """``drain <host> <grace>``: emit :data:`DRAIN_REQUESTED` when it names this host."""
+        host, _, grace = rest.partition(" ")
+        try:
+            seconds = float(grace)
+        except ValueError:
+            log.warning("a drain request with a bad grace period %r ignored", grace)
+            return
+        if host in (self.host_id, f"{self.host_id}:{os.getpid()}"):
+            self._ctx.emit(DRAIN_REQUESTED, seconds)
 
     async def _bell_connection(self) -> psycopg.AsyncConnection[Any]:
         import psycopg
@@ -200,6 +298,8 @@ class Cluster:
                 verb, _, session_id = notice.payload.partition(" ")
                 if verb == "cancel" and session_id:
                     self._ctx.emit(CANCEL_REQUESTED, session_id)
+                elif verb == "drain" and session_id:
+                    self._heard_drain(session_id)
                 else:
                     log.warning("unknown control message %r ignored", notice.payload)
 

@@ -20,6 +20,7 @@ from tether.session.errors import (
     UnknownEventTypeError,
 )
 from tether.session.events import Event
+from tether.session.handoff import SessionHandedOff
 from tether.session.inbox import InboxState, replay_inbox
 from tether.session.log import Delegation, Lineage, Observer, Session, SessionEvents, SessionHeader
 from tether.session.payload import EventPayload, EventStruct
@@ -94,6 +95,7 @@ __all__ = [
     "Session",
     "SessionError",
     "SessionEvents",
+    "SessionHandedOff",
     "SessionHeader",
     "SessionInvariantError",
     "SnapshotMoment",

@@ -25,6 +25,7 @@ from tether.session.errors import (
 from tether.session.events import LAZY_PAYLOADS, Event, assemble, build_event, holding
 from tether.session.fields import freeze_data
 from tether.session.files import FileSeen
+from tether.session.handoff import SessionHandedOff
 from tether.session.log_decoder import LogDecoder
 from tether.session.payload import EventPayload, EventStruct, format_error
 from tether.session.previews import ToolPreviewed
@@ -50,6 +51,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     WorkspaceSnapshot,
     PermissionRuled,
     WorktreeCreated,
+    SessionHandedOff,
     *SETTINGS_PAYLOADS,
     *BUDGET_PAYLOADS,
 )

@@ -75,6 +75,7 @@ from tether.persist.backends.errors import (
     InvalidSessionIdError,
     LogStoreError,
     SessionNotFoundError,
+    storage_failure,
 )
 from tether.persist.backends.lease import SessionLeasedError
 from tether.persist.backends.records import validate_session_id
@@ -105,6 +106,7 @@ from tether.web.security import Guard
 if TYPE_CHECKING:
     from tether.persist.backends.base import SessionSummary
     from tether.persist.backends.lease import Holder
+    from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
     from tether.runtime import Context
     from tether.session import Event, Session
@@ -250,6 +252,8 @@ def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | Non
         Route("/api/sessions/{session_id}/tasks/{task_id}", api.task),
         Route("/api/sessions/{session_id}/tasks/{task_id}/kill", api.kill, methods=["POST"]),
         Route("/static/highlight.css", api.highlight_css, include_in_schema=False),
+        Route("/api/runs", api.submit_run, methods=["POST"]),
+        Route("/api/runs/{session_id}", api.get_run),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(
@@ -483,6 +487,63 @@ class Api:
         if given not in known:
             raise ApiError(400, f"sandbox must be one of {', '.join(known)}, got {given!r}")
         return SandboxMode(given)
+
+    async def submit_run(self, request: Request) -> Response:
+        """
+        summary: Queue a run for `tether worker` processes (PostgreSQL) and return its
+          session id at once; follow it as any session once a worker stored it.
+        requestBody:
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [task, cwd]
+                properties:
+                  task: {type: string}
+                  cwd: {type: string, description: "absolute; on the worker's host"}
+                  model: {type: string, description: "PROVIDER:MODEL; default: the worker's"}
+                  queue: {type: string, description: "default: default"}
+                  priority: {type: integer, description: "higher runs first; default 0"}
+                  max_attempts: {type: integer, minimum: 1, description: "default 3"}
+        responses:
+          201: {description: "{id, state: queued}"}
+          400: {description: a bad task, cwd, model, queue, priority or max_attempts}
+          404: {description: "no run queue here (sessions are not kept in PostgreSQL)"}
+          503: {description: "the queue could not store it (it was not queued)"}
+        """
+        body = await _json_body(request, limit=MAX_PROMPT_BYTES)
+        submit, cluster = _run_request(body), self._cluster()
+        try:
+            run = await cluster.submit(**submit)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        except Exception as exc:  # the database: said in one line, nothing queued
+            log.warning("a run could not be queued: %s", exc)
+            raise ApiError(503, f"the run could not be queued: {storage_failure(exc)}") from None
+        return JSONResponse({"id": run.session_id, "state": "queued"}, status_code=201)
+
+    async def get_run(self, request: Request) -> Response:
+        """
+        summary: A submitted run as stored (PostgreSQL).
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{id, task, cwd, model, queue, priority, state, attempts,
+            max_attempts, worker, submitted_at, outcome}"}
+          404: {description: "no such run, or no run queue here"}
+        """
+        session_id = _session_id(request)
+        run = await asyncio.to_thread(self._cluster().runs.get, session_id)
+        if run is None:
+            raise ApiError(404, f"no run {session_id}")
+        record = msgspec.to_builtins(run)
+        record["id"] = record.pop("session_id")
+        return JSONResponse(record)
+
+    def _cluster(self) -> Cluster:
+        cluster = self._ctx.get(CLUSTER)
+        if cluster is None:
+            raise ApiError(404, "no run queue here: it lives in PostgreSQL (TETHER_DATABASE_URL)")
+        return cluster
 
     async def get_session(self, request: Request) -> Response:
         """
@@ -1086,6 +1147,31 @@ async def _json_body(request: Request, *, limit: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return body
+
+
+def _run_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of :meth:`Cluster.submit` a ``POST /api/runs`` body gives (400 for
+    a value of the wrong kind; the queue checks the rest)."""
+    task, cwd = body.get("task"), body.get("cwd")
+    if not isinstance(task, str) or not task.strip():
+        raise ApiError(400, "task must be a non-empty string")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise ApiError(400, f"cwd must be an absolute path, got {cwd!r}")
+    submit: dict[str, Any] = {"task": task, "cwd": cwd}
+    for name in ("model", "queue"):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ApiError(400, f"{name} must be a non-empty string, got {value!r}")
+        if value is not None:
+            submit[name] = value
+    for name, least in (("priority", -(2**31)), ("max_attempts", 1)):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not least <= value < 2**31:
+            raise ApiError(400, f"{name} must be a whole number from {least} to 2^31-1")
+        submit[name] = value
+    return submit
 
 
 def _turn_of(given: object) -> int:

@@ -91,6 +91,22 @@ _STALL_MIN = 2.0
 """The shortest :attr:`PostgresBackend.stall_limit`, in seconds."""
 
 
+_HELD_BY = """
+WITH named AS (
+    SELECT session_id, expires_at > clock_timestamp() AS live FROM leases
+    WHERE host = %(host)s OR holder = %(host)s
+), taken AS (
+    SELECT session_id, state = 'running' AND claimed_until > clock_timestamp() AS live
+    FROM runs WHERE worker = %(host)s OR left(worker, length(%(host)s) + 1) = %(host)s || ':'
+)
+SELECT (SELECT count(DISTINCT session_id) FROM (
+            SELECT session_id FROM named WHERE live UNION SELECT session_id FROM taken WHERE live
+        ) AS held),
+       EXISTS (SELECT 1 FROM named) OR EXISTS (SELECT 1 FROM taken)
+"""
+"""How many sessions a host has live, and whether any lease or run ever named it."""
+
+
 class PostgresBackend:
     """A :class:`~tether.persist.backends.base.LogBackend` over one PostgreSQL schema.
 
@@ -357,6 +373,18 @@ class PostgresBackend:
         """Who holds (or last held) the session's lease, ``None`` if no one does."""
         validate_session_id(session_id)
         return self._leases.info(session_id)
+
+    def held_by(self, host: str) -> int | None:
+        """How many sessions ``host`` (a host id, or ``HOST:PID``) has live: those
+        whose lease it holds unexpired, and runs it took whose claim still runs
+        (it is opening them). ``None`` when no lease or run ever named it."""
+
+        def count(cur: psycopg.Cursor[Any]) -> int | None:
+            row = cur.execute(_HELD_BY, {"host": host}).fetchone()
+            assert row is not None
+            return int(row[0]) if row[1] else None
+
+        return self._run(count)
 
     def renew_leases(self) -> builtins.list[str]:
         """Push the expiry of every lease this backend holds one TTL ahead.

@@ -187,15 +187,36 @@ class RunQueue:
             )
         )
 
-    def release(self, session_id: str, *, worker: str) -> None:
+    def hold(self, session_id: str, *, worker: str, claim: float) -> bool:
+        """Keep ``worker``'s run of ``session_id`` its for ``claim`` more seconds, even
+        without the session's lease (no other worker takes it meanwhile): a worker
+        handing a run off holds it from before it lets the lease go until it
+        gives the run back (:meth:`release`). Whether it was still that worker's run."""
+        return self._run(
+            lambda cur: (
+                cur.execute(
+                    "UPDATE runs SET claimed_until = clock_timestamp() + make_interval(secs => %s)"
+                    " WHERE session_id = %s AND worker = %s AND state = 'running'",
+                    (claim, session_id, worker),
+                ).rowcount
+                == 1
+            )
+        )
+
+    def release(self, session_id: str, *, worker: str, outcome: str | None = None) -> bool:
         """Give ``worker``'s run of ``session_id`` back to the queue, at once, without
-        counting the attempt (the worker stopped before the run started)."""
-        self._run(
-            lambda cur: cur.execute(
-                "UPDATE runs SET state = 'queued', attempts = greatest(attempts - 1, 0),"
-                " claimed_until = NULL WHERE session_id = %s AND worker = %s"
-                " AND state = 'running'",
-                (session_id, worker),
+        counting the attempt: the worker stopped before the run started, or drained
+        and handed it off (``outcome`` says so; the run did not fail). Whether it
+        was still that worker's run."""
+        return self._run(
+            lambda cur: (
+                cur.execute(
+                    "UPDATE runs SET state = 'queued', attempts = greatest(attempts - 1, 0),"
+                    " claimed_until = NULL, outcome = coalesce(%s, outcome)"
+                    " WHERE session_id = %s AND worker = %s AND state = 'running'",
+                    (outcome, session_id, worker),
+                ).rowcount
+                == 1
             )
         )
 
