@@ -363,7 +363,7 @@ TASKS: tuple[Task, ...] = (
         "background-process",
         {
             "slow.py": (
-                "import time\n\ntime.sleep(4)\n"
+                "import time\n\ntime.sleep(2)\n"
                 "open('result.txt', 'w').write(str(sum(range(1, 101)) * 3) + '\\n')\n"
             ),
         },
