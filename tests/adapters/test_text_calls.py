@@ -43,8 +43,9 @@ def text_of(chunks: list[StreamChunk]) -> str:
         ["I'll check.\n```json\n", PARIS, "\n```"],
         ["I'll check.\n<tool_call>\n", PARIS, "\n</tool_call>"],
         ["I'll check.\n``", "`\n", PARIS[:10], PARIS[10:], "\n``", "`\n"],
+        ["I'll check.\n<to", "ols>\n", PARIS, "\n</tools>"],
     ],
-    ids=["fenced", "tagged", "cut-anywhere"],
+    ids=["fenced", "tagged", "cut-anywhere", "in-a-tools-tag"],
 )
 async def test_a_written_call_of_an_offered_tool_is_a_call(
     server: FakeServer, runtime: Runtime, answer: list[str]

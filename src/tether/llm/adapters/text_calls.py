@@ -3,8 +3,8 @@
 Small local models, and some servers, answer with a tool call written out
 instead of a native one: a fenced JSON object with ``name`` and
 ``arguments``, or the same object between ``<tool_call>`` and
-``</tool_call>`` (the Qwen and Hermes format), or an answer that is that
-object alone::
+``</tool_call>`` (the Qwen and Hermes format) or ``<tools>`` and ``</tools>``,
+or an answer that is that object alone::
 
     I'll look at the file first.
     ```json
@@ -20,7 +20,7 @@ written. An answer that made native calls, or that did not end normally
 (cut at the token limit, refused), is left as it was written too.
 
 Text that may open such a call is held back until it is clear: a fence
-whose first line is ``{``, a ``<tool_call>`` tag, or an answer that begins
+whose first line is ``{``, a ``<tool_call>`` or ``<tools>`` tag, or an answer that begins
 with ``{`` is held to its end; any other text streams as it comes.
 
 Which providers get this is a setting (``text_tool_calls``, see
@@ -44,12 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["TextCallDecoder", "is_local", "parse_calls"]
 
-_TAG_OPEN, _TAG_CLOSE = "<tool_call>", "</tool_call>"
 _FENCE = "```"
-_MARKERS = (_FENCE, _TAG_OPEN)
+# ``<tools>``: small models copy the tag their chat template puts around the tool
+# definitions (Qwen's), and write a call inside it.
+_MARKERS = (_FENCE, "<tool_call>", "<tools>")
 # A fenced block: the fence, an info string (json, tool_call, …), the body, the fence.
 _FENCED = re.compile(r"```[\w-]*[ \t]*\n(?P<body>.*?)\n?```", re.DOTALL)
-_TAGGED = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
+_TAGGED = re.compile(r"<(?P<tag>tool_call|tools)>(?P<body>.*?)</(?P=tag)>", re.DOTALL)
 
 
 def is_local(base_url: str | None) -> bool:
