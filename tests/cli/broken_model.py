@@ -6,6 +6,13 @@ from tether.llm.chunks import Finish, StreamChunk
 from tether.llm.request import ModelRequest
 from tether.runtime import CancelSignal, Context
 
+OVERLAY = (
+    "plugins:\n  - id: broken\n    plugin: tests.cli.broken_model\n"
+    "  - id: retry\n    plugin: tether.loop.retry\n"
+    "    config: {base_delay: 0.01, max_delay: 0.05}\n"
+)
+"""A configuration overlay with this provider, whose failures are retried at once."""
+
 name = "broken_model"
 inject = ("llm",)
 

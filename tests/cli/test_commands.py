@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import broken_model
+
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 
@@ -129,7 +131,7 @@ def test_a_model_error_mid_turn_exits_nonzero_with_one_line_saying_what_to_do(
     tmp_path: Path,
 ) -> None:
     overlay = tmp_path / "broken.yml"
-    overlay.write_text("plugins:\n  - id: broken\n    plugin: tests.cli.broken_model\n")
+    overlay.write_text(broken_model.OVERLAY)
     result = tether(tmp_path, "--config", str(overlay), "run", "--model", "broken", "hello")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (

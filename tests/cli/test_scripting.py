@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli import broken_model
 from tests.cli.test_commands import env_for, session_id, tether
 
 
@@ -215,7 +216,7 @@ def test_resume_uses_the_model_given_and_says_when_the_sessions_model_is_not_her
     tmp_path: Path,
 ) -> None:
     overlay = tmp_path / "broken.yml"
-    overlay.write_text("plugins:\n  - id: broken\n    plugin: tests.cli.broken_model\n")
+    overlay.write_text(broken_model.OVERLAY)
     made = tether(tmp_path, "--config", str(overlay), "run", "--model", "broken", "hello")
     sid = session_id(made.stderr)
     # Here no plugin provides the session's model.
