@@ -45,6 +45,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from tether.acp.source import LaunchedBridge
 from tether.acp.transport import encode_frame
 from tether.runtime.keys import ServiceKey
 
@@ -187,61 +188,24 @@ class Reader:
         self._connection.left(self)
 
 
-class MountedBridge:
+class MountedBridge(LaunchedBridge["Fiber"]):
     """A bridge of its own for one connection: the bridge plugin mounted as a child of
     ``ctx``'s fiber under a service name of its own (a
     :class:`~tether.acp.server.BridgeSource`)."""
 
     def __init__(self, ctx: Context, config: dict[str, object], label: str) -> None:
+        super().__init__(label)
         self._ctx = ctx
         self._config = config
         self._label = label
-        self._task: asyncio.Task[tuple[Fiber, Bridge]] | None = None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._mount(), name=self._label)
-
-    def ready(self) -> Bridge | None:
-        task = self._task
-        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
-            return None
-        return task.result()[1]
-
-    async def get(self) -> Bridge:
-        self.start()
-        assert self._task is not None
-        return (await asyncio.shield(self._task))[1]
 
     async def signed_in(self) -> None:
         """Nothing to switch: the server chose its model when it started."""
 
-    async def bridge_closed(self) -> None:
-        """Return when the bridge has been torn down (never, if it never comes up)."""
-        bridge = None
-        if self._task is not None:
-            await asyncio.wait({self._task})
-            bridge = self.ready()
-        if bridge is None:
-            await asyncio.get_running_loop().create_future()
-        else:
-            await bridge.closed.wait()
+    async def _stop(self, owner: Fiber) -> None:
+        await owner.dispose()
 
-    async def shutdown(self) -> None:
-        """The bridge's one teardown, then its fiber unloads; waits for a mount in progress."""
-        task = self._task
-        if task is None:
-            return
-        await asyncio.wait({task})
-        if task.cancelled() or task.exception() is not None:
-            return
-        fiber, bridge = task.result()
-        try:
-            await bridge.close()
-        finally:
-            await fiber.dispose()
-
-    async def _mount(self) -> tuple[Fiber, Bridge]:
+    async def _launch(self) -> tuple[Fiber, Bridge]:
         from tether.acp import bridge as bridge_plugin
 
         fiber = self._ctx.plugin(bridge_plugin, self._config, label=self._label)
