@@ -227,7 +227,7 @@ async def test_a_websocket_dropped_mid_prompt_reconnects_and_replays_from_its_la
 async def test_a_client_that_never_comes_back_is_closed_after_the_grace_period(
     tmp_path: Path,
 ) -> None:
-    async with served(tmp_path, mode="ask", acp_grace=0.3) as web:
+    async with served(tmp_path, mode="ask", acp_grace=2.0) as web:
         client = await _open(web)
         async with client.stream() as stream:
             new = await client.send("session/new", {"cwd": str(tmp_path), "mcpServers": []})
@@ -292,6 +292,14 @@ async def test_bad_requests_get_one_line_errors(tmp_path: Path) -> None:
             "/acp", headers={"Acp-Connection-Id": client.id, "Acp-Session-Id": "s"}
         )
         assert per_session.status_code == 400
+        for headers, status in (
+            ({"Acp-Connection-Id": "nope"}, 404),
+            ({"Acp-Connection-Id": client.id, "Last-Event-ID": "99"}, 409),
+        ):
+            with pytest.raises(websockets.InvalidStatus) as refused:
+                async with connect(_ws_url(web), additional_headers={**AUTH, **headers}):
+                    pass
+            assert refused.value.response.status_code == status
 
 
 async def test_a_wrong_or_missing_token_or_a_foreign_origin_is_refused(tmp_path: Path) -> None:
