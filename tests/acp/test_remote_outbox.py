@@ -74,12 +74,17 @@ async def test_a_new_reader_ends_the_one_before_it() -> None:
     assert (await anext(second.frames()))[0] == 2
 
 
-async def test_frames_past_the_kept_ones_are_refused_never_skipped() -> None:
+async def test_frames_not_yet_read_are_kept_and_past_the_kept_ones_refused_never_skipped() -> None:
     from tether.acp.remote import ReplayGoneError
 
     connection = _connection(keep=3)
     for n in range(5):
         connection.write({"jsonrpc": "2.0", "method": "n", "params": n})
+    reader = connection.attach(0)  # nothing was read yet: all five are there
+    frames = reader.frames()
+    assert [(await anext(frames))[0] for _ in range(5)] == [1, 2, 3, 4, 5]
+    await frames.aclose()
+    reader.leave()
     try:
         connection.attach(1)
         raise AssertionError("a gap was served")

@@ -14,9 +14,10 @@ on a bridge of its own (:class:`MountedBridge`):
   stream, a WebSocket) gets the frames after the number it names, then each
   frame as it is written. A reader that reconnects naming the last number it
   got (``Last-Event-ID``) continues with the next: no frame lost, none twice.
-  Naming ``N`` confirms frames 1..N, which are dropped; at most ``keep``
-  frames are kept unconfirmed, and a reader that asks for frames no longer kept
-  is refused (:class:`ReplayGoneError`), never given a gap.
+  Naming ``N`` confirms frames 1..N, which are dropped. A frame not yet handed
+  to a reader is always kept; of those handed over but not confirmed, the
+  latest ``keep`` are. A reader that asks for frames no longer kept is refused
+  (:class:`ReplayGoneError`), never given a gap.
 * **One reader at a time.** A new reader supersedes the one before (whose
   stream then ends), so a half-open TCP connection the server has not noticed
   yet cannot keep frames from the client's new one.
@@ -60,7 +61,7 @@ GRACE = 60.0
 """Seconds a connection without a reader is kept for the client to come back."""
 
 MAX_KEPT = 10_000
-"""The most frames a connection keeps that its client has not confirmed."""
+"""The most frames a connection keeps that were handed to a reader but not confirmed."""
 
 ANSWER_GRACE = 1.0
 """Seconds the end of a connection waits for requests in progress to be answered."""
@@ -80,6 +81,7 @@ class Outbox:
     def __init__(self, keep: int = MAX_KEPT) -> None:
         self._frames: deque[tuple[int, bytes]] = deque()
         self._last = 0
+        self._handed = 0
         self._keep = keep
         self._wake = asyncio.Event()
         self.closed = False
@@ -90,17 +92,18 @@ class Outbox:
         return self._last
 
     def put(self, data: bytes) -> int:
-        """Keep ``data`` as the next frame and wake the reader; returns its number.
-
-        Beyond ``keep`` unconfirmed frames the oldest is dropped (a reader that
-        still needs it is refused, see :meth:`since`).
-        """
+        """Keep ``data`` as the next frame and wake the reader; returns its number."""
         self._last += 1
         self._frames.append((self._last, data))
-        if len(self._frames) > self._keep:
-            self._frames.popleft()
+        self._trim()
         self.nudge()
         return self._last
+
+    def handed(self, seq: int) -> None:
+        """Frames up to ``seq`` were handed to a reader: past ``keep`` of them, the oldest
+        are dropped (a reader that still needs one is refused, see :meth:`check`)."""
+        self._handed = max(self._handed, seq)
+        self._trim()
 
     def check(self, seq: int) -> None:
         """Whether a reader can continue after frame ``seq``.
@@ -127,6 +130,11 @@ class Outbox:
         self.check(seq)
         first = self._frames[0][0] if self._frames else self._last + 1
         return list(itertools.islice(self._frames, max(0, seq + 1 - first), None))
+
+    def _trim(self) -> None:
+        frames = self._frames
+        while len(frames) > self._keep and frames[0][0] <= self._handed:
+            frames.popleft()
 
     def confirm(self, seq: int) -> None:
         """The client has frames 1..``seq``: they need not be kept."""
@@ -172,6 +180,7 @@ class Reader:
                     return
                 yield seq, data
                 cursor = seq
+                outbox.handed(seq)
             if not batch:
                 if outbox.closed:
                     return
