@@ -274,6 +274,21 @@ async def test_delete_ends_the_connection_once_its_sessions_are_disposed(tmp_pat
                 await stream.until(lambda _frame: False)
 
 
+async def test_a_session_still_being_created_when_the_client_deletes_is_disposed(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path, mode="auto", acp_grace=30) as web:
+        client = await _open(web)
+        for _ in range(3):
+            await client.send("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        deleted = await web.client.delete("/acp", headers={"Acp-Connection-Id": client.id})
+        assert deleted.status_code == 204
+        agents = web.tether.runtime.ctx.get(AGENTS)
+        sessions = web.tether.runtime.ctx.get(SESSIONS)
+        assert agents is not None and sessions is not None
+        assert agents.list() == [] and sessions.list() == []
+
+
 async def test_bad_requests_get_one_line_errors(tmp_path: Path) -> None:
     async with served(tmp_path, acp_grace=30) as web:
         listed = {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}
