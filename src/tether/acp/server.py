@@ -37,7 +37,7 @@ from tether.acp import wire
 from tether.acp.handshake import initialize_result, valid_protocol_version
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.acp.rpc import AgentConnection, RequestError
-from tether.acp.transport import INVALID_REQUEST, FrameTransport
+from tether.acp.transport import INVALID_REQUEST, FrameChannel
 
 if TYPE_CHECKING:
     from tether.acp.auth import ModelAuth
@@ -90,7 +90,7 @@ class AcpServer:
     def __init__(
         self,
         source: BridgeSource,
-        transport: FrameTransport,
+        transport: FrameChannel,
         *,
         images: bool,
         client_capabilities: object = None,
