@@ -359,3 +359,42 @@ def test_the_chunks_of_a_message_share_its_id_and_a_retry_starts_another() -> No
         u.get("messageId") for u in replay(events) if u["sessionUpdate"] == "agent_message_chunk"
     ]
     assert replayed == [f"agent-{first[2]}"]
+
+
+def test_a_sandbox_denial_is_a_notice_to_a_client_that_shows_them() -> None:
+    from tether.shell.sandbox import denial_note, refused_note
+
+    record = "sandbox workspace-write, network off"
+    denied = denial_note(record, "touch: /etc/x: Permission denied")
+    refused = refused_note(record, ("example.com",))
+    assert denied is not None and refused is not None
+    output = f"touch: /etc/x: Permission denied\n[exit code: 1]\n{denied}\n{refused}"
+    mimicked = f"{denied}\n[exit code: 0]"  # the command printed a note's words itself
+    session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/"))
+    for payload in (
+        TurnStart(turn=1),
+        StepStart(turn=1, step=1),
+        AssistantMessageEvent(
+            content=(
+                ToolCallBlock("c1", "bash", {"command": "touch /etc/x"}),
+                ToolCallBlock("c2", "bash", {"command": "cat notes"}),
+            ),
+            finish="tool-calls",
+        ),
+        ToolCallEvent(id="c1", name="bash", arguments={"command": "touch /etc/x"}),
+        ToolResultEvent(id="c1", name="bash", content=output, is_error=False),
+        ToolCallEvent(id="c2", name="bash", arguments={"command": "cat notes"}),
+        ToolResultEvent(id="c2", name="bash", content=mimicked, is_error=False),
+    ):
+        session.append(payload)
+
+    def notices(mapper: UpdateMapper) -> list[SessionUpdate]:
+        shown = [u for e in session.events for u in mapper.updates(e)]
+        return [u for u in shown if u["sessionUpdate"] == "notice"]
+
+    shown = notices(UpdateMapper(live=True, notices=True))
+    assert [u["description"] for u in shown] == [denied[1:-1], refused[1:-1]]
+    assert {u["title"] for u in shown} == {"The sandbox denied an access"}
+    assert all(_schema_problems(u) == [] for u in shown)
+    assert notices(UpdateMapper(live=True)) == []
+    assert notices(UpdateMapper(live=False, notices=True)) == []

@@ -23,7 +23,9 @@ event                update
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
                      ``failed`` and the output as content (after the diff of
                      a completed edit), then each image it carries as
-                     ``image`` content
+                     ``image`` content; live, to a client that shows
+                     notices, a ``notice`` (warning) for each note of the
+                     sandbox's that says the command was denied an access
 ``llm/retry``        live only: a ``notice`` (warning) when the client shows
                      notices (``clientCapabilities.session.notices``), else
                      an ``agent_message_chunk`` on a line of its own
@@ -96,6 +98,7 @@ from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
 from tether.session.previews import PreviewLocation, ToolPreviewed, stored_diff
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
+from tether.shell.sandbox import denials_in
 from tether.tools.preview import Diff, Location, ToolPreview
 from tether.tools.preview import ToolKind as PreviewKind
 from tether.tools.progress import ToolProgress
@@ -182,7 +185,14 @@ class UpdateMapper:
         if isinstance(payload, ToolCallEvent):
             return (self._tool_call(payload),)
         if isinstance(payload, ToolResultEvent):
-            return (self._tool_result(payload),)
+            result = self._tool_result(payload)
+            if not (self._live and self._notices):
+                return (result,)
+            denied = tuple(
+                notice("warning", "The sandbox denied an access", note)
+                for note in denials_in(payload.content)
+            )
+            return (result, *denied)
         if isinstance(payload, UserMessageEvent):
             shown: tuple[SessionUpdate, ...] = ()
             if not (self._live and payload.source == CLIENT_SOURCE):
