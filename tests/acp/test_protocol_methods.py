@@ -275,3 +275,14 @@ async def test_the_chunks_of_one_message_share_an_id_live_and_on_a_load(tmp_path
     async with serving(tmp_path) as server:
         await server.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
         assert ids(server) == live
+
+
+async def test_a_client_asking_for_version_2_is_answered_version_1(tmp_path: Path) -> None:
+    """tether does not speak the version 2 draft: its ``initialize`` (``info`` and
+    ``capabilities`` instead of ``clientInfo`` and ``clientCapabilities``) is answered
+    with version 1, the latest tether supports, as version negotiation prescribes."""
+    async with serving(tmp_path, initialize=False) as server:
+        params = {"protocolVersion": 2, "info": {"name": "v2-client", "version": "1"}}
+        answer = await server.ask("initialize", {**params, "capabilities": {}}, "v2")
+        assert answer["result"]["protocolVersion"] == 1
+        _check(server)
