@@ -215,6 +215,10 @@ class Bridge:
         """``session/close``: :meth:`ClientSessions.close`."""
         await self.opened.close(session_id)
 
+    async def delete_session(self, session_id: str) -> None:
+        """``session/delete``: :meth:`ClientSessions.delete`."""
+        await self.opened.delete(session_id)
+
     async def stored_sessions(self, cwd: str | None = None) -> list[SessionSummary]:
         """``session/list``: :meth:`ClientSessions.stored`."""
         return await self.opened.stored(cwd)

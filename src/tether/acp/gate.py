@@ -46,6 +46,7 @@ REQUEST_METHODS = frozenset(
     {
         "initialize",
         "authenticate",
+        "logout",
         "session/new",
         "session/load",
         "session/list",
@@ -55,6 +56,7 @@ REQUEST_METHODS = frozenset(
         "session/fork",
         "session/resume",
         "session/close",
+        "session/delete",
     }
 )
 """Methods the server answers: sent without an ``id`` they cannot be."""
