@@ -99,6 +99,16 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
         ("--max-budget-tokens", positive_int, "tokens the session may spend"),
         ("--max-turn-tokens", positive_int, "tokens one turn may spend"),
         ("--max-day-tokens", positive_int, "tokens this host's sessions may spend a day"),
+        (
+            "--max-cluster-day-usd",
+            positive_amount,
+            "US dollars the sessions of all hosts of the PostgreSQL database may spend a day",
+        ),
+        (
+            "--max-cluster-day-tokens",
+            positive_int,
+            "tokens the sessions of all hosts of the PostgreSQL database may spend a day",
+        ),
     ):
         parser.add_argument(
             flag,
