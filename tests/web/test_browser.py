@@ -256,12 +256,15 @@ def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
     context: Any, server: Server
 ) -> None:
     page = context.new_page()
+    page.clock.install()  # the page's timers run when the test says, not after seconds
     listings: list[str] = []
     page.on("request", lambda r: "/api/sessions?" in r.url and listings.append(r.url))
     page.goto(server.base + "/")
-    page.wait_for_function("() => document.querySelector('#sessions tbody') !== null")
-    page.wait_for_timeout(3_500)
-    assert len(listings) >= 2  # the first read, then one every 3 s
+    page.wait_for_function("() => document.body.dataset.listed !== undefined")
+    first = len(listings)
+    with page.expect_request(lambda r: "/api/sessions?" in r.url):
+        page.clock.run_for(3_100)
+    assert len(listings) == first + 1  # one read every 3 s
     page.evaluate(
         """() => {
             Object.defineProperty(document, "hidden", {value: true, configurable: true});
@@ -269,7 +272,8 @@ def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
         }"""
     )
     hidden_from = len(listings)
-    page.wait_for_timeout(3_500)
+    page.clock.run_for(9_100)
+    page.evaluate("() => fetch('/static/common.js')")  # whatever was asked has been sent
     assert len(listings) == hidden_from  # a tab in the background asks nothing
     with page.expect_request(lambda r: "/api/sessions?" in r.url, timeout=300):
         page.evaluate(  # shown again: read at once, not at the next tick
@@ -278,6 +282,47 @@ def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
                 document.dispatchEvent(new Event("visibilitychange"));
             }"""
         )
+    page.close()
+
+
+def test_the_sessions_page_searches_prompts_filters_sorts_and_shows_cost_and_context(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    page = _new_session(context, server, elsewhere)
+    _prompt(page, "$ echo first-prompt")
+    _turn_ended(page)
+    _prompt(page, "and then a question about albatrosses")
+    _turn_ended(page, 2)
+    session_id = page.url.rsplit("/", 1)[1]
+    page.goto(server.base + "/")
+    row = page.locator(f"#sessions tbody tr[data-id='{session_id}']")
+    row.wait_for()
+    assert re.fullmatch(r"[\d,]+", row.locator("td.context").inner_text()), row.inner_text()
+    assert row.locator("td.cost").inner_text() == "-"  # the offline model has no prices
+    assert row.locator("td.live-cell").inner_text() == "live"
+    listed_for = "(query) => new RegExp(query).test(document.body.dataset.listedFor)"
+    page.fill("#filter", "ALBATROSS")  # in the second prompt, not in the title
+    page.wait_for_function(listed_for, arg="q=ALBATROSS")
+    assert page.get_attribute("body", "data-listed") == "1"
+    assert page.locator("#sessions tbody tr").get_attribute("data-id") == session_id
+    assert page.inner_text("#shown") == "1 session"
+    page.fill("#filter", "")
+    page.select_option("#filter-cwd", str(elsewhere))
+    page.wait_for_function(listed_for, arg="^cwd=[^&]*elsewhere&sort")
+    assert page.get_attribute("body", "data-listed") == "1"
+    assert page.locator("#sessions tbody tr").get_attribute("data-id") == session_id
+    page.select_option("#filter-state", "idle")
+    page.wait_for_function(listed_for, arg="state=idle")
+    assert page.get_attribute("body", "data-listed") == "0"
+    assert page.locator("#empty").is_visible()
+    page.select_option("#filter-cwd", "")
+    page.select_option("#filter-state", "live")
+    page.select_option("#sort", "turns")
+    page.wait_for_function(listed_for, arg="^state=live&sort=turns")
+    turns = [int(t) for t in page.locator("#sessions tbody td.turns").all_inner_texts()]
+    assert turns == sorted(turns, reverse=True)
     page.close()
 
 
