@@ -443,8 +443,9 @@ class Api:
         summaries: list[SessionSummary] = [] if persistence is None else await persistence.list()
         rows: dict[str, dict[str, object]] = {}
         readable = [s for s in summaries if s.error is None]
-        holders = await asyncio.gather(*(self._holder_of(persistence, s) for s in readable))
-        for summary, holder in zip(readable, holders, strict=True):
+        holders = await self._holders(persistence, readable)
+        for summary in readable:
+            holder = holders.get(summary.id)
             rows[summary.id] = {
                 "id": summary.id,
                 "title": summary.title,
@@ -531,16 +532,18 @@ class Api:
         llm = self._ctx.get(LLM)
         return ModelCatalog() if llm is None else llm.catalog
 
-    async def _holder_of(
-        self, persistence: Persistence | None, summary: SessionSummary
-    ) -> Holder | None:
-        """Who has the listed session live elsewhere: as listed where hosts share
-        sessions (PostgreSQL lists holders), else asked of storage."""
-        if persistence is None or self._hub.live_agent(summary.id) is not None:
-            return None
-        if summary.holder is not None or self._ctx.get(CLUSTER) is not None:
-            return summary.holder
-        return await persistence.holder(summary.id)
+    async def _holders(
+        self, persistence: Persistence | None, summaries: Sequence[SessionSummary]
+    ) -> dict[str, Holder]:
+        """Who has each listed session live elsewhere: as listed where hosts share
+        sessions (PostgreSQL lists holders), else asked of storage (all in one go)."""
+        if persistence is None:
+            return {}
+        if self._ctx.get(CLUSTER) is not None:
+            return {s.id: s.holder for s in summaries if s.holder is not None}
+        held = {s.id: s.holder for s in summaries if s.holder is not None}
+        ask = [s.id for s in summaries if s.holder is None and self._hub.live_agent(s.id) is None]
+        return {**held, **await persistence.holders(ask)}
 
     async def create_session(self, request: Request) -> Response:
         """

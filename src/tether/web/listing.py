@@ -18,6 +18,7 @@ at once (the first listing after a start folds as many as the budget allows).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -36,8 +37,11 @@ if TYPE_CHECKING:
     from tether.session import Event
     from tether.session.stored import StoredEvent
 
-FOLD_BUDGET = 0.25
+FOLD_BUDGET = 0.1
 """Seconds one listing spends at most folding the logs of sessions that changed."""
+
+READ_AT_ONCE = 16
+"""Logs read at once by a listing's folds (each read is a hop to a worker thread)."""
 
 PROMPTS_KEPT = 16 * 1024
 """Characters of a session's prompts kept for the search (its first ones)."""
@@ -147,13 +151,15 @@ class ListingIndex:
         budget: float = FOLD_BUDGET,
     ) -> int:
         """Fold the ``stale`` sessions with ``read`` (``None``: the session is gone or
-        unreadable, left without figures) until ``budget`` seconds have passed;
-        return how many are left to fold."""
+        unreadable, left without figures), :data:`READ_AT_ONCE` at a time, until
+        ``budget`` seconds have passed; return how many are left to fold."""
         deadline = time.monotonic() + budget
-        for done, (session_id, stamp) in enumerate(stale):
+        for start in range(0, len(stale), READ_AT_ONCE):
             if time.monotonic() > deadline:
-                return len(stale) - done
-            figures = await read(session_id)
-            if figures is not None:
-                self._entries[session_id] = (stamp, figures)
+                return len(stale) - start
+            chunk = stale[start : start + READ_AT_ONCE]
+            folded = await asyncio.gather(*(read(session_id) for session_id, _ in chunk))
+            for (session_id, stamp), figures in zip(chunk, folded, strict=True):
+                if figures is not None:
+                    self._entries[session_id] = (stamp, figures)
         return 0
