@@ -342,6 +342,10 @@ async def test_a_session_live_in_another_process_is_409_naming_it_followed_live_
                 assert asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.05)
                 held = await other_live()
+            elsewhere = (
+                await web.client.get("/api/sessions", params={"state": "elsewhere"})
+            ).json()
+            assert [row["id"] for row in elsewhere["sessions"]] == [held]
             refused = await web.client.post(f"/api/sessions/{held}/prompt", json={"text": "hi"})
             assert refused.status_code == 409
             assert refused.json()["holder"] == {"host": None, "pid": other.pid}
