@@ -34,6 +34,7 @@ API_ROUTES = [
     ("GET", "/api/sessions/{session_id}/usage"),
     ("POST", "/api/sessions/{session_id}/prompt"),
     ("POST", "/api/sessions/{session_id}/cancel"),
+    ("POST", "/api/sessions/{session_id}/config"),
     ("GET", "/api/sessions/{session_id}/questions"),
     ("POST", "/api/sessions/{session_id}/questions/{question_id}"),
     ("GET", "/api/sessions/{session_id}/turns"),

@@ -650,3 +650,29 @@ def test_a_long_change_scrolls_in_the_question_with_allow_in_view(
     question.locator("button.allow").click()
     _turn_ended(page)
     assert (tmp_path / "long.txt").read_text().count("\n") == 1000
+
+
+def test_the_model_and_the_mode_switch_in_the_header_with_context_and_cost_in_view(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    session_id = page.url.rsplit("/", 1)[1]
+    _prompt(page, "$ echo before-the-switch")
+    _turn_ended(page)
+    page.locator("#usage-now", has_text=re.compile(r"^context [\d,]+ tokens$")).wait_for()
+    with page.expect_response(lambda r: r.url.endswith("/config")):
+        page.select_option("#mode", "ask")
+    assert server.api(f"/api/sessions/{session_id}")["mode"] == "ask"
+    _prompt(page, "$ echo after-the-switch")
+    page.locator(".question").wait_for()  # ask mode: the call waits for Allow
+    page.locator(".question .allow").click()
+    _turn_ended(page, 2)
+    with page.expect_response(lambda r: r.url.endswith("/config")):
+        page.fill("#model", "offline:second")
+        page.press("#model", "Enter")
+    assert server.api(f"/api/sessions/{session_id}")["model"] == "offline:second"
+    page.fill("#model", "nowhere:model")
+    page.press("#model", "Enter")
+    page.locator("#error", has_text="model: model 'nowhere:model'").wait_for()
+    page.wait_for_function("() => document.getElementById('model').value === 'offline:second'")
+    assert not [e for e in page.errors if "Failed to load resource" not in e]  # only the 400

@@ -95,3 +95,45 @@ async def test_a_stored_session_is_listed_idle_with_the_figures_of_its_log(
         assert (await _listed(web, q="echo stored"))["total"] == 1
         assert (await _listed(web, state="idle"))["total"] == 1
         assert (await _listed(web, state="elsewhere"))["total"] == 0
+
+
+async def test_the_model_and_the_mode_are_switched_logged_and_obeyed(tmp_path: Path) -> None:
+    async with served(tmp_path / "data", overlays=[PRICED]) as web:
+        session_id = await _create(web, tmp_path, mode="auto")
+        config = f"/api/sessions/{session_id}/config"
+        switched = await web.client.post(config, json={"option": "mode", "value": "ask"})
+        assert switched.json() == {"model": "offline", "mode": "ask", "changed": True}
+        again = await web.client.post(config, json={"option": "mode", "value": "ask"})
+        assert again.json()["changed"] is False  # logged once
+        await _prompt(web, session_id, "$ echo asked-now")
+        asked = await read_stream(web.client, session_id, until=None, until_state=True)
+        (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
+        assert question["tool"] == "bash"  # ask mode: the call waits for an answer
+        configs = [r["data"] for r in asked.records if r["type"] == "session/config"]
+        assert {"option": "mode", "value": "ask"} in configs
+        await web.client.post(
+            f"/api/sessions/{session_id}/questions/{question['id']}", json={"allow": True}
+        )
+        await read_stream(web.client, session_id, until="turn/end")
+
+        usage = (await web.client.get(f"/api/sessions/{session_id}/usage")).json()
+        assert usage["context"]["window"] == 100_000 and usage["context"]["used"] > 0
+        assert usage["cost"] > 0 and usage["currency"] == "USD"
+        model = await web.client.post(config, json={"option": "model", "value": "offline:second"})
+        assert model.json()["model"] == "offline:second"
+        shown = (await web.client.get(f"/api/sessions/{session_id}")).json()
+        assert (shown["model"], shown["mode"]) == ("offline:second", "ask")
+        usage = (await web.client.get(f"/api/sessions/{session_id}/usage")).json()
+        assert usage["context"]["window"] is None  # the new model's: the settings give none
+        for bad in (
+            {"option": "mode", "value": "reckless"},
+            {"option": "model", "value": "nowhere:model"},
+            {"option": "sandbox", "value": "read-only"},
+            {"option": "model", "value": 3},
+        ):
+            refused = await web.client.post(config, json=bad)
+            assert refused.status_code == 400 and "error" in refused.json(), bad
+        unknown = await web.client.post(
+            "/api/sessions/no-such/config", json={"option": "mode", "value": "ask"}
+        )
+        assert unknown.status_code == 404

@@ -87,7 +87,7 @@ from tether.rewind.store import SnapshotError
 from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent, TurnEnd
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model, start_model
-from tether.session.settings import MODE_OPTION
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
 from tether.session.store import SESSIONS, SessionConflictError
 from tether.shell.sandbox import SANDBOX, SandboxMode
 from tether.tools.permission import Mode
@@ -262,6 +262,7 @@ def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | Non
         Route("/api/sessions/{session_id}/usage", api.usage),
         Route("/api/sessions/{session_id}/prompt", api.prompt, methods=["POST"]),
         Route("/api/sessions/{session_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/sessions/{session_id}/config", api.configure, methods=["POST"]),
         Route("/api/sessions/{session_id}/questions", api.questions),
         Route(
             "/api/sessions/{session_id}/questions/{question_id}",
@@ -713,9 +714,12 @@ class Api:
         summary: Tokens and cost of each turn (cost only where the model's prices are set).
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
-          200: {description: "{turns: [{turn, input_tokens, output_tokens, cost, currency}]}"}
+          200: {description: "{turns: [{turn, input_tokens, output_tokens, cost, currency}],
+            context: {used, window}|null (tokens in context after the last answer, and the
+            model's window when the settings give it), cost, currency (the session's)}"}
           404: {description: no such session}
         """
+        from tether.web.listing import COUNTED, fold
         from tether.web.usage import usage_by_turn
 
         session_id = _session_id(request)
@@ -724,7 +728,8 @@ class Api:
         catalog = self._catalog()
         first = self._model_of(session, at=0)
         turns = usage_by_turn(session.events, catalog, first)
-        return JSONResponse({"turns": [turn.to_json() for turn in turns]})
+        now = fold(session.events.of_types(COUNTED), catalog, first).to_json()
+        return JSONResponse({"turns": [turn.to_json() for turn in turns], **now})
 
     async def _load(self, session_id: str) -> Session:
         try:
@@ -866,6 +871,62 @@ class Api:
         except (HubClosedError, NotStoredError) as exc:
             raise ApiError(503, str(exc)) from None
         return JSONResponse({"queued": True, "steer": steer}, status_code=202)
+
+    async def configure(self, request: Request) -> Response:
+        """
+        summary: Switch the session's model or permission mode; the change is logged
+          (`session/config`) and obeyed from the next model request (model) or tool call
+          (mode). A session stored and live nowhere is resumed here first.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        requestBody:
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [option, value]
+                properties:
+                  option: {type: string, enum: [model, mode]}
+                  value: {type: string, description: "PROVIDER:MODEL, or ask or auto"}
+        responses:
+          200: {description: "{model, mode, changed}"}
+          400: {description: an unknown option, or a value it does not take}
+          404: {description: no such session}
+          409: {description: "live in another process; {holder: {host, pid}} names it"}
+        """
+        session_id = _session_id(request)
+        await self._check_exists(session_id)
+        body = await _json_body(request, limit=4096)
+        option, value = body.get("option"), body.get("value")
+        if option == MODE_OPTION:
+            if value not in [mode.value for mode in Mode]:
+                raise ApiError(400, f"mode must be ask or auto, got {value!r}")
+        elif option == MODEL_OPTION:
+            _check_model(self._ctx, value)
+        else:
+            raise ApiError(400, f"option must be model or mode, got {option!r}")
+        assert isinstance(value, str)
+        try:
+            agent = await self._hub.open(session_id)
+        except LiveElsewhereError as exc:
+            raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
+        except UnknownSessionError as exc:
+            raise ApiError(404, str(exc)) from None
+        except HubClosedError as exc:
+            raise ApiError(503, str(exc)) from None
+        session = agent.session
+        if option == MODE_OPTION:
+            current = self._hub.mode_of(agent).value
+        else:
+            current = self._model_of(session)
+        if value != current:
+            session.append(ConfigChanged(option=option, value=value))
+        return JSONResponse(
+            {
+                "model": self._model_of(session),
+                "mode": self._hub.mode_of(agent).value,
+                "changed": value != current,
+            }
+        )
 
     async def cancel(self, request: Request) -> Response:
         """

@@ -236,6 +236,7 @@ async function loadUsage() {
   } catch (error) {
     return;
   }
+  showUsageNow(data);
   const box = document.getElementById("usage");
   if (!data.turns.length) return;
   box.classList.remove("muted");
@@ -640,16 +641,79 @@ async function forkAt(turn) {
   }
 }
 
+// The model and the permission mode, switchable from the header: each change is logged
+// in the session (`session/config`) and obeyed from the next request or tool call.
+let settings = null;
+
+function settingControls() {
+  if (settings) return settings;
+  const model = el("input", "setting");
+  model.id = "model";
+  model.setAttribute("list", "model-choices");
+  model.setAttribute("aria-label", "Model");
+  model.addEventListener("change", () => configure("model", model.value.trim()));
+  const choices = el("datalist");
+  choices.id = "model-choices";
+  const mode = el("select", "setting");
+  mode.id = "mode";
+  mode.setAttribute("aria-label", "Permission mode");
+  for (const name of ["ask", "auto"]) mode.append(el("option", "", name));
+  mode.addEventListener("change", () => configure("mode", mode.value));
+  const modelLabel = el("label", "", "model ");
+  modelLabel.append(model, choices);
+  const modeLabel = el("label", "", "mode ");
+  modeLabel.append(mode);
+  settings = { model, mode, labels: [modelLabel, modeLabel] };
+  api("GET", "/api/models").then((data) => {
+    const names = new Set([data.default_model, ...data.providers.map((p) => p + ":")]);
+    for (const name of names) if (name) choices.append(el("option", "", name));
+  }, () => {});
+  return settings;
+}
+
+async function configure(option, value) {
+  if (!value) return;
+  try {
+    const now = await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/config`, { option, value });
+    settings.model.value = now.model;
+    settings.mode.value = now.mode;
+    showError("");
+  } catch (error) {
+    showError(`${option}: ${error.message}`);
+    loadSession(); // back to what the session has
+  }
+}
+
+// The context in use and the cost so far, in the header: always in view.
+function usageNow() {
+  let node = document.getElementById("usage-now");
+  if (!node) {
+    node = el("span", "usage-now", "context -");
+    node.id = "usage-now";
+  }
+  return node;
+}
+
+function showUsageNow(data) {
+  const context = data.context;
+  let text = "context -";
+  if (context && context.window) {
+    const share = Math.round((100 * context.used) / context.window);
+    text = `context ${count(context.used)} / ${count(context.window)} (${share}%, ${count(context.window - context.used)} left)`;
+  } else if (context) text = `context ${count(context.used)} tokens`;
+  if (data.cost !== null && data.cost !== undefined) text += ` · cost ${data.cost.toFixed(4)} ${data.currency}`;
+  usageNow().textContent = text;
+}
+
 async function loadSession() {
   try {
     const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
     showTitle(info.title || info.id, info.title ? "title" : "id");
     const meta = document.getElementById("meta");
-    meta.replaceChildren(
-      el("span", "", info.cwd),
-      el("span", "", "model " + (info.model || "-")),
-      el("span", "", "mode " + info.mode),
-    );
+    const controls = settingControls();
+    meta.replaceChildren(el("span", "", info.cwd), ...controls.labels, usageNow());
+    if (document.activeElement !== controls.model) controls.model.value = info.model || "";
+    controls.mode.value = info.mode;
     if (info.sandbox) {
       meta.append(el("span", "sandbox", `sandbox ${info.sandbox.mode} (${info.sandbox.network})`));
     }
