@@ -676,3 +676,22 @@ def test_the_model_and_the_mode_switch_in_the_header_with_context_and_cost_in_vi
     page.locator("#error", has_text="model: model 'nowhere:model'").wait_for()
     page.wait_for_function("() => document.getElementById('model').value === 'offline:second'")
     assert not [e for e in page.errors if "Failed to load resource" not in e]  # only the 400
+
+
+def test_the_todo_list_is_a_checklist(context: Any, server: Server, tmp_path: Path) -> None:
+    page = _new_session(context, server, tmp_path)
+    tasks = [
+        {"content": "Read the code", "status": "completed", "priority": "high"},
+        {"content": "Write the fix", "status": "in_progress", "priority": "high"},
+        {"content": "Run the tests", "status": "pending", "priority": "medium"},
+    ]
+    _prompt(page, "/tool todo " + json.dumps({"tasks": tasks}))
+    _turn_ended(page)
+    plan = page.locator(".plan")
+    assert plan.locator(".plan-title").inner_text() == "Plan (1 of 3 done)"
+    ticks = plan.locator("input[type=checkbox]")
+    assert [ticks.nth(i).is_checked() for i in range(3)] == [True, False, False]
+    assert all(ticks.nth(i).is_disabled() for i in range(3))
+    assert plan.locator(".plan-in_progress .plan-state").inner_text() == "in progress"
+    assert plan.locator(".plan-content").all_inner_texts() == [t["content"] for t in tasks]
+    assert _serious(page) == []

@@ -193,12 +193,26 @@ function renderReceipt(data) {
   container().append(box);
 }
 
+// The todo list as a checklist: a box ticked once its task is completed, the task in
+// progress marked as such (each box read-only: the model keeps the list).
+const PLAN_STATES = { completed: "done", in_progress: "in progress", pending: "to do" };
+
 function renderPlan(data) {
   const box = el("div", "plan");
-  box.append(el("div", "plan-title", "Plan"));
-  const list = el("ul", "");
-  for (const entry of data.entries || []) {
-    list.append(el("li", "plan-" + entry.status, `[${entry.status}] ${entry.content}`));
+  const entries = data.entries || [];
+  const done = entries.filter((entry) => entry.status === "completed").length;
+  box.append(el("div", "plan-title", `Plan (${done} of ${entries.length} done)`));
+  const list = el("ul", "checklist");
+  for (const entry of entries) {
+    const item = el("li", "plan-" + entry.status);
+    const tick = el("input");
+    tick.type = "checkbox";
+    tick.checked = entry.status === "completed";
+    tick.disabled = true;
+    tick.setAttribute("aria-label", PLAN_STATES[entry.status] || entry.status);
+    item.append(tick, el("span", "plan-content", entry.content));
+    if (entry.status === "in_progress") item.append(el("span", "plan-state", "in progress"));
+    list.append(item);
   }
   box.append(list);
   container().append(box);
