@@ -107,7 +107,10 @@ def _new_session(context: Any, server: Server, cwd: Path, mode: str = "auto") ->
     page.fill("#new-cwd", str(cwd))
     page.select_option("#new-mode", mode)
     page.click("#create")
-    page.wait_for_url(re.compile(r".*/s/[^/]+$"))
+    try:
+        page.wait_for_url(re.compile(r".*/s/[^/]+$"))
+    except Exception:
+        raise AssertionError(f"not created: {page.inner_text('#error')!r} {errors}") from None
     page.locator("body[data-connected=true]").wait_for(state="attached")
     page.errors = errors
     return page
@@ -695,3 +698,28 @@ def test_the_todo_list_is_a_checklist(context: Any, server: Server, tmp_path: Pa
     assert plan.locator(".plan-in_progress .plan-state").inner_text() == "in progress"
     assert plan.locator(".plan-content").all_inner_texts() == [t["content"] for t in tasks]
     assert _serious(page) == []
+
+
+def test_a_subagent_is_nested_under_its_task_call_with_its_live_transcript_a_click_away(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    page = _new_session(context, server, tmp_path)
+    task = {
+        "description": "wait for the gate",
+        "prompt": f"$ while [ ! -e {gate} ]; do sleep 0.02; done; echo child-done",
+    }
+    _prompt(page, "/tool task " + json.dumps(task))
+    link = page.locator(".tool-call .subagent a.child")
+    link.wait_for()  # while the subagent runs: from its first event, not its end
+    assert page.locator(".tool-call .tool-state").first.inner_text() == "running"
+    assert page.locator("#children a").inner_text() == "wait for the gate"
+    with context.expect_page() as opened:
+        link.click()
+    child = opened.value
+    child.locator("body[data-connected=true]").wait_for(state="attached")
+    child.locator(".tool-call .tool-progress, .tool-call .command").first.wait_for()
+    gate.touch()
+    child.locator(".tool-output", has_text="child-done").wait_for()
+    _turn_ended(page)
+    child.close()

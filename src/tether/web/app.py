@@ -830,6 +830,7 @@ class Api:
             "live": agent is not None,
             "questions": self._questions(session_id),
             "progress": [msgspec.to_builtins(p) for p in self._hub.progress(session_id)],
+            "children": self._hub.children(session_id),
         }
         return b"event: state\ndata: %b\n\n" % msgspec.json.encode(state)
 

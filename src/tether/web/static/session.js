@@ -15,6 +15,7 @@ const view = {
   step: null, // the element holding the current step's output
   answer: null, // the element of the answer being streamed (rendered when it is whole)
   calls: new Map(), // tool call id -> element
+  children: new Map(), // tool call id -> the subagent it started {id, call, task}
   asking: new Set(), // ids of the calls a question is open about
   running: false,
   live: false,
@@ -152,11 +153,13 @@ function renderCall(data, shown, diffs) {
   summary.append(el("span", "tool-name", data.name), el("span", "tool-state", "running"));
   call.append(summary, renderArgs(shown, data.arguments, diffs));
   if (shown && shown.delegates && data.arguments && data.arguments.description) {
-    call.append(el("div", "muted", "subagent: " + data.arguments.description));
+    call.append(el("div", "muted subagent-task", "subagent: " + data.arguments.description));
   }
   if (view.asking.has(data.id)) call.classList.add("asking");
   container().append(call);
   view.calls.set(data.id, call);
+  const child = view.children.get(data.id); // known before its call was shown
+  if (child) showChild(child);
 }
 
 function renderResult(data, shown) {
@@ -418,6 +421,7 @@ function onState(message) {
   renderStatus();
   renderQuestions(state.questions);
   renderProgress(state.progress || []);
+  for (const child of state.children || []) showChild(child);
 }
 
 // A running command's time and last lines of output, under its call until its result.
@@ -719,6 +723,32 @@ function showUsageNow(data) {
   usageNow().textContent = text;
 }
 
+// A subagent: listed in the side panel, and nested under the task call that started it
+// with its own live transcript a click away (its page), from the moment it starts.
+function showChild(child) {
+  const href = "/s/" + encodeURIComponent(child.id);
+  const children = document.getElementById("children");
+  if (!children.querySelector(`a[href="${CSS.escape(href)}"]`)) {
+    const item = el("li", "");
+    const link = el("a", "", child.task || child.title || child.id);
+    link.href = href;
+    item.append(link);
+    children.append(item);
+    document.getElementById("no-children").hidden = true;
+  }
+  if (child.call) view.children.set(child.call, child);
+  const call = child.call && view.calls.get(child.call);
+  if (call && !call.querySelector("a.child")) {
+    const open = el("a", "child", "the subagent's live transcript ›");
+    open.href = href;
+    open.target = "_blank";
+    open.rel = "noopener";
+    const nested = el("div", "subagent");
+    nested.append(open);
+    (call.querySelector(".subagent-task") || call.querySelector(".args")).after(nested);
+  }
+}
+
 async function loadSession() {
   try {
     const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
@@ -737,22 +767,7 @@ async function loadSession() {
       meta.append(up);
     }
     if (info.live === "elsewhere") meta.append(el("span", "warn", liveWhere(info.holder)));
-    const children = document.getElementById("children");
-    children.replaceChildren();
-    for (const child of info.children) {
-      const item = el("li", "");
-      const link = el("a", "", child.task || child.title || child.id);
-      link.href = "/s/" + encodeURIComponent(child.id);
-      item.append(link);
-      children.append(item);
-      const call = child.call && view.calls.get(child.call);
-      if (call && !call.querySelector("a.child")) {
-        const open = el("a", "child", "open the subagent's session");
-        open.href = link.href;
-        call.append(open);
-      }
-    }
-    document.getElementById("no-children").hidden = info.children.length > 0;
+    for (const child of info.children) showChild(child);
   } catch (error) {
     showError(error.status === 404 ? "No such session." : error.message);
   }
