@@ -698,7 +698,13 @@ async function configure(option, value) {
     showError("");
   } catch (error) {
     showError(`${option}: ${error.message}`);
-    loadSession(); // back to what the session has
+    try {
+      const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
+      settings.model.value = info.model || ""; // back to what the session has
+      settings.mode.value = info.mode;
+    } catch (_) {
+      // the error above says enough
+    }
   }
 }
 
