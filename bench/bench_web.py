@@ -1,6 +1,6 @@
 """``tether web``: start-up, a long session's page, live latency, many followers; prints figures.
 
-Usage: python bench/bench_web.py [--runs R] [--events N] [--tabs T] [--only NAMES]
+Usage: python bench/bench_web.py [--runs R] [--events N] [--tabs T] [--sessions S] [--only NAMES]
 
 Figures (targets in docs/web.md):
 
@@ -8,7 +8,13 @@ Figures (targets in docs/web.md):
   then ``GET /`` with the token served), R times; and the server's CPU time
   by then.
 * ``paint``: the session page of a stored N-event session (default 10,000), in
-  Chromium: navigation → first contentful paint, and → every record rendered.
+  Chromium: navigation → first contentful paint, and → every record rendered;
+  then how responsive the page is: the longest task that held its main thread
+  while it loaded, and a key typed in the prompt box → the next frame painted.
+* ``listing``: the sessions page over S stored sessions (default 1,000), in
+  Chromium: navigation → the first rows shown (200, the page's first page),
+  for the first visit after a start (the server folds each session's figures
+  then) and the next ones; and ``GET /api/sessions`` of all S, and a search.
 * ``live``: a live session followed by one page; for every record appended
   while the page is open, append → painted (``requestAnimationFrame`` after the
   record is in the page), median and p90.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -127,9 +134,10 @@ def bench_paint(runs: int, events: int) -> None:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 context = browser.new_context(bypass_csp=True)  # to read the paint timings
+                context.add_init_script(LONG_TASKS)
                 page = context.new_page()
                 page.goto(web.url)
-                first_paints, rendered = [], []
+                first_paints, rendered, longest, keyed, relaid = [], [], [], [], []
                 for _ in range(runs):
                     started = time.perf_counter()
                     page.goto(f"{web.base}/s/{SESSION_ID}")
@@ -141,11 +149,115 @@ def bench_paint(runs: int, events: int) -> None:
                         "performance.getEntriesByName('first-contentful-paint')[0]?.startTime"
                     )
                     first_paints.append(fcp / 1000)
+                    longest.append(page.evaluate("Math.max(0, ...window.benchLongTasks)") / 1000)
+                    keyed.append(page.evaluate(KEY_TO_PAINT) / 1000)
+                    relaid.append(page.evaluate(RELAYOUT) / 1000)
                 browser.close()
         finally:
             web.stop()
     print(f"session page of {events} events, first contentful paint: {spread(first_paints)}")
     print(f"  … every record rendered: {spread(rendered)}  (target: first paint ≤ 1000 ms)")
+    print(f"  … the longest task while it loaded: {spread(longest)}")
+    print(f"  … then a key typed in the prompt box → painted: {spread(keyed)}")
+    print(f"  … the whole page laid out again (a new text size) → painted: {spread(relaid)}")
+
+
+LONG_TASKS = """
+window.benchLongTasks = [];
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) window.benchLongTasks.push(entry.duration);
+}).observe({type: "longtask", buffered: true});
+"""
+"""Records how long each task over 50 ms held the page's main thread."""
+
+KEY_TO_PAINT = """
+new Promise((resolve) => {
+  const box = document.getElementById("prompt");
+  box.focus();
+  const started = performance.now();
+  box.value += "x";
+  box.dispatchEvent(new InputEvent("input", {bubbles: true, data: "x"}));
+  requestAnimationFrame(() => setTimeout(() => resolve(performance.now() - started), 0));
+})
+"""
+"""A key typed in the prompt box → the frame that shows it painted (ms)."""
+
+RELAYOUT = """
+new Promise((resolve) => {
+  const started = performance.now();
+  document.body.style.fontSize = document.body.style.fontSize === "15px" ? "14px" : "15px";
+  document.getElementById("transcript").scrollTop = 0; // the page's own scroll forces layout
+  requestAnimationFrame(() => setTimeout(() => resolve(performance.now() - started), 0));
+})
+"""
+"""Every line wraps anew (as when a phone turns), the transcript scrolled to its top →
+the frame painted (ms)."""
+
+
+def write_sessions(home: Path, count: int) -> None:
+    """Store ``count`` sessions of a few turns each under ``home``: one written by tether,
+    then copied under other ids, directories and prompts (the files backend's format)."""
+    asyncio.run(write_session(home, 120, "jsonl"))
+    directory = home / "sessions"
+    header, rest = (directory / f"{SESSION_ID}.jsonl").read_text().split("\n", 1)
+    record = json.loads(header)
+    for index in range(count - 1):
+        session_id = f"listed-{index:05d}"
+        record["header"]["id"] = session_id
+        record["header"]["cwd"] = f"/srv/project-{index % 12}"
+        body = rest.replace('"question ', f'"task {index} question ')
+        (directory / f"{session_id}.jsonl").write_text(json.dumps(record) + "\n" + body)
+
+
+def bench_listing(runs: int, sessions: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        write_sessions(home, sessions)
+        web = Web(home)
+        listing = f"{web.base}/api/sessions"
+        try:
+            web.serving()
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_context().new_page()
+                shown = []
+                for run in range(runs + 1):
+                    page.goto(web.url)  # the first visit after the start is the cold one
+                    page.locator("body[data-listed]").wait_for(state="attached")
+                    shown.append(page.evaluate(LISTED_AFTER) / 1000)
+                    while run == 0 and httpx.get(listing, headers=web.headers).json()["pending"]:
+                        pass  # each listing folds more figures, until all are
+                rows = page.locator("#sessions tbody tr").count()
+                browser.close()
+            whole, search = [], []
+            with httpx.Client(base_url=web.base, headers=web.headers, timeout=60) as client:
+                for _ in range(runs):
+                    started = time.perf_counter()
+                    listed = client.get("/api/sessions", params={"limit": str(sessions)}).json()
+                    whole.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    client.get("/api/sessions", params={"q": "task 517 question"})
+                    search.append(time.perf_counter() - started)
+        finally:
+            web.stop()
+    assert listed["total"] == sessions and listed["pending"] == 0, listed["total"]
+    print(
+        f"sessions page over {sessions} sessions, navigation → first {rows} rows shown: "
+        f"first visit after a start {shown[0] * 1000:.1f} ms; then (every figure folded) "
+        f"{spread(shown[1:])}"
+        "  (target ≤ 500 ms)"
+    )
+    print(f"  … GET /api/sessions of all {sessions}: {spread(whole)}")
+    print(f"  … a search in titles and prompts: {spread(search)}")
+
+
+LISTED_AFTER = """
+performance.getEntriesByName("tether-listed").at(-1).startTime
+  - performance.getEntriesByType("navigation")[0].startTime
+"""
+"""Milliseconds from the navigation's start to the rows shown (the page marks it)."""
 
 
 def bench_live(prompts: int) -> None:
@@ -280,13 +392,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--tabs", type=int, default=20)
-    parser.add_argument("--only", default="start,paint,live,tabs")
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--only", default="start,paint,listing,live,tabs")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if "start" in only:
         bench_start(args.runs)
     if "paint" in only:
         bench_paint(args.runs, args.events)
+    if "listing" in only:
+        bench_listing(args.runs, args.sessions)
     if "live" in only:
         bench_live(args.runs)
     if "tabs" in only:

@@ -112,6 +112,7 @@ def main() -> None:
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "TETHER_MODEL": "offline"},
+        cwd=work,  # the new session's directory by default: the project's
     )
     assert server.stdout is not None
     url = server.stdout.readline().strip()

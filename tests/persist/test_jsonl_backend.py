@@ -268,6 +268,30 @@ def test_list_skips_a_torn_tail_without_touching_the_file(backend: JsonlBackend)
     assert path.stat().st_size == size
 
 
+def test_a_listing_reads_again_only_the_files_changed_since_the_last(
+    backend: JsonlBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.persist.backends import jsonl
+
+    backend.write(header("s1"), [turn_start(0), user_message(1, "one")])
+    backend.write(header("s2"), [turn_start(0), user_message(1, "two")])
+    read: list[str] = []
+    summarize = jsonl._summarize
+    monkeypatch.setattr(
+        jsonl, "_summarize", lambda path, sid: read.append(sid) or summarize(path, sid)
+    )
+    assert sorted(s.id for s in backend.list()) == ["s1", "s2"] and sorted(read) == ["s1", "s2"]
+    read.clear()
+    assert sorted(s.turn_count for s in backend.list()) == [1, 1] and read == []
+
+    backend.write(header("s2"), [turn_start(2)])
+    backend.delete("s1")
+    [summary] = backend.list()
+    assert (summary.id, summary.turn_count, read) == ("s2", 2, ["s2"])
+    backend.write(header("s1"), [turn_start(0), turn_start(1), user_message(2, "again")])
+    assert {s.id: s.title for s in backend.list()} == {"s1": "again", "s2": "two"}
+
+
 def test_files_not_named_for_a_session_are_ignored_by_list(backend: JsonlBackend) -> None:
     backend.write(header("s1"), events(0, 1))
     (backend.directory / "not a session.jsonl").write_text("whatever\n")

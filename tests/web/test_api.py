@@ -34,6 +34,7 @@ API_ROUTES = [
     ("GET", "/api/sessions/{session_id}/usage"),
     ("POST", "/api/sessions/{session_id}/prompt"),
     ("POST", "/api/sessions/{session_id}/cancel"),
+    ("POST", "/api/sessions/{session_id}/config"),
     ("GET", "/api/sessions/{session_id}/questions"),
     ("POST", "/api/sessions/{session_id}/questions/{question_id}"),
     ("GET", "/api/sessions/{session_id}/turns"),
@@ -202,9 +203,8 @@ async def test_create_prompt_and_stream_a_bash_turn_then_list_and_show_it(tmp_pa
         assert [row["id"] for row in listed["sessions"]] == [session_id]
         assert listed["sessions"][0]["live"] == "here"
         assert listed["sessions"][0]["model"] == "offline"
-        assert (await web.client.get("/api/sessions", params={"q": "nothing-like-it"})).json() == {
-            "sessions": []
-        }
+        nothing = (await web.client.get("/api/sessions", params={"q": "nothing-like-it"})).json()
+        assert (nothing["sessions"], nothing["total"]) == ([], 0)
         (used,) = (await web.client.get(f"/api/sessions/{session_id}/usage")).json()["turns"]
         assert used["turn"] == 1 and used["input_tokens"] > 0 and used["output_tokens"] > 0
         assert used["cost"] is None  # the offline model has no prices
@@ -343,6 +343,10 @@ async def test_a_session_live_in_another_process_is_409_naming_it_followed_live_
                 assert asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.05)
                 held = await other_live()
+            elsewhere = (
+                await web.client.get("/api/sessions", params={"state": "elsewhere"})
+            ).json()
+            assert [row["id"] for row in elsewhere["sessions"]] == [held]
             refused = await web.client.post(f"/api/sessions/{held}/prompt", json={"text": "hi"})
             assert refused.status_code == 409
             assert refused.json()["holder"] == {"host": None, "pid": other.pid}

@@ -107,7 +107,10 @@ def _new_session(context: Any, server: Server, cwd: Path, mode: str = "auto") ->
     page.fill("#new-cwd", str(cwd))
     page.select_option("#new-mode", mode)
     page.click("#create")
-    page.wait_for_url(re.compile(r".*/s/[^/]+$"))
+    try:
+        page.wait_for_url(re.compile(r".*/s/[^/]+$"))
+    except Exception:
+        raise AssertionError(f"not created: {page.inner_text('#error')!r} {errors}") from None
     page.locator("body[data-connected=true]").wait_for(state="attached")
     page.errors = errors
     return page
@@ -256,12 +259,15 @@ def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
     context: Any, server: Server
 ) -> None:
     page = context.new_page()
+    page.clock.install()  # the page's timers run when the test says, not after seconds
     listings: list[str] = []
     page.on("request", lambda r: "/api/sessions?" in r.url and listings.append(r.url))
     page.goto(server.base + "/")
-    page.wait_for_function("() => document.querySelector('#sessions tbody') !== null")
-    page.wait_for_timeout(3_500)
-    assert len(listings) >= 2  # the first read, then one every 3 s
+    page.wait_for_function("() => document.body.dataset.listed !== undefined")
+    first = len(listings)
+    with page.expect_request(lambda r: "/api/sessions?" in r.url):
+        page.clock.run_for(3_100)
+    assert len(listings) == first + 1  # one read every 3 s
     page.evaluate(
         """() => {
             Object.defineProperty(document, "hidden", {value: true, configurable: true});
@@ -269,7 +275,8 @@ def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
         }"""
     )
     hidden_from = len(listings)
-    page.wait_for_timeout(3_500)
+    page.clock.run_for(9_100)
+    page.evaluate("() => fetch('/static/common.js')")  # whatever was asked has been sent
     assert len(listings) == hidden_from  # a tab in the background asks nothing
     with page.expect_request(lambda r: "/api/sessions?" in r.url, timeout=300):
         page.evaluate(  # shown again: read at once, not at the next tick
@@ -278,6 +285,47 @@ def test_the_sessions_page_reads_the_listing_only_while_it_is_seen(
                 document.dispatchEvent(new Event("visibilitychange"));
             }"""
         )
+    page.close()
+
+
+def test_the_sessions_page_searches_prompts_filters_sorts_and_shows_cost_and_context(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    page = _new_session(context, server, elsewhere)
+    _prompt(page, "$ echo first-prompt")
+    _turn_ended(page)
+    _prompt(page, "and then a question about albatrosses")
+    _turn_ended(page, 2)
+    session_id = page.url.rsplit("/", 1)[1]
+    page.goto(server.base + "/")
+    row = page.locator(f"#sessions tbody tr[data-id='{session_id}']")
+    row.wait_for()
+    assert re.fullmatch(r"[\d,]+", row.locator("td.context").inner_text()), row.inner_text()
+    assert row.locator("td.cost").inner_text() == "-"  # the offline model has no prices
+    assert row.locator("td.live-cell").inner_text() == "live"
+    listed_for = "(query) => new RegExp(query).test(document.body.dataset.listedFor)"
+    page.fill("#filter", "ALBATROSS")  # in the second prompt, not in the title
+    page.wait_for_function(listed_for, arg="q=ALBATROSS")
+    assert page.get_attribute("body", "data-listed") == "1"
+    assert page.locator("#sessions tbody tr").get_attribute("data-id") == session_id
+    assert page.inner_text("#shown") == "1 session"
+    page.fill("#filter", "")
+    page.select_option("#filter-cwd", str(elsewhere))
+    page.wait_for_function(listed_for, arg="^cwd=[^&]*elsewhere&sort")
+    assert page.get_attribute("body", "data-listed") == "1"
+    assert page.locator("#sessions tbody tr").get_attribute("data-id") == session_id
+    page.select_option("#filter-state", "idle")
+    page.wait_for_function(listed_for, arg="state=idle")
+    assert page.get_attribute("body", "data-listed") == "0"
+    assert page.locator("#empty").is_visible()
+    page.select_option("#filter-cwd", "")
+    page.select_option("#filter-state", "live")
+    page.select_option("#sort", "turns")
+    page.wait_for_function(listed_for, arg="^state=live&sort=turns")
+    turns = [int(t) for t in page.locator("#sessions tbody td.turns").all_inner_texts()]
+    assert turns == sorted(turns, reverse=True)
     page.close()
 
 
@@ -605,3 +653,73 @@ def test_a_long_change_scrolls_in_the_question_with_allow_in_view(
     question.locator("button.allow").click()
     _turn_ended(page)
     assert (tmp_path / "long.txt").read_text().count("\n") == 1000
+
+
+def test_the_model_and_the_mode_switch_in_the_header_with_context_and_cost_in_view(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    session_id = page.url.rsplit("/", 1)[1]
+    _prompt(page, "$ echo before-the-switch")
+    _turn_ended(page)
+    page.locator("#usage-now", has_text=re.compile(r"^context [\d,]+ tokens$")).wait_for()
+    with page.expect_response(lambda r: r.url.endswith("/config")):
+        page.select_option("#mode", "ask")
+    assert server.api(f"/api/sessions/{session_id}")["mode"] == "ask"
+    _prompt(page, "$ echo after-the-switch")
+    page.locator(".question").wait_for()  # ask mode: the call waits for Allow
+    page.locator(".question .allow").click()
+    _turn_ended(page, 2)
+    with page.expect_response(lambda r: r.url.endswith("/config")):
+        page.fill("#model", "offline:second")
+        page.press("#model", "Enter")
+    assert server.api(f"/api/sessions/{session_id}")["model"] == "offline:second"
+    page.fill("#model", "nowhere:model")
+    page.press("#model", "Enter")
+    page.locator("#error", has_text="model: model 'nowhere:model'").wait_for()
+    page.wait_for_function("() => document.getElementById('model').value === 'offline:second'")
+    assert not [e for e in page.errors if "Failed to load resource" not in e]  # only the 400
+
+
+def test_the_todo_list_is_a_checklist(context: Any, server: Server, tmp_path: Path) -> None:
+    page = _new_session(context, server, tmp_path)
+    tasks = [
+        {"content": "Read the code", "status": "completed", "priority": "high"},
+        {"content": "Write the fix", "status": "in_progress", "priority": "high"},
+        {"content": "Run the tests", "status": "pending", "priority": "medium"},
+    ]
+    _prompt(page, "/tool todo " + json.dumps({"tasks": tasks}))
+    _turn_ended(page)
+    plan = page.locator(".plan")
+    assert plan.locator(".plan-title").inner_text() == "Plan (1 of 3 done)"
+    ticks = plan.locator("input[type=checkbox]")
+    assert [ticks.nth(i).is_checked() for i in range(3)] == [True, False, False]
+    assert all(ticks.nth(i).is_disabled() for i in range(3))
+    assert plan.locator(".plan-in_progress .plan-state").inner_text() == "in progress"
+    assert plan.locator(".plan-content").all_inner_texts() == [t["content"] for t in tasks]
+    assert _serious(page) == []
+
+
+def test_a_subagent_is_nested_under_its_task_call_with_its_live_transcript_a_click_away(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    page = _new_session(context, server, tmp_path)
+    task = {
+        "description": "wait for the gate",
+        "prompt": f"$ while [ ! -e {gate} ]; do sleep 0.02; done; echo child-done",
+    }
+    _prompt(page, "/tool task " + json.dumps(task))
+    link = page.locator(".tool-call .subagent a.child")
+    link.wait_for()  # while the subagent runs: from its first event, not its end
+    assert page.locator(".tool-call .tool-state").first.inner_text() == "running"
+    assert page.locator("#children a").inner_text() == "wait for the gate"
+    with context.expect_page() as opened:
+        link.click()
+    child = opened.value
+    child.locator("body[data-connected=true]").wait_for(state="attached")
+    child.locator(".tool-call .tool-progress, .tool-call .command").first.wait_for()
+    gate.touch()
+    child.locator(".tool-output", has_text="child-done").wait_for()
+    _turn_ended(page)
+    child.close()

@@ -175,6 +175,19 @@ class Persistence:
         """
         return await asyncio.to_thread(self._backend.lease_holder, session_id)
 
+    async def holders(self, session_ids: Sequence[str]) -> dict[str, Holder]:
+        """The running processes that have any of ``session_ids`` live, by session (those
+        live nowhere are left out): :meth:`holder` of each, in one worker thread.
+
+        Only reads. See :meth:`LogBackend.lease_holder`.
+        """
+
+        def read() -> dict[str, Holder]:
+            held = ((s, self._backend.lease_holder(s)) for s in session_ids)
+            return {session_id: holder for session_id, holder in held if holder is not None}
+
+        return await asyncio.to_thread(read)
+
     async def prepare_resume(self, session_id: str) -> Session:
         """Load a stored session, repair it durably, and prepare it privately in the store.
 

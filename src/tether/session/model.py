@@ -41,6 +41,7 @@ __all__ = [
     "ModelTracker",
     "header_labels",
     "session_model",
+    "start_model",
 ]
 
 FALLBACK_MODEL = "offline"
@@ -92,6 +93,12 @@ def _started_on(labels: Mapping[str, str], configured: str | None) -> ModelChoic
     if model:
         return ModelChoice(model, labels.get(BASE_URL_LABEL) or None)
     return ModelChoice(configured or FALLBACK_MODEL)
+
+
+def start_model(labels: Mapping[str, str], configured: str | None = None) -> str:
+    """The model a session whose header has ``labels`` started on (``configured``: the
+    configuration's model, for a header that names none)."""
+    return _started_on(labels, configured).model
 
 
 class ModelTracker:

@@ -39,7 +39,7 @@ import logging
 import os
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -86,8 +86,8 @@ from tether.rewind.plan import turn_points
 from tether.rewind.store import SnapshotError
 from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent, TurnEnd
 from tether.session.errors import SessionError
-from tether.session.model import MODEL_LABEL, session_model
-from tether.session.settings import MODE_OPTION
+from tether.session.model import MODEL_LABEL, session_model, start_model
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
 from tether.session.store import SESSIONS, SessionConflictError
 from tether.shell.sandbox import SANDBOX, SandboxMode
 from tether.tools.permission import Mode
@@ -104,12 +104,14 @@ from tether.web.render import answer_html, call_diffs
 from tether.web.security import Guard
 
 if TYPE_CHECKING:
+    from tether.llm.catalog import ModelCatalog
     from tether.persist.backends.base import SessionSummary
     from tether.persist.backends.lease import Holder
     from tether.persist.cluster import Cluster
     from tether.persist.service import Persistence
     from tether.runtime import Context
     from tether.session import Event, Session
+    from tether.web.listing import ListingIndex
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,28 @@ ENCODED_KEPT = 4 * BATCH
 BATCH_WINDOW = 0.008
 """Seconds a live batch gathers events before it is sent (see :meth:`SessionViews.follow`):
 with many tabs, far fewer writes for a few milliseconds of latency."""
+
+STATES = ("live", "idle", "elsewhere")
+"""A listed session's state: live here, live nowhere, live in another process or host."""
+
+
+def _largest(key: str) -> Callable[[dict[str, object]], tuple[bool, float]]:
+    def order(row: dict[str, object]) -> tuple[bool, float]:
+        value = row.get(key)
+        if isinstance(value, dict):  # the context: its tokens in use
+            value = value.get("used")
+        return (value is None, -float(value) if isinstance(value, int | float) else 0.0)
+
+    return order
+
+
+SORTS: dict[str, Callable[[dict[str, object]], tuple[bool, float]]] = {
+    "activity": _largest("last_activity"),
+    "cost": _largest("cost"),
+    "context": _largest("context"),
+    "turns": _largest("turns"),
+}
+"""How a listing may be sorted: largest first, rows without the figure last."""
 
 RETRY_MS = 2000
 """How long a browser waits before it reconnects a stream that ended."""
@@ -247,6 +271,7 @@ def build_app(
         Route("/api/sessions/{session_id}/usage", api.usage),
         Route("/api/sessions/{session_id}/prompt", api.prompt, methods=["POST"]),
         Route("/api/sessions/{session_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/sessions/{session_id}/config", api.configure, methods=["POST"]),
         Route("/api/sessions/{session_id}/questions", api.questions),
         Route(
             "/api/sessions/{session_id}/questions/{question_id}",
@@ -299,6 +324,9 @@ class Api:
         self._hub = hub
         self._default_model = default_model
         self._encoded = EncodedLogs()
+        self._listing: ListingIndex | None = None
+        """Each listed session's context, cost and prompts (made by the first listing)."""
+        self._listing_lock = asyncio.Lock()
 
     # -- pages ---------------------------------------------------------------------------
 
@@ -367,38 +395,67 @@ class Api:
 
     async def list_sessions(self, request: Request) -> Response:
         """
-        summary: Stored and live sessions, most recently active first.
+        summary: Stored and live sessions, filtered, sorted (most recently active first).
         parameters:
-          - {name: q, in: query, schema: {type: string}, description: "title, id or cwd holds it"}
+          - {name: q, in: query, schema: {type: string}, description: "title, id, directory
+              or a prompt holds it (case ignored)"}
+          - {name: cwd, in: query, schema: {type: string}, description: "only this directory"}
+          - {name: state, in: query, schema: {type: string, enum: [live, idle, elsewhere]},
+              description: "live here, live nowhere, or live in another process or host"}
           - {name: live, in: query, schema: {type: boolean}, description: "only live ones"}
+          - {name: sort, in: query, schema: {type: string, enum: [activity, cost, context,
+              turns]}, description: "largest first; default activity"}
           - {name: limit, in: query, schema: {type: integer}}
         responses:
           200: {description: "{sessions: [{id, title, cwd, model, last_activity, turns,
-            live: here|elsewhere|null, holder: {host, pid}|null, running, parent}]}"}
+            state: live|idle|elsewhere, live: here|elsewhere|null, holder: {host, pid}|null,
+            running, parent, context: {used, window}|null, cost, currency}], total (rows
+            matching, before the limit), directories: [str], pending (sessions whose figures
+            are not folded yet: asked again, they are)}"}
+          400: {description: a bad state, sort or limit}
         """
         needle = request.query_params.get("q", "").casefold()
-        only_live = request.query_params.get("live") in ("1", "true")
+        directory = request.query_params.get("cwd") or None
+        state = request.query_params.get("state") or None
+        if state not in (None, *STATES):
+            raise ApiError(400, f"state must be one of {', '.join(STATES)}, got {state!r}")
+        if request.query_params.get("live") in ("1", "true"):
+            state = state or "live-any"
+        sort = request.query_params.get("sort") or "activity"
+        if sort not in SORTS:
+            raise ApiError(400, f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
         limit = _int_param(request, "limit", default=200, low=1)
-        rows = await self._rows()
-        if needle:
-            rows = [
-                row
-                for row in rows
-                if any(
-                    needle in str(row.get(key) or "").casefold() for key in ("title", "id", "cwd")
-                )
-            ]
-        if only_live:
+        rows, prompts, pending = await self._rows()
+        directories = sorted({str(row["cwd"]) for row in rows if row["cwd"]})
+        if directory is not None:
+            rows = [row for row in rows if row["cwd"] == directory]
+        if state == "live-any":
             rows = [row for row in rows if row["live"] is not None]
-        return JSONResponse({"sessions": rows[:limit]})
+        elif state is not None:
+            rows = [row for row in rows if row["state"] == state]
+        if needle:
+            rows = [row for row in rows if _matches(row, prompts.get(str(row["id"]), ""), needle)]
+        if sort != "activity":
+            rows.sort(key=SORTS[sort])  # stable: ties stay most recently active first
+        return JSONResponse(
+            {
+                "sessions": rows[:limit],
+                "total": len(rows),
+                "directories": directories,
+                "pending": pending,
+            }
+        )
 
-    async def _rows(self) -> list[dict[str, object]]:
+    async def _rows(self) -> tuple[list[dict[str, object]], dict[str, str], int]:
+        """Every session's row, most recently active first; the prompts of each (for the
+        search); how many sessions' figures are still to fold."""
         persistence = self._ctx.get(PERSISTENCE)
         summaries: list[SessionSummary] = [] if persistence is None else await persistence.list()
         rows: dict[str, dict[str, object]] = {}
         readable = [s for s in summaries if s.error is None]
-        holders = await asyncio.gather(*(self._holder_of(persistence, s) for s in readable))
-        for summary, holder in zip(readable, holders, strict=True):
+        holders = await self._holders(persistence, readable)
+        for summary in readable:
+            holder = holders.get(summary.id)
             rows[summary.id] = {
                 "id": summary.id,
                 "title": summary.title,
@@ -406,6 +463,7 @@ class Api:
                 "model": summary.meta.get(MODEL_LABEL),
                 "last_activity": summary.last_activity,
                 "turns": summary.turn_count,
+                "state": "idle" if holder is None else "elsewhere",
                 "live": None if holder is None else "elsewhere",
                 "holder": None if holder is None else holder.to_json(),
                 "running": False,
@@ -421,6 +479,7 @@ class Api:
             }
             events = agent.session.events
             row.update(
+                state="live",
                 live="here",
                 holder=self._hub.here().to_json(),
                 running=agent.session.open_turn is not None,
@@ -428,18 +487,73 @@ class Api:
                 last_activity=events[-1].time if events else agent.session.header.created_at,
             )
             rows[agent.id] = row
-        return sorted(rows.values(), key=lambda row: -float(row["last_activity"] or 0))  # type: ignore[arg-type]
+        prompts, pending = await self._figures(readable, rows)
+        ordered = sorted(rows.values(), key=lambda row: -float(row["last_activity"] or 0))  # type: ignore[arg-type]
+        return ordered, prompts, pending
 
-    async def _holder_of(
-        self, persistence: Persistence | None, summary: SessionSummary
-    ) -> Holder | None:
-        """Who has the listed session live elsewhere: as listed where hosts share
-        sessions (PostgreSQL lists holders), else asked of storage."""
-        if persistence is None or self._hub.live_agent(summary.id) is not None:
-            return None
-        if summary.holder is not None or self._ctx.get(CLUSTER) is not None:
-            return summary.holder
-        return await persistence.holder(summary.id)
+    async def _figures(
+        self, summaries: Sequence[SessionSummary], rows: dict[str, dict[str, object]]
+    ) -> tuple[dict[str, str], int]:
+        """Add each row's context and cost (:mod:`tether.web.listing`), folding the
+        sessions that changed since the last listing within its time budget; return
+        each session's prompts and how many are left to fold."""
+        from tether.web.listing import COUNTED, Figures, ListingIndex, Stamp, decode_counted, fold
+
+        if self._listing is None:
+            self._listing = ListingIndex()
+        index, catalog = self._listing, self._catalog()
+        stamps: dict[str, Stamp] = {
+            s.id: (s.turn_count, s.last_activity, s.created_at) for s in summaries
+        }
+        for agent in self._hub.live_agents():  # in memory: folded at once
+            session = agent.session
+            stamp = stamps[agent.id] = ("here", len(session.events))
+            if index.get(agent.id, stamp) is None:
+                counted = session.events.of_types(COUNTED)
+                index.put(agent.id, stamp, fold(counted, catalog, self._model_of(session, at=0)))
+        models = {s.id: start_model(s.meta, self._default_model) for s in summaries}
+        stale = [(sid, stamp) for sid, stamp in stamps.items() if index.get(sid, stamp) is None]
+
+        async def read(session_id: str) -> Figures | None:
+            persistence = self._ctx.get(PERSISTENCE)
+            if persistence is None:
+                return None
+            try:
+                stored = await persistence.events_after(session_id, -1)
+                return fold(decode_counted(stored), catalog, models[session_id])
+            except (LogStoreError, SessionError) as exc:
+                log.warning("session %s: no figures for the listing: %s", session_id, exc)
+                return None
+
+        async with self._listing_lock:
+            pending = await index.refresh(stale, read)
+        index.keep_only(stamps)
+        prompts: dict[str, str] = {}
+        for session_id, row in rows.items():
+            figures = index.get(session_id, stamps[session_id]) or Figures()
+            row.update(figures.to_json())
+            prompts[session_id] = figures.prompts
+        return prompts, pending
+
+    def _catalog(self) -> ModelCatalog:
+        from tether.llm.catalog import ModelCatalog
+        from tether.llm.service import LLM
+
+        llm = self._ctx.get(LLM)
+        return ModelCatalog() if llm is None else llm.catalog
+
+    async def _holders(
+        self, persistence: Persistence | None, summaries: Sequence[SessionSummary]
+    ) -> dict[str, Holder]:
+        """Who has each listed session live elsewhere: as listed where hosts share
+        sessions (PostgreSQL lists holders), else asked of storage (all in one go)."""
+        if persistence is None:
+            return {}
+        if self._ctx.get(CLUSTER) is not None:
+            return {s.id: s.holder for s in summaries if s.holder is not None}
+        held = {s.id: s.holder for s in summaries if s.holder is not None}
+        ask = [s.id for s in summaries if s.holder is None and self._hub.live_agent(s.id) is None]
+        return {**held, **await persistence.holders(ask)}
 
     async def create_session(self, request: Request) -> Response:
         """
@@ -609,21 +723,22 @@ class Api:
         summary: Tokens and cost of each turn (cost only where the model's prices are set).
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         responses:
-          200: {description: "{turns: [{turn, input_tokens, output_tokens, cost, currency}]}"}
+          200: {description: "{turns: [{turn, input_tokens, output_tokens, cost, currency}],
+            context: {used, window}|null (tokens in context after the last answer, and the
+            model's window when the settings give it), cost, currency (the session's)}"}
           404: {description: no such session}
         """
-        from tether.llm.catalog import ModelCatalog
-        from tether.llm.service import LLM
+        from tether.web.listing import COUNTED, fold
         from tether.web.usage import usage_by_turn
 
         session_id = _session_id(request)
         agent = self._hub.live_agent(session_id)
         session = agent.session if agent is not None else await self._load(session_id)
-        llm = self._ctx.get(LLM)
-        catalog = ModelCatalog() if llm is None else llm.catalog
+        catalog = self._catalog()
         first = self._model_of(session, at=0)
         turns = usage_by_turn(session.events, catalog, first)
-        return JSONResponse({"turns": [turn.to_json() for turn in turns]})
+        now = fold(session.events.of_types(COUNTED), catalog, first).to_json()
+        return JSONResponse({"turns": [turn.to_json() for turn in turns], **now})
 
     async def _load(self, session_id: str) -> Session:
         try:
@@ -724,6 +839,7 @@ class Api:
             "live": agent is not None,
             "questions": self._questions(session_id),
             "progress": [msgspec.to_builtins(p) for p in self._hub.progress(session_id)],
+            "children": self._hub.children(session_id),
         }
         return b"event: state\ndata: %b\n\n" % msgspec.json.encode(state)
 
@@ -765,6 +881,62 @@ class Api:
         except (HubClosedError, NotStoredError) as exc:
             raise ApiError(503, str(exc)) from None
         return JSONResponse({"queued": True, "steer": steer}, status_code=202)
+
+    async def configure(self, request: Request) -> Response:
+        """
+        summary: Switch the session's model or permission mode; the change is logged
+          (`session/config`) and obeyed from the next model request (model) or tool call
+          (mode). A session stored and live nowhere is resumed here first.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        requestBody:
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [option, value]
+                properties:
+                  option: {type: string, enum: [model, mode]}
+                  value: {type: string, description: "PROVIDER:MODEL, or ask or auto"}
+        responses:
+          200: {description: "{model, mode, changed}"}
+          400: {description: an unknown option, or a value it does not take}
+          404: {description: no such session}
+          409: {description: "live in another process; {holder: {host, pid}} names it"}
+        """
+        session_id = _session_id(request)
+        await self._check_exists(session_id)
+        body = await _json_body(request, limit=4096)
+        option, value = body.get("option"), body.get("value")
+        if option == MODE_OPTION:
+            if value not in [mode.value for mode in Mode]:
+                raise ApiError(400, f"mode must be ask or auto, got {value!r}")
+        elif option == MODEL_OPTION:
+            _check_model(self._ctx, value)
+        else:
+            raise ApiError(400, f"option must be model or mode, got {option!r}")
+        assert isinstance(value, str)
+        try:
+            agent = await self._hub.open(session_id)
+        except LiveElsewhereError as exc:
+            raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
+        except UnknownSessionError as exc:
+            raise ApiError(404, str(exc)) from None
+        except HubClosedError as exc:
+            raise ApiError(503, str(exc)) from None
+        session = agent.session
+        if option == MODE_OPTION:
+            current = self._hub.mode_of(agent).value
+        else:
+            current = self._model_of(session)
+        if value != current:
+            session.append(ConfigChanged(option=option, value=value))
+        return JSONResponse(
+            {
+                "model": self._model_of(session),
+                "mode": self._hub.mode_of(agent).value,
+                "changed": value != current,
+            }
+        )
 
     async def cancel(self, request: Request) -> Response:
         """
@@ -1093,6 +1265,13 @@ def _session_id(request: Request) -> str:
         return validate_session_id(given)
     except InvalidSessionIdError:
         raise ApiError(400, "invalid session id") from None
+
+
+def _matches(row: Mapping[str, object], prompts: str, needle: str) -> bool:
+    """Whether a listed session's title, id, directory or prompts hold ``needle``
+    (folded to lower case, as ``prompts`` are)."""
+    fields = (row.get("title"), row.get("id"), row.get("cwd"))
+    return any(needle in str(field or "").casefold() for field in fields) or needle in prompts
 
 
 def _is_dir(path: str) -> bool:

@@ -524,9 +524,24 @@ class WebHub:
         self._running.setdefault(agent.id, {})[progress.call_id] = progress
         self.follows.nudge(agent.id)
 
+    def children(self, session_id: str) -> list[dict[str, object]]:
+        """The child agents of ``session_id`` live here, each ``{id, call, task}`` (the
+        parent's call that delegated to it, and its task), in the order they started."""
+        found: list[dict[str, object]] = []
+        for agent in self.live_agents():
+            header = agent.session.header
+            delegation = header.delegation
+            if delegation is not None and header.delegator == session_id:
+                found.append({"id": agent.id, "call": delegation.call, "task": delegation.task})
+        return found
+
     def on_session_event(self, session: Session, event: Event) -> None:
         """``session/event``: a call's result (or its turn's end) ends its progress; the
-        session's followers are nudged to say so."""
+        session's followers are nudged to say so. A child agent's first event has its
+        parent's followers say that it runs (:meth:`children`)."""
+        parent = session.header.delegator
+        if parent is not None and event.seq == 0:
+            self.follows.nudge(parent)
         running = self._running.get(session.id)
         if running is None:
             return

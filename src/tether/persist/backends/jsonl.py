@@ -102,6 +102,8 @@ class JsonlBackend:
         """Where the last :meth:`events_after` of each session ended (any thread may set one)."""
         self._closed = False
         self._swept = False
+        self._listed: dict[str, tuple[_FileStamp, SessionSummary]] = {}
+        """Each file's row as the last :meth:`list` made it, with the file's stamp then."""
         if not self._dir.is_dir():
             private_dir(self._dir)
             _fsync_dir(self._dir.parent)
@@ -347,6 +349,7 @@ class JsonlBackend:
         """
         self._check_open()
         summaries: builtins.list[SessionSummary] = []
+        listed: dict[str, tuple[_FileStamp, SessionSummary]] = {}
         for path in self._dir.glob("*" + _SUFFIX):
             session_id = path.name.removesuffix(_SUFFIX)
             try:
@@ -354,10 +357,35 @@ class JsonlBackend:
             except InvalidSessionIdError:
                 log.warning("ignoring %s: its name is not a session id", path)
                 continue
-            summary = _summarize(path, session_id)
+            summary = self._summary(path, session_id, listed)
             if summary is not None:
                 summaries.append(summary)
+        self._listed = listed  # the files listed now: the ones gone are forgotten
         return newest_first(summaries)
+
+    def _summary(
+        self,
+        path: Path,
+        session_id: str,
+        listed: dict[str, tuple[_FileStamp, SessionSummary]],
+    ) -> SessionSummary | None:
+        """The file's row: the one the last listing made if the file has not changed
+        since (same inode, size and modification time: a log only grows, or is
+        replaced whole), else read from it."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return _summarize(path, session_id)  # gone, or said in its row
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+        cached = self._listed.get(session_id)
+        if cached is not None and cached[0] == stamp:
+            summary: SessionSummary | None = cached[1]
+        else:
+            # Stamped before it is read: a write meanwhile makes the next listing read again.
+            summary = _summarize(path, session_id)
+        if summary is not None and summary.error is None:
+            listed[session_id] = (stamp, summary)
+        return summary
 
     def delete(self, session_id: str) -> None:
         """Remove the session's file, durably.
@@ -517,6 +545,10 @@ class _Mark(msgspec.Struct, frozen=True):
             and file.size >= self.end
             and zlib.crc32(file.read(self.last_line, self.end)) == self.last_crc
         )
+
+
+_FileStamp = tuple[int, int, int]
+"""A session file's inode, size and modification time (ns)."""
 
 
 def _summarize(path: Path, session_id: str) -> SessionSummary | None:

@@ -15,6 +15,7 @@ const view = {
   step: null, // the element holding the current step's output
   answer: null, // the element of the answer being streamed (rendered when it is whole)
   calls: new Map(), // tool call id -> element
+  children: new Map(), // tool call id -> the subagent it started {id, call, task}
   asking: new Set(), // ids of the calls a question is open about
   running: false,
   live: false,
@@ -152,11 +153,13 @@ function renderCall(data, shown, diffs) {
   summary.append(el("span", "tool-name", data.name), el("span", "tool-state", "running"));
   call.append(summary, renderArgs(shown, data.arguments, diffs));
   if (shown && shown.delegates && data.arguments && data.arguments.description) {
-    call.append(el("div", "muted", "subagent: " + data.arguments.description));
+    call.append(el("div", "muted subagent-task", "subagent: " + data.arguments.description));
   }
   if (view.asking.has(data.id)) call.classList.add("asking");
   container().append(call);
   view.calls.set(data.id, call);
+  const child = view.children.get(data.id); // known before its call was shown
+  if (child) showChild(child);
 }
 
 function renderResult(data, shown) {
@@ -193,12 +196,26 @@ function renderReceipt(data) {
   container().append(box);
 }
 
+// The todo list as a checklist: a box ticked once its task is completed, the task in
+// progress marked as such (each box read-only: the model keeps the list).
+const PLAN_STATES = { completed: "done", in_progress: "in progress", pending: "to do" };
+
 function renderPlan(data) {
   const box = el("div", "plan");
-  box.append(el("div", "plan-title", "Plan"));
-  const list = el("ul", "");
-  for (const entry of data.entries || []) {
-    list.append(el("li", "plan-" + entry.status, `[${entry.status}] ${entry.content}`));
+  const entries = data.entries || [];
+  const done = entries.filter((entry) => entry.status === "completed").length;
+  box.append(el("div", "plan-title", `Plan (${done} of ${entries.length} done)`));
+  const list = el("ul", "checklist");
+  for (const entry of entries) {
+    const item = el("li", "plan-" + entry.status);
+    const tick = el("input");
+    tick.type = "checkbox";
+    tick.checked = entry.status === "completed";
+    tick.disabled = true;
+    tick.setAttribute("aria-label", PLAN_STATES[entry.status] || entry.status);
+    item.append(tick, el("span", "plan-content", entry.content));
+    if (entry.status === "in_progress") item.append(el("span", "plan-state", "in progress"));
+    list.append(item);
   }
   box.append(list);
   container().append(box);
@@ -238,6 +255,7 @@ async function loadUsage() {
   } catch (error) {
     return;
   }
+  showUsageNow(data);
   const box = document.getElementById("usage");
   if (!data.turns.length) return;
   box.classList.remove("muted");
@@ -405,6 +423,7 @@ function onState(message) {
   renderStatus();
   renderQuestions(state.questions);
   renderProgress(state.progress || []);
+  for (const child of state.children || []) showChild(child);
 }
 
 // A running command's time and last lines of output, under its call until its result.
@@ -642,16 +661,111 @@ async function forkAt(turn) {
   }
 }
 
+// The model and the permission mode, switchable from the header: each change is logged
+// in the session (`session/config`) and obeyed from the next request or tool call.
+let settings = null;
+
+function settingControls() {
+  if (settings) return settings;
+  const model = el("input", "setting");
+  model.id = "model";
+  model.setAttribute("list", "model-choices");
+  model.setAttribute("aria-label", "Model");
+  model.addEventListener("change", () => configure("model", model.value.trim()));
+  const choices = el("datalist");
+  choices.id = "model-choices";
+  const mode = el("select", "setting");
+  mode.id = "mode";
+  mode.setAttribute("aria-label", "Permission mode");
+  for (const name of ["ask", "auto"]) mode.append(el("option", "", name));
+  mode.addEventListener("change", () => configure("mode", mode.value));
+  const modelLabel = el("label", "", "model ");
+  modelLabel.append(model, choices);
+  const modeLabel = el("label", "", "mode ");
+  modeLabel.append(mode);
+  settings = { model, mode, labels: [modelLabel, modeLabel] };
+  api("GET", "/api/models").then((data) => {
+    const names = new Set([data.default_model, ...data.providers.map((p) => p + ":")]);
+    for (const name of names) if (name) choices.append(el("option", "", name));
+  }, () => {});
+  return settings;
+}
+
+async function configure(option, value) {
+  if (!value) return;
+  try {
+    const now = await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/config`, { option, value });
+    settings.model.value = now.model;
+    settings.mode.value = now.mode;
+    showError("");
+  } catch (error) {
+    showError(`${option}: ${error.message}`);
+    try {
+      const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
+      settings.model.value = info.model || ""; // back to what the session has
+      settings.mode.value = info.mode;
+    } catch (_) {
+      // the error above says enough
+    }
+  }
+}
+
+// The context in use and the cost so far, in the header: always in view.
+function usageNow() {
+  let node = document.getElementById("usage-now");
+  if (!node) {
+    node = el("span", "usage-now", "context -");
+    node.id = "usage-now";
+  }
+  return node;
+}
+
+function showUsageNow(data) {
+  const context = data.context;
+  let text = "context -";
+  if (context && context.window) {
+    const share = Math.round((100 * context.used) / context.window);
+    text = `context ${count(context.used)} / ${count(context.window)} (${share}%, ${count(context.window - context.used)} left)`;
+  } else if (context) text = `context ${count(context.used)} tokens`;
+  if (data.cost !== null && data.cost !== undefined) text += ` · cost ${data.cost.toFixed(4)} ${data.currency}`;
+  usageNow().textContent = text;
+}
+
+// A subagent: listed in the side panel, and nested under the task call that started it
+// with its own live transcript a click away (its page), from the moment it starts.
+function showChild(child) {
+  const href = "/s/" + encodeURIComponent(child.id);
+  const children = document.getElementById("children");
+  if (!children.querySelector(`a[href="${CSS.escape(href)}"]`)) {
+    const item = el("li", "");
+    const link = el("a", "", child.task || child.title || child.id);
+    link.href = href;
+    item.append(link);
+    children.append(item);
+    document.getElementById("no-children").hidden = true;
+  }
+  if (child.call) view.children.set(child.call, child);
+  const call = child.call && view.calls.get(child.call);
+  if (call && !call.querySelector("a.child")) {
+    const open = el("a", "child", "the subagent's live transcript ›");
+    open.href = href;
+    open.target = "_blank";
+    open.rel = "noopener";
+    const nested = el("div", "subagent");
+    nested.append(open);
+    (call.querySelector(".subagent-task") || call.querySelector(".args")).after(nested);
+  }
+}
+
 async function loadSession() {
   try {
     const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
     showTitle(info.title || info.id, info.title ? "title" : "id");
     const meta = document.getElementById("meta");
-    meta.replaceChildren(
-      el("span", "", info.cwd),
-      el("span", "", "model " + (info.model || "-")),
-      el("span", "", "mode " + info.mode),
-    );
+    const controls = settingControls();
+    meta.replaceChildren(el("span", "", info.cwd), ...controls.labels, usageNow());
+    if (document.activeElement !== controls.model) controls.model.value = info.model || "";
+    controls.mode.value = info.mode;
     if (info.sandbox) {
       meta.append(el("span", "sandbox", `sandbox ${info.sandbox.mode} (${info.sandbox.network})`));
     }
@@ -661,22 +775,7 @@ async function loadSession() {
       meta.append(up);
     }
     if (info.live === "elsewhere") meta.append(el("span", "warn", liveWhere(info.holder)));
-    const children = document.getElementById("children");
-    children.replaceChildren();
-    for (const child of info.children) {
-      const item = el("li", "");
-      const link = el("a", "", child.task || child.title || child.id);
-      link.href = "/s/" + encodeURIComponent(child.id);
-      item.append(link);
-      children.append(item);
-      const call = child.call && view.calls.get(child.call);
-      if (call && !call.querySelector("a.child")) {
-        const open = el("a", "child", "open the subagent's session");
-        open.href = link.href;
-        call.append(open);
-      }
-    }
-    document.getElementById("no-children").hidden = info.children.length > 0;
+    for (const child of info.children) showChild(child);
   } catch (error) {
     showError(error.status === 404 ? "No such session." : error.message);
   }

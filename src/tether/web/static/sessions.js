@@ -2,19 +2,57 @@
 "use strict";
 
 let filterTimer = null;
+let pendingTimer = null;
+const PAGE = 200; // rows asked for at first, and added by "Show more"
+const REFRESH_MS = 3000; // the listing is read again this often while the page is seen
+const PENDING_MS = 300; // … and sooner while the server still folds some sessions' figures
+let limit = PAGE;
+let asked = 0; // the listings asked for: only the latest one's answer is shown
 
 async function loadSessions() {
   const query = new URLSearchParams();
   const needle = document.getElementById("filter").value.trim();
   if (needle) query.set("q", needle);
+  const cwd = document.getElementById("filter-cwd").value;
+  if (cwd) query.set("cwd", cwd);
+  const state = document.getElementById("filter-state").value;
+  if (state) query.set("state", state);
   if (document.getElementById("live-only").checked) query.set("live", "1");
+  query.set("sort", document.getElementById("sort").value);
+  query.set("limit", String(limit));
+  clearTimeout(pendingTimer);
+  const mine = ++asked;
   try {
     const data = await api("GET", "/api/sessions?" + query.toString());
+    if (mine !== asked) return; // a later listing was asked for meanwhile
     render(data.sessions);
+    document.body.dataset.listedFor = query.toString();
+    showDirectories(data.directories);
+    showCount(data.sessions.length, data.total);
     showError("");
+    if (data.pending) pendingTimer = setTimeout(loadSessions, PENDING_MS);
   } catch (error) {
     showError("Could not list sessions: " + error.message);
   }
+}
+
+const count = (n) => Number(n).toLocaleString("en-US");
+
+function contextText(context) {
+  if (!context) return "-";
+  if (!context.window) return count(context.used);
+  return `${count(context.used)} / ${count(context.window)} (${Math.round((100 * context.used) / context.window)}%)`;
+}
+
+function costText(session) {
+  return session.cost === null || session.cost === undefined ? "-" : `${session.cost.toFixed(4)} ${session.currency}`;
+}
+
+function liveText(session) {
+  if (session.live === "elsewhere") return liveWhere(session.holder);
+  if (session.live !== "here") return "";
+  const host = session.holder && session.holder.host ? ` (host ${session.holder.host})` : "";
+  return (session.running ? "running" : "live") + host;
 }
 
 function render(sessions) {
@@ -34,15 +72,35 @@ function render(sessions) {
       el("td", "model", session.model || "-"),
       el("td", "when", when(session.last_activity)),
       el("td", "turns", String(session.turns)),
+      el("td", "context", contextText(session.context)),
+      el("td", "cost", costText(session)),
+      el("td", "live-cell " + (session.running ? "running" : ""), liveText(session)),
     );
-    let live = "";
-    if (session.live === "here") live = session.running ? "running" : "live";
-    else if (session.live === "elsewhere") live = liveWhere(session.holder);
-    row.append(el("td", "live-cell " + (session.running ? "running" : ""), live));
     rows.append(row);
   }
   body.replaceChildren(rows);
   document.getElementById("empty").hidden = sessions.length > 0;
+  document.body.dataset.listed = String(sessions.length);
+  performance.mark("tether-listed"); // what bench/bench_web.py reads
+}
+
+function showDirectories(directories) {
+  const select = document.getElementById("filter-cwd");
+  const chosen = select.value;
+  const known = Array.from(select.options, (o) => o.value).slice(1);
+  if (known.length === directories.length && known.every((d, i) => d === directories[i])) return;
+  const options = [el("option", "", "all")];
+  options[0].value = "";
+  for (const directory of directories) options.push(el("option", "", directory));
+  select.replaceChildren(...options);
+  select.value = directories.includes(chosen) ? chosen : "";
+}
+
+function showCount(shown, total) {
+  const noun = total === 1 ? "session" : "sessions";
+  document.getElementById("shown").textContent =
+    shown < total ? `${count(shown)} of ${count(total)} ${noun}` : `${count(total)} ${noun}`;
+  document.getElementById("more").hidden = shown >= total;
 }
 
 async function loadModels() {
@@ -87,14 +145,23 @@ document.addEventListener("DOMContentLoaded", () => {
     clearTimeout(filterTimer);
     filterTimer = setTimeout(loadSessions, 150);
   });
-  document.getElementById("live-only").addEventListener("change", loadSessions);
+  for (const id of ["live-only", "filter-cwd", "filter-state", "sort"]) {
+    document.getElementById(id).addEventListener("change", () => {
+      limit = PAGE;
+      loadSessions();
+    });
+  }
+  document.getElementById("more").addEventListener("click", () => {
+    limit += PAGE;
+    loadSessions();
+  });
   loadModels();
   loadSessions();
-  // The listing is read every 3 s while the page is seen; a tab in the
+  // The listing is read every REFRESH_MS while the page is seen; a tab in the
   // background asks nothing, and reads it again as soon as it is shown.
   setInterval(() => {
     if (!document.hidden) loadSessions();
-  }, 3000);
+  }, REFRESH_MS);
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden) loadSessions();
   });
