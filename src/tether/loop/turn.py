@@ -254,7 +254,7 @@ class TurnRunner:
                 )
                 reason = Errored(error=STRAY_CANCEL)
             else:
-                reason = _aborted(signal, otherwise=CancelCause.DISPOSED)
+                reason = _aborted(signal, otherwise=CancelCause.TASK_CANCELLED)
                 raise
         except Exception as exc:
             log.exception("agent %s: turn %d failed", driver.id, turn)
@@ -743,7 +743,7 @@ def _close_step(session: Session, why: str) -> None:
 
 def _aborted(signal: CancelSignal, *, otherwise: CancelCause = CancelCause.USER) -> Aborted:
     """The reason a cancelled turn closes with: its signal's cause, else ``otherwise``
-    (a turn ended by a cancellation of the driver itself is being torn down)."""
+    (a turn whose own task was cancelled from outside: ``task-cancelled``)."""
     return Aborted(cause=str(signal.reason or otherwise))
 
 
