@@ -210,3 +210,44 @@ async def test_a_driver_cancelled_from_outside_after_agent_cancel_writes_one_rec
     [receipt] = receipts(agent)
     assert receipt["cause"] == "user"
     assert stored_types(world, agent)[-2:] == ["tool/stopped", "turn/end"]
+
+
+async def test_a_turn_whose_own_task_is_cancelled_with_every_task_still_closes_with_a_receipt(
+    world: World, tmp_path: Path
+) -> None:
+    agent = (await world.get("agents").create(cwd="/")).agent
+    pid = await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    driver = driver_task(agent)
+    [turn] = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}:turn"]
+    # What the event loop's shutdown does: every task is cancelled at once.
+    turn.cancel()
+    driver.cancel()
+    await asyncio.wait({driver, turn})
+    assert not alive(pid)
+    assert [e.type for e in agent.session.events][-2:] == ["tool/stopped", "turn/end"]
+    [receipt] = receipts(agent)
+    assert receipt["cause"] == "task-cancelled"
+    [entry] = receipt["stopped"]  # type: ignore[misc]
+    assert entry["kind"] == "call" and entry["id"] == "c-fg" and entry["pgid"] == pid
+    assert entry["exit_signal"] == "SIGTERM"
+    assert agent.session.events[-1].data["reason"] == {"kind": "aborted", "cause": "task-cancelled"}
+    assert stored_types(world, agent)[-2:] == ["tool/stopped", "turn/end"]
+
+
+async def test_a_turn_whose_own_task_alone_is_cancelled_stores_its_receipt_and_ends_the_driver(
+    world: World, tmp_path: Path
+) -> None:
+    from tether.agent import AgentDisposedError
+
+    agent = (await world.get("agents").create(cwd="/")).agent
+    pid = await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    driver = driver_task(agent)
+    [turn] = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}:turn"]
+    turn.cancel()
+    await asyncio.wait({driver})
+    assert not alive(pid)
+    [receipt] = receipts(agent)
+    assert receipt["cause"] == "task-cancelled" and len(receipt["stopped"]) == 1  # type: ignore[arg-type]
+    assert stored_types(world, agent)[-2:] == ["tool/stopped", "turn/end"]
+    with pytest.raises(AgentDisposedError):
+        agent.followup(UserMessage.text("next"))

@@ -419,7 +419,8 @@ class AgentDriver:
         stop receipt and its ``turn/end``; once they are stored the
         cancellation goes on and the driver ends. A second cancellation while
         the turn closes cancels the turn's task itself: the turn closes at
-        once, without waiting for its tools.
+        once, without waiting for its tools. A cancellation of the turn's task
+        itself ends the driver too, once the turn's closing events are stored.
 
         Raises:
             asyncio.CancelledError: the driver task was cancelled.
@@ -441,7 +442,7 @@ class AgentDriver:
                 except BaseException:
                     log.exception("agent %s: stopping the cancelled turn failed", self.id)
                     turn.cancel()
-        if cancelled is None:
+        if cancelled is None and not turn.cancelled():
             turn.result()
             return
         if not turn.cancelled() and (error := turn.exception()) is not None:
@@ -450,7 +451,9 @@ class AgentDriver:
             await self._flush(self._session)
         except Exception:
             log.exception("agent %s: the cancelled turn's closing events were not stored", self.id)
-        raise cancelled
+        if cancelled is not None:
+            raise cancelled
+        turn.result()  # its own cancellation: the driver ends with it
 
     def _set_status(self, status: AgentStatus) -> None:
         if status is not self._status:
