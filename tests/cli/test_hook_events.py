@@ -305,7 +305,7 @@ def test_in_chat_session_end_says_prompt_input_exit_at_the_end_of_input(tmp_path
     assert ended["reason"] == "prompt_input_exit" and ended["session_id"] == session
 
 
-def test_in_chat_clear_runs_session_end_clear_before_session_start_clear(tmp_path: Path) -> None:
+def test_in_chat_clear_and_new_run_session_end_clear(tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
     end = recording_hook(tmp_path, "end")
     start = recording_hook(tmp_path, "start")
@@ -321,8 +321,12 @@ def test_in_chat_clear_runs_session_end_clear_before_session_start_clear(tmp_pat
         os.write(fd, b"a question\r")
         expect(fd, "tokens: ", seen)
         expect(fd, "you>", seen)
+        os.write(fd, b"/new\r")  # the next session starts: this one ends "clear" too
+        expect(fd, "lists the commands)", seen)
+        expect(fd, "you>", seen)
         quit_chat(pid, fd)
     finally:
         os.close(fd)
-    assert [e["reason"] for e in read(tmp_path, "end")] == ["clear", "prompt_input_exit"]
-    assert [e["source"] for e in read(tmp_path, "start")] == ["startup", "clear"]
+    ended = [e["reason"] for e in read(tmp_path, "end")]
+    assert ended == ["clear", "clear", "prompt_input_exit"]
+    assert [e["source"] for e in read(tmp_path, "start")] == ["startup", "clear", "startup"]
