@@ -439,9 +439,12 @@ class AgentDriver:
                 cancelled = exc
                 try:
                     self.cancel(CancelCause.TASK_CANCELLED)
-                except BaseException:
+                except Exception:
                     log.exception("agent %s: stopping the cancelled turn failed", self.id)
                     turn.cancel()
+                except BaseException:
+                    turn.cancel()
+                    raise
         if cancelled is None and not turn.cancelled():
             turn.result()
             return
