@@ -35,6 +35,7 @@ async def test_an_editor_session_runs_its_start_stop_and_end_hooks(tmp_path: Pat
         await server.close_stdin()
     (ended,) = read(tmp_path, "end")
     assert ended["session_id"] == sid and ended["hook_event_name"] == "SessionEnd"
+    assert ended["reason"] == "other"  # an editor that goes away: no Claude Code reason fits
 
 
 async def test_a_hook_that_asks_is_named_with_its_reason_in_the_editors_question(

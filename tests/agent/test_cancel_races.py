@@ -505,7 +505,7 @@ async def test_an_agent_whose_driver_was_cancelled_refuses_input_instead_of_hang
     [driver] = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}"]
     driver.cancel()
     await asyncio.wait({driver})
-    assert last_reason(agent.session) == {"kind": "aborted", "cause": "disposed"}
+    assert last_reason(agent.session) == {"kind": "aborted", "cause": "task-cancelled"}
     with pytest.raises(AgentDisposedError):
         agent.followup(UserMessage.text("next"))
     await asyncio.wait_for(agent.when_idle(), timeout=5)

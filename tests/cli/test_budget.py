@@ -15,37 +15,23 @@ from typing import Any
 from tests.adapters.fake_server import FakeServer, Recorded, Reply, stream
 from tests.adapters.support import call, delta, text_answer, usage
 from tests.cli.test_commands import session_id
-from tests.cli.test_session_model import OPENAI_KEY, tether, user_config
+from tests.cli.test_session_model import config_with_model, tether, user_config
 
 PRICES = {"input": 10.0, "output": 10.0}
 """USD 10 per million tokens, in and out."""
 
 
 def config(url: str, *, prices: bool = True) -> str:
-    priced = (
-        f"""\
+    """The configuration of ``budget-model`` served at ``url``, priced unless ``prices``
+    is false."""
+    priced = f"""\
   - id: llm
     config:
       models:
         "openai-compatible:budget-model":
           prices: {json.dumps(PRICES)}
 """
-        if prices
-        else ""
-    )
-    return f"""\
-plugins:
-  - id: agent_loop
-    config:
-      model: openai-compatible:budget-model
-  - id: openai
-    plugin: tether.llm.adapters.openai
-    config:
-      providers:
-        openai-compatible:
-          base_url: "{url}/v1"
-          api_key: "{OPENAI_KEY}"
-{priced}"""
+    return config_with_model(url, "budget-model") + (priced if prices else "")
 
 
 def calling_forever(

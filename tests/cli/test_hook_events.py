@@ -287,3 +287,46 @@ def test_a_claude_code_settings_file_pointed_at_runs_its_hooks_unchanged(
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert ".claude/settings.json" in last and "hooks.PreToolUse must be a list" in last, last
+
+
+def test_in_chat_session_end_says_prompt_input_exit_at_the_end_of_input(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    end = recording_hook(tmp_path, "end")
+    path = config(tmp_path, on("SessionEnd", end), sandboxed=False)
+    pid, fd = chat(tmp_path, "--config", str(path))
+    try:
+        session = expect(fd, "lists the commands)", []).split("session ", 1)[1].split()[0]
+        expect(fd, "you>", [])
+        os.write(fd, b"\x04")  # Ctrl-D: the end of input
+        assert exit_status(pid) == 0
+    finally:
+        os.close(fd)
+    (ended,) = read(tmp_path, "end")
+    assert ended["reason"] == "prompt_input_exit" and ended["session_id"] == session
+
+
+def test_in_chat_clear_and_new_run_session_end_clear(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    end = recording_hook(tmp_path, "end")
+    start = recording_hook(tmp_path, "start")
+    hooks = {**on("SessionEnd", end), **on("SessionStart", start)}
+    path = config(tmp_path, hooks, sandboxed=False)
+    pid, fd = chat(tmp_path, "--config", str(path))
+    seen: list[str] = []
+    try:
+        expect(fd, "you>", seen)
+        os.write(fd, b"/clear\r")
+        expect(fd, "earlier turns stay in the session log)", seen)
+        expect(fd, "you>", seen)
+        os.write(fd, b"a question\r")
+        expect(fd, "tokens: ", seen)
+        expect(fd, "you>", seen)
+        os.write(fd, b"/new\r")  # the next session starts: this one ends "clear" too
+        expect(fd, "lists the commands)", seen)
+        expect(fd, "you>", seen)
+        quit_chat(pid, fd)
+    finally:
+        os.close(fd)
+    ended = [e["reason"] for e in read(tmp_path, "end")]
+    assert ended == ["clear", "clear", "prompt_input_exit"]
+    assert [e["source"] for e in read(tmp_path, "start")] == ["startup", "clear", "startup"]

@@ -47,12 +47,13 @@ def user_config(home: Path, text: str) -> None:
     (home / "tether.yml").write_text(text)
 
 
-def config_with_model(url: str) -> str:
+def config_with_model(url: str, model: str = "config-model") -> str:
+    """A ``tether.yml`` whose agent loop runs ``openai-compatible:MODEL``, served at ``url``."""
     return f"""\
 plugins:
   - id: agent_loop
     config:
-      model: openai-compatible:config-model
+      model: openai-compatible:{model}
   - id: openai
     plugin: tether.llm.adapters.openai
     config:

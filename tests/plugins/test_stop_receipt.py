@@ -1,5 +1,6 @@
 """A cancelled turn closes with one receipt of what the stop did to each process and child."""
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -159,3 +160,94 @@ async def test_disposing_an_idle_agent_receipts_its_tasks_and_children_once(
     assert receipt["turn"] == 2 and receipt["cause"] == "disposed"
     assert [e["id"] for e in receipt["stopped"]] == ["bash-1"]  # type: ignore[attr-defined]
     assert [a["id"] for a in receipt["agents"]] == [child.id]  # type: ignore[attr-defined]
+
+
+def driver_task(agent: Agent) -> asyncio.Task[object]:
+    [task] = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}"]
+    return task
+
+
+def stored_types(world: World, agent: Agent) -> list[str]:
+    records = (world.data_dir / "sessions" / f"{agent.id}.jsonl").read_text().splitlines()
+    return [json.loads(record).get("type") for record in records]
+
+
+async def test_a_driver_cancelled_from_outside_closes_its_turn_with_a_stored_receipt(
+    world: World, tmp_path: Path
+) -> None:
+    agent = (await world.get("agents").create(cwd="/")).agent
+    pid = await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    driver = driver_task(agent)
+    driver.cancel()  # a task group or a host tearing down, not agent.cancel()
+    await asyncio.wait({driver})
+    assert driver.cancelled()
+    assert not alive(pid)
+    assert [e.type for e in agent.session.events][-2:] == ["tool/stopped", "turn/end"]
+    [receipt] = receipts(agent)
+    assert receipt["turn"] == 1 and receipt["cause"] == "task-cancelled"
+    [entry] = receipt["stopped"]  # type: ignore[misc]
+    assert entry["kind"] == "call" and entry["id"] == "c-fg" and entry["pgid"] == pid
+    assert entry["exit_signal"] == "SIGTERM" and 0 <= entry["seconds"] < BOUND
+    end = agent.session.events[-1].data
+    assert end["reason"] == {"kind": "aborted", "cause": "task-cancelled"}
+    # Stored before the cancellation went on: nothing flushed it since.
+    assert stored_types(world, agent)[-2:] == ["tool/stopped", "turn/end"]
+
+
+async def test_a_driver_cancelled_from_outside_after_agent_cancel_writes_one_receipt(
+    world: World, tmp_path: Path
+) -> None:
+    agent = (await world.get("agents").create(cwd="/")).agent
+    pid = await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    driver = driver_task(agent)
+    agent.cancel()
+    driver.cancel()
+    await asyncio.wait({driver})
+    assert not alive(pid)
+    types = [e.type for e in agent.session.events]
+    assert types.count("tool/stopped") == 1 and types.count("turn/end") == 1
+    assert types[-2:] == ["tool/stopped", "turn/end"]
+    [receipt] = receipts(agent)
+    assert receipt["cause"] == "user"
+    assert stored_types(world, agent)[-2:] == ["tool/stopped", "turn/end"]
+
+
+async def test_a_turn_whose_own_task_is_cancelled_with_every_task_still_closes_with_a_receipt(
+    world: World, tmp_path: Path
+) -> None:
+    agent = (await world.get("agents").create(cwd="/")).agent
+    pid = await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    driver = driver_task(agent)
+    [turn] = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}:turn"]
+    # What the event loop's shutdown does: every task is cancelled at once.
+    turn.cancel()
+    driver.cancel()
+    await asyncio.wait({driver, turn})
+    assert not alive(pid)
+    assert [e.type for e in agent.session.events][-2:] == ["tool/stopped", "turn/end"]
+    [receipt] = receipts(agent)
+    assert receipt["cause"] == "task-cancelled"
+    [entry] = receipt["stopped"]  # type: ignore[misc]
+    assert entry["kind"] == "call" and entry["id"] == "c-fg" and entry["pgid"] == pid
+    assert entry["exit_signal"] == "SIGTERM"
+    assert agent.session.events[-1].data["reason"] == {"kind": "aborted", "cause": "task-cancelled"}
+    assert stored_types(world, agent)[-2:] == ["tool/stopped", "turn/end"]
+
+
+async def test_a_turn_whose_own_task_alone_is_cancelled_stores_its_receipt_and_ends_the_driver(
+    world: World, tmp_path: Path
+) -> None:
+    from tether.agent import AgentDisposedError
+
+    agent = (await world.get("agents").create(cwd="/")).agent
+    pid = await start_foreground(world, agent, Gate(tmp_path / "gate"), "c-fg")
+    driver = driver_task(agent)
+    [turn] = [t for t in asyncio.all_tasks() if t.get_name() == f"agent:{agent.id}:turn"]
+    turn.cancel()
+    await asyncio.wait({driver})
+    assert not alive(pid)
+    [receipt] = receipts(agent)
+    assert receipt["cause"] == "task-cancelled" and len(receipt["stopped"]) == 1  # type: ignore[arg-type]
+    assert stored_types(world, agent)[-2:] == ["tool/stopped", "turn/end"]
+    with pytest.raises(AgentDisposedError):
+        agent.followup(UserMessage.text("next"))

@@ -37,10 +37,15 @@ class CancelCause(enum.StrEnum):
     HANDOFF = "handoff"
     """Its host is draining and hands the session to another host (``tether drain``):
     the turn stops there, and the host that takes the session over goes on."""
+    TASK_CANCELLED = "task-cancelled"
+    """The asyncio task driving the agent was cancelled by its program, not through
+    ``cancel()``: a task group or a host tearing down, the event loop shutting down.
+    The turn closes as any cancelled turn does; the agent runs no further turn."""
 
 
 PUBLIC_CANCEL_CAUSES = frozenset({CancelCause.USER, CancelCause.PARENT, CancelCause.HANDOFF})
-"""The causes a caller of ``Agent.cancel`` may give; ``disposed`` is the teardown's own."""
+"""The causes a caller of ``Agent.cancel`` may give; ``disposed`` is the teardown's own,
+``task-cancelled`` the driver's when its task is cancelled from outside."""
 
 
 def public_cancel_cause(cause: object) -> CancelCause:
@@ -48,7 +53,8 @@ def public_cancel_cause(cause: object) -> CancelCause:
 
     Raises:
         TypeError: ``cause`` is not a :class:`CancelCause`.
-        ValueError: ``cause`` is ``disposed``, which only the teardown may give.
+        ValueError: ``cause`` is ``disposed`` or ``task-cancelled``, which only the
+            agent loop gives.
     """
     if cause is None:
         return CancelCause.USER
@@ -60,7 +66,7 @@ def public_cancel_cause(cause: object) -> CancelCause:
     if cause not in PUBLIC_CANCEL_CAUSES:
         raise ValueError(
             "cancel() takes CancelCause.USER, PARENT or HANDOFF; "
-            f"{cause.value!r} is reserved to the agent's teardown"
+            f"{cause.value!r} is reserved to the agent loop"
         )
     return cause
 

@@ -79,6 +79,7 @@ from tether.cli.work import (
     shown_for,
 )
 from tether.content import TextBlock
+from tether.front.session_end import SESSION_ENDING, SessionEndReason
 from tether.runtime.signal import CancelSignal
 from tether.session.store import SESSION_EVENT
 
@@ -188,6 +189,8 @@ class _Chat:
         """``/rewind`` listed the turns: the next entry may pick one (see :meth:`_picked`)."""
         self.renew = False
         """``/new`` asked for a new session: the entries stop until it is open."""
+        self.ending: SessionEndReason | None = None
+        """Why this session's part of the chat ended (``SessionEnd``'s reason)."""
         self.branch: str | None = None
         """The stored branch ``/rewind`` or ``/fork`` made, which the next session resumes."""
         self._due = asyncio.Event()
@@ -300,6 +303,8 @@ class _Chat:
             else:
                 entry = await self.lines.read()
             if entry is None:
+                if self.ending is None:
+                    self.ending = "prompt_input_exit"
                 return
             if self.question is not None:
                 answer, self.question = self.question[0], None
@@ -308,6 +313,7 @@ class _Chat:
                 continue
             text = entry.text.strip()
             if text in ("/quit", "/exit"):
+                self.ending = "prompt_input_exit"
                 return
             if not await self._picked(text) and text:
                 self._echo(text, entry.steer)
@@ -416,6 +422,7 @@ class _Chat:
     def _terminated(self, signal_name: str) -> None:
         """A SIGTERM or SIGHUP: the running turn is cancelled, and the chat ends."""
         self.surface.line(f"({signal_name}: the running turn is cancelled and the chat ends)")
+        self.ending = "other"
         if self._own is not None:
             self._own.stop()
         self.lines.end()
@@ -559,7 +566,7 @@ class _Chat:
         """``/new``: end this session's part of the chat; :func:`chat` opens the next."""
         if self.agent.status is AgentStatus.RUNNING:
             raise CommandError("a turn is running: wait for it to end, or cancel it, then /new")
-        self.renew = True
+        self.renew, self.ending = True, "clear"
 
     async def _diff(self, argument: str) -> None:
         """``/diff [TURN]``: from the workspace snapshots when there are some, else
@@ -592,7 +599,7 @@ class _Chat:
                 "pick: TURN [code|conversation|both] [force], or Enter for none", "dim"
             )
         if done.branch is not None:
-            self.branch, self.renew = done.branch, True
+            self.branch, self.renew, self.ending = done.branch, True, "other"
 
     async def _run_own(self, command: str) -> None:
         """``!command``: run it (:mod:`tether.cli.own_command`), show what it printed,
@@ -705,9 +712,11 @@ async def chat(args: argparse.Namespace) -> int:
                     every_call=args.mode == "ask",
                     on_asked=session.view.asked,
                 )
+            session.ending = None
             exit_status, final = await session.run(first)
             first = None
             before = session_choice(tether, handle.agent.session)
+            tether.runtime.ctx.emit(SESSION_ENDING, handle.agent, session.ending or "other")
             failed, release_logs = await dispose_reporting(handle, final, verbose=args.verbose)
             if exit_status is not None:
                 return exit_status

@@ -12,9 +12,12 @@
   (not for delegated children); ``clear`` and ``compact`` when a step starts
   after a ``history/cleared`` or ``context/compacted``. What the hooks print
   (plain text, or ``additionalContext``) opens the agent's next step.
-* ``SessionEnd`` — an ``agent/stopping`` listener (reason ``other``): output
-  ignored; it runs while the agent's turn (if any) closes, and never longer than
-  ``end_timeout`` seconds, so it cannot hold a stop.
+* ``SessionEnd`` — an ``agent/stopping`` listener, with the reason the front end
+  gave as it closed the session (``session/ending``, :mod:`tether.front.session_end`;
+  ``other`` when none did); and with reason ``clear`` when a step starts after a
+  ``history/cleared``, before ``SessionStart`` ``clear``. Output ignored; it runs
+  while the agent's turn (if any) closes, and never longer than ``end_timeout``
+  seconds, so it cannot hold a stop.
 * ``PreCompact`` — an ``agent/pre-compact`` listener (trigger ``manual`` or
   ``auto``): output ignored (a block's reason is logged); the compaction waits
   for it.
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from tether.front.hooks import Hooks
+    from tether.front.session_end import SessionEndReason
     from tether.runtime import Context
     from tether.runtime.signal import CancelSignal
     from tether.session import CompactionTrigger
@@ -84,6 +88,8 @@ class SessionHooks:
         self._ctx = ctx
         self._hooks = hooks
         self._states: dict[str, _State] = {}
+        self._ending: dict[str, SessionEndReason] = {}
+        """The reason each agent's front end gave for closing it (``session/ending``)."""
 
     def _state(self, agent: Agent) -> _State:
         state = self._states.get(agent.id)
@@ -94,6 +100,7 @@ class SessionHooks:
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: drop what is kept for ``agent``."""
         self._states.pop(agent.id, None)
+        self._ending.pop(agent.id, None)
         self._hooks.runner.forget(agent)
 
     # -- Stop ----------------------------------------------------------------------------
@@ -156,6 +163,8 @@ class SessionHooks:
         if state is None or _child(agent):
             return await next_(step_input)
         source = self._restarted(agent, state)
+        if source == "clear":
+            await self._session_end(agent, "clear")
         if source is not None:
             await self._session_start(agent, state, source)
         if state.pending:
@@ -186,24 +195,33 @@ class SessionHooks:
 
     # -- SessionEnd and the stop receipt -------------------------------------------------
 
+    def on_ending(self, agent: Agent, reason: SessionEndReason) -> None:
+        """``session/ending``: the reason the coming ``SessionEnd`` of ``agent`` gives."""
+        self._ending[agent.id] = reason
+
     async def on_stopping(self, agent: Agent) -> StopParts | None:
-        """``SessionEnd`` (bounded by ``end_timeout``); for an idle agent, the hooks a
-        cancel stopped since its last turn."""
-        hooks = self._hooks
+        """``SessionEnd`` with the reason its front end gave (``other`` when none did);
+        for an idle agent, the hooks a cancel stopped since its last turn."""
         running = agent.status is AgentStatus.RUNNING
-        if not _child(agent) and hooks.configured("SessionEnd"):
-            cwd = _cwd(agent)
-            payload = hooks.payload(agent, "SessionEnd", cwd, reason="other")
-            await hooks.verdicts(
-                "SessionEnd",
-                payload=payload,
-                agent=agent,
-                cwd=cwd,
-                limit=hooks.settings.end_timeout,
-            )
+        await self._session_end(agent, self._ending.pop(agent.id, "other"))
         if running:
             return None  # its turn's receipt carries them
         return self._parts(agent)
+
+    async def _session_end(self, agent: Agent, reason: SessionEndReason) -> None:
+        """Run ``SessionEnd`` hooks with ``reason``, bounded by ``end_timeout``."""
+        hooks = self._hooks
+        if _child(agent) or not hooks.configured("SessionEnd"):
+            return
+        cwd = _cwd(agent)
+        payload = hooks.payload(agent, "SessionEnd", cwd, reason=reason)
+        await hooks.verdicts(
+            "SessionEnd",
+            payload=payload,
+            agent=agent,
+            cwd=cwd,
+            limit=hooks.settings.end_timeout,
+        )
 
     def on_turn_aborting(self, agent: Agent, turn: int) -> StopParts | None:
         """``agent/turn-aborting``: the hooks the cancel of ``turn`` stopped."""

@@ -54,6 +54,7 @@ from tether.front.asking import PERMISSION_REQUEST, ask_whatever_the_mode
 from tether.front.hook_output import HOOK_ASKS, TOOL_NAMES, Verdict, read_verdict, shown_name
 from tether.front.hook_runner import HookRunner
 from tether.front.hook_session import SessionHooks
+from tether.front.session_end import SESSION_ENDING
 from tether.frozen import thaw
 from tether.location import data_dir
 from tether.loop.hooks import PRE_COMPACT, PRE_STEP, TURN_ABORTING, TURN_COMPLETING
@@ -451,9 +452,12 @@ async def apply(ctx: Context, config: HookSettings) -> None:
         ctx.on(AFTER_EXECUTE, hooks.after_execute)
     if "UserPromptSubmit" in configured:
         ctx.on(PRE_STEP, hooks.before_step)
-    if "SessionStart" in configured:
+    if "SessionStart" in configured or "SessionEnd" in configured:
+        # Both follow a /clear: SessionEnd ``clear``, then SessionStart ``clear``.
         ctx.on(AGENT_SETUP, session.on_setup)
         ctx.on(PRE_STEP, session.before_step)
+    if "SessionEnd" in configured:
+        ctx.on(SESSION_ENDING, session.on_ending)
     if "Stop" in configured or "SubagentStop" in configured:
         ctx.on(TURN_COMPLETING, session.turn_completing)
     ctx.on(AGENT_STOPPING, session.on_stopping)

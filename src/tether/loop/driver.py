@@ -398,7 +398,7 @@ class AgentDriver:
                     await self._wake.wait()
                     continue
                 self._quiescent.clear()
-                await runner.run_turn(self)
+                await self._run_turn(runner)
         finally:
             # Whatever ends the driver, no turn can run any more: input is
             # refused from now on, and nobody waits forever on a turn that
@@ -408,6 +408,55 @@ class AgentDriver:
             for settling in waiting.values():
                 settling.settle(NeverRan(cause=CancelCause.DISPOSED))
             self._quiescent.set()
+
+    async def _run_turn(self, runner: TurnRunner) -> None:
+        """Run one turn in a task of its own, which the driver task owns and awaits.
+
+        A cancellation of the driver task from outside (a task group or a host
+        tearing down, a program cancelling it, the event loop shutting down)
+        reaches the turn as every stop does: :meth:`cancel` with cause
+        ``task-cancelled``. The turn then stops its tools and closes with its
+        stop receipt and its ``turn/end``; once they are stored the
+        cancellation goes on and the driver ends. A second cancellation while
+        the turn closes cancels the turn's task itself: the turn closes at
+        once, without waiting for its tools. A cancellation of the turn's task
+        itself ends the driver too, once the turn's closing events are stored.
+
+        Raises:
+            asyncio.CancelledError: the driver task was cancelled.
+        """
+        turn = asyncio.get_running_loop().create_task(
+            runner.run_turn(self), name=f"agent:{self.id}:turn"
+        )
+        cancelled: asyncio.CancelledError | None = None
+        while not turn.done():
+            try:
+                await asyncio.wait({turn})
+            except asyncio.CancelledError as exc:
+                if cancelled is not None:
+                    turn.cancel()
+                    continue
+                cancelled = exc
+                try:
+                    self.cancel(CancelCause.TASK_CANCELLED)
+                except Exception:
+                    log.exception("agent %s: stopping the cancelled turn failed", self.id)
+                    turn.cancel()
+                except BaseException:
+                    turn.cancel()
+                    raise
+        if cancelled is None and not turn.cancelled():
+            turn.result()
+            return
+        if not turn.cancelled() and (error := turn.exception()) is not None:
+            log.error("agent %s: the cancelled turn failed", self.id, exc_info=error)
+        try:
+            await self._flush(self._session)
+        except Exception:
+            log.exception("agent %s: the cancelled turn's closing events were not stored", self.id)
+        if cancelled is not None:
+            raise cancelled
+        turn.result()  # its own cancellation: the driver ends with it
 
     def _set_status(self, status: AgentStatus) -> None:
         if status is not self._status:

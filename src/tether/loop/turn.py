@@ -163,6 +163,8 @@ SCRIPTED = "offline"
 """The provider of the offline model, whose usage figures count words, not a server's
 tokens: never compared with the estimate."""
 STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cancelled"
+NONE: tuple[tuple[StopParts, ...], asyncio.CancelledError | None] = ((), None)
+"""What :meth:`TurnRunner._aborting` answers when nothing was stopped or collected."""
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
 _STEP_LIMIT_PATTERN = re.compile(re.escape(_STEP_LIMIT).replace(r"\{\}", r"\d+"))
@@ -235,9 +237,11 @@ class TurnRunner:
         Once the turn's signal is cancelled it claims no more input, and it
         closes ``aborted {cause}`` whatever else would have ended it (the step
         limit, a ``agent/turn-stop`` listener, a model error). A
-        ``CancelledError`` that is not a cancellation of the driver task (a
+        ``CancelledError`` that is not a cancellation of the turn's task (a
         tool or hook raised one of its own) ends the turn ``error`` and the
-        driver lives on; a real cancellation closes the turn and propagates.
+        driver lives on. A real cancellation of the turn's task from outside
+        cancels the agent's work (cause ``task-cancelled``), closes the turn
+        with the receipt of what that stopped, and propagates.
         """
         session = driver.session
         signal = driver.begin_turn()
@@ -263,7 +267,11 @@ class TurnRunner:
                 )
                 reason = Errored(error=STRAY_CANCEL)
             else:
-                reason = _aborted(signal, otherwise=CancelCause.DISPOSED)
+                # The turn's own task was cancelled from outside (the event loop
+                # shutting down cancels every task): the rest of the turn's work
+                # stops as for any cancel, and goes on its receipt.
+                _cancel_contained(driver, CancelCause.TASK_CANCELLED)
+                reason = _aborted(signal, otherwise=CancelCause.TASK_CANCELLED)
                 raise
         except Exception as exc:
             log.exception("agent %s: turn %d failed", driver.id, turn)
@@ -274,9 +282,7 @@ class TurnRunner:
         finally:
             if signal.cancelled and not isinstance(reason, Aborted):
                 reason = _aborted(signal)
-            parts: tuple[StopParts, ...] = ()
-            if signal.cancelled and not cancelling_current_task():
-                parts = await self._aborting(driver, turn)
+            parts, interrupted = await self._aborting(driver, turn) if signal.cancelled else NONE
             try:
                 if session.open_turn == turn:
                     _close_step(session, NOT_STARTED)
@@ -290,6 +296,8 @@ class TurnRunner:
             if isinstance(reason, Errored):
                 # After turn/end: a listener that cancels acts on what comes next.
                 self._ctx.emit(AGENT_ERROR, driver.agent, reason.error)
+            if interrupted is not None:
+                raise interrupted
 
     def _spending(self, driver: AgentDriver, turn: int) -> Token[SpendGate | None] | None:
         """Set the gate of ``driver``'s budget (or its root's) for the turn about to run;
@@ -302,18 +310,24 @@ class TurnRunner:
             ledger.turn = turn
         return SPENDING.set(ledger.gate(driver.session))
 
-    async def _aborting(self, driver: AgentDriver, turn: int) -> tuple[StopParts, ...]:
-        """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first;
-        the parts of the stop receipt its listeners answered (none if one failed)."""
+    async def _aborting(
+        self, driver: AgentDriver, turn: int
+    ) -> tuple[tuple[StopParts, ...], asyncio.CancelledError | None]:
+        """``agent/turn-aborting``: what the cancelled turn owns elsewhere stops first.
+
+        Returns the parts of the stop receipt its listeners answered (none if one
+        failed), and the cancellation of the turn's task that arrived meanwhile,
+        if one did: the turn closes all the same, then the cancellation goes on.
+        """
         try:
-            return await self._ctx.gather(TURN_ABORTING, driver.agent, turn)
-        except asyncio.CancelledError:
+            return await self._ctx.gather(TURN_ABORTING, driver.agent, turn), None
+        except asyncio.CancelledError as exc:
             if cancelling_current_task():
-                raise
+                return (), exc
             log.error("agent %s: a turn-aborting listener raised CancelledError", driver.id)
         except Exception:
             log.exception("agent %s: a turn-aborting listener failed", driver.id)
-        return ()
+        return NONE
 
     async def _steps(
         self,
@@ -750,9 +764,17 @@ def _close_step(session: Session, why: str) -> None:
         session.append(payload)
 
 
+def _cancel_contained(driver: AgentDriver, cause: CancelCause) -> None:
+    """Cancel ``driver``'s work with ``cause``; a failure is logged (a stop is under way)."""
+    try:
+        driver.cancel(cause)
+    except Exception:
+        log.exception("agent %s: cancelling the turn's work failed", driver.id)
+
+
 def _aborted(signal: CancelSignal, *, otherwise: CancelCause = CancelCause.USER) -> Aborted:
     """The reason a cancelled turn closes with: its signal's cause, else ``otherwise``
-    (a turn ended by a cancellation of the driver itself is being torn down)."""
+    (a turn whose own task was cancelled from outside: ``task-cancelled``)."""
     return Aborted(cause=str(signal.reason or otherwise))
 
 

@@ -64,6 +64,7 @@ from tether.shell import (
     ShellExecSpec,
     ShellExecutor,
     ShellResult,
+    StopReport,
     TaskDone,
     TaskStatus,
 )
@@ -256,10 +257,15 @@ class BashTools:
         def send(progress: ToolProgress) -> None:
             self._ctx.emit(TOOL_PROGRESS, agent, progress)
 
+        def stopped(report: StopReport) -> None:
+            # The turn's task was cancelled from outside: no result will carry
+            # the stop, the turn's receipt still does.
+            self.receipts.call_stopped(agent, exec.call_id, report)
+
         reporter = ProgressReporter(exec.call_id, "bash", send)
         reporter.start()
         try:
-            return await self._shell.run(spec, exec.signal, reporter.feed)
+            return await self._shell.run(spec, exec.signal, reporter.feed, on_stop=stopped)
         finally:
             reporter.close()
 

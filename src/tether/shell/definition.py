@@ -272,6 +272,8 @@ class ShellExecutor(Protocol):
         spec: ShellExecSpec,
         signal: CancelSignal | None = None,
         on_output: OutputListener | None = None,
+        *,
+        on_stop: Callable[[StopReport], None] | None = None,
     ) -> ShellResult:
         """Run ``spec`` in the foreground and return how it ended.
 
@@ -284,7 +286,8 @@ class ShellExecutor(Protocol):
         then SIGKILL after the kill grace; the result is returned once the
         group is gone and its output collected. If the awaiting task is
         cancelled, the command is stopped the same way before the
-        cancellation propagates.
+        cancellation propagates; ``on_stop``, when given, is then called
+        with what stopping it did (no result carries it).
 
         Raises:
             ShellError: bash could not be spawned, or the executor is shut down.

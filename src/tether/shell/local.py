@@ -47,6 +47,7 @@ from tether.shell.definition import (
     ShellExecSpec,
     ShellRequestError,
     ShellResult,
+    StopReport,
     TaskDone,
     TaskDoneListener,
     TaskLimitError,
@@ -232,6 +233,8 @@ class LocalShell:
         spec: ShellExecSpec,
         signal: CancelSignal | None = None,
         on_output: OutputListener | None = None,
+        *,
+        on_stop: Callable[[StopReport], None] | None = None,
     ) -> ShellResult:
         """See :meth:`ShellExecutor.run`."""
         if signal is not None and signal.cancelled:
@@ -251,6 +254,9 @@ class LocalShell:
         except asyncio.CancelledError:
             stop("aborted")
             await _wait_through_cancellation(process)
+            report = process.stop_report()
+            if on_stop is not None and report is not None:
+                on_stop(report)
             raise
         finally:
             timer.cancel()
