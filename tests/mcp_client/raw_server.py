@@ -1,10 +1,11 @@
 """A hand-written stdio MCP server that misbehaves on purpose: ``python raw_server.py``.
 
-It answers ``initialize`` and ``tools/list`` (one tool, ``bad``, and one with
+A 2025-era server: it answers ``initialize`` and ``tools/list`` (one tool, ``bad``, and one with
 an unusable schema, ``broken``), and answers every ``tools/call`` with a
 result whose content is not valid MCP content. Only the standard library, so
 it starts in milliseconds (the benchmarks use it too, with ``--good``: then
-``bad`` answers a valid text result).
+``bad`` answers a valid text result). Any other request, ``server/discover``
+among them, is answered "method not found", as JSON-RPC says.
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ for line in sys.stdin:
     elif method == "tools/list":
         tools = [{"name": "bad", "inputSchema": {"type": "object"}}]
         if not GOOD:
-            tools.append({"name": "broken", "inputSchema": {"type": "object", "properties": 3}})
+            tools.append(
+                {
+                    "name": "broken",
+                    "inputSchema": {"type": "object", "properties": {"a": {"type": 3}}},
+                }
+            )
         answer(message["id"], {"tools": tools})
     elif method == "tools/call":
         if GOOD:
@@ -46,3 +52,7 @@ for line in sys.stdin:
             answer(message["id"], {"content": [{"type": "bogus", "what": 1}]})
     elif method == "ping":
         answer(message["id"], {})
+    else:  # server/discover too: this is a 2025-era server, which does not know it
+        error = {"code": -32601, "message": f"Method not found: {method}"}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}) + "\n")
+        sys.stdout.flush()

@@ -291,7 +291,11 @@ class McpService:
         self._tools[connection] = tools
         problems = await tools.register(listed)
         log.info(
-            "session %s: MCP server %s started with %d tool(s)", agent.id, spec.name, len(listed)
+            "session %s: MCP server %s (MCP %s) started with %d tool(s)",
+            agent.id,
+            spec.name,
+            connection.protocol_version,
+            len(listed),
         )
         return [f"MCP server {spec.name!r}: {problem}" for problem in problems]
 
