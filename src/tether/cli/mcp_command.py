@@ -9,8 +9,8 @@ the file is replaced atomically, keeping its mode (0600 for a new one).
 
 ``test`` and ``list`` start each server as a session would (owned: its
 process group is recorded, and it is stopped before the command returns),
-list its tools, and stop it. Each server is one line; a failure is one line
-saying why.
+list its tools, and stop it. Each server is one line (its tools and the MCP
+version agreed); a failure is one line saying why.
 """
 
 from __future__ import annotations
@@ -239,7 +239,8 @@ async def _check(spec: ServerSpec, settings: McpSettings, guard: Any) -> tuple[b
         await connection.close()
     names = ", ".join(tool.name for tool in tools[:_SHOWN])
     more = f", +{len(tools) - _SHOWN} more" if len(tools) > _SHOWN else ""
-    return True, f"ok: {len(tools)} tool(s){': ' + names + more if names else ''}"
+    listed = f"ok: {len(tools)} tool(s){': ' + names + more if names else ''}"
+    return True, f"{listed} (MCP {connection.protocol_version})"
 
 
 _SHOWN = 6
