@@ -105,8 +105,11 @@ class McpConnection:
         on_lost: Callable[[McpConnection, str], None] | None = None,
         sandbox: SandboxPolicy | None = None,
         on_tools_changed: Callable[[McpConnection], None] | None = None,
+        auth: Any = None,
     ) -> None:
         self.spec = spec
+        self._auth = auth
+        """An HTTP server's ``httpx2.Auth`` (OAuth, :mod:`tether.mcp.oauth`), if any."""
         self._sandbox = sandbox
         self._settings = settings
         self._cwd = cwd
@@ -292,14 +295,19 @@ class McpConnection:
             # The SDK's own defaults: a response stream may stay open for minutes.
             timeout = httpx2.Timeout(30.0, read=300.0)
             async with (
-                httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http,
+                httpx2.AsyncClient(
+                    headers=dict(spec.headers), timeout=timeout, auth=self._auth
+                ) as http,
                 streamable_http_client(spec.url, http_client=http) as (read, write),
             ):
                 yield read, write
         else:
             from mcp.client.sse import sse_client
 
-            async with sse_client(spec.url, headers=dict(spec.headers)) as (read, write):
+            async with sse_client(spec.url, headers=dict(spec.headers), auth=self._auth) as (
+                read,
+                write,
+            ):
                 yield read, write
 
     async def _on_message(self, message: object) -> None:
