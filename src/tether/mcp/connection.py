@@ -9,8 +9,9 @@ server's process is spawned), the protocol is negotiated and every page of
 ``tools/list`` read, all within ``startup_timeout``. Negotiation is the SDK's
 ``auto`` mode: ``server/discover`` first, which a server of the current
 specification (2026-07-28) answers; a 2025-era server, which does not know it,
-gets the ``initialize`` handshake instead (see ``docs/mcp.md``). Any failure — a missing
-command, a process that exits at once, a server that never answers — is a
+gets the ``initialize`` handshake instead (see ``docs/mcp.md``). Any failure
+— a missing command, a process that exits at once, a server that never
+answers — is a
 :class:`~tether.mcp.errors.McpStartError` whose message says which, and the
 process is stopped before it is raised.
 
@@ -20,9 +21,9 @@ for the call's cancel signal. On cancel the SDK abandons the request (it sends
 request's stream), and tether sends a probe (``ping`` on a 2025-era
 connection, ``server/discover`` on a current one, which has no ``ping``) and
 waits up to ``cancel_grace``: a server that answers it honours cancellation
-and keeps running. One that answers neither is
-stuck in the call: a stdio server is then stopped (SIGTERM, then SIGKILL),
-an HTTP one is left alone, and the call ends cancelled either way.
+and keeps running. One that does not is stuck in the call: a stdio server is
+then stopped (SIGTERM, then SIGKILL), an HTTP one is left alone, and the call
+ends cancelled either way.
 
 **Changes**: a server's ``notifications/tools/list_changed`` is passed to
 ``on_tools_changed``, which reads the new list with
