@@ -41,6 +41,11 @@ def _servers() -> dict[str, tuple[object, str, str]]:
         "stdio, current": (lambda: _stdio(SDK_SERVER), CURRENT, "echo"),
         "stdio, 2025": (lambda: _stdio(SDK_SERVER, "--legacy"), OLD, "echo"),
         "stdio, 2025, hand-written": (lambda: _stdio(RAW_SERVER, "--good"), OLD, "bad"),
+        "stdio, 2025, silent to server/discover": (
+            lambda: _stdio(RAW_SERVER, "--good", "--mute"),
+            OLD,
+            "bad",
+        ),
         "streamable http, stateless, current": (lambda: _http("stateless"), CURRENT, "echo"),
         "streamable http, sessions, current": (lambda: _http("http"), CURRENT, "echo"),
         "streamable http, 2025": (lambda: _http("http", "--legacy"), OLD, "echo"),
@@ -53,9 +58,8 @@ def _servers() -> dict[str, tuple[object, str, str]]:
 async def test_each_generation_is_spoken_on_each_transport(case: str) -> None:
     where, version, tool = _servers()[case]
     async with where() as spec:  # type: ignore[operator]
-        connection = McpConnection(
-            spec, McpSettings(startup_timeout=30), cwd=None, guard=None, owner=_Owner()
-        )
+        # The default startup timeout: a server silent to server/discover starts too.
+        connection = McpConnection(spec, McpSettings(), cwd=None, guard=None, owner=_Owner())
         try:
             listed = await connection.start()
             assert connection.protocol_version == version

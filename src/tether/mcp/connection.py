@@ -66,6 +66,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+DISCOVER_WAIT = 3.0
+"""How long the SDK waits for an answer to ``server/discover`` before it tries
+``initialize`` (its own default is 10 s). Some 2025-era servers never answer a
+request that comes before ``initialize``, not even with an error; a current
+server that is slower than this is reached all the same: the SDK asks it again
+when ``initialize`` is refused."""
+
+
 class McpSettings(msgspec.Struct, frozen=True):
     """The limits every server of the ``mcp`` plugin runs under (seconds and sizes)."""
 
@@ -222,8 +230,11 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _session_of(self) -> AsyncIterator[ClientSession]:
+        import mcp.client.session
         from mcp.client import Client
         from mcp_types import Implementation
+
+        mcp.client.session.DISCOVER_TIMEOUT_SECONDS = DISCOVER_WAIT
 
         client = Client(
             cast("Transport", self._transport()),
