@@ -16,6 +16,7 @@ revoked=N``).
 
 from __future__ import annotations
 
+import math
 import secrets
 import sys
 import time
@@ -109,7 +110,7 @@ class Grants:
 
     def _issue(self, client_id: str, scopes: list[str]) -> OAuthToken:
         access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        expires = int(time.time()) + EXPIRES
+        expires = math.ceil(time.time() + EXPIRES)  # not before the client counts
         self.access[access] = AccessToken(
             token=access, client_id=client_id, scopes=scopes, expires_at=expires
         )

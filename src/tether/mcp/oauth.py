@@ -82,7 +82,12 @@ class TokenFile:
         return None if tokens is None else OAuthToken.model_validate(tokens)
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        expires = None if tokens.expires_in is None else time.time() + tokens.expires_in
+        expires = None
+        if tokens.expires_in is not None:
+            # Kept a little early, so a later process refreshes before the server
+            # refuses (the clocks of the two need not agree to the second).
+            lifetime = float(tokens.expires_in)
+            expires = time.time() + lifetime - min(60.0, lifetime / 10)
         self.write(tokens=tokens.model_dump(mode="json", exclude_none=True), expires_at=expires)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
