@@ -12,7 +12,7 @@ server process within 100 ms.
 
 ``--server raw`` (the default) uses ``tests/mcp_client/raw_server.py --good``, a
 server of a few lines of standard library that starts in milliseconds, so
-the figures are tether's; ``--server sdk`` uses the SDK's FastMCP test server,
+the figures are tether's; ``--server sdk`` uses the SDK's MCPServer test server,
 whose own start (importing the SDK) dominates the spawn figure.
 """
 
@@ -45,12 +45,12 @@ async def bare_client(
 ) -> None:
     """The bare SDK client: for each ``True`` in ``asks``, one call, its seconds put in
     ``answers`` (``False`` ends it). One task, as the SDK's task groups need."""
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable, args=argv)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+    async with Client(stdio_client(params), cache=None) as client:
+        session = client.session
         await session.list_tools()
         while await asks.get():
             start = time.perf_counter()

@@ -1,10 +1,12 @@
 """A hand-written stdio MCP server that misbehaves on purpose: ``python raw_server.py``.
 
-It answers ``initialize`` and ``tools/list`` (one tool, ``bad``, and one with
+A 2025-era server: it answers ``initialize`` and ``tools/list`` (one tool, ``bad``, and one with
 an unusable schema, ``broken``), and answers every ``tools/call`` with a
 result whose content is not valid MCP content. Only the standard library, so
 it starts in milliseconds (the benchmarks use it too, with ``--good``: then
-``bad`` answers a valid text result).
+``bad`` answers a valid text result). Any other request, ``server/discover``
+among them, is answered "method not found", as JSON-RPC says; with ``--mute``
+it is not answered at all.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import sys
 
 GOOD = "--good" in sys.argv
+MUTE = "--mute" in sys.argv
 
 
 def answer(request_id: object, result: object) -> None:
@@ -37,7 +40,12 @@ for line in sys.stdin:
     elif method == "tools/list":
         tools = [{"name": "bad", "inputSchema": {"type": "object"}}]
         if not GOOD:
-            tools.append({"name": "broken", "inputSchema": {"type": "object", "properties": 3}})
+            tools.append(
+                {
+                    "name": "broken",
+                    "inputSchema": {"type": "object", "properties": {"a": {"type": 3}}},
+                }
+            )
         answer(message["id"], {"tools": tools})
     elif method == "tools/call":
         if GOOD:
@@ -46,3 +54,9 @@ for line in sys.stdin:
             answer(message["id"], {"content": [{"type": "bogus", "what": 1}]})
     elif method == "ping":
         answer(message["id"], {})
+    elif MUTE:
+        continue  # as some 2025-era servers do with a request before initialize
+    else:  # server/discover too: this is a 2025-era server, which does not know it
+        error = {"code": -32601, "message": f"Method not found: {method}"}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}) + "\n")
+        sys.stdout.flush()

@@ -1,12 +1,14 @@
-"""An MCP server written with the SDK (FastMCP), for the tests: ``python sdk_server.py
-[stdio | http PORT | sse PORT]``.
+"""An MCP server written with the SDK (MCPServer), for the tests: ``python sdk_server.py
+[stdio | http PORT | stateless PORT | sse PORT] [--legacy]``.
 
-Tools: ``echo``, ``pid`` (its process id), ``env`` (one variable), ``traceparent``
-(the ``traceparent`` of the request's ``_meta``), ``wait``
-(sleeps asynchronously: honours cancellation), ``grow`` (adds a tool,
-removes ``huge`` and sends ``tools/list_changed``), ``stuck`` (blocks the whole
-server: cannot honour it), ``huge`` (a long text), ``exit`` (the process
-exits at once).
+It speaks both generations of the protocol, as the SDK's server does: a client's
+``server/discover`` gets the current one (2026-07-28), a client's ``initialize``
+the 2025 one. ``stateless`` is streamable HTTP with no session (the current
+specification's way); ``http`` keeps sessions; ``sse`` is the 2024 HTTP+SSE
+transport. With ``--legacy`` it is a 2025-era server: ``server/discover`` is an
+unknown method, as it is to every server written before 2026-07-28 (on stdio and
+SSE it serves the SDK's handshake-only loop, over streamable HTTP it refuses
+``server/discover``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from mcp.server.fastmcp import Context, FastMCP, Image
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.runner import serve_loop
+from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND, RequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-server = FastMCP("tests")
+server = MCPServer("tests")
 
 
 @server.tool()
@@ -43,9 +50,8 @@ def env(name: str) -> str:
 @server.tool()
 def traceparent(ctx: Context) -> str:  # type: ignore[type-arg]
     """The ``traceparent`` of this request's ``_meta`` (or <none>)."""
-    meta = ctx.request_context.meta
-    extra = (meta.model_extra or {}) if meta is not None else {}
-    return str(extra.get("traceparent", "<none>"))
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent", "<none>"))
 
 
 @server.tool()
@@ -58,9 +64,10 @@ async def wait(seconds: float, marker: str = "") -> str:
 
 
 @server.tool()
-def stuck(seconds: float) -> str:
-    """Block the whole server for ``seconds``."""
-    time.sleep(seconds)
+async def stuck(seconds: float) -> str:
+    """Block the whole server for ``seconds`` (its event loop: the SDK runs a plain
+    function in a worker thread, which would leave the server free)."""
+    time.sleep(seconds)  # noqa: ASYNC251
     return "unstuck"
 
 
@@ -92,7 +99,10 @@ async def grow(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
 
     server.add_tool(added, name=name, description=f"the tool {name}")
     server.remove_tool("huge")
-    await ctx.session.send_tool_list_changed()
+    if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_tools_changed()  # to the client's subscriptions/listen stream
+    else:
+        await ctx.session.send_tool_list_changed()
     return f"grew {name}"
 
 
@@ -102,11 +112,41 @@ def exit() -> str:
     os._exit(7)
 
 
+async def _no_discover(ctx: object, params: object) -> None:
+    raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
+
+
+async def _handshake_only(
+    read: Any, write: Any, options: Any, raise_exceptions: bool = False
+) -> None:
+    """The low-level server's ``run`` of a 2025-era server: the handshake loop alone."""
+    low = server._lowlevel_server
+    async with low.lifespan(low) as state:
+        await serve_loop(
+            low,
+            read,
+            write,
+            lifespan_state=state,
+            init_options=options,
+            raise_exceptions=raise_exceptions,
+        )
+
+
 if __name__ == "__main__":
+    if "--legacy" in sys.argv:
+        sys.argv.remove("--legacy")
+        low = server._lowlevel_server
+        low.add_request_handler("server/discover", RequestParams, _no_discover)
+        low.run = _handshake_only  # type: ignore[method-assign]
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "stdio":
         server.run("stdio")
+    elif mode == "sse":
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
-        server.settings.host = "127.0.0.1"
-        server.settings.port = int(sys.argv[2])
-        server.run("streamable-http" if mode == "http" else "sse")
+        server.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            stateless_http=mode == "stateless",
+        )

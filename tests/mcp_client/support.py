@@ -61,8 +61,9 @@ def notices(log: list[dict[str, Any]]) -> list[str]:
 
 
 @asynccontextmanager
-async def http_server(mode: str) -> AsyncIterator[str]:
-    """The SDK test server over ``mode`` (``http`` or ``sse``) on 127.0.0.1; yields its URL."""
+async def http_server(mode: str, *options: str) -> AsyncIterator[str]:
+    """The SDK test server over ``mode`` (``http``, ``stateless`` or ``sse``, with
+    ``options`` such as ``--legacy``) on 127.0.0.1; yields its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -71,6 +72,7 @@ async def http_server(mode: str) -> AsyncIterator[str]:
         SDK_SERVER,
         mode,
         str(port),
+        *options,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
@@ -80,7 +82,7 @@ async def http_server(mode: str) -> AsyncIterator[str]:
         async with asyncio.timeout(30):
             while b"Uvicorn running on" not in await process.stderr.readline():
                 pass
-        path = "/mcp" if mode == "http" else "/sse"
+        path = "/sse" if mode == "sse" else "/mcp"
         yield f"http://127.0.0.1:{port}{path}"
     finally:
         process.kill()

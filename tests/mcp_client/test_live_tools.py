@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,14 @@ async def _changes(tmp_path: Path, server: ServerSpec) -> None:
 
         (connection,) = mcp.connections(agent)
         result = await connection.call("grow", {"name": "fresh"}, CancelSignal())
-        assert not result.isError
-        await mcp.before_step((), _passthrough, agent, 1)
+        assert not result.is_error
+        # On stdio (and over SSE) the change comes before the call's answer; over
+        # streamable HTTP it comes on a stream of its own, maybe just after.
+        for _ in range(250):
+            await mcp.before_step((), _passthrough, agent, 1)
+            if registry.get("mcp__t__fresh", agent.id) is not None:
+                break
+            await asyncio.sleep(0.02)
 
         fresh = registry.get("mcp__t__fresh", agent.id)
         assert fresh is not None and fresh.description == "the tool fresh"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import base64
 
+import mcp_types as types
 import pytest
-from mcp import types
 
 from tests.plugins.fs_support import PNG_1X1
 from tether.content import MAX_IMAGE_BYTES, ImageRef

@@ -1,4 +1,4 @@
-"""``tether mcp``: list, add, remove and test the configured MCP servers.
+"""``tether mcp``: list, add, remove, test, log in to and out of the configured MCP servers.
 
 The servers are those of the ``mcp`` row of the composition (the user
 config, then each ``--config`` overlay; see ``docs/mcp.md``). ``add`` and
@@ -9,14 +9,15 @@ the file is replaced atomically, keeping its mode (0600 for a new one).
 
 ``test`` and ``list`` start each server as a session would (owned: its
 process group is recorded, and it is stopped before the command returns),
-list its tools, and stop it. Each server is one line; a failure is one line
-saying why.
+list its tools, and stop it. Each server is one line (its tools and the MCP
+version agreed); a failure is one line saying why.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -28,7 +29,7 @@ from tether.cli.boot import UsageError, composed, data_dir_of
 if TYPE_CHECKING:
     from tether.cli.main import _Commands
     from tether.mcp.connection import McpSettings
-    from tether.mcp.servers import ServerSpec
+    from tether.mcp.servers import HttpServer, ServerSpec
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -64,6 +65,13 @@ def add_mcp_parser(commands: _Commands, help_text: str) -> None:
         )
     test = actions.add_parser("test", help="start a server, list its tools, stop it")
     test.add_argument("name", metavar="NAME")
+    login = actions.add_parser(
+        "login", help="authorize tether with an HTTP server (OAuth), keeping its tokens"
+    )
+    login.add_argument("name", metavar="NAME")
+    login.add_argument("--no-browser", action="store_true", help="print the authorization URL only")
+    logout = actions.add_parser("logout", help="revoke and forget an HTTP server's tokens")
+    logout.add_argument("name", metavar="NAME")
 
 
 def mcp_command(args: argparse.Namespace) -> int:
@@ -73,11 +81,13 @@ def mcp_command(args: argparse.Namespace) -> int:
     if args.mcp_command == "remove":
         return _edit(args, adding=False)
     specs, settings = _configured(args)
-    if args.mcp_command == "test":
+    if args.mcp_command in ("test", "login", "logout"):
         chosen = [spec for spec in specs if spec.name == args.name]
         if not chosen:
             raise UsageError(f"no MCP server named {args.name!r} is configured")
         specs = tuple(chosen)
+        if args.mcp_command != "test":
+            return _login(args, specs[0], settings)
     elif not specs:
         print("no MCP servers are configured; `tether mcp add` adds one", file=sys.stderr)
         return EXIT_OK
@@ -229,8 +239,11 @@ async def _check(spec: ServerSpec, settings: McpSettings, guard: Any) -> tuple[b
     """Start ``spec``, list its tools, stop it: ``(True, "ok: …")`` or ``(False, why)``."""
     from tether.mcp.connection import McpConnection
     from tether.mcp.errors import McpStartError
+    from tether.mcp.plugin import auth_of
 
-    connection = McpConnection(spec, settings, cwd=os.getcwd(), guard=guard, owner=_Tester())
+    connection = McpConnection(
+        spec, settings, cwd=os.getcwd(), guard=guard, owner=_Tester(), auth=auth_of(spec)
+    )
     try:
         tools = await connection.start()
     except McpStartError as exc:
@@ -239,7 +252,63 @@ async def _check(spec: ServerSpec, settings: McpSettings, guard: Any) -> tuple[b
         await connection.close()
     names = ", ".join(tool.name for tool in tools[:_SHOWN])
     more = f", +{len(tools) - _SHOWN} more" if len(tools) > _SHOWN else ""
-    return True, f"ok: {len(tools)} tool(s){': ' + names + more if names else ''}"
+    listed = f"ok: {len(tools)} tool(s){': ' + names + more if names else ''}"
+    return True, f"{listed} (MCP {connection.protocol_version})"
+
+
+def _login(args: argparse.Namespace, spec: ServerSpec, settings: McpSettings) -> int:
+    """``login``: a new OAuth grant, kept for the sessions; ``logout``: revoked, forgotten."""
+    from tether.mcp.oauth import logout, token_path
+    from tether.mcp.servers import HttpServer
+
+    if not isinstance(spec, HttpServer):
+        raise UsageError(f"{spec.name!r} is a stdio server: OAuth is for HTTP servers")
+    home = data_dir_of(args)
+    if args.mcp_command == "logout":
+        print(f"{spec.name}: {asyncio.run(logout(home, spec.name))}")
+        return EXIT_OK
+    ok, text = asyncio.run(_authorize(spec, settings, home, browser=not args.no_browser))
+    if ok:
+        text = f"{text}; tokens kept in {token_path(home, spec.name)}"
+    print(f"{spec.name}: {text}")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+LOGIN_WAIT = 300.0
+"""How long ``tether mcp login`` waits for the person to authorize (seconds)."""
+
+
+async def _authorize(
+    spec: HttpServer, settings: McpSettings, home: Path, *, browser: bool
+) -> tuple[bool, str]:
+    import msgspec
+
+    from tether.mcp.connection import McpConnection
+    from tether.mcp.errors import McpStartError
+    from tether.mcp.oauth import login_provider
+
+    def show(url: str) -> None:
+        print(f"Open this address to authorize tether with {spec.name!r}:\n{url}", flush=True)
+        if browser:
+            import webbrowser
+
+            with contextlib.suppress(Exception):
+                webbrowser.open(url)
+
+    waiting = msgspec.structs.replace(
+        settings, startup_timeout=max(settings.startup_timeout, LOGIN_WAIT)
+    )
+    async with login_provider(home, spec.name, spec.url, show) as auth:
+        connection = McpConnection(
+            spec, waiting, cwd=os.getcwd(), guard=None, owner=_Tester(), auth=auth
+        )
+        try:
+            tools = await connection.start()
+        except McpStartError as exc:
+            return False, f"failed: {exc}"
+        finally:
+            await connection.close()
+    return True, f"logged in ({len(tools)} tool(s), MCP {connection.protocol_version})"
 
 
 _SHOWN = 6

@@ -5,23 +5,31 @@ own (the SDK's task groups must be entered and left by one task), which
 :meth:`~McpConnection.close` stops and awaits: nothing it starts outlives it.
 
 **Start** (:meth:`~McpConnection.start`): the transport is opened (a stdio
-server's process is spawned), ``initialize`` is sent and every page of
-``tools/list`` read, all within ``startup_timeout``. Any failure — a missing
-command, a process that exits at once, a server that never answers — is a
+server's process is spawned), the protocol is negotiated and every page of
+``tools/list`` read, all within ``startup_timeout``. Negotiation is the SDK's
+``auto`` mode: ``server/discover`` first, which a server of the current
+specification (2026-07-28) answers; a 2025-era server, which does not know it,
+gets the ``initialize`` handshake instead (see ``docs/mcp.md``). Any failure
+— a missing command, a process that exits at once, a server that never
+answers — is a
 :class:`~tether.mcp.errors.McpStartError` whose message says which, and the
 process is stopped before it is raised.
 
 **Calls** (:meth:`~McpConnection.call`): a tool call waits for its answer or
-for the call's cancel signal. On cancel tether sends MCP's
-``notifications/cancelled`` for the request and a ``ping``, and waits up to
-``cancel_grace``: a server that answers either (the cancelled call, or the
-ping) honours cancellation and keeps running. One that answers neither is
-stuck in the call: a stdio server is then stopped (SIGTERM, then SIGKILL),
-an HTTP one is left alone, and the call ends cancelled either way.
+for the call's cancel signal. On cancel the SDK abandons the request (it sends
+``notifications/cancelled``; over streamable HTTP at 2026-07-28 it closes the
+request's stream), and tether sends a probe (``ping`` on a 2025-era
+connection, ``server/discover`` on a current one, which has no ``ping``) and
+waits up to ``cancel_grace``: a server that answers it honours cancellation
+and keeps running. One that does not is stuck in the call: a stdio server is
+then stopped (SIGTERM, then SIGKILL), an HTTP one is left alone, and the call
+ends cancelled either way.
 
 **Changes**: a server's ``notifications/tools/list_changed`` is passed to
 ``on_tools_changed``, which reads the new list with
-:meth:`~McpConnection.list_tools`.
+:meth:`~McpConnection.list_tools`. A 2025-era server sends it unasked; a
+current one sends it on the ``subscriptions/listen`` stream tether opens for
+it when the server's ``tools`` capability says ``listChanged``.
 
 **Loss**: a stdio server whose process exits while the agent lives is
 *lost*: calls in flight end with an error, later calls are refused with the
@@ -36,8 +44,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
 
@@ -49,12 +56,22 @@ from tether.runtime.signal import Cancelled, CancelSignal
 from tether.shell.environment import CONTEXT_ENV
 
 if TYPE_CHECKING:
-    from mcp import ClientSession, types
+    import mcp_types as types
+    from mcp.client import Client, ClientSession, Transport
+    from mcp_types import RequestParamsMeta
 
     from tether.shell.guard import OrphanGuard
     from tether.shell.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
+
+
+DISCOVER_WAIT = 3.0
+"""How long the SDK waits for an answer to ``server/discover`` before it tries
+``initialize`` (its own default is 10 s). Some 2025-era servers never answer a
+request that comes before ``initialize``, not even with an error; a current
+server that is slower than this is reached all the same: the SDK asks it again
+when ``initialize`` is refused."""
 
 
 class McpSettings(msgspec.Struct, frozen=True):
@@ -97,8 +114,11 @@ class McpConnection:
         on_lost: Callable[[McpConnection, str], None] | None = None,
         sandbox: SandboxPolicy | None = None,
         on_tools_changed: Callable[[McpConnection], None] | None = None,
+        auth: Any = None,
     ) -> None:
         self.spec = spec
+        self._auth = auth
+        """An HTTP server's ``httpx2.Auth`` (OAuth, :mod:`tether.mcp.oauth`), if any."""
         self._sandbox = sandbox
         self._settings = settings
         self._cwd = cwd
@@ -115,6 +135,9 @@ class McpConnection:
         self._closing = False
         self.lost: str | None = None
         """Why the server is no longer usable, once it is not."""
+        self.protocol_version: str | None = None
+        """The MCP version agreed with the server, once started (``2026-07-28`` for a
+        current server, a 2025-era one for a server that knows only ``initialize``)."""
 
     @property
     def name(self) -> str:
@@ -142,7 +165,8 @@ class McpConnection:
         except TimeoutError:
             await self.close()
             raise McpStartError(
-                f"it did not answer initialize and tools/list within "
+                f"it did not answer its handshake (server/discover or initialize) "
+                f"and tools/list within "
                 f"{self._settings.startup_timeout:g} s"
             ) from None
         except BaseException:
@@ -206,17 +230,61 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _session_of(self) -> AsyncIterator[ClientSession]:
-        from mcp import ClientSession, types
+        import mcp.client.session
+        from mcp.client import Client
+        from mcp_types import Implementation
 
-        info = types.Implementation(name="tether", version=__version__)
-        async with (
-            self._transport() as (read, write),
-            ClientSession(
-                read, write, client_info=info, message_handler=self._on_message
-            ) as session,
+        mcp.client.session.DISCOVER_TIMEOUT_SECONDS = DISCOVER_WAIT
+
+        client = Client(
+            cast("Transport", self._transport()),
+            mode="auto",  # server/discover, else the initialize handshake
+            cache=None,  # tether reads a list when it needs it, never from a cache
+            client_info=Implementation(name="tether", version=__version__),
+            message_handler=self._on_message,
+        )
+        async with client:
+            self.protocol_version = client.protocol_version
+            log.debug("mcp server %s speaks MCP %s", self.name, self.protocol_version)
+            listener = self._listen(client)
+            try:
+                yield client.session
+            finally:
+                if listener is not None:
+                    listener.cancel()
+                    with contextlib.suppress(BaseException):
+                        await listener
+
+    def _listen(self, client: Client) -> asyncio.Task[None] | None:
+        """On a current (2026-07-28) connection to a server whose tool list changes,
+        the ``subscriptions/listen`` stream its changes come on (a 2025-era server
+        sends them unasked)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        tools = client.server_capabilities.tools
+        if (
+            client.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            or tools is None
+            or not tools.list_changed
+            or self._on_tools_changed is None
         ):
-            await session.initialize()
-            yield session
+            return None
+        return asyncio.get_running_loop().create_task(
+            self._listening(client), name=f"mcp-listen:{self.owner.id}:{self.name}"
+        )
+
+    async def _listening(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self._tools_changed()
+        except Exception as exc:
+            if not self._closing:
+                log.warning(
+                    "mcp server %s: its subscriptions/listen stream ended: %s",
+                    self.name,
+                    _describe(exc),
+                )
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -233,33 +301,44 @@ class McpConnection:
             async with self._process.streams() as streams:
                 yield streams
         elif spec.transport == "http":
-            from mcp.client.streamable_http import streamablehttp_client
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
 
-            async with streamablehttp_client(spec.url, headers=dict(spec.headers)) as (r, w, _):
-                yield r, w
+            # The SDK's own defaults: a response stream may stay open for minutes.
+            timeout = httpx2.Timeout(30.0, read=300.0)
+            async with (
+                httpx2.AsyncClient(
+                    headers=dict(spec.headers), timeout=timeout, auth=self._auth
+                ) as http,
+                streamable_http_client(spec.url, http_client=http) as (read, write),
+            ):
+                yield read, write
         else:
             from mcp.client.sse import sse_client
 
-            async with sse_client(spec.url, headers=dict(spec.headers)) as (read, write):
+            async with sse_client(spec.url, headers=dict(spec.headers), auth=self._auth) as (
+                read,
+                write,
+            ):
                 yield read, write
 
     async def _on_message(self, message: object) -> None:
         """The SDK's handler of what the server sends unasked: a changed tool list is
         reported to ``on_tools_changed`` (which must not wait for the server: this
         runs in the loop that reads its answers)."""
-        from mcp import types
+        import mcp_types as types
 
-        if (
-            isinstance(message, types.ServerNotification)
-            and isinstance(message.root, types.ToolListChangedNotification)
-            and self._on_tools_changed is not None
-            and not self._closing
-        ):
-            log.info("mcp server %s: its tool list changed", self.name)
-            try:
-                self._on_tools_changed(self)
-            except Exception:
-                log.exception("mcp server %s: reporting its new tool list failed", self.name)
+        if isinstance(message, types.ToolListChangedNotification):
+            self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        if self._on_tools_changed is None or self._closing:
+            return
+        log.info("mcp server %s: its tool list changed", self.name)
+        try:
+            self._on_tools_changed(self)
+        except Exception:
+            log.exception("mcp server %s: reporting its new tool list failed", self.name)
 
     async def list_tools(self) -> list[types.Tool]:
         """Read the server's tools again (every page).
@@ -267,7 +346,7 @@ class McpConnection:
         Raises:
             McpUnavailableError: the server is not running.
             McpStartError: the listing never ends.
-            McpError (the SDK's): the server answered with an error.
+            MCPError (the SDK's): the server answered with an error.
         """
         session = self._session
         if session is None or self.lost is not None:
@@ -284,37 +363,29 @@ class McpConnection:
         Raises:
             McpUnavailableError: the server is not running.
             Cancelled: ``signal`` was cancelled (the call is over on tether's side).
-            McpError (the SDK's), pydantic.ValidationError: the server answered
-                with an error, or with a result that is not a valid one.
+            MCPError (the SDK's), pydantic.ValidationError, RuntimeError: the server
+                answered with an error, with a result that is not a valid one, or with
+                structured content its output schema refuses.
         """
-        from mcp import types
-
         session = self._session
         if session is None or self.lost is not None:
             raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
-        request_id = _next_request_id(session)
         # The call's trace context (set with telemetry on), where the spec keeps it.
         traced = CONTEXT_ENV.get().get("TRACEPARENT")
-        meta = (
-            None
-            if traced is None
-            else types.RequestParams.Meta.model_validate({"traceparent": traced})
-        )
-        request = types.ClientRequest(
-            types.CallToolRequest(
-                params=types.CallToolRequestParams(name=tool, arguments=arguments, _meta=meta)
-            )
-        )
-        timeout = self._settings.call_timeout
-        limit = None if timeout is None else timedelta(seconds=timeout)
+        meta: dict[str, Any] | None = None if traced is None else {"traceparent": traced}
         answer = asyncio.ensure_future(
-            session.send_request(request, types.CallToolResult, request_read_timeout_seconds=limit)
+            session.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=self._settings.call_timeout,
+                meta=cast("RequestParamsMeta", meta),
+            )
         )
         cancelled = asyncio.ensure_future(signal.wait())
         try:
             await asyncio.wait({answer, cancelled}, return_when=asyncio.FIRST_COMPLETED)
             if not answer.done():
-                await self._cancel(session, request_id, answer, tool)
+                await self._cancel(session, answer, tool)
                 raise Cancelled(signal.reason)
             failure = answer.exception()
             if failure is not None and await self._died():
@@ -337,11 +408,9 @@ class McpConnection:
                 self._lose(self._exit_reason())
         return self.lost is not None
 
-    async def _cancel(
-        self, session: ClientSession, request_id: int | None, answer: asyncio.Future[Any], tool: str
-    ) -> None:
+    async def _cancel(self, session: ClientSession, answer: asyncio.Future[Any], tool: str) -> None:
         """Tell the server; stop it if it shows no sign of having heard (module docs)."""
-        if await self._honours_cancel(session, request_id, answer, "the call was cancelled"):
+        if await self._honours_cancel(session, answer):
             return
         log.warning(
             "mcp server %s did not honour the cancellation of %s within %g s",
@@ -353,42 +422,26 @@ class McpConnection:
             self._lose(f"was stopped: it did not honour the cancellation of a {tool} call")
             await self._process.stop(self._settings.kill_grace)
 
-    async def _honours_cancel(
-        self,
-        session: ClientSession,
-        request_id: int | None,
-        answer: asyncio.Future[Any],
-        reason: object,
-    ) -> bool:
-        from mcp import types
+    async def _honours_cancel(self, session: ClientSession, answer: asyncio.Future[Any]) -> bool:
+        """Abandon the call (the SDK tells the server) and probe the server: whether it
+        answers within the grace."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-        if request_id is None:
-            return False
+        answer.cancel()  # the SDK sends notifications/cancelled (or closes the stream)
+        await asyncio.gather(answer, return_exceptions=True)
         try:
             async with asyncio.timeout(self._settings.cancel_grace):
-                await session.send_notification(
-                    types.ClientNotification(
-                        types.CancelledNotification(
-                            params=types.CancelledNotificationParams(
-                                requestId=request_id, reason=str(reason)
-                            )
-                        )
-                    )
-                )
-                ping = asyncio.ensure_future(session.send_ping())
-                try:
-                    await asyncio.wait({answer, ping}, return_when=asyncio.FIRST_COMPLETED)
-                    if ping.done() and ping.exception() is not None:
-                        return answer.done()
-                    return True
-                finally:
-                    ping.cancel()
-                    await asyncio.gather(ping, return_exceptions=True)
+                version = session.protocol_version
+                if version in MODERN_PROTOCOL_VERSIONS:
+                    await session.send_discover(version)  # the current protocol has no ping
+                else:
+                    await session.send_ping()
+            return True
         except TimeoutError:
-            return answer.done()
+            return False
         except Exception:
-            log.debug("mcp server %s: sending the cancellation failed", self.name, exc_info=True)
-            return answer.done()
+            log.debug("mcp server %s: the probe after a cancel failed", self.name, exc_info=True)
+            return False
 
     # -- loss ------------------------------------------------------------------------
 
@@ -415,22 +468,18 @@ class McpConnection:
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    from mcp_types import PaginatedRequestParams
+
     tools: list[types.Tool] = []
     cursor: str | None = None
     for _ in range(1000):
-        page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
+        params = PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
         tools.extend(page.tools)
-        cursor = page.nextCursor
+        cursor = page.next_cursor
         if not cursor:
             return tools
     raise McpStartError("its tools/list did not end after 1000 pages")
-
-
-def _next_request_id(session: ClientSession) -> int | None:
-    """The JSON-RPC id the session's next request will carry (the SDK numbers them in
-    order and does not say which id a call got), needed to cancel that request."""
-    value = getattr(session, "_request_id", None)
-    return value if isinstance(value, int) else None
 
 
 async def _exit_seen(process: StdioProcess | None, within: float = 1.0) -> None:

@@ -25,7 +25,7 @@ from tether.tools.errors import ToolConflictError
 from tether.tools.registry import TOOLS
 
 if TYPE_CHECKING:
-    from mcp import types
+    import mcp_types as types
 
     from tether.agent.types import Agent
     from tether.mcp.connection import McpConnection

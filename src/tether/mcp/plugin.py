@@ -269,6 +269,7 @@ class McpService:
                 else None
             ),
             on_tools_changed=self._tools_changed,
+            auth=auth_of(spec),
         )
         listed: list[Any] = []
 
@@ -291,7 +292,11 @@ class McpService:
         self._tools[connection] = tools
         problems = await tools.register(listed)
         log.info(
-            "session %s: MCP server %s started with %d tool(s)", agent.id, spec.name, len(listed)
+            "session %s: MCP server %s (MCP %s) started with %d tool(s)",
+            agent.id,
+            spec.name,
+            connection.protocol_version,
+            len(listed),
         )
         return [f"MCP server {spec.name!r}: {problem}" for problem in problems]
 
@@ -373,6 +378,16 @@ async def apply(ctx: Context, config: Config) -> None:
     ctx.on(AGENT_SETUP, service.on_agent_setup)
     ctx.on(PRE_STEP, service.before_step)
     ctx.provide(MCP, service)
+
+
+def auth_of(spec: ServerSpec) -> Any:
+    """An HTTP server's OAuth, from the grant ``tether mcp login`` stored (if any)."""
+    from tether.mcp.oauth import session_provider
+    from tether.mcp.servers import HttpServer
+
+    return (
+        session_provider(data_dir(), spec.name, spec.url) if isinstance(spec, HttpServer) else None
+    )
 
 
 MCP = ServiceKey[McpService]("mcp")

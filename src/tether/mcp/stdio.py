@@ -253,7 +253,7 @@ class StdioProcess:
 
     async def _pump_stdout(self, sink: MemoryObjectSendStream[Any]) -> None:
         import anyio
-        from mcp import types
+        import mcp_types as types
         from mcp.shared.message import SessionMessage
 
         stream = self._process.stdout
@@ -269,7 +269,9 @@ class StdioProcess:
                         if not line.strip():
                             continue
                         try:
-                            message = types.JSONRPCMessage.model_validate_json(line)
+                            message = types.jsonrpc_message_adapter.validate_json(
+                                line, by_name=False
+                            )
                         except Exception as exc:
                             log.warning(
                                 "mcp server %s wrote a line that is not JSON-RPC: %.200r",
@@ -298,7 +300,7 @@ class StdioProcess:
         async with source:
             try:
                 async for message in source:
-                    data = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     stdin.write(data.encode() + b"\n")
                     await stdin.drain()
             except (ConnectionError, anyio.ClosedResourceError, anyio.BrokenResourceError):

@@ -37,7 +37,7 @@ from tether.mcp.errors import McpUnavailableError
 from tether.tools.definition import Tool, ToolExec, ToolOutput
 
 if TYPE_CHECKING:
-    from mcp import types
+    import mcp_types as types
 
     from tether.mcp.connection import McpConnection
 
@@ -83,7 +83,7 @@ def build_tools(
             problems.append(f"tool {item.name!r} was left out: its name collides as {name!r}")
             continue
         try:
-            args = arguments_model(item.inputSchema)
+            args = arguments_model(item.input_schema)
         except ValueError as exc:
             problems.append(f"tool {item.name!r} was left out: its input schema is unusable: {exc}")
             continue
@@ -97,10 +97,12 @@ def build_tools(
                 or f"{item.name} (MCP server {connection.name})",
                 args=args,
                 execute=_caller(connection, item.name, max_result_chars, accepts_images),
-                concurrency_safe=bool(hints is not None and hints.readOnlyHint),
+                concurrency_safe=bool(hints is not None and hints.read_only_hint),
                 # A read-only tool changes nothing; an idempotent one, nothing more the
                 # second time: either may run again after a crash cut a call off.
-                idempotent=bool(hints is not None and (hints.readOnlyHint or hints.idempotentHint)),
+                idempotent=bool(
+                    hints is not None and (hints.read_only_hint or hints.idempotent_hint)
+                ),
             )
         )
     return tools, problems
@@ -113,14 +115,14 @@ def _caller(
     accepts_images: Callable[[str | None], bool],
 ) -> Any:
     async def execute(args: Any, exec: ToolExec) -> ToolOutput:
-        from mcp.shared.exceptions import McpError
+        from mcp.shared.exceptions import MCPError
         from pydantic import ValidationError
 
         try:
             result = await connection.call(remote, dict(args.root), exec.signal)
         except McpUnavailableError as exc:
             return ToolOutput(str(exc), is_error=True)
-        except McpError as exc:
+        except MCPError as exc:
             return ToolOutput(f"MCP server {connection.name!r}: {exc.error.message}", is_error=True)
         except ValidationError as exc:
             return ToolOutput(
@@ -128,6 +130,10 @@ def _caller(
                 f"({exc.error_count()} problem(s); first: {exc.errors()[0]['msg']})",
                 is_error=True,
             )
+        except RuntimeError as exc:
+            # The SDK's checks of a result: structured content against the tool's
+            # output schema, or a result kind tether does not take.
+            return ToolOutput(f"MCP server {connection.name!r}: {exc}", is_error=True)
         return render_result(result, limit, images=accepts_images(exec.model))
 
     return execute
@@ -181,7 +187,7 @@ def _located(error: Any) -> str:
 def render_result(result: types.CallToolResult, limit: int, *, images: bool = False) -> ToolOutput:
     """``result`` as the text the model reads, cut at ``limit`` characters; with
     ``images``, the images a model can take attached (see the module docs)."""
-    from mcp import types
+    import mcp_types as types
 
     parts: list[str] = []
     attached: list[ImageRef] = []
@@ -193,18 +199,18 @@ def render_result(result: types.CallToolResult, limit: int, *, images: bool = Fa
             data = block.data.translate(_ASCII_WHITESPACE)
             size = _decoded_size(data)
             if not images:
-                parts.append(f"[image: {block.mimeType}, {size} bytes]")
+                parts.append(f"[image: {block.mime_type}, {size} bytes]")
                 continue
             image, note = _image(data, len(attached), attached_bytes)
             if image is None:
-                parts.append(f"[image: {block.mimeType}, {size} bytes; not attached: {note}]")
+                parts.append(f"[image: {block.mime_type}, {size} bytes; not attached: {note}]")
                 continue
             attached.append(image)
             attached_bytes += size
             parts.append(f"[image: {image.mime_type}, {size} bytes (attached)]")
         elif isinstance(block, types.AudioContent):
             data = block.data.translate(_ASCII_WHITESPACE)
-            parts.append(f"[audio: {block.mimeType}, {_decoded_size(data)} bytes]")
+            parts.append(f"[audio: {block.mime_type}, {_decoded_size(data)} bytes]")
         elif isinstance(block, types.ResourceLink):
             parts.append(f"[resource link: {block.uri}]")
         elif isinstance(block, types.EmbeddedResource):
@@ -212,13 +218,13 @@ def render_result(result: types.CallToolResult, limit: int, *, images: bool = Fa
             if isinstance(resource, types.TextResourceContents):
                 parts.append(resource.text)
             else:
-                parts.append(f"[resource {resource.uri}: {resource.mimeType or 'binary'}]")
-    if not parts and result.structuredContent is not None:
-        parts.append(json.dumps(result.structuredContent, ensure_ascii=False))
+                parts.append(f"[resource {resource.uri}: {resource.mime_type or 'binary'}]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     text = "\n".join(parts)
     if len(text) > limit:
         text = f"{text[:limit]}\n[truncated: {limit} of {len(text)} characters shown]"
-    return ToolOutput(text, is_error=bool(result.isError), images=tuple(attached))
+    return ToolOutput(text, is_error=bool(result.is_error), images=tuple(attached))
 
 
 # Base64 may be wrapped in lines (RFC 2045); the decoder's strict mode refuses
