@@ -40,11 +40,16 @@ if TYPE_CHECKING:
 
 
 class ClientFeatures(msgspec.Struct, frozen=True):
-    """What the client said it serves, in ``initialize``'s ``clientCapabilities``."""
+    """What the client said it serves, in ``initialize``'s ``clientCapabilities``
+    (files, terminals, questions for input)."""
 
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    elicitation_form: bool = False
+    """It answers ``elicitation/create`` in form mode."""
+    elicitation_url: bool = False
+    """It answers ``elicitation/create`` in URL mode."""
 
     @classmethod
     def parse(cls, capabilities: object) -> ClientFeatures:
@@ -55,10 +60,14 @@ class ClientFeatures(msgspec.Struct, frozen=True):
             return cls()
         fs = capabilities.get("fs")
         fs = fs if isinstance(fs, dict) else {}
+        elicitation = capabilities.get("elicitation")
+        elicitation = elicitation if isinstance(elicitation, dict) else {}
         return cls(
             read_text_file=fs.get("readTextFile") is True,
             write_text_file=fs.get("writeTextFile") is True,
             terminal=capabilities.get("terminal") is True,
+            elicitation_form=isinstance(elicitation.get("form"), dict),
+            elicitation_url=isinstance(elicitation.get("url"), dict),
         )
 
 

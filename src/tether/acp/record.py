@@ -28,7 +28,13 @@ from tether.acp.prompts import Outcome, outcome_of
 from tether.acp.replay import replay
 from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update, stored_preview
 from tether.acp.usage import UsageMeter
-from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
+from tether.acp.wire import (
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
 from tether.agent import (
     Agent,
     AgentDisposedError,
@@ -86,9 +92,16 @@ class ClientLink(Protocol):
         """Ask the client; raises when the client fails or goes away."""
         ...
 
+    async def create_elicitation(
+        self, request: CreateElicitationRequest
+    ) -> CreateElicitationResponse:
+        """``elicitation/create``: the person's answer; raises when the client fails or
+        goes away."""
+        ...
+
     @property
     def features(self) -> ClientFeatures:
-        """What the client advertised it serves (files, terminals)."""
+        """What the client advertised it serves (files, terminals, elicitation)."""
         ...
 
     async def read_text_file(self, session_id: str, path: str) -> str:

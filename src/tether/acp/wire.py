@@ -18,11 +18,15 @@ PROTOCOL_VERSION = 1
 
 AuthMethod = dict[str, object]
 AuthMethodId = str
+ElicitationId = str
+ElicitationPropertySchema = dict[str, object]
+ElicitationSchemaType = Literal["object"]
 EmbeddedResourceResource = dict[str, object]
 ErrorCode = int
 McpServer = dict[str, object]
 McpServerAcpId = str
 MessageId = str
+MultiSelectItems = dict[str, object]
 PermissionOptionId = str
 PermissionOptionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
 PlanEntryPriority = Literal["high", "medium", "low"]
@@ -39,6 +43,7 @@ SessionConfigValueId = str
 SessionId = str
 SessionModeId = str
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+StringFormat = Literal["email", "uri", "date", "date-time"]
 TerminalId = str
 TextDocumentSyncKind = Literal["full", "incremental"]
 ToolCallId = str
@@ -181,6 +186,15 @@ class BooleanConfigOptionCapabilities(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class BooleanPropertySchema(WireStruct):
+    """Schema for boolean properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: bool | None = None
+    description: str | None = None
+    title: str | None = None
+
+
 class CancelNotification(WireStruct):
     """Notification to cancel ongoing operations for a session."""
 
@@ -268,6 +282,28 @@ class Cost(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class CreateElicitationRequest(WireStruct):
+    """**UNSTABLE**"""
+
+    message: str
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    elicitation_id: ElicitationId | None = msgspec.field(default=None, name="elicitationId")
+    mode: object = None
+    request_id: RequestId | None = msgspec.field(default=None, name="requestId")
+    requested_schema: ElicitationSchema | None = msgspec.field(default=None, name="requestedSchema")
+    session_id: SessionId | None = msgspec.field(default=None, name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
+    url: str | None = None
+
+
+class CreateElicitationResponse(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    action: object = None
+    content: dict[str, object] | None = None
+
+
 class CreateTerminalRequest(WireStruct):
     """Request to create a new terminal and execute a command."""
 
@@ -303,6 +339,12 @@ class Diff(WireStruct):
     old_text: str | None = msgspec.field(default=None, name="oldText")
 
 
+class ElicitationAcceptAction(WireStruct):
+    """**UNSTABLE**"""
+
+    content: dict[str, object] | None = None
+
+
 class ElicitationCapabilities(WireStruct):
     """**UNSTABLE**"""
 
@@ -317,10 +359,53 @@ class ElicitationFormCapabilities(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class ElicitationFormMode(WireStruct):
+    """**UNSTABLE**"""
+
+    requested_schema: ElicitationSchema = msgspec.field(name="requestedSchema")
+    request_id: RequestId | None = msgspec.field(default=None, name="requestId")
+    session_id: SessionId | None = msgspec.field(default=None, name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
+
+
+class ElicitationRequestScope(WireStruct):
+    """**UNSTABLE**"""
+
+    request_id: RequestId = msgspec.field(name="requestId")
+
+
+class ElicitationSchema(WireStruct):
+    """Type-safe elicitation schema for requesting structured user input."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    description: str | None = None
+    properties: dict[str, object] | None = None
+    required: list[str] | None = None
+    title: str | None = None
+    type: ElicitationSchemaType | None = None
+
+
+class ElicitationSessionScope(WireStruct):
+    """**UNSTABLE**"""
+
+    session_id: SessionId = msgspec.field(name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
+
+
 class ElicitationUrlCapabilities(WireStruct):
     """**UNSTABLE**"""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class ElicitationUrlMode(WireStruct):
+    """**UNSTABLE**"""
+
+    elicitation_id: ElicitationId = msgspec.field(name="elicitationId")
+    url: str
+    request_id: RequestId | None = msgspec.field(default=None, name="requestId")
+    session_id: SessionId | None = msgspec.field(default=None, name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
 
 
 class EmbeddedResource(WireStruct):
@@ -329,6 +414,15 @@ class EmbeddedResource(WireStruct):
     resource: EmbeddedResourceResource
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     annotations: Annotations | None = None
+
+
+class EnumOption(WireStruct):
+    """A titled enum option with a const value, human-readable title, and optional description."""
+
+    const: str
+    title: str
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    description: str | None = None
 
 
 class EnvVariable(WireStruct):
@@ -418,6 +512,17 @@ class InitializeResponse(WireStruct):
     agent_capabilities: AgentCapabilities | None = msgspec.field(default=None, name="agentCapabilities")
     agent_info: Implementation | None = msgspec.field(default=None, name="agentInfo")
     auth_methods: list[AuthMethod] | None = msgspec.field(default=None, name="authMethods")
+
+
+class IntegerPropertySchema(WireStruct):
+    """Schema for integer properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: int | None = None
+    description: str | None = None
+    maximum: int | None = None
+    minimum: int | None = None
+    title: str | None = None
 
 
 class KillTerminalRequest(WireStruct):
@@ -517,6 +622,18 @@ class McpServerStdio(WireStruct):
     env: list[EnvVariable]
     name: str
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class MultiSelectPropertySchema(WireStruct):
+    """Schema for multi-select (array) properties in an elicitation form."""
+
+    items: MultiSelectItems
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: list[str] | None = None
+    description: str | None = None
+    max_items: int | None = msgspec.field(default=None, name="maxItems")
+    min_items: int | None = msgspec.field(default=None, name="minItems")
+    title: str | None = None
 
 
 class NesCapabilities(WireStruct):
@@ -661,6 +778,17 @@ class NewSessionResponse(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     config_options: list[SessionConfigOption] | None = msgspec.field(default=None, name="configOptions")
     modes: SessionModeState | None = None
+
+
+class NumberPropertySchema(WireStruct):
+    """Schema for number (floating-point) properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: float | None = None
+    description: str | None = None
+    maximum: float | None = None
+    minimum: float | None = None
+    title: str | None = None
 
 
 class PermissionOption(WireStruct):
@@ -1022,6 +1150,28 @@ class SetSessionModeResponse(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class StringMultiSelectItems(WireStruct):
+    """String item schema for multi-select enum properties."""
+
+    enum: list[str]
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class StringPropertySchema(WireStruct):
+    """Schema for string properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: str | None = None
+    description: str | None = None
+    enum: list[str] | None = None
+    format: StringFormat | None = None
+    max_length: int | None = msgspec.field(default=None, name="maxLength")
+    min_length: int | None = msgspec.field(default=None, name="minLength")
+    one_of: list[EnumOption] | None = msgspec.field(default=None, name="oneOf")
+    pattern: str | None = None
+    title: str | None = None
+
+
 class Terminal(WireStruct):
     """Embed a terminal created with `terminal/create` by its id."""
 
@@ -1069,6 +1219,13 @@ class TextResourceContents(WireStruct):
     uri: str
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     mime_type: str | None = msgspec.field(default=None, name="mimeType")
+
+
+class TitledMultiSelectItems(WireStruct):
+    """Items definition for titled multi-select enum properties."""
+
+    any_of: list[EnumOption] = msgspec.field(name="anyOf")
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
 class ToolCall(WireStruct):
@@ -1272,6 +1429,7 @@ class UserMessageChunkSessionUpdate(ContentChunk, tag_field="sessionUpdate", tag
 
 AvailableCommandInput = UnstructuredCommandInput
 ContentBlock = TextContentBlock | ImageContentBlock | AudioContentBlock | ResourceLinkContentBlock | ResourceContentBlock
+ElicitationContentValue = str | int | float | bool | list[str]
 PlanUpdateContent = ItemsPlanUpdateContent | FilePlanUpdateContent | MarkdownPlanUpdateContent
 RequestId = int | str | None
 RequestPermissionOutcome = CancelledRequestPermissionOutcome | SelectedRequestPermissionOutcome

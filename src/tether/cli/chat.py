@@ -688,6 +688,10 @@ async def chat(args: argparse.Namespace) -> int:
         await _abandon(session, first)
         raise
     try:
+        if session.terminal:  # before the session opens: its servers may then ask
+            from tether.cli.eliciting import answer_on_terminal
+
+            answer_on_terminal(tether.runtime.ctx, session.ask, session.out)
         handle = await open_for(tether, args, cwd=os.getcwd())
         if handle is None:
             await _abandon(session, first)
