@@ -236,12 +236,20 @@ def _is_value(value: object) -> bool:
 
 def parse_value(form_field: FormField, text: str) -> Value:
     """``text`` typed by a person as the value of ``form_field`` (an option may be given
-    by its value, its title or its number from 1; a list as options separated by commas).
+    by its value, its title or its number from 1; a list as options separated by commas),
+    within the field's limits.
 
     Raises:
         ValueError: ``text`` is not a value of the field, saying why.
     """
-    text = text.strip()
+    value = _parsed(form_field, text.strip())
+    problem = _problem(form_field, value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _parsed(form_field: FormField, text: str) -> Value:
     kind = form_field.kind
     if kind == "boolean":
         lowered = text.lower()
