@@ -101,3 +101,35 @@ def test_ctrl_c_during_the_question_withdraws_it(tmp_path: Path) -> None:
     [answered] = stored(tmp_path / "home", sid, "elicitation/answered")
     assert answered["action"] == "cancel"
     assert str(answered["reason"]).startswith("withdrawn")
+
+
+def test_chat_asks_a_server_s_question_with_its_own_keys(tmp_path: Path) -> None:
+    from tests.cli.terminal import Terminal
+
+    config = tmp_path / "servers.yml"
+    server = {"command": sys.executable, "args": [ASKING_SERVER]}
+    config.write_text(  # the scripted model: chat takes "/tool" for a slash command
+        "plugins:\n  - id: scripted\n    plugin: tests.acp.scripted\n"
+        f"  - id: mcp\n    config:\n      servers: {json.dumps({'ask': server})}\n"
+    )
+    chat = Terminal(
+        tmp_path / "home",
+        *("--model", "scripted", "--mode", "auto"),
+        options=("--config", str(config)),
+    )
+    try:
+        chat.expect("you>")
+        chat.send(b"call mcp__ask__sign_in {}\r")
+        chat.expect("[input] https://login.example.test/device?code=42")
+        chat.expect("open it, then continue? [y]es / [n]o / [c]ancel")
+        chat.expect("Enter: answer")
+        chat.send(b"y\r")
+        chat.expect("[input] accepted")
+        chat.expect("you>")
+        chat.send(b"/quit\r")
+        assert chat.finish() == 0
+    finally:
+        chat.close()
+    sid = chat.output().split("session ", 1)[1].split()[0]
+    [answered] = stored(tmp_path / "home", sid, "elicitation/answered")
+    assert answered["action"] == "accept"
