@@ -23,6 +23,7 @@ from acp.schema import (
 from pydantic import TypeAdapter
 
 from tests.acp.harness import SCRIPTED, AcpProcess, Recorder, serving
+from tests.acp.test_schema_conformance import _check as frames_valid_by_the_schema
 from tests.mcp_client.support import HERE, results, stdio
 
 ASKING_SERVER = str(HERE / "asking_server.py")
@@ -78,6 +79,8 @@ async def test_a_form_reaches_the_editor_and_its_answer_reaches_the_server(tmp_p
         sid = await session_with_asking_server(server)
         assert await server.prompt(sid, call("mcp__ask__deploy")) == "end_turn"
         log = server.log(sid)
+    methods, _ = frames_valid_by_the_schema(server)  # the official schema's
+    assert "elicitation/create" in methods
     ((message, mode),) = client.elicitations
     assert message == "Where should it be deployed?"
     assert mode.session_id == sid
@@ -104,6 +107,8 @@ async def test_a_url_is_put_to_the_editor_and_accepted(tmp_path: Path) -> None:
         sid = await session_with_asking_server(server)
         assert await server.prompt(sid, call("mcp__ask__sign_in")) == "end_turn"
         log = server.log(sid)
+    methods, _ = frames_valid_by_the_schema(server)
+    assert "elicitation/create" in methods
     ((message, mode),) = client.elicitations
     assert message == "Sign in to continue"
     assert str(mode.url) == "https://login.example.test/device?code=42"
