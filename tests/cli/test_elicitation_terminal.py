@@ -133,3 +133,27 @@ def test_chat_asks_a_server_s_question_with_its_own_keys(tmp_path: Path) -> None
     sid = chat.output().split("session ", 1)[1].split()[0]
     [answered] = stored(tmp_path / "home", sid, "elicitation/answered")
     assert answered["action"] == "accept"
+
+
+def test_a_run_no_one_can_answer_does_not_tell_servers_they_may_ask(tmp_path: Path) -> None:
+    config = tmp_path / "servers.yml"
+    server = {"command": sys.executable, "args": [ASKING_SERVER]}
+    config.write_text(
+        f"plugins:\n  - id: mcp\n    config:\n      servers: {json.dumps({'ask': server})}\n"
+    )
+    home = tmp_path / "home"
+    done = tether(
+        home,
+        "--config",
+        str(config),
+        "run",
+        "--mode",
+        "auto",
+        "/tool mcp__ask__deploy {}",
+        input="",
+    )
+    assert done.returncode == 0, done.stderr
+    sid = session_id(done.stderr)
+    [result] = results(home, sid)
+    assert "Elicitation not supported" in str(result["content"])
+    assert stored(home, sid, "elicitation/asked") == []
