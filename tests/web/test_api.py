@@ -36,6 +36,7 @@ API_ROUTES = [
     ("POST", "/api/sessions/{session_id}/cancel"),
     ("GET", "/api/sessions/{session_id}/questions"),
     ("POST", "/api/sessions/{session_id}/questions/{question_id}"),
+    ("POST", "/api/sessions/{session_id}/elicitations/{elicitation_id}"),
     ("GET", "/api/sessions/{session_id}/turns"),
     ("GET", "/api/sessions/{session_id}/diff"),
     ("POST", "/api/sessions/{session_id}/rewind"),
