@@ -28,8 +28,9 @@ import logging
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+import msgspec
 
 from tether.agent.types import Agent
 from tether.masking import MASKED, mask_secrets, without_credentials
@@ -77,8 +78,7 @@ class ElicitationSchemaError(ValueError):
     """A requested schema tether cannot present (not a flat object of primitive fields)."""
 
 
-@dataclass(frozen=True)
-class FormField:
+class FormField(msgspec.Struct, frozen=True, kw_only=True):
     """One field of a form, read from its property schema."""
 
     name: str
@@ -111,8 +111,7 @@ class FormField:
 _SECRET_NAME = re.compile(r"pass|secret|token|key|credential|auth|pin|otp", re.IGNORECASE)
 
 
-@dataclass(frozen=True, eq=False)
-class Elicitation:
+class Elicitation(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     """What a server asks a person, on behalf of an agent."""
 
     id: str
@@ -125,7 +124,7 @@ class Elicitation:
     """Cancelled when the question is withdrawn (the call it belongs to was cancelled,
     the server went away): it is then answered ``cancel``."""
     fields: tuple[FormField, ...] = ()
-    schema: Mapping[str, object] = field(default_factory=dict)
+    schema: Mapping[str, object] = msgspec.field(default_factory=dict)
     """The requested schema as the server sent it (form mode)."""
     url: str | None = None
     elicitation_id: str | None = None
@@ -136,8 +135,7 @@ class Elicitation:
     """Seconds it may stay unanswered; then it is answered ``cancel``."""
 
 
-@dataclass(frozen=True)
-class Elicited:
+class Elicited(msgspec.Struct, frozen=True):
     """An answer to an :class:`Elicitation`."""
 
     action: Action
