@@ -203,6 +203,14 @@ def add_web_parser(commands: _Commands) -> None:
         help="a permission question left unanswered this long is a rejection, an MCP "
         "server's question a cancel (default: 600)",
     )
+    web.add_argument(
+        "--acp-grace",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="an ACP client (/acp) gone this long without reconnecting is disconnected, "
+        "its sessions closed (default: 60)",
+    )
     add_rule_options(web)
 
 
