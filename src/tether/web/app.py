@@ -1061,11 +1061,13 @@ class Api:
           404: {description: no such open request}
         """
         session_id = _session_id(request)
+        elicitation_id = request.path_params["elicitation_id"]
+        if not any(e.id == elicitation_id for e in self._hub.elicitations(session_id)):
+            raise ApiError(404, f"no open request {elicitation_id} in session {session_id}")
         body = await _json_body(request, limit=65536)
         action = body.get("action")
         if not isinstance(action, str):
             raise ApiError(400, "action must be accept, decline or cancel")
-        elicitation_id = request.path_params["elicitation_id"]
         try:
             answered = self._hub.answer_elicitation(
                 session_id, elicitation_id, action, body.get("content")
