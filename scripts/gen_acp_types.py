@@ -28,7 +28,8 @@ How the schema maps to msgspec:
   objects, open variants, arrays of different items) is the raw JSON value it holds
   (``dict[str, object]``, ``list[object]`` or ``object``);
 * an object with properties *and* variants (``SetSessionConfigOptionRequest``) gets
-  every variant's properties as optional fields.
+  every variant's properties as optional fields, those of the variants' own variants
+  included (``CreateElicitationRequest``: a mode, then a scope).
 
 Nothing here is specific to one definition: each rule reads only the schema.
 """
@@ -102,6 +103,8 @@ ROOTS = (
     "KillTerminalResponse",
     "ReleaseTerminalRequest",
     "ReleaseTerminalResponse",
+    "CreateElicitationRequest",
+    "CreateElicitationResponse",
 )
 
 RAW_OBJECT = "dict[str, object]"
@@ -262,7 +265,9 @@ class Generator:
             base = ref_name(variant)
             props = dict(variant.get("properties", {}))
             if base is not None:
-                props.update(self.module.defs[base].get("properties", {}))
+                defined = self.module.defs[base]
+                props.update(defined.get("properties", {}))
+                props.update(self.variant_properties(defined, set(props)))
             for wire, prop in props.items():
                 if wire not in own:
                     merged.setdefault(wire, []).append(prop)

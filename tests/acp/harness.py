@@ -262,13 +262,15 @@ async def serving(
     home: Path | None = None,
     client: Recorder | None = None,
     capabilities: ClientCapabilities | None = None,
+    unstable: bool = False,
 ) -> AsyncIterator[AcpProcess]:
     """``tether acp --model MODEL ARGS`` with ``overlay`` (formatted with ``ledger``), connected
     (``model`` ``None``: no ``--model``).
 
     ``env`` adds to its environment; ``TETHER_HOME`` is ``home``, by default
     ``tmp_path / "home"``. ``client`` answers the server (a :class:`Recorder`
-    by default), and ``initialize`` advertises ``capabilities``.
+    by default), and ``initialize`` advertises ``capabilities``; with ``unstable`` the
+    client serves the protocol's unstable methods (``elicitation/create``).
     """
     os.makedirs(tmp_path, exist_ok=True)
     home = home or tmp_path / "home"
@@ -306,7 +308,13 @@ async def serving(
         else:
             server.sent.append(event.message)
 
-    server.conn = connect_to_agent(client, process.stdin, process.stdout, observers=[observe])
+    server.conn = connect_to_agent(
+        client,
+        process.stdin,
+        process.stdout,
+        observers=[observe],
+        use_unstable_protocol=unstable,
+    )
     try:
         if initialize:
             await server.conn.initialize(protocol_version=1, client_capabilities=capabilities)

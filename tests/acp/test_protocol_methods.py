@@ -35,8 +35,7 @@ STABLE: dict[str, Any] = json.loads((SCHEMAS / "schema.json").read_text())["$def
 UNSTABLE: dict[str, Any] = json.loads((SCHEMAS / "schema.unstable.json").read_text())["$defs"]
 
 NOT_SENT = {
-    "elicitation/create": "tether's own questions reach the terminal and the web page",
-    "elicitation/complete": "tether sends no elicitation/create",
+    "elicitation/complete": "an MCP server's completion of a URL elicitation is not passed on",
 }
 """Stable methods a client serves that tether does not send, and why."""
 

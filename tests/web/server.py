@@ -106,7 +106,8 @@ async def read_stream(
     until_state: bool = False,
 ) -> Stream:
     """Read session ``session_id``'s stream until a record of type ``until`` (or a seq
-    ``stop_at_seq``, or the first state with a question) arrives, then disconnect."""
+    ``stop_at_seq``, or the first state with a question or a server's request for input)
+    arrives, then disconnect."""
     got = Stream()
     params = {} if after is None else {"after": str(after)}
     url = f"/api/sessions/{session_id}/events"
@@ -128,6 +129,6 @@ async def read_stream(
                         return got
                 elif event == "state":
                     got.states.append(data)
-                    if until_state and data["questions"]:
+                    if until_state and (data["questions"] or data.get("elicitations")):
                         return got
     return got

@@ -37,6 +37,7 @@ API_ROUTES = [
     ("POST", "/api/sessions/{session_id}/config"),
     ("GET", "/api/sessions/{session_id}/questions"),
     ("POST", "/api/sessions/{session_id}/questions/{question_id}"),
+    ("POST", "/api/sessions/{session_id}/elicitations/{elicitation_id}"),
     ("GET", "/api/sessions/{session_id}/turns"),
     ("GET", "/api/sessions/{session_id}/diff"),
     ("POST", "/api/sessions/{session_id}/rewind"),
@@ -75,7 +76,12 @@ STATE_CHANGES = [(method, path) for method, path in API_ROUTES if method == "POS
 
 def _paths(routes: list[tuple[str, str]], session_id: str) -> list[tuple[str, str]]:
     return [
-        (method, path.format(session_id=session_id, question_id="q1", task_id="bash-1"))
+        (
+            method,
+            path.format(
+                session_id=session_id, question_id="q1", elicitation_id="e1", task_id="bash-1"
+            ),
+        )
         for method, path in routes
     ]
 
@@ -248,12 +254,16 @@ async def test_unknown_sessions_are_404_and_ids_that_are_not_ids_are_400(tmp_pat
         for method, path in API_ROUTES:
             if "{session_id}" not in path:
                 continue
-            unknown = path.format(session_id="no-such-session", question_id="q1", task_id="t1")
+            unknown = path.format(
+                session_id="no-such-session", question_id="q1", elicitation_id="e1", task_id="t1"
+            )
             response = await web.client.request(method, unknown, json={"text": "x", "allow": True})
             assert response.status_code == 404, (method, unknown, response.text)
             assert "error" in response.json()
             for bad_id in ("..", ".hidden", "a" * 200, "x%00y"):
-                bad = path.format(session_id=bad_id, question_id="q1", task_id="t1")
+                bad = path.format(
+                    session_id=bad_id, question_id="q1", elicitation_id="e1", task_id="t1"
+                )
                 response = await web.client.request(method, bad, json={"text": "x"})
                 assert response.status_code in (400, 404), (method, bad)
                 assert "Traceback" not in response.text

@@ -77,6 +77,7 @@ from tether.acp.sessions import ClientSessions
 from tether.acp.titles import Namer
 from tether.agent import Agent, UserMessage
 from tether.agent.commands import COMMANDS, COMMANDS_CHANGED, CommandRegistry
+from tether.agent.elicitation import Action, Elicited
 from tether.front.asking import Answer, Question
 from tether.front.host import SessionHost
 from tether.front.rewind import WORKSPACES, Forked
@@ -88,6 +89,7 @@ from tether.session.store import SESSION_EVENT
 from tether.tools.progress import TOOL_PROGRESS, ToolProgress
 
 if TYPE_CHECKING:
+    from tether.front.eliciting import ElicitationQuestion
     from tether.mcp.servers import ServerSpec
     from tether.persist.backends.base import SessionSummary
     from tether.runtime import Context
@@ -331,6 +333,15 @@ class Bridge:
         if record is None or self._link is None:
             return Answer.REJECT
         return await present_to_client(self._link, record, question)
+
+    async def present_elicitation(self, question: ElicitationQuestion) -> Elicited:
+        """Ask the client (see :mod:`tether.acp.eliciting`)."""
+        from tether.acp.eliciting import elicit_from_client
+
+        record = self._host.session_of(question.governing)
+        if record is None or self._link is None:
+            return Elicited(Action.CANCEL, reason="the session is closing")
+        return await elicit_from_client(self._link, record.id, question)
 
     def on_forgotten(self, agent: Agent) -> None:
         pass  # the client learns it when it uses the session

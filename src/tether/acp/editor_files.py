@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 
 class ClientFeatures(msgspec.Struct, frozen=True):
-    """What the client said it serves, in ``initialize``'s ``clientCapabilities``."""
+    """What the client said it serves, in ``initialize``'s ``clientCapabilities``
+    (files, terminals, questions for input)."""
 
     read_text_file: bool = False
     write_text_file: bool = False
@@ -49,6 +50,10 @@ class ClientFeatures(msgspec.Struct, frozen=True):
     """``session.notices``: the client shows ``notice`` updates."""
     compaction: bool = False
     """``session.compaction``: the client takes ``compaction_update`` updates."""
+    elicitation_form: bool = False
+    """It answers ``elicitation/create`` in form mode."""
+    elicitation_url: bool = False
+    """It answers ``elicitation/create`` in URL mode."""
 
     @classmethod
     def parse(cls, capabilities: object) -> ClientFeatures:
@@ -61,6 +66,8 @@ class ClientFeatures(msgspec.Struct, frozen=True):
         fs = fs if isinstance(fs, dict) else {}
         session = capabilities.get("session")
         session = session if isinstance(session, dict) else {}
+        elicitation = capabilities.get("elicitation")
+        elicitation = elicitation if isinstance(elicitation, dict) else {}
         return cls(
             read_text_file=fs.get("readTextFile") is True,
             write_text_file=fs.get("writeTextFile") is True,
@@ -68,6 +75,8 @@ class ClientFeatures(msgspec.Struct, frozen=True):
             # Supplying {} advertises each; omitted or null does not.
             notices=isinstance(session.get("notices"), dict),
             compaction=isinstance(session.get("compaction"), dict),
+            elicitation_form=isinstance(elicitation.get("form"), dict),
+            elicitation_url=isinstance(elicitation.get("url"), dict),
         )
 
 

@@ -34,7 +34,13 @@ from tether.acp.updates import (
     stored_preview,
 )
 from tether.acp.usage import UsageMeter
-from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
+from tether.acp.wire import (
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
 from tether.agent import (
     Agent,
     AgentDisposedError,
@@ -92,9 +98,16 @@ class ClientLink(Protocol):
         """Ask the client; raises when the client fails or goes away."""
         ...
 
+    async def create_elicitation(
+        self, request: CreateElicitationRequest
+    ) -> CreateElicitationResponse:
+        """``elicitation/create``: the person's answer; raises when the client fails or
+        goes away."""
+        ...
+
     @property
     def features(self) -> ClientFeatures:
-        """What the client advertised it serves (files, terminals)."""
+        """What the client advertised it serves (files, terminals, elicitation)."""
         ...
 
     async def read_text_file(self, session_id: str, path: str) -> str:

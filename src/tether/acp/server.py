@@ -142,6 +142,13 @@ class AcpServer:
             wire.RequestPermissionResponse,
         )
 
+    async def create_elicitation(
+        self, request: wire.CreateElicitationRequest
+    ) -> wire.CreateElicitationResponse:
+        return await self._connected().request(
+            wire.CLIENT_METHODS["elicitation_create"], request, wire.CreateElicitationResponse
+        )
+
     @property
     def features(self) -> ClientFeatures:
         return self._features

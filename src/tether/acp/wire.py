@@ -21,11 +21,15 @@ AuthMethodId = str
 CompactionCapabilities = dict[str, object]
 CompactionId = str
 CompactionStatus = str
+ElicitationId = str
+ElicitationPropertySchema = dict[str, object]
+ElicitationSchemaType = Literal["object"]
 EmbeddedResourceResource = dict[str, object]
 ErrorCode = int
 McpServer = dict[str, object]
 McpServerAcpId = str
 MessageId = str
+MultiSelectItems = dict[str, object]
 NoticeCapabilities = dict[str, object]
 NoticeSeverity = str
 PermissionOptionId = str
@@ -45,6 +49,7 @@ SessionId = str
 SessionModeId = str
 StateUpdate = dict[str, object]
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+StringFormat = Literal["email", "uri", "date", "date-time"]
 SystemPromptMode = str
 TerminalId = str
 ToolCallId = str
@@ -171,6 +176,15 @@ class BooleanConfigOptionCapabilities(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class BooleanPropertySchema(WireStruct):
+    """Schema for boolean properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: bool | None = None
+    description: str | None = None
+    title: str | None = None
+
+
 class CancelNotification(WireStruct):
     """Notification to cancel ongoing operations for a session."""
 
@@ -268,6 +282,28 @@ class Cost(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class CreateElicitationRequest(WireStruct):
+    """Request from the agent to elicit structured user input."""
+
+    message: str
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    elicitation_id: ElicitationId | None = msgspec.field(default=None, name="elicitationId")
+    mode: object = None
+    request_id: RequestId | None = msgspec.field(default=None, name="requestId")
+    requested_schema: ElicitationSchema | None = msgspec.field(default=None, name="requestedSchema")
+    session_id: SessionId | None = msgspec.field(default=None, name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
+    url: str | None = None
+
+
+class CreateElicitationResponse(WireStruct):
+    """Response from the client to an elicitation request."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    action: object = None
+    content: dict[str, object] | None = None
+
+
 class CreateTerminalRequest(WireStruct):
     """Request to create a new terminal and execute a command."""
 
@@ -316,6 +352,12 @@ class Diff(WireStruct):
     old_text: str | None = msgspec.field(default=None, name="oldText")
 
 
+class ElicitationAcceptAction(WireStruct):
+    """The user accepted the elicitation and provided content."""
+
+    content: dict[str, object] | None = None
+
+
 class ElicitationCapabilities(WireStruct):
     """Elicitation capabilities supported by the client."""
 
@@ -330,10 +372,53 @@ class ElicitationFormCapabilities(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class ElicitationFormMode(WireStruct):
+    """Form-based elicitation mode where the client renders a form from the provided schema."""
+
+    requested_schema: ElicitationSchema = msgspec.field(name="requestedSchema")
+    request_id: RequestId | None = msgspec.field(default=None, name="requestId")
+    session_id: SessionId | None = msgspec.field(default=None, name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
+
+
+class ElicitationRequestScope(WireStruct):
+    """Request-scoped elicitation, tied to a specific JSON-RPC request outside of a session (e.g., during auth/configuration phases before any session is started)."""
+
+    request_id: RequestId = msgspec.field(name="requestId")
+
+
+class ElicitationSchema(WireStruct):
+    """Type-safe elicitation schema for requesting structured user input."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    description: str | None = None
+    properties: dict[str, object] | None = None
+    required: list[str] | None = None
+    title: str | None = None
+    type: ElicitationSchemaType | None = None
+
+
+class ElicitationSessionScope(WireStruct):
+    """Session-scoped elicitation, optionally tied to a specific tool call."""
+
+    session_id: SessionId = msgspec.field(name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
+
+
 class ElicitationUrlCapabilities(WireStruct):
     """URL-based elicitation capabilities."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class ElicitationUrlMode(WireStruct):
+    """URL-based elicitation mode where the client directs the user to a URL."""
+
+    elicitation_id: ElicitationId = msgspec.field(name="elicitationId")
+    url: str
+    request_id: RequestId | None = msgspec.field(default=None, name="requestId")
+    session_id: SessionId | None = msgspec.field(default=None, name="sessionId")
+    tool_call_id: ToolCallId | None = msgspec.field(default=None, name="toolCallId")
 
 
 class EmbeddedResource(WireStruct):
@@ -342,6 +427,15 @@ class EmbeddedResource(WireStruct):
     resource: EmbeddedResourceResource
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     annotations: Annotations | None = None
+
+
+class EnumOption(WireStruct):
+    """A titled enum option with a const value, human-readable title, and optional description."""
+
+    const: str
+    title: str
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    description: str | None = None
 
 
 class EnvVariable(WireStruct):
@@ -447,6 +541,17 @@ class InitializeResponse(WireStruct):
     agent_capabilities: AgentCapabilities | None = msgspec.field(default=None, name="agentCapabilities")
     agent_info: Implementation | None = msgspec.field(default=None, name="agentInfo")
     auth_methods: list[AuthMethod] | None = msgspec.field(default=None, name="authMethods")
+
+
+class IntegerPropertySchema(WireStruct):
+    """Schema for integer properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: int | None = None
+    description: str | None = None
+    maximum: int | None = None
+    minimum: int | None = None
+    title: str | None = None
 
 
 class KillTerminalRequest(WireStruct):
@@ -562,6 +667,18 @@ class McpServerStdio(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class MultiSelectPropertySchema(WireStruct):
+    """Schema for multi-select (array) properties in an elicitation form."""
+
+    items: MultiSelectItems
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: list[str] | None = None
+    description: str | None = None
+    max_items: int | None = msgspec.field(default=None, name="maxItems")
+    min_items: int | None = msgspec.field(default=None, name="minItems")
+    title: str | None = None
+
+
 class NewSessionRequest(WireStruct):
     """Request parameters for creating a new session."""
 
@@ -588,6 +705,17 @@ class Notice(WireStruct):
     title: str
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     description: str | None = None
+
+
+class NumberPropertySchema(WireStruct):
+    """Schema for number (floating-point) properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: float | None = None
+    description: str | None = None
+    maximum: float | None = None
+    minimum: float | None = None
+    title: str | None = None
 
 
 class PermissionOption(WireStruct):
@@ -1031,6 +1159,28 @@ class SetSessionModeResponse(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class StringMultiSelectItems(WireStruct):
+    """String item schema for multi-select enum properties."""
+
+    enum: list[str]
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class StringPropertySchema(WireStruct):
+    """Schema for string properties in an elicitation form."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    default: str | None = None
+    description: str | None = None
+    enum: list[str] | None = None
+    format: StringFormat | None = None
+    max_length: int | None = msgspec.field(default=None, name="maxLength")
+    min_length: int | None = msgspec.field(default=None, name="minLength")
+    one_of: list[EnumOption] | None = msgspec.field(default=None, name="oneOf")
+    pattern: str | None = None
+    title: str | None = None
+
+
 class SubagentCapabilities(WireStruct):
     """**UNSTABLE**"""
 
@@ -1112,6 +1262,13 @@ class TextResourceContents(WireStruct):
     uri: str
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     mime_type: str | None = msgspec.field(default=None, name="mimeType")
+
+
+class TitledMultiSelectItems(WireStruct):
+    """Items definition for titled multi-select enum properties."""
+
+    any_of: list[EnumOption] = msgspec.field(name="anyOf")
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
 class ToolCall(WireStruct):
@@ -1347,6 +1504,7 @@ class UserMessageChunkSessionUpdate(ContentChunk, tag_field="sessionUpdate", tag
 
 AvailableCommandInput = UnstructuredCommandInput
 ContentBlock = TextContentBlock | ImageContentBlock | AudioContentBlock | ResourceLinkContentBlock | ResourceContentBlock
+ElicitationContentValue = str | int | float | bool | list[str]
 PlanUpdateContent = ItemsPlanUpdateContent | FilePlanUpdateContent | MarkdownPlanUpdateContent
 RequestId = int | str | None
 RequestPermissionOutcome = CancelledRequestPermissionOutcome | SelectedRequestPermissionOutcome

@@ -92,6 +92,7 @@ if TYPE_CHECKING:
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
 RUNNING_KEYS = "Enter: queue · Ctrl-S: steer · Ctrl-C: cancel"
 QUESTION_KEYS = "y: allow · n: reject · a: always allow · Ctrl-C: cancel the turn"
+INPUT_KEYS = "Enter: answer · Ctrl-C: cancel the turn"
 IDLE_KEYS = "Alt-Enter: new line · Tab: complete · /help · Ctrl-D: leave"
 PLAIN_READ_LIMIT = 1 << 30
 """The stream reader's buffer limit: far above any line a person pastes."""
@@ -180,6 +181,8 @@ class _Chat:
         self.ready = True
         """``you>`` may show: no turn runs, and the one before is on disk."""
         self.question: tuple[asyncio.Future[str], str] | None = None
+        self._asking_input = False
+        """The open question is a server's request for input (not a permission)."""
         self._status: tuple[str, float] | None = None
         self._compacting: CancelSignal | None = None
         self._own: OwnCommand | None = None
@@ -234,14 +237,14 @@ class _Chat:
 
     def _message(self) -> str:
         if self.question is not None:
-            return "[y/n/a]> "
+            return "answer> " if self._asking_input else "[y/n/a]> "
         return "you> " if self.ready else "queue> "
 
     def _toolbar(self) -> str:
         running = self._attached and self.agent.status is AgentStatus.RUNNING
         keys = RUNNING_KEYS if running else IDLE_KEYS
         if self.question is not None:
-            keys = QUESTION_KEYS
+            keys = INPUT_KEYS if self._asking_input else QUESTION_KEYS
         share = self.meter.context_share() if self._attached else None
         if share is not None:
             keys = f"context {share:.0%} · {keys}"
@@ -385,6 +388,15 @@ class _Chat:
             if self.question is not None and self.question[0] is answer:
                 self.question = None
             self.lines.refresh()
+
+    async def ask_input(self, question: str) -> str:
+        """Put a line of a server's request for input to the person (its choices are in
+        ``question``); the next entry is the answer."""
+        self._asking_input = True
+        try:
+            return await self.ask(question)
+        finally:
+            self._asking_input = False
 
     def _drop_question(self) -> None:
         if self.question is not None and not self.question[0].done():
@@ -695,6 +707,10 @@ async def chat(args: argparse.Namespace) -> int:
         await _abandon(session, first)
         raise
     try:
+        if session.terminal:  # before the session opens: its servers may then ask
+            from tether.cli.eliciting import answer_on_terminal
+
+            answer_on_terminal(tether.runtime.ctx, session.ask_input, session.out)
         handle = await open_for(tether, args, cwd=os.getcwd())
         if handle is None:
             await _abandon(session, first)

@@ -169,8 +169,8 @@ def add_acp_parser(commands: _Commands) -> None:
         type=_positive_seconds,
         default=600.0,
         metavar="SECONDS",
-        help="a permission question the editor leaves unanswered this long is a rejection "
-        "(default: 600)",
+        help="a permission question the editor leaves unanswered this long is a rejection, "
+        "an MCP server's question a cancel (default: 600)",
     )
     acp.add_argument(
         "--terminal",
@@ -210,7 +210,8 @@ def add_web_parser(commands: _Commands) -> None:
         type=_positive_seconds,
         default=600.0,
         metavar="SECONDS",
-        help="a permission question left unanswered this long is a rejection (default: 600)",
+        help="a permission question left unanswered this long is a rejection, an MCP "
+        "server's question a cancel (default: 600)",
     )
     web.add_argument(
         "--acp-grace",

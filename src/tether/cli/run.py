@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tether.agent import Agent, NeverRan, TurnOutcome, UserMessage
+from tether.agent import Agent, AgentHandle, NeverRan, TurnOutcome, UserMessage
 from tether.cli.boot import PICK, UsageError, open_for, session_choice, session_line, start
 from tether.cli.ending import Terminations, acknowledge_turn, dispose_reporting
 from tether.cli.failures import StartRefusedError, describe
@@ -166,12 +166,24 @@ def _show_work(
     return view
 
 
+async def _open(
+    tether: Tether, args: argparse.Namespace, cwd: str, reasons: list[str]
+) -> AgentHandle | None:
+    """:func:`open_for`, a server's requests for input asked on the terminal when stdin
+    is one (registered first: servers started with no one to ask are not told they may)."""
+    if is_terminal(sys.stdin):
+        from tether.cli.eliciting import answer_on_terminal
+
+        answer_on_terminal(tether.runtime.ctx)
+    return await open_for(tether, args, cwd=cwd, reasons=reasons)
+
+
 async def _run(args: argparse.Namespace, task: str, cwd: str) -> int:
     tether = await start(args, model=args.model, persistent=True)
     release_logs: Callable[[], None] = lambda: None  # noqa: E731
     try:
         reasons: list[str] = []
-        handle = await open_for(tether, args, cwd=cwd, reasons=reasons)
+        handle = await _open(tether, args, cwd, reasons)
         if handle is None:
             _refused_result(args, "; ".join(reasons) or "the session could not be opened", 1)
             return EXIT_FAILED

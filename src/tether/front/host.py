@@ -42,6 +42,11 @@ A question (``permission/request``, :meth:`SessionHost.ask`) reads that same
 preview (an invocation computes its preview once, for every listener that
 asks: the permission rules, the host) and goes to the question asker
 (:func:`~tether.front.asking.ask`), which the front end presents.
+
+**A server's request for input** (``elicitation/request``, :meth:`SessionHost.elicit`)
+is asked in the governing session too, through the shared elicitation asker
+(:func:`~tether.front.eliciting.ask_elicitation`: timeout, withdrawal), which
+the front end presents (:meth:`Presenter.present_elicitation`).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from tether.agent.elicitation import ELICITATION_REQUEST
 from tether.agent.events import AGENT_DISPOSED
 from tether.agent.registry import AGENTS
 from tether.front.asking import (
@@ -62,11 +68,13 @@ from tether.front.asking import (
     lineage,
     preview_of,
 )
+from tether.front.eliciting import ElicitationQuestion, ask_elicitation
 from tether.persist.service import store_created
 from tether.session.store import SESSIONS
 from tether.tools.execute import BEFORE_EXECUTE
 
 if TYPE_CHECKING:
+    from tether.agent.elicitation import Elicitation, Elicited
     from tether.agent.types import Agent
     from tether.front.asking import Answer
     from tether.runtime import Context
@@ -123,6 +131,11 @@ class Presenter(Protocol):
 
     async def present(self, question: Question) -> Answer:
         """Put ``question`` to a person (see :data:`~tether.front.asking.Present`)."""
+        ...
+
+    async def present_elicitation(self, question: ElicitationQuestion) -> Elicited:
+        """Put a server's request for input to a person (see
+        :data:`~tether.front.eliciting.PresentElicitation`)."""
         ...
 
     def on_forgotten(self, agent: Agent) -> None:
@@ -358,10 +371,12 @@ class SessionHost(Generic[S]):
 
     def listening(self) -> Iterator[Disposer]:
         """Listen to ``tool/before-execute`` (:meth:`before_execute`), ``permission/request``
-        (:meth:`ask`) and ``agent/disposed`` (:meth:`forget`): the removers, for the body
-        of the front end's composite effect to yield before its :meth:`close`."""
+        (:meth:`ask`), ``elicitation/request`` (:meth:`elicit`) and ``agent/disposed``
+        (:meth:`forget`): the removers, for the body of the front end's composite effect
+        to yield before its :meth:`close`."""
         yield self._ctx.listen(BEFORE_EXECUTE, self.before_execute)
         yield self._ctx.listen(PERMISSION_REQUEST, self.ask)
+        yield self._ctx.listen(ELICITATION_REQUEST, self.elicit)
         yield self._ctx.listen(AGENT_DISPOSED, self.forget)
 
     async def ask(self, agent: Agent, invocation: ToolInvocation) -> PermissionDecision | None:
@@ -373,3 +388,14 @@ class SessionHost(Generic[S]):
         preview = await preview_of(invocation)  # computed once per call (see ToolInvocation)
         question = Question(agent, governing, invocation, preview)
         return await ask(question, self._front.present, within=self.answer_within)
+
+    async def elicit(self, agent: Agent, elicitation: Elicitation) -> Elicited | None:
+        """``elicitation/request``: put a server's request for input in ``agent``'s
+        governing session (``None`` for an agent the front end does not govern)."""
+        governing = self.governing(agent)
+        if governing is None:
+            return None
+        question = ElicitationQuestion(agent, governing, elicitation)
+        return await ask_elicitation(
+            question, self._front.present_elicitation, within=self.answer_within
+        )

@@ -25,6 +25,15 @@ and keeps running. One that does not is stuck in the call: a stdio server is
 then stopped (SIGTERM, then SIGKILL), an HTTP one is left alone, and the call
 ends cancelled either way.
 
+**Elicitation**: with ``elicit`` given, tether tells the server it can ask
+the person for input (form and URL modes); a server's ``elicitation/create``
+becomes an :class:`~tether.agent.elicitation.Elicitation` handed to
+``elicit``, whose answer is sent back (a schema tether cannot present is an
+invalid-params error). A question still open when a call of the server is
+cancelled, or the connection closes, is withdrawn: it is answered
+``cancel``. (The SDK reads nothing else from the server while a question is
+open: the server is waiting for it.)
+
 **Changes**: a server's ``notifications/tools/list_changed`` is passed to
 ``on_tools_changed``, which reads the new list with
 :meth:`~McpConnection.list_tools`. A 2025-era server sends it unasked; a
@@ -43,12 +52,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
 
 from tether import __version__
+from tether.agent.elicitation import Elicitation, ElicitationSchemaError, FormField, read_schema
 from tether.mcp.errors import McpStartError, McpUnavailableError
 from tether.mcp.servers import ServerSpec, StdioServer
 from tether.mcp.stdio import StdioProcess
@@ -58,8 +69,10 @@ from tether.shell.environment import CONTEXT_ENV
 if TYPE_CHECKING:
     import mcp_types as types
     from mcp.client import Client, ClientSession, Transport
+    from mcp.client.session import ClientRequestContext
     from mcp_types import RequestParamsMeta
 
+    from tether.agent.elicitation import Elicited
     from tether.shell.guard import OrphanGuard
     from tether.shell.sandbox import SandboxPolicy
 
@@ -89,6 +102,8 @@ class McpSettings(msgspec.Struct, frozen=True):
     """A tool result longer than this is cut, with a note saying how much was left out."""
     max_message_bytes: int = 32 << 20
     """A stdio server that sends a longer message is stopped."""
+    elicitation_timeout: float | None = 600.0
+    """A server's question to the person unanswered by then is answered ``cancel``."""
 
 
 class Owner(Protocol):
@@ -115,6 +130,7 @@ class McpConnection:
         sandbox: SandboxPolicy | None = None,
         on_tools_changed: Callable[[McpConnection], None] | None = None,
         auth: Any = None,
+        elicit: Callable[[Elicitation], Awaitable[Elicited]] | None = None,
     ) -> None:
         self.spec = spec
         self._auth = auth
@@ -127,8 +143,16 @@ class McpConnection:
         """The agent (or command) the server belongs to."""
         self._on_lost = on_lost
         self._on_tools_changed = on_tools_changed
+        self._elicit = elicit
+        self._calls: dict[CancelSignal, str | None] = {}
+        """The cancel signal of each call in flight, and its tool call id."""
+        self._asking: set[CancelSignal] = set()
+        """The withdrawal signal of each question of the server still open."""
         self._process: StdioProcess | None = None
         self._session: ClientSession | None = None
+        self._client: Client | None = None
+        """The SDK's client of the session: its calls answer a 2026-07-28 server's
+        ``input_required`` results (a question for the person) and retry."""
         self._ready: asyncio.Future[list[types.Tool]] | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -176,6 +200,7 @@ class McpConnection:
     async def close(self) -> None:
         """Stop the session and the server; return when both are gone. Idempotent."""
         self._closing = True
+        self._withdraw("the server is being stopped")
         self._stop.set()
         if self._session is None and self._process is not None:
             # Not initialized (a start that failed or timed out): nothing to close
@@ -242,14 +267,17 @@ class McpConnection:
             cache=None,  # tether reads a list when it needs it, never from a cache
             client_info=Implementation(name="tether", version=__version__),
             message_handler=self._on_message,
+            elicitation_callback=None if self._elicit is None else self._on_elicit,
         )
         async with client:
             self.protocol_version = client.protocol_version
             log.debug("mcp server %s speaks MCP %s", self.name, self.protocol_version)
             listener = self._listen(client)
+            self._client = client
             try:
                 yield client.session
             finally:
+                self._client = None
                 if listener is not None:
                     listener.cancel()
                     with contextlib.suppress(BaseException):
@@ -340,6 +368,59 @@ class McpConnection:
         except Exception:
             log.exception("mcp server %s: reporting its new tool list failed", self.name)
 
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """``elicitation/create``: the person's answer (see the module docs)."""
+        import mcp_types as types
+
+        elicit = self._elicit
+        assert elicit is not None  # only then is this the callback
+        calls = list(self._calls.values())
+        fields: tuple[FormField, ...] = ()
+        schema: dict[str, Any] = {}
+        if isinstance(params, types.ElicitRequestURLParams):
+            url: str | None = params.url
+            elicitation_id: str | None = params.elicitation_id
+        else:
+            url = elicitation_id = None
+            schema = dict(params.requested_schema)
+            try:
+                fields = read_schema(schema)
+            except ElicitationSchemaError as exc:
+                log.warning("mcp server %s: an elicitation was refused: %s", self.name, exc)
+                return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
+        signal = CancelSignal()
+        elicitation = Elicitation(
+            id=uuid.uuid4().hex[:12],
+            server=self.name,
+            message=params.message,
+            mode="form" if url is None else "url",
+            signal=signal,
+            fields=fields,
+            schema=schema,
+            url=url,
+            elicitation_id=elicitation_id,
+            call_id=calls[0] if len(calls) == 1 else None,
+            within=self._settings.elicitation_timeout,
+        )
+        self._asking.add(signal)
+        try:
+            if self._closing:
+                signal.cancel("the server is being stopped")
+            answer = await elicit(elicitation)
+        finally:
+            self._asking.discard(signal)
+        content: dict[str, str | int | float | bool | list[str] | None] | None = (
+            None if answer.content is None else dict(answer.content)
+        )
+        return types.ElicitResult(action=answer.action.value, content=content)
+
+    def _withdraw(self, reason: str) -> None:
+        """Withdraw every question of the server still open (answered ``cancel``)."""
+        for signal in list(self._asking):
+            signal.cancel(reason)
+
     async def list_tools(self) -> list[types.Tool]:
         """Read the server's tools again (every page).
 
@@ -356,7 +437,11 @@ class McpConnection:
     # -- calls -----------------------------------------------------------------------
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], signal: CancelSignal
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        signal: CancelSignal,
+        call_id: str | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` with ``arguments``; see the module docs for cancel.
 
@@ -373,8 +458,11 @@ class McpConnection:
         # The call's trace context (set with telemetry on), where the spec keeps it.
         traced = CONTEXT_ENV.get().get("TRACEPARENT")
         meta: dict[str, Any] | None = None if traced is None else {"traceparent": traced}
+        # The client's call drives a current server's input_required rounds (its
+        # questions go to the elicitation callback) where the session's would not.
+        caller = session if self._client is None else self._client
         answer = asyncio.ensure_future(
-            session.call_tool(
+            caller.call_tool(
                 tool,
                 arguments,
                 read_timeout_seconds=self._settings.call_timeout,
@@ -382,9 +470,11 @@ class McpConnection:
             )
         )
         cancelled = asyncio.ensure_future(signal.wait())
+        self._calls[signal] = call_id
         try:
             await asyncio.wait({answer, cancelled}, return_when=asyncio.FIRST_COMPLETED)
             if not answer.done():
+                self._withdraw("the call was cancelled")
                 await self._cancel(session, answer, tool)
                 raise Cancelled(signal.reason)
             failure = answer.exception()
@@ -394,6 +484,7 @@ class McpConnection:
                 ) from None
             return answer.result()
         finally:
+            self._calls.pop(signal, None)
             cancelled.cancel()
             if not answer.done():
                 answer.cancel()

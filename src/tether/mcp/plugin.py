@@ -52,6 +52,7 @@ from tether.shell.orphans import state_path
 from tether.shell.sandbox import SANDBOX, Sandbox
 
 if TYPE_CHECKING:
+    from tether.agent.elicitation import Elicitation, Elicited
     from tether.mcp.connection import McpConnection, McpSettings
     from tether.mcp.live import ServerTools
     from tether.mcp.servers import ServerSpec
@@ -92,6 +93,9 @@ class Config(Schema, frozen=True):
     """Between SIGTERM and SIGKILL when a stdio server is stopped."""
     max_result_chars: Annotated[int, Meta(ge=1)] = 100_000
     """Longer tool results are cut, with a note."""
+    elicitation_timeout_ms: Annotated[int, Meta(ge=0)] = 600_000
+    """A server's question to the person (elicitation) unanswered by then is answered
+    ``cancel``; 0: no limit."""
     state_dir: str | None = None
     """Where the host's record of running process groups is (the shell's, by default:
     ``<data dir>/run``)."""
@@ -124,6 +128,9 @@ class Config(Schema, frozen=True):
             cancel_grace=self.cancel_grace_ms / 1000,
             kill_grace=self.kill_grace_ms / 1000,
             max_result_chars=self.max_result_chars,
+            elicitation_timeout=(
+                self.elicitation_timeout_ms / 1000 if self.elicitation_timeout_ms else None
+            ),
         )
 
 
@@ -270,6 +277,7 @@ class McpService:
             ),
             on_tools_changed=self._tools_changed,
             auth=auth_of(spec),
+            elicit=_eliciting(agent),
         )
         listed: list[Any] = []
 
@@ -353,6 +361,20 @@ class McpService:
         owner.inject(
             _notice([f"MCP server {connection.name!r} {reason}; its tools are unavailable"])
         )
+
+
+def _eliciting(agent: Agent) -> Callable[[Elicitation], Awaitable[Elicited]] | None:
+    """How ``agent``'s servers put their questions to a person — ``None`` (and servers
+    are not told they may ask) when no front end here answers elicitations."""
+    from tether.agent.elicitation import ELICITATION_REQUEST, put
+
+    if not agent.ctx.heard(ELICITATION_REQUEST):
+        return None
+
+    async def elicit(elicitation: Elicitation) -> Elicited:
+        return await put(agent, elicitation)
+
+    return elicit
 
 
 def _notice(problems: list[str]) -> UserMessage:

@@ -119,7 +119,9 @@ def _caller(
         from pydantic import ValidationError
 
         try:
-            result = await connection.call(remote, dict(args.root), exec.signal)
+            result = await connection.call(
+                remote, dict(args.root), exec.signal, call_id=exec.call_id
+            )
         except McpUnavailableError as exc:
             return ToolOutput(str(exc), is_error=True)
         except MCPError as exc:

@@ -320,6 +320,11 @@ class Context:
 
     # -- events ----------------------------------------------------------------
 
+    def heard(self, key: EventKey) -> bool:
+        """Whether ``key`` has a listener now (for a feature offered only when someone
+        can serve it: the answer may change as listeners come and go)."""
+        return self.runtime.events.count(_event_name(key)) > 0
+
     def emit(self, key: Notice[*Args], *args: *Args) -> None:
         """Notify the listeners of ``key`` (see :meth:`EventBus.emit`)."""
         self.runtime.events.emit(_event_name(key), *args)

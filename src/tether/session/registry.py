@@ -16,6 +16,7 @@ import msgspec
 
 from tether.session.budget import BUDGET_PAYLOADS
 from tether.session.compaction import ContextCompacted
+from tether.session.elicitation import ElicitationAnswered, ElicitationAsked
 from tether.session.environment import EnvironmentNoted
 from tether.session.errors import (
     EventFormatError,
@@ -50,6 +51,8 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     PromptCut,
     WorkspaceSnapshot,
     PermissionRuled,
+    ElicitationAsked,
+    ElicitationAnswered,
     WorktreeCreated,
     SessionHandedOff,
     *SETTINGS_PAYLOADS,

@@ -278,6 +278,11 @@ def build_app(
             api.answer,
             methods=["POST"],
         ),
+        Route(
+            "/api/sessions/{session_id}/elicitations/{elicitation_id}",
+            api.answer_elicitation,
+            methods=["POST"],
+        ),
         Route("/api/sessions/{session_id}/turns", api.turns),
         Route("/api/sessions/{session_id}/diff", api.diff),
         Route("/api/sessions/{session_id}/rewind", api.rewind, methods=["POST"]),
@@ -765,8 +770,10 @@ class Api:
           `id` is the seq of the last record. A tool/call or tool/result record also has
           `shown`, how its tool presents the call. Reconnect with `Last-Event-ID` (or `?after=`)
           to continue with no gap and no duplicate. `state` messages (no id) hold
-          {live, questions, progress}; progress lists the calls still running with
-          {call_id, name, elapsed, tail} (seconds, last lines of output).
+          {live, questions, elicitations, progress}; elicitations are the servers' open
+          requests for input {id, server, message, mode, url, fields}; progress lists the
+          calls still running with {call_id, name, elapsed, tail} (seconds, last lines of
+          output).
         parameters:
           - {name: session_id, in: path, required: true, schema: {type: string}}
           - {name: after, in: query, schema: {type: integer}, description: "seq; default -1"}
@@ -838,6 +845,7 @@ class Api:
         state = {
             "live": agent is not None,
             "questions": self._questions(session_id),
+            "elicitations": [e.to_json() for e in self._hub.elicitations(session_id)],
             "progress": [msgspec.to_builtins(p) for p in self._hub.progress(session_id)],
             "children": self._hub.children(session_id),
         }
@@ -1201,6 +1209,45 @@ class Api:
             raise ApiError(400, str(exc)) from None
         if not answered:
             raise ApiError(404, f"no open question {question_id} in session {session_id}")
+        return JSONResponse({"answered": True})
+
+    async def answer_elicitation(self, request: Request) -> Response:
+        """
+        summary: Answer a server's request for input (an MCP elicitation).
+        parameters:
+          - {name: session_id, in: path, required: true, schema: {type: string}}
+          - {name: elicitation_id, in: path, required: true, schema: {type: string}}
+        requestBody:
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [action]
+                properties:
+                  action: {type: string, enum: [accept, decline, cancel]}
+                  content: {type: object, description: "with accept of a form: its values"}
+        responses:
+          200: {description: "{answered: true}"}
+          400: {description: "a bad action, or content that does not fit the form (the
+            request stays open)"}
+          404: {description: no such open request}
+        """
+        session_id = _session_id(request)
+        elicitation_id = request.path_params["elicitation_id"]
+        if not any(e.id == elicitation_id for e in self._hub.elicitations(session_id)):
+            raise ApiError(404, f"no open request {elicitation_id} in session {session_id}")
+        body = await _json_body(request, limit=65536)
+        action = body.get("action")
+        if not isinstance(action, str):
+            raise ApiError(400, "action must be accept, decline or cancel")
+        try:
+            answered = self._hub.answer_elicitation(
+                session_id, elicitation_id, action, body.get("content")
+            )
+        except WebError as exc:
+            raise ApiError(400, str(exc)) from None
+        if not answered:
+            raise ApiError(404, f"no open request {elicitation_id} in session {session_id}")
         return JSONResponse({"answered": True})
 
     # -- background tasks ------------------------------------------------------------

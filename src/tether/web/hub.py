@@ -44,7 +44,10 @@ Listeners (registered by the plugin): ``session/event`` wakes followers
 (:mod:`tether.front.follow`) and ends a call's progress; ``tool/progress``
 keeps a running call's latest progress and nudges the followers of its
 session; ``tool/before-execute`` applies the mode;
-``permission/request`` asks the page; ``agent/disposed`` forgets a handle
+``permission/request`` asks the page; ``elicitation/request`` puts a server's
+request for input in the page (a form from its schema, or its URL as a link,
+answered accept, decline or cancel; withdrawn and timed out as a permission
+question is); ``agent/disposed`` forgets a handle
 disposed by another owner.
 """
 
@@ -62,6 +65,8 @@ import msgspec
 from msgspec import Meta
 
 from tether.agent import Agent, AgentHandle, CancelCause, NotStoredError, Target, UserMessage
+from tether.agent.elicitation import Action as ElicitAction
+from tether.agent.elicitation import Elicited, FormField, check_content
 from tether.agent.registry import AGENTS
 from tether.front.always import Always
 from tether.front.asking import Answer, session_mode
@@ -84,6 +89,7 @@ from tether.tools.progress import TOOL_PROGRESS, ToolProgress
 if TYPE_CHECKING:
     from tether.agent import AgentsView
     from tether.front.asking import Question as Asked
+    from tether.front.eliciting import ElicitationQuestion
     from tether.runtime import Context
     from tether.tools.preview import Diff, ToolPreview
 
@@ -181,6 +187,59 @@ class Question(msgspec.Struct, eq=False):
         }
 
 
+class Elicitation(msgspec.Struct, eq=False):
+    """A server's request for input waiting for a person's answer in the page."""
+
+    id: str
+    session_id: str
+    """The session whose page asks (a child agent's server asks in its root's)."""
+    agent_id: str
+    server: str
+    message: str
+    mode: str
+    """``form`` or ``url``."""
+    url: str | None
+    fields: tuple[FormField, ...]
+    asked_at: float
+    answer: asyncio.Future[Elicited]
+
+    def __repr__(self) -> str:
+        return (
+            f"Elicitation(id={self.id!r}, session_id={self.session_id!r}, server={self.server!r})"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "agent_id": self.agent_id,
+            "server": self.server,
+            "message": self.message,
+            "mode": self.mode,
+            "url": self.url,
+            "fields": [_field_json(f) for f in self.fields],
+            "asked_at": self.asked_at,
+        }
+
+
+def _field_json(form_field: FormField) -> dict[str, object]:
+    return {
+        "name": form_field.name,
+        "kind": form_field.kind,
+        "label": form_field.label,
+        "description": form_field.description,
+        "required": form_field.required,
+        "options": [
+            {"value": value, "title": title}
+            for value, title in zip(form_field.options, form_field.option_titles, strict=True)
+        ],
+        "default": form_field.default,
+        "minimum": form_field.minimum,
+        "maximum": form_field.maximum,
+        "format": form_field.format,
+    }
+
+
 class WebHub:
     """The ``web`` service (see the module docs)."""
 
@@ -197,6 +256,7 @@ class WebHub:
         self._stopping: dict[str, asyncio.Task[None]] = {}
         self._sent_cancels: dict[str, float] = {}
         self._questions: dict[str, Question] = {}
+        self._elicitations: dict[str, Elicitation] = {}
         self._ids = itertools.count(1)
         self._running: dict[str, dict[str, ToolProgress]] = {}
         """By session, the latest progress of each of its calls still running."""
@@ -227,6 +287,10 @@ class WebHub:
     def questions(self, session_id: str) -> list[Question]:
         """The questions open in ``session_id``'s page, oldest first."""
         return [q for q in self._questions.values() if q.session_id == session_id]
+
+    def elicitations(self, session_id: str) -> list[Elicitation]:
+        """The servers' requests for input open in ``session_id``'s page, oldest first."""
+        return [e for e in self._elicitations.values() if e.session_id == session_id]
 
     def here(self) -> Holder:
         """This process as a holder (with its host id where hosts share sessions)."""
@@ -480,6 +544,58 @@ class WebHub:
             del self._questions[question.id]
             self.follows.nudge(question.session_id)
 
+    def answer_elicitation(
+        self, session_id: str, elicitation_id: str, action: str, content: object
+    ) -> bool:
+        """Answer an open request for input of ``session_id`` (``accept`` with the form's
+        ``content``, ``decline`` or ``cancel``); ``False`` if it is no longer open.
+
+        Raises:
+            WebError: an unknown action, or content that does not fit the form (the
+                request stays open: the page may answer again).
+        """
+        asked = self._elicitations.get(elicitation_id)
+        if asked is None or asked.session_id != session_id or asked.answer.done():
+            return False
+        try:
+            chosen = ElicitAction(action)
+        except ValueError:
+            raise WebError("action must be accept, decline or cancel") from None
+        checked = None
+        if chosen is ElicitAction.ACCEPT and asked.mode == "form":
+            if content is not None and not isinstance(content, dict):
+                raise WebError("content must be an object")
+            try:
+                checked = check_content(asked.fields, content)
+            except ValueError as exc:
+                raise WebError(str(exc)) from None
+        asked.answer.set_result(Elicited(chosen, checked))
+        return True
+
+    async def present_elicitation(self, question: ElicitationQuestion) -> Elicited:
+        """Put a server's request for input to the governing session's page until a tab
+        answers it (or the asker withdraws it)."""
+        elicitation = question.elicitation
+        asked = Elicitation(
+            id=f"e{next(self._ids)}",
+            session_id=question.governing.id,
+            agent_id=question.agent.id,
+            server=elicitation.server,
+            message=elicitation.message,
+            mode=elicitation.mode,
+            url=elicitation.url,
+            fields=elicitation.fields,
+            asked_at=time.time(),
+            answer=asyncio.get_running_loop().create_future(),
+        )
+        self._elicitations[asked.id] = asked
+        self.follows.nudge(asked.session_id)
+        try:
+            return await asked.answer
+        finally:
+            del self._elicitations[asked.id]
+            self.follows.nudge(asked.session_id)
+
     # -- what the session host asks of the hub -------------------------------------------
 
     expected: tuple[type[Exception], ...] = (WebError,)
@@ -509,6 +625,11 @@ class WebHub:
         for question in list(self._questions.values()):
             if not question.answer.done():
                 question.answer.set_result(Answer.REJECT)
+        for asked in list(self._elicitations.values()):
+            if not asked.answer.done():
+                asked.answer.set_result(
+                    Elicited(ElicitAction.CANCEL, reason="the web app is shutting down")
+                )
 
     def on_closed(self, disposed: int) -> None:
         pass

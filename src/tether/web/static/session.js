@@ -422,6 +422,7 @@ function onState(message) {
   view.live = state.live;
   renderStatus();
   renderQuestions(state.questions);
+  renderElicitations(state.elicitations || []);
   renderProgress(state.progress || []);
   for (const child of state.children || []) showChild(child);
 }
@@ -473,6 +474,103 @@ function renderQuestions(questions) {
     if (q.not_always) card.append(el("div", "not-always", `Not "always": ${q.not_always}`));
     if (q.asked_by) card.append(el("div", "asked-by", `Asked whatever the mode: ${q.asked_by}`));
     box.append(card);
+  }
+}
+
+// A server's request for input: a form built from its fields, or a link to open. A card
+// already shown is kept as it is (what the person typed stays) until it is answered.
+function renderElicitations(elicitations) {
+  const box = document.getElementById("elicitations");
+  const open = new Set(elicitations.map((e) => e.id));
+  for (const card of [...box.children]) {
+    if (!open.has(card.dataset.elicitationId)) card.remove();
+  }
+  const shown = new Set([...box.children].map((card) => card.dataset.elicitationId));
+  for (const e of elicitations) {
+    if (!shown.has(e.id)) box.append(elicitationCard(e));
+  }
+}
+
+function elicitationCard(e) {
+  const card = el("form", "question elicitation");
+  card.dataset.elicitationId = e.id;
+  card.append(el("div", "question-title", `${e.server} asks: ${e.message}`));
+  if (e.mode === "url") {
+    const link = el("a", "elicitation-url", e.url);
+    link.href = e.url;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+    card.append(link);
+  }
+  for (const f of e.fields) card.append(fieldInput(f));
+  const accept = el("button", "allow", e.mode === "url" ? "Opened, continue" : "Submit");
+  const decline = el("button", "reject", "Decline");
+  const cancel = el("button", "cancel", "Cancel");
+  accept.type = "submit";
+  decline.type = cancel.type = "button";
+  card.addEventListener("submit", (event) => {
+    event.preventDefault();
+    answerElicitation(e.id, "accept", e.mode === "form" ? formContent(card, e.fields) : undefined);
+  });
+  decline.addEventListener("click", () => answerElicitation(e.id, "decline"));
+  cancel.addEventListener("click", () => answerElicitation(e.id, "cancel"));
+  card.append(accept, decline, cancel);
+  return card;
+}
+
+function fieldInput(f) {
+  const label = el("label", "elicitation-field");
+  label.append(el("span", "field-label", f.label + (f.required ? " *" : "")));
+  let input;
+  if (f.kind === "boolean") {
+    input = el("input");
+    input.type = "checkbox";
+    input.checked = f.default === true;
+  } else if (f.options.length) {
+    input = el("select");
+    input.multiple = f.kind === "array";
+    if (!f.required && f.kind !== "array") input.append(el("option", "", ""));
+    for (const o of f.options) {
+      const option = el("option", "", o.title);
+      option.value = o.value;
+      option.selected = Array.isArray(f.default) ? f.default.includes(o.value) : f.default === o.value;
+      input.append(option);
+    }
+  } else {
+    input = el("input");
+    input.type = f.kind === "string" ? "text" : "number";
+    if (f.kind === "integer") input.step = "1";
+    if (f.kind === "number") input.step = "any";
+    if (f.minimum !== null) input.min = String(f.minimum);
+    if (f.maximum !== null) input.max = String(f.maximum);
+    if (f.default !== null) input.value = String(f.default);
+    input.required = f.required;
+  }
+  input.name = f.name;
+  label.append(input);
+  if (f.description) label.append(el("span", "field-description", f.description));
+  return label;
+}
+
+function formContent(card, fields) {
+  const content = {};
+  for (const f of fields) {
+    const input = card.elements[f.name];
+    if (f.kind === "boolean") content[f.name] = input.checked;
+    else if (f.kind === "array") content[f.name] = [...input.selectedOptions].map((o) => o.value);
+    else if (input.value === "") continue;
+    else if (f.kind === "string") content[f.name] = input.value;
+    else content[f.name] = Number(input.value);
+  }
+  return content;
+}
+
+async function answerElicitation(elicitationId, action, content) {
+  try {
+    const path = `/api/sessions/${encodeURIComponent(sessionId)}/elicitations/${elicitationId}`;
+    await api("POST", path, content === undefined ? { action } : { action, content });
+  } catch (error) {
+    showError(error.message);
   }
 }
 
