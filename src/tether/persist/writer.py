@@ -311,7 +311,7 @@ class WriteBehind:
             if lost is not None:
                 await self._lose(track, lost, waiters)
                 return
-            if track.stored != track.durable:
+            if track.durable is not None and track.stored != track.durable:
                 await self._restored(track)
             if not track.failing:
                 # Once per failing streak, and not as an error: every flush
@@ -395,7 +395,8 @@ class WriteBehind:
         """After a failed write of a session stored beyond what is durable: learn how
         much of it is stored still (a failed write or sync takes back what was stored
         after the last sync, a refused one nothing)."""
-        durable = track.durable or 0
+        assert track.durable is not None
+        durable = track.durable
         try:
             track.stored = await asyncio.to_thread(self._backend.next_seq, track.session.id)
         except Exception:  # the backend's own failure stands; the next write finds out
