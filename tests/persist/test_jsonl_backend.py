@@ -384,3 +384,25 @@ def test_a_record_the_decoder_alone_refuses_is_one_line_of_corruption(
         backend.load("s1")
     [summary] = backend.list()
     assert summary.id == "s1"
+
+
+def test_a_failed_sync_takes_back_every_batch_stored_since_the_last_one(
+    backend: JsonlBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend.create(header(), events(0, 2))
+    assert backend.write_unsynced(header(), events(2, 2), wait=False)
+    assert backend.write_unsynced(header(), events(4, 1))
+    assert backend.next_seq("s1") == 5  # stored, readable before any sync
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", failing)
+        with pytest.raises(OSError, match="Input/output"):
+            backend.sync("s1")
+    # Nothing after the last fsync is known to be on disk: it is taken back whole.
+    assert backend.next_seq("s1") == 2
+    backend.write(header(), events(2, 3))
+    assert backend.sync("s1", wait=False)
+    assert [e["seq"] for e in records(backend.load("s1"))] == [0, 1, 2, 3, 4]

@@ -4,6 +4,7 @@ One contract, run against the JSONL, SQLite and PostgreSQL plugins.
 """
 
 import asyncio
+import os
 import threading
 import time
 import types
@@ -225,6 +226,89 @@ async def test_an_awaited_write_runs_on_the_loop_only_while_writes_are_quick(
     assert [e.to_record() for e in stored.events] == [e.to_record() for e in session.events]
 
 
+async def test_a_batch_nobody_waits_for_is_stored_unsynced_and_the_flush_syncs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = JsonlBackend(tmp_path)
+    written: asyncio.Queue[int] = asyncio.Queue()
+    writer = WriteBehind(
+        backend,
+        leases=LeaseBook(backend.acquire_lease),
+        window=0.0,
+        on_written=lambda session, durable: written.put_nowait(durable),
+        on_stored=lambda session, stored: written.put_nowait(stored),
+    )
+    task = asyncio.get_running_loop().create_task(writer.run())
+    session = Session(SessionHeader(id="once", created_at=1.0, cwd="/"))
+    syncs: list[int] = []
+    real_fsync = os.fsync
+    try:
+        prompt(session, "hello")
+        await writer.flush(session)  # created, durable
+        await written.get()
+        monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real_fsync(fd)))
+        session.append(
+            AssistantMessageEvent(content=(TextBlock("hi"),), finish="stop", interrupted=False)
+        )
+        writer.notice(session)  # as the persistence service does for every append
+        assert await asyncio.wait_for(written.get(), timeout=10) == len(session.events)
+        assert backend.next_seq("once") == len(session.events)  # stored, readable
+        assert syncs == []  # and nobody waited: no fsync
+        session.append(StepEnd(turn=1, step=1))
+        session.append(TurnEnd(turn=1, reason=Completed()))
+        await writer.flush(session)
+        assert len(syncs) == 1  # the acknowledgement's one fsync covers both batches
+    finally:
+        await writer.close()
+        await task
+    stored = backend.load("once")
+    assert [e.to_record() for e in stored.events] == [e.to_record() for e in session.events]
+
+
+async def test_a_failed_sync_is_retried_by_the_next_flush_without_loss_or_duplicates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = JsonlBackend(tmp_path)
+    written: asyncio.Queue[int] = asyncio.Queue()
+    writer = WriteBehind(
+        backend,
+        leases=LeaseBook(backend.acquire_lease),
+        window=0.0,
+        on_written=lambda session, durable: written.put_nowait(durable),
+        on_stored=lambda session, stored: written.put_nowait(stored),
+    )
+    task = asyncio.get_running_loop().create_task(writer.run())
+    session = Session(SessionHeader(id="retry", created_at=1.0, cwd="/"))
+    real_fsync = os.fsync
+    try:
+        prompt(session, "hello")
+        await writer.flush(session)
+        await written.get()
+        session.append(
+            AssistantMessageEvent(content=(TextBlock("hi"),), finish="stop", interrupted=False)
+        )
+        writer.notice(session)  # as the persistence service does for every append
+        await asyncio.wait_for(written.get(), timeout=10)  # stored unsynced
+
+        def failing(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", failing)
+        complete_turn = len(session.events)
+        session.append(StepEnd(turn=1, step=1))
+        session.append(TurnEnd(turn=1, reason=Completed()))
+        with pytest.raises(OSError, match="Input/output"):
+            await writer.flush(session)
+        assert backend.next_seq("retry") < complete_turn  # taken back to the last sync
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        await writer.flush(session)
+    finally:
+        await writer.close()
+        await task
+    stored = backend.load("retry")
+    assert [e.to_record() for e in stored.events] == [e.to_record() for e in session.events]
+
+
 async def test_a_session_without_events_leaves_no_artifact(world: World) -> None:
     session = live(world.store, "empty")
     await world.store.flush(session)
@@ -418,6 +502,17 @@ class TakenOverBackend(JsonlBackend):
         if self.taken:
             raise SessionTakenOverError(str(header["id"]), "hostB")
         return super().try_write(header, events)
+
+    def write_unsynced(
+        self,
+        header: Mapping[str, object],
+        events: Sequence[Mapping[str, object]],
+        *,
+        wait: bool = True,
+    ) -> bool:
+        if self.taken:
+            raise SessionTakenOverError(str(header["id"]), "hostB")
+        return super().write_unsynced(header, events, wait=wait)
 
 
 async def test_a_taken_over_session_is_never_written_again_and_its_lease_is_forgotten(

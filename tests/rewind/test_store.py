@@ -140,6 +140,22 @@ def test_a_sigkill_in_the_middle_of_snapshots_leaves_a_store_that_works(
     assert (root / "src" / "a.py").read_text() == "a = 1\n"
 
 
+def test_a_workspace_that_is_the_data_directory_is_snapshotted_without_git(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    itself = WorkspaceStore(root, root, watch=True)
+    first = itself.snapshot()
+    assert first.unstored == ()
+    ran: list[tuple[str, ...]] = []
+    monkeypatch.setattr(itself, "_git", lambda *args, **_: ran.append(args))
+    monkeypatch.setattr(itself, "_git_at_once", lambda *args: ran.append(args))
+    (root / "sessions").mkdir()
+    (root / "sessions" / "log.jsonl").write_text("{}\n")
+    (root / "note").write_text("x\n")
+    assert itself.snapshot() == first  # nothing of it is kept, and nothing is listed
+    assert ran == []
+
+
 def test_tethers_own_data_inside_the_workspace_is_never_snapshotted(
     root: Path, tmp_path: Path
 ) -> None:

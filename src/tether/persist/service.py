@@ -11,7 +11,9 @@ into its fiber as one effect:
 * the ``persistence`` service: load, resume, list and delete stored sessions.
 
 It emits ``session/written (session, durable)`` (a notification) after each
-batch it writes: ``durable`` events of ``session`` are now on disk.
+batch it writes durably: ``durable`` events of ``session`` are now on disk (a
+batch stored without waiting for the disk, see :mod:`tether.persist.writer`,
+rings the followers' doorbell only).
 
 Crash repair: a stored log whose last turn never closed gets its closing
 events (see :mod:`tether.session.repair`). Resuming writes them before the
@@ -448,6 +450,7 @@ async def mount_persistence(
             leases=leases,
             window=window,
             on_written=written,
+            on_stored=lambda session, _stored: bell.ring(session.id),
         )
         task = asyncio.get_running_loop().create_task(writer.run(), name="session-writer")
 

@@ -8,6 +8,15 @@ one transaction per batch). An append noticed with ``now`` (the persistence
 service passes it for a turn's end, which an acknowledgement follows) cuts the
 window short, so the write is under way before anyone waits for it.
 
+A backend that can defer its syncs (:class:`~tether.persist.backends.base.SyncsLater`,
+the JSONL files) is synced only for a batch someone waits for: a flush, a
+``now`` notice, a released session, the writer's drain. Every other batch is
+stored without waiting for the disk, on the event loop's thread when that
+waits for no lock (it is one ``write``), and the next sync makes it durable
+with the rest: a turn costs one sync, at its end, and the sync an
+acknowledgement waits for never queues behind a batch nobody waits for.
+What a crash can lose is still only what nobody waited for.
+
 :meth:`WriteBehind.flush` is the durability barrier: it skips the window and
 returns once every event appended to the session before the call is durable.
 A failed write fails the flushes waiting on it; its events stay pending and
@@ -43,7 +52,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from tether.persist.backends.base import LogBackend, WritesWithoutWaiting
+from tether.persist.backends.base import LogBackend, SyncsLater, WritesWithoutWaiting
 from tether.persist.backends.lease import LeaseBook, SessionTakenOverError, taken_over
 from tether.session.events import Event
 from tether.session.log import Session
@@ -60,7 +69,11 @@ class _Track(msgspec.Struct, eq=False):
 
     session: Session
     durable: int | None = None
-    """How many of the session's events are stored; ``None`` until first asked of the backend."""
+    """How many of the session's events are durable; ``None`` until first asked of the backend."""
+    stored: int = 0
+    """How many are stored (readable, durable or not: at least :attr:`durable`)."""
+    now: bool = False
+    """A ``now`` notice came since the last synced write: the next write syncs."""
     waiters: list[tuple[int, asyncio.Future[None]]] = msgspec.field(default_factory=list)
     released: bool = False
     header_wanted: bool = False
@@ -96,8 +109,12 @@ class WriteBehind:
         window: float = 0.002,
         inline_limit: float = INLINE_LIMIT,
         on_written: Callable[[Session, int], None] | None = None,
+        on_stored: Callable[[Session, int], None] | None = None,
     ) -> None:
-        """``on_written(session, durable)`` is called after each successful batch;
+        """``on_written(session, durable)`` is called after each successful batch
+        that made events durable (``durable`` of them are on disk);
+        ``on_stored(session, stored)`` after each batch stored but not synced
+        (``stored`` events are readable; see :class:`SyncsLater`);
         ``inline_limit`` is the longest last write that still lets an awaited
         batch be written on the loop's thread, in seconds."""
         if window < 0:
@@ -106,6 +123,7 @@ class WriteBehind:
         self._leases = leases
         self._window = window
         self._on_written = on_written
+        self._on_stored = on_stored
         self._tracks: dict[Session, _Track] = {}
         self._lost: weakref.WeakKeyDictionary[Session, SessionTakenOverError] = (
             weakref.WeakKeyDictionary()
@@ -119,6 +137,7 @@ class WriteBehind:
         self._closing = False
         self._stopped = False
         self._inline = backend if isinstance(backend, WritesWithoutWaiting) else None
+        self._later = backend if isinstance(backend, SyncsLater) else None
         self._inline_limit = inline_limit
         self._last_write = inline_limit
         """How long the last write took, in seconds (none yet: as if too long)."""
@@ -139,6 +158,7 @@ class WriteBehind:
             self._dirty[track] = None
             self._wake.set()
         if now:
+            track.now = True
             self._urgent.set()
             self._wake.set()
 
@@ -256,27 +276,43 @@ class WriteBehind:
         end = len(session.events)
         try:
             if track.durable is None:
-                track.durable = await asyncio.to_thread(self._begin, track)
-            start = track.durable
+                track.durable = track.stored = await asyncio.to_thread(self._begin, track)
+            # Consumed here: a ``now`` notice during this write asks for the next one.
+            sync = self._later is None or self._syncs(track)
+            track.now = False
+            start = track.stored
             if end > start or track.header_wanted or track.creating:
                 events = session.events[start:end]
-                if track.creating or not (inline and self._store_inline(session, events)):
-                    await asyncio.to_thread(self._store, session, events, create=track.creating)
-                track.durable = end
+                if track.creating:
+                    await asyncio.to_thread(self._store, session, events, create=True)
+                    sync = True  # a session is created durable
+                elif not sync:
+                    await self._store_unsynced(session, events)
+                elif not (inline and self._store_inline(session, events)):
+                    await asyncio.to_thread(self._store, session, events)
+                track.stored = end
+                if sync:
+                    track.durable = end
                 track.header_wanted = False
                 if track.creating:
                     # Stored now: a later track of it (a flush after its
                     # release, say) continues what this one created.
                     self._continuing.add(session)
                     track.creating = False
-                if self._on_written is not None:
-                    self._on_written(session, end)
+                self._tell(session, end, durable=sync)
+            elif sync and track.durable < track.stored:
+                # Everything is stored; some of it is not durable yet.
+                await self._sync(session, inline=inline)
+                track.durable = track.stored
+                self._tell(session, track.durable, durable=True)
         except Exception as exc:
             waiters, track.waiters = track.waiters, []
             lost = taken_over(exc)
             if lost is not None:
                 await self._lose(track, lost, waiters)
                 return
+            if track.durable is not None and track.stored != track.durable:
+                await self._restored(track)
             if not track.failing:
                 # Once per failing streak, and not as an error: every flush
                 # waiting now or later (the acknowledgement of the work, the
@@ -344,6 +380,51 @@ class WriteBehind:
         else:
             self._backend.write(session.header.to_record(), records)
         self._last_write = time.perf_counter() - started
+
+    def _tell(self, session: Session, count: int, *, durable: bool) -> None:
+        told = self._on_written if durable else self._on_stored
+        if told is not None:
+            told(session, count)
+
+    def _syncs(self, track: _Track) -> bool:
+        """Whether ``track``'s next write must make it durable: someone waits for it,
+        or will (a ``now`` notice), or the session or the writer is closing."""
+        return bool(track.waiters) or track.now or track.released or self._closing
+
+    async def _restored(self, track: _Track) -> None:
+        """After a failed write of a session stored beyond what is durable: learn how
+        much of it is stored still (a failed write or sync takes back what was stored
+        after the last sync, a refused one nothing)."""
+        assert track.durable is not None
+        durable = track.durable
+        try:
+            track.stored = await asyncio.to_thread(self._backend.next_seq, track.session.id)
+        except Exception:  # the backend's own failure stands; the next write finds out
+            track.stored = durable
+        track.stored = max(track.stored, durable)
+
+    async def _store_unsynced(self, session: Session, events: Sequence[Event]) -> None:
+        """Store ``events`` without waiting for the disk: on this thread when that waits
+        for no lock, else in a worker thread."""
+        assert self._later is not None
+        records = [event.to_stored_record() for event in events]
+        header = session.header.to_record()
+        if not self._later.write_unsynced(header, records, wait=False):
+            await asyncio.to_thread(self._later.write_unsynced, header, records)
+
+    async def _sync(self, session: Session, *, inline: bool) -> None:
+        """Make what is stored of ``session`` durable: on this thread under the same
+        rule as :meth:`_store_inline`, else in a worker thread."""
+        if not (inline and self._last_write < self._inline_limit and self._synced(session, False)):
+            await asyncio.to_thread(self._synced, session, True)
+
+    def _synced(self, session: Session, wait: bool) -> bool:
+        assert self._later is not None
+        started = time.perf_counter()
+        done = self._later.sync(session.id, wait=wait)
+        if done:
+            self._last_write = time.perf_counter() - started
+        return done
 
     def _store_inline(self, session: Session, events: Sequence[Event]) -> bool:
         """Write on this thread if that waits for no lock and writes are quick; whether it did."""

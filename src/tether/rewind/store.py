@@ -248,6 +248,11 @@ class WorkspaceStore:
     def _snapshot(self) -> Snapshot:
         if not self.root.is_dir():
             raise SnapshotError(f"the workspace {self.root} is not a directory")
+        if self._home == self.root:
+            # A workspace that is tether's own data directory holds nothing a snapshot
+            # keeps (its logs and stores never snapshot themselves): every snapshot is
+            # the empty one, known without listing the directory.
+            return Snapshot(self._last_tree(), ())
         excludes_changed = self._sync_excludes()
         changes = self._changes
         dirty = None if changes is None else changes.take(self._index, excludes_changed)

@@ -346,3 +346,46 @@ class WritesWithoutWaiting(Protocol):
         return, as after :meth:`LogBackend.write`, and it raises what that raises.
         """
         ...
+
+
+@runtime_checkable
+class SyncsLater(Protocol):
+    """A backend that can store a batch without waiting for the disk, and later make
+    everything it stored of a session durable in one step.
+
+    The session writer stores this way the batches nobody waits for (see
+    :mod:`tether.persist.writer`): a batch is readable once stored, and only an
+    acknowledgement needs it on disk, so a turn costs one sync, at its end.
+
+    A failed write or sync takes back everything stored since the session's last
+    sync (it may not have reached the disk): the session's log ends where it was
+    last durable, and the batches after it are stored again by the next write.
+    """
+
+    def write_unsynced(
+        self,
+        header: Mapping[str, object],
+        events: Sequence[Mapping[str, object]],
+        *,
+        wait: bool = True,
+    ) -> bool:
+        """Store a batch as :meth:`LogBackend.write` does, without making it durable.
+
+        With ``wait`` false, returns ``False``, having changed nothing, when the
+        write would wait for a lock another writer holds or is not a plain
+        append to a stored session. Otherwise returns ``True`` and raises what
+        :meth:`LogBackend.write` raises.
+        """
+        ...
+
+    def sync(self, session_id: str, *, wait: bool = True) -> bool:
+        """Make every batch of ``session_id`` stored so far durable.
+
+        With ``wait`` false, returns ``False``, having done nothing, when that
+        would wait for a lock another writer holds.
+
+        Raises:
+            SessionNotFoundError: the session is not stored.
+            OSError: the disk failed; what was stored since the last sync is taken back.
+        """
+        ...

@@ -9,7 +9,12 @@ Durability rests on one rule: **a line exists once its newline is on disk.**
 A session file is created whole (header and first batch, possibly empty,
 written to a temporary file, fsynced, then hard-linked into place), so it
 never appears half-written. Appends write a batch in one call and fsync before
-returning. A crash during an append can leave one torn line at the end; a load
+returning — or, through :meth:`JsonlBackend.write_unsynced`, leave the fsync
+to a later append or :meth:`JsonlBackend.sync` of the session, which makes
+every line before it durable too. A failed append or sync cuts the file back
+to where it was last fsynced: what it held after that point may not be on
+disk, so it is taken back whole and written again by the next append. A crash
+during an append can leave one torn line at the end; a load
 reports it without touching the file (loads open files read-only), and the
 next write cuts it off. Damage anywhere else is reported as corruption.
 
@@ -98,6 +103,8 @@ class JsonlBackend:
         # Entries are only replaced whole while the session's flock is held;
         # single dict operations need no lock of their own.
         self._tails: dict[str, _Tail] = {}
+        self._synced: dict[str, _Tail] = {}
+        """Each session's tail when its file was last fsynced (by this backend)."""
         self._marks: dict[str, _Mark] = {}
         """Where the last :meth:`events_after` of each session ended (any thread may set one)."""
         self._closed = False
@@ -214,6 +221,64 @@ class JsonlBackend:
         with file:
             if batch:
                 self._append(file, batch, encode_lines(batch))
+        return True
+
+    def write_unsynced(
+        self,
+        header: Mapping[str, object],
+        events: Sequence[Mapping[str, object]],
+        *,
+        wait: bool = True,
+    ) -> bool:
+        """Append a batch without fsyncing it; see :meth:`SyncsLater.write_unsynced`.
+
+        A session not stored yet is created, durably, as by :meth:`write`.
+        """
+        if not wait:
+            self._check_open()
+            if not self._swept:
+                return False
+            session_id = validate_session_id(header.get("id"))
+            batch = parse_batch(session_id, events)
+            payload = encode_lines(batch)
+            try:
+                file = SessionFile.open(
+                    self.path(session_id), session_id, writable=True, wait=False
+                )
+            except (FileNotFoundError, BlockingIOError):
+                return False
+        else:
+            session_id, batch = self._writing(header, events)
+            path = self.path(session_id)
+            payload = encode_lines(batch)
+            try:
+                file = SessionFile.open(path, session_id, writable=True)
+            except FileNotFoundError:
+                self._create(path, session_id, header, batch, payload)
+                return True
+        with file:
+            if batch:
+                self._append(file, batch, payload, sync=False)
+        return True
+
+    def sync(self, session_id: str, *, wait: bool = True) -> bool:
+        """fsync the session's file; see :meth:`SyncsLater.sync`."""
+        self._check_open()
+        try:
+            file = SessionFile.open(self.path(session_id), session_id, writable=True, wait=wait)
+        except FileNotFoundError:
+            raise SessionNotFoundError(session_id) from None
+        except BlockingIOError:
+            return False
+        with file:
+            tail = self._tail(file)
+            durable = self._durable(file, tail)
+            try:
+                os.fsync(file.fd)
+            except BaseException:
+                self._take_back(file, durable)
+                raise
+            self._synced[session_id] = tail
         return True
 
     def load(self, session_id: str) -> StoredLog:
@@ -399,6 +464,7 @@ class JsonlBackend:
         with self._open_stored(session_id) as file:
             os.unlink(file.path)
             self._tails.pop(session_id, None)
+            self._synced.pop(session_id, None)
             self._marks.pop(session_id, None)
         _fsync_dir(self._dir)
 
@@ -406,6 +472,7 @@ class JsonlBackend:
         """Forget cached state; later calls raise :class:`BackendClosedError`."""
         self._closed = True
         self._tails.clear()
+        self._synced.clear()
         self._marks.clear()
 
     def _open_for_reading(self, session_id: str) -> SessionFile:
@@ -458,27 +525,44 @@ class JsonlBackend:
         finally:
             _remove_quietly(temp)
         _fsync_dir(self._dir)
-        self._tails[session_id] = _Tail(inode, len(batch), len(data))
+        self._tails[session_id] = self._synced[session_id] = _Tail(inode, len(batch), len(data))
 
-    def _append(self, file: SessionFile, batch: Sequence[EventRecord], payload: bytes) -> None:
+    def _append(
+        self, file: SessionFile, batch: Sequence[EventRecord], payload: bytes, *, sync: bool = True
+    ) -> None:
         session_id = file.session_id
         tail = self._tail(file)
         check_continues(session_id, batch, tail.next_seq)
+        durable = self._durable(file, tail)
         try:
             _write_all(file.fd, payload)
-            os.fsync(file.fd)
+            if sync:
+                os.fsync(file.fd)
         except BaseException:
-            # Whatever reached the file is unacknowledged: take it back so the
-            # log ends on a whole batch, and re-read the tail next time.
-            self._tails.pop(session_id, None)
-            try:
-                os.ftruncate(file.fd, tail.size)
-            except OSError:
-                log.exception("could not undo a failed append to %s", file.path)
+            self._take_back(file, durable)
             raise
-        self._tails[session_id] = _Tail(
-            file.inode, tail.next_seq + len(batch), tail.size + len(payload)
-        )
+        written = _Tail(file.inode, tail.next_seq + len(batch), tail.size + len(payload))
+        self._tails[session_id] = written
+        self._synced[session_id] = written if sync else durable
+
+    def _durable(self, file: SessionFile, tail: _Tail) -> _Tail:
+        """Where ``file`` was last fsynced: what it held before this backend's first
+        unsynced append to it counts as durable (its writer fsynced it)."""
+        durable = self._synced.get(file.session_id)
+        if durable is None or durable.inode != file.inode or durable.size > tail.size:
+            return tail
+        return durable
+
+    def _take_back(self, file: SessionFile, durable: _Tail) -> None:
+        """After a failed append or sync: cut ``file`` back to where it was last
+        fsynced (nothing after it is known to be on disk), so the log ends on a whole
+        batch; the tail is read again next time."""
+        self._tails.pop(file.session_id, None)
+        self._synced.pop(file.session_id, None)
+        try:
+            os.ftruncate(file.fd, durable.size)
+        except OSError:
+            log.exception("could not undo a failed append to %s", file.path)
 
     def _tail(self, file: SessionFile) -> _Tail:
         """The cached tail of ``file`` if still current, else one read from its last line.
