@@ -1,16 +1,39 @@
-"""An MCP server written with the SDK (FastMCP) whose tools ask the person for input, for
-the tests: ``python asking_server.py``.
+"""An MCP server written with the SDK (MCPServer) whose tools ask the person for input, for
+the tests: ``python asking_server.py [--legacy]``.
 
 Tools: ``deploy`` (a form: region, replicas, confirm, api_token; answers with the
 action and what was filled in), ``sign_in`` (a URL to open; answers with the action).
+
+On a current connection (2026-07-28) a tool asks the way that version does: its first
+answer is an ``input_required`` result carrying the question, and the client's retry
+carries the person's answer. With ``--legacy`` it is a 2025-era server (``server/discover``
+unknown, the ``initialize`` handshake alone), whose tools send ``elicitation/create``
+in the middle of the call.
 """
 
 from __future__ import annotations
 
-from mcp.server.fastmcp import Context, FastMCP
+import sys
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.runner import serve_loop
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    METHOD_NOT_FOUND,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+    RequestParams,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-server = FastMCP("asking")
+server = MCPServer("asking")
+
+DEPLOY = "Where should it be deployed?"
+SIGN_IN = ("Sign in to continue", "https://login.example.test/device?code=42", "sign-in-1")
 
 
 class Deployment(BaseModel):
@@ -20,23 +43,74 @@ class Deployment(BaseModel):
     api_token: str
 
 
+def _current(ctx: Context) -> bool:  # type: ignore[type-arg]
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _answer(ctx: Context, key: str) -> Any:  # type: ignore[type-arg]
+    """The client's answer to the question ``key`` of the previous round, if any."""
+    answers = ctx.input_responses or {}
+    return answers.get(key)
+
+
 @server.tool()
-async def deploy(ctx: Context) -> str:  # type: ignore[type-arg]
+async def deploy(ctx: Context) -> str | InputRequiredResult:  # type: ignore[type-arg]
     """Ask where to deploy, then say what was answered."""
-    result = await ctx.elicit("Where should it be deployed?", Deployment)
+    if _current(ctx):
+        answer = _answer(ctx, "deploy")
+        if answer is None:
+            schema = Deployment.model_json_schema()
+            schema.pop("title", None)
+            question = ElicitRequestFormParams(message=DEPLOY, requested_schema=schema)
+            return InputRequiredResult(input_requests={"deploy": ElicitRequest(params=question)})
+        if answer.action == "accept":
+            return f"accept {Deployment.model_validate(answer.content).model_dump_json()}"
+        return str(answer.action)
+    result = await ctx.elicit(DEPLOY, Deployment)
     if result.action == "accept":
         return f"accept {result.data.model_dump_json()}"
     return result.action
 
 
 @server.tool()
-async def sign_in(ctx: Context) -> str:  # type: ignore[type-arg]
+async def sign_in(ctx: Context) -> str | InputRequiredResult:  # type: ignore[type-arg]
     """Send the person to a sign-in page, then say what they answered."""
-    result = await ctx.elicit_url(
-        "Sign in to continue", "https://login.example.test/device?code=42", "sign-in-1"
-    )
+    message, url, elicitation_id = SIGN_IN
+    if _current(ctx):
+        answer = _answer(ctx, "sign_in")
+        if answer is None:
+            question = ElicitRequestURLParams(
+                message=message, url=url, elicitation_id=elicitation_id
+            )
+            return InputRequiredResult(input_requests={"sign_in": ElicitRequest(params=question)})
+        return str(answer.action)
+    result = await ctx.elicit_url(message, url, elicitation_id)
     return result.action
 
 
+async def _no_discover(ctx: object, params: object) -> None:
+    raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
+
+
+async def _handshake_only(
+    read: Any, write: Any, options: Any, raise_exceptions: bool = False
+) -> None:
+    """The low-level server's ``run`` of a 2025-era server: the handshake loop alone."""
+    low = server._lowlevel_server
+    async with low.lifespan(low) as state:
+        await serve_loop(
+            low,
+            read,
+            write,
+            lifespan_state=state,
+            init_options=options,
+            raise_exceptions=raise_exceptions,
+        )
+
+
 if __name__ == "__main__":
+    if "--legacy" in sys.argv:
+        low = server._lowlevel_server
+        low.add_request_handler("server/discover", RequestParams, _no_discover)
+        low.run = _handshake_only  # type: ignore[method-assign]
     server.run("stdio")

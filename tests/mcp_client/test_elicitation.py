@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp.schema import (
     ClientCapabilities,
     CreateElicitationResponse,
@@ -63,20 +64,24 @@ def asked_and_answered(log: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[
     return asked, answered
 
 
-async def session_with_asking_server(server: AcpProcess) -> str:
+async def session_with_asking_server(server: AcpProcess, *args: str) -> str:
+    """A session with the asking server: current (2026-07-28), or ``--legacy`` (2025)."""
     response = await server.conn.new_session(
-        cwd=str(server.home), mcp_servers=[stdio("ask", script=ASKING_SERVER)]
+        cwd=str(server.home), mcp_servers=[stdio("ask", *args, script=ASKING_SERVER)]
     )
     return response.session_id
 
 
-async def test_a_form_reaches_the_editor_and_its_answer_reaches_the_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("generation", [(), ("--legacy",)], ids=["current", "2025"])
+async def test_a_form_reaches_the_editor_and_its_answer_reaches_the_server(
+    tmp_path: Path, generation: tuple[str, ...]
+) -> None:
     filled = {"region": "eu", "replicas": 3, "confirm": True, "api_token": "tok-very-secret"}
     client = Answering({"action": "accept", "content": filled})
     async with serving(
         tmp_path, "--mode", "auto", model="offline", client=client, capabilities=ASKS, unstable=True
     ) as server:
-        sid = await session_with_asking_server(server)
+        sid = await session_with_asking_server(server, *generation)
         assert await server.prompt(sid, call("mcp__ask__deploy")) == "end_turn"
         log = server.log(sid)
     methods, _ = frames_valid_by_the_schema(server)  # the official schema's
@@ -99,12 +104,15 @@ async def test_a_form_reaches_the_editor_and_its_answer_reaches_the_server(tmp_p
     assert answered["content"] == {**filled, "api_token": "***"}  # a secret is not logged
 
 
-async def test_a_url_is_put_to_the_editor_and_accepted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("generation", [(), ("--legacy",)], ids=["current", "2025"])
+async def test_a_url_is_put_to_the_editor_and_accepted(
+    tmp_path: Path, generation: tuple[str, ...]
+) -> None:
     client = Answering({"action": "accept"})
     async with serving(
         tmp_path, "--mode", "auto", model="offline", client=client, capabilities=ASKS, unstable=True
     ) as server:
-        sid = await session_with_asking_server(server)
+        sid = await session_with_asking_server(server, *generation)
         assert await server.prompt(sid, call("mcp__ask__sign_in")) == "end_turn"
         log = server.log(sid)
     methods, _ = frames_valid_by_the_schema(server)
@@ -112,9 +120,11 @@ async def test_a_url_is_put_to_the_editor_and_accepted(tmp_path: Path) -> None:
     ((message, mode),) = client.elicitations
     assert message == "Sign in to continue"
     assert str(mode.url) == "https://login.example.test/device?code=42"
-    assert mode.elicitation_id == "sign-in-1"
-    assert [r[1] for r in results(log)] == ["accept"]
+    # A 2025 server names its URL question; a current one's comes unnamed, and tether names it.
     asked, answered = asked_and_answered(log)
+    named = "sign-in-1" if generation else f"tether-{asked['id']}"
+    assert mode.elicitation_id == named
+    assert [r[1] for r in results(log)] == ["accept"]
     assert asked["mode"] == "url" and asked["url"] == "https://login.example.test/device?code=42"
     assert answered == {"id": asked["id"], "action": "accept"}
 

@@ -79,6 +79,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+WITHDRAW_WAIT = 5.0
+"""How long a cancelled call waits for its withdrawn question's answer to be logged."""
+
 DISCOVER_WAIT = 3.0
 """How long the SDK waits for an answer to ``server/discover`` before it tries
 ``initialize`` (its own default is 10 s). Some 2025-era servers never answer a
@@ -377,11 +380,14 @@ class McpConnection:
         elicit = self._elicit
         assert elicit is not None  # only then is this the callback
         calls = list(self._calls.values())
+        asked = uuid.uuid4().hex[:12]
         fields: tuple[FormField, ...] = ()
         schema: dict[str, Any] = {}
         if isinstance(params, types.ElicitRequestURLParams):
             url: str | None = params.url
-            elicitation_id: str | None = params.elicitation_id
+            # A question in an input_required result (2026-07-28) comes without the
+            # id a 2025 server's elicitation/create carries; tether's own id stands in.
+            elicitation_id: str | None = params.elicitation_id or f"tether-{asked}"
         else:
             url = elicitation_id = None
             schema = dict(params.requested_schema)
@@ -392,7 +398,7 @@ class McpConnection:
                 return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
         signal = CancelSignal()
         elicitation = Elicitation(
-            id=uuid.uuid4().hex[:12],
+            id=asked,
             server=self.name,
             message=params.message,
             mode="form" if url is None else "url",
@@ -408,7 +414,16 @@ class McpConnection:
         try:
             if self._closing:
                 signal.cancel("the server is being stopped")
-            answer = await elicit(elicitation)
+            asking = asyncio.ensure_future(elicit(elicitation))
+            try:
+                answer = await asyncio.shield(asking)
+            except asyncio.CancelledError:
+                # A current server's question is asked inside the call's own task (its
+                # input_required round): the call's cancel withdraws it, and the answer
+                # (cancel) is logged before the call is over.
+                signal.cancel("the call was cancelled")
+                await asyncio.wait({asking}, timeout=WITHDRAW_WAIT)
+                raise
         finally:
             self._asking.discard(signal)
         content: dict[str, str | int | float | bool | list[str] | None] | None = (
