@@ -6,10 +6,12 @@ Usage::
     python scripts/gen_acp_types.py            # write src/tether/acp/wire.py
     python scripts/gen_acp_types.py --check    # exit 1 if the file differs from a fresh run
 
-The schema is ``schemas/acp/schema.unstable.json`` (see ``schemas/acp/SOURCE.md``): the
-protocol as the SDK tether used to import speaks it, unstable methods (``session/resume``,
-``session/close``) included. Only the types reachable from :data:`ROOTS` are generated:
-the messages tether receives, answers and sends.
+The schema is ``schemas/acp/schema.unstable.json`` (see ``schemas/acp/SOURCE.md``): protocol
+version 1 as the official packages ship it, unstable methods (``session/fork``, …) included.
+Only the types reachable from :data:`ROOTS` are generated: the messages tether receives,
+answers and sends. The method tables (``AGENT_METHODS``, ``CLIENT_METHODS``) are read from
+the schema too: each request and notification names its method (``x-method``) and the
+side that handles it (``x-side``).
 
 How the schema maps to msgspec:
 
@@ -45,18 +47,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "schemas" / "acp" / "schema.unstable.json"
-META = ROOT / "schemas" / "acp" / "meta.unstable.json"
+VERSION = 1
+"""The protocol version of :data:`SCHEMA` (the schema files do not state it: the package
+that ships them keeps each version in its own directory, ``schema/v1``)."""
 OUTPUT = ROOT / "src" / "tether" / "acp" / "wire.py"
 
 ROOTS = (
     # What a client sends tether.
     "InitializeRequest",
     "AuthenticateRequest",
+    "LogoutRequest",
     "NewSessionRequest",
     "LoadSessionRequest",
     "ResumeSessionRequest",
     "ForkSessionRequest",
     "CloseSessionRequest",
+    "DeleteSessionRequest",
     "ListSessionsRequest",
     "SetSessionModeRequest",
     "SetSessionConfigOptionRequest",
@@ -66,11 +72,13 @@ ROOTS = (
     # What tether answers.
     "InitializeResponse",
     "AuthenticateResponse",
+    "LogoutResponse",
     "NewSessionResponse",
     "LoadSessionResponse",
     "ResumeSessionResponse",
     "ForkSessionResponse",
     "CloseSessionResponse",
+    "DeleteSessionResponse",
     "ListSessionsResponse",
     "SetSessionModeResponse",
     "SetSessionConfigOptionResponse",
@@ -363,8 +371,8 @@ def kind_of(annotation: str, module: Module) -> str:
     )
 
 
-def render(schema: Schema, meta: Schema) -> str:
-    """The source of ``wire.py`` for ``schema`` and its ``meta``."""
+def render(schema: Schema) -> str:
+    """The source of ``wire.py`` for ``schema``."""
     defs: Mapping[str, Schema] = schema["$defs"]
     names = closure(defs, ROOTS)
     # Two passes: whether a union can be decoded depends on what its members are
@@ -376,7 +384,7 @@ def render(schema: Schema, meta: Schema) -> str:
             generator.define(name)
         known = generator.module
     module = generator.module
-    out = [HEADER.format(version=meta.get("version"))]
+    out = [HEADER.format(version=VERSION)]
     out += [f"{name} = {value}" for name, value in sorted(module.aliases.items())]
     out += ["", "", WIRE_STRUCT]
     for name in sorted(module.structs):
@@ -385,7 +393,7 @@ def render(schema: Schema, meta: Schema) -> str:
         out += ["", "", *module.variants[name]]
     out += ["", ""]
     out += [f"{name} = {value}" for name, value in ordered_unions(module.unions)]
-    out += ["", "", methods_block(meta)]
+    out += ["", "", methods_block(defs)]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -406,11 +414,21 @@ def ordered_unions(unions: Mapping[str, str]) -> list[tuple[str, str]]:
     return [(name, unions[name]) for name in done]
 
 
-def methods_block(meta: Schema) -> str:
+def methods(defs: Mapping[str, Schema], side: str) -> dict[str, str]:
+    """The methods the ``side`` (``agent``, ``client``) handles, by key: the method with
+    its separators as underscores, in snake case (``session/set_mode`` → ``session_set_mode``,
+    ``document/didOpen`` → ``document_did_open``), sorted."""
+    found = {
+        str(d["x-method"]) for d in defs.values() if d.get("x-side") == side and "x-method" in d
+    }
+    return {snake(re.sub(r"[^0-9A-Za-z]+", "_", m).strip("_")): m for m in sorted(found)}
+
+
+def methods_block(defs: Mapping[str, Schema]) -> str:
     lines = []
-    for key, title in (("agentMethods", "AGENT_METHODS"), ("clientMethods", "CLIENT_METHODS")):
+    for side, title in (("agent", "AGENT_METHODS"), ("client", "CLIENT_METHODS")):
         lines.append(f"{title}: dict[str, str] = {{")
-        lines += [f'    "{k}": "{v}",' for k, v in meta[key].items()]
+        lines += [f'    "{k}": "{v}",' for k, v in methods(defs, side).items()]
         lines.append("}")
     return "\n".join(lines)
 
@@ -442,7 +460,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if wire.py is stale")
     args = parser.parse_args()
-    source = render(json.loads(SCHEMA.read_text()), json.loads(META.read_text()))
+    source = render(json.loads(SCHEMA.read_text()))
     if args.check:
         if OUTPUT.read_text() != source:
             print(f"{OUTPUT.relative_to(ROOT)} is stale: run scripts/gen_acp_types.py")

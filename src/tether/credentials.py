@@ -104,6 +104,26 @@ def write_keys(keys: dict[str, str], path: Path | None = None) -> Path:
     return path
 
 
+def forget_key(provider: str, path: Path | None = None) -> bool:
+    """Remove the stored key of ``provider`` (the file goes with its last key);
+    whether there was one.
+
+    Raises:
+        CredentialsError: the file cannot be read or is not a credentials file.
+        OSError: the file cannot be rewritten or removed.
+    """
+    path = path or credentials_path()
+    keys = read_keys(path)
+    if provider not in keys:
+        return False
+    del keys[provider]
+    if keys:
+        write_keys(keys, path)
+    else:
+        path.unlink(missing_ok=True)
+    return True
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()

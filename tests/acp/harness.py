@@ -186,6 +186,21 @@ class AcpProcess:
             lambda f: f in self.frames[seen:] and f.get("id") == frame_id and "method" not in f
         )
 
+    async def ask(self, method: str, params: dict[str, Any], ask_id: str) -> dict[str, Any]:
+        """Send request ``method`` as a raw frame with id ``ask_id`` (for what the SDK's
+        client has no call for, or would change); the server's answer frame. It is
+        noted in :attr:`sent`, so a check of the answers knows what it answers."""
+        frame = {"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params}
+        self.sent.append(frame)
+        return await self.frame_answer(frame, ask_id)
+
+    async def initialize_json(self, capabilities: dict[str, Any]) -> dict[str, Any]:
+        """``initialize`` with ``capabilities`` as JSON (the SDK's models drop what
+        they do not know, such as ``session.notices``); its result."""
+        params = {"protocolVersion": 1, "clientCapabilities": capabilities}
+        result: dict[str, Any] = (await self.ask("initialize", params, "initialize"))["result"]
+        return result
+
     async def frame(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """The first frame from the server that matches ``predicate`` (waiting for it).
 

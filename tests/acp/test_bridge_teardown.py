@@ -15,6 +15,7 @@ import pytest
 
 from tether.acp import bridge as bridge_plugin
 from tether.acp.bridge import ACP, CLOSED, Bridge
+from tether.acp.editor_files import ClientFeatures
 from tether.acp.errors import BridgeClosedError
 from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from tether.agent import AgentsView, UserMessage
@@ -33,6 +34,7 @@ OVERLAY = {
 @dataclass
 class Link:
     updates: list[tuple[str, Any]] = field(default_factory=list)
+    features: ClientFeatures = field(default_factory=ClientFeatures)
 
     def send_update(self, session_id: str, update: Any) -> None:
         self.updates.append((session_id, update))

@@ -89,9 +89,12 @@ class Fenced:
 
 
 @asynccontextmanager
-async def fenced(tmp_path: Path) -> AsyncIterator[Fenced]:
+async def fenced(
+    tmp_path: Path, capabilities: dict[str, object] | None = None
+) -> AsyncIterator[Fenced]:
     """A server paused past its TTL with a prompt in flight, while another host took
-    its session over; once it runs again and its prompt was answered."""
+    its session over; once it runs again and its prompt was answered. The client
+    advertises ``capabilities`` (JSON) when given."""
     schema = postgres.new_schema()
     cluster = {
         "TETHER_DATABASE_URL": postgres.URL,
@@ -101,7 +104,9 @@ async def fenced(tmp_path: Path) -> AsyncIterator[Fenced]:
     }
     db = PostgresBackend(postgres.URL, schema=schema, host_id="taker")
     try:
-        async with serving(tmp_path, env=cluster) as server:
+        async with serving(tmp_path, env=cluster, initialize=capabilities is None) as server:
+            if capabilities is not None:
+                await server.initialize_json(capabilities)
             sid = await server.new_session()
             prompt = server.start_prompt(sid, "hold")
             await server.client.wait_for(server.client.saw_text(sid, "holding"))
@@ -135,6 +140,30 @@ async def test_a_fenced_host_says_once_per_session_that_it_was_taken_over(
             f"tether: session {sid} was taken over by host taker; its agent stops here"
         ]
         assert len(case.db.load(sid).events) == case.stored
+        case.lease.release()
+
+
+async def test_a_client_that_shows_notices_is_told_its_session_was_taken_over(
+    tmp_path: Path,
+) -> None:
+    async with fenced(tmp_path, {"session": {"notices": {}}}) as case:
+        notices = [
+            f["params"]
+            for f in case.server.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "notice"
+        ]
+        assert notices == [
+            {
+                "sessionId": case.sid,
+                "update": {
+                    "sessionUpdate": "notice",
+                    "severity": "error",
+                    "title": "Session taken over",
+                    "description": f"session {case.sid} was taken over by host taker",
+                },
+            }
+        ]
         case.lease.release()
 
 

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from tether.acp.editor_files import ClientFeatures
 from tether.acp.record import SessionRecord
 from tether.acp.replay import replay
 from tether.acp.updates import SessionUpdate
@@ -21,6 +22,7 @@ class _Link:
     def __init__(self) -> None:
         self.sent: list[SessionUpdate] = []
         self.during: Callable[[], Awaitable[None]] | None = None
+        self.features = ClientFeatures()
 
     def send_update(self, session_id: str, update: SessionUpdate) -> None:
         self.sent.append(update)

@@ -14,6 +14,7 @@ from tests.long_logs import Decodes, store_long_session
 from tether.acp import bridge as bridge_plugin
 from tether.acp import record as record_module
 from tether.acp.bridge import ACP, Bridge
+from tether.acp.editor_files import ClientFeatures
 from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from tether.host import Tether
 from tether.session.packed import _RUN
@@ -35,6 +36,7 @@ class Link:
     updates: list[Any] = field(default_factory=list)
     drains: list[tuple[int, int]] = field(default_factory=list)
     """(updates written, events decoded) at each drain."""
+    features: ClientFeatures = field(default_factory=ClientFeatures)
 
     def send_update(self, session_id: str, update: Any) -> None:
         self.updates.append(update)

@@ -86,7 +86,15 @@ async def test_params_are_checked_against_the_wire_type_and_passed_in_snake_case
     await pipe.incoming.put(request(1, "session/new", {"cwd": "/w", "mcpServers": []}))
     assert (await pipe.answer_to(1))["result"] == {"sessionId": "s1"}
     assert agent.calls == [
-        ("new_session", {"cwd": "/w", "mcp_servers": [], "additional_directories": None})
+        (
+            "new_session",
+            {
+                "cwd": "/w",
+                "mcp_servers": [],
+                "additional_directories": None,
+                "system_prompt": None,
+            },
+        )
     ]
 
 
@@ -102,12 +110,12 @@ async def test_params_that_do_not_fit_are_invalid_params_naming_the_field(wired:
 
 async def test_an_unknown_method_is_method_not_found(wired: Any) -> None:
     pipe, _, _ = wired
-    await pipe.incoming.put(request("a", "session/delete", {"sessionId": "s"}))
+    await pipe.incoming.put(request("a", "session/archive", {"sessionId": "s"}))
     error = (await pipe.answer_to("a"))["error"]
     assert error == {
         "code": -32601,
         "message": "Method not found",
-        "data": {"method": "session/delete"},
+        "data": {"method": "session/archive"},
     }
 
 

@@ -82,3 +82,26 @@ async def test_the_sandbox_option_changes_the_next_command_and_survives_a_load(
         assert await again.prompt(sid, "bash touch back") == "end_turn"
 
     assert sorted(p.name for p in ws.iterdir()) == ["back", "before"]
+
+
+async def test_a_client_that_shows_notices_is_told_when_the_sandbox_denies_a_command(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    outside = tmp_path / "outside"
+    async with serving(tmp_path, "--mode", "auto", overlay=REAL_BASH, initialize=False) as server:
+        await server.initialize_json({"session": {"notices": {}}})
+        sid = await server.new_session(ws)
+        assert await server.prompt(sid, f"bash touch {outside}") == "end_turn"
+        notices = [
+            f["params"]["update"]
+            for f in server.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "notice"
+        ]
+        assert len(notices) == 1
+        assert notices[0]["title"] == "The sandbox denied an access"
+        assert notices[0]["description"].startswith("sandbox workspace-write")
+        assert "the command was denied an access" in notices[0]["description"]
+        assert not outside.exists()

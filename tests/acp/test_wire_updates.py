@@ -282,3 +282,119 @@ def test_a_replayed_preview_is_the_live_one_and_a_shortened_diff_says_so() -> No
     ]
     for update in (replayed, *shown, alone):
         assert _as_the_sdk_sends_it(update) == {"sessionId": "wire", "update": update}
+
+
+def _schema_problems(update: SessionUpdate) -> list[str]:
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+
+    schema = Path(__file__).resolve().parents[2] / "schemas" / "acp" / "schema.unstable.json"
+    defs = json.loads(schema.read_text())["$defs"]
+    validator = Draft202012Validator({"$defs": defs, "$ref": "#/$defs/SessionUpdate"})
+    return [error.message for error in validator.iter_errors(update)]
+
+
+def test_a_client_that_takes_notices_and_compactions_gets_them_and_no_such_lines() -> None:
+    events = _every_kind().events
+    live = UpdateMapper(live=True, notices=True, compaction=True)
+    produced = [update for event in events for update in live.updates(event)]
+    notices = [u for u in produced if u["sessionUpdate"] == "notice"]
+    assert notices == [
+        {
+            "sessionUpdate": "notice",
+            "severity": "warning",
+            "title": "Retrying",
+            "description": "[retrying: 529 overloaded, attempt 2]",
+        }
+    ]
+    (compaction,) = [u for u in produced if u["sessionUpdate"] == "compaction_update"]
+    assert compaction == {
+        "sessionUpdate": "compaction_update",
+        "compactionId": f"compaction-{len(events) - 2}",
+        "status": "completed",
+        "summary": [{"type": "text", "text": "summary"}],
+    }
+    texts = "".join(
+        str(u["content"]["text"])  # type: ignore[index]
+        for u in produced
+        if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert "retrying" not in texts and "compacted" not in texts
+    assert [u for u in replay(events, compaction=True) if u in [*notices, compaction]] == [
+        compaction
+    ]
+    for update in produced:
+        assert _schema_problems(update) == []
+    only_notices = UpdateMapper(live=True, notices=True)
+    titles = [
+        u["title"]
+        for e in events
+        for u in only_notices.updates(e)
+        if u["sessionUpdate"] == "notice"
+    ]
+    assert titles == ["Retrying", "Context compacted"]
+
+
+def test_the_chunks_of_a_message_share_its_id_and_a_retry_starts_another() -> None:
+    events = _every_kind().events
+    live = UpdateMapper(live=True)
+    shown = [
+        (str(u["sessionUpdate"]), u.get("messageId"))
+        for e in events
+        for u in live.updates(e)
+        if str(u["sessionUpdate"]).startswith("agent_")
+    ]
+    first = [e.seq for e in events if isinstance(e.payload, AssistantChunk)]
+    (compacted,) = [e.seq for e in events if isinstance(e.payload, ContextCompacted)]
+    assert shown == [
+        ("agent_thought_chunk", f"agent-{first[0]}"),
+        ("agent_message_chunk", f"agent-{first[1]}"),
+        ("agent_message_chunk", f"agent-{first[1] + 1}"),  # the retry's line
+        ("agent_message_chunk", f"agent-{first[2]}"),
+        ("agent_message_chunk", f"agent-{compacted}"),  # the compaction's line
+    ]
+    replayed = [
+        u.get("messageId") for u in replay(events) if u["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert replayed == [f"agent-{first[2]}"]
+
+
+def test_a_sandbox_denial_is_a_notice_to_a_client_that_shows_them() -> None:
+    from tether.shell.sandbox import denial_note, refused_note
+
+    record = "sandbox workspace-write, network off"
+    denied = denial_note(record, "touch: /etc/x: Permission denied")
+    refused = refused_note(record, ("example.com",))
+    assert denied is not None and refused is not None
+    output = f"touch: /etc/x: Permission denied\n[exit code: 1]\n{denied}\n{refused}"
+    mimicked = f"{denied}\n[exit code: 0]"  # the command printed a note's words itself
+    session = Session(SessionHeader(id="wire", created_at=time.time(), cwd="/"))
+    for payload in (
+        TurnStart(turn=1),
+        StepStart(turn=1, step=1),
+        AssistantMessageEvent(
+            content=(
+                ToolCallBlock("c1", "bash", {"command": "touch /etc/x"}),
+                ToolCallBlock("c2", "bash", {"command": "cat notes"}),
+            ),
+            finish="tool-calls",
+        ),
+        ToolCallEvent(id="c1", name="bash", arguments={"command": "touch /etc/x"}),
+        ToolResultEvent(id="c1", name="bash", content=output, is_error=False),
+        ToolCallEvent(id="c2", name="bash", arguments={"command": "cat notes"}),
+        ToolResultEvent(id="c2", name="bash", content=mimicked, is_error=False),
+    ):
+        session.append(payload)
+
+    def notices(mapper: UpdateMapper) -> list[SessionUpdate]:
+        shown = [u for e in session.events for u in mapper.updates(e)]
+        return [u for u in shown if u["sessionUpdate"] == "notice"]
+
+    shown = notices(UpdateMapper(live=True, notices=True))
+    assert [u["description"] for u in shown] == [denied[1:-1], refused[1:-1]]
+    assert {u["title"] for u in shown} == {"The sandbox denied an access"}
+    assert all(_schema_problems(u) == [] for u in shown)
+    assert notices(UpdateMapper(live=True)) == []
+    assert notices(UpdateMapper(live=False, notices=True)) == []

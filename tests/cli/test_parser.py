@@ -18,7 +18,7 @@ COMMAND_LINES = [
     ["config", "init", "--force"],
     ["doctor"],
     ["acp", "--mode", "auto", "--terminal", "client"],
-    ["web", "--port", "8080"],
+    ["web", "--port", "8080", "--acp-grace", "5"],
     ["demo"],
 ]
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from tether.acp.endpoint import AcpEndpoint
+from tether.acp.remote import RemoteConnections
 from tether.host import Overlay, Tether
 from tether.web import hub as web_plugin
 from tether.web.app import build_app
@@ -28,6 +30,8 @@ class Served:
     base: str
     client: httpx.AsyncClient
     """Sends the token as a Bearer header."""
+    connections: RemoteConnections | None = None
+    """The ACP clients of ``/acp``, when it is served."""
 
 
 @asynccontextmanager
@@ -37,13 +41,15 @@ async def served(
     mode: str = "auto",
     permission_timeout: float = 600.0,
     overlays: Sequence[Overlay] = (),
+    acp_grace: float | None = None,
 ) -> AsyncIterator[Served]:
     """Tether (with ``overlays``) and the web plugin, its app served by uvicorn on a
-    loopback port."""
+    loopback port; with ``acp_grace``, ``/acp`` too (as ``tether web`` serves it)."""
     tether = await Tether(data_dir=data_dir, overlays=overlays).start()
     listener = socket.create_server(("127.0.0.1", 0))
     server: uvicorn.Server | None = None
     task: asyncio.Task[None] | None = None
+    connections: RemoteConnections | None = None
     try:
         ctx = tether.runtime.ctx
         await ctx.plugin(
@@ -51,7 +57,12 @@ async def served(
         )
         hub = ctx.get(web_plugin.WEB)
         assert hub is not None
-        app = build_app(ctx, hub, TOKEN, default_model="offline")
+        if acp_grace is not None:
+            connections = RemoteConnections(
+                ctx, mode=mode, permission_timeout=permission_timeout, grace=acp_grace
+            )
+        routes = [] if connections is None else AcpEndpoint(connections).routes()
+        app = build_app(ctx, hub, TOKEN, default_model="offline", more_routes=routes)
         config = uvicorn.Config(
             app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
         )
@@ -64,8 +75,10 @@ async def served(
         base = f"http://127.0.0.1:{port}"
         headers = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=20) as client:
-            yield Served(tether, hub, base, client)
+            yield Served(tether, hub, base, client, connections)
     finally:
+        if connections is not None:
+            await connections.close()  # ends their streams, which the server would wait for
         if server is not None and task is not None:
             server.should_exit = True
             await task

@@ -1,6 +1,8 @@
 """The spend budget on the web page: a `tether web --max-budget-tokens` process on the
-offline model, in Debian's Chromium. The page shows the turn's ``budget`` stop reason
-and the ``budget/exhausted`` receipt, live and when the session is opened again."""
+offline model, in Debian's Chromium (and one with ``--max-cluster-day-tokens``, its
+sessions in PostgreSQL). The page shows the turn's ``budget`` stop reason and the
+``budget/exhausted`` receipt naming the budget, live and when the session is opened
+again."""
 
 from __future__ import annotations
 
@@ -14,28 +16,48 @@ from typing import Any
 
 import pytest
 
+from tests import postgres
 from tests.web.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.web.test_browser import WAIT_MS, Server, _need_chromium, _new_session, _prompt
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+class BudgetServer(Server):
+    def __init__(self, url: str, process: subprocess.Popen[str], budget: str) -> None:
+        super().__init__(url, process)
+        self.budget = budget
+        """The budget the server's sessions run out of (a key of :data:`WHOSE`)."""
+
+
+WHOSE = {"session": "this session's", "cluster": "all hosts' daily"}
+"""How the receipt names each budget the tests run out of."""
+
+
+@pytest.fixture(scope="module", params=sorted(WHOSE))
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BudgetServer]:
     _need_chromium()
     home = tmp_path_factory.mktemp("web-budget-home")
+    env = {**os.environ, "TETHER_MODEL": "offline"}
     # Every request reserves more than 50 tokens (its output alone: 8,192): none fits.
     command = ["web", "--mode", "auto", "--max-budget-tokens", "50"]
+    if request.param == "cluster":
+        schema = postgres.new_schema()
+        request.addfinalizer(lambda: postgres.drop(schema))
+        env |= {"TETHER_DATABASE_URL": postgres.URL, "TETHER_DATABASE_SCHEMA": schema}
+        command[-2] = "--max-cluster-day-tokens"
     process = subprocess.Popen(
         [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "TETHER_MODEL": "offline"},
+        env=env,
     )
     assert process.stdout is not None
     url = process.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.stderr else ""
     try:
-        yield Server(url, process)
+        yield BudgetServer(url, process, request.param)
     finally:
         process.terminate()
         process.communicate(timeout=30)
@@ -60,7 +82,7 @@ def context(server: Server) -> Iterator[Any]:
 
 
 def test_the_page_shows_the_budget_stop_and_its_receipt(
-    context: Any, server: Server, tmp_path: Path
+    context: Any, server: BudgetServer, tmp_path: Path
 ) -> None:
     page = _new_session(context, server, tmp_path)
     _prompt(page, "hello")
@@ -69,7 +91,7 @@ def test_the_page_shows_the_budget_stop_and_its_receipt(
     assert end.inner_text() == "stopped: the spend budget is exhausted"
     receipt = page.locator(".budget-receipt").inner_text()
     assert re.fullmatch(
-        r"budget exhausted: 0 tokens of this session's 50 tokens spent; the next request "
+        rf"budget exhausted: 0 tokens of {WHOSE[server.budget]} 50 tokens spent; the next request "
         r"to offline would reserve [\d,]+ tokens, so it was not sent",
         receipt,
     ), receipt

@@ -13,7 +13,11 @@
 * :mod:`tether.acp.content` — prompt content blocks as a user message;
 * :mod:`tether.acp.permissions` — modes and ``session/request_permission``;
 * :mod:`tether.acp.transport`, :mod:`tether.acp.stdio` — frames on stdio;
-* :mod:`tether.acp.gate` — strict JSON-RPC checks before a frame is dispatched.
+* :mod:`tether.acp.gate` — strict JSON-RPC checks before a frame is dispatched;
+* :mod:`tether.acp.source` — where a server's bridge comes from, launched once;
+* :mod:`tether.acp.remote`, :mod:`tether.acp.endpoint` — ACP over the network
+  (``tether web``'s ``/acp``): connections resumed by frame number, over
+  streamable HTTP and WebSocket.
 
 The ``tether acp`` command itself is :mod:`tether.cli.acp`.
 

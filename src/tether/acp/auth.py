@@ -30,6 +30,11 @@ sessions on the model the key makes usable, and a key signed in again
 replaces the one requests used. A key the provider rejects is only found
 out by a request: the prompt then fails with the provider's message.
 
+``logout`` (advertised as ``agentCapabilities.auth.logout`` with the sign-in
+methods) removes the provider's stored key, as ``tether auth logout`` does,
+and from then on every request that needs the model answers ``-32000``
+until ``authenticate`` succeeds again.
+
 This module imports only what the handshake already has: it runs before the
 ``initialize`` answer.
 """
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tether.credentials import CredentialsError
+from tether.credentials import CredentialsError, forget_key
 from tether.provider_keys import KEYS, choose_model, provider_key, provider_of
 
 __all__ = ["AUTH_REQUIRED", "AuthError", "ModelAuth", "model_auth", "terminal_auth_supported"]
@@ -47,6 +52,8 @@ AUTH_REQUIRED = -32000
 """The JSON-RPC error code ACP gives "authentication required"."""
 
 INVALID_PARAMS = -32602
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
 
 
 class AuthError(Exception):
@@ -122,6 +129,31 @@ class ModelAuth:
             raise AuthError(AUTH_REQUIRED, f"Authentication failed: {problem}")
         self.missing = None
 
+    @property
+    def can_logout(self) -> bool:
+        """Whether there is a sign-in to end: the model's provider needs a key."""
+        return self._provider is not None
+
+    def logout(self) -> None:
+        """``logout``: remove the provider's stored key (as ``tether auth logout``
+        does); every request that needs the model (a new session, a prompt, …) then
+        answers ``-32000`` until ``authenticate`` succeeds again, which finds a key
+        still set in the environment or one stored by a new sign-in.
+
+        Raises:
+            AuthError: ``-32601`` when the model needs no key (logout is not
+                advertised); ``-32603`` when the stored key cannot be removed.
+        """
+        if self._provider is None:
+            raise AuthError(
+                METHOD_NOT_FOUND, "Method not found: logout (this model needs no sign-in)"
+            )
+        try:
+            forget_key(self._provider)
+        except (CredentialsError, OSError) as exc:
+            raise AuthError(INTERNAL_ERROR, f"logout failed: {exc}") from None
+        self.missing = f"signed out: {_signed_out(self._provider)}"
+
     def check_ready(self) -> None:
         """Return if sessions can start.
 
@@ -193,6 +225,13 @@ def _unset(provider: str) -> str:
     return (
         f"{' or '.join(variables)} is not set in tether's environment and no key is stored; "
         "set it (the editor's sign-in for this method does) and start tether again"
+    )
+
+
+def _signed_out(provider: str) -> str:
+    return (
+        f"authenticate again to start sessions (a {KEYS[provider].label} key set in "
+        f"the environment is still used; tether auth login {provider} stores one)"
     )
 
 

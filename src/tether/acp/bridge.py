@@ -114,6 +114,13 @@ class Config(Schema, frozen=True):
     terminal: Literal["local", "client"] = "local"
     """Where foreground ``bash`` commands run: locally, or in the client's terminals
     (when the client advertises ``terminal``; see :mod:`tether.acp.editor_terminal`)."""
+    service: Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_]*$")] = "acp"
+    """The name the bridge is provided under: ``acp`` for ``tether acp``'s one client; a
+    name of its own for each client of a server with many (:mod:`tether.acp.remote`)."""
+    commands: bool = True
+    """Register the editor's slash commands (``/clear``, ``/model``, ``/mode``, ``/cost``,
+    ``/rewind``, ``/diff``) for the bridge's sessions. A command name is registered once
+    per tether, so only one bridge of a process can (``tether acp``'s)."""
 
 
 # -- the bridge ---------------------------------------------------------------------
@@ -207,6 +214,10 @@ class Bridge:
     async def close_session(self, session_id: str) -> None:
         """``session/close``: :meth:`ClientSessions.close`."""
         await self.opened.close(session_id)
+
+    async def delete_session(self, session_id: str) -> None:
+        """``session/delete``: :meth:`ClientSessions.delete`."""
+        await self.opened.delete(session_id)
 
     async def stored_sessions(self, cwd: str | None = None) -> list[SessionSummary]:
         """``session/list``: :meth:`ClientSessions.stored`."""
@@ -391,7 +402,7 @@ async def apply(ctx: Context, config: Config) -> None:
         yield bridge.close
 
     await ctx.effect(lifecycle, label="acp bridge")
-    commands = ctx.get(COMMANDS)
+    commands = ctx.get(COMMANDS) if config.commands else None
     if commands is not None:
         for command in builtin_commands(bridge.record_of, option_changed):
             await commands.register(command)
@@ -399,4 +410,4 @@ async def apply(ctx: Context, config: Config) -> None:
         if workspaces is not None:
             for command in rewind_commands(workspaces, lambda: ctx.get(PERSISTENCE)):
                 await commands.register(command)
-    ctx.provide(ACP, bridge)
+    ctx.provide(ServiceKey[Bridge](config.service), bridge)

@@ -45,6 +45,10 @@ class ClientFeatures(msgspec.Struct, frozen=True):
     read_text_file: bool = False
     write_text_file: bool = False
     terminal: bool = False
+    notices: bool = False
+    """``session.notices``: the client shows ``notice`` updates."""
+    compaction: bool = False
+    """``session.compaction``: the client takes ``compaction_update`` updates."""
 
     @classmethod
     def parse(cls, capabilities: object) -> ClientFeatures:
@@ -55,10 +59,15 @@ class ClientFeatures(msgspec.Struct, frozen=True):
             return cls()
         fs = capabilities.get("fs")
         fs = fs if isinstance(fs, dict) else {}
+        session = capabilities.get("session")
+        session = session if isinstance(session, dict) else {}
         return cls(
             read_text_file=fs.get("readTextFile") is True,
             write_text_file=fs.get("writeTextFile") is True,
             terminal=capabilities.get("terminal") is True,
+            # Supplying {} advertises each; omitted or null does not.
+            notices=isinstance(session.get("notices"), dict),
+            compaction=isinstance(session.get("compaction"), dict),
         )
 
 

@@ -1,7 +1,7 @@
 """The JSON-RPC rules kept between the transport and the dispatcher.
 
 :class:`RpcGate` is the transport the connection (:mod:`tether.acp.rpc`) reads from; it
-wraps a :class:`~tether.acp.transport.FrameTransport` (which has already
+wraps a :class:`~tether.acp.transport.FrameChannel` (which has already
 answered every frame that is not JSON-RPC at all) and settles, before the
 dispatcher sees a frame, what a plain dispatcher would get wrong:
 
@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tether.acp.transport import INVALID_REQUEST, FrameTransport, error_frame, valid_id
+from tether.acp.transport import INVALID_REQUEST, FrameChannel, error_frame, valid_id
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ REQUEST_METHODS = frozenset(
     {
         "initialize",
         "authenticate",
+        "logout",
         "session/new",
         "session/load",
         "session/list",
@@ -55,6 +56,7 @@ REQUEST_METHODS = frozenset(
         "session/fork",
         "session/resume",
         "session/close",
+        "session/delete",
     }
 )
 """Methods the server answers: sent without an ``id`` they cannot be."""
@@ -91,9 +93,9 @@ def _key(frame_id: object) -> tuple[str, object]:
 
 
 class RpcGate:
-    """The connection's transport: :class:`FrameTransport` plus the rules above."""
+    """The connection's transport: a :class:`FrameChannel` plus the rules above."""
 
-    def __init__(self, transport: FrameTransport, cancel_prompt: CancelPrompt) -> None:
+    def __init__(self, transport: FrameChannel, cancel_prompt: CancelPrompt) -> None:
         self._transport = transport
         self._cancel_prompt = cancel_prompt
         self._in_progress: dict[tuple[str, object], str | None] = {}

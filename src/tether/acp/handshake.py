@@ -46,16 +46,26 @@ def initialize_result(
 ) -> dict[str, Any]:
     """The ``initialize`` result for a client that asked for version ``requested``:
     the negotiated protocol version, capabilities, ``auth_methods`` (see
-    :mod:`tether.acp.auth`), agent info (wire names)."""
+    :mod:`tether.acp.auth`), agent info (wire names). ``logout`` is offered with the
+    sign-in methods: there is a sign-in to end only when the model needs a key."""
+    capabilities: dict[str, Any] = {
+        "loadSession": True,
+        "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
+        "sessionCapabilities": {
+            "list": {},
+            "delete": {},
+            "resume": {},
+            "close": {},
+            "fork": {},
+        },
+        # stdio servers are the baseline every agent supports; both HTTP transports work too.
+        "mcpCapabilities": {"http": True, "sse": True},
+    }
+    if auth_methods:
+        capabilities["auth"] = {"logout": {}}
     return {
         "protocolVersion": negotiate(requested),
-        "agentCapabilities": {
-            "loadSession": True,
-            "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {}},
-            # stdio servers are the baseline every agent supports; both HTTP transports work too.
-            "mcpCapabilities": {"http": True, "sse": True},
-        },
+        "agentCapabilities": capabilities,
         "authMethods": [dict(method) for method in auth_methods],
         "agentInfo": {"name": "tether", "title": "tether", "version": __version__},
         "_meta": ADVERTISED,

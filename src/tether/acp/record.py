@@ -26,7 +26,13 @@ from tether.acp.errors import BridgeClosedError, BridgeError, PromptInFlightErro
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, outcome_of
 from tether.acp.replay import replay
-from tether.acp.updates import SessionUpdate, UpdateMapper, plan_update, stored_preview
+from tether.acp.updates import (
+    SessionUpdate,
+    UpdateMapper,
+    notice,
+    plan_update,
+    stored_preview,
+)
 from tether.acp.usage import UsageMeter
 from tether.acp.wire import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from tether.agent import (
@@ -171,6 +177,7 @@ class SessionRecord:
         """Called once with the first prompt's text, to have a model name the session."""
         self.shown = shown_in(agent.ctx.get(TOOLS), agent.id)
         """How the calls of this session's tools are shown."""
+        features = link.features
         self._mapper = UpdateMapper(
             shown=self.shown,
             live=True,
@@ -178,6 +185,8 @@ class SessionRecord:
             meter=self.meter,
             titled=titled,
             cwd=agent.session.header.cwd,
+            notices=features.notices,
+            compaction=features.compaction,
         )
 
     @property
@@ -295,6 +304,7 @@ class SessionRecord:
                     session.header.cwd,
                     stop=stop,
                     shown=self.shown,
+                    compaction=self._link.features.compaction,
                 )
                 for count, update in enumerate(updates, 1):
                     send(session_id, update)
@@ -325,6 +335,12 @@ class SessionRecord:
     def send(self, update: SessionUpdate) -> None:
         """Send one update of this session to the client now."""
         self._link.send_update(self.id, update)
+
+    def notify(self, severity: str, title: str, description: str) -> None:
+        """Send a ``notice`` now if the client shows notices (else nothing: the
+        request that failed says it)."""
+        if self._link.features.notices:
+            self.send(notice(severity, title, description))
 
     def _show(self, event: Event) -> None:
         for update in self._mapper.updates(event):

@@ -31,6 +31,7 @@ def replay(
     *,
     stop: int | None = None,
     shown: Shown | None = None,
+    compaction: bool = False,
 ) -> Iterator[SessionUpdate]:
     """The updates that show ``events`` (a session log, from its start, up to
     seq ``stop``; default: its end) to a client, in order.
@@ -38,8 +39,9 @@ def replay(
     The log is decoded as the updates are taken, a run of events at a time:
     a consumer that sends each update before taking the next holds only one
     run decoded. ``cwd`` is the session's, against which relative paths of
-    locations resolve; ``shown`` is how the session's tools are shown.
+    locations resolve; ``shown`` is how the session's tools are shown;
+    ``compaction``: the client takes ``compaction_update`` updates.
     """
-    mapper = UpdateMapper(live=False, meter=meter, cwd=cwd, shown=shown)
+    mapper = UpdateMapper(live=False, meter=meter, cwd=cwd, shown=shown, compaction=compaction)
     for event in without_abandoned(events, stop):
         yield from mapper.updates(event)

@@ -96,11 +96,13 @@ class Route:
 AGENT_ROUTES: Mapping[str, Route] = {
     wire.AGENT_METHODS["initialize"]: Route(wire.InitializeRequest, "initialize"),
     wire.AGENT_METHODS["authenticate"]: Route(wire.AuthenticateRequest, "authenticate"),
+    wire.AGENT_METHODS["logout"]: Route(wire.LogoutRequest, "logout"),
     wire.AGENT_METHODS["session_new"]: Route(wire.NewSessionRequest, "new_session"),
     wire.AGENT_METHODS["session_load"]: Route(wire.LoadSessionRequest, "load_session"),
     wire.AGENT_METHODS["session_resume"]: Route(wire.ResumeSessionRequest, "resume_session"),
     wire.AGENT_METHODS["session_fork"]: Route(wire.ForkSessionRequest, "fork_session"),
     wire.AGENT_METHODS["session_close"]: Route(wire.CloseSessionRequest, "close_session"),
+    wire.AGENT_METHODS["session_delete"]: Route(wire.DeleteSessionRequest, "delete_session"),
     wire.AGENT_METHODS["session_list"]: Route(wire.ListSessionsRequest, "list_sessions"),
     wire.AGENT_METHODS["session_set_mode"]: Route(wire.SetSessionModeRequest, "set_session_mode"),
     wire.AGENT_METHODS["session_set_config_option"]: Route(

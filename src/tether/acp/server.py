@@ -37,7 +37,7 @@ from tether.acp import wire
 from tether.acp.handshake import initialize_result, valid_protocol_version
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.acp.rpc import AgentConnection, RequestError
-from tether.acp.transport import INVALID_REQUEST, FrameTransport
+from tether.acp.transport import INVALID_REQUEST, FrameChannel
 
 if TYPE_CHECKING:
     from tether.acp.auth import ModelAuth
@@ -90,7 +90,7 @@ class AcpServer:
     def __init__(
         self,
         source: BridgeSource,
-        transport: FrameTransport,
+        transport: FrameChannel,
         *,
         images: bool,
         client_capabilities: object = None,
@@ -249,6 +249,17 @@ class AcpServer:
             ) from None
         return wire.AuthenticateResponse()
 
+    async def logout(self, **_meta: object) -> wire.LogoutResponse:
+        """Remove the model provider's stored key (see :meth:`ModelAuth.logout`): what
+        needs the model then waits for ``authenticate``."""
+        from tether.acp.auth import AuthError
+
+        try:
+            self._auth.logout()
+        except AuthError as exc:
+            raise RequestError(exc.code, str(exc)) from None
+        return wire.LogoutResponse()
+
     async def new_session(
         self,
         cwd: str,
@@ -308,6 +319,16 @@ class AcpServer:
         with _errors():
             await bridge.close_session(session_id)
         return wire.CloseSessionResponse()
+
+    async def delete_session(self, session_id: str, **_meta: object) -> wire.DeleteSessionResponse:
+        """Close the session if it is open here, then delete its stored log: it leaves
+        ``session/list`` and cannot be loaded again."""
+        session_id = _text("sessionId", session_id)
+        self._track_handler()
+        bridge = await self._bridge()
+        with _errors():
+            await bridge.delete_session(session_id)
+        return wire.DeleteSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_meta: object

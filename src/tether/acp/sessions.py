@@ -6,8 +6,9 @@ an agent through ``ctx.agents.create``; ``session/load`` and
 ``session/resume`` resume one through ``ctx.agents.resume`` (with or without
 a replay of its history); ``session/fork`` stores a branch
 (:func:`tether.front.rewind.fork_session`) and resumes it; ``session/close``
-disposes one. Every open runs in a task the session host owns
-(:mod:`tether.front.host`), never in the connection's request handler, and
+disposes one; ``session/delete`` disposes it if open and removes its log.
+Every open runs in a task the session host owns (:mod:`tether.front.host`),
+never in the connection's request handler, and
 publishes its record or disposes its handle (publish-or-dispose). Loads in
 progress are joined, closed and cancelled through :mod:`tether.acp.opening`.
 
@@ -238,6 +239,26 @@ class ClientSessions:
         disposing.add_done_callback(lambda _: self._disposing.pop(session_id, None))
         await asyncio.shield(disposing)
 
+    async def delete(self, session_id: str) -> None:
+        """Delete stored session ``session_id``: closed first when it is open (or being
+        opened) on this connection, then its log is removed from the store.
+
+        Raises:
+            NotStoredError: this tether stores no sessions.
+            SessionNotFoundError: nothing is stored under this id.
+            SessionConflictError: the session is open elsewhere in this process.
+            SessionLeasedError: another process has the session open.
+        """
+        if self._host.get(session_id) is not None or self.opening(session_id):
+            await self.close(session_id)
+        disposing = self._disposing.get(session_id)
+        if disposing is not None:
+            await asyncio.shield(disposing)
+        persistence = self._ctx.get(PERSISTENCE)
+        if persistence is None:
+            raise NotStoredError("this tether stores no sessions: there is nothing to delete")
+        await persistence.delete(session_id)
+
     async def stored(self, cwd: str | None = None) -> list[SessionSummary]:
         """Readable stored sessions (newest activity first), those of ``cwd`` only if given."""
         persistence = self._ctx.get(PERSISTENCE)
@@ -352,6 +373,7 @@ class ClientSessions:
             cause = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
             if taken_over(exc) is not None:
                 # Not a failure to store: the session is another host's now.
+                record.notify("error", "Session taken over", str(cause))
                 raise NotStoredError(str(cause)) from exc
             raise NotStoredError(
                 f"session {session_id}: its events could not be stored: {storage_failure(cause)}"

@@ -40,7 +40,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -101,16 +101,9 @@ class FrameTransport:
             if not line:
                 continue
             try:
-                frame = decode(line)
-            except FrameDecodeError as exc:
-                self.write(error_frame(None, PARSE_ERROR, f"Parse error: {exc}"))
-                continue
-            problem = _frame_problem(frame)
-            if problem is None:
-                assert isinstance(frame, dict)
-                return _without_meta(frame)
-            message = f"Invalid request: {problem}"
-            self.write(error_frame(_usable_id(frame), INVALID_REQUEST, message))
+                return read_frame(line)
+            except FrameRefusedError as exc:
+                self.write(exc.answer)
 
     def unread(self, frame: dict[str, Any]) -> None:
         """Give ``frame`` back: the next :meth:`receive` returns it."""
@@ -222,6 +215,57 @@ class FrameTransport:
 
 class FrameDecodeError(ValueError):
     """A line that is not a JSON value (the message says why)."""
+
+
+class FrameRefusedError(ValueError):
+    """A frame that is not strict JSON-RPC 2.0; ``answer`` is the error frame to send back."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__(answer["error"]["message"])
+        self.answer = answer
+
+
+def read_frame(data: bytes) -> dict[str, Any]:
+    """The JSON-RPC frame in ``data`` (one JSON object), checked as the module docs say.
+
+    Raises:
+        FrameRefusedError: ``-32700`` for what does not decode, ``-32600`` for a
+            value that is not a strict JSON-RPC 2.0 message (with its id when usable).
+    """
+    try:
+        frame = decode(data)
+    except FrameDecodeError as exc:
+        raise FrameRefusedError(error_frame(None, PARSE_ERROR, f"Parse error: {exc}")) from None
+    problem = _frame_problem(frame)
+    if problem is not None:
+        message = f"Invalid request: {problem}"
+        raise FrameRefusedError(error_frame(_usable_id(frame), INVALID_REQUEST, message))
+    assert isinstance(frame, dict)
+    return _without_meta(frame)
+
+
+class FrameChannel(Protocol):
+    """What the protocol server reads frames from and writes them to, whatever carries
+    them: :class:`FrameTransport` on stdio, a network connection
+    (:mod:`tether.acp.remote`)."""
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next well-formed frame, or ``None`` at end of input."""
+        ...
+
+    def write(self, frame: dict[str, Any]) -> None:
+        """Queue ``frame`` after every frame written before it."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait until the frames written are handed on; ``ConnectionError`` if they cannot be."""
+        ...
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write ``message`` and drain; ``ConnectionError`` for a request the peer cannot get."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 def _reject_constant(name: str) -> object:

@@ -7,7 +7,9 @@ so a replayed session shows exactly what was streamed live:
 event                update
 ===================  ==========================================================
 ``assistant/chunk``  ``agent_message_chunk`` (text) or ``agent_thought_chunk``
-                     (reasoning), one per streamed delta
+                     (reasoning), one per streamed delta; the chunks of one
+                     message share a ``messageId``, ``agent-<seq>`` with the
+                     seq of its first chunk (the same live and on a replay)
 ``user/message``     ``user_message_chunk``, one per content block — on replay;
                      live only for input the client did not type itself
                      (notices, plugins), since the client shows its own prompts;
@@ -21,11 +23,24 @@ event                update
 ``tool/result``      ``tool_call_update`` with status ``completed`` or
                      ``failed`` and the output as content (after the diff of
                      a completed edit), then each image it carries as
-                     ``image`` content
-``llm/retry``        live only: an ``agent_message_chunk`` notice on a line of
-                     its own (``[retrying: …, attempt 2/5]``), explaining the
+                     ``image`` content; live, to a client that shows
+                     notices, a ``notice`` (warning) for each note of the
+                     sandbox's that says the command was denied an access
+``llm/retry``        live only: a ``notice`` (warning) when the client shows
+                     notices (``clientCapabilities.session.notices``), else
+                     an ``agent_message_chunk`` on a line of its own
+                     (``[retrying: …, attempt 2/5]``), explaining the
                      repeated text; a replay leaves out the abandoned
                      attempt's chunks instead (:mod:`tether.session.attempts`)
+``context/compacted``  ``compaction_update`` (``completed``, the summary as
+                     text, id ``compaction-<seq>``), live and on a replay,
+                     when the client takes them
+                     (``clientCapabilities.session.compaction``); else live
+                     only, a ``notice`` (info) or an ``agent_message_chunk``
+``budget/exhausted`` the line that says which budget ran out: live, a
+                     ``notice`` (warning) to a client that shows notices,
+                     else an ``agent_message_chunk`` (also on a replay: it
+                     is why the prompt ended ``max_turn_requests``)
 ``tool/previewed``   on a replay only: the ``tool_call_update`` that showed the
                      call's preview live (kind, title, locations, diffs), so
                      a loaded session shows an edit's diff as it was shown; a
@@ -83,6 +98,7 @@ from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
 from tether.session.previews import PreviewLocation, ToolPreviewed, stored_diff
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
+from tether.shell.sandbox import denials_in
 from tether.tools.preview import Diff, Location, ToolPreview
 from tether.tools.preview import ToolKind as PreviewKind
 from tether.tools.progress import ToolProgress
@@ -109,10 +125,22 @@ class UpdateMapper:
     that point) turns usage figures into ``usage_update``. ``cwd`` (the
     session's) makes relative paths of locations absolute. ``shown`` is how
     the session's tools are shown (by default as tools that declare
-    nothing).
+    nothing). ``notices`` and ``compaction`` say the client takes ``notice`` and
+    ``compaction_update`` updates (its ``session`` capabilities).
     """
 
-    __slots__ = ("_cwd", "_kept", "_live", "_meter", "_shown", "_titled", "_turn")
+    __slots__ = (
+        "_compaction",
+        "_cwd",
+        "_kept",
+        "_live",
+        "_message",
+        "_meter",
+        "_notices",
+        "_shown",
+        "_titled",
+        "_turn",
+    )
 
     def __init__(
         self,
@@ -123,8 +151,14 @@ class UpdateMapper:
         titled: bool = False,
         cwd: str | None = None,
         shown: Shown | None = None,
+        notices: bool = False,
+        compaction: bool = False,
     ) -> None:
         self._live = live
+        self._notices = notices
+        self._compaction = compaction
+        self._message: tuple[str, str] | None = None
+        """The update kind and id of the agent message being streamed, if any."""
         self._shown = shown if shown is not None else shown_in(None)
         self._turn = turn
         self._meter = meter
@@ -142,11 +176,23 @@ class UpdateMapper:
         payload = event.payload
         if isinstance(payload, AssistantChunk):
             kind = "agent_message_chunk" if payload.kind == "text" else "agent_thought_chunk"
-            return ({"sessionUpdate": kind, "content": _text(payload.delta)},)
+            if self._message is None or self._message[0] != kind:
+                self._message = (kind, f"agent-{event.seq}")
+            chunk = {"sessionUpdate": kind, "content": _text(payload.delta)}
+            return ({**chunk, "messageId": self._message[1]},)
+        # Anything else between chunks ends the message they were part of.
+        self._message = None
         if isinstance(payload, ToolCallEvent):
             return (self._tool_call(payload),)
         if isinstance(payload, ToolResultEvent):
-            return (self._tool_result(payload),)
+            result = self._tool_result(payload)
+            if not (self._live and self._notices):
+                return (result,)
+            denied = tuple(
+                notice("warning", "The sandbox denied an access", note)
+                for note in denials_in(payload.content)
+            )
+            return (result, *denied)
         if isinstance(payload, UserMessageEvent):
             shown: tuple[SessionUpdate, ...] = ()
             if not (self._live and payload.source == CLIENT_SOURCE):
@@ -165,18 +211,25 @@ class UpdateMapper:
                     info = {"title": title, "updatedAt": iso_time(event.time)}
                     shown += ({"sessionUpdate": "session_info_update", **info},)
             return shown
+        if isinstance(payload, ContextCompacted) and self._compaction:
+            # A timeline entry the client keeps: shown where it happened, in a replay too.
+            return (compaction_update(f"compaction-{event.seq}", payload.summary),)
         if isinstance(payload, RetryEvent | ContextCompacted):
             # Live news of what the loop did; a replay shows the conversation only.
             if not self._live:
                 return ()
-            said = retry_notice if isinstance(payload, RetryEvent) else compaction_notice
-            notice = _text(f"\n{said(event.data)}\n")
-            return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
+            if isinstance(payload, RetryEvent):
+                line, title, severity = retry_notice(event.data), "Retrying", "warning"
+            else:
+                line, title, severity = compaction_notice(event.data), "Context compacted", "info"
+            return (self._notice(event, severity, title, line),)
         if isinstance(payload, BudgetExhausted):
             # The receipt of the request not sent: why the prompt ends max_turn_requests,
             # in a replay too (it is part of how the turn ended).
-            notice = _text(f"\n({payload.describe()})\n")
-            return ({"sessionUpdate": "agent_message_chunk", "content": notice},)
+            said = f"({payload.describe()})"
+            if self._live:
+                return (self._notice(event, "warning", "Budget exhausted", said),)
+            return (agent_line(said, f"agent-{event.seq}"),)
         if isinstance(payload, ToolPreviewed):
             # Live, the bridge showed the preview itself, whole (see record.show_preview).
             return () if self._live else (self._replayed_preview(payload),)
@@ -188,6 +241,12 @@ class UpdateMapper:
         if isinstance(payload, TurnStart):
             self._turn = payload.turn
         return ()
+
+    def _notice(self, event: Event, severity: str, title: str, line: str) -> SessionUpdate:
+        """``line`` as a ``notice`` to a client that shows notices, else as a message."""
+        if self._notices:
+            return notice(severity, title, line)
+        return agent_line(line, f"agent-{event.seq}")
 
     def tool_call_id(self, call_id: str) -> str:
         """The ACP id of call ``call_id`` of the current turn."""
@@ -336,6 +395,39 @@ def plan_update(entries: Sequence[PlanEntry]) -> SessionUpdate:
             for entry in entries
         ],
     }
+
+
+def notice(severity: str, title: str, description: str) -> SessionUpdate:
+    """A ``notice`` update: live news for the person (``info``, ``warning``, ``error``),
+    sent only to a client that advertised ``session.notices``."""
+    return {
+        "sessionUpdate": "notice",
+        "severity": severity,
+        "title": title,
+        "description": description,
+    }
+
+
+def agent_line(text: str, message_id: str) -> SessionUpdate:
+    """``text`` on a line of its own as an agent message of its own."""
+    return {
+        "sessionUpdate": "agent_message_chunk",
+        "content": _text(f"\n{text}\n"),
+        "messageId": message_id,
+    }
+
+
+def compaction_update(compaction_id: str, summary: str) -> SessionUpdate:
+    """A finished compaction, with its summary, for a client that advertised
+    ``session.compaction``."""
+    update: SessionUpdate = {
+        "sessionUpdate": "compaction_update",
+        "compactionId": compaction_id,
+        "status": "completed",
+    }
+    if summary:
+        update["summary"] = [_text(summary)]
+    return update
 
 
 def _preview_fields(preview: ToolPreview) -> dict[str, object]:

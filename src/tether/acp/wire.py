@@ -18,19 +18,24 @@ PROTOCOL_VERSION = 1
 
 AuthMethod = dict[str, object]
 AuthMethodId = str
+CompactionCapabilities = dict[str, object]
+CompactionId = str
+CompactionStatus = str
 EmbeddedResourceResource = dict[str, object]
 ErrorCode = int
 McpServer = dict[str, object]
 McpServerAcpId = str
 MessageId = str
+NoticeCapabilities = dict[str, object]
+NoticeSeverity = str
 PermissionOptionId = str
 PermissionOptionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
 PlanEntryPriority = Literal["high", "medium", "low"]
 PlanEntryStatus = Literal["pending", "in_progress", "completed"]
 PlanId = str
-PositionEncodingKind = Literal["utf-16", "utf-32", "utf-8"]
 ProtocolVersion = int
 Role = Literal["assistant", "user"]
+SessionArchiveFilter = str
 SessionConfigGroupId = str
 SessionConfigId = str
 SessionConfigOptionCategory = str
@@ -38,9 +43,10 @@ SessionConfigSelectOptions = list[object]
 SessionConfigValueId = str
 SessionId = str
 SessionModeId = str
+StateUpdate = dict[str, object]
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+SystemPromptMode = str
 TerminalId = str
-TextDocumentSyncKind = Literal["full", "incremental"]
 ToolCallId = str
 ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
@@ -55,6 +61,7 @@ class AgentAuthCapabilities(WireStruct):
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     logout: LogoutCapabilities | None = None
+    status: AuthStatusCapabilities | None = None
 
 
 class AgentCapabilities(WireStruct):
@@ -64,8 +71,6 @@ class AgentCapabilities(WireStruct):
     auth: AgentAuthCapabilities | None = None
     load_session: bool | None = msgspec.field(default=None, name="loadSession")
     mcp_capabilities: McpCapabilities | None = msgspec.field(default=None, name="mcpCapabilities")
-    nes: NesCapabilities | None = None
-    position_encoding: PositionEncodingKind | None = msgspec.field(default=None, name="positionEncoding")
     prompt_capabilities: PromptCapabilities | None = msgspec.field(default=None, name="promptCapabilities")
     providers: ProvidersCapabilities | None = None
     session_capabilities: SessionCapabilities | None = msgspec.field(default=None, name="sessionCapabilities")
@@ -90,44 +95,23 @@ class AudioContent(WireStruct):
 
 
 class AuthCapabilities(WireStruct):
-    """**UNSTABLE**"""
+    """Authentication capabilities supported by the client."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     terminal: bool | None = None
 
 
-class AuthEnvVar(WireStruct):
-    """**UNSTABLE**"""
-
-    name: str
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    label: str | None = None
-    optional: bool | None = None
-    secret: bool | None = None
-
-
 class AuthMethodAgent(WireStruct):
-    """Agent handles authentication itself."""
+    """Agent handles authentication itself through `authenticate`."""
 
     id: AuthMethodId
     name: str
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     description: str | None = None
-
-
-class AuthMethodEnvVar(WireStruct):
-    """**UNSTABLE**"""
-
-    id: AuthMethodId
-    name: str
-    vars: list[AuthEnvVar]
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    description: str | None = None
-    link: str | None = None
 
 
 class AuthMethodTerminal(WireStruct):
-    """**UNSTABLE**"""
+    """Terminal-based authentication method."""
 
     id: AuthMethodId
     name: str
@@ -135,6 +119,12 @@ class AuthMethodTerminal(WireStruct):
     args: list[str] | None = None
     description: str | None = None
     env: dict[str, object] | None = None
+
+
+class AuthStatusCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
 class AuthenticateRequest(WireStruct):
@@ -202,27 +192,19 @@ class ClientCapabilities(WireStruct):
     auth: AuthCapabilities | None = None
     elicitation: ElicitationCapabilities | None = None
     fs: FileSystemCapabilities | None = None
-    nes: ClientNesCapabilities | None = None
     plan: PlanCapabilities | None = None
-    position_encodings: list[PositionEncodingKind] | None = msgspec.field(default=None, name="positionEncodings")
     session: ClientSessionCapabilities | None = None
+    subagents: SubagentCapabilities | None = None
     terminal: bool | None = None
-
-
-class ClientNesCapabilities(WireStruct):
-    """NES capabilities advertised by the client during initialization."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    jump: NesJumpCapabilities | None = None
-    rename: NesRenameCapabilities | None = None
-    search_and_replace: NesSearchAndReplaceCapabilities | None = msgspec.field(default=None, name="searchAndReplace")
 
 
 class ClientSessionCapabilities(WireStruct):
     """Session-related capabilities supported by the client."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    compaction: CompactionCapabilities | None = None
     config_options: SessionConfigOptionsCapabilities | None = msgspec.field(default=None, name="configOptions")
+    notices: NoticeCapabilities | None = None
 
 
 class CloseSessionRequest(WireStruct):
@@ -236,6 +218,24 @@ class CloseSessionResponse(WireStruct):
     """Response from closing a session."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class CompactionSummaryChunk(WireStruct):
+    """A content block appended to a compaction's summary. A first-seen ID creates an in-progress compaction. Chunks append in receive order. Agents MUST only send this update when the Client advertised the `session.compaction` Client capability."""
+
+    compaction_id: CompactionId = msgspec.field(name="compactionId")
+    content: ContentBlock
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class CompactionUpdate(WireStruct):
+    """A context compaction upsert. The first notification fixes the compaction's timeline position. Later updates with the same ID patch that entity in place. Agents MUST only send this update when the Client advertised the `session.compaction` Client capability."""
+
+    compaction_id: CompactionId = msgspec.field(name="compactionId")
+    status: CompactionStatus
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    error: str | None = None
+    summary: list[ContentBlock] | None = None
 
 
 class ConfigOptionUpdate(WireStruct):
@@ -294,6 +294,19 @@ class CurrentModeUpdate(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class DeleteSessionRequest(WireStruct):
+    """Request parameters for deleting an existing session from `session/list`."""
+
+    session_id: SessionId = msgspec.field(name="sessionId")
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class DeleteSessionResponse(WireStruct):
+    """Response from deleting a session."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
 class Diff(WireStruct):
     """A diff representing file modifications."""
 
@@ -304,7 +317,7 @@ class Diff(WireStruct):
 
 
 class ElicitationCapabilities(WireStruct):
-    """**UNSTABLE**"""
+    """Elicitation capabilities supported by the client."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     form: ElicitationFormCapabilities | None = None
@@ -312,13 +325,13 @@ class ElicitationCapabilities(WireStruct):
 
 
 class ElicitationFormCapabilities(WireStruct):
-    """**UNSTABLE**"""
+    """Form-based elicitation capabilities."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
 class ElicitationUrlCapabilities(WireStruct):
-    """**UNSTABLE**"""
+    """URL-based elicitation capabilities."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
@@ -347,6 +360,12 @@ class Error(WireStruct):
     data: object = None
 
 
+class ErrorStopReason(WireStruct):
+    """**UNSTABLE**"""
+
+    error: Error | None = None
+
+
 class FileSystemCapabilities(WireStruct):
     """File system capabilities that a client may support."""
 
@@ -363,6 +382,7 @@ class ForkSessionRequest(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     additional_directories: list[str] | None = msgspec.field(default=None, name="additionalDirectories")
     mcp_servers: list[McpServer] | None = msgspec.field(default=None, name="mcpServers")
+    system_prompt: SystemPrompt | None = msgspec.field(default=None, name="systemPrompt")
 
 
 class ForkSessionResponse(WireStruct):
@@ -380,6 +400,15 @@ class HttpHeader(WireStruct):
     name: str
     value: str
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class IdleStateUpdate(WireStruct):
+    """The child is ready to process another prompt."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    error: Error | None = None
+    stop_reason: str | None = msgspec.field(default=None, name="stopReason")
+    usage: Usage | None = None
 
 
 class ImageContent(WireStruct):
@@ -438,6 +467,7 @@ class ListSessionsRequest(WireStruct):
     """Request parameters for listing existing sessions."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    archived: SessionArchiveFilter | None = None
     cursor: str | None = None
     cwd: str | None = None
 
@@ -458,6 +488,7 @@ class LoadSessionRequest(WireStruct):
     session_id: SessionId = msgspec.field(name="sessionId")
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     additional_directories: list[str] | None = msgspec.field(default=None, name="additionalDirectories")
+    system_prompt: SystemPrompt | None = msgspec.field(default=None, name="systemPrompt")
 
 
 class LoadSessionResponse(WireStruct):
@@ -470,6 +501,18 @@ class LoadSessionResponse(WireStruct):
 
 class LogoutCapabilities(WireStruct):
     """Logout capabilities supported by the agent."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class LogoutRequest(WireStruct):
+    """Request parameters for the logout method."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class LogoutResponse(WireStruct):
+    """Response to the `logout` method."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
@@ -519,132 +562,6 @@ class McpServerStdio(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
-class NesCapabilities(WireStruct):
-    """NES capabilities advertised by the agent during initialization."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    context: NesContextCapabilities | None = None
-    events: NesEventCapabilities | None = None
-
-
-class NesContextCapabilities(WireStruct):
-    """Context capabilities the agent wants attached to each suggestion request."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    diagnostics: NesDiagnosticsCapabilities | None = None
-    edit_history: NesEditHistoryCapabilities | None = msgspec.field(default=None, name="editHistory")
-    open_files: NesOpenFilesCapabilities | None = msgspec.field(default=None, name="openFiles")
-    recent_files: NesRecentFilesCapabilities | None = msgspec.field(default=None, name="recentFiles")
-    related_snippets: NesRelatedSnippetsCapabilities | None = msgspec.field(default=None, name="relatedSnippets")
-    user_actions: NesUserActionsCapabilities | None = msgspec.field(default=None, name="userActions")
-
-
-class NesDiagnosticsCapabilities(WireStruct):
-    """Capabilities for diagnostics context."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesDocumentDidChangeCapabilities(WireStruct):
-    """Capabilities for `document/didChange` events."""
-
-    sync_kind: TextDocumentSyncKind = msgspec.field(name="syncKind")
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesDocumentDidCloseCapabilities(WireStruct):
-    """Marker for `document/didClose` capability support."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesDocumentDidFocusCapabilities(WireStruct):
-    """Marker for `document/didFocus` capability support."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesDocumentDidOpenCapabilities(WireStruct):
-    """Marker for `document/didOpen` capability support."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesDocumentDidSaveCapabilities(WireStruct):
-    """Marker for `document/didSave` capability support."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesDocumentEventCapabilities(WireStruct):
-    """Document event capabilities the agent wants to receive."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    did_change: NesDocumentDidChangeCapabilities | None = msgspec.field(default=None, name="didChange")
-    did_close: NesDocumentDidCloseCapabilities | None = msgspec.field(default=None, name="didClose")
-    did_focus: NesDocumentDidFocusCapabilities | None = msgspec.field(default=None, name="didFocus")
-    did_open: NesDocumentDidOpenCapabilities | None = msgspec.field(default=None, name="didOpen")
-    did_save: NesDocumentDidSaveCapabilities | None = msgspec.field(default=None, name="didSave")
-
-
-class NesEditHistoryCapabilities(WireStruct):
-    """Capabilities for edit history context."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    max_count: int | None = msgspec.field(default=None, name="maxCount")
-
-
-class NesEventCapabilities(WireStruct):
-    """Event capabilities the agent can consume."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    document: NesDocumentEventCapabilities | None = None
-
-
-class NesJumpCapabilities(WireStruct):
-    """Marker for jump suggestion support."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesOpenFilesCapabilities(WireStruct):
-    """Capabilities for open files context."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesRecentFilesCapabilities(WireStruct):
-    """Capabilities for recent files context."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    max_count: int | None = msgspec.field(default=None, name="maxCount")
-
-
-class NesRelatedSnippetsCapabilities(WireStruct):
-    """Capabilities for related snippets context."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesRenameCapabilities(WireStruct):
-    """Marker for rename suggestion support."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesSearchAndReplaceCapabilities(WireStruct):
-    """Marker for search and replace suggestion support."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-
-
-class NesUserActionsCapabilities(WireStruct):
-    """Capabilities for user actions context."""
-
-    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
-    max_count: int | None = msgspec.field(default=None, name="maxCount")
-
-
 class NewSessionRequest(WireStruct):
     """Request parameters for creating a new session."""
 
@@ -652,6 +569,7 @@ class NewSessionRequest(WireStruct):
     mcp_servers: list[McpServer] = msgspec.field(name="mcpServers")
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     additional_directories: list[str] | None = msgspec.field(default=None, name="additionalDirectories")
+    system_prompt: SystemPrompt | None = msgspec.field(default=None, name="systemPrompt")
 
 
 class NewSessionResponse(WireStruct):
@@ -661,6 +579,15 @@ class NewSessionResponse(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     config_options: list[SessionConfigOption] | None = msgspec.field(default=None, name="configOptions")
     modes: SessionModeState | None = None
+
+
+class Notice(WireStruct):
+    """Fire-and-forget information for the user."""
+
+    severity: NoticeSeverity
+    title: str
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    description: str | None = None
 
 
 class PermissionOption(WireStruct):
@@ -810,6 +737,12 @@ class RequestPermissionResponse(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class RequiresActionStateUpdate(WireStruct):
+    """Foreground work is blocked on user action."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
 class ResourceLink(WireStruct):
     """A resource that the server is capable of reading, included in a prompt or tool call result."""
 
@@ -831,6 +764,7 @@ class ResumeSessionRequest(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     additional_directories: list[str] | None = msgspec.field(default=None, name="additionalDirectories")
     mcp_servers: list[McpServer] | None = msgspec.field(default=None, name="mcpServers")
+    system_prompt: SystemPrompt | None = msgspec.field(default=None, name="systemPrompt")
 
 
 class ResumeSessionResponse(WireStruct):
@@ -839,6 +773,12 @@ class ResumeSessionResponse(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     config_options: list[SessionConfigOption] | None = msgspec.field(default=None, name="configOptions")
     modes: SessionModeState | None = None
+
+
+class RunningStateUpdate(WireStruct):
+    """Foreground work is in progress."""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
 class SelectedPermissionOutcome(WireStruct):
@@ -854,16 +794,32 @@ class SessionAdditionalDirectoriesCapabilities(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class SessionArchiveCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class SessionCancelCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
 class SessionCapabilities(WireStruct):
     """Session capabilities supported by the agent."""
 
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     additional_directories: SessionAdditionalDirectoriesCapabilities | None = msgspec.field(default=None, name="additionalDirectories")
+    archive: SessionArchiveCapabilities | None = None
     close: SessionCloseCapabilities | None = None
     delete: SessionDeleteCapabilities | None = None
     fork: SessionForkCapabilities | None = None
     list: SessionListCapabilities | None = None
     resume: SessionResumeCapabilities | None = None
+    status: SessionStatusCapabilities | None = None
+    system_prompt: SessionSystemPromptCapabilities | None = msgspec.field(default=None, name="systemPrompt")
+    title: SessionTitleCapabilities | None = None
 
 
 class SessionCloseCapabilities(WireStruct):
@@ -942,6 +898,7 @@ class SessionInfo(WireStruct):
     session_id: SessionId = msgspec.field(name="sessionId")
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
     additional_directories: list[str] | None = msgspec.field(default=None, name="additionalDirectories")
+    archived: bool | None = None
     title: str | None = None
     updated_at: str | None = msgspec.field(default=None, name="updatedAt")
 
@@ -957,6 +914,26 @@ class SessionInfoUpdate(WireStruct):
 class SessionListCapabilities(WireStruct):
     """Capabilities for the `session/list` method."""
 
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class SessionMessage(WireStruct):
+    """**UNSTABLE**"""
+
+    message_id: MessageId = msgspec.field(name="messageId")
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    content: list[ContentBlock] | None = None
+    recipient_message_id: MessageId | None = msgspec.field(default=None, name="recipientMessageId")
+    recipient_session_id: SessionId | None = msgspec.field(default=None, name="recipientSessionId")
+    sender_message_id: MessageId | None = msgspec.field(default=None, name="senderMessageId")
+    sender_session_id: SessionId | None = msgspec.field(default=None, name="senderSessionId")
+
+
+class SessionMessageChunk(WireStruct):
+    """**UNSTABLE**"""
+
+    content: ContentBlock
+    message_id: MessageId = msgspec.field(name="messageId")
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
@@ -991,6 +968,38 @@ class SessionResumeCapabilities(WireStruct):
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
+class SessionStatusCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class SessionSystemPromptCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    mode: SessionSystemPromptModeCapabilities | None = None
+
+
+class SessionSystemPromptModeCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    override: SessionSystemPromptOverrideCapabilities | None = None
+
+
+class SessionSystemPromptOverrideCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class SessionTitleCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
 class SetSessionConfigOptionRequest(WireStruct):
     """Request parameters for setting a session configuration option."""
 
@@ -1019,6 +1028,40 @@ class SetSessionModeRequest(WireStruct):
 class SetSessionModeResponse(WireStruct):
     """Response to `session/set_mode` method."""
 
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class SubagentCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class SubagentSessionCapabilities(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    cancel: SessionCancelCapabilities | None = None
+
+
+class SubagentUpdate(WireStruct):
+    """**UNSTABLE**"""
+
+    session_id: SessionId = msgspec.field(name="sessionId")
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+    additional_directories: list[str] | None = msgspec.field(default=None, name="additionalDirectories")
+    capabilities: SubagentSessionCapabilities | None = None
+    cwd: str | None = None
+    description: str | None = None
+    state: StateUpdate | None = None
+    title: str | None = None
+
+
+class SystemPrompt(WireStruct):
+    """**UNSTABLE**"""
+
+    content: list[ContentBlock]
+    mode: SystemPromptMode
     field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
@@ -1080,6 +1123,7 @@ class ToolCall(WireStruct):
     content: list[ToolCallContent] | None = None
     kind: ToolKind | None = None
     locations: list[ToolCallLocation] | None = None
+    name: str | None = None
     raw_input: object = msgspec.field(default=None, name="rawInput")
     raw_output: object = msgspec.field(default=None, name="rawOutput")
     status: ToolCallStatus | None = None
@@ -1101,10 +1145,17 @@ class ToolCallUpdate(WireStruct):
     content: list[ToolCallContent] | None = None
     kind: ToolKind | None = None
     locations: list[ToolCallLocation] | None = None
+    name: str | None = None
     raw_input: object = msgspec.field(default=None, name="rawInput")
     raw_output: object = msgspec.field(default=None, name="rawOutput")
     status: ToolCallStatus | None = None
     title: str | None = None
+
+
+class UnknownStateUpdate(WireStruct):
+    """**UNSTABLE**"""
+
+    field_meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
 class UnstructuredCommandInput(WireStruct):
@@ -1186,6 +1237,14 @@ class CancelledRequestPermissionOutcome(WireStruct, tag_field="outcome", tag="ca
     """The prompt turn was cancelled before the user responded."""
 
 
+class CompactionSummaryChunkSessionUpdate(CompactionSummaryChunk, tag_field="sessionUpdate", tag="compaction_summary_chunk"):
+    """A content block appended to a context compaction's retained summary."""
+
+
+class CompactionUpdateSessionUpdate(CompactionUpdate, tag_field="sessionUpdate", tag="compaction_update"):
+    """A context compaction has been created or updated."""
+
+
 class ConfigOptionUpdateSessionUpdate(ConfigOptionUpdate, tag_field="sessionUpdate", tag="config_option_update"):
     """Session configuration options have been updated."""
 
@@ -1218,12 +1277,16 @@ class MarkdownPlanUpdateContent(PlanMarkdown, tag_field="type", tag="markdown"):
     """Raw markdown content for the plan."""
 
 
+class NoticeSessionUpdate(Notice, tag_field="sessionUpdate", tag="notice"):
+    """Information for the user that is not part of session history."""
+
+
 class PlanRemovedSessionUpdate(PlanRemoved, tag_field="sessionUpdate", tag="plan_removed"):
     """**UNSTABLE**"""
 
 
 class PlanSessionUpdate(Plan, tag_field="sessionUpdate", tag="plan"):
-    """The agent's execution plan for complex tasks. See protocol docs: [Agent Plan](https://agentclientprotocol.com/protocol/agent-plan)"""
+    """The agent's execution plan for complex tasks. See protocol docs: [Agent Plan](https://agentclientprotocol.com/protocol/v1/draft/agent-plan)"""
 
 
 class PlanUpdateSessionUpdate(PlanUpdate, tag_field="sessionUpdate", tag="plan_update"):
@@ -1244,6 +1307,18 @@ class SelectedRequestPermissionOutcome(SelectedPermissionOutcome, tag_field="out
 
 class SessionInfoUpdateSessionUpdate(SessionInfoUpdate, tag_field="sessionUpdate", tag="session_info_update"):
     """Session metadata has been updated (title, timestamps, custom metadata)"""
+
+
+class SessionMessageChunkSessionUpdate(SessionMessageChunk, tag_field="sessionUpdate", tag="session_message_chunk"):
+    """**UNSTABLE**"""
+
+
+class SessionMessageSessionUpdate(SessionMessage, tag_field="sessionUpdate", tag="session_message"):
+    """**UNSTABLE**"""
+
+
+class SubagentUpdateSessionUpdate(SubagentUpdate, tag_field="sessionUpdate", tag="subagent_update"):
+    """**UNSTABLE**"""
 
 
 class TerminalToolCallContent(Terminal, tag_field="type", tag="terminal"):
@@ -1275,53 +1350,47 @@ ContentBlock = TextContentBlock | ImageContentBlock | AudioContentBlock | Resour
 PlanUpdateContent = ItemsPlanUpdateContent | FilePlanUpdateContent | MarkdownPlanUpdateContent
 RequestId = int | str | None
 RequestPermissionOutcome = CancelledRequestPermissionOutcome | SelectedRequestPermissionOutcome
-SessionUpdate = UserMessageChunkSessionUpdate | AgentMessageChunkSessionUpdate | AgentThoughtChunkSessionUpdate | ToolCallSessionUpdate | ToolCallUpdateSessionUpdate | PlanSessionUpdate | PlanUpdateSessionUpdate | PlanRemovedSessionUpdate | AvailableCommandsUpdateSessionUpdate | CurrentModeUpdateSessionUpdate | ConfigOptionUpdateSessionUpdate | SessionInfoUpdateSessionUpdate | UsageUpdateSessionUpdate
+SessionUpdate = UserMessageChunkSessionUpdate | AgentMessageChunkSessionUpdate | AgentThoughtChunkSessionUpdate | ToolCallSessionUpdate | ToolCallUpdateSessionUpdate | PlanSessionUpdate | PlanUpdateSessionUpdate | PlanRemovedSessionUpdate | AvailableCommandsUpdateSessionUpdate | CurrentModeUpdateSessionUpdate | ConfigOptionUpdateSessionUpdate | SessionInfoUpdateSessionUpdate | UsageUpdateSessionUpdate | NoticeSessionUpdate | CompactionUpdateSessionUpdate | CompactionSummaryChunkSessionUpdate | SubagentUpdateSessionUpdate | SessionMessageSessionUpdate | SessionMessageChunkSessionUpdate
 ToolCallContent = ContentToolCallContent | DiffToolCallContent | TerminalToolCallContent
 
 
 AGENT_METHODS: dict[str, str] = {
-    "initialize": "initialize",
+    "auth_status": "auth/status",
     "authenticate": "authenticate",
+    "initialize": "initialize",
+    "logout": "logout",
+    "mcp_message": "mcp/message",
+    "providers_disable": "providers/disable",
     "providers_list": "providers/list",
     "providers_set": "providers/set",
-    "providers_disable": "providers/disable",
-    "session_new": "session/new",
-    "session_load": "session/load",
-    "session_set_mode": "session/set_mode",
-    "session_set_config_option": "session/set_config_option",
-    "session_prompt": "session/prompt",
+    "session_archive": "session/archive",
     "session_cancel": "session/cancel",
-    "mcp_message": "mcp/message",
-    "session_list": "session/list",
+    "session_close": "session/close",
     "session_delete": "session/delete",
     "session_fork": "session/fork",
+    "session_list": "session/list",
+    "session_load": "session/load",
+    "session_new": "session/new",
+    "session_prompt": "session/prompt",
     "session_resume": "session/resume",
-    "session_close": "session/close",
-    "logout": "logout",
-    "nes_start": "nes/start",
-    "nes_suggest": "nes/suggest",
-    "nes_accept": "nes/accept",
-    "nes_reject": "nes/reject",
-    "nes_close": "nes/close",
-    "document_did_open": "document/didOpen",
-    "document_did_change": "document/didChange",
-    "document_did_close": "document/didClose",
-    "document_did_save": "document/didSave",
-    "document_did_focus": "document/didFocus",
+    "session_set_config_option": "session/set_config_option",
+    "session_set_mode": "session/set_mode",
+    "session_set_title": "session/set_title",
+    "session_status": "session/status",
+    "session_unarchive": "session/unarchive",
 }
 CLIENT_METHODS: dict[str, str] = {
+    "auth_status_update": "auth/status_update",
+    "elicitation_complete": "elicitation/complete",
+    "elicitation_create": "elicitation/create",
+    "fs_read_text_file": "fs/read_text_file",
+    "fs_write_text_file": "fs/write_text_file",
+    "mcp_message": "mcp/message",
     "session_request_permission": "session/request_permission",
     "session_update": "session/update",
-    "fs_write_text_file": "fs/write_text_file",
-    "fs_read_text_file": "fs/read_text_file",
     "terminal_create": "terminal/create",
+    "terminal_kill": "terminal/kill",
     "terminal_output": "terminal/output",
     "terminal_release": "terminal/release",
     "terminal_wait_for_exit": "terminal/wait_for_exit",
-    "terminal_kill": "terminal/kill",
-    "mcp_connect": "mcp/connect",
-    "mcp_message": "mcp/message",
-    "mcp_disconnect": "mcp/disconnect",
-    "elicitation_create": "elicitation/create",
-    "elicitation_complete": "elicitation/complete",
 }

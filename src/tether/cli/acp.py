@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from tether.acp.auth import ModelAuth, model_auth
 from tether.acp.handshake import early_initialize
+from tether.acp.source import LaunchedBridge
 from tether.acp.stdio import claim_stdio
 from tether.acp.transport import FrameTransport
 from tether.cli.ending import TERMINATING
@@ -49,36 +50,13 @@ ANSWER_GRACE = 1.0
 """Seconds the shutdown waits for requests in progress to be answered."""
 
 
-class Boot:
+class Boot(LaunchedBridge["Tether"]):
     """Boots tether and mounts the bridge, once, on first demand (a :class:`BridgeSource`)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__("tether-boot")
         self._args = args
-        self._task: asyncio.Task[tuple[Tether, Bridge]] | None = None
-        self._started = asyncio.Event()
         self._switching = asyncio.Lock()
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._boot(), name="tether-boot")
-            self._started.set()
-
-    @property
-    def failed(self) -> bool:
-        """True when a boot was attempted and did not bring the bridge up."""
-        task = self._task
-        return task is not None and task.done() and self.ready() is None
-
-    def ready(self) -> Bridge | None:
-        task = self._task
-        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
-            return None
-        return task.result()[1]
-
-    async def get(self) -> Bridge:
-        self.start()
-        assert self._task is not None
-        return (await asyncio.shield(self._task))[1]
 
     async def signed_in(self) -> None:
         """A key was signed in: once tether is up, it uses the key, and new sessions the
@@ -112,32 +90,10 @@ class Boot:
         if self._task.cancelled() or not isinstance(self._task.exception(), StartRefusedError):
             await asyncio.get_running_loop().create_future()
 
-    async def bridge_closed(self) -> None:
-        """Return when the bridge has been torn down (never, if it never comes up)."""
-        await self._started.wait()
-        assert self._task is not None
-        await asyncio.wait({self._task})
-        bridge = self.ready()
-        if bridge is None:
-            await asyncio.get_running_loop().create_future()
-        else:
-            await bridge.closed.wait()
+    async def _stop(self, owner: Tether) -> None:
+        await owner.stop()
 
-    async def shutdown(self) -> None:
-        """Close the bridge (its one teardown), then stop tether; waits for a boot in progress."""
-        task = self._task
-        if task is None:
-            return
-        await asyncio.wait({task})
-        if task.cancelled() or task.exception() is not None:
-            return
-        tether, bridge = task.result()
-        try:
-            await bridge.close()
-        finally:
-            await tether.stop()
-
-    async def _boot(self) -> tuple[Tether, Bridge]:
+    async def _launch(self) -> tuple[Tether, Bridge]:
         from tether.acp import bridge as bridge_plugin
         from tether.cli.boot import start
 

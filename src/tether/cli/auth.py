@@ -19,7 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tether.credentials import CredentialsError, credentials_path, read_keys, write_keys
+from tether.credentials import (
+    CredentialsError,
+    credentials_path,
+    forget_key,
+    read_keys,
+    write_keys,
+)
 from tether.fence import environ
 from tether.provider_keys import KEYS, STORED, default_provider, find_key, provider_key
 
@@ -84,17 +90,10 @@ def _login(provider: str) -> int:
 
 
 def _logout(provider: str) -> int:
-    keys = read_keys()
     label = KEYS[provider].label
-    if provider not in keys:
+    if not forget_key(provider):
         print(f"No {label} API key is stored.")
         return EXIT_OK
-    del keys[provider]
-    path = credentials_path()
-    if keys:
-        write_keys(keys, path)
-    else:
-        path.unlink(missing_ok=True)
     print(f"Removed the stored {label} API key.")
     return EXIT_OK
 

@@ -316,6 +316,8 @@ BUDGET_FLAGS = (
     "max_budget_tokens",
     "max_turn_tokens",
     "max_day_tokens",
+    "max_cluster_day_usd",
+    "max_cluster_day_tokens",
 )
 """The attributes of the budget flags (:mod:`tether.cli.budget`)."""
 

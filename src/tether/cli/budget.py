@@ -1,10 +1,11 @@
 """The spend budget on the command line: its flags, and the checks before anything runs.
 
-``--max-budget-usd``, ``--max-turn-usd``, ``--max-day-usd`` and their
-``-tokens`` forms set the ``budget`` of the composition's ``agent_loop``
-row (over what ``tether.yml`` sets, limit by limit) for the sessions the
-command runs. A budget in US dollars needs the prices of the model: without
-them the command refuses to start, in one line (exit 2). See docs/budget.md.
+``--max-budget-usd``, ``--max-turn-usd``, ``--max-day-usd``,
+``--max-cluster-day-usd`` and their ``-tokens`` forms set the ``budget`` of
+the composition's ``agent_loop`` row (over what ``tether.yml`` sets, limit
+by limit) for the sessions the command runs. A budget in US dollars needs
+the prices of the model: without them the command refuses to start, in one
+line (exit 2). See docs/budget.md.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ __all__ = ["FLAGS", "check_budget", "with_budget"]
 FLAGS: Mapping[str, str] = dict(
     zip(
         BUDGET_FLAGS,
-        ("usd", "turn_usd", "day_usd", "tokens", "turn_tokens", "day_tokens"),
+        (
+            "usd",
+            "turn_usd",
+            "day_usd",
+            "tokens",
+            "turn_tokens",
+            "day_tokens",
+            "cluster_day_usd",
+            "cluster_day_tokens",
+        ),
         strict=True,
     )
 )

@@ -99,6 +99,16 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
         ("--max-budget-tokens", positive_int, "tokens the session may spend"),
         ("--max-turn-tokens", positive_int, "tokens one turn may spend"),
         ("--max-day-tokens", positive_int, "tokens this host's sessions may spend a day"),
+        (
+            "--max-cluster-day-usd",
+            positive_amount,
+            "US dollars the sessions of all hosts of the PostgreSQL database may spend a day",
+        ),
+        (
+            "--max-cluster-day-tokens",
+            positive_int,
+            "tokens the sessions of all hosts of the PostgreSQL database may spend a day",
+        ),
     ):
         parser.add_argument(
             flag,
@@ -201,6 +211,14 @@ def add_web_parser(commands: _Commands) -> None:
         default=600.0,
         metavar="SECONDS",
         help="a permission question left unanswered this long is a rejection (default: 600)",
+    )
+    web.add_argument(
+        "--acp-grace",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="an ACP client (/acp) gone this long without reconnecting is disconnected, "
+        "its sessions closed (default: 60)",
     )
     add_rule_options(web)
 

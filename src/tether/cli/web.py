@@ -12,7 +12,12 @@ Starlette) is imported in a worker thread while tether boots, so its import
 runs while the boot waits on storage; nothing it imports is tether's, so the
 two never wait on each other's modules.
 
-Ctrl-C, SIGTERM or SIGHUP: uvicorn stops taking requests and closes the
+``/acp`` serves ACP clients on other machines (:mod:`tether.acp.endpoint`;
+docs/editors.md, "ACP over the network").
+
+Ctrl-C, SIGTERM or SIGHUP: the ACP clients' connections end (each closes the
+sessions it opened and answers its requests still open, as ``tether acp`` does
+when its editor goes away), then uvicorn stops taking requests and closes the
 streams (within :data:`GRACE` seconds; a second Ctrl-C at once), then tether
 stops — every session the web app opened is disposed, its closing events on
 disk — and the process exits 128 + the number of the signal that stopped it
@@ -29,10 +34,17 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from tether.cli.ending import TERMINATING
 from tether.cli.process import exit_now
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.routing import BaseRoute
+
+    from tether.acp.remote import RemoteConnections
+    from tether.runtime import Context
 
 GRACE = 2
 """Seconds uvicorn gives open requests (event streams) at shutdown."""
@@ -60,6 +72,63 @@ def _import_server_stack() -> None:
 
     for name in SERVER_MODULES:
         importlib.import_module(name)
+
+
+async def _serve_until_stopped(
+    server: uvicorn.Server, listener: socket.socket, connections: RemoteConnections
+) -> list[int]:
+    """Serve until a signal (see the module docs); the signals received."""
+    stopped_by: list[int] = []
+    stopping: list[asyncio.Task[None]] = []
+
+    async def end_acp_clients_then_exit() -> None:
+        # Their prompts are answered while their streams still stand; then the
+        # streams end, so the server need not wait for them.
+        try:
+            await connections.close()
+        finally:
+            server.should_exit = True
+
+    def stop(signum: int) -> None:
+        stopped_by.append(signum)
+        if not stopping:
+            stopping.append(loop.create_task(end_acp_clients_then_exit()))
+            return
+        # A second Ctrl-C stops waiting for open streams.
+        server.force_exit = signum == signal.SIGINT
+        server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, *TERMINATING):
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        await server.serve(sockets=[listener])
+    finally:
+        for signum in (signal.SIGINT, *TERMINATING):
+            loop.remove_signal_handler(signum)
+        # The network editors' sessions end as an editor's on stdio does.
+        await connections.close()
+        await asyncio.gather(*stopping, return_exceptions=True)
+    return stopped_by
+
+
+def _acp_connections(ctx: Context, args: argparse.Namespace) -> RemoteConnections:
+    """The ACP clients of ``/acp`` (docs/editors.md, "ACP over the network")."""
+    from tether.acp.remote import RemoteConnections
+
+    return RemoteConnections(
+        ctx,
+        mode=args.mode,
+        permission_timeout=args.permission_timeout,
+        grace=args.acp_grace,
+        images=getattr(args, "images", False),
+    )
+
+
+def _acp_routes(connections: RemoteConnections) -> list[BaseRoute]:
+    from tether.acp.endpoint import AcpEndpoint
+
+    return AcpEndpoint(connections).routes()
 
 
 def is_loopback(host: str) -> bool:
@@ -112,7 +181,14 @@ async def serve(args: argparse.Namespace) -> int:
             print("tether: the web plugin did not start (see the log above)", file=sys.stderr)
             return 1
         token = new_token()
-        app = build_app(ctx, hub, token, default_model=composed_model(tether))
+        connections = _acp_connections(ctx, args)
+        app = build_app(
+            ctx,
+            hub,
+            token,
+            default_model=composed_model(tether),
+            more_routes=_acp_routes(connections),
+        )
         host, port = listener.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         if not is_loopback(args.host):
@@ -131,22 +207,7 @@ async def serve(args: argparse.Namespace) -> int:
                 timeout_graceful_shutdown=GRACE,
             )
         )
-        stopped_by: list[int] = []
-
-        def stop(signum: int) -> None:
-            stopped_by.append(signum)
-            # A second Ctrl-C stops waiting for open streams.
-            server.force_exit = server.should_exit and signum == signal.SIGINT
-            server.should_exit = True
-
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, *TERMINATING):
-            loop.add_signal_handler(signum, stop, signum)
-        try:
-            await server.serve(sockets=[listener])
-        finally:
-            for signum in (signal.SIGINT, *TERMINATING):
-                loop.remove_signal_handler(signum)
+        stopped_by = await _serve_until_stopped(server, listener, connections)
         return 128 + stopped_by[0] if stopped_by else 0
     finally:
         listener.close()

@@ -138,6 +138,12 @@ class Presenter(Protocol):
         ...
 
 
+_PUBLISHED: dict[str, tuple[Agent, SessionHost[Any]]] = {}
+"""The host that published each live session, by agent id, across the process: a
+front end that governs every agent (the web app) leaves out those another front end
+governs (the sessions of an ACP client of ``/acp``), so a call is asked in one place."""
+
+
 class SessionHost(Generic[S]):
     """The sessions one front end owns (see the module docs)."""
 
@@ -182,7 +188,17 @@ class SessionHost(Generic[S]):
             await session.dispose()
             raise self._front.refusal(session.agent.id)
         self._sessions[session.agent.id] = session
+        _PUBLISHED[session.agent.id] = (session.agent, self)
         return session
+
+    def governed_elsewhere(self, agent: Agent) -> bool:
+        """Whether another host of this process published ``agent``'s session."""
+        entry = _PUBLISHED.get(agent.id)
+        return entry is not None and entry[0] is agent and entry[1] is not self
+
+    def _release(self, session: S | None) -> None:
+        if session is not None and _PUBLISHED.get(session.agent.id, (None, None))[1] is self:
+            del _PUBLISHED[session.agent.id]
 
     async def store(self, session: S, *, created: bool = False) -> None:
         """Return once everything ``session`` appended so far is on disk; with ``created``,
@@ -217,7 +233,9 @@ class SessionHost(Generic[S]):
 
     def drop(self, session_id: str) -> S | None:
         """Stop keeping ``session_id`` (its owner disposes it); the session, if it was kept."""
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        self._release(session)
+        return session
 
     def forget(self, agent: Agent) -> None:
         """``agent/disposed``: drop the session of ``agent`` disposed by another owner
@@ -225,7 +243,7 @@ class SessionHost(Generic[S]):
         while the host closes."""
         if self.session_of(agent) is None or self._closing:
             return
-        del self._sessions[agent.id]
+        self._release(self._sessions.pop(agent.id))
         self._front.on_forgotten(agent)
 
     # -- owned work ----------------------------------------------------------------------
@@ -283,6 +301,8 @@ class SessionHost(Generic[S]):
         outcomes = await asyncio.gather(
             *(session.dispose() for session in sessions), *self._work, return_exceptions=True
         )
+        for session in sessions:
+            self._release(session)
         self._sessions.clear()
         expected = self._front.expected
         failures = [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, expected)]

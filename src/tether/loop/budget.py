@@ -28,6 +28,16 @@ request with the error code ``unpriced``.
 ledger of the UTC day (:mod:`tether.loop.day_budget`), under its lock, after
 the session and turn limits fit; the day's limit refuses it the same way.
 
+**For all hosts.** With a cluster limit (PostgreSQL only), the reservation
+carries a claim on the UTC day (:class:`~tether.session.budget.ClusterClaim`)
+and the database grants or refuses it in the transaction of the batch that
+logs it; once the flush returns, the ledger reads the decision
+(:meth:`~tether.persist.cluster.Cluster.budget_outcome`). A refused
+reservation is settled at nothing at once, its receipt names the ``cluster``
+budget, and the request is not sent. Reservations of the root a dead process
+left unsettled are settled at their worst case when the ledger is made (the
+session was resumed or taken over), which closes them in the database too.
+
 **Settling.** After the stream ends, ``budget/settled`` records what the
 request used, priced by the catalog; a request that reported no usage is
 settled at nothing when no answer streamed (the provider refused it), else at
@@ -60,6 +70,7 @@ from tether.session.budget import (
     BudgetScope,
     BudgetSettled,
     BudgetUnit,
+    ClusterClaim,
     Spending,
     amount_text,
     set_in,
@@ -68,11 +79,14 @@ from tether.session.budget import (
 if TYPE_CHECKING:
     from tether.loop.day_budget import DayLedger, DaySpent
     from tether.loop.driver import AgentDriver
+    from tether.persist.backends.postgres_budget import DayTotals
+    from tether.persist.cluster import Cluster
     from tether.session.log import Session
 
 __all__ = [
     "BUDGETS",
     "DEFAULT_RESERVE_OUTPUT",
+    "NO_CLUSTER",
     "UNPRICED",
     "BudgetBook",
     "BudgetLedger",
@@ -88,6 +102,17 @@ DEFAULT_RESERVE_OUTPUT = 8192
 UNPRICED = "unpriced"
 """The error code of a request refused because a USD limit is kept and its model has
 no prices."""
+
+NO_CLUSTER = "no_cluster"
+"""The error code of a request refused because a cluster limit is kept and sessions are
+not stored in PostgreSQL (there are no other hosts to share the limit with)."""
+
+NO_CLUSTER_MESSAGE = (
+    "a cluster budget (cluster_day_usd, cluster_day_tokens) needs sessions stored in "
+    "PostgreSQL (the tether.persist.postgres plugin, or TETHER_DATABASE_URL); "
+    "use day_usd or day_tokens for one host"
+)
+"""Why a cluster limit cannot be kept without PostgreSQL: one line."""
 
 _SCOPES: tuple[BudgetScope, ...] = ("session", "turn")
 _UNITS: tuple[BudgetUnit, ...] = ("usd", "tokens")
@@ -148,9 +173,11 @@ class BudgetLedger:
         catalog: Callable[[], ModelCatalog],
         reserve_output: int = DEFAULT_RESERVE_OUTPUT,
         day: DayLedger | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self._configured = budget
         self._day = day
+        self._cluster = cluster
         self.root = root
         self._flush = flush
         self._catalog = catalog
@@ -158,6 +185,25 @@ class BudgetLedger:
         self.spending = Spending(root.events.of_types(BUDGET_TYPES))
         self.turn = root.last_turn
         """The root's current (or last) turn: what per-turn limits count in."""
+        self._close_abandoned()
+
+    def _close_abandoned(self) -> None:
+        """Settle, at their worst case, the cluster reservations of the root a dead
+        process left open: no request of this ledger is under way yet, so whatever
+        is open was reserved by a process that stopped before it settled. The
+        request may have been sent and paid for, so it keeps counting in full; its
+        settlement closes its row in the database."""
+        for reserved in self.spending.unsettled():
+            if reserved.cluster is None:
+                continue
+            settled = BudgetSettled(id=reserved.id, tokens=reserved.tokens, usd=reserved.usd)
+            self.spending.settle(settled)
+            self.root.append(settled)
+            log.info(
+                "session %s: reservation %s of a stopped process settled at its worst case",
+                self.root.id,
+                reserved.id,
+            )
 
     @property
     def budget(self) -> Budget:
@@ -185,10 +231,12 @@ class BudgetLedger:
                     continue
                 spent = self.spending.spent(unit, turn=self.turn if scope == "turn" else None)
                 parts.append(f"{amount_text(unit, spent)} of {amount_text(unit, limit)} {where}")
+        daily: tuple[tuple[BudgetScope, str], ...] = (("day", "the host"), ("cluster", "all hosts"))
         day = [
-            f"{amount_text(unit, limit)} a day for the host"
+            f"{amount_text(unit, limit)} a day for {whom}"
+            for scope, whom in daily
             for unit in _UNITS
-            if (limit := budget.limit("day", unit)) is not None
+            if (limit := budget.limit(scope, unit)) is not None
         ]
         return "budget: " + "; ".join(parts + day or ["no limit"])
 
@@ -204,6 +252,8 @@ class BudgetLedger:
         budget = self.budget
         if budget.keeps_usd and prices is None:
             return Admission(request, refusal=self._unpriced(request.model), code=UNPRICED)
+        if budget.keeps_cluster and self._cluster is None:
+            return Admission(request, refusal=NO_CLUSTER_MESSAGE, code=NO_CLUSTER)
         tokens, usd = reservation_of(request, prices)
         receipt = self._overrun(budget, tokens, usd, request.model, requester)
         if receipt is not None:
@@ -218,6 +268,7 @@ class BudgetLedger:
             purpose=purpose,
             turn=self.turn,
             session=None if requester is self.root else requester.id,
+            cluster=_claim(budget),
         )
         self.spending.reserve(reserved)
         day = self._day.today() if budget.keeps_day and self._day is not None else None
@@ -231,7 +282,64 @@ class BudgetLedger:
                 return Admission(request, refusal=refused.describe())
         self.root.append(reserved)
         await self._flush(self.root)
+        if reserved.cluster is not None:
+            refused = await self._cluster_refusal(budget, reserved, requester)
+            if refused is not None:
+                self._release(reserved, day)
+                requester.append(refused)
+                log.info("session %s: %s", requester.id, refused.describe())
+                return Admission(request, refusal=refused.describe())
         return Admission(request, ticket=_Ticket(reserved.id, tokens, usd, prices, day))
+
+    async def _cluster_refusal(
+        self, budget: Budget, reserved: BudgetReserved, requester: Session
+    ) -> BudgetExhausted | None:
+        """The receipt when the database refused ``reserved`` (logged and committed
+        now) against the cluster budget; ``None`` when it granted it."""
+        assert self._cluster is not None
+        outcome = await self._cluster.budget_outcome(self.root.id, reserved.id)
+        if outcome is None:
+            raise RuntimeError(
+                f"reservation {reserved.id} of session {self.root.id} was committed "
+                "without a cluster budget row"
+            )
+        if outcome.granted:
+            return None
+        return self._cluster_receipt(budget, outcome.day, reserved, requester)
+
+    def _cluster_receipt(
+        self, budget: Budget, totals: DayTotals, reserved: BudgetReserved, requester: Session
+    ) -> BudgetExhausted:
+        """The receipt of ``reserved``, refused by the cluster budget: the first limit it
+        does not fit now (others may have settled since the refusal: then the first
+        limit kept)."""
+        kept = [unit for unit in _UNITS if budget.limit("cluster", unit) is not None]
+        amounts = {"tokens": float(reserved.tokens), "usd": reserved.usd or 0.0}
+        over = [
+            unit
+            for unit in kept
+            if totals.of(unit) + amounts[unit] > (budget.limit("cluster", unit) or 0)
+        ]
+        unit = (over or kept)[0]
+        return BudgetExhausted(
+            budget="cluster",
+            unit=unit,
+            limit=float(budget.limit("cluster", unit) or 0),
+            spent=round(totals.of(unit), 6),
+            reserving=round(amounts[unit], 6),
+            model=reserved.model,
+            session=None if requester is self.root else self.root.id,
+        )
+
+    def _release(self, reserved: BudgetReserved, day: str | None) -> None:
+        """Settle ``reserved``, refused after it was logged, at nothing (in the root's
+        log, which closes its row in the database, and in the host's day)."""
+        zero = None if reserved.usd is None else 0.0
+        settled = BudgetSettled(id=reserved.id, tokens=0, usd=zero)
+        self.spending.settle(settled)
+        self.root.append(settled)
+        if day is not None and self._day is not None:
+            self._day.settle(day, {"id": reserved.id, "tokens": 0, "usd": zero})
 
     async def _reserve_day(
         self, day: str, budget: Budget, reserved: BudgetReserved, requester: Session
@@ -326,6 +434,16 @@ class BudgetLedger:
         return None
 
 
+def _claim(budget: Budget) -> ClusterClaim | None:
+    """The cluster claim of a reservation under ``budget`` today (``None``: no cluster
+    limit)."""
+    if not budget.keeps_cluster:
+        return None
+    from tether.loop.day_budget import today
+
+    return ClusterClaim(day=today(), usd=budget.cluster_day_usd, tokens=budget.cluster_day_tokens)
+
+
 class _Gate:
     """A ledger's :class:`~tether.llm.spend.SpendGate` for one requesting session."""
 
@@ -356,12 +474,15 @@ class BudgetBook:
         catalog: Callable[[], ModelCatalog],
         reserve_output: int = DEFAULT_RESERVE_OUTPUT,
         day: DayLedger | None = None,
+        cluster: Callable[[], Cluster | None] = lambda: None,
     ) -> None:
         self._flush = flush
         self._catalog = catalog
         self._reserve_output = reserve_output
         self._day = day
         """The host's per-day ledger (:mod:`tether.loop.day_budget`)."""
+        self._cluster = cluster
+        """The hosts' cluster, when sessions are stored in PostgreSQL (the cluster budget)."""
         self._held: weakref.WeakKeyDictionary[AgentDriver, BudgetLedger] = (
             weakref.WeakKeyDictionary()
         )
@@ -383,6 +504,7 @@ class BudgetBook:
                 catalog=self._catalog,
                 reserve_output=self._reserve_output,
                 day=self._day,
+                cluster=self._cluster() if budget.keeps_cluster else None,
             )
         if ledger is not None:
             self._held[driver] = ledger

@@ -26,7 +26,7 @@ from msgspec import Meta
 from tether.agent.registry import AGENTS
 from tether.agent.types import AgentOptions
 from tether.location import data_dir
-from tether.loop.budget import BUDGETS, DEFAULT_RESERVE_OUTPUT
+from tether.loop.budget import BUDGETS, DEFAULT_RESERVE_OUTPUT, NO_CLUSTER_MESSAGE
 from tether.loop.compaction import COMPACTION, CompactionSettings
 from tether.loop.factory import LoopFactory
 from tether.loop.prompt import PromptSettings
@@ -44,10 +44,11 @@ log = logging.getLogger(__name__)
 
 name = "agent_loop"
 inject = ("sessions", "llm", "tools", "agents")
-optional = ("persistence",)
+optional = ("persistence", "cluster")
 """A composed persistence row is up before any agent is created: a configured
 agent's session id is claimed, and a stored one resumed, by the persistence
-that will store it (PostgreSQL connects slowly; the agent loop waits)."""
+that will store it (PostgreSQL connects slowly; the agent loop waits). The
+cluster (PostgreSQL) keeps the cluster budget."""
 
 USER_INSTRUCTIONS = "AGENTS.md"
 """The user's own instruction file, in tether's home directory by default."""
@@ -178,7 +179,16 @@ def day_ledger(config: Config) -> DayLedger | None:
     return DayLedger(config.budget_dir or data_dir() / "budget")
 
 
+class ClusterBudgetError(ValueError):
+    """A cluster budget is configured and sessions are not stored in PostgreSQL."""
+
+
 async def apply(ctx: Context, config: Config) -> None:
+    if config.budget is not None and config.budget.keeps_cluster:
+        from tether.persist.cluster import CLUSTER
+
+        if ctx.get(CLUSTER) is None:
+            raise ClusterBudgetError(NO_CLUSTER_MESSAGE)
     defaults = AgentOptions(
         model=config.model,
         base_url=config.base_url,

@@ -140,6 +140,7 @@ if TYPE_CHECKING:
     from tether.llm.service import LlmView
     from tether.loop.day_budget import DayLedger
     from tether.loop.driver import AgentDriver
+    from tether.persist.cluster import Cluster
     from tether.runtime import CancelSignal, Context
     from tether.session.log import Session
     from tether.tools import ToolRegistry
@@ -165,6 +166,13 @@ STRAY_CANCEL = "a tool or hook raised CancelledError, but the turn was not cance
 
 _STEP_LIMIT = "the turn reached its limit of {} steps"
 _STEP_LIMIT_PATTERN = re.compile(re.escape(_STEP_LIMIT).replace(r"\{\}", r"\d+"))
+
+
+def _cluster(ctx: Context) -> Cluster | None:
+    """The hosts' cluster (sessions stored in PostgreSQL), for the cluster budget."""
+    from tether.persist.cluster import CLUSTER
+
+    return ctx.get(CLUSTER)
 
 
 def step_limit_reached(reason: TurnEndReason) -> bool:
@@ -197,6 +205,7 @@ class TurnRunner:
             catalog=lambda: ctx.service(LLM).catalog,
             reserve_output=reserve_output,
             day=day_ledger,
+            cluster=lambda: _cluster(ctx),
         )
         """The spend budgets of the loop's sessions (:mod:`tether.loop.budget`)."""
         self._compaction = Compaction(ctx, compaction or CompactionSettings())

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from tether.persist.backends.postgres import PostgresBackend
+    from tether.persist.backends.postgres_budget import ClusterOutcome, DayTotals
     from tether.persist.backends.postgres_runs import RunQueue
     from tether.persist.follow import Doorbell
     from tether.persist.submitted import SubmittedRun
@@ -233,6 +234,22 @@ class Cluster:
         """How many sessions ``host`` (a host id, or ``HOST:PID``) has live; ``None``
         when no lease or run ever named it (blocking: run it in a worker thread)."""
         return self._backend.held_by(host)
+
+    async def budget_outcome(self, session_id: str, reservation_id: str) -> ClusterOutcome | None:
+        """How the cluster budget decided on reservation ``reservation_id``, logged by
+        ``session_id`` in a committed batch (see
+        :data:`~tether.persist.backends.postgres_schema.BUDGET_FUNCTION`); ``None``
+        when it has no open row.
+
+        Raises:
+            psycopg.Error: the database cannot be read.
+        """
+        return await asyncio.to_thread(self._backend.budget_outcome, session_id, reservation_id)
+
+    def budget_day(self, day: str) -> DayTotals:
+        """What all hosts spent and have reserved on ``day`` (blocking: run it in a
+        worker thread)."""
+        return self._backend.budget_day(day)
 
     async def ring_runs(self, session_id: str) -> None:
         """Ring the run queue's doorbell: a worker waiting for work looks at once

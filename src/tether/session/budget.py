@@ -11,11 +11,13 @@ and none model-visible:
 ==========================  ====================================================
 type                        data
 ==========================  ====================================================
-``budget/reserved``         ``{id, model, tokens, usd, purpose, turn, session}``:
-                            a request's worst case is reserved (``usd`` is
-                            ``null`` when no USD limit is kept; ``session`` is
-                            the requesting session's id when it is not the one
-                            logging: a child agent's, drawing on its root).
+``budget/reserved``         ``{id, model, tokens, usd, purpose, turn, session,
+                            cluster}``: a request's worst case is reserved
+                            (``usd`` is ``null`` when no USD limit is kept;
+                            ``session`` is the requesting session's id when it
+                            is not the one logging: a child agent's, drawing
+                            on its root; ``cluster``, the day and limits of
+                            the cluster budget it is reserved against).
 ``budget/settled``          ``{id, tokens, usd}``: reservation ``id`` is settled
                             at what the request really used.
 ``budget/exhausted``        ``{budget, unit, limit, spent, reserving, model,
@@ -54,6 +56,7 @@ __all__ = [
     "BudgetScope",
     "BudgetSettled",
     "BudgetUnit",
+    "ClusterClaim",
     "Spending",
     "amount_text",
     "exhausted_notice",
@@ -61,7 +64,7 @@ __all__ = [
     "set_in",
 ]
 
-BudgetScope = Literal["session", "turn", "day"]
+BudgetScope = Literal["session", "turn", "day", "cluster"]
 BudgetUnit = Literal["usd", "tokens"]
 _SCOPES: tuple[str, ...] = get_args(BudgetScope)
 _UNITS: tuple[str, ...] = get_args(BudgetUnit)
@@ -73,7 +76,9 @@ class Budget(Schema, frozen=True, omit_defaults=True):
     ``usd`` and ``tokens`` cover the whole session (its child agents and
     internal model calls included), ``turn_usd`` and ``turn_tokens`` one turn
     of it, ``day_usd`` and ``day_tokens`` every session of the host in one UTC
-    day (:mod:`tether.loop.day_budget`). Tokens count input and output.
+    day (:mod:`tether.loop.day_budget`), ``cluster_day_usd`` and
+    ``cluster_day_tokens`` every session of every host of one PostgreSQL
+    database in one UTC day. Tokens count input and output.
     """
 
     usd: Annotated[float, Meta(gt=0, description="US dollars per session")] | None = None
@@ -86,9 +91,16 @@ class Budget(Schema, frozen=True, omit_defaults=True):
     day_tokens: Annotated[int, Meta(ge=1, description="tokens per UTC day, host-wide")] | None = (
         None
     )
+    cluster_day_usd: (
+        Annotated[float, Meta(gt=0, description="US dollars per UTC day, all hosts of a database")]
+        | None
+    ) = None
+    cluster_day_tokens: (
+        Annotated[int, Meta(ge=1, description="tokens per UTC day, all hosts of a database")] | None
+    ) = None
 
     def __post_init__(self) -> None:
-        for name in ("usd", "turn_usd", "day_usd"):
+        for name in ("usd", "turn_usd", "day_usd", "cluster_day_usd"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise FieldError((name,), f"must be a finite amount, got {value!r}")
@@ -96,7 +108,10 @@ class Budget(Schema, frozen=True, omit_defaults=True):
     @property
     def keeps_usd(self) -> bool:
         """Whether a limit in US dollars is set (requests then need prices)."""
-        return self.usd is not None or self.turn_usd is not None or self.day_usd is not None
+        return any(
+            limit is not None
+            for limit in (self.usd, self.turn_usd, self.day_usd, self.cluster_day_usd)
+        )
 
     @property
     def limits(self) -> bool:
@@ -104,6 +119,7 @@ class Budget(Schema, frozen=True, omit_defaults=True):
         return (
             self.keeps_usd
             or self.keeps_day
+            or self.keeps_cluster
             or self.tokens is not None
             or (self.turn_tokens is not None)
         )
@@ -113,12 +129,19 @@ class Budget(Schema, frozen=True, omit_defaults=True):
         """Whether a per-day limit is set."""
         return self.day_usd is not None or self.day_tokens is not None
 
+    @property
+    def keeps_cluster(self) -> bool:
+        """Whether a per-day limit for all hosts of the database is set."""
+        return self.cluster_day_usd is not None or self.cluster_day_tokens is not None
+
     def limit(self, scope: BudgetScope, unit: BudgetUnit) -> float | None:
         """The limit of ``scope`` in ``unit``, ``None`` when unset."""
         if scope == "session":
             return self.usd if unit == "usd" else self.tokens
         if scope == "day":
             return self.day_usd if unit == "usd" else self.day_tokens
+        if scope == "cluster":
+            return self.cluster_day_usd if unit == "usd" else self.cluster_day_tokens
         return self.turn_usd if unit == "usd" else self.turn_tokens
 
 
@@ -167,6 +190,25 @@ def _check_amounts(type_name: str, tokens: object, usd: object) -> None:
         raise EventFormatError(f"{type_name}: usd must be a number >= 0 or null, got {usd!r}")
 
 
+class ClusterClaim(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The cluster budget a reservation is made against: the UTC day, and the limits of
+    the host that reserved (``None``: no limit in that unit). The database grants the
+    reservation, or refuses it, in the transaction that stores it."""
+
+    day: str
+    usd: float | None = None
+    tokens: int | None = None
+
+    def check(self, type_name: str) -> None:
+        """Raise :class:`EventFormatError` when a field is out of range."""
+        if type(self.day) is not str or len(self.day) != 10:
+            raise EventFormatError(f"{type_name}: cluster.day must be YYYY-MM-DD, got {self.day!r}")
+        if self.usd is not None and not 0 < self.usd < math.inf:
+            raise EventFormatError(f"{type_name}: cluster.usd must be > 0, got {self.usd!r}")
+        if self.tokens is not None and (type(self.tokens) is not int or self.tokens < 1):
+            raise EventFormatError(f"{type_name}: cluster.tokens must be >= 1, got {self.tokens!r}")
+
+
 class BudgetReserved(EventStruct, frozen=True):
     """``budget/reserved``: the worst case of one request, before it is sent."""
 
@@ -179,6 +221,7 @@ class BudgetReserved(EventStruct, frozen=True):
     purpose: str
     turn: int
     session: str | None = None
+    cluster: ClusterClaim | None = None
 
     def __post_init__(self) -> None:
         check_id(self.type, "id", self.id)
@@ -189,6 +232,8 @@ class BudgetReserved(EventStruct, frozen=True):
             raise EventFormatError(f"{self.type}: turn must be an int >= 0, got {self.turn!r}")
         if self.session is not None:
             check_id(self.type, "session", self.session)
+        if self.cluster is not None:
+            self.cluster.check(self.type)
 
 
 class BudgetSettled(EventStruct, frozen=True):
@@ -242,9 +287,14 @@ def amount_text(unit: str, value: float) -> str:
 def exhausted_notice(receipt: BudgetExhausted) -> str:
     """The one line the front ends show for a ``budget/exhausted`` receipt."""
     unit = receipt.unit
-    where = {"session": "this session", "turn": "this turn", "day": "today"}[receipt.budget]
+    whose = {
+        "session": "this session's",
+        "turn": "this turn's",
+        "day": "today's",
+        "cluster": "all hosts' daily",
+    }[receipt.budget]
     return (
-        f"budget exhausted: {amount_text(unit, receipt.spent)} of {where}'s "
+        f"budget exhausted: {amount_text(unit, receipt.spent)} of {whose} "
         f"{amount_text(unit, receipt.limit)} spent; the next request to {receipt.model} "
         f"would reserve {amount_text(unit, receipt.reserving)}, so it was not sent"
     )
@@ -260,6 +310,7 @@ class _Open(msgspec.Struct, frozen=True):
     tokens: int
     usd: float
     turn: int
+    reserved: BudgetReserved
 
 
 class Spending:
@@ -295,7 +346,7 @@ class Spending:
 
     def reserve(self, reserved: BudgetReserved) -> None:
         """Count ``reserved`` as spent until it is settled."""
-        entry = _Open(reserved.tokens, reserved.usd or 0.0, reserved.turn)
+        entry = _Open(reserved.tokens, reserved.usd or 0.0, reserved.turn, reserved)
         self._open[reserved.id] = entry
         self._add(entry.turn, entry.tokens, entry.usd)
 
@@ -305,6 +356,10 @@ class Spending:
         if entry is None:
             return
         self._add(entry.turn, settled.tokens - entry.tokens, (settled.usd or 0.0) - entry.usd)
+
+    def unsettled(self) -> list[BudgetReserved]:
+        """The reservations not settled yet, oldest first."""
+        return [entry.reserved for entry in self._open.values()]
 
     def _add(self, turn: int, tokens: int, usd: float) -> None:
         self._tokens += tokens

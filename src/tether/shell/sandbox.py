@@ -407,6 +407,10 @@ refused link or rename, EROFS for a protected path, EBUSY for moving one, no rou
 resolver)."""
 
 
+DENIED = ": the command was denied an access ("
+REFUSED = ": the network proxy refused "
+
+
 def denial_note(record: str | None, output: str) -> str | None:
     """A note for a person and the model when ``output`` shows a denied access and the
     command ran confined (``record`` is its :attr:`ShellResult.sandbox`); else ``None``."""
@@ -416,7 +420,7 @@ def denial_note(record: str | None, output: str) -> str | None:
     if not seen:
         return None
     return (
-        f"[{record}: the command was denied an access ({'; '.join(seen)}). Outside the "
+        f"[{record}{DENIED}{'; '.join(seen)}). Outside the "
         "writable roots, protected paths (.git/hooks, .git/config, agent settings) and "
         "key stores are read-only or unreadable, and a protected path cannot be moved or "
         "removed; the network is off unless allowed.]"
@@ -430,9 +434,22 @@ def refused_note(record: str | None, refused: tuple[str, ...]) -> str | None:
         return None
     policy = record or "sandbox"
     return (
-        f"[{policy}: the network proxy refused {', '.join(refused)}: not in allowed_hosts. "
+        f"[{policy}{REFUSED}{', '.join(refused)}: not in allowed_hosts. "
         "Only the allowed hosts are reached, through tether's proxy; nothing else is.]"
     )
+
+
+def denials_in(result: str) -> tuple[str, ...]:
+    """The notes of :func:`denial_note` and :func:`refused_note` a tool's result ends
+    with, without their brackets: the sandbox's notes are the result's last lines,
+    after the output and its exit status."""
+    notes = []
+    for line in reversed(result.splitlines()):
+        if not (line.startswith("[sandbox") and line.endswith("]")):
+            break
+        if DENIED in line or REFUSED in line:
+            notes.append(line[1:-1])
+    return tuple(reversed(notes))
 
 
 class Sandbox:

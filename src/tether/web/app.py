@@ -48,7 +48,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tether.agent.errors import NotStoredError
@@ -222,11 +222,20 @@ def _record(event: Event, shown: Shown, cwd: str | None) -> dict[str, object]:
     return record
 
 
-def build_app(ctx: Context, hub: WebHub, token: str, *, default_model: str | None) -> Guard:
+def build_app(
+    ctx: Context,
+    hub: WebHub,
+    token: str,
+    *,
+    default_model: str | None,
+    more_routes: Sequence[BaseRoute] = (),
+) -> Guard:
     """The app for ``hub``, behind the token guard (see :mod:`tether.web.security`);
-    ``default_model`` is what a new session runs when it names none."""
+    ``default_model`` is what a new session runs when it names none; ``more_routes``
+    are served beside the app's own, behind the same guard (``tether web``'s ``/acp``)."""
     api = Api(ctx, hub, default_model)
-    routes = [
+    routes: list[BaseRoute] = [
+        *more_routes,
         Route("/", api.page_sessions, include_in_schema=False),
         Route("/s/{session_id}", api.page_session, include_in_schema=False),
         Route("/api/openapi.json", api.openapi, include_in_schema=False),

@@ -489,7 +489,9 @@ class WebHub:
         return HubClosedError("the web app is shutting down")
 
     def governs(self, agent: Agent) -> bool:
-        return True  # every agent live in this process is shown, and asked, here
+        # Every agent live in this process is shown, and asked, here — but for the
+        # sessions another front end opened (an ACP client of /acp): asked there.
+        return not self._host.governed_elsewhere(agent)
 
     def mode(self, governing: Agent) -> Mode:
         return self.mode_of(governing)

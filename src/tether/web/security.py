@@ -23,6 +23,10 @@
   whose ``Origin`` is not this server (``http://`` + its ``Host``) is ``403``,
   token or not: a page of another origin (or one reached by DNS rebinding)
   never changes anything.
+* **WebSockets** (``/acp``): an upgrade needs the token as a ``GET`` does (the
+  header, or the ``token`` parameter a browser's ``WebSocket`` can send), and, since
+  a WebSocket changes state, passes the origin check; a refused upgrade is
+  answered ``401`` or ``403`` like any request.
 * **Headers.** Every response, a refusal included, carries a strict
   Content-Security-Policy (scripts, styles and connections from this origin
   only, no inline script, no framing), ``X-Content-Type-Options: nosniff``,
@@ -75,6 +79,9 @@ class Guard:
         self._token = token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
@@ -100,6 +107,24 @@ class Guard:
             await _refuse(send_secured, 403, "forbidden: cross-origin request refused")
             return
         await self._app(scope, receive, send_secured)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket upgrade: the token as for a ``GET`` (header or ``token`` query
+        parameter), and the origin check of a state change (a WebSocket changes state)."""
+        headers = _headers(scope)
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        given = _bearer(headers.get("authorization", "")) or query.get("token")
+        if not self._right(given):
+            await _refuse_upgrade(
+                scope, receive, send, 401, "unauthorized: open the URL tether web printed"
+            )
+            return
+        if not _same_origin(headers):
+            await _refuse_upgrade(
+                scope, receive, send, 403, "forbidden: cross-origin request refused"
+            )
+            return
+        await self._app(scope, receive, send)
 
     def _right(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(
@@ -141,3 +166,22 @@ async def _refuse(send: Send, status: int, text: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse_upgrade(
+    scope: Scope, receive: Receive, send: Send, status: int, text: str
+) -> None:
+    """Refuse a WebSocket upgrade: with ``status`` and a body where the server can send
+    one, else by closing before it is accepted (the server answers ``403``)."""
+    await receive()  # websocket.connect
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = ('{"error": "' + text + '"}').encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *SECURITY_HEADERS,
+    ]
+    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})

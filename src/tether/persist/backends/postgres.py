@@ -18,7 +18,10 @@ Every host that names the same database (and schema) sees the same sessions.
   and store nothing, however long it was paused. Writes of several sessions
   are committed together under load; a broken connection is retried once;
 * ``postgres_reads``: the read queries, and event rows as event lines;
-* ``postgres_pool``: the connection pool.
+* ``postgres_pool``: the connection pool;
+* ``postgres_budget``: the cluster budget's reads (its reservations are
+  granted or refused inside ``append_batch``, in the transaction of the
+  batch that logs them).
 
 * ``postgres_doorbell``: once a write committed, the host's coalesced
   ``NOTIFY`` doorbell carries its session id and last seq (see
@@ -46,6 +49,12 @@ from tether.persist.backends.channels import CHANNELS, channel
 from tether.persist.backends.errors import CorruptLogError, SessionNotFoundError
 from tether.persist.backends.lease import Holder
 from tether.persist.backends.lines import decode_blocks, parse_blocks, parse_lines
+from tether.persist.backends.postgres_budget import (
+    ClusterOutcome,
+    DayTotals,
+    read_day,
+    read_outcome,
+)
 from tether.persist.backends.postgres_lease import (
     FencedLease,
     LeaseInfo,
@@ -393,6 +402,19 @@ class PostgresBackend:
         ``on_lease_lost``; their writes fail as taken over).
         """
         return self._leases.renew()
+
+    # -- the cluster budget ----------------------------------------------------
+
+    def budget_outcome(self, session_id: str, reservation_id: str) -> ClusterOutcome | None:
+        """How the cluster budget decided on reservation ``reservation_id``, which
+        ``session_id`` logged (with a ``cluster`` claim) in a committed batch;
+        ``None`` when it has no open row (it was settled already)."""
+        validate_session_id(session_id)
+        return self._run(lambda cur: read_outcome(cur, session_id, reservation_id))
+
+    def budget_day(self, day: str) -> DayTotals:
+        """What all hosts spent and have reserved on ``day`` (``YYYY-MM-DD``)."""
+        return self._run(lambda cur: read_day(cur, day))
 
     def notify(self, channel_name: str, payload: str) -> None:
         """Send ``payload`` on the NOTIFY channel ``channel_name`` (delivered at once)."""

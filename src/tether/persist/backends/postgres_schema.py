@@ -6,8 +6,10 @@ Tables: ``sessions`` (one row per session: its header, the listing columns and
 ``jsonb``), ``leases`` (holder, fencing token, expiry) and the
 ``lease_tokens`` sequence; ``runs``, the queue of submitted runs, and
 ``queues``, their limits (see
-:mod:`~tether.persist.backends.postgres_runs`); ``schema_migrations``
-records what was applied.
+:mod:`~tether.persist.backends.postgres_runs`); ``budget_days``, what all
+hosts spent each UTC day, and ``budget_reservations``, the reservations not
+settled yet (the cluster budget: see :data:`BUDGET_FUNCTION`);
+``schema_migrations`` records what was applied.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tether.persist.backends.errors import UnsupportedFormatError
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The newest schema this module creates, and the newest it reads."""
 
 APPEND_FUNCTION = """
@@ -79,6 +81,7 @@ BEGIN
             SELECT p_id, r.seq, r.type, r.time, r.data
             FROM jsonb_to_recordset(p_events)
                 AS r(seq bigint, type text, time double precision, data jsonb);
+        PERFORM keep_budget(p_id, p_events);
         IF p_channel IS NOT NULL THEN
             PERFORM pg_notify(p_channel, p_id || ' ' || (p_first + p_count - 1));
         END IF;
@@ -87,7 +90,8 @@ END
 $$
 """
 """One batch, in one statement (one round trip, its own transaction): the fence,
-the seq check, the session row, the events. Hosts of this version pass no
+the seq check, the session row, the events, and the cluster budget's
+reservations and settlements the batch logs (:data:`BUDGET_FUNCTION`). Hosts of this version pass no
 ``p_channel`` and ring the doorbell after commit
 (:mod:`~tether.persist.backends.postgres_doorbell`); a host of schema 2 still
 running during an upgrade passes its channel and rings inside the
@@ -96,6 +100,93 @@ transaction, as it did. Errors by SQLSTATE:
 (``host pid``), ``TT003`` seq conflict (the stored next seq), ``TT004`` a
 first write without a valid header, ``TT005`` a create (``p_create``) of a
 session already stored, or created by another writer meanwhile."""
+
+BUDGET_FUNCTION = """
+CREATE OR REPLACE FUNCTION keep_budget(p_id text, p_events jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    e jsonb;
+    claim jsonb;
+    open_ record;
+    v_tokens bigint;
+    v_usd double precision;
+BEGIN
+    FOR e IN SELECT value FROM jsonb_array_elements(p_events)
+            WHERE value->>'type' IN ('budget/reserved', 'budget/settled') LOOP
+        IF e->>'type' = 'budget/reserved' THEN
+            claim := e->'data'->'cluster';
+            CONTINUE WHEN claim IS NULL OR jsonb_typeof(claim) <> 'object';
+            v_tokens := (e->'data'->>'tokens')::bigint;
+            v_usd := coalesce((e->'data'->>'usd')::double precision, 0);
+            INSERT INTO budget_days (day) VALUES ((claim->>'day')::date) ON CONFLICT DO NOTHING;
+            -- Check and take in one statement: a concurrent reservation's update
+            -- holds the row, and this one's condition is evaluated again on what
+            -- that one committed.
+            UPDATE budget_days
+                SET reserved_tokens = reserved_tokens + v_tokens,
+                    reserved_usd = reserved_usd + v_usd
+                WHERE day = (claim->>'day')::date
+                  AND (claim->>'tokens' IS NULL
+                       OR reserved_tokens + spent_tokens + v_tokens <= (claim->>'tokens')::bigint)
+                  AND (claim->>'usd' IS NULL
+                       OR reserved_usd + spent_usd + v_usd <= (claim->>'usd')::double precision);
+            INSERT INTO budget_reservations (session_id, id, day, tokens, usd, granted)
+                VALUES (p_id, e->'data'->>'id', (claim->>'day')::date, v_tokens, v_usd, FOUND);
+        ELSE
+            DELETE FROM budget_reservations
+                WHERE session_id = p_id AND id = e->'data'->>'id'
+                RETURNING budget_reservations.day, budget_reservations.tokens,
+                          budget_reservations.usd, budget_reservations.granted INTO open_;
+            CONTINUE WHEN NOT FOUND OR NOT open_.granted;
+            UPDATE budget_days
+                SET reserved_tokens = reserved_tokens - open_.tokens,
+                    reserved_usd = reserved_usd - open_.usd,
+                    spent_tokens = spent_tokens + (e->'data'->>'tokens')::bigint,
+                    spent_usd = spent_usd
+                        + coalesce((e->'data'->>'usd')::double precision, 0)
+                WHERE day = open_.day;
+        END IF;
+    END LOOP;
+END
+$$
+"""
+"""The cluster budget, kept in the transaction of the batch that logs it.
+
+A ``budget/reserved`` event whose data has a ``cluster`` claim (the UTC day and
+the reserving host's limits) is granted only if the day's reserved plus spent
+amounts plus its own fit the limits; the check and the taking are one
+conditional ``UPDATE`` of the day's row, so two hosts can never both take the
+last of a day. Granted or not, the reservation gets a row in
+``budget_reservations`` (``granted`` says which), where the reserving host reads
+the outcome once the batch is committed. A ``budget/settled`` event removes its
+reservation's row and, for a granted one, moves the reservation out of the day's
+``reserved`` and what was really used into its ``spent``."""
+
+BUDGET_TABLES = (
+    """
+    CREATE TABLE budget_days (
+        day date PRIMARY KEY,
+        reserved_tokens bigint NOT NULL DEFAULT 0,
+        reserved_usd double precision NOT NULL DEFAULT 0,
+        spent_tokens bigint NOT NULL DEFAULT 0,
+        spent_usd double precision NOT NULL DEFAULT 0
+    )
+    """,
+    """
+    CREATE TABLE budget_reservations (
+        session_id text NOT NULL,
+        id text NOT NULL,
+        day date NOT NULL,
+        tokens bigint NOT NULL,
+        usd double precision NOT NULL,
+        granted boolean NOT NULL,
+        reserved_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (session_id, id)
+    )
+    """,
+)
+"""The cluster budget's tables: what each UTC day spent (settled) and has reserved (not
+settled yet), and the reservations not settled yet."""
 
 _APPEND_BEFORE_CREATE = (
     "append_batch(text, bigint, jsonb, double precision, jsonb, bigint, integer, integer,"
@@ -165,6 +256,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " WHERE state IN ('queued', 'running')",
         "CREATE TABLE queues (name text PRIMARY KEY, max_running integer CHECK (max_running > 0))",
     ),
+    (*BUDGET_TABLES, BUDGET_FUNCTION, APPEND_FUNCTION),  # the cluster budget
 )
 """Migration ``n`` (1-based) brings the schema from version ``n - 1`` to ``n``."""
 

@@ -53,6 +53,9 @@ APPEND_CALL = "SELECT append_batch(%s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s,
 GROUP_MAX = 32
 """The most batches one transaction commits together."""
 
+_BUDGET_EVENTS = frozenset(("budget/reserved", "budget/settled"))
+"""The event types ``keep_budget`` reads (see :data:`~.postgres_schema.BUDGET_FUNCTION`)."""
+
 
 class Pending(msgspec.Struct, eq=False):
     """One session's batch on its way to the database, and how it ended."""
@@ -65,6 +68,8 @@ class Pending(msgspec.Struct, eq=False):
     error: BaseException | None = None
     lost: bool = False
     """The connection broke while its group was committed (the group may have been stored)."""
+    budgeted: bool = False
+    """The batch logs a spend reservation or settlement (it is committed alone)."""
 
 
 class BatchWriter:
@@ -155,18 +160,23 @@ class BatchWriter:
             None,  # the doorbell is rung after commit (see CommitBell)
             create,
         )
-        return Pending(session_id, params, batch, bad_header)
+        budgeted = any(event["type"] in _BUDGET_EVENTS for event in batch)
+        return Pending(session_id, params, batch, bad_header, budgeted=budgeted)
 
     def _commit_group(self, conn: psycopg.Connection[Any], group: list[Pending]) -> list[Pending]:
         """Commit the batches of ``group`` (of several sessions) in one transaction.
 
         Returns the batches to commit one by one: all of them when the group
         failed (a refused batch rolls the others back with it; they are then
-        written again, each alone, with the checks of a first attempt), or
-        just ``group`` itself when it holds one batch.
+        written again, each alone, with the checks of a first attempt), the
+        batches that log spending (see the module docs), or just ``group``
+        itself when it holds one batch.
         """
-        if len(group) == 1:
-            return group
+        alone = [pending for pending in group if pending.budgeted]
+        if alone:
+            group = [pending for pending in group if not pending.budgeted]
+        if len(group) <= 1:
+            return group + alone
         # One lock order (code point order of the ids) for every group and renewal.
         group.sort(key=lambda pending: pending.session_id)
         try:
@@ -177,12 +187,12 @@ class BatchWriter:
             lost = connection_lost(exc)
             for pending in group:
                 pending.lost = lost
-            return group
+            return group + alone
         except psycopg.Error:
-            return group
+            return group + alone
         for pending in group:
             pending.done.set()
-        return []
+        return alone
 
     def _commit_alone(self, pending: Pending, *, retried: bool) -> None:
         """Commit one batch in its own transaction, retried once on a fresh connection

@@ -220,9 +220,11 @@ function amount(unit, value) {
 
 // budget/exhausted: the receipt of the request that was not sent (as tether.session.budget says it).
 function renderBudget(data) {
-  const where = { session: "this session", turn: "this turn", day: "today" }[data.budget] || data.budget;
+  const whose =
+    { session: "this session's", turn: "this turn's", day: "today's", cluster: "all hosts' daily" }[data.budget] ||
+    `the ${data.budget} budget's`;
   const text =
-    `budget exhausted: ${amount(data.unit, data.spent)} of ${where}'s ${amount(data.unit, data.limit)} ` +
+    `budget exhausted: ${amount(data.unit, data.spent)} of ${whose} ${amount(data.unit, data.limit)} ` +
     `spent; the next request to ${data.model} would reserve ${amount(data.unit, data.reserving)}, ` +
     "so it was not sent";
   container().append(el("div", "budget-receipt", text));
