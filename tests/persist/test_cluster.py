@@ -169,16 +169,18 @@ def test_a_killed_hosts_session_is_taken_over_within_its_ttl_and_continues(
     a.wait(timeout=10)
     killed = time.monotonic()
     while True:
+        tried = time.monotonic()
         resumed = cluster.run(
             "hostB", "run", "--model", "offline", "--resume", sid, "after the crash"
         )
         if resumed.returncode == 0:
             break
         assert f"is open on host hostA (pid {a.pid})" in resumed.stderr, resumed.stderr
-        assert time.monotonic() - killed < TTL + 1.0, "no takeover within TTL + 1 s"
+        assert tried - killed < TTL + 1.0, "no takeover within TTL + 1 s"
         time.sleep(0.05)
-    took = time.monotonic() - killed
-    assert took < TTL + 1.0 + 1.0  # the last try's own run time included
+    # The try that took the session over began within TTL + 1 s of the kill; its own run
+    # (a process start, slower on a loaded machine) is not part of the promise.
+    assert tried - killed < TTL + 1.0
     records = cluster.records(sid)
     assert_log_is_whole(records)
     ends = [r["data"] for r in records if r["type"] == "turn/end"]
