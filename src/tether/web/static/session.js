@@ -861,7 +861,15 @@ async function loadSession() {
     showTitle(info.title || info.id, info.title ? "title" : "id");
     const meta = document.getElementById("meta");
     const controls = settingControls();
-    meta.replaceChildren(el("span", "", info.cwd), ...controls.labels, usageNow());
+    const usage = usageNow();
+    if (controls.labels[0].parentNode === meta) {
+      // Already shown: the controls stay where they are (moving them would take the
+      // focus from a model name being typed); what follows them is shown anew.
+      meta.firstChild.textContent = info.cwd;
+      while (usage.nextSibling) usage.nextSibling.remove();
+    } else {
+      meta.replaceChildren(el("span", "", info.cwd), ...controls.labels, usage);
+    }
     if (document.activeElement !== controls.model) controls.model.value = info.model || "";
     controls.mode.value = info.mode;
     if (info.sandbox) {
