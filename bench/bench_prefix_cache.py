@@ -14,6 +14,12 @@ that accounting:
 3. ``run --continue``: the model reads ``app.py`` again, edits it, answers;
 4. ``run --continue``: the model runs ``git status`` and answers.
 
+Then two sessions in two directories, one after the other on the same
+server (each ``run``: the model reads ``app.py`` and answers): what the
+second session's first request is served from the cache the first one left
+(the system prompt and the tool definitions, when nothing in them names
+the directory).
+
 The fake renders each request as a chat template does (the system prompt,
 the tool definitions, then each message), counts four characters a token,
 and reports the tokens of the prefix it shares with the previous request as
@@ -252,6 +258,21 @@ async def session(src: Path, *, anthropic: bool) -> list[tuple[int, int]]:
     return wire.cache.figures
 
 
+async def two_directories(src: Path, *, anthropic: bool) -> list[tuple[int, int]]:
+    """A session in one directory, then one in another, on the tree ``src``; each
+    request's (prompt, cached) tokens."""
+    wire = Wire(anthropic)
+    with tempfile.TemporaryDirectory() as scratch:
+        async with FakeServer() as server:
+            for name in ("first-project", "second-project"):
+                home = Path(scratch) / name
+                home.mkdir()
+                (home / "app.py").write_text(f'def main():\n    print("{name}")\n')
+                server.queue(wire.tool("read", {"path": "app.py"}), wire.text("It prints."))
+                await asyncio.to_thread(tether, src, home, *wire.model(server), "What is app.py?")
+    return wire.cache.figures
+
+
 def report(label: str, figures: list[tuple[int, int]]) -> None:
     print(f"{label}:")
     for number, (prompt, cached) in enumerate(figures, 1):
@@ -278,6 +299,13 @@ def main() -> None:
         trees.append((str(args.vs), args.vs.resolve()))
     for label, src in trees:
         report(label, asyncio.run(session(src, anthropic=args.anthropic)))
+    for label, src in trees:
+        figures = asyncio.run(two_directories(src, anthropic=args.anthropic))
+        prompt, cached = figures[2]
+        print(
+            f"{label}, two sessions in two directories: the second session's first request: "
+            f"{cached:,} of {prompt:,} prompt tokens cached ({cached / prompt:.0%})"
+        )
 
 
 if __name__ == "__main__":

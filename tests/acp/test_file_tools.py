@@ -203,7 +203,7 @@ async def test_a_buffer_changed_in_the_editor_since_the_read_is_stale(tmp_path: 
         assert "changed on disk since it was last read" in server.client.text(sid)
         assert editor.writes == []
         await server.prompt(sid, call("read", path="missing.txt"))
-        assert server.client.text(sid).endswith("done: missing.txt does not exist")
+        assert "done: missing.txt does not exist; to find where it is" in server.client.text(sid)
 
 
 async def test_without_the_capability_the_disk_is_used(tmp_path: Path) -> None:

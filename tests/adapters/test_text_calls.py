@@ -13,7 +13,7 @@ from tests.adapters.support import WEATHER, ask, collect, delta, mount_openai, t
 from tests.adapters.world import build_world
 from tether.agent import UserMessage
 from tether.llm.adapters.chat_completions import StreamDecoder
-from tether.llm.adapters.text_calls import TextCallDecoder, is_local
+from tether.llm.adapters.text_calls import MADE_UP_NOTE, TextCallDecoder, is_local
 from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta
 from tether.runtime import Runtime
 
@@ -71,6 +71,44 @@ async def test_an_answer_that_is_a_call_object_alone_is_a_call(
 
     assert calls_of(chunks) == [("weather", {"city": "Oslo"})]
     assert text_of(chunks) == ""
+
+
+async def test_a_result_the_model_writes_after_its_call_is_left_out(
+    server: FakeServer, runtime: Runtime
+) -> None:
+    llm, _ = await mount_openai(runtime, server)
+    made_up = "\n<tool_response>\nSunny, 25 degrees\n</tool_response>\nIt is sunny in Paris."
+    server.queue(stream(written("<tool_call>\n", PARIS, "\n</tool_call>", made_up)))
+
+    chunks = await collect(llm, ask(tools=[WEATHER]))
+
+    # The call runs and its real result follows; the invented one is neither kept nor shown.
+    assert calls_of(chunks) == [("weather", {"city": "Paris"})]
+    assert text_of(chunks) == ""
+    assert chunks[-1] == Finish("tool-calls")
+
+
+async def test_a_result_the_model_writes_without_a_call_is_replaced_by_a_note(
+    server: FakeServer, runtime: Runtime
+) -> None:
+    llm, _ = await mount_openai(runtime, server)
+    answer = "I'll look it up.\n<tool_", "response>\nSunny\n</tool_response>\nIt is sunny."
+    server.queue(stream(written(*answer)))
+
+    chunks = await collect(llm, ask(tools=[WEATHER]))
+
+    assert calls_of(chunks) == []
+    assert text_of(chunks) == f"I'll look it up.\n{MADE_UP_NOTE}"
+    assert chunks[-1] == Finish("stop")
+
+
+async def test_the_tag_named_within_a_line_stays_text(server: FakeServer, runtime: Runtime) -> None:
+    llm, _ = await mount_openai(runtime, server)
+    server.queue(stream(written("Results come in <tool_response> tags.")))
+
+    chunks = await collect(llm, ask(tools=[WEATHER]))
+
+    assert text_of(chunks) == "Results come in <tool_response> tags."
 
 
 async def test_json_that_names_no_offered_tool_stays_text(

@@ -102,6 +102,26 @@ async def test_the_default_prompt_states_role_cwd_platform_shell_date_and_a_clea
     assert f"a git repository rooted at {repo} (branch feature at {commit}; clean)" in system
 
 
+async def test_agents_in_different_directories_get_the_same_system_prompt(
+    make_world: Any, tmp_path: Path
+) -> None:
+    """The working directory is noted in the conversation, not in the system prompt, so
+    sessions in different directories share the cached prefix (prompt and tools)."""
+    one, two = repository(tmp_path / "one"), repository(tmp_path / "two")
+    world = await make_world()
+
+    first, second = await first_request(world, one), await first_request(world, two)
+
+    assert first.system == second.system
+    assert str(one) not in (first.system or "")
+    notes = [request.messages[0] for request in (first, second)]
+    for note, cwd in zip(notes, (one, two), strict=True):
+        assert isinstance(note, UserRoleMessage)
+        [block] = note.content
+        assert isinstance(block, TextBlock)
+        assert block.text.startswith(f"Environment now:\n- Working directory: {cwd}\n")
+
+
 async def test_uncommitted_changes_and_untracked_files_make_the_repository_dirty(
     make_world: Any, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from tests.agent.world import World, build_world, call, say
 from tests.shell.support import Gate
 from tether.agent import Agent, UserMessage
 from tether.content import ToolCallBlock
+from tether.plugins.tool_bash import NO_TASK_HINT
 from tether.runtime import CancelSignal
 from tether.shell import ShellExecRequest, TaskStatus
 from tether.tools import ToolExec
@@ -73,7 +74,10 @@ async def test_foreground_output_renders_stdout_stderr_and_exit_code(world: Worl
 async def test_timeout_is_marked(world: World) -> None:
     agent = await new_agent(world)
     result = await run_bash(world, agent, command="sleep 5", timeout_ms=200)
-    assert "[timed out after 200 ms]" in str(result["content"])
+    assert "[timed out after 200 ms]\n[to let it run longer, call bash again with a larger " in (
+        str(result["content"])
+    )
+    assert "run_in_background: true and read its output with bash_output]" in str(result["content"])
 
 
 async def test_relative_workdir_resolves_against_the_session_cwd(
@@ -106,7 +110,7 @@ async def test_owner_fence_refuses_other_sessions(world: World, tmp_path: Path) 
     command = f"echo unread; echo written > {gate}; sleep 30"
     await run_bash(world, owner, command=command, run_in_background=True)
     await written
-    refused = "no background task bash-1 in this session"
+    refused = f"no background task bash-1 in this session; {NO_TASK_HINT}"
     assert await as_caller(world, other, "bash_output", task_id="bash-1") == refused
     assert await as_caller(world, other, "bash_kill", task_id="bash-1") == refused
     assert await as_caller(world, None, "bash_output", task_id="bash-1") == refused
@@ -133,7 +137,7 @@ async def test_unowned_tasks_are_open_and_empty_string_is_a_real_owner(world: Wo
     agent = await new_agent(world)
     assert "status: running" in await as_caller(world, agent, "bash_output", task_id=unowned.id)
     refused = await as_caller(world, agent, "bash_output", task_id=empty.id)
-    assert refused == f"no background task {empty.id} in this session"
+    assert refused == f"no background task {empty.id} in this session; {NO_TASK_HINT}"
     blank = SimpleNamespace(id="", session=agent.session)
     allowed = await as_caller(world, blank, "bash_output", task_id=empty.id)  # type: ignore[arg-type]
     assert "status: running" in allowed
@@ -144,7 +148,7 @@ async def test_reloading_tool_bash_keeps_the_fence(world: World) -> None:
     await run_bash(world, owner, command="echo kept; sleep 30", run_in_background=True)
     await world.composer.reload("tool_bash")
     refused = await as_caller(world, other, "bash_output", task_id="bash-1")
-    assert refused == "no background task bash-1 in this session"
+    assert refused == f"no background task bash-1 in this session; {NO_TASK_HINT}"
     assert "kept" in await as_caller(world, owner, "bash_output", task_id="bash-1")
 
 
@@ -209,5 +213,10 @@ async def test_invalid_requests_are_error_results(world: World) -> None:
     agent = await new_agent(world)
     result = await run_bash(world, agent, command="pwd", workdir="/no/such/dir")
     assert result["is_error"] is True and "/no/such/dir" in str(result["content"])
+    # Each refusal says what to do instead.
+    assert "give workdir as a directory that exists" in str(result["content"])
     missing = await as_caller(world, agent, "bash_output", task_id="bash-99")
-    assert missing == "no background task bash-99 in this session"
+    assert missing == (
+        "no background task bash-99 in this session; a task id is what bash answered when it "
+        "started a command with run_in_background: true (for example bash-1)"
+    )

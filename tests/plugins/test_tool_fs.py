@@ -57,9 +57,16 @@ async def test_read_pages_through_a_file_bigger_than_a_whole_read(fs: Files) -> 
 
 
 async def test_read_refuses_missing_directories_binaries_images_and_non_utf8(fs: Files) -> None:
-    assert await fs.refused("read", path="nope.txt") == "nope.txt does not exist"
+    # Each refusal says which call to make next.
+    assert await fs.refused("read", path="nope.txt") == (
+        'nope.txt does not exist; to find where it is, call the glob tool with {"pattern": '
+        '"**/nope.txt"}'
+    )
     (fs.root / "sub").mkdir()
-    assert await fs.refused("read", path="sub") == "sub is a directory, not a file"
+    assert await fs.refused("read", path="sub") == (
+        "sub is a directory, not a file; to list its files, call the glob tool with "
+        '{"pattern": "*", "path": "sub"}'
+    )
     (fs.root / "bin").write_bytes(b"abc\0def")
     assert "is a binary file" in await fs.refused("read", path="bin")
     (fs.root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
@@ -228,6 +235,37 @@ async def test_edit_refuses_missing_and_ambiguous_strings_then_replace_all_works
     assert (fs.root / "a.txt").read_text() == "x = 2\nx = 2\n"
 
 
+async def test_a_failed_edit_says_which_call_to_make_next(fs: Files) -> None:
+    (fs.root / "a.py").write_text("def f():\n    return 1\n")
+    await fs.ok("read", path="a.py")
+    assert await fs.refused("edit", path="a.py", old_string="return 0", new_string="x") == (
+        'old_string was not found in a.py; call the read tool with {"path": "a.py"} to see '
+        "its current text, then call edit again with old_string copied from it exactly "
+        "(whitespace and indentation included)"
+    )
+    # Copied from read's output with its line numbers: said as such.
+    numbered = "     2\t    return 1"
+    assert "holds the line numbers that read shows" in await fs.refused(
+        "edit", path="a.py", old_string=numbered, new_string="    return 2"
+    )
+    assert "give the changed text as new_string" in await fs.refused(
+        "edit", path="a.py", old_string="f", new_string="f"
+    )
+    # A call with every argument null, as small models make: what edit needs, and write.
+    reason = await fs.refused("edit", path="a.py", old_string=None, new_string=None)
+    assert "call the write tool with path and content" in reason
+    (fs.root / "blob").write_bytes(b"\0\1")
+    assert "with the bash tool instead" in await fs.refused("read", path="blob")
+    (fs.root / "b.txt").write_text("b\n")
+    assert await fs.refused("glob", pattern="*", path="b.txt") == (
+        "b.txt is not a directory; give a directory as path, or call the read tool with "
+        '{"path": "b.txt"}'
+    )
+    assert "call grep again with a Python regular expression" in await fs.refused(
+        "grep", pattern="f(("
+    )
+
+
 async def test_several_edits_apply_all_or_none(fs: Files) -> None:
     target = fs.root / "a.txt"
     target.write_text("alpha\nbeta\ngamma\n")
@@ -248,7 +286,9 @@ async def test_several_edits_apply_all_or_none(fs: Files) -> None:
     assert "not both" in await fs.refused(
         "edit", path="a.txt", old_string="a", new_string="b", edits=good
     )
-    assert "give old_string and new_string" in await fs.refused("edit", path="a.txt")
+    assert "edit needs old_string (the exact text to replace, as read shows it) and new_string" in (
+        await fs.refused("edit", path="a.txt")
+    )
 
 
 async def test_an_edit_is_refused_when_the_file_changed_since_it_was_read(fs: Files) -> None:
@@ -425,7 +465,9 @@ async def test_bad_arguments_name_the_field(fs: Files) -> None:
     assert failed and "offset" in content
     content, failed = await fs.call("read")
     assert failed and "path" in content
-    assert await fs.refused("read", path="") == "the path is empty"
+    assert await fs.refused("read", path="") == (
+        "the path is empty; give path: the file's path relative to the working directory"
+    )
 
 
 QUERIES = [

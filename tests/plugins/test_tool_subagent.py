@@ -267,7 +267,8 @@ async def test_a_background_task_tells_its_parent_and_only_its_parent_may_read_i
     assert delegation is not None and delegation.background
 
     denied = await call_as(world, other, "task_output", task_id=child.id)
-    assert denied == (f"no task {child.id} in this session", True)
+    missing = f"no task {child.id} in this session; a task id is what task answered when it "
+    assert denied == (missing + "started a task", True)
     assert await call_as(world, other, "task_kill", task_id=child.id) == denied
     running = await call_as(world, parent, "task_output", task_id=child.id)
     assert running[0].startswith(f"[task {child.id} running]")
@@ -322,8 +323,10 @@ async def test_limits_are_error_results_that_name_them(tmp_path: Path) -> None:
         child_id = str(results(parent)[0]["content"]).rsplit("[task ", 1)[1].split(":")[0]
         [refused] = [r for r in stored(world, child_id) if r["type"] == "tool/result"]
         assert refused["data"]["is_error"] is True
+        # Each refusal says what to do instead.
         assert refused["data"]["content"] == (
-            "task refused: delegation is limited to 1 levels, and this agent is a child"
+            "task refused: delegation is limited to 1 levels, and this agent is a child; "
+            "do the work yourself with the other tools instead"
         )
         # Two agents are live: the limit of the process.
         await new_parent(world)
@@ -331,12 +334,14 @@ async def test_limits_are_error_results_that_name_them(tmp_path: Path) -> None:
         parent.followup(UserMessage.text("again"))
         await asyncio.wait_for(parent.when_idle(), 10)
         assert results(parent)[-1]["content"] == (
-            "task refused: 2 agents are live in this process (the limit)"
+            "task refused: 2 agents are live in this process (the limit); "
+            "do the work yourself with the other tools instead"
         )
         world.model.queue(task_call("x", call_id="t4", agent="nobody"), say("ok"))
         parent.followup(UserMessage.text("a profile"))
         await asyncio.wait_for(parent.when_idle(), 10)
         assert "there is no agent profile 'nobody'" in str(results(parent)[-1]["content"])
+        assert "or without agent for the default" in str(results(parent)[-1]["content"])
     finally:
         await world.runtime.dispose()
 
@@ -450,7 +455,11 @@ async def test_one_answer_with_five_tasks_never_runs_more_children_than_max_chil
 
         assert crowd.most_alive == 2
         assert completed(results(parent)) == 2
-        assert crowd.refused == ["task refused: this agent already runs 2 tasks (the limit)"] * 3
+        full = (
+            "task refused: this agent already runs 2 tasks (the limit); wait for one "
+            "(task_output) or stop one (task_kill) before starting another"
+        )
+        assert crowd.refused == [full] * 3
         # Every slot is given back: the next answer may delegate twice again.
         world.model.queue(task_calls(2), say("again done"))
         kids(world).queue(say("one"), say("two"))

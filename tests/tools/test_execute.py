@@ -83,7 +83,11 @@ async def test_arguments_are_validated_before_execution(
     registry: ToolRegistry, recorder: Recorder, arguments: dict[str, object], details: str
 ) -> None:
     result = await registry.execute(ToolCallBlock("c1", "count", arguments), exec_for())
-    assert result == error("c1", "count", f"invalid arguments for tool 'count': {details}")
+    # The refusal ends with the parameters a call takes: what to send instead.
+    next_call = "Call count again with its parameters: count (integer, required), unit (string)."
+    assert result == error(
+        "c1", "count", f"invalid arguments for tool 'count': {details}. {next_call}"
+    )
     assert recorder.calls == []
 
 
@@ -117,12 +121,31 @@ async def test_an_unknown_tool_is_answered_with_the_available_names(
     await registry.register(echo_tool("read"))
     await registry.register(echo_tool("bash"))
     result = await registry.execute(call("wirte", "c9"), exec_for("c9"))
-    assert result == error("c9", "wirte", "unknown tool 'wirte'; available: bash, read")
+    assert result == error(
+        "c9",
+        "wirte",
+        "unknown tool 'wirte'; available: bash, read. Call one of these by its exact name.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("called", "meant"),
+    [("wirte", "write"), ("Read", "read"), ("functions.bash", "bash"), ("reed", "read")],
+)
+async def test_an_unknown_tool_names_the_tool_it_most_likely_misspells(
+    registry: ToolRegistry, called: str, meant: str
+) -> None:
+    for name in ("read", "write", "bash"):
+        await registry.register(echo_tool(name))
+    result = await registry.execute(call(called), exec_for())
+    assert result.content.startswith(f"unknown tool {called!r} (did you mean {meant!r}?); ")
 
 
 async def test_an_unknown_tool_with_no_tools_says_so(registry: ToolRegistry) -> None:
     result = await registry.execute(call("read"), exec_for())
-    assert result == error("c1", "read", "unknown tool 'read'; no tools are available")
+    assert result == error(
+        "c1", "read", "unknown tool 'read'; no tools are available: answer without calling one"
+    )
 
 
 async def test_a_tool_outside_the_offered_names_does_not_run(
@@ -130,7 +153,9 @@ async def test_a_tool_outside_the_offered_names_does_not_run(
 ) -> None:
     await registry.register(echo_tool("echo"))
     result = await registry.execute(call("count", count=1), exec_for(), only=["echo"])
-    assert result == error("c1", "count", "unknown tool 'count'; available: echo")
+    assert result == error(
+        "c1", "count", "unknown tool 'count'; available: echo. Call one of these by its exact name."
+    )
     assert recorder.calls == []
 
 
@@ -210,11 +235,9 @@ async def test_before_execute_may_rewrite_arguments_which_are_validated_again(
 
     replacement = {"count": -1}
     result = await registry.execute(call("count", count=1), exec_for())
-    assert result == error(
-        "c1",
-        "count",
+    assert result.is_error and result.content.startswith(
         "invalid arguments for tool 'count' (as rewritten by a tool/before-execute listener): "
-        "arguments.count: Input should be greater than or equal to 1",
+        "arguments.count: Input should be greater than or equal to 1."
     )
     assert recorder.calls == [CountArgs(count=5)]
 

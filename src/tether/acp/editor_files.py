@@ -28,8 +28,11 @@ from tether.front.seams import (
     ImageFileError,
     Page,
     Snapshot,
+    binary,
     digest,
     image_on_disk,
+    is_directory,
+    missing,
     on_disk,
     page_text,
 )
@@ -111,10 +114,10 @@ class EditorFiles:
             text = await self._link.read_text_file(self._session_id, target.real)
         except Exception as exc:
             if on_disk(target) is None:
-                raise FileToolError(f"{shown} does not exist") from None
+                raise missing(shown) from None
             raise FileToolError(f"the editor could not read {shown}: {exc}") from None
         if "\0" in text[:PROBE_BYTES]:
-            raise FileToolError(f"{shown} is a binary file (it holds NUL bytes), not a text file")
+            raise binary(shown)
         version = digest(text.encode("utf-8"))
         return FileText(text, version, version)
 
@@ -147,4 +150,4 @@ def _refuse_directory(target: Resolved) -> None:
     """
     info = on_disk(target)
     if info is not None and stat.S_ISDIR(info.st_mode):
-        raise FileToolError(f"{target.shown} is a directory, not a file")
+        raise is_directory(target.shown)

@@ -25,7 +25,7 @@ from tether.plugins.fs.access import (
     on_disk,
     page_text,
 )
-from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.errors import FileToolError, binary, is_directory, missing
 from tether.plugins.fs.images import ImageFileError
 from tether.plugins.fs.snapshots import Snapshot, digest
 from tether.plugins.fs.text import PROBE_BYTES, Page
@@ -46,8 +46,11 @@ __all__ = [
     "Snapshot",
     "TerminalResult",
     "Terminals",
+    "binary",
     "digest",
     "image_on_disk",
+    "is_directory",
+    "missing",
     "on_disk",
     "page_text",
 ]

@@ -3,7 +3,7 @@
 What a request's system prompt holds, in order:
 
 1. **the base**: tether's default text (:data:`ROLE` and :data:`SAFETY`, with
-   the lasting facts of :mod:`tether.loop.environment`: cwd, platform,
+   the lasting facts of :mod:`tether.loop.environment`: platform and
    shell) — or, when the agent's ``system`` setting is given, that text
    instead;
 2. **the tools**: every tool the request offers, by name with the first line
@@ -19,9 +19,11 @@ first request; the tools part is rebuilt only when the tools change.
 
 **A prefix that caches.** Providers (and local servers) reuse the work done
 on the longest prefix a request shares with an earlier one, so the system
-prompt holds nothing that changes during a session: the facts that do (the
-date, the git branch and whether there are uncommitted changes) are not in
-it. They are :meth:`SystemPrompt.facts`, which the agent loop logs as a
+prompt holds nothing that changes during a session, nor what differs
+between sessions on one machine: the facts that do (the working directory,
+the date, the git branch and whether there are uncommitted changes) are not
+in it, so sessions in different directories share the prefix of the system
+prompt and the tool definitions. They are :meth:`SystemPrompt.facts`, which the agent loop logs as a
 ``context/environment`` note (:mod:`tether.session.environment`) at the
 first turn of each agent whose facts differ from the last note logged. The
 note joins the conversation where it was logged, after everything the
@@ -95,18 +97,19 @@ def render_base(environment: Environment) -> str:
     facts = "\n".join(
         (
             "Environment:",
-            f"- Working directory: {environment.cwd}",
             f"- Platform: {environment.platform}",
             f"- User's shell: {environment.shell}",
-            "- The date and the state of the git repository are noted in the conversation, "
-            "and noted again when they change; the most recent note is current.",
+            "- The working directory, the date and the state of the git repository are noted "
+            "in the conversation, and noted again when they change; the most recent note is "
+            "current.",
         )
     )
     return f"{ROLE}\n\n{facts}"
 
 
 def render_facts(environment: Environment) -> str:
-    """The facts of one snapshot that may change during a session: the date and git."""
+    """The facts of one snapshot that differ between sessions or may change during one:
+    the working directory, the date and git."""
     git = environment.git
     if git is None:
         repository = "not a git repository"
@@ -119,6 +122,7 @@ def render_facts(environment: Environment) -> str:
     return "\n".join(
         (
             "Environment now:",
+            f"- Working directory: {environment.cwd}",
             f"- Today's date: {environment.date.isoformat()}",
             f"- Git: {repository}",
         )

@@ -65,7 +65,10 @@ async def todo(args: TodoArgs, exec: ToolExec) -> ToolOutput:
         )
     blank = [index for index, task in enumerate(args.tasks) if not task.content.strip()]
     if blank:
-        return ToolOutput(f"task {blank[0]} has no content", is_error=True)
+        return ToolOutput(
+            f"task {blank[0]} has no content; call todo again with content for every task",
+            is_error=True,
+        )
     entries = tuple(
         PlanEntry(task.content.strip(), task.priority, task.status) for task in args.tasks
     )

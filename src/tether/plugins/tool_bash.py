@@ -91,6 +91,13 @@ optional = ("sandbox",)
 
 NOTICE_SOURCE = "notice"
 
+NO_TASK_HINT = (
+    "a task id is what bash answered when it started a command with run_in_background: true "
+    "(for example bash-1)"
+)
+"""What a refusal of an unknown task id adds: where ids come from. The same for every id,
+so that it tells nothing about other sessions' tasks."""
+
 
 class Config(Schema, frozen=True):
     """Configuration of the bash tools: how completions reach an idle owner."""
@@ -184,6 +191,10 @@ def _endings(result: ShellResult | TerminalResult, timeout_ms: int) -> list[str]
     parts = []
     if result.timed_out:
         parts.append(f"[timed out after {timeout_ms} ms]")
+        parts.append(
+            "[to let it run longer, call bash again with a larger timeout_ms, or with "
+            "run_in_background: true and read its output with bash_output]"
+        )
     elif result.aborted:
         parts.append("[cancelled]")
     if result.signal is not None:
@@ -235,7 +246,13 @@ class BashTools:
                 return await self._in_terminal(terminals, exec.agent, spec, exec)
             result = await self._run(spec, exec)
         except ShellError as exc:
-            return ToolOutput(str(exc), is_error=True)
+            reason = str(exc)
+            if args.workdir is not None and cwd is not None and repr(cwd) in reason:
+                reason += (
+                    "; give workdir as a directory that exists (relative to the session's "
+                    "working directory), or leave it out"
+                )
+            return ToolOutput(reason, is_error=True)
         if result.aborted and result.stop is not None and exec.agent is not None:
             self.receipts.call_stopped(exec.agent, exec.call_id, result.stop)
         failed = result.timed_out or result.aborted or result.exit_code != 0
@@ -311,7 +328,7 @@ class BashTools:
         tasks.
         """
         if not may_touch(self._shell, task_id, owner_token(exec)):
-            return f"no background task {task_id} in this session"
+            return f"no background task {task_id} in this session; {NO_TASK_HINT}"
         return None
 
     async def bash_output(self, args: TaskArgs, exec: ToolExec) -> ToolOutput:

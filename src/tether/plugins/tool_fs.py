@@ -124,11 +124,19 @@ class EditArgs(Schema, frozen=True):
 
         single = self.old_string is not None or self.new_string is not None
         if single and self.edits is not None:
-            raise FileToolError("give either old_string/new_string or edits, not both")
+            raise FileToolError(
+                "give either old_string/new_string or edits, not both; call edit again with "
+                "one of them"
+            )
         if self.edits is not None:
             return tuple(Edit(e.old_string, e.new_string, e.replace_all) for e in self.edits)
         if self.old_string is None or self.new_string is None:
-            raise FileToolError("give old_string and new_string (or edits)")
+            raise FileToolError(
+                "edit needs old_string (the exact text to replace, as read shows it) and "
+                "new_string (the text to put there), both strings; or edits, a list of "
+                '{"old_string": …, "new_string": …}. To create or replace a whole file, call '
+                "the write tool with path and content"
+            )
         return (Edit(self.old_string, self.new_string, self.replace_all),)
 
 

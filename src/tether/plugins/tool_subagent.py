@@ -112,6 +112,8 @@ TASK_TOOL = "task"
 """The name of the tool that delegates to a child."""
 NOTICE_SOURCE = "notice"
 PROMPT_SOURCE = "parent"
+DO_IT_YOURSELF = "do the work yourself with the other tools instead"
+"""What a refused delegation tells the model to do when no other task would be taken."""
 
 
 class Profile(Schema, frozen=True):
@@ -539,7 +541,10 @@ class SubagentTools:
         A task of another agent gets the very answer of an id that does not
         exist, so ids cannot be probed.
         """
-        missing = f"no task {task_id} in this session"
+        missing = (
+            f"no task {task_id} in this session; a task id is what task answered when it "
+            "started a task"
+        )
         caller = exec.agent
         if caller is None:
             return missing
@@ -567,14 +572,25 @@ class SubagentTools:
         config = self._config
         if args.agent is not None and args.agent not in config.profiles:
             known = ", ".join(sorted(config.profiles)) or "none are configured"
-            return f"there is no agent profile {args.agent!r} (profiles: {known})"
+            return (
+                f"there is no agent profile {args.agent!r} (profiles: {known}); call task "
+                "again with one of them as agent, or without agent for the default"
+            )
         if depth_of(parent) + 1 > config.max_depth:
-            return f"delegation is limited to {config.max_depth} levels, and this agent is a child"
+            return (
+                f"delegation is limited to {config.max_depth} levels, and this agent is a "
+                f"child; {DO_IT_YOURSELF}"
+            )
         family = self._families.get(parent.id)
         if family is not None and family.slots >= config.max_children:
-            return f"this agent already runs {config.max_children} tasks (the limit)"
+            return (
+                f"this agent already runs {config.max_children} tasks (the limit); wait for "
+                "one (task_output) or stop one (task_kill) before starting another"
+            )
         if len(self._ctx.service(AGENTS).list()) + self._creating >= config.max_agents:
-            return f"{config.max_agents} agents are live in this process (the limit)"
+            return (
+                f"{config.max_agents} agents are live in this process (the limit); {DO_IT_YOURSELF}"
+            )
         return None
 
     def _options(self, parent: Agent, profile_name: str | None) -> AgentOptions:

@@ -1,12 +1,13 @@
 """``context/environment``: the facts about where the agent works that may change.
 
 The system prompt states only what stays the same for a session (so that a
-provider's prompt cache serves it from one request to the next, see
-:mod:`tether.loop.prompt`). The date and the state of the git repository
-are logged instead, as one ``EnvironmentNoted`` event, when an agent's first
-turn finds them different from the last note in the log::
+provider's prompt cache serves it from one request to the next, and from
+one session to another, see :mod:`tether.loop.prompt`). The working
+directory, the date and the state of the git repository are logged instead,
+as one ``EnvironmentNoted`` event, when an agent's first turn finds them
+different from the last note in the log::
 
-    {"text": "Environment now:\\n- Today's date: 2026-12-05\\n- Git: …"}
+    {"text": "Environment now:\\n- Working directory: /src/app\\n- Today's date: …\\n- Git: …"}
 
 It is model-visible: :func:`tether.session.derive_messages` makes it a user
 message where it stands, so it comes after everything the model saw before

@@ -9,9 +9,11 @@ call gets an error result). The steps, in order:
 
 1. A call whose signal is already cancelled does not start.
 2. The tool is looked up among the tools the caller may use; an unknown name
-   is answered with the names that are available.
+   is answered with the names that are available (and the one it most likely
+   misspells).
 3. The arguments are validated against the tool's model; the tool never sees
-   arguments that fail validation.
+   arguments that fail validation, and the refusal lists the parameters a
+   call takes (:mod:`tether.tools.hints`).
 4. ``tool/before-execute`` may rewrite or veto the invocation. Rewritten
    arguments are validated again, and the signal is checked again (a listener
    may have waited on a person).
@@ -58,6 +60,7 @@ from tether.runtime.keys import Waterfall
 from tether.runtime.signal import Cancelled, CancelSignal, cancelling_current_task
 from tether.tools.arguments import ArgumentsError, arguments_data, parse
 from tether.tools.definition import Tool, ToolExec, ToolOutput, ToolResult
+from tether.tools.hints import nearest, parameters
 from tether.tools.preview import ToolPreview
 
 if TYPE_CHECKING:
@@ -332,15 +335,23 @@ def _check_not_cancelled(name: str, signal: CancelSignal) -> None:
 
 def _unknown_tool(name: str, tools: Mapping[str, Tool[Any]]) -> str:
     if not tools:
-        return f"unknown tool {name!r}; no tools are available"
-    return f"unknown tool {name!r}; available: {', '.join(sorted(tools))}"
+        return f"unknown tool {name!r}; no tools are available: answer without calling one"
+    guess = nearest(name, tools)
+    meant = f" (did you mean {guess!r}?)" if guess is not None else ""
+    return (
+        f"unknown tool {name!r}{meant}; available: {', '.join(sorted(tools))}. "
+        "Call one of these by its exact name."
+    )
 
 
 def _validate(tool: Tool[Any], arguments: object, origin: str = "") -> object:
     try:
         return parse(tool.args, arguments)
     except ArgumentsError as exc:
-        raise _Refusal(f"invalid arguments for tool {tool.name!r}{origin}: {exc}") from None
+        raise _Refusal(
+            f"invalid arguments for tool {tool.name!r}{origin}: {exc}. Call {tool.name} again "
+            f"with its parameters: {parameters(tool.schema)}."
+        ) from None
 
 
 def _as_json(tool: Tool[Any], args: object) -> Mapping[str, object]:

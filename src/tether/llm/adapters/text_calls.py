@@ -23,6 +23,16 @@ Text that may open such a call is held back until it is clear: a fence
 whose first line is ``{``, a ``<tool_call>`` or ``<tools>`` tag, or an answer that begins
 with ``{`` is held to its end; any other text streams as it comes.
 
+**Results a model writes itself.** Having written a call, a small model
+often goes on to write its result too, between ``<tool_response>`` tags (the
+tag its chat template puts around real results), and then what it makes of
+it; or it writes such a block with no call at all, and says the work is
+done. No tool produced that text, so it is never kept as if one had: from
+a ``<tool_response>`` tag at the start of a line on, the answer is left out
+(held back like a call, so it never reaches the person either). After a
+call, the real result follows; without one, a note in its place says that
+no tool ran (:data:`MADE_UP_NOTE`).
+
 Which providers get this is a setting (``text_tool_calls``, see
 :mod:`tether.llm.adapters.openai`): on by default only for a server on this
 machine (a base URL on ``127.0.0.1``, ``localhost`` or ``::1``).
@@ -31,6 +41,7 @@ machine (a base URL on ``127.0.0.1``, ``localhost`` or ``::1``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from typing import TYPE_CHECKING
@@ -42,12 +53,21 @@ from tether.llm.chunks import Finish, StreamChunk, TextDelta, ToolCallDelta
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
 
-__all__ = ["TextCallDecoder", "is_local", "parse_calls"]
+__all__ = ["MADE_UP_NOTE", "TextCallDecoder", "is_local", "parse_calls"]
+
+log = logging.getLogger(__name__)
 
 _FENCE = "```"
 # ``<tools>``: small models copy the tag their chat template puts around the tool
 # definitions (Qwen's), and write a call inside it.
-_MARKERS = (_FENCE, "<tool_call>", "<tools>")
+_RESPONSE = "<tool_response>"
+_MARKERS = (_FENCE, "<tool_call>", "<tools>", _RESPONSE)
+# A result the model writes itself: the tag at the start of a line.
+_MADE_UP = re.compile(r"^[ \t]*<tool_response>", re.MULTILINE)
+MADE_UP_NOTE = (
+    "[a tool result the model wrote itself was left out here, with what followed it: no tool ran]"
+)
+"""What stands in an answer for a result the model wrote without making a call."""
 # A fenced block: the fence, an info string (json, tool_call, …), the body, the fence.
 _FENCED = re.compile(r"```[\w-]*[ \t]*\n(?P<body>.*?)\n?```", re.DOTALL)
 _TAGGED = re.compile(r"<(?P<tag>tool_call|tools)>(?P<body>.*?)</(?P=tag)>", re.DOTALL)
@@ -95,7 +115,7 @@ class TextCallDecoder:
     """A :class:`~tether.llm.adapters.decoding.Decoder` that turns the written tool
     calls of ``inner``'s text into calls (see the module docstring)."""
 
-    __slots__ = ("_calls", "_held", "_inner", "_native", "_said", "_tools")
+    __slots__ = ("_calls", "_held", "_inner", "_line_start", "_native", "_said", "_tools")
 
     def __init__(self, inner: Decoder, tools: frozenset[str]) -> None:
         self._inner = inner
@@ -104,6 +124,8 @@ class TextCallDecoder:
         """Text not passed on yet: it may open a written call."""
         self._said = False
         """Whether any text but white space was passed on."""
+        self._line_start = True
+        """Whether the text passed on ends at the start of a line (white space aside)."""
         self._native = False
         self._calls = 0
 
@@ -174,10 +196,25 @@ class TextCallDecoder:
             return []
         text, self._held = self._held[:size], self._held[size:]
         self._said = self._said or bool(text.strip())
+        _, newline, last = text.rpartition("\n")
+        self._line_start = not last.strip() and (bool(newline) or self._line_start)
         return [TextDelta(text)]
 
     def _written(self, text: str) -> list[StreamChunk]:
-        """``text`` (a whole answer's rest) as text and calls."""
+        """``text`` (a whole answer's rest) as text and calls, without a result the
+        model wrote itself (see the module docstring)."""
+        made_up = next((m for m in _MADE_UP.finditer(text) if m.start() or self._line_start), None)
+        if made_up is None:
+            return self._calls_in(text)
+        log.info("a tool result the model wrote itself was left out of its answer")
+        chunks = self._calls_in(text[: made_up.start()])
+        if self._calls:
+            return [c for c in chunks if not isinstance(c, TextDelta) or c.text.strip()]
+        kept = text[: made_up.start()]
+        return [TextDelta(kept + MADE_UP_NOTE if kept.strip() else MADE_UP_NOTE)]
+
+    def _calls_in(self, text: str) -> list[StreamChunk]:
+        """``text`` as text and the calls it writes."""
         if not self._said:
             whole = parse_calls(text.strip(), self._tools)
             if whole is not None:

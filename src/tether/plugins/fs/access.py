@@ -212,7 +212,8 @@ class DiskFiles:
         if info.st_size > self.max_bytes:
             raise FileToolError(
                 f"{shown} is {info.st_size:,} bytes, over the {self.max_bytes:,}-byte cap "
-                "for whole-file operations; read it in pages with offset and limit"
+                "for whole-file operations; read it in pages with offset and limit, and change "
+                "it with the bash tool (for example sed)"
             )
         try:
             data = stream.read()

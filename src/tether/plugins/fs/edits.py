@@ -8,11 +8,12 @@ result only once every edit has.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import msgspec
 
-from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.errors import FileToolError, next_call
 
 
 class Edit(msgspec.Struct, frozen=True):
@@ -50,13 +51,13 @@ def apply_edits(text: str, edits: Sequence[Edit], shown: str) -> Edited:
         if not edit.old_string:
             raise FileToolError(f"{which}old_string is empty; use the write tool to create a file")
         if edit.old_string == edit.new_string:
-            raise FileToolError(f"{which}old_string and new_string are the same; nothing to do")
+            raise FileToolError(
+                f"{which}old_string and new_string are the same, so nothing would change; "
+                "give the changed text as new_string"
+            )
         at = text.find(edit.old_string)
         if at < 0:
-            raise FileToolError(
-                f"{which}old_string was not found in {shown}; read the file again and copy "
-                "the text exactly (whitespace and indentation included)"
-            )
+            raise FileToolError(_not_found(which, edit.old_string, shown))
         if edit.replace_all:
             count = text.count(edit.old_string)
         else:
@@ -77,3 +78,22 @@ def apply_edits(text: str, edits: Sequence[Edit], shown: str) -> Edited:
         replacements += count if edit.replace_all else 1
     assert first is not None
     return Edited(text, replacements, first)
+
+
+# What ``read`` puts before each line: its number, right-aligned, and a tab.
+_NUMBERED = re.compile(r"^ *\d+\t", re.MULTILINE)
+
+
+def _not_found(which: str, old_string: str, shown: str) -> str:
+    """Why ``old_string`` is not in the file, and what to call to get it right."""
+    read = next_call("read", path=shown)
+    if _NUMBERED.match(old_string):
+        return (
+            f"{which}old_string was not found in {shown}: it holds the line numbers that read "
+            "shows before each line; copy the text after the tab only, and call edit again"
+        )
+    return (
+        f"{which}old_string was not found in {shown}; {read} to see its current text, then "
+        "call edit again with old_string copied from it exactly (whitespace and indentation "
+        "included)"
+    )

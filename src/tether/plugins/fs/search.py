@@ -145,7 +145,11 @@ class GrepQuery(msgspec.Struct, frozen=True):
         try:
             return re.compile(self.pattern.encode("utf-8"), flags)
         except re.error as exc:
-            raise FileToolError(f"invalid regular expression {self.pattern!r}: {exc}") from None
+            raise FileToolError(
+                f"invalid regular expression {self.pattern!r}: {exc}; call grep again with a "
+                "Python regular expression as pattern (a backslash before ( ) [ ] { } . * + ? | "
+                "matches it as text)"
+            ) from None
 
 
 class Hit(msgspec.Struct, frozen=True):

@@ -27,14 +27,13 @@ seen.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
-from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.errors import FileToolError, next_call
 from tether.session.files import FILE_SEEN_TYPE, FileSeen
 
 if TYPE_CHECKING:
@@ -98,7 +97,7 @@ class Snapshots:
             FileToolError: never read by this agent, or changed since it was read.
         """
         seen = self.get(owner, path)
-        read = f"call the read tool with {json.dumps({'path': shown})}"
+        read = next_call("read", path=shown)
         if seen is None:
             raise FileToolError(
                 f"{shown} has not been read in this session: {read} first, then repeat this "

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from tether.plugins.fs.errors import FileToolError
+from tether.plugins.fs.errors import FileToolError, binary
 from tether.plugins.fs.images import ImageFileError, image_type
 
 PROBE_BYTES = 8192
@@ -59,7 +59,7 @@ def refuse_binary(head: bytes, shown: str) -> None:
     if media_type is not None:
         raise ImageFileError(shown, media_type)
     if b"\0" in head[:PROBE_BYTES]:
-        raise FileToolError(f"{shown} is a binary file (it holds NUL bytes), not a text file")
+        raise binary(shown)
 
 
 def decode(data: bytes, shown: str) -> str:
@@ -73,7 +73,8 @@ def decode(data: bytes, shown: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileToolError(
-            f"{shown} is not UTF-8 text (byte {exc.start} cannot be decoded)"
+            f"{shown} is not UTF-8 text (byte {exc.start} cannot be decoded); look at it with "
+            "the bash tool instead (for example iconv or xxd)"
         ) from None
 
 
@@ -132,7 +133,8 @@ def read_page(stream: BinaryIO, shown: str, offset: int, limit: int, max_chars: 
         except UnicodeDecodeError as exc:
             if len(head) < byte_cap or exc.start < len(head) - 4:
                 raise FileToolError(
-                    f"{shown} is not UTF-8 text (line {number} cannot be decoded)"
+                    f"{shown} is not UTF-8 text (line {number} cannot be decoded); look at it "
+                    "with the bash tool instead (for example iconv or xxd)"
                 ) from None
             text = head.decode("utf-8", errors="ignore")
         lines.append(cut(text, max_chars))

@@ -22,7 +22,7 @@ from tether.llm.service import LLM
 from tether.plugins.fs.access import FILE_ACCESS, DiskFiles, FileAccess
 from tether.plugins.fs.beneath import Beneath
 from tether.plugins.fs.edits import apply_edits
-from tether.plugins.fs.errors import FileToolError, failure
+from tether.plugins.fs.errors import FileToolError, failure, next_call
 from tether.plugins.fs.images import ImageFileError
 from tether.plugins.fs.search import GrepQuery, Hit, glob_files, grep
 from tether.plugins.fs.snapshots import FileLocks, Snapshot, Snapshots
@@ -135,7 +135,10 @@ class FileTools:
             return None
         where = self._workspace(exec).root
         if mode == "deny":
-            return f"{resolved.shown} is outside the workspace ({where}); access there is denied"
+            return (
+                f"{resolved.shown} is outside the workspace ({where}); access there is denied: "
+                "use a path inside it"
+            )
         return (
             f"{resolved.shown} is outside the workspace ({where}); it needs the user's "
             "approval, and none was given"
@@ -332,7 +335,10 @@ class FileTools:
             workspace, resolved = self._directory(args.path, exec)
             with _searched(resolved) as (root, is_file):
                 if is_file:
-                    raise FileToolError(f"{resolved.shown} is not a directory")
+                    raise FileToolError(
+                        f"{resolved.shown} is not a directory; give a directory as path, "
+                        f"or {next_call('read', path=resolved.shown)}"
+                    )
                 found = glob_files(root, resolved.beneath, args.pattern, _stopped(exec))
             return workspace, [join(resolved.root, path) for path in found]
 

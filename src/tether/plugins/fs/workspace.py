@@ -58,7 +58,9 @@ class Workspace:
             FileToolError: ``path`` is empty or holds a NUL character.
         """
         if not path or not path.strip():
-            raise FileToolError("the path is empty")
+            raise FileToolError(
+                "the path is empty; give path: the file's path relative to the working directory"
+            )
         if "\0" in path:
             raise FileToolError("the path contains a NUL character")
         absolute = os.path.normpath(os.path.join(self.root, os.path.expanduser(path)))
