@@ -12,6 +12,9 @@ is reached every host's turn ends ``budget``, and:
 * what the day spent passes the limit by at most one request's reservation;
 * the killed host's reservation does not stay reserved: the takeover settled it
   (at its worst case, since the request may have been paid for).
+
+A session killed mid-request and then resumed twice, on two other hosts, has its
+worst case settled once, in its log and in the day's figures.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ import pytest
 from psycopg import sql
 
 from tests import postgres
-from tests.adapters.fake_server import FakeServer, Recorded, Reply, stream
-from tests.adapters.support import call, delta, usage
+from tests.adapters.fake_server import FakeServer, Recorded, Reply, stream, until_client_leaves
+from tests.adapters.support import call, delta, text_answer, usage
 from tests.cli.test_budget import config
 from tests.cli.test_commands import env_for, session_id
 from tests.cli.test_session_model import _MODEL_VARIABLES, tether, user_config
@@ -181,3 +184,47 @@ async def test_a_cluster_budget_without_postgresql_refuses_to_start_in_one_line(
     assert code == 2
     (line,) = err.strip().splitlines()
     assert "a cluster budget (cluster_day_usd, cluster_day_tokens) needs sessions stored" in line
+
+
+@pytest.mark.timeout(60)
+async def test_a_killed_hosts_worst_case_is_settled_once_however_often_it_is_resumed(
+    tmp_path: Path,
+) -> None:
+    schema = postgres.schema_of(tmp_path)
+    async with FakeServer() as server:
+        reached = asyncio.Event()
+        answer = stream(text_answer("done here"))
+        server.queue(until_client_leaves([], reached), *[answer] * 4)
+        first, second, third = (Host(tmp_path, f"host{n}", server.url) for n in range(3))
+        process = await first.start(*FLAGS, "hello")
+        try:
+            await asyncio.wait_for(reached.wait(), 30)
+            process.send_signal(signal.SIGKILL)
+            _, killed_err = await process.communicate()
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        assert process.returncode == -signal.SIGKILL
+        session = session_id(killed_err.decode())
+        for host in (second, third):  # resumed on one host, then on another
+            code, _out, err = await take_over(host, session)
+            assert code == 0, err
+
+    events = table(
+        schema,
+        "SELECT type, data FROM events WHERE type LIKE 'budget/%' ORDER BY seq",
+    )
+    reserved = [data for kind, data in events if kind == "budget/reserved"]
+    settled = [data for kind, data in events if kind == "budget/settled"]
+    held = reserved[0]
+    assert [s["id"] for s in settled].count(held["id"]) == 1
+    (worst,) = [s for s in settled if s["id"] == held["id"]]
+    assert worst["tokens"] == held["tokens"]  # the killed request counts in full
+    ((spent, still_reserved),) = table(
+        schema, "SELECT spent_tokens, reserved_tokens FROM budget_days"
+    )
+    assert still_reserved == 0
+    assert table(schema, "SELECT count(*) FROM budget_reservations") == [(0,)]
+    assert spent == sum(s["tokens"] for s in settled)

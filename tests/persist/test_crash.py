@@ -1,6 +1,7 @@
 """A real writer process killed with SIGKILL mid-stream loses nothing it flushed."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -119,3 +120,64 @@ async def test_sigkill_mid_stream_keeps_flushed_events_and_repairs(
         store.detach(session)
         reloaded = await persistence.load("crashy")
         assert len(reloaded.events) == len(events) + 3 + 2  # + repair of the new open turn
+
+
+async def test_a_follower_of_a_killed_writer_showed_only_what_its_log_holds(
+    tmp_path: Path,
+) -> None:
+    # Most batches are stored unsynced and rung to followers at once: what a
+    # follower in another process showed before the SIGKILL is what the log holds.
+    from tether.persist.backends import JsonlBackend
+    from tether.persist.follow import Doorbell, follow
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WRITER),
+        "jsonl",
+        str(tmp_path),
+        "crashy",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=env,
+    )
+    assert process.stdout is not None
+    reader = JsonlBackend(tmp_path)
+    shown: dict[int, dict[str, object]] = {}
+    counts: asyncio.Queue[int] = asyncio.Queue()
+
+    async def tail() -> None:
+        async for batch in follow(reader, Doorbell(), "crashy", -1, poll=0.002):
+            for event in batch:
+                assert event.seq not in shown
+                shown[event.seq] = event.to_record()
+            counts.put_nowait(len(shown))
+
+    async def shown_at_least(count: int) -> None:
+        while len(shown) < count:
+            await counts.get()
+
+    try:
+        async with asyncio.timeout(20):
+            line = await process.stdout.readline()
+            assert line.startswith(b"flushed "), line  # the log exists
+            following = asyncio.get_running_loop().create_task(tail())
+            for _ in range(23):
+                line = await process.stdout.readline()
+                assert line.startswith(b"flushed "), line
+            # Killed once the follower showed more than was acknowledged.
+            await shown_at_least(int(line.split()[1]) + 1)
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+            await shown_at_least(reader.next_seq("crashy"))
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    loaded = reader.load("crashy")
+    held = {event.seq: event.to_record() for event in loaded.events}
+    assert sorted(shown) == list(range(len(shown)))
+    assert {seq: held.get(seq) for seq in shown} == shown

@@ -23,6 +23,7 @@ from tether.persist.backends import JsonlBackend, LogBackend, SqliteBackend
 from tether.persist.backends.errors import SessionNotFoundError
 from tether.persist.backends.lease import Lease, LeaseBook, SessionTakenOverError
 from tether.persist.backends.postgres import PostgresBackend
+from tether.persist.follow import Doorbell, follow
 from tether.persist.service import PERSISTENCE, SESSION_WRITTEN, Persistence, mount_persistence
 from tether.persist.writer import WriteBehind
 from tether.runtime import Context, Fiber, Runtime
@@ -557,3 +558,73 @@ async def test_a_taken_over_session_is_never_written_again_and_its_lease_is_forg
     assert records[len(stored) :] == [e.to_record() for e in again.events][len(stored) :]
     assert backend.leases_taken == 2
     assert not leases.holds("fenced")
+
+
+async def test_events_a_follower_saw_before_a_failed_sync_are_stored_again_as_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A follower reads what is stored, synced or not; a failed sync takes that back
+    # and the retry must store the very same events under the same seqs.
+    backend = JsonlBackend(tmp_path)
+    bell = Doorbell()
+    stored: asyncio.Queue[int] = asyncio.Queue()
+
+    def rang(session: Session, count: int) -> None:
+        bell.ring(session.id)
+        stored.put_nowait(count)
+
+    writer = WriteBehind(
+        backend,
+        leases=LeaseBook(backend.acquire_lease),
+        window=0.0,
+        on_written=rang,
+        on_stored=rang,
+    )
+    task = asyncio.get_running_loop().create_task(writer.run())
+    session = Session(SessionHeader(id="seen", created_at=1.0, cwd="/"))
+    seen: dict[int, dict[str, object]] = {}
+    delivered: list[int] = []
+    got: asyncio.Queue[int] = asyncio.Queue()
+
+    async def read() -> None:
+        async for batch in follow(backend, bell, "seen", 0, poll=0.05):
+            for event in batch:
+                delivered.append(event.seq)
+                seen[event.seq] = event.to_record()
+                got.put_nowait(event.seq)
+            if batch[-1].type == "turn/end":
+                return
+
+    real_fsync = os.fsync
+    try:
+        prompt(session, "hello")
+        await writer.flush(session)
+        await stored.get()
+        async with asyncio.timeout(10), asyncio.TaskGroup() as group:
+            group.create_task(read())
+            while await got.get() < len(session.events) - 1:
+                pass
+            session.append(
+                AssistantMessageEvent(content=(TextBlock("hi"),), finish="stop", interrupted=False)
+            )
+            writer.notice(session)
+            while await got.get() < len(session.events) - 1:
+                pass  # the follower delivered the unsynced event
+
+            def failing(fd: int) -> None:
+                raise OSError(5, "Input/output error")
+
+            monkeypatch.setattr(os, "fsync", failing)
+            session.append(StepEnd(turn=1, step=1))
+            with pytest.raises(OSError, match="Input/output"):
+                await writer.flush(session)
+            monkeypatch.setattr(os, "fsync", real_fsync)
+            session.append(TurnEnd(turn=1, reason=Completed()))
+            await writer.flush(session)
+    finally:
+        await writer.close()
+        await task
+    assert delivered == sorted(set(delivered))  # no seq twice
+    log = backend.load("seen")
+    assert {e.seq: e.to_record() for e in log.events if e.seq in seen} == seen
+    assert delivered[-1] == log.events[-1].seq

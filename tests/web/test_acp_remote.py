@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +23,8 @@ from tether.agent.registry import AGENTS
 from tether.session.store import SESSIONS
 
 from .server import TOKEN, Served, served
+
+ASKING_SERVER = str(Path(__file__).parents[1] / "mcp_client" / "asking_server.py")
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 INITIALIZE = {
@@ -402,5 +406,83 @@ def test_sigterm_ends_tether_web_s_acp_clients_with_their_turns_closed_on_disk(
         json.loads(line)
         for line in (tmp_path / "sessions" / f"{session_id}.jsonl").read_text().splitlines()
     ]
+    assert records[-1]["type"] == "turn/end"
+    assert records[-1]["data"]["reason"]["kind"] == "aborted"
+
+
+def _asking_servers() -> set[int]:
+    """The pids of this process's descendants running the asking MCP server."""
+    parents: dict[int, int] = {}
+    commands: dict[int, bytes] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    me = os.getpid()
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == me:
+                return True
+        return False
+
+    return {
+        pid for pid, command in commands.items() if b"asking_server.py" in command and descends(pid)
+    }
+
+
+async def test_a_client_gone_with_an_elicitation_open_cancels_it_at_the_grace_period(
+    tmp_path: Path,
+) -> None:
+    asking = {"name": "ask", "command": sys.executable, "args": [ASKING_SERVER], "env": []}
+    async with served(tmp_path, mode="auto", acp_grace=1.0) as web:
+        response = await web.client.post(
+            "/acp",
+            json={
+                **INITIALIZE,
+                "params": {
+                    "protocolVersion": 1,
+                    "clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+                },
+            },
+        )
+        assert response.status_code == 200, response.text
+        client = HttpClient(web, response.headers["Acp-Connection-Id"])
+        async with client.stream() as stream:
+            new = await client.send("session/new", {"cwd": str(tmp_path), "mcpServers": [asking]})
+            session_id = (await stream.until(_answer_to(new)))["result"]["sessionId"]
+            servers = _asking_servers()
+            assert servers
+            await client.send(
+                "session/prompt",
+                {
+                    "sessionId": session_id,
+                    "prompt": [{"type": "text", "text": "/tool mcp__ask__deploy {}"}],
+                },
+            )
+            await stream.until(lambda frame: frame.get("method") == "elicitation/create")
+        # The client is gone for good, its question unanswered.
+        assert web.connections is not None
+        connection = web.connections.get(client.id)
+        assert connection is not None
+        async with asyncio.timeout(10):
+            await connection.ended.wait()
+        ctx = web.tether.runtime.ctx
+        assert ctx.get(AGENTS).get(session_id) is None  # type: ignore[union-attr]
+        assert ctx.get(SESSIONS).get(session_id) is None  # type: ignore[union-attr]
+        assert not servers & _asking_servers()
+        records = [
+            json.loads(line)
+            for line in (tmp_path / "sessions" / f"{session_id}.jsonl").read_text().splitlines()
+        ]
+    # The question was withdrawn with its call (docs/mcp.md), the turn closed on disk.
+    (result,) = [r["data"] for r in records if r.get("type") == "tool/result"]
+    assert result["is_error"] and "cancelled (disposed)" in result["content"], result
     assert records[-1]["type"] == "turn/end"
     assert records[-1]["data"]["reason"]["kind"] == "aborted"

@@ -3,9 +3,11 @@ session's context and cost, folded once per change of its log."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+from tests.cli.test_commands import session_id, tether
 from tests.web.server import Served, read_stream, served
 from tests.web.test_api import _create, _prompt
 
@@ -137,3 +139,37 @@ async def test_the_model_and_the_mode_are_switched_logged_and_obeyed(tmp_path: P
             "/api/sessions/no-such/config", json={"option": "mode", "value": "ask"}
         )
         assert unknown.status_code == 404
+
+
+async def test_the_listing_follows_appends_forks_and_deletes_made_by_other_processes(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+
+    async def cli(*args: str) -> str:
+        done = await asyncio.to_thread(tether, home, *args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    async with served(home, overlays=[PRICED]) as web:
+        first = session_id(await cli("run", "the first prompt"))
+        (row,) = (await _listed(web))["sessions"]
+        assert (row["id"], row["turns"]) == (first, 1) and row["cost"] > 0
+        await cli("run", "--resume", first, "a later prompt about pelicans " + "word " * 200)
+        (again,) = (await _listed(web))["sessions"]  # appended elsewhere: folded again
+        assert again["turns"] == 2 and again["cost"] > row["cost"]
+        assert again["context"]["used"] > row["context"]["used"]
+        assert [r["id"] for r in (await _listed(web, q="pelicans"))["sessions"]] == [first]
+        fork = session_id(await cli("run", "--fork", f"{first}", "a branch about herons"))
+        rows = {r["id"]: r for r in (await _listed(web))["sessions"]}
+        assert set(rows) == {first, fork}
+        assert (rows[first]["turns"], rows[first]["cost"]) == (2, again["cost"])
+        assert rows[fork]["turns"] == 3 and rows[fork]["cost"] > again["cost"]
+        assert [r["id"] for r in (await _listed(web, q="herons"))["sessions"]] == [fork]
+        await cli("sessions", "delete", first)
+        listing = await _listed(web)
+        assert [r["id"] for r in listing["sessions"]] == [fork] and listing["total"] == 1
+        assert [r["id"] for r in (await _listed(web, q="pelicans"))["sessions"]] == [fork]
+        await cli("sessions", "delete", fork)
+        assert (await _listed(web))["sessions"] == []
+        assert (await _listed(web, q="pelicans"))["total"] == 0
