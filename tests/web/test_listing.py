@@ -111,7 +111,9 @@ async def test_the_model_and_the_mode_are_switched_logged_and_obeyed(tmp_path: P
         asked = await read_stream(web.client, session_id, until=None, until_state=True)
         (question,) = asked.states[-1]["questions"]  # type: ignore[misc]
         assert question["tool"] == "bash"  # ask mode: the call waits for an answer
-        configs = [r["data"] for r in asked.records if r["type"] == "session/config"]
+        # The state with the question may come before the records: they are read anew.
+        logged = await read_stream(web.client, session_id, until="turn/start")
+        configs = [r["data"] for r in logged.records if r["type"] == "session/config"]
         assert {"option": "mode", "value": "ask"} in configs
         await web.client.post(
             f"/api/sessions/{session_id}/questions/{question['id']}", json={"allow": True}
