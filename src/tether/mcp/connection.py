@@ -449,6 +449,38 @@ class McpConnection:
             raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
         return await _list_tools(session)
 
+    # -- resources -------------------------------------------------------------------
+
+    @property
+    def offers_resources(self) -> bool:
+        """Whether the running server declared the ``resources`` capability."""
+        client = self._client
+        return client is not None and client.server_capabilities.resources is not None
+
+    async def read_resource(self, uri: str, signal: CancelSignal) -> types.ReadResourceResult:
+        """``resources/read`` of ``uri``: the answer, or an error when ``signal`` is
+        cancelled first (the request is abandoned).
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            Cancelled: ``signal`` was cancelled.
+            MCPError (the SDK's): the server answered with an error (an unknown resource).
+        """
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        answer = asyncio.ensure_future(session.read_resource(uri))
+        cancelled = asyncio.ensure_future(signal.wait())
+        try:
+            await asyncio.wait((answer, cancelled), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if not answer.done():
+            answer.cancel()
+            await asyncio.gather(answer, return_exceptions=True)
+            raise Cancelled(signal.reason or "cancelled")
+        return answer.result()
+
     # -- calls -----------------------------------------------------------------------
 
     async def call(

@@ -310,7 +310,7 @@ class McpService:
 
     def _server_tools(self, agent: Agent, connection: McpConnection) -> ServerTools:
         from tether.mcp.live import ServerTools
-        from tether.mcp.tools import build_tools
+        from tether.mcp.tools import build_tools, resource_tool
 
         def accepts_images(model: str | None) -> bool:
             llm = agent.ctx.get(LLM)
@@ -319,7 +319,16 @@ class McpService:
         limit = self.settings.max_result_chars
 
         def build(server: McpConnection, listed: list[Any]) -> tuple[list[Tool[Any]], list[str]]:
-            return build_tools(server, listed, limit, accepts_images)
+            tools, problems = build_tools(server, listed, limit, accepts_images)
+            if server.offers_resources:
+                reader = resource_tool(server, limit)
+                if any(tool.name == reader.name for tool in tools):
+                    problems.append(
+                        f"its resources cannot be read: a tool of its own is named {reader.name!r}"
+                    )
+                else:
+                    tools.append(reader)
+            return tools, problems
 
         def tell(text: str) -> None:
             agent.inject(UserMessage.text(text, source=NOTICE_SOURCE))
