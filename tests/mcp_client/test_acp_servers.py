@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from acp.exceptions import RequestError
 
 from tests.acp.harness import SCRIPTED, AcpProcess, serving
 from tests.mcp_client.support import SDK_SERVER, http, http_server, results, sse, stdio
@@ -139,3 +140,31 @@ async def test_a_bad_mcp_configuration_names_the_field(tmp_path: Path) -> None:
     async with serving(tmp_path, overlay=overlay, model="offline") as server:
         await new_session(server)
     assert "config.servers.broken.command: must be a non-empty string" in server.stderr()
+
+
+async def test_a_resource_mention_in_a_prompt_attaches_it_and_an_unknown_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+        sid = await new_session(server, stdio("files"))
+        assert await server.prompt(sid, "what is in @files:notes://today?") == "end_turn"
+        spliced = [e["data"] for e in server.log(sid) if e["type"] == "agent/inbox/spliced"]
+        asked = {"type": "text", "text": "what is in @files:notes://today?"}
+        (content,) = [
+            message["content"]
+            for data in spliced
+            for message in data["messages"]
+            if message.get("content", [None])[0] == asked
+        ]
+        assert content[1:] == [
+            {
+                "type": "text",
+                "text": '<resource uri="notes://today">\nbuy milk\n</resource>',
+            }
+        ]
+        with pytest.raises(RequestError) as refused:
+            await server.prompt(sid, "and @files:notes://nothing")
+        assert refused.value.code == -32602
+        assert str(refused.value) == (
+            "Invalid params: @files:notes://nothing not attached: Unknown resource: notes://nothing"
+        )

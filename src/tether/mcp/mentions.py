@@ -5,7 +5,7 @@ agent's MCP servers that offers resources, a colon and a URI
 (``@docs:notes://today``) attaches that resource: the server is asked for it
 (``resources/read``) and its text goes with the prompt as an embedded
 resource, the form an ``@path`` file takes. Trailing punctuation
-(``,.;:!)]}'"``) is not part of the URI. A word whose server is not one of
+(``,.;:!?)]}'"``) is not part of the URI. A word whose server is not one of
 the agent's is left as it is; a resource the server does not know, one that
 is not text, or one larger than :data:`MAX_ATTACHED_CHARS` is not attached,
 and the note says why, on one line.
@@ -29,7 +29,7 @@ MAX_ATTACHED_CHARS = 256 * 1024
 the server's ``read_resource`` tool)."""
 
 _MENTION = re.compile(r"(?<!\S)@([^\s:]+):(\S+)")
-_TRAILING = ",.;:!)]}'\""
+_TRAILING = ",.;:!?)]}'\""
 
 
 class Attached(NamedTuple):
@@ -37,6 +37,8 @@ class Attached(NamedTuple):
 
     blocks: tuple[TextBlock, ...]
     notes: tuple[str, ...]
+    refused: tuple[str, ...]
+    """The notes of the mentions not attached (why each is not)."""
 
 
 async def attach_resources(text: str, connections: Sequence[McpConnection]) -> Attached:
@@ -44,6 +46,7 @@ async def attach_resources(text: str, connections: Sequence[McpConnection]) -> A
     servers = {connection.name: connection for connection in connections}
     blocks: list[TextBlock] = []
     notes: list[str] = []
+    refused: list[str] = []
     seen: set[tuple[str, str]] = set()
     for match in _MENTION.finditer(text):
         server = servers.get(match.group(1))
@@ -55,8 +58,10 @@ async def attach_resources(text: str, connections: Sequence[McpConnection]) -> A
         block, note = await _attach(server, uri, shown)
         if block is not None:
             blocks.append(block)
+        else:
+            refused.append(note)
         notes.append(note)
-    return Attached(tuple(blocks), tuple(notes))
+    return Attached(tuple(blocks), tuple(notes), tuple(refused))
 
 
 async def _attach(server: McpConnection, uri: str, shown: str) -> tuple[TextBlock | None, str]:
