@@ -47,6 +47,12 @@ def logo() -> bytes:
     return b"\x89PNG1234"
 
 
+@server.prompt()
+def review(topic: str, tone: str = "plain") -> str:
+    """Ask for a review of a topic."""
+    return f"Review {topic} in a {tone} tone."
+
+
 @server.tool()
 def pid() -> str:
     """The server's process id."""

@@ -481,6 +481,50 @@ class McpConnection:
             raise Cancelled(signal.reason or "cancelled")
         return answer.result()
 
+    # -- prompts ---------------------------------------------------------------------
+
+    @property
+    def offers_prompts(self) -> bool:
+        """Whether the running server declared the ``prompts`` capability."""
+        client = self._client
+        return client is not None and client.server_capabilities.prompts is not None
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        """The server's prompts (every page of ``prompts/list``).
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            McpStartError: the listing never ends.
+            MCPError (the SDK's): the server answered with an error.
+        """
+        from mcp_types import PaginatedRequestParams
+
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        prompts: list[types.Prompt] = []
+        cursor: str | None = None
+        for _ in range(1000):
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_prompts(params=params)
+            prompts.extend(page.prompts)
+            cursor = page.next_cursor
+            if not cursor:
+                return prompts
+        raise McpStartError("its prompts/list did not end after 1000 pages")
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        """``prompts/get`` of prompt ``name`` with ``arguments``.
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            MCPError (the SDK's): the server answered with an error (an unknown prompt).
+        """
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        return await session.get_prompt(name, arguments)
+
     # -- calls -----------------------------------------------------------------------
 
     async def call(
