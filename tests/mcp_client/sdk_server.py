@@ -35,6 +35,24 @@ def echo(text: str) -> str:
     return f"echo: {text}"
 
 
+@server.resource("notes://today", mime_type="text/plain")
+def today() -> str:
+    """Today's notes."""
+    return "buy milk"
+
+
+@server.resource("notes://logo", mime_type="image/png")
+def logo() -> bytes:
+    """A binary resource."""
+    return b"\x89PNG1234"
+
+
+@server.prompt()
+def review(topic: str, tone: str = "plain") -> str:
+    """Ask for a review of a topic."""
+    return f"Review {topic} in a {tone} tone."
+
+
 @server.tool()
 def pid() -> str:
     """The server's process id."""

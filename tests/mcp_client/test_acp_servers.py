@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from acp.exceptions import RequestError
+from acp.schema import AvailableCommandsUpdate
 
 from tests.acp.harness import SCRIPTED, AcpProcess, serving
 from tests.mcp_client.support import SDK_SERVER, http, http_server, results, sse, stdio
@@ -139,3 +141,75 @@ async def test_a_bad_mcp_configuration_names_the_field(tmp_path: Path) -> None:
     async with serving(tmp_path, overlay=overlay, model="offline") as server:
         await new_session(server)
     assert "config.servers.broken.command: must be a non-empty string" in server.stderr()
+
+
+async def test_a_resource_mention_in_a_prompt_attaches_it_and_an_unknown_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+        sid = await new_session(server, stdio("files"))
+        assert await server.prompt(sid, "what is in @files:notes://today?") == "end_turn"
+        spliced = [e["data"] for e in server.log(sid) if e["type"] == "agent/inbox/spliced"]
+        asked = {"type": "text", "text": "what is in @files:notes://today?"}
+        (content,) = [
+            message["content"]
+            for data in spliced
+            for message in data["messages"]
+            if message.get("content", [None])[0] == asked
+        ]
+        assert content[1:] == [
+            {
+                "type": "text",
+                "text": '<resource uri="notes://today">\nbuy milk\n</resource>',
+            }
+        ]
+        with pytest.raises(RequestError) as refused:
+            await server.prompt(sid, "and @files:notes://nothing")
+        assert refused.value.code == -32602
+        assert str(refused.value) == (
+            "Invalid params: @files:notes://nothing not attached: Unknown resource: notes://nothing"
+        )
+
+
+async def test_a_server_prompt_is_a_slash_command_that_sends_its_text(tmp_path: Path) -> None:
+    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+        sid = await new_session(server, stdio("files"))
+        client = server.client
+        await client.wait_for(
+            lambda: any(
+                isinstance(u, AvailableCommandsUpdate)
+                and any(c.name == "mcp__files__review" for c in u.available_commands)
+                for u in client.of(sid)
+            )
+        )
+        offered = [u for u in client.of(sid) if isinstance(u, AvailableCommandsUpdate)][-1]
+        (review,) = [c for c in offered.available_commands if c.name == "mcp__files__review"]
+        assert review.description == "Ask for a review of a topic."
+        assert review.input is not None and review.input.root.hint == "topic=… [tone=…]"
+
+        assert await server.prompt(sid, '/mcp__files__review "the build" tone=terse') == "end_turn"
+        wanted = {"type": "text", "text": "Review the build in a terse tone."}
+
+        def sent() -> bool:
+            return any(
+                wanted in message.get("content", [])
+                for e in server.log(sid)
+                if e["type"] == "agent/inbox/spliced"
+                for message in e["data"]["messages"]
+            )
+
+        await client.wait_for(sent)
+        for bad, reason in (
+            ("/mcp__files__review", "prompt 'review' needs topic"),
+            (
+                "/mcp__files__review topic=a colour=red",
+                "prompt 'review' has no argument 'colour' (it takes: topic, tone)",
+            ),
+            (
+                "/mcp__files__review a b c",
+                "prompt 'review' takes 2 argument(s): 'c' is one too many",
+            ),
+        ):
+            with pytest.raises(RequestError) as refused:
+                await server.prompt(sid, bad)
+            assert str(refused.value) == f"Invalid params: {reason}", bad

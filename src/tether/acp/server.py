@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tether.acp.editor_files import ClientFeatures
     from tether.acp.record import SessionRecord
     from tether.acp.updates import SessionUpdate
+    from tether.agent import Agent, UserMessage
     from tether.mcp.servers import ServerSpec
 
 log = logging.getLogger(__name__)
@@ -448,6 +449,9 @@ class AcpServer:
             await self._drain()
             return wire.PromptResponse(stop_reason="end_turn")
         with _errors():
+            agent = bridge.open_record(session_id).agent
+        message = await _with_resources(agent, prompt, message)
+        with _errors():
             answer = bridge.prompt(session_id, message)
         outcome = await asyncio.shield(answer)
         with _errors():
@@ -617,6 +621,27 @@ def _fork_seq(meta: dict[str, object] | None) -> int | None:
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
         raise _invalid("_meta.tether.seq must be an integer (the parent's events to copy)")
     return seq
+
+
+async def _with_resources(agent: Agent, prompt: list[Any], message: UserMessage) -> UserMessage:
+    """``message`` with the MCP resources its text blocks' ``@server:uri`` words name
+    (see :mod:`tether.mcp.mentions`); one that cannot be attached is invalid params."""
+    text = "\n".join(block.text for block in prompt if isinstance(block, wire.TextContentBlock))
+    if "@" not in text:
+        return message
+    from tether.mcp.plugin import MCP
+
+    service = agent.ctx.get(MCP)
+    if service is None or not (connections := service.connections(agent)):
+        return message
+    from tether.mcp.mentions import attach_resources
+
+    attached = await attach_resources(text, connections)
+    if attached.refused:
+        raise _invalid(attached.refused[0])
+    if not attached.blocks:
+        return message
+    return msgspec.structs.replace(message, content=(*message.content, *attached.blocks))
 
 
 def _invalid(message: str) -> RequestError:

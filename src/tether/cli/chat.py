@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from tether.agent import AgentHandle
     from tether.host import Tether
     from tether.llm.metering import UsageMeter
+    from tether.mcp.connection import McpConnection
     from tether.session.model import ModelChoice
 
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
@@ -475,21 +476,37 @@ class _Chat:
         elif running:
             self.surface.line("(queued: it runs when the current turn ends)", "dim")
 
-    def _with_mentions(self, text: str) -> UserMessage:
-        """The prompt ``text``, with what its ``@path`` words attach (said on a line each)."""
+    async def _with_mentions(self, text: str) -> UserMessage:
+        """The prompt ``text``, with what its ``@path`` and ``@server:uri`` words attach
+        (said on a line each)."""
         from tether.cli.mentions import attach_mentions
 
         attached = attach_mentions(text, Path(self.agent.session.header.cwd or os.getcwd()))
-        for note in attached.notes:
+        blocks, notes = list(attached.blocks), list(attached.notes)
+        mcp = self._mcp_connections() if "@" in text else []
+        if mcp:
+            from tether.mcp.mentions import attach_resources
+
+            resources = await attach_resources(text, mcp)
+            blocks += resources.blocks
+            notes += resources.notes
+        for note in notes:
             self.surface.line(f"({note})", "dim")
         ran = tuple(TextBlock(note) for note in self._notes)
-        return UserMessage((*ran, TextBlock(text), *attached.blocks))
+        return UserMessage((*ran, TextBlock(text), *blocks))
+
+    def _mcp_connections(self) -> list[McpConnection]:
+        """The agent's MCP servers (none when the ``mcp`` plugin is not composed)."""
+        from tether.mcp.plugin import MCP
+
+        service = self.agent.ctx.get(MCP)
+        return [] if service is None else service.connections(self.agent)
 
     async def _submit(self, text: str, target: Target) -> bool:
         """Deliver ``text`` once it is stored (``agent.submit``); whether it was. One that
         could not be is said on one line, and never runs."""
         try:
-            handle = await self.agent.submit(self._with_mentions(text), target)
+            handle = await self.agent.submit(await self._with_mentions(text), target)
         except NotStoredError as exc:
             self.surface.line(f"tether: {exc}", "error")
             if self.agent.status is AgentStatus.IDLE:

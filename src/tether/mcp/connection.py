@@ -449,6 +449,82 @@ class McpConnection:
             raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
         return await _list_tools(session)
 
+    # -- resources -------------------------------------------------------------------
+
+    @property
+    def offers_resources(self) -> bool:
+        """Whether the running server declared the ``resources`` capability."""
+        client = self._client
+        return client is not None and client.server_capabilities.resources is not None
+
+    async def read_resource(self, uri: str, signal: CancelSignal) -> types.ReadResourceResult:
+        """``resources/read`` of ``uri``: the answer, or an error when ``signal`` is
+        cancelled first (the request is abandoned).
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            Cancelled: ``signal`` was cancelled.
+            MCPError (the SDK's): the server answered with an error (an unknown resource).
+        """
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        answer = asyncio.ensure_future(session.read_resource(uri))
+        cancelled = asyncio.ensure_future(signal.wait())
+        try:
+            await asyncio.wait((answer, cancelled), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if not answer.done():
+            answer.cancel()
+            await asyncio.gather(answer, return_exceptions=True)
+            raise Cancelled(signal.reason or "cancelled")
+        return answer.result()
+
+    # -- prompts ---------------------------------------------------------------------
+
+    @property
+    def offers_prompts(self) -> bool:
+        """Whether the running server declared the ``prompts`` capability."""
+        client = self._client
+        return client is not None and client.server_capabilities.prompts is not None
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        """The server's prompts (every page of ``prompts/list``).
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            McpStartError: the listing never ends.
+            MCPError (the SDK's): the server answered with an error.
+        """
+        from mcp_types import PaginatedRequestParams
+
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        prompts: list[types.Prompt] = []
+        cursor: str | None = None
+        for _ in range(1000):
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_prompts(params=params)
+            prompts.extend(page.prompts)
+            cursor = page.next_cursor
+            if not cursor:
+                return prompts
+        raise McpStartError("its prompts/list did not end after 1000 pages")
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        """``prompts/get`` of prompt ``name`` with ``arguments``.
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            MCPError (the SDK's): the server answered with an error (an unknown prompt).
+        """
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        return await session.get_prompt(name, arguments)
+
     # -- calls -----------------------------------------------------------------------
 
     async def call(

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from tether.agent.commands import COMMANDS
 from tether.agent.events import AGENT_CREATED, AGENT_SETUP
 from tether.agent.types import Agent, UserMessage
 from tether.llm.service import LLM
@@ -52,9 +53,11 @@ from tether.shell.orphans import state_path
 from tether.shell.sandbox import SANDBOX, Sandbox
 
 if TYPE_CHECKING:
+    from tether.agent.commands import CommandRegistry
     from tether.agent.elicitation import Elicitation, Elicited
     from tether.mcp.connection import McpConnection, McpSettings
     from tether.mcp.live import ServerTools
+    from tether.mcp.prompts import PromptCommands
     from tether.mcp.servers import ServerSpec
     from tether.runtime import Context
     from tether.tools.definition import Tool
@@ -62,7 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 name = "mcp"
-optional = ("sandbox",)
+optional = ("sandbox", "commands")
 
 NOTICE_SOURCE = "notice"
 
@@ -143,8 +146,12 @@ class McpService:
         guard: OrphanGuard,
         sandbox: Callable[[], Sandbox | None],
         traced: Callable[[Agent], Mapping[str, str]] | None = None,
+        commands: Callable[[], CommandRegistry | None] = lambda: None,
     ) -> None:
         self._config = config
+        self._commands = commands
+        """The ``commands`` service when it is there: servers' prompts become commands."""
+        self._prompts: PromptCommands | None = None
         self._sandbox = sandbox
         """The ``sandbox`` service when it is there: servers run under its policy."""
         self._traced = traced
@@ -299,6 +306,7 @@ class McpService:
         tools = self._server_tools(agent, connection)
         self._tools[connection] = tools
         problems = await tools.register(listed)
+        problems += await self._prompt_commands().add(connection)
         log.info(
             "session %s: MCP server %s (MCP %s) started with %d tool(s)",
             agent.id,
@@ -308,9 +316,19 @@ class McpService:
         )
         return [f"MCP server {spec.name!r}: {problem}" for problem in problems]
 
+    def _prompt_commands(self) -> PromptCommands:
+        if self._prompts is None:
+            from tether.mcp.prompts import PromptCommands
+
+            def find(agent: Agent, server: str) -> McpConnection | None:
+                return next((c for c in self.connections(agent) if c.name == server), None)
+
+            self._prompts = PromptCommands(self._commands, find)
+        return self._prompts
+
     def _server_tools(self, agent: Agent, connection: McpConnection) -> ServerTools:
         from tether.mcp.live import ServerTools
-        from tether.mcp.tools import build_tools
+        from tether.mcp.tools import build_tools, resource_tool
 
         def accepts_images(model: str | None) -> bool:
             llm = agent.ctx.get(LLM)
@@ -319,7 +337,16 @@ class McpService:
         limit = self.settings.max_result_chars
 
         def build(server: McpConnection, listed: list[Any]) -> tuple[list[Tool[Any]], list[str]]:
-            return build_tools(server, listed, limit, accepts_images)
+            tools, problems = build_tools(server, listed, limit, accepts_images)
+            if server.offers_resources:
+                reader = resource_tool(server, limit)
+                if any(tool.name == reader.name for tool in tools):
+                    problems.append(
+                        f"its resources cannot be read: a tool of its own is named {reader.name!r}"
+                    )
+                else:
+                    tools.append(reader)
+            return tools, problems
 
         def tell(text: str) -> None:
             agent.inject(UserMessage.text(text, source=NOTICE_SOURCE))
@@ -349,6 +376,8 @@ class McpService:
         async def close() -> None:
             tools = self._tools.pop(connection, None)
             try:
+                if self._prompts is not None:
+                    await self._prompts.remove(connection)
                 if tools is not None:
                     await tools.close()
                 await connection.close()
@@ -394,7 +423,9 @@ async def apply(ctx: Context, config: Config) -> None:
         tracing = ctx.get(TRACING)
         return {} if tracing is None else tracing.session_environment(agent.id)
 
-    service = McpService(config, guard, lambda: ctx.get(SANDBOX), traced)
+    service = McpService(
+        config, guard, lambda: ctx.get(SANDBOX), traced, commands=lambda: ctx.get(COMMANDS)
+    )
     await ctx.effect(lambda: service.shutdown, label="stop MCP servers")
 
     ctx.on(AGENT_SETUP, service.on_agent_setup)

@@ -262,3 +262,62 @@ def _image(data: str, count: int, total: int) -> tuple[ImageRef | None, str]:
         return None, f"this result's images would pass {MAX_RESULT_IMAGE_BYTES:,} bytes"
     # ``data`` is the image's base64 already (checked above): not encoded again.
     return ImageRef(f"data:{media_type};base64,{data}", media_type), ""
+
+
+RESOURCE_TOOL = "read_resource"
+"""The tool each server declaring the ``resources`` capability gets:
+``mcp__<server>__read_resource``."""
+
+
+def resource_tool(connection: McpConnection, max_result_chars: int) -> Tool[Any]:
+    """``mcp__<server>__read_resource``: reads one of the server's resources by URI;
+    text is kept (cut at ``max_result_chars``), binary contents are described."""
+    from pydantic import BaseModel, Field
+
+    class ResourceArguments(BaseModel):
+        uri: str = Field(description="The URI of the resource, as the server names it.")
+
+    server = connection.name
+
+    async def execute(args: ResourceArguments, exec: ToolExec) -> ToolOutput:
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            result = await connection.read_resource(args.uri, exec.signal)
+        except McpUnavailableError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except MCPError as exc:
+            return ToolOutput(
+                f"MCP server {server!r} could not read {args.uri}: {exc.error.message}",
+                is_error=True,
+            )
+        return ToolOutput(render_resource(result, max_result_chars))
+
+    return Tool(
+        name=tool_name(server, RESOURCE_TOOL),
+        description=f"Read a resource of the MCP server {server!r} by its URI.",
+        args=ResourceArguments,
+        execute=execute,
+        concurrency_safe=True,
+        idempotent=True,
+    )
+
+
+def render_resource(result: types.ReadResourceResult, limit: int) -> str:
+    """The contents of a ``resources/read`` answer as text, cut at ``limit`` characters:
+    each text content as it is, each binary one described."""
+    import mcp_types as types
+
+    parts: list[str] = []
+    for item in result.contents:
+        if isinstance(item, types.TextResourceContents):
+            parts.append(item.text)
+        else:
+            data = item.blob.translate(_ASCII_WHITESPACE)
+            parts.append(
+                f"[resource {item.uri}: {item.mime_type or 'binary'}, {_decoded_size(data)} bytes]"
+            )
+    text = "\n".join(parts)
+    if len(text) > limit:
+        text = f"{text[:limit]}\n[truncated: {limit} of {len(text)} characters shown]"
+    return text
