@@ -54,7 +54,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -436,6 +436,17 @@ class McpConnection:
         for signal in list(self._asking):
             signal.cancel(reason)
 
+    def _running(self) -> ClientSession:
+        """The session with the running server.
+
+        Raises:
+            McpUnavailableError: the server is not running.
+        """
+        session = self._session
+        if session is None or self.lost is not None:
+            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        return session
+
     async def list_tools(self) -> list[types.Tool]:
         """Read the server's tools again (every page).
 
@@ -444,9 +455,7 @@ class McpConnection:
             McpStartError: the listing never ends.
             MCPError (the SDK's): the server answered with an error.
         """
-        session = self._session
-        if session is None or self.lost is not None:
-            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        session = self._running()
         return await _list_tools(session)
 
     # -- resources -------------------------------------------------------------------
@@ -466,9 +475,7 @@ class McpConnection:
             Cancelled: ``signal`` was cancelled.
             MCPError (the SDK's): the server answered with an error (an unknown resource).
         """
-        session = self._session
-        if session is None or self.lost is not None:
-            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        session = self._running()
         answer = asyncio.ensure_future(session.read_resource(uri))
         cancelled = asyncio.ensure_future(signal.wait())
         try:
@@ -497,21 +504,9 @@ class McpConnection:
             McpStartError: the listing never ends.
             MCPError (the SDK's): the server answered with an error.
         """
-        from mcp_types import PaginatedRequestParams
-
-        session = self._session
-        if session is None or self.lost is not None:
-            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
-        prompts: list[types.Prompt] = []
-        cursor: str | None = None
-        for _ in range(1000):
-            params = PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_prompts(params=params)
-            prompts.extend(page.prompts)
-            cursor = page.next_cursor
-            if not cursor:
-                return prompts
-        raise McpStartError("its prompts/list did not end after 1000 pages")
+        session = self._running()
+        pages = await _every_page(session.list_prompts, "prompts/list")
+        return [prompt for page in pages for prompt in page.prompts]
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
         """``prompts/get`` of prompt ``name`` with ``arguments``.
@@ -520,9 +515,7 @@ class McpConnection:
             McpUnavailableError: the server is not running.
             MCPError (the SDK's): the server answered with an error (an unknown prompt).
         """
-        session = self._session
-        if session is None or self.lost is not None:
-            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        session = self._running()
         return await session.get_prompt(name, arguments)
 
     # -- calls -----------------------------------------------------------------------
@@ -543,9 +536,7 @@ class McpConnection:
                 answered with an error, with a result that is not a valid one, or with
                 structured content its output schema refuses.
         """
-        session = self._session
-        if session is None or self.lost is not None:
-            raise McpUnavailableError(f"MCP server {self.name!r} is not running: {self.lost}")
+        session = self._running()
         # The call's trace context (set with telemetry on), where the spec keeps it.
         traced = CONTEXT_ENV.get().get("TRACEPARENT")
         meta: dict[str, Any] | None = None if traced is None else {"traceparent": traced}
@@ -650,18 +641,38 @@ class McpConnection:
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    pages = await _every_page(session.list_tools, "tools/list")
+    return [tool for page in pages for tool in page.tools]
+
+
+class _Page(Protocol):
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+_P = TypeVar("_P", bound=_Page)
+
+
+async def _every_page(
+    fetch: Callable[..., Awaitable[_P]], method: str, limit: int = 1000
+) -> list[_P]:
+    """Every page of a paginated listing ``method`` (``fetch(params=…)``), following
+    its cursor.
+
+    Raises:
+        McpStartError: the listing did not end after ``limit`` pages.
+    """
     from mcp_types import PaginatedRequestParams
 
-    tools: list[types.Tool] = []
+    pages: list[_P] = []
     cursor: str | None = None
-    for _ in range(1000):
-        params = PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
+    for _ in range(limit):
+        page = await fetch(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        pages.append(page)
         cursor = page.next_cursor
         if not cursor:
-            return tools
-    raise McpStartError("its tools/list did not end after 1000 pages")
+            return pages
+    raise McpStartError(f"its {method} did not end after {limit} pages")
 
 
 async def _exit_seen(process: StdioProcess | None, within: float = 1.0) -> None:
