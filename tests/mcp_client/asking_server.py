@@ -16,16 +16,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from legacy_server import make_legacy  # beside this script
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.runner import serve_loop
-from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    METHOD_NOT_FOUND,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitRequestURLParams,
     InputRequiredResult,
-    RequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
@@ -88,29 +85,7 @@ async def sign_in(ctx: Context) -> str | InputRequiredResult:  # type: ignore[ty
     return result.action
 
 
-async def _no_discover(ctx: object, params: object) -> None:
-    raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
-
-
-async def _handshake_only(
-    read: Any, write: Any, options: Any, raise_exceptions: bool = False
-) -> None:
-    """The low-level server's ``run`` of a 2025-era server: the handshake loop alone."""
-    low = server._lowlevel_server
-    async with low.lifespan(low) as state:
-        await serve_loop(
-            low,
-            read,
-            write,
-            lifespan_state=state,
-            init_options=options,
-            raise_exceptions=raise_exceptions,
-        )
-
-
 if __name__ == "__main__":
     if "--legacy" in sys.argv:
-        low = server._lowlevel_server
-        low.add_request_handler("server/discover", RequestParams, _no_discover)
-        low.run = _handshake_only  # type: ignore[method-assign]
+        make_legacy(server)
     server.run("stdio")

@@ -18,12 +18,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+from legacy_server import make_legacy  # beside this script
 from mcp.server.mcpserver import Context, Image, MCPServer
-from mcp.server.runner import serve_loop
-from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 server = MCPServer("tests")
@@ -130,32 +127,10 @@ def exit() -> str:
     os._exit(7)
 
 
-async def _no_discover(ctx: object, params: object) -> None:
-    raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
-
-
-async def _handshake_only(
-    read: Any, write: Any, options: Any, raise_exceptions: bool = False
-) -> None:
-    """The low-level server's ``run`` of a 2025-era server: the handshake loop alone."""
-    low = server._lowlevel_server
-    async with low.lifespan(low) as state:
-        await serve_loop(
-            low,
-            read,
-            write,
-            lifespan_state=state,
-            init_options=options,
-            raise_exceptions=raise_exceptions,
-        )
-
-
 if __name__ == "__main__":
     if "--legacy" in sys.argv:
         sys.argv.remove("--legacy")
-        low = server._lowlevel_server
-        low.add_request_handler("server/discover", RequestParams, _no_discover)
-        low.run = _handshake_only  # type: ignore[method-assign]
+        make_legacy(server)
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "stdio":
         server.run("stdio")
