@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -73,8 +74,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield served
 
 
-@pytest.fixture(scope="module")
-def browser(server: Server) -> Iterator[Any]:
+@contextlib.contextmanager
+def launched_chromium() -> Iterator[Any]:
+    """Debian's Chromium, launched by Playwright, closed at the end."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -85,17 +87,31 @@ def browser(server: Server) -> Iterator[Any]:
             chromium.close()
 
 
-@pytest.fixture
-def context(browser: Any, server: Server) -> Iterator[Any]:
+@contextlib.contextmanager
+def signed_in(browser: Any, server: Server) -> Iterator[Any]:
+    """A desktop-sized browser context that has opened ``server``'s page once (the page
+    keeps the token in this origin's storage), closed at the end."""
     context = browser.new_context(viewport={"width": 1200, "height": 800})
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
-    page.goto(server.url)  # the page keeps the token in this origin's storage
+    page.goto(server.url)
     page.close()
     try:
         yield context
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[Any]:
+    with launched_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture
+def context(browser: Any, server: Server) -> Iterator[Any]:
+    with signed_in(browser, server) as context:
+        yield context
 
 
 def _new_session(context: Any, server: Server, cwd: Path, mode: str = "auto") -> Any:

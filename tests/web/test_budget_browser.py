@@ -17,8 +17,14 @@ from typing import Any
 import pytest
 
 from tests import postgres
-from tests.web.chromium import CHROMIUM, CHROMIUM_ARGS
-from tests.web.test_browser import WAIT_MS, Server, _need_chromium, _new_session, _prompt
+from tests.web.test_browser import (
+    Server,
+    _need_chromium,
+    _new_session,
+    _prompt,
+    launched_chromium,
+    signed_in,
+)
 
 
 class BudgetServer(Server):
@@ -65,20 +71,8 @@ def server(
 
 @pytest.fixture
 def context(server: Server) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1200, "height": 800})
-        context.set_default_timeout(WAIT_MS)
-        page = context.new_page()
-        page.goto(server.url)
-        page.close()
-        try:
-            yield context
-        finally:
-            context.close()
-            browser.close()
+    with launched_chromium() as browser, signed_in(browser, server) as context:
+        yield context
 
 
 def test_the_page_shows_the_budget_stop_and_its_receipt(

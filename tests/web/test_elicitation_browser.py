@@ -15,8 +15,14 @@ from typing import Any
 import pytest
 
 from tests.mcp_client.support import HERE
-from tests.web.chromium import CHROMIUM, CHROMIUM_ARGS
-from tests.web.test_browser import WAIT_MS, Server, _need_chromium, _new_session, _prompt
+from tests.web.test_browser import (
+    Server,
+    _need_chromium,
+    _new_session,
+    _prompt,
+    launched_chromium,
+    signed_in,
+)
 
 ASKING_SERVER = str(HERE / "asking_server.py")
 
@@ -48,27 +54,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser(server: Server) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launched_chromium() as chromium:
+        yield chromium
 
 
 @pytest.fixture
 def context(browser: Any, server: Server) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1200, "height": 800})
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
-    page.goto(server.url)
-    page.close()
-    try:
+    with signed_in(browser, server) as context:
         yield context
-    finally:
-        context.close()
 
 
 def test_a_form_is_filled_in_the_page_and_reaches_the_server(
