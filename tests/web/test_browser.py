@@ -739,3 +739,19 @@ def test_a_subagent_is_nested_under_its_task_call_with_its_live_transcript_a_cli
     child.locator(".tool-output", has_text="child-done").wait_for()
     _turn_ended(page)
     child.close()
+
+
+def test_a_mode_chosen_before_the_defaults_arrive_is_kept(context: Any, server: Server) -> None:
+    held: list[Any] = []
+    page = context.new_page()
+    page.route("**/api/models", lambda route: held.append(route))  # held back until let go
+    page.goto(server.base + "/")
+    page.wait_for_function("() => document.readyState === 'complete'")
+    page.select_option("#new-mode", "ask")  # the server's default is auto
+    while not held:  # Playwright hands over the held request while it waits
+        page.wait_for_timeout(10)
+    (route,) = held
+    route.continue_()
+    page.locator("#providers option").first.wait_for(state="attached")
+    assert page.input_value("#new-mode") == "ask"
+    page.close()

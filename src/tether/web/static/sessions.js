@@ -109,10 +109,12 @@ async function loadModels() {
     const list = document.getElementById("providers");
     for (const provider of data.providers) list.append(el("option", "", provider));
     if (data.default_model) document.getElementById("new-model").placeholder = data.default_model;
-    document.getElementById("new-mode").value = data.default_mode;
+    // The defaults arrive after the form is shown: a choice made before then stands.
+    const mode = document.getElementById("new-mode");
+    if (!mode.dataset.chosen) mode.value = data.default_mode;
     const sandbox = document.getElementById("new-sandbox");
-    for (const mode of data.sandbox_modes) sandbox.append(el("option", "", mode));
-    if (data.default_sandbox) sandbox.value = data.default_sandbox;
+    for (const name of data.sandbox_modes) sandbox.append(el("option", "", name));
+    if (data.default_sandbox && !sandbox.dataset.chosen) sandbox.value = data.default_sandbox;
     document.getElementById("new-sandbox-label").hidden = data.sandbox_modes.length === 0;
     const cwd = document.getElementById("new-cwd");
     if (!cwd.value && data.cwd) cwd.value = data.cwd; // the server's directory by default
@@ -141,6 +143,10 @@ async function createSession(event) {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("new-session").addEventListener("submit", createSession);
+  for (const id of ["new-mode", "new-sandbox"]) {
+    const field = document.getElementById(id);
+    field.addEventListener("change", () => (field.dataset.chosen = "1"));
+  }
   document.getElementById("filter").addEventListener("input", () => {
     clearTimeout(filterTimer);
     filterTimer = setTimeout(loadSessions, 150);
