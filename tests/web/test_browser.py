@@ -743,8 +743,12 @@ def test_a_subagent_is_nested_under_its_task_call_with_its_live_transcript_a_cli
 
 def test_a_mode_chosen_before_the_defaults_arrive_is_kept(context: Any, server: Server) -> None:
     held: list[Any] = []
+
+    def hold(route: Any) -> None:  # the defaults are held back until let go
+        held.append(route)
+
     page = context.new_page()
-    page.route("**/api/models", lambda route: held.append(route))  # held back until let go
+    page.route("**/api/models", hold)
     page.goto(server.base + "/")
     page.wait_for_function("() => document.readyState === 'complete'")
     page.select_option("#new-mode", "ask")  # the server's default is auto
