@@ -759,3 +759,29 @@ def test_a_mode_chosen_before_the_defaults_arrive_is_kept(context: Any, server: 
     page.locator("#providers option").first.wait_for(state="attached")
     assert page.input_value("#new-mode") == "ask"
     page.close()
+
+
+def test_a_model_name_typed_while_a_switch_is_answered_stays_in_the_field(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:  # the first switch is held back until let go
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/config", hold)
+    page.fill("#model", "offline:second")
+    page.press("#model", "Enter")
+    while not held:  # Playwright hands over the held request while it waits
+        page.wait_for_timeout(10)
+    page.fill("#model", "nowhere:model")  # typed before the answer comes
+    with page.expect_response(lambda r: r.url.endswith("/config")):
+        held[0].continue_()
+    page.wait_for_timeout(100)  # the answer is handled
+    assert page.input_value("#model") == "nowhere:model"
+    page.press("#model", "Enter")
+    page.locator("#error", has_text="model: model 'nowhere:model'").wait_for()

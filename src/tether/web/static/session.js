@@ -793,7 +793,9 @@ async function configure(option, value) {
   if (!value) return;
   try {
     const now = await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/config`, { option, value });
-    settings.model.value = now.model;
+    // What was typed into the model field while this was under way stays there.
+    const typing = document.activeElement === settings.model && settings.model.value.trim() !== value;
+    if (!typing) settings.model.value = now.model;
     settings.mode.value = now.mode;
     showError("");
   } catch (error) {
