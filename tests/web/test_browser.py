@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,31 +48,45 @@ class Server:
 
 
 @contextmanager
-def _served(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
-    """A `tether web` process (``args`` after ``web``), stopped by SIGTERM at the end."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), "web", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TETHER_MODEL": "offline", **(env or {})},
-    )
+def served(
+    home: Path, *args: str, env: dict[str, str] | None = None, config: Path | None = None
+) -> Iterator[Server]:
+    """A `tether web` process (``args`` after ``web``, the offline model, ``config`` as
+    its configuration file if given), stopped by SIGTERM at the end. Its stderr goes to
+    a file beside ``home`` and its stdout, after the line with the URL, is read as it
+    comes: a pipe nobody reads fills up (64 KiB) and a server that writes to it then
+    blocks, in the middle of whatever test comes next."""
+    home.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home)]
+    command += [] if config is None else ["--config", str(config)]
+    errors_path = home.parent / f"{home.name}.stderr"
+    with errors_path.open("w") as errors:
+        process = subprocess.Popen(
+            [*command, "web", *args],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            env={**os.environ, "TETHER_MODEL": "offline", **(env or {})},
+        )
     assert process.stdout is not None
     url = process.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.stderr else ""
+    assert url.startswith("http://127.0.0.1:"), errors_path.read_text()
+    drain = threading.Thread(target=process.stdout.read, daemon=True)
+    drain.start()
     try:
         yield Server(url, process)
     finally:
         process.terminate()
-        process.communicate(timeout=30)
-    assert process.returncode == 128 + 15  # SIGTERM, handled: tether stopped cleanly
+        process.wait(timeout=30)
+        drain.join(timeout=30)
+    assert process.returncode == 128 + 15, errors_path.read_text()  # SIGTERM, handled
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     _need_chromium()
-    with _served(tmp_path_factory.mktemp("web-home"), "--mode", "auto") as served:
-        yield served
+    with served(tmp_path_factory.mktemp("web-home"), "--mode", "auto") as server:
+        yield server
 
 
 @contextlib.contextmanager
@@ -138,7 +153,20 @@ def _prompt(page: Any, text: str) -> None:
 
 
 def _turn_ended(page: Any, count: int = 1) -> None:
-    page.locator(".turn-end").nth(count - 1).wait_for()
+    """Wait for the page to show the end of its ``count``-th turn; if it does not, fail
+    with what the page shows (its errors, its connection, the end of its transcript)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.locator(".turn-end").nth(count - 1).wait_for()
+    except PlaywrightTimeout:
+        state = page.evaluate("({...document.body.dataset})")
+        shown = page.inner_text("#transcript")[-1500:]
+        errors = getattr(page, "errors", [])
+        raise AssertionError(
+            f"turn {count} did not end on the page; page state {state}, errors {errors}, "
+            f"the transcript ends with:\n{shown}"
+        ) from None
 
 
 def _check_complete(page: Any, server: Server) -> None:
@@ -631,7 +659,7 @@ def test_a_new_session_is_made_in_the_servers_directory_by_default(
 def test_a_failed_turn_ends_with_what_failed_and_what_to_do(browser: Any, tmp_path: Path) -> None:
     nothing_there = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
     model = ["--model", "openai:gpt-4o-mini", "--base-url", nothing_there]
-    with _served(tmp_path / "home", *model, env={"OPENAI_API_KEY": "sk-test"}) as failing:
+    with served(tmp_path / "home", *model, env={"OPENAI_API_KEY": "sk-test"}) as failing:
         context = browser.new_context()
         context.set_default_timeout(30_000)
         try:

@@ -6,10 +6,8 @@ again."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from tests.web.test_browser import (
     _new_session,
     _prompt,
     launched_chromium,
+    served,
     signed_in,
 )
 
@@ -44,29 +43,16 @@ def server(
 ) -> Iterator[BudgetServer]:
     _need_chromium()
     home = tmp_path_factory.mktemp("web-budget-home")
-    env = {**os.environ, "TETHER_MODEL": "offline"}
+    env: dict[str, str] = {}
     # Every request reserves more than 50 tokens (its output alone: 8,192): none fits.
-    command = ["web", "--mode", "auto", "--max-budget-tokens", "50"]
+    command = ["--mode", "auto", "--max-budget-tokens", "50"]
     if request.param == "cluster":
         schema = postgres.new_schema()
         request.addfinalizer(lambda: postgres.drop(schema))
         env |= {"TETHER_DATABASE_URL": postgres.URL, "TETHER_DATABASE_SCHEMA": schema}
         command[-2] = "--max-cluster-day-tokens"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", "--data-dir", str(home), *command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.stderr else ""
-    try:
-        yield BudgetServer(url, process, request.param)
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
+    with served(home, *command, env=env) as server:
+        yield BudgetServer(server.url, server.process, request.param)
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ against a real ``tether web`` process whose sessions use an MCP server written w
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ from tests.web.test_browser import (
     _new_session,
     _prompt,
     launched_chromium,
+    served,
     signed_in,
 )
 
@@ -34,22 +33,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     config = home / "servers.yml"
     asking = {"ask": {"command": sys.executable, "args": [ASKING_SERVER]}}
     config.write_text(f"plugins:\n  - id: mcp\n    config:\n      servers: {json.dumps(asking)}\n")
-    argv = ["--data-dir", str(home), "--config", str(config), "web", "--mode", "auto"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TETHER_MODEL": "offline"},
-    )
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), process.stderr.read() if process.stderr else ""
-    try:
-        yield Server(url, process)
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
+    with served(home, "--mode", "auto", config=config) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
