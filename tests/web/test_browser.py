@@ -129,6 +129,11 @@ def context(browser: Any, server: Server) -> Iterator[Any]:
         yield context
 
 
+def _creates(response: Any) -> bool:
+    """Whether ``response`` answers the page's request to create a session."""
+    return bool(response.request.method == "POST" and response.url.endswith("/api/sessions"))
+
+
 def _new_session(context: Any, server: Server, cwd: Path, mode: str = "auto") -> Any:
     page = context.new_page()
     errors: list[str] = []
@@ -137,11 +142,12 @@ def _new_session(context: Any, server: Server, cwd: Path, mode: str = "auto") ->
     page.goto(server.base + "/")
     page.fill("#new-cwd", str(cwd))
     page.select_option("#new-mode", mode)
-    page.click("#create")
-    try:
-        page.wait_for_url(re.compile(r".*/s/[^/]+$"))
-    except Exception:
-        raise AssertionError(f"not created: {page.inner_text('#error')!r} {errors}") from None
+    with page.expect_response(_creates) as answered:
+        page.click("#create")
+    response = answered.value
+    if not response.ok:
+        raise AssertionError(f"not created: {response.status} {response.text()} {errors}")
+    page.wait_for_url(re.compile(r".*/s/[^/]+$"))
     page.locator("body[data-connected=true]").wait_for(state="attached")
     page.errors = errors
     return page
@@ -654,6 +660,22 @@ def test_a_new_session_is_made_in_the_servers_directory_by_default(
     page.goto(server.base + "/")
     page.wait_for_function("() => document.getElementById('new-cwd').value !== ''")
     assert page.input_value("#new-cwd") == os.getcwd()  # the server runs where the tests do
+
+
+def test_a_refused_new_session_keeps_its_error_when_the_listing_is_read_again(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = context.new_page()
+    page.goto(server.base + "/")
+    page.fill("#new-cwd", str(tmp_path / "not-there"))
+    with page.expect_response(_creates) as answered:
+        page.click("#create")
+    assert answered.value.status == 400
+    said = page.locator("#error", has_text="cwd must be an existing absolute directory")
+    said.wait_for()
+    page.fill("#filter", "a-filter")  # the listing is read again, and succeeds
+    page.locator("body[data-listed-for*='q=a-filter']").wait_for(state="attached")
+    assert said.is_visible()
 
 
 def test_a_failed_turn_ends_with_what_failed_and_what_to_do(browser: Any, tmp_path: Path) -> None:

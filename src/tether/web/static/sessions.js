@@ -8,6 +8,7 @@ const REFRESH_MS = 3000; // the listing is read again this often while the page 
 const PENDING_MS = 300; // … and sooner while the server still folds some sessions' figures
 let limit = PAGE;
 let asked = 0; // the listings asked for: only the latest one's answer is shown
+let listingFailed = false; // whether the error line holds the listing's own failure
 
 async function loadSessions() {
   const query = new URLSearchParams();
@@ -29,9 +30,11 @@ async function loadSessions() {
     document.body.dataset.listedFor = query.toString();
     showDirectories(data.directories);
     showCount(data.sessions.length, data.total);
-    showError("");
+    if (listingFailed) showError(""); // only the listing's own error: a failed create's stays
+    listingFailed = false;
     if (data.pending) pendingTimer = setTimeout(loadSessions, PENDING_MS);
   } catch (error) {
+    listingFailed = true;
     showError("Could not list sessions: " + error.message);
   }
 }
