@@ -24,7 +24,7 @@ from tests.acp.test_auth import NO_KEYS, OVERLAY
 from tests.acp.test_editor_features import CATALOG
 from tests.acp.test_schema_conformance import _check
 from tests.adapters.fake_server import FakeServer, stream
-from tests.adapters.support import KEY, text_answer
+from tests.adapters.support import KEY, text_answer, usage
 from tether.acp import wire
 from tether.acp.gate import CANCEL_REQUEST, NOTIFICATION_METHODS, REQUEST_METHODS
 from tether.acp.handshake import initialize_result
@@ -224,6 +224,39 @@ async def test_without_the_notices_capability_the_budget_is_said_in_a_message(
         assert await server.prompt(sid, "are you there") == "max_turn_requests"
         assert _updates(server, "notice") == []
         assert "budget exhausted" in server.client.text(sid)
+
+
+async def test_a_prompt_the_server_cut_is_a_notice_live_and_a_line_on_a_load(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    long = "Consider this line with care. " * 1_000  # about 7,500 tokens
+    async with FakeServer() as model:
+        # The server counted 2,048 prompt tokens: it dropped the front of what it was sent.
+        model.queue(stream([*text_answer("Fine.")[:-2], usage(2_048, 2), "[DONE]"]))
+        flags = ("--base-url", f"{model.url}/v1", "--mode", "auto")
+        async with serving(
+            tmp_path, *flags, model="openai-compatible:local", initialize=False
+        ) as server:
+            await server.initialize_json(NOTICES)
+            sid = await server.new_session(project)
+            assert await server.prompt(sid, long) == "end_turn"
+            (shown,) = _updates(server, "notice")
+            assert shown["severity"] == "warning"
+            assert shown["title"] == "The prompt was cut"
+            assert "2,048 prompt tokens" in shown["description"]
+            assert "--no-context-shift" in shown["description"]
+            assert "dropped the front" not in server.client.text(sid)
+            _check(server)
+        async with serving(
+            tmp_path, *flags, model="openai-compatible:local", initialize=False
+        ) as server:
+            await server.initialize_json(NOTICES)
+            await server.conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+            assert _updates(server, "notice") == []
+            assert "dropped the front of the conversation" in server.client.text(sid)
+            _check(server)
 
 
 async def test_a_compaction_is_a_compaction_update_live_and_on_a_load(tmp_path: Path) -> None:

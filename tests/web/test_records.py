@@ -7,6 +7,7 @@ import json
 
 from tether.front.outcomes import MODEL_ADVICE
 from tether.session import Completed, Errored, Event, TurnEnd
+from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.web.app import EncodedLogs
 
 
@@ -24,3 +25,10 @@ def test_a_failed_turn_carries_the_terminals_advice_and_a_completed_one_none() -
     )
     assert first["outcome"] == f"error: openai: cannot connect — {MODEL_ADVICE['unreachable']}"
     assert second["outcome"] is None
+
+
+def test_a_prompt_the_server_cut_carries_the_terminals_notice() -> None:
+    cut = PromptCut(model="local", sent=9_400, counted=2_048)
+    (record,) = _records(Event.from_payload(cut, seq=0, time=1.0))
+    assert record["notice"] == prompt_cut_notice({"sent": 9_400, "counted": 2_048})
+    assert "counted 2,048 prompt tokens of about 9,400 sent" in str(record["notice"])

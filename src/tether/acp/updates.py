@@ -41,6 +41,11 @@ event                update
                      ``notice`` (warning) to a client that shows notices,
                      else an ``agent_message_chunk`` (also on a replay: it
                      is why the prompt ended ``max_turn_requests``)
+``llm/prompt-cut``   the line that says the model server dropped the front of
+                     the prompt (:mod:`tether.session.prompt_cut`): live, a
+                     ``notice`` (warning) to a client that shows notices,
+                     else an ``agent_message_chunk`` (also on a replay: it
+                     explains the answer that followed)
 ``tool/previewed``   on a replay only: the ``tool_call_update`` that showed the
                      call's preview live (kind, title, locations, diffs), so
                      a loaded session shows an edit's diff as it was shown; a
@@ -97,6 +102,7 @@ from tether.session.attempts import retry_notice
 from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
 from tether.session.previews import PreviewLocation, ToolPreviewed, stored_diff
+from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.session.settings import PlanEntry, PlanUpdated, SessionTitled
 from tether.shell.sandbox import denials_in
 from tether.tools.preview import Diff, Location, ToolPreview
@@ -229,6 +235,11 @@ class UpdateMapper:
             said = f"({payload.describe()})"
             if self._live:
                 return (self._notice(event, "warning", "Budget exhausted", said),)
+            return (agent_line(said, f"agent-{event.seq}"),)
+        if isinstance(payload, PromptCut):
+            said = prompt_cut_notice(event.data)
+            if self._live:
+                return (self._notice(event, "warning", "The prompt was cut", said),)
             return (agent_line(said, f"agent-{event.seq}"),)
         if isinstance(payload, ToolPreviewed):
             # Live, the bridge showed the preview itself, whole (see record.show_preview).

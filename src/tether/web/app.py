@@ -87,6 +87,7 @@ from tether.rewind.store import SnapshotError
 from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent, TurnEnd
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model, start_model
+from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
 from tether.session.store import SESSIONS, SessionConflictError
 from tether.shell.sandbox import SANDBOX, SandboxMode
@@ -230,13 +231,16 @@ def _record(event: Event, shown: Shown, cwd: str | None) -> dict[str, object]:
     """``event``'s record as the page reads it: a tool call or result with ``shown``,
     a call that changes a file with its ``diffs`` (:func:`~tether.web.render.call_diffs`),
     an answer with its Markdown as sanitized ``html`` (:mod:`tether.web.markdown`), a
-    turn's end with its ``outcome`` as the terminal says it (what failed, what to do)."""
+    turn's end with its ``outcome`` as the terminal says it (what failed, what to do),
+    a prompt the model server cut with the ``notice`` the terminal shows for it."""
     record = event.to_record()
     payload = event.payload
     if isinstance(payload, ToolCallEvent | ToolResultEvent):
         record["shown"] = tool_shown = shown(payload.name)
     if isinstance(payload, TurnEnd):
         record["outcome"] = turn_outcome(payload.reason)
+    if isinstance(payload, PromptCut):
+        record["notice"] = prompt_cut_notice(event.data)
     if isinstance(payload, AssistantMessageEvent) and (html := answer_html(payload)):
         record["html"] = html
     if isinstance(payload, ToolCallEvent):

@@ -344,6 +344,11 @@ function apply(record) {
     case "budget/exhausted":
       renderBudget(data);
       break;
+    case "llm/prompt-cut":
+      // The server dropped the front of the prompt: the terminal's notice, as the server words it.
+      view.stream = null;
+      container().append(el("div", "notice", record.notice));
+      break;
     case "plan/updated":
       renderPlan(data);
       break;
