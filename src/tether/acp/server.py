@@ -120,7 +120,7 @@ class AcpServer:
 
     # -- the client link -----------------------------------------------------------
 
-    def send_update(self, session_id: str, update: SessionUpdate) -> None:
+    def send_update(self, session_id: str, update: SessionUpdate, seq: int | None = None) -> None:
         params = {"sessionId": session_id, "update": update}
         self._transport.write({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
