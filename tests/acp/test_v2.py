@@ -1,6 +1,7 @@
 """ACP protocol version 2 (the draft), negotiated by ``initialize``, against a real
 ``tether acp`` over stdio; every frame tether sends is checked against the official
-version 2 schema (``schemas/acp/v2/schema.json``) with ``jsonschema``.
+version 2 schema (``schemas/acp/v2/schema.json``) with ``jsonschema``
+(:mod:`tests.acp.conformance`).
 
 The client is a plain JSON-RPC client (the ACP SDKs speak version 1).
 """
@@ -8,7 +9,6 @@ The client is a plain JSON-RPC client (the ACP SDKs speak version 1).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import signal
@@ -19,48 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
-from tests.acp.harness import ROOT, SCRIPTED, env_for, serving
-
-SCHEMA: dict[str, Any] = json.loads((ROOT / "schemas" / "acp" / "v2" / "schema.json").read_text())
-DEFS: dict[str, Any] = SCHEMA["$defs"]
-V1_SCHEMA: dict[str, Any] = json.loads(
-    (ROOT / "schemas" / "acp" / "schema.unstable.json").read_text()
-)
+from tests.acp.conformance import V2
+from tests.acp.harness import ROOT, SCRIPTED, end_process, env_for, serving
+from tests.acp.test_schema_conformance import _check
 
 Frame = dict[str, Any]
-
-
-@functools.cache
-def _validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator({"$defs": DEFS, "$ref": f"#/$defs/{name}"})
-
-
-def _definition(method: str, suffix: str) -> str:
-    names = [n for n, d in DEFS.items() if d.get("x-method") == method and n.endswith(suffix)]
-    assert len(names) == 1, f"the v2 schema has no single {suffix} for {method}: {names}"
-    return names[0]
-
-
-def problems(frame: Frame, asked: dict[object, str]) -> list[str]:
-    """What is wrong with ``frame`` (sent by tether) by the version 2 schema: as a whole
-    against the schema's root, and its params, result or error against the definition
-    the schema names for its method."""
-    if "method" in frame:
-        name = _definition(frame["method"], "Request" if "id" in frame else "Notification")
-        part = frame.get("params")
-    elif "result" in frame:
-        name = _definition(asked[frame["id"]], "Response")
-        part = frame["result"]
-    else:
-        name, part = "Error", frame.get("error")
-    found = [
-        f"{name}: {e.message} at {list(e.absolute_path)}"
-        for e in _validator(name).iter_errors(part)
-    ]
-    envelope = Draft202012Validator(SCHEMA).iter_errors(frame)
-    return found + [f"message: {e.message}" for e in envelope]
 
 
 @dataclass
@@ -128,7 +91,7 @@ class V2Client:
 
     def check(self) -> None:
         """Every frame tether sent so far is valid by the version 2 schema."""
-        found = {json.dumps(f)[:200]: p for f in self.frames if (p := problems(f, self.asked))}
+        found = {json.dumps(f)[:200]: p for f in self.frames if (p := V2.problems(f, self.asked))}
         assert found == {}
 
 
@@ -169,16 +132,7 @@ async def v2_server(
         assert answer["protocolVersion"] == 2
         yield client
     finally:
-        if process.returncode is None:
-            with suppress(Exception):
-                assert process.stdin is not None
-                process.stdin.close()
-            try:
-                async with asyncio.timeout(15):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await end_process(process)
         reader.cancel()
         with suppress(asyncio.CancelledError):
             await reader
@@ -355,10 +309,7 @@ async def test_a_v1_client_at_the_same_time_still_gets_version_1(tmp_path: Path)
         assert all("_meta" not in u for u in v1_updates)
         answers = [f["result"] for f in v1.frames if "stopReason" in (f.get("result") or {})]
         assert answers == [{"stopReason": "end_turn"}]
-        v1_errors = [
-            e.message for f in v1.frames for e in Draft202012Validator(V1_SCHEMA).iter_errors(f)
-        ]
-        assert v1_errors == []
+        _check(v1)  # every frame valid by the version 1 schema
         v2.check()
 
 

@@ -82,3 +82,9 @@ def test_the_handshake_offers_the_protocol_version_of_the_schema() -> None:
     from tether.acp.handshake import PROTOCOL_VERSION
 
     assert PROTOCOL_VERSION == wire.PROTOCOL_VERSION
+
+
+def test_the_version_2_handshake_offers_the_protocol_version_of_its_schema() -> None:
+    from tether.acp.v2.handshake import VERSION
+
+    assert VERSION == wire_v2.PROTOCOL_VERSION
