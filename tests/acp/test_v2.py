@@ -96,10 +96,15 @@ class V2Client:
 
 
 async def _read(client: V2Client) -> None:
+    """Collect tether's frames; allow every permission question once."""
     assert client.process.stdout is not None
     while line := await client.process.stdout.readline():
-        client.frames.append(json.loads(line))
+        frame = json.loads(line)
+        client.frames.append(frame)
         client.changed.set()
+        if frame.get("method") == "session/request_permission":
+            allowed = {"outcome": "selected", "optionId": "allow-once"}
+            client.write({"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": allowed}})
 
 
 @asynccontextmanager
@@ -245,7 +250,7 @@ async def test_v2_resume_after_sigkill_replays_exactly_the_events_from_the_curso
     project.mkdir()
     async with v2_server(tmp_path) as client:
         sid = (await client.call("session/new", {"cwd": str(project)}))["sessionId"]
-        for text in ("hello", "think deep", "again"):
+        for text in ("hello", "think deep", "bash echo hi", "again"):
             mark = len(client.frames)
             await client.call("session/prompt", {"sessionId": sid, "prompt": _text(text)})
             await client.state(sid, "idle", mark)
@@ -255,6 +260,9 @@ async def test_v2_resume_after_sigkill_replays_exactly_the_events_from_the_curso
             i for i, (_, u) in enumerate(live) if u.get("content", {}).get("text") == "think deep"
         )
         cursor = live[second][0]
+        asked = [f for f in client.frames if f.get("method") == "session/request_permission"]
+        assert len(asked) == 1
+        assert asked[0]["params"]["subject"]["toolCall"]["title"]
         client.check()
         os.killpg(client.process.pid, signal.SIGKILL)
         await client.process.wait()
@@ -270,6 +278,7 @@ async def test_v2_resume_after_sigkill_replays_exactly_the_events_from_the_curso
         before = again.frames[mark : again.frames.index(answer)]
         replayed = _by_seq(again.updates(sid, mark), 0)
         assert replayed == [pair for pair in live if pair[0] >= cursor]
+        assert any(u["sessionUpdate"] == "tool_call_update" for _, u in replayed)
         # The current state comes after the replay, before the answer.
         shown = [f["params"]["update"] for f in before if f.get("method") == "session/update"]
         assert shown[-1] == {"sessionUpdate": "state_update", "state": "idle"}

@@ -404,8 +404,8 @@ class SessionRecord:
     def show_preview(self, call_id: str, preview: ToolPreview) -> None:
         """Show what the call will do (kind, title, locations, diff) before it runs,
         and log it (``tool/previewed``) so a replay shows it again."""
-        self.agent.session.append(stored_preview(call_id, preview))
-        self._link.send_update(self.id, self._mapper.previewed(call_id, preview))
+        stored = self.agent.session.append(stored_preview(call_id, preview))
+        self._link.send_update(self.id, self._mapper.previewed(call_id, preview), stored.seq)
 
     def pending_call(
         self, invocation: ToolInvocation, preview: ToolPreview | None = None

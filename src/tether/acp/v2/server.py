@@ -263,11 +263,18 @@ class AcpServerV2(AcpServer):
         bridge = await self._bridge()
         command = controls.command_for(bridge.commands, message)
         if command is not None:
-            self.send_update(session_id, RUNNING)
             with bridge_errors():
-                await controls.run_in(bridge.open_record(session_id), *command)
-                await asyncio.shield(bridge.acknowledge(session_id))
-            self._after_answer(session_id, idle("end_turn"))
+                record = bridge.open_record(session_id)
+            self.send_update(session_id, RUNNING)
+            ended: SessionUpdate = {"sessionUpdate": "state_update", "state": "idle"}
+            try:
+                with bridge_errors():
+                    await controls.run_in(record, *command)
+                    await asyncio.shield(bridge.acknowledge(session_id))
+                ended = idle("end_turn")
+            finally:
+                # A command that failed was not accepted: idle, without a stop reason.
+                self._after_answer(session_id, ended)
             return {"messageId": message.id}
         with bridge_errors():
             agent = bridge.open_record(session_id).agent
