@@ -205,6 +205,11 @@ async def test_a_v2_prompt_is_answered_on_acceptance_and_ends_with_a_state_updat
         )
         mode_option = next(o for o in changed["configOptions"] if o["configId"] == "mode")
         assert mode_option["currentValue"] == "auto"
+        listed = await client.call("session/list", {})
+        assert [info["sessionId"] for info in listed["sessions"]] == [sid]
+        assert await client.call("session/close", {"sessionId": sid}) == {}
+        assert await client.call("session/delete", {"sessionId": sid}) == {}
+        assert (await client.call("session/list", {}))["sessions"] == []
         client.check()
 
 
