@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Generate ``src/tether/acp/wire.py``, the ACP wire types, from the official JSON schema.
+"""Generate the ACP wire types, one module per protocol version, from the official JSON schemas.
 
 Usage::
 
-    python scripts/gen_acp_types.py            # write src/tether/acp/wire.py
-    python scripts/gen_acp_types.py --check    # exit 1 if the file differs from a fresh run
+    python scripts/gen_acp_types.py            # write every module of TARGETS
+    python scripts/gen_acp_types.py --check    # exit 1 if one differs from a fresh run
 
-The schema is ``schemas/acp/schema.unstable.json`` (see ``schemas/acp/SOURCE.md``): protocol
-version 1 as the official packages ship it, unstable methods (``session/fork``, …) included.
-Only the types reachable from :data:`ROOTS` are generated: the messages tether receives,
-answers and sends. The method tables (``AGENT_METHODS``, ``CLIENT_METHODS``) are read from
+Each :class:`Target` is one protocol version: ``src/tether/acp/wire.py`` from
+``schemas/acp/schema.unstable.json`` (see ``schemas/acp/SOURCE.md``: protocol version 1 as
+the official packages ship it, unstable methods (``session/fork``, …) included), and
+``src/tether/acp/v2/wire.py`` from ``schemas/acp/v2/schema.json`` (the version 2 draft, see
+``schemas/acp/v2/README.md``). Only the types reachable from a target's roots are
+generated: the messages tether receives, answers and sends in that version. The method
+tables (``AGENT_METHODS``, ``CLIENT_METHODS``) are read from
 the schema too: each request and notification names its method (``x-method``) and the
 side that handles it (``x-side``).
 
@@ -47,13 +50,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = ROOT / "schemas" / "acp" / "schema.unstable.json"
-VERSION = 1
-"""The protocol version of :data:`SCHEMA` (the schema files do not state it: the package
-that ships them keeps each version in its own directory, ``schema/v1``)."""
-OUTPUT = ROOT / "src" / "tether" / "acp" / "wire.py"
 
-ROOTS = (
+V1_ROOTS = (
     # What a client sends tether.
     "InitializeRequest",
     "AuthenticateRequest",
@@ -105,6 +103,54 @@ ROOTS = (
     "ReleaseTerminalResponse",
     "CreateElicitationRequest",
     "CreateElicitationResponse",
+)
+
+V2_ROOTS = (
+    # What a client sends tether.
+    "InitializeRequest",
+    "NewSessionRequest",
+    "ResumeSessionRequest",
+    "CloseSessionRequest",
+    "DeleteSessionRequest",
+    "ListSessionsRequest",
+    "SetSessionConfigOptionRequest",
+    "PromptRequest",
+    "CancelSessionNotification",
+    "CancelRequestNotification",
+    # What tether answers.
+    "InitializeResponse",
+    "NewSessionResponse",
+    "ResumeSessionResponse",
+    "CloseSessionResponse",
+    "DeleteSessionResponse",
+    "ListSessionsResponse",
+    "SetSessionConfigOptionResponse",
+    "PromptResponse",
+    "Error",
+    # What tether sends a client, and the answers it reads.
+    "UpdateSessionNotification",
+    "RequestPermissionRequest",
+    "RequestPermissionResponse",
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One generated module: the wire types of one protocol version."""
+
+    schema: str
+    """The schema file, relative to the repository."""
+    output: str
+    """The module written, relative to the repository."""
+    version: int
+    """The protocol version of :attr:`schema` (the schema files do not state it: the
+    package that ships them keeps each version in its own directory, ``schema/v1``)."""
+    roots: tuple[str, ...]
+
+
+TARGETS = (
+    Target("schemas/acp/schema.unstable.json", "src/tether/acp/wire.py", 1, V1_ROOTS),
+    Target("schemas/acp/v2/schema.json", "src/tether/acp/v2/wire.py", 2, V2_ROOTS),
 )
 
 RAW_OBJECT = "dict[str, object]"
@@ -376,10 +422,10 @@ def kind_of(annotation: str, module: Module) -> str:
     )
 
 
-def render(schema: Schema) -> str:
-    """The source of ``wire.py`` for ``schema``."""
+def render(schema: Schema, target: Target) -> str:
+    """The source of ``target``'s module for ``schema``."""
     defs: Mapping[str, Schema] = schema["$defs"]
-    names = closure(defs, ROOTS)
+    names = closure(defs, target.roots)
     # Two passes: whether a union can be decoded depends on what its members are
     # (structs, tagged variants, other unions), which the first pass learns.
     known: Module | None = None
@@ -389,7 +435,9 @@ def render(schema: Schema) -> str:
             generator.define(name)
         known = generator.module
     module = generator.module
-    out = [HEADER.format(version=VERSION)]
+    out = [HEADER.format(version=target.version, schema=target.schema)]
+    if "Literal[" not in "\n".join(_bodies(module)):
+        out[0] = out[0].replace("from typing import Literal\n\n", "")
     out += [f"{name} = {value}" for name, value in sorted(module.aliases.items())]
     out += ["", "", WIRE_STRUCT]
     for name in sorted(module.structs):
@@ -400,6 +448,14 @@ def render(schema: Schema) -> str:
     out += [f"{name} = {value}" for name, value in ordered_unions(module.unions)]
     out += ["", "", methods_block(defs)]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _bodies(module: Module) -> list[str]:
+    """Every generated line: aliases, structs, variants and unions."""
+    lines = [*module.aliases.values(), *module.unions.values()]
+    for body in (*module.structs.values(), *module.variants.values()):
+        lines += body
+    return lines
 
 
 def ordered_unions(unions: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -440,8 +496,8 @@ def methods_block(defs: Mapping[str, Schema]) -> str:
 
 HEADER = '''"""The ACP wire types: msgspec Structs generated from the official JSON schema.
 
-Generated by ``scripts/gen_acp_types.py`` from ``schemas/acp/schema.unstable.json``
-(protocol version {version}; the source and tag are in ``schemas/acp/SOURCE.md``).
+Generated by ``scripts/gen_acp_types.py`` from ``{schema}``
+(protocol version {version}; the source and tag are noted beside the schema).
 Do not edit: change the script or the schema, then run it again
 (``tests/acp/test_wire_generated.py`` fails when this file and a fresh run differ).
 """
@@ -463,16 +519,18 @@ WIRE_STRUCT = '''class WireStruct(msgspec.Struct, kw_only=True, omit_defaults=Tr
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if wire.py is stale")
+    parser.add_argument("--check", action="store_true", help="fail if a module is stale")
     args = parser.parse_args()
-    source = render(json.loads(SCHEMA.read_text()))
-    if args.check:
-        if OUTPUT.read_text() != source:
-            print(f"{OUTPUT.relative_to(ROOT)} is stale: run scripts/gen_acp_types.py")
-            return 1
-        return 0
-    OUTPUT.write_text(source)
-    return 0
+    stale = 0
+    for target in TARGETS:
+        source = render(json.loads((ROOT / target.schema).read_text()), target)
+        output = ROOT / target.output
+        if not args.check:
+            output.write_text(source)
+        elif not output.is_file() or output.read_text() != source:
+            print(f"{target.output} is stale: run scripts/gen_acp_types.py")
+            stale = 1
+    return stale
 
 
 if __name__ == "__main__":

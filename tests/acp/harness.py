@@ -320,17 +320,23 @@ async def serving(
             await server.conn.initialize(protocol_version=1, client_capabilities=capabilities)
         yield server
     finally:
-        if process.returncode is None:
-            with suppress(Exception):
-                assert process.stdin is not None
-                process.stdin.close()
-            try:
-                async with asyncio.timeout(15):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await end_process(process)
         await server.conn.close()
+
+
+async def end_process(process: asyncio.subprocess.Process) -> None:
+    """Close the server's stdin and wait for it to exit (killed after 15 s)."""
+    if process.returncode is not None:
+        return
+    with suppress(Exception):
+        assert process.stdin is not None
+        process.stdin.close()
+    try:
+        async with asyncio.timeout(15):
+            await process.wait()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
 
 
 def processes_mentioning(token: str) -> list[str]:

@@ -36,7 +36,7 @@ class Link:
     updates: list[tuple[str, Any]] = field(default_factory=list)
     features: ClientFeatures = field(default_factory=ClientFeatures)
 
-    def send_update(self, session_id: str, update: Any) -> None:
+    def send_update(self, session_id: str, update: Any, seq: int | None = None) -> None:
         self.updates.append((session_id, update))
 
     async def drain(self) -> None:

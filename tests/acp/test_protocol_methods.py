@@ -309,12 +309,17 @@ async def test_the_chunks_of_one_message_share_an_id_live_and_on_a_load(tmp_path
         assert ids(server) == live
 
 
-async def test_a_client_asking_for_version_2_is_answered_version_1(tmp_path: Path) -> None:
-    """tether does not speak the version 2 draft: its ``initialize`` (``info`` and
-    ``capabilities`` instead of ``clientInfo`` and ``clientCapabilities``) is answered
-    with version 1, the latest tether supports, as version negotiation prescribes."""
+async def test_only_a_first_initialize_asking_for_version_2_gets_the_draft(
+    tmp_path: Path,
+) -> None:
+    """Version 2 is a draft, spoken only to a client that asks for exactly it first
+    (``tests/acp/test_v2.py``): a client asking for a later version is answered with
+    version 1, the latest stable one, and a version 1 connection stays version 1."""
     async with serving(tmp_path, initialize=False) as server:
-        params = {"protocolVersion": 2, "info": {"name": "v2-client", "version": "1"}}
-        answer = await server.ask("initialize", {**params, "capabilities": {}}, "v2")
+        params = {"protocolVersion": 3, "info": {"name": "v3-client", "version": "1"}}
+        answer = await server.ask("initialize", {**params, "capabilities": {}}, "v3")
         assert answer["result"]["protocolVersion"] == 1
+        params = {"protocolVersion": 2, "clientCapabilities": {}}
+        again = await server.ask("initialize", params, "v2-later")
+        assert again["result"]["protocolVersion"] == 1
         _check(server)

@@ -24,7 +24,7 @@ class _Link:
         self.during: Callable[[], Awaitable[None]] | None = None
         self.features = ClientFeatures()
 
-    def send_update(self, session_id: str, update: SessionUpdate) -> None:
+    def send_update(self, session_id: str, update: SessionUpdate, seq: int | None = None) -> None:
         self.sent.append(update)
 
     async def drain(self) -> None:

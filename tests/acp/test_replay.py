@@ -38,7 +38,7 @@ class Link:
     """(updates written, events decoded) at each drain."""
     features: ClientFeatures = field(default_factory=ClientFeatures)
 
-    def send_update(self, session_id: str, update: Any) -> None:
+    def send_update(self, session_id: str, update: Any, seq: int | None = None) -> None:
         self.updates.append(update)
 
     async def drain(self) -> None:

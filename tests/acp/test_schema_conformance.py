@@ -1,58 +1,21 @@
 """Every frame ``tether acp`` sends in a representative conversation is valid against the
-official ACP JSON schema (``schemas/acp/schema.unstable.json``), checked with ``jsonschema``.
-
-Each frame is checked twice: as a whole against the schema's root (a JSON-RPC message of
-either side), and its params, result or error against the definition the schema names
-for that method (``x-method``): a request's ``…Request``, a notification's
-``…Notification``, an answer's ``…Response`` (found from the id of the request it
-answers) or ``Error``.
+official ACP JSON schema (``schemas/acp/schema.unstable.json``), checked with ``jsonschema``
+(see :mod:`tests.acp.conformance`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
+from tests.acp.conformance import V1
 from tests.acp.harness import AcpProcess, serving
-
-SCHEMA: dict[str, Any] = json.loads(
-    (Path(__file__).resolve().parents[2] / "schemas" / "acp" / "schema.unstable.json").read_text()
-)
-DEFS: dict[str, Any] = SCHEMA["$defs"]
-
-
-@functools.cache
-def _validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator({"$defs": DEFS, "$ref": f"#/$defs/{name}"})
-
-
-def _definition(method: str, suffix: str) -> str:
-    """The schema's definition for ``method`` whose name ends with ``suffix``."""
-    names = [n for n, d in DEFS.items() if d.get("x-method") == method and n.endswith(suffix)]
-    assert len(names) == 1, f"the schema has no single {suffix} for {method}: {names}"
-    return names[0]
 
 
 def _problems(frame: dict[str, Any], asked: dict[object, str]) -> list[str]:
     """What is wrong with ``frame`` (a frame the server sent) by the schema."""
-    if "method" in frame:
-        name = _definition(frame["method"], "Request" if "id" in frame else "Notification")
-        part = frame.get("params")
-    elif "result" in frame:
-        name = _definition(asked[frame["id"]], "Response")
-        part = frame["result"]
-    else:
-        name, part = "Error", frame.get("error")
-    errors = [
-        f"{name}: {e.message} at {list(e.absolute_path)}"
-        for e in _validator(name).iter_errors(part)
-    ]
-    envelope = Draft202012Validator(SCHEMA).iter_errors(frame)
-    return errors + [f"message: {e.message}" for e in envelope]
+    return V1.problems(frame, asked)
 
 
 def _check(server: AcpProcess) -> tuple[set[str], set[str]]:

@@ -15,6 +15,7 @@
 * :mod:`tether.acp.transport`, :mod:`tether.acp.stdio` — frames on stdio;
 * :mod:`tether.acp.gate` — strict JSON-RPC checks before a frame is dispatched;
 * :mod:`tether.acp.source` — where a server's bridge comes from, launched once;
+* :mod:`tether.acp.v2` — protocol version 2 (the draft), for a client that negotiates it;
 * :mod:`tether.acp.remote`, :mod:`tether.acp.endpoint` — ACP over the network
   (``tether web``'s ``/acp``): connections resumed by frame number, over
   streamable HTTP and WebSocket.

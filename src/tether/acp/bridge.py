@@ -196,10 +196,11 @@ class Bridge:
         return await self.opened.create(cwd, servers)
 
     async def load(
-        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
+        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = (), *, start: int = 0
     ) -> SessionRecord:
-        """``session/load``: :meth:`ClientSessions.load`."""
-        return await self.opened.load(session_id, cwd, servers)
+        """``session/load`` (and version 2's ``session/resume`` with ``replayFrom``):
+        :meth:`ClientSessions.load`."""
+        return await self.opened.load(session_id, cwd, servers, start=start)
 
     async def resume(
         self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()

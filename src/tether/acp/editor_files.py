@@ -57,6 +57,12 @@ class ClientFeatures(msgspec.Struct, frozen=True):
     """It answers ``elicitation/create`` in form mode."""
     elicitation_url: bool = False
     """It answers ``elicitation/create`` in URL mode."""
+    echo_prompts: bool = False
+    """Its own prompts are shown back to it live (protocol version 2 echoes every
+    accepted user message; version 1 clients show their prompts themselves)."""
+    cancelled_calls: bool = False
+    """A turn that ends cancelled marks each of its calls that did not complete
+    ``cancelled`` (protocol version 2's tool call status; version 1 has none)."""
 
     @classmethod
     def parse(cls, capabilities: object) -> ClientFeatures:

@@ -25,7 +25,7 @@ from tether.acp.editor_files import ClientFeatures
 from tether.acp.errors import BridgeClosedError, BridgeError, PromptInFlightError
 from tether.acp.permissions import Mode
 from tether.acp.prompts import Outcome, outcome_of
-from tether.acp.replay import replay
+from tether.acp.replay import Shows, sequenced
 from tether.acp.updates import (
     SessionUpdate,
     UpdateMapper,
@@ -83,8 +83,9 @@ REPLAY_BATCH = 1000
 class ClientLink(Protocol):
     """What the bridge needs from the connection to its client."""
 
-    def send_update(self, session_id: str, update: SessionUpdate) -> None:
-        """Write a ``session/update`` now, after every update sent before it."""
+    def send_update(self, session_id: str, update: SessionUpdate, seq: int | None = None) -> None:
+        """Write a ``session/update`` now, after every update sent before it; ``seq`` is
+        the log event it shows (``None``: live news no event of the log holds)."""
         ...
 
     async def drain(self) -> None:
@@ -200,6 +201,8 @@ class SessionRecord:
             cwd=agent.session.header.cwd,
             notices=features.notices,
             compaction=features.compaction,
+            echo=features.echo_prompts,
+            cancelled_calls=features.cancelled_calls,
         )
 
     @property
@@ -294,9 +297,9 @@ class SessionRecord:
             for unsent in self._sent.next(event, self.agent.session.events):
                 self._show(unsent)
 
-    async def replay(self, stop: int | None = None) -> None:
-        """Send the session's events up to seq ``stop`` (default: all it has now)
-        as a replay, then the live events held back meanwhile, and go live.
+    async def replay(self, stop: int | None = None, start: int = 0) -> None:
+        """Send the session's events from seq ``start`` up to seq ``stop`` (default: all
+        it has now) as a replay, then the live events held back meanwhile, and go live.
 
         The log is decoded and sent a batch at a time (`REPLAY_BATCH`
         updates): each batch leaves for the client (`ClientLink.drain`)
@@ -310,17 +313,19 @@ class SessionRecord:
             self._live.clear()  # appended from here on: shown after the replay
             self._sent.seq = max(self._sent.seq, stop - 1)
             send, session_id = self._link.send_update, self.id
+            features = self._link.features
             try:
-                updates = replay(
+                updates = sequenced(
                     session.events,
                     self._new_meter(),
                     session.header.cwd,
                     stop=stop,
+                    start=start,
                     shown=self.shown,
-                    compaction=self._link.features.compaction,
+                    shows=Shows(features.compaction, features.cancelled_calls),
                 )
-                for count, update in enumerate(updates, 1):
-                    send(session_id, update)
+                for count, (seq, update) in enumerate(updates, 1):
+                    send(session_id, update, seq)
                     if count % REPLAY_BATCH == 0:
                         await self._link.drain()
                 await self._link.drain()
@@ -357,7 +362,7 @@ class SessionRecord:
 
     def _show(self, event: Event) -> None:
         for update in self._mapper.updates(event):
-            self._link.send_update(self.id, update)
+            self._link.send_update(self.id, update, event.seq)
         payload = event.payload
         if isinstance(payload, ToolCallEvent) and self.shown(payload.name).delegates:
             self._tasks[payload.id] = ChildProgress(self.shown)
@@ -399,8 +404,8 @@ class SessionRecord:
     def show_preview(self, call_id: str, preview: ToolPreview) -> None:
         """Show what the call will do (kind, title, locations, diff) before it runs,
         and log it (``tool/previewed``) so a replay shows it again."""
-        self.agent.session.append(stored_preview(call_id, preview))
-        self._link.send_update(self.id, self._mapper.previewed(call_id, preview))
+        stored = self.agent.session.append(stored_preview(call_id, preview))
+        self._link.send_update(self.id, self._mapper.previewed(call_id, preview), stored.seq)
 
     def pending_call(
         self, invocation: ToolInvocation, preview: ToolPreview | None = None

@@ -13,6 +13,7 @@ reported usage is followed by its ``usage_update``, as it was live.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.acp.updates import SessionUpdate, UpdateMapper
@@ -22,6 +23,14 @@ from tether.tools.registry import Shown
 if TYPE_CHECKING:
     from tether.acp.usage import UsageMeter
     from tether.session import SessionEvents
+
+
+@dataclass(frozen=True, slots=True)
+class Shows:
+    """What the client takes, for a replay (see :class:`UpdateMapper`)."""
+
+    compaction: bool = False
+    cancelled_calls: bool = False
 
 
 def replay(
@@ -42,6 +51,39 @@ def replay(
     locations resolve; ``shown`` is how the session's tools are shown;
     ``compaction``: the client takes ``compaction_update`` updates.
     """
-    mapper = UpdateMapper(live=False, meter=meter, cwd=cwd, shown=shown, compaction=compaction)
+    shows = Shows(compaction=compaction)
+    for _, update in sequenced(events, meter, cwd, stop=stop, shown=shown, shows=shows):
+        yield update
+
+
+def sequenced(
+    events: SessionEvents,
+    meter: UsageMeter | None = None,
+    cwd: str | None = None,
+    *,
+    stop: int | None = None,
+    start: int = 0,
+    shown: Shown | None = None,
+    shows: Shows = Shows(),
+) -> Iterator[tuple[int, SessionUpdate]]:
+    """:func:`replay`'s updates from seq ``start`` on, each with the seq of the event
+    it shows.
+
+    The mapping runs over the whole log all the same (an update's ids, its
+    usage figures, a message continued across ``start`` are what they were
+    live); only the updates of events before ``start`` are left out, so a
+    client that has everything before ``start`` gets exactly what it lacks.
+    """
+    mapper = UpdateMapper(
+        live=False,
+        meter=meter,
+        cwd=cwd,
+        shown=shown,
+        compaction=shows.compaction,
+        cancelled_calls=shows.cancelled_calls,
+    )
     for event in without_abandoned(events, stop):
-        yield from mapper.updates(event)
+        updates = mapper.updates(event)
+        if event.seq >= start:
+            for update in updates:
+                yield event.seq, update

@@ -89,7 +89,7 @@ Handler = Callable[..., Awaitable[object]]
 class Route:
     """A method the server answers: the wire type of its params and the handler's name."""
 
-    params: type[wire.WireStruct]
+    params: type[msgspec.Struct]
     handler: str
 
 
@@ -120,12 +120,22 @@ AGENT_NOTIFICATIONS: Mapping[str, Route] = {
 
 class AgentConnection:
     """One client connection: dispatches its frames to ``agent`` (an object with a
-    method per :data:`AGENT_ROUTES` handler, plus ``ext_method`` and
-    ``ext_notification`` for ``_``-prefixed methods)."""
+    method per handler of ``routes`` and ``notifications`` — by default
+    :data:`AGENT_ROUTES` and :data:`AGENT_NOTIFICATIONS`, protocol version 1 — plus
+    ``ext_method`` and ``ext_notification`` for ``_``-prefixed methods)."""
 
-    def __init__(self, agent: object, transport: MessageTransport) -> None:
+    def __init__(
+        self,
+        agent: object,
+        transport: MessageTransport,
+        *,
+        routes: Mapping[str, Route] = AGENT_ROUTES,
+        notifications: Mapping[str, Route] = AGENT_NOTIFICATIONS,
+    ) -> None:
         self._agent = agent
         self._transport = transport
+        self._routes = routes
+        self._notifications = notifications
         self._handlers: set[asyncio.Task[None]] = set()
         self._pending: dict[int, asyncio.Future[object]] = {}
         self._next_id = 0
@@ -152,13 +162,13 @@ class AgentConnection:
         await self._transport.close()
 
     @overload
-    async def request(self, method: str, params: wire.WireStruct, result: type[T]) -> T: ...
+    async def request(self, method: str, params: msgspec.Struct, result: type[T]) -> T: ...
 
     @overload
-    async def request(self, method: str, params: wire.WireStruct, result: None = None) -> None: ...
+    async def request(self, method: str, params: msgspec.Struct, result: None = None) -> None: ...
 
     async def request(
-        self, method: str, params: wire.WireStruct, result: type[T] | None = None
+        self, method: str, params: msgspec.Struct, result: type[T] | None = None
     ) -> T | None:
         """Send the client a request and return its answer decoded as ``result``
         (``None`` when ``result`` is ``None``: only success matters).
@@ -231,7 +241,7 @@ class AgentConnection:
     async def _answer(self, request_id: object, method: str, params: object) -> None:
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
         try:
-            result = await self._call(method, params, AGENT_ROUTES, self._ext_method)
+            result = await self._call(method, params, self._routes, self._ext_method)
             answer["result"] = msgspec.to_builtins(result) if result is not None else None
         except RequestError as exc:
             answer["error"] = exc.to_error_obj()
@@ -246,7 +256,7 @@ class AgentConnection:
 
     async def _notified(self, method: str, params: object) -> None:
         try:
-            await self._call(method, params, AGENT_NOTIFICATIONS, self._ext_notification)
+            await self._call(method, params, self._notifications, self._ext_notification)
         except RequestError as exc:
             log.warning("notification %s ignored: %s", method, exc.message)
         except Exception:
@@ -284,7 +294,7 @@ class AgentConnection:
         self._pending.clear()
 
 
-def _arguments(kind: type[wire.WireStruct], params: object) -> dict[str, object]:
+def _arguments(kind: type[msgspec.Struct], params: object) -> dict[str, object]:
     """``params`` checked against ``kind``, as the handler's keyword arguments.
 
     Raises:

@@ -120,7 +120,7 @@ class AcpServer:
 
     # -- the client link -----------------------------------------------------------
 
-    def send_update(self, session_id: str, update: SessionUpdate) -> None:
+    def send_update(self, session_id: str, update: SessionUpdate, seq: int | None = None) -> None:
         params = {"sessionId": session_id, "update": update}
         self._transport.write({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
@@ -221,7 +221,7 @@ class AcpServer:
         **_meta: object,
     ) -> dict[str, object]:
         if not valid_protocol_version(protocol_version):
-            raise _invalid("protocolVersion must be an integer from 0 to 65535")
+            raise invalid_params("protocolVersion must be an integer from 0 to 65535")
         from tether.acp.editor_files import ClientFeatures
 
         self._features = ClientFeatures.parse(client_capabilities)
@@ -277,11 +277,11 @@ class AcpServer:
     ) -> wire.NewSessionResponse:
         from tether.acp.commands import available_commands
 
-        directory = _absolute(cwd, existing=True)
-        servers = _mcp_servers(mcp_servers)
+        directory = absolute_path(cwd, existing=True)
+        servers = mcp_servers_of(mcp_servers)
         self._track_handler()
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             record = await bridge.create(directory, servers)
             await bridge.acknowledge(record.id, created=True)
         self._after_answer(record.id, available_commands(bridge.commands))
@@ -321,20 +321,20 @@ class AcpServer:
         )
 
     async def close_session(self, session_id: str, **_meta: object) -> wire.CloseSessionResponse:
-        session_id = _text("sessionId", session_id)
+        session_id = required_text("sessionId", session_id)
         self._track_handler()
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             await bridge.close_session(session_id)
         return wire.CloseSessionResponse()
 
     async def delete_session(self, session_id: str, **_meta: object) -> wire.DeleteSessionResponse:
         """Close the session if it is open here, then delete its stored log: it leaves
         ``session/list`` and cannot be loaded again."""
-        session_id = _text("sessionId", session_id)
+        session_id = required_text("sessionId", session_id)
         self._track_handler()
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             await bridge.delete_session(session_id)
         return wire.DeleteSessionResponse()
 
@@ -343,11 +343,11 @@ class AcpServer:
     ) -> wire.ListSessionsResponse:
         from tether.acp.lifecycle import iso_time, lineage_meta, page_of
 
-        directory = None if cwd is None else _absolute(cwd)
+        directory = None if cwd is None else absolute_path(cwd)
         if cursor is not None and not isinstance(cursor, str):
-            raise _invalid("cursor must be a string returned by session/list")
+            raise invalid_params("cursor must be a string returned by session/list")
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             stored, next_cursor = page_of(await bridge.stored_sessions(directory), cursor)
         return wire.ListSessionsResponse(
             sessions=[
@@ -376,13 +376,13 @@ class AcpServer:
         point is ``_meta.tether.seq`` (the parent's first ``seq`` events; default all)."""
         from tether.acp.commands import available_commands
 
-        directory = _absolute(cwd)
-        session_id = _text("sessionId", session_id)
+        directory = absolute_path(cwd)
+        session_id = required_text("sessionId", session_id)
         seq = _fork_seq(meta)
-        servers = _mcp_servers(mcp_servers)
+        servers = mcp_servers_of(mcp_servers)
         self._track_handler()
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             record, forked = await bridge.fork(session_id, directory, servers, seq=seq)
             await bridge.acknowledge(record.id)
         self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
@@ -398,14 +398,14 @@ class AcpServer:
     ) -> wire.SetSessionModeResponse:
         from tether.acp import controls
 
-        session_id = _text("sessionId", session_id)
+        session_id = required_text("sessionId", session_id)
         try:
             mode = Mode(mode_id)
         except ValueError:
             known = ", ".join(repr(m.value) for m in Mode)
-            raise _invalid(f"unknown mode {mode_id!r}; the modes are {known}") from None
+            raise invalid_params(f"unknown mode {mode_id!r}; the modes are {known}") from None
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             controls.set_mode(bridge.record(session_id), mode)
             await bridge.acknowledge(session_id)
         return wire.SetSessionModeResponse()
@@ -415,10 +415,10 @@ class AcpServer:
     ) -> wire.SetSessionConfigOptionResponse:
         from tether.acp import controls
 
-        session_id = _text("sessionId", session_id)
-        config_id = _text("configId", config_id)
+        session_id = required_text("sessionId", session_id)
+        config_id = required_text("configId", config_id)
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             options = controls.set_option(bridge.record(session_id), config_id, value)
             await bridge.acknowledge(session_id)
         return wire.SetSessionConfigOptionResponse(config_options=_wire_options(options))
@@ -432,29 +432,29 @@ class AcpServer:
         from tether.acp.content import UnsupportedContentError, to_message
         from tether.acp.prompts import TurnFailed
 
-        session_id = _text("sessionId", session_id)
+        session_id = required_text("sessionId", session_id)
         if not isinstance(prompt, list):
-            raise _invalid("prompt must be an array of content blocks")
+            raise invalid_params("prompt must be an array of content blocks")
         try:
             message = to_message(prompt, images=self._images)
         except UnsupportedContentError as exc:
-            raise _invalid(str(exc)) from None
+            raise invalid_params(str(exc)) from None
         self._track_handler()
         bridge = await self._bridge()
         command = controls.command_for(bridge.commands, message)
         if command is not None:
-            with _errors():
+            with bridge_errors():
                 await controls.run_in(bridge.open_record(session_id), *command)
                 await asyncio.shield(bridge.acknowledge(session_id))
             await self._drain()
             return wire.PromptResponse(stop_reason="end_turn")
-        with _errors():
+        with bridge_errors():
             agent = bridge.open_record(session_id).agent
-        message = await _with_resources(agent, prompt, message)
-        with _errors():
+        message = await with_resources(agent, prompt, message)
+        with bridge_errors():
             answer = bridge.prompt(session_id, message)
         outcome = await asyncio.shield(answer)
-        with _errors():
+        with bridge_errors():
             # The answer acknowledges the turn: only once it is on disk.
             await asyncio.shield(bridge.acknowledge(session_id))
         if isinstance(outcome, TurnFailed):
@@ -490,21 +490,21 @@ class AcpServer:
             raise RequestError.method_not_found(f"_{method}")
         from tether.acp.content import UnsupportedContentError, to_message
 
-        session_id = _text("sessionId", params.get("sessionId"))
+        session_id = required_text("sessionId", params.get("sessionId"))
         prompt = params.get("prompt")
         if not isinstance(prompt, list) or not prompt:
-            raise _invalid("prompt must be a non-empty array of content blocks")
+            raise invalid_params("prompt must be a non-empty array of content blocks")
         try:
             blocks = msgspec.convert(prompt, list[wire.ContentBlock])
         except msgspec.ValidationError as exc:
-            raise _invalid(f"prompt: not ACP content blocks ({exc})") from None
+            raise invalid_params(f"prompt: not ACP content blocks ({exc})") from None
         try:
             message = to_message(blocks, images=self._images)
         except UnsupportedContentError as exc:
-            raise _invalid(str(exc)) from None
+            raise invalid_params(str(exc)) from None
         self._track_handler()
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             # Answered once the delivery is on disk; one that cannot be stored is
             # withdrawn (a request cancelled meanwhile too): it never runs.
             if method == STEER:
@@ -543,17 +543,18 @@ class AcpServer:
         return bridge
 
     async def _reopen(
-        self, session_id: object, cwd: object, mcp_servers: object, *, replay: bool
+        self, session_id: object, cwd: object, mcp_servers: object, *, replay: bool, start: int = 0
     ) -> tuple[Bridge, SessionRecord]:
-        """``session/load`` (``replay``) or ``session/resume``: the session, opened and durable."""
-        directory = _absolute(cwd)
-        session_id = _text("sessionId", session_id)
-        servers = _mcp_servers(mcp_servers)
+        """``session/load`` (``replay``, from seq ``start`` on) or ``session/resume``: the
+        session, opened and durable."""
+        directory = absolute_path(cwd)
+        session_id = required_text("sessionId", session_id)
+        servers = mcp_servers_of(mcp_servers)
         self._track_handler()
         bridge = await self._bridge()
-        with _errors():
+        with bridge_errors():
             if replay:
-                record = await bridge.load(session_id, directory, servers)
+                record = await bridge.load(session_id, directory, servers, start=start)
             else:
                 record = await bridge.resume(session_id, directory, servers)
             await bridge.acknowledge(record.id)
@@ -603,7 +604,7 @@ def _wire_options(options: list[dict[str, object]]) -> list[wire.SessionConfigOp
     return msgspec.convert(options, list[wire.SessionConfigOption])
 
 
-def _mcp_servers(value: object) -> tuple[ServerSpec, ...]:
+def mcp_servers_of(value: object) -> tuple[ServerSpec, ...]:
     """The ``mcpServers`` of a request, checked (a malformed entry is ``Invalid params``)."""
     from tether.mcp.errors import McpConfigError
     from tether.mcp.servers import from_acp
@@ -611,7 +612,7 @@ def _mcp_servers(value: object) -> tuple[ServerSpec, ...]:
     try:
         return from_acp(value)
     except McpConfigError as exc:
-        raise _invalid(str(exc)) from None
+        raise invalid_params(str(exc)) from None
 
 
 def _fork_seq(meta: dict[str, object] | None) -> int | None:
@@ -619,11 +620,11 @@ def _fork_seq(meta: dict[str, object] | None) -> int | None:
     ours = None if meta is None else meta.get("tether")
     seq = ours.get("seq") if isinstance(ours, dict) else None
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
-        raise _invalid("_meta.tether.seq must be an integer (the parent's events to copy)")
+        raise invalid_params("_meta.tether.seq must be an integer (the parent's events to copy)")
     return seq
 
 
-async def _with_resources(agent: Agent, prompt: list[Any], message: UserMessage) -> UserMessage:
+async def with_resources(agent: Agent, prompt: list[Any], message: UserMessage) -> UserMessage:
     """``message`` with the MCP resources its text blocks' ``@server:uri`` words name
     (see :mod:`tether.mcp.mentions`); one that cannot be attached is invalid params."""
     text = "\n".join(block.text for block in prompt if isinstance(block, wire.TextContentBlock))
@@ -638,33 +639,33 @@ async def _with_resources(agent: Agent, prompt: list[Any], message: UserMessage)
 
     attached = await attach_resources(text, connections)
     if attached.refused:
-        raise _invalid(attached.refused[0])
+        raise invalid_params(attached.refused[0])
     if not attached.blocks:
         return message
     return msgspec.structs.replace(message, content=(*message.content, *attached.blocks))
 
 
-def _invalid(message: str) -> RequestError:
+def invalid_params(message: str) -> RequestError:
     return RequestError(INVALID_PARAMS, f"Invalid params: {message}")
 
 
-def _text(name: str, value: object) -> str:
+def required_text(name: str, value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise _invalid(f"{name} must be a non-empty string")
+        raise invalid_params(f"{name} must be a non-empty string")
     return value
 
 
-def _absolute(cwd: object, *, existing: bool = False) -> str:
-    path = _text("cwd", cwd)
+def absolute_path(cwd: object, *, existing: bool = False) -> str:
+    path = required_text("cwd", cwd)
     if not os.path.isabs(path):
-        raise _invalid(f"cwd must be an absolute path, got {path!r}")
+        raise invalid_params(f"cwd must be an absolute path, got {path!r}")
     if existing and not os.path.isdir(path):
-        raise _invalid(f"cwd {path!r} is not a directory")
+        raise invalid_params(f"cwd {path!r} is not a directory")
     return os.path.normpath(path)
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def bridge_errors() -> Iterator[None]:
     """Bridge and agent-layer errors as specific JSON-RPC errors."""
     from tether.acp.errors import (
         BridgeClosedError,
@@ -702,7 +703,7 @@ def _errors() -> Iterator[None]:
         McpUnsupportedError,
         RewindError,
     ) as exc:
-        raise _invalid(str(exc)) from None
+        raise invalid_params(str(exc)) from None
     except PromptInFlightError as exc:
         raise RequestError(INVALID_REQUEST, f"Invalid request: {exc}") from None
     except SessionNotFoundError as exc:

@@ -108,9 +108,10 @@ class ClientSessions:
         return await self._host.owned(self._create(cwd, attach))
 
     async def load(
-        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = ()
+        self, session_id: str, cwd: str, servers: Sequence[ServerSpec] = (), *, start: int = 0
     ) -> SessionRecord:
-        """Open the stored session ``session_id`` and replay its history to the client.
+        """Open the stored session ``session_id`` and replay its history, from seq
+        ``start`` on, to the client.
 
         Every update of the replay is written before this returns. Loading a
         session this bridge already has open replays it again; a load sent
@@ -133,15 +134,15 @@ class ClientSessions:
         if opening is not None:
             joined = await opening.joined(cwd)
             if not opening.replays:
-                await joined.replay()  # it was a resume: this load replays
+                await joined.replay(start=start)  # it was a resume: this load replays
             return joined  # else one replay for both: the load in progress sends it
         open_record = self._host.get(session_id)
         if open_record is not None:
             check_cwd(open_record.agent, cwd)
-            await open_record.replay()
+            await open_record.replay(start=start)
             return open_record
         attach = self._mcp_setup(servers)
-        work = self._load(session_id, cwd, attach, replay=True)
+        work = self._load(session_id, cwd, attach, replay=True, start=start)
         return await self._opening.open(session_id, work, replays=True, check=self._check_open)
 
     async def resume(
@@ -312,6 +313,7 @@ class ClientSessions:
         attach: Callable[[Agent], Awaitable[object]],
         *,
         replay: bool,
+        start: int = 0,
     ) -> SessionRecord:
         disposing = self._disposing.get(session_id)
         if disposing is not None:
@@ -343,7 +345,7 @@ class ClientSessions:
         record, stored = built[0]
         await self._publish(record, handle)
         if replay:
-            await record.replay(stored)
+            await record.replay(stored, start)
         else:
             record.attach()
         return record

@@ -52,6 +52,11 @@ event                update
                      diff the log kept shortened is followed by a note
 ``plan/updated``     ``plan``, with every entry (content, priority, status)
 ``session/title``    ``session_info_update`` with the title a model wrote
+``turn/end``         for a client that takes the ``cancelled`` tool call status
+                     (protocol version 2), when the turn ended cancelled: a
+                     ``tool_call_update`` with status ``cancelled`` for each of
+                     its calls that did not complete (an upsert of the call
+                     already shown ``pending``, ``in_progress`` or ``failed``)
 ===================  ==========================================================
 
 With a :class:`~tether.acp.usage.UsageMeter`, an ``assistant/message`` that
@@ -89,12 +94,14 @@ from tether.content import ImageRef, TextBlock
 from tether.frozen import thaw
 from tether.persist.backends.summary import title_from
 from tether.session import (
+    Aborted,
     AssistantChunk,
     ContextCompacted,
     Event,
     RetryEvent,
     ToolCallEvent,
     ToolResultEvent,
+    TurnEnd,
     TurnStart,
     UserMessageEvent,
 )
@@ -132,12 +139,16 @@ class UpdateMapper:
     session's) makes relative paths of locations absolute. ``shown`` is how
     the session's tools are shown (by default as tools that declare
     nothing). ``notices`` and ``compaction`` say the client takes ``notice`` and
-    ``compaction_update`` updates (its ``session`` capabilities).
+    ``compaction_update`` updates (its ``session`` capabilities). ``echo`` shows the
+    client's own prompts live too, and ``cancelled_calls`` marks the calls a cancelled
+    turn did not complete ``cancelled`` (both protocol version 2).
     """
 
     __slots__ = (
+        "_cancelled_calls",
         "_compaction",
         "_cwd",
+        "_echo",
         "_kept",
         "_live",
         "_message",
@@ -146,6 +157,7 @@ class UpdateMapper:
         "_shown",
         "_titled",
         "_turn",
+        "_unfinished",
     )
 
     def __init__(
@@ -159,10 +171,16 @@ class UpdateMapper:
         shown: Shown | None = None,
         notices: bool = False,
         compaction: bool = False,
+        echo: bool = False,
+        cancelled_calls: bool = False,
     ) -> None:
         self._live = live
         self._notices = notices
         self._compaction = compaction
+        self._echo = echo
+        self._cancelled_calls = cancelled_calls
+        self._unfinished: dict[str, None] = {}
+        """The ACP ids of the current turn's calls that did not complete, in call order."""
         self._message: tuple[str, str] | None = None
         """The update kind and id of the agent message being streamed, if any."""
         self._shown = shown if shown is not None else shown_in(None)
@@ -189,8 +207,11 @@ class UpdateMapper:
         # Anything else between chunks ends the message they were part of.
         self._message = None
         if isinstance(payload, ToolCallEvent):
+            self._unfinished[self.tool_call_id(payload.id)] = None
             return (self._tool_call(payload),)
         if isinstance(payload, ToolResultEvent):
+            if not payload.is_error:
+                self._unfinished.pop(self.tool_call_id(payload.id), None)
             result = self._tool_result(payload)
             if not (self._live and self._notices):
                 return (result,)
@@ -201,7 +222,7 @@ class UpdateMapper:
             return (result, *denied)
         if isinstance(payload, UserMessageEvent):
             shown: tuple[SessionUpdate, ...] = ()
-            if not (self._live and payload.source == CLIENT_SOURCE):
+            if self._echo or not (self._live and payload.source == CLIENT_SOURCE):
                 shown = tuple(
                     {
                         "sessionUpdate": "user_message_chunk",
@@ -251,7 +272,21 @@ class UpdateMapper:
             return ({"sessionUpdate": "session_info_update", **info},)
         if isinstance(payload, TurnStart):
             self._turn = payload.turn
+            self._unfinished.clear()
+        if isinstance(payload, TurnEnd):
+            return self._turn_ended(payload)
         return ()
+
+    def _turn_ended(self, end: TurnEnd) -> tuple[SessionUpdate, ...]:
+        """A cancelled turn's calls that did not complete, as ``cancelled`` (when the
+        client takes that status)."""
+        unfinished, self._unfinished = self._unfinished, {}
+        if not (self._cancelled_calls and isinstance(end.reason, Aborted)):
+            return ()
+        return tuple(
+            {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": "cancelled"}
+            for call in unfinished
+        )
 
     def _notice(self, event: Event, severity: str, title: str, line: str) -> SessionUpdate:
         """``line`` as a ``notice`` to a client that shows notices, else as a message."""

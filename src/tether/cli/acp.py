@@ -36,12 +36,15 @@ from tether.acp.handshake import early_initialize
 from tether.acp.source import LaunchedBridge
 from tether.acp.stdio import claim_stdio
 from tether.acp.transport import FrameTransport
+from tether.acp.v2.handshake import speaks_v2
 from tether.cli.ending import TERMINATING
 from tether.cli.process import exit_now
 from tether.fence import environ
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
+    from tether.acp.rpc import AgentConnection
+    from tether.acp.server import AcpServer
     from tether.host import Tether
 
 log = logging.getLogger(__name__)
@@ -151,6 +154,44 @@ async def _answer_initialize(
     return capabilities
 
 
+async def _connect(
+    first: dict[str, Any], transport: FrameTransport, boot: Boot, auth: ModelAuth, *, images: bool
+) -> tuple[AcpServer, AgentConnection]:
+    """Answer ``first`` if it is an ``initialize`` (see :func:`_answer_initialize`), and
+    the server and connection of the protocol version it negotiates: version 2 when it
+    asks for exactly that (:mod:`tether.acp.v2`), else version 1."""
+    if speaks_v2(first):
+        from tether.acp.v2 import handshake
+
+        transport.write(handshake.early_initialize(first, images=images))
+        await transport.drain()
+        if auth.missing is None:
+            boot.start()
+        from tether.acp.gate import RpcGate
+        from tether.acp.rpc import AgentConnection
+        from tether.acp.v2.server import V2_NOTIFICATIONS, V2_ROUTES, AcpServerV2
+
+        server: AcpServer = AcpServerV2(boot, transport, images=images, auth=auth)
+        connection = AgentConnection(
+            server,
+            RpcGate(transport, server.cancel_turn),
+            routes=V2_ROUTES,
+            notifications=V2_NOTIFICATIONS,
+        )
+    else:
+        capabilities = await _answer_initialize(first, transport, boot, auth, images=images)
+        from tether.acp.gate import RpcGate
+        from tether.acp.rpc import AgentConnection
+        from tether.acp.server import AcpServer
+
+        server = AcpServer(
+            boot, transport, images=images, client_capabilities=capabilities, auth=auth
+        )
+        connection = AgentConnection(server, RpcGate(transport, server.cancel_turn))
+    server.on_connect(connection)
+    return server, connection
+
+
 def run_acp(args: argparse.Namespace) -> NoReturn:
     """``tether acp``: :func:`serve`, then :func:`exit_now` with its status."""
     exit_now(asyncio.run(serve(args)))
@@ -166,16 +207,7 @@ async def serve(args: argparse.Namespace) -> int:
     first = await transport.receive()
     if first is None:
         return 0
-    capabilities = await _answer_initialize(first, transport, boot, auth, images=args.images)
-    from tether.acp.gate import RpcGate
-    from tether.acp.rpc import AgentConnection
-    from tether.acp.server import AcpServer
-
-    server = AcpServer(
-        boot, transport, images=args.images, client_capabilities=capabilities, auth=auth
-    )
-    connection = AgentConnection(server, RpcGate(transport, server.cancel_turn))
-    server.on_connect(connection)
+    server, connection = await _connect(first, transport, boot, auth, images=args.images)
     loop = asyncio.get_running_loop()
     listening = loop.create_task(connection.listen(), name="acp-receive")
     bridge_closed = loop.create_task(boot.bridge_closed(), name="acp-bridge-closed")
