@@ -201,6 +201,46 @@ async def test_a_run_is_one_trace_of_genai_spans_and_its_command_joins_it(
     )
 
 
+def _hooks_overlay(home: Path, endpoint: str, log: Path) -> str:
+    """:func:`overlay` with hooks that each write their event and ``TRACEPARENT`` to ``log``."""
+    path = overlay(home, endpoint, name="hooks")
+
+    def hook(event: str) -> str:
+        return f'{{hooks: [{{type: command, command: "echo {event} $TRACEPARENT >> {log}"}}]}}'
+
+    events = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
+    lines = "".join(f"        {event}: [{hook(event)}]\n" for event in events)
+    with open(path, "a") as file:
+        file.write(f"  - id: hooks\n    config:\n      sandboxed: false\n      hooks:\n{lines}")
+    return path
+
+
+async def test_hooks_run_in_the_span_of_their_call_or_their_turn(
+    tmp_path: Path, receiver: Received
+) -> None:
+    home = tmp_path / "home"
+    log = tmp_path / "hooks.log"
+    config = _hooks_overlay(home, receiver.endpoint, log)
+    code, _, err = await tether(home, "--config", config, "run", "$ echo hi")
+    assert code == 0, err
+    await receiver.until(lambda r: bool(r.named("invoke_agent")))
+    (turn,) = receiver.named("invoke_agent")
+    (tool,) = receiver.named("execute_tool")
+    seen = dict(line.split() for line in log.read_text().splitlines())
+
+    def named(span: Any) -> str:
+        return f"00-{span.trace_id.hex()}-{span.span_id.hex()}-01"
+
+    session = traceparent(session_context(session_id(err)))
+    assert seen == {
+        "SessionStart": session,
+        "UserPromptSubmit": named(turn),
+        "PreToolUse": named(tool),
+        "PostToolUse": named(tool),
+        "Stop": named(turn),
+    }
+
+
 async def test_a_run_killed_mid_call_then_continued_yields_the_complete_trace_once(
     tmp_path: Path, receiver: Received
 ) -> None:

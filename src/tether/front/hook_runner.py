@@ -11,6 +11,9 @@ in a process group of its own, with the event's JSON on its stdin:
   agent is cancelled (``agent/cancel-requested``), or when the awaiting task
   is cancelled; a hook a cancel stopped is kept for the stop receipt
   (:meth:`HookRunner.stopped`, a ``kind: "hook"`` entry of ``tool/stopped``);
+* **traced** — with telemetry on, ``TRACEPARENT`` names the span it runs
+  under: its call's ``execute_tool`` for a tool's hook, else the open turn's
+  ``invoke_agent``, else the session's own context;
 * **guarded against orphans** — its group is in the host's record of running
   groups (:class:`~tether.shell.guard.OrphanGuard`) while it runs, so a
   SIGKILL of tether does not leave it behind.
@@ -104,7 +107,8 @@ class HookRunner:
         ``None`` when it could not be started (logged). Its group is stopped at
         ``limit`` seconds, when ``signal`` or ``agent`` is cancelled, or when the
         awaiting task is (the task then waits for the group to end, and re-raises)."""
-        process = self._spawn(command, payload, cwd, agent)
+        traced = await self._trace_variables(agent, payload)
+        process = self._spawn(command, payload, cwd, agent, traced)
         if process is None:
             return None
         running = _Running(process, label)
@@ -147,8 +151,28 @@ class HookRunner:
             )
         return ran
 
+    async def _trace_variables(
+        self, agent: Agent, payload: Mapping[str, object]
+    ) -> Mapping[str, str]:
+        """The trace context of a hook (telemetry on): a tool's hook (its payload names
+        the call, ``tool_use_id``) in the call's span, others in the open turn's."""
+        from tether.telemetry.context import TRACING  # small; not loaded at start-up
+
+        tracing = self._ctx.get(TRACING)
+        if tracing is None:
+            return {}
+        call_id = payload.get("tool_use_id")
+        return await tracing.agent_environment(
+            agent.session, call_id if isinstance(call_id, str) else None
+        )
+
     def _spawn(
-        self, command: str, payload: Mapping[str, object], cwd: str, agent: Agent
+        self,
+        command: str,
+        payload: Mapping[str, object],
+        cwd: str,
+        agent: Agent,
+        traced: Mapping[str, str],
     ) -> ShellProcess | None:
         sandbox = self._ctx.get(SANDBOX) if self._sandboxed else None
         policy = (
@@ -156,7 +180,7 @@ class HookRunner:
             if sandbox is not None
             else None
         )
-        env = child_environment({"CLAUDE_PROJECT_DIR": cwd})
+        env = child_environment({**traced, "CLAUDE_PROJECT_DIR": cwd})
         if policy is not None:
             env = policy.environment(env)
         stdout, stderr = OutputStream(OUTPUT_LIMIT, None), OutputStream(OUTPUT_LIMIT, None)

@@ -174,7 +174,7 @@ class LiveExporter:
         agent = invocation.exec.agent
         if agent is not None:
             session = agent.session
-            parent = await self._parent_of(session)
+            parent = await self.parent_of(session)
             context = call_context(session, invocation.exec.call_id, parent)
             if context is not None:
                 CONTEXT_ENV.set({**CONTEXT_ENV.get(), "TRACEPARENT": traceparent(context)})
@@ -218,7 +218,7 @@ class LiveExporter:
     async def _send(self, session: Session, durable: int) -> None:
         trace = self._traces.get(session.id)
         if trace is None:
-            parent = await self._parent_of(session)
+            parent = await self.parent_of(session)
             trace = self._traces[session.id] = SessionTrace.of(
                 session,
                 parent,
@@ -270,7 +270,9 @@ class LiveExporter:
         finally:
             self.cpu += time.thread_time() - began
 
-    async def _parent_of(self, session: Session) -> TraceParent | None:
+    async def parent_of(self, session: Session) -> TraceParent | None:
+        """Where ``session``'s turns hang (:func:`~tether.telemetry.export.trace_parent`),
+        read once."""
         if session.id not in self._parents:
             self._parents[session.id] = await trace_parent(session.header, self._load)
         return self._parents[session.id]
@@ -323,7 +325,7 @@ async def apply(ctx: Context, config: TelemetryConfig) -> None:
         yield ctx.listen(BEFORE_EXECUTE, exporter.before_execute)
 
     await ctx.effect(body, label="telemetry")
-    ctx.provide(TRACING, SessionTracing())
+    ctx.provide(TRACING, SessionTracing(exporter.parent_of))
 
 
 def _pricing(ctx: Context) -> Pricing:

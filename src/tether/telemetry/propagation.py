@@ -16,18 +16,19 @@ Nothing here imports the OpenTelemetry packages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-from tether.session import ToolCallEvent, TurnStart
+from tether.session import ToolCallEvent, TurnEnd, TurnStart
 from tether.telemetry.spans import TraceParent, span_id, trace_id
 
 if TYPE_CHECKING:
     from tether.session import Session
 
-__all__ = ["SessionTracing", "call_context", "session_context", "traceparent"]
+__all__ = ["SessionTracing", "call_context", "session_context", "traceparent", "turn_context"]
 
 _TURN_STARTS = frozenset({TurnStart.type})
+_TURN_ENDS = frozenset({TurnEnd.type})
 _CALLS = frozenset({ToolCallEvent.type})
 
 SESSION_SEQ = -1
@@ -35,11 +36,25 @@ SESSION_SEQ = -1
 
 
 class SessionTracing:
-    """The ``tracing`` service of the live exporter (:class:`tether.telemetry.context.Tracing`)."""
+    """The ``tracing`` service of the live exporter (:class:`tether.telemetry.context.Tracing`);
+    ``parent_of`` says where a session's turns hang (the exporter's cached
+    :func:`~tether.telemetry.export.trace_parent`)."""
+
+    def __init__(self, parent_of: Callable[[Session], Awaitable[TraceParent | None]]) -> None:
+        self._parent_of = parent_of
 
     def session_environment(self, session_id: str) -> Mapping[str, str]:
         """The variables of a process started for session ``session_id`` outside a turn."""
         return {"TRACEPARENT": traceparent(session_context(session_id))}
+
+    async def agent_environment(self, session: Session, call_id: str | None) -> Mapping[str, str]:
+        """The variables of a process started for ``session`` while it runs: in tool call
+        ``call_id``'s span, else the open turn's, else the session's own context."""
+        parent = await self._parent_of(session)
+        context = None if call_id is None else call_context(session, call_id, parent)
+        if context is None:
+            context = turn_context(session, parent) or session_context(session.id)
+        return {"TRACEPARENT": traceparent(context)}
 
 
 def session_context(session_id: str) -> TraceParent:
@@ -62,9 +77,7 @@ def call_context(session: Session, call_id: str, parent: TraceParent | None) -> 
     others (streamed chunks above all) are passed over without being decoded.
     """
     events = session.events
-    turn_seq: int | None = None
-    for event in events.of_types(_TURN_STARTS):
-        turn_seq = event.seq
+    turn_seq = _last_turn_start(session)
     if turn_seq is None:
         return None
     call_seq: int | None = None
@@ -76,3 +89,24 @@ def call_context(session: Session, call_id: str, parent: TraceParent | None) -> 
         return None
     trace = parent.trace_id if parent is not None else trace_id(session.id, turn_seq)
     return TraceParent(trace, span_id(session.id, call_seq))
+
+
+def turn_context(session: Session, parent: TraceParent | None) -> TraceParent | None:
+    """The trace and ``invoke_agent`` span of ``session``'s open turn (its last
+    ``turn/start`` with no ``turn/end`` after it); ``parent`` as for
+    :func:`call_context`. ``None`` between turns."""
+    turn_seq = _last_turn_start(session)
+    if turn_seq is None:
+        return None
+    if next(iter(session.events.of_types(_TURN_ENDS, turn_seq)), None) is not None:
+        return None
+    trace = parent.trace_id if parent is not None else trace_id(session.id, turn_seq)
+    return TraceParent(trace, span_id(session.id, turn_seq))
+
+
+def _last_turn_start(session: Session) -> int | None:
+    """The seq of ``session``'s last ``turn/start`` (``None`` before its first turn)."""
+    turn_seq: int | None = None
+    for event in session.events.of_types(_TURN_STARTS):
+        turn_seq = event.seq
+    return turn_seq
