@@ -177,9 +177,10 @@ async def run_command(command: Command, record: SessionRecord, argument: str) ->
         CommandError: the command refused its input.
         BridgeError: it failed (the message names it).
     """
+    from tether.front.prompting import CommandFailedError
+    from tether.front.prompting import run_command as run
+
     try:
-        return await command.run(CommandCall(record.agent, argument))
-    except CommandError:
-        raise
-    except Exception as exc:
-        raise BridgeError(f"/{command.name} failed: {type(exc).__name__}: {exc}") from exc
+        return await run(command, record.agent, argument)
+    except CommandFailedError as exc:
+        raise BridgeError(f"/{command.name} {exc}") from exc

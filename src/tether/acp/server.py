@@ -626,17 +626,10 @@ def _fork_seq(meta: dict[str, object] | None) -> int | None:
 async def _with_resources(agent: Agent, prompt: list[Any], message: UserMessage) -> UserMessage:
     """``message`` with the MCP resources its text blocks' ``@server:uri`` words name
     (see :mod:`tether.mcp.mentions`); one that cannot be attached is invalid params."""
+    from tether.front.prompting import attach_mcp_resources
+
     text = "\n".join(block.text for block in prompt if isinstance(block, wire.TextContentBlock))
-    if "@" not in text:
-        return message
-    from tether.mcp.plugin import MCP
-
-    service = agent.ctx.get(MCP)
-    if service is None or not (connections := service.connections(agent)):
-        return message
-    from tether.mcp.mentions import attach_resources
-
-    attached = await attach_resources(text, connections)
+    attached = await attach_mcp_resources(agent, text)
     if attached.refused:
         raise _invalid(attached.refused[0])
     if not attached.blocks:

@@ -16,21 +16,36 @@ Using the command sends ``prompts/get`` and queues what it answers as the
 person's next turn: the text of every message, each embedded text resource
 as an attached resource (``<resource uri=…>``), other content described.
 
+A server that says its prompt list changed (``notifications/prompts/list_changed``,
+or the ``subscriptions/listen`` stream of a current server) has its prompts read
+again (:meth:`PromptCommands.refresh`): the commands follow the new list, and
+``commands/changed`` tells the front ends (an editor's
+``available_commands_update``).
+
 A prompt whose command name would not be one (lower-case letters, digits,
 ``-`` and ``_``, at most 32 characters) is left out, with a notice.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from tether.agent.commands import Command, CommandCall, CommandConflictError, CommandError
+from tether.agent.commands import (
+    Command,
+    CommandArgument,
+    CommandCall,
+    CommandConflictError,
+    CommandError,
+)
 from tether.agent.types import UserMessage
 from tether.content import TextBlock, embedded_resource
 from tether.mcp.errors import McpStartError, McpUnavailableError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -64,6 +79,9 @@ def prompt_command(server: str, prompt: types.Prompt, find: Finder) -> Command:
             "letters, digits, '-' and '_' of at most 32 characters"
         )
     declared = [(a.name, bool(a.required)) for a in prompt.arguments or ()]
+    arguments = tuple(
+        CommandArgument(a.name, a.description, bool(a.required)) for a in prompt.arguments or ()
+    )
     hint = " ".join(f"{n}=…" if required else f"[{n}=…]" for n, required in declared) or None
 
     async def run(call: CommandCall) -> str:
@@ -93,7 +111,7 @@ def prompt_command(server: str, prompt: types.Prompt, find: Finder) -> Command:
     description = (
         prompt.description or prompt.title or f"prompt {prompt.name} of MCP server {server}"
     )
-    return Command(name, description, run, hint=hint)
+    return Command(name, description, run, hint=hint, arguments=arguments)
 
 
 def parse_arguments(text: str, declared: Sequence[tuple[str, bool]], prompt: str) -> dict[str, str]:
@@ -175,6 +193,12 @@ class PromptCommands:
             prompts = await connection.list_prompts()
         except (McpUnavailableError, MCPError, McpStartError) as exc:
             return [f"its prompts could not be listed: {exc}"]
+        return await self._register(registry, connection, prompts)
+
+    async def _register(
+        self, registry: CommandRegistry, connection: McpConnection, prompts: list[types.Prompt]
+    ) -> list[str]:
+        """Register the commands of ``prompts`` of ``connection``; returns the problems."""
         problems: list[str] = []
         names = self._of.setdefault(connection, [])
         for prompt in prompts:
@@ -195,6 +219,27 @@ class PromptCommands:
             held[1].add(connection)
             names.append(command.name)
         return problems
+
+    async def refresh(self, connection: McpConnection) -> tuple[list[str], list[str]]:
+        """Follow ``connection``'s new prompt list: its commands are withdrawn, then those
+        of the prompts it lists now registered (a changed prompt's command is replaced,
+        unless another server still lists the old one). Returns the command names
+        added and removed; the problems are logged.
+
+        Raises:
+            McpUnavailableError, McpStartError, MCPError (the SDK's): the list could
+                not be read (the commands stay as they were).
+        """
+        registry = self._registry()
+        if registry is None:
+            return [], []
+        prompts = await connection.list_prompts()
+        before = set(self._of.get(connection, ()))
+        await self.remove(connection)
+        for problem in await self._register(registry, connection, prompts):
+            log.warning("MCP server %s: %s", connection.name, problem)
+        after = set(self._of.get(connection, ()))
+        return sorted(after - before), sorted(before - after)
 
     async def remove(self, connection: McpConnection) -> None:
         """Withdraw ``connection``'s commands no other running server lists."""
