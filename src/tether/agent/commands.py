@@ -99,6 +99,9 @@ class Command(msgspec.Struct, frozen=True, eq=False):
     """What the argument is, shown while the person types it; ``None``: it takes none."""
     arguments: tuple[CommandArgument, ...] = ()
     """The named arguments it takes, for a front end that offers them one by one."""
+    offered_to: Callable[[Agent], bool] | None = None
+    """Whether a front end offers it in ``agent``'s session (``None``: in every one); a
+    server's prompt is offered where that server lists it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):

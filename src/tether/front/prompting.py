@@ -99,8 +99,9 @@ async def run_command(command: Command, agent: Agent, argument: str) -> str | No
 
 
 async def offered_commands(agent: Agent, registry: CommandRegistry | None) -> list[Command]:
-    """``registry``'s commands, sorted by name, once the prompt and tool lists of
-    ``agent``'s servers being read again are applied."""
+    """``registry``'s commands offered in ``agent``'s session (a server's prompt where
+    that server lists it), sorted by name, once the prompt and tool lists of ``agent``'s
+    servers being read again are applied."""
     if registry is None:
         return []
     from tether.mcp.plugin import MCP
@@ -108,7 +109,7 @@ async def offered_commands(agent: Agent, registry: CommandRegistry | None) -> li
     service = agent.ctx.get(MCP)
     if service is not None:
         await service.settled(agent)
-    return registry.list()
+    return [c for c in registry.list() if c.offered_to is None or c.offered_to(agent)]
 
 
 def mcp_connections(agent: Agent) -> list[McpConnection]:

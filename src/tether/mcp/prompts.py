@@ -66,8 +66,14 @@ def command_name(server: str, prompt: str) -> str:
     return f"mcp__{_UNSAFE.sub('_', server)}__{_UNSAFE.sub('_', prompt)}"
 
 
-def prompt_command(server: str, prompt: types.Prompt, find: Finder) -> Command:
-    """The command of ``prompt`` of the servers named ``server``.
+def prompt_command(
+    server: str,
+    prompt: types.Prompt,
+    find: Finder,
+    offered_to: Callable[[Agent], bool] | None = None,
+) -> Command:
+    """The command of ``prompt`` of the servers named ``server`` (offered in the sessions
+    ``offered_to`` accepts).
 
     Raises:
         ValueError: its name is not a valid command name.
@@ -111,7 +117,7 @@ def prompt_command(server: str, prompt: types.Prompt, find: Finder) -> Command:
     description = (
         prompt.description or prompt.title or f"prompt {prompt.name} of MCP server {server}"
     )
-    return Command(name, description, run, hint=hint, arguments=arguments)
+    return Command(name, description, run, hint=hint, arguments=arguments, offered_to=offered_to)
 
 
 def parse_arguments(text: str, declared: Sequence[tuple[str, bool]], prompt: str) -> dict[str, str]:
@@ -202,8 +208,9 @@ class PromptCommands:
         problems: list[str] = []
         names = self._of.setdefault(connection, [])
         for prompt in prompts:
+            offered = self._offered(command_name(connection.name, prompt.name))
             try:
-                command = prompt_command(connection.name, prompt, self._find)
+                command = prompt_command(connection.name, prompt, self._find, offered)
             except ValueError as exc:
                 problems.append(str(exc))
                 continue
@@ -219,6 +226,15 @@ class PromptCommands:
             held[1].add(connection)
             names.append(command.name)
         return problems
+
+    def _offered(self, name: str) -> Callable[[Agent], bool]:
+        """Whether a server of ``agent`` lists the prompt of command ``name`` now."""
+
+        def offered(agent: Agent) -> bool:
+            held = self._held.get(name)
+            return held is not None and any(c.owner is agent for c in held[1])
+
+        return offered
 
     async def refresh(self, connection: McpConnection) -> tuple[list[str], list[str]]:
         """Follow ``connection``'s new prompt list: its commands are withdrawn, then those
