@@ -284,7 +284,7 @@ class AcpServer:
         with _errors():
             record = await bridge.create(directory, servers)
             await bridge.acknowledge(record.id, created=True)
-        self._after_answer(record.id, available_commands(bridge.commands))
+        self._after_answer(record.id, available_commands(bridge.commands, record.agent))
         return wire.NewSessionResponse(
             session_id=record.id, modes=_modes(record.mode), config_options=_options(record)
         )
@@ -301,7 +301,7 @@ class AcpServer:
 
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=True)
         await self._drain()
-        self._after_answer(record.id, available_commands(bridge.commands))
+        self._after_answer(record.id, available_commands(bridge.commands, record.agent))
         return wire.LoadSessionResponse(modes=_modes(record.mode), config_options=_options(record))
 
     async def resume_session(
@@ -315,7 +315,9 @@ class AcpServer:
         from tether.acp.commands import available_commands
 
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=False)
-        self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
+        self._after_answer(
+            record.id, available_commands(bridge.commands, record.agent), *record.state_updates()
+        )
         return wire.ResumeSessionResponse(
             modes=_modes(record.mode), config_options=_options(record)
         )
@@ -385,7 +387,9 @@ class AcpServer:
         with _errors():
             record, forked = await bridge.fork(session_id, directory, servers, seq=seq)
             await bridge.acknowledge(record.id)
-        self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
+        self._after_answer(
+            record.id, available_commands(bridge.commands, record.agent), *record.state_updates()
+        )
         return wire.ForkSessionResponse(
             session_id=record.id,
             modes=_modes(record.mode),

@@ -42,6 +42,7 @@ __all__ = [
     "list_mcp_resources",
     "mcp_connections",
     "offered_commands",
+    "offered_now",
     "run_command",
 ]
 
@@ -109,6 +110,14 @@ async def offered_commands(agent: Agent, registry: CommandRegistry | None) -> li
     service = agent.ctx.get(MCP)
     if service is not None:
         await service.settled(agent)
+    return offered_now(agent, registry)
+
+
+def offered_now(agent: Agent, registry: CommandRegistry | None) -> list[Command]:
+    """``registry``'s commands offered in ``agent``'s session now (a server's prompt
+    where that server lists it), sorted by name."""
+    if registry is None:
+        return []
     return [c for c in registry.list() if c.offered_to is None or c.offered_to(agent)]
 
 

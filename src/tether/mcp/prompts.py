@@ -184,8 +184,11 @@ class PromptCommands:
     def __init__(self, registry: Callable[[], CommandRegistry | None], find: Finder) -> None:
         self._registry = registry
         self._find = find
-        self._held: dict[str, tuple[Callable[[], Awaitable[None]], set[McpConnection]]] = {}
-        """Each registered command's remover, and the connections that list its prompt."""
+        self._held: dict[str, Callable[[], Awaitable[None]]] = {}
+        """Each registered command's remover."""
+        self._listed: dict[str, set[McpConnection]] = {}
+        """The connections that list each command's prompt (set before the command is
+        registered: the ``commands/changed`` of its registration sees it offered)."""
         self._of: dict[McpConnection, list[str]] = {}
 
     async def add(self, connection: McpConnection) -> list[str]:
@@ -214,16 +217,15 @@ class PromptCommands:
             except ValueError as exc:
                 problems.append(str(exc))
                 continue
-            held = self._held.get(command.name)
-            if held is None:
+            listed = self._listed.setdefault(command.name, set())
+            listed.add(connection)
+            if command.name not in self._held:
                 try:
-                    remove = await registry.register(command)
+                    self._held[command.name] = await registry.register(command)
                 except CommandConflictError as exc:
+                    self._unlist(command.name, connection)
                     problems.append(f"prompt {prompt.name!r} has no command: {exc}")
                     continue
-                held = (remove, set())
-                self._held[command.name] = held
-            held[1].add(connection)
             names.append(command.name)
         return problems
 
@@ -231,8 +233,7 @@ class PromptCommands:
         """Whether a server of ``agent`` lists the prompt of command ``name`` now."""
 
         def offered(agent: Agent) -> bool:
-            held = self._held.get(name)
-            return held is not None and any(c.owner is agent for c in held[1])
+            return any(c.owner is agent for c in self._listed.get(name, ()))
 
         return offered
 
@@ -260,10 +261,19 @@ class PromptCommands:
     async def remove(self, connection: McpConnection) -> None:
         """Withdraw ``connection``'s commands no other running server lists."""
         for name in self._of.pop(connection, []):
-            held = self._held.get(name)
-            if held is None:
-                continue
-            held[1].discard(connection)
-            if not held[1]:
-                del self._held[name]
-                await held[0]()
+            if self._unlist(name, connection):
+                remover = self._held.pop(name, None)
+                if remover is not None:
+                    await remover()
+
+    def _unlist(self, name: str, connection: McpConnection) -> bool:
+        """``connection`` no longer lists the prompt of command ``name``; whether no
+        connection does now."""
+        listed = self._listed.get(name)
+        if listed is None:
+            return False
+        listed.discard(connection)
+        if listed:
+            return False
+        del self._listed[name]
+        return True
