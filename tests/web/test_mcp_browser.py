@@ -22,10 +22,15 @@ from tests.web.test_browser import (
     _prompt,
     _serious,
     _turn_ended,
-    launched_chromium,
     served,
-    signed_in,
 )
+from tests.web.test_browser import browser as _browser
+from tests.web.test_browser import context as _context
+
+# The browser tests' fixtures, on this module's server: one browser for the module,
+# a signed-in context for each test.
+browser = _browser
+context = _context
 
 OPTIONS = "#picker [role=option]"
 
@@ -44,18 +49,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     config.write_text(f"plugins:\n  - id: mcp\n    config: {json.dumps(mcp)}\n")
     with served(home, "--mode", "auto", config=config) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser(server: Server) -> Iterator[Any]:
-    with launched_chromium() as chromium:
-        yield chromium
-
-
-@pytest.fixture
-def context(browser: Any, server: Server) -> Iterator[Any]:
-    with signed_in(browser, server) as context:
-        yield context
 
 
 def _type(page: Any, text: str) -> None:
