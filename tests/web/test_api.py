@@ -729,11 +729,11 @@ async def test_the_stream_shows_a_running_command_s_time_and_latest_output(
     assert len(running) <= 3 * 4 + 2  # about three seconds, at most four a second
 
 
-def _mcp_overlay(**servers: list[str]) -> dict[str, object]:
-    """The ``mcp`` plugin with stdio servers ``name=[script, *args]`` (Python scripts)."""
+def _mcp_overlay(timeout_ms: int = 60_000, **servers: list[str]) -> dict[str, object]:
+    """The ``mcp`` plugin with stdio servers ``name=[script, *args]`` (Python scripts).
+    They start with each session: a loaded machine starts Python and the SDK slowly."""
     config = {name: {"command": sys.executable, "args": argv} for name, argv in servers.items()}
-    # Started with each session: a loaded machine starts Python and the SDK slowly.
-    settings = {"servers": config, "startup_timeout_ms": 60_000}
+    settings = {"servers": config, "startup_timeout_ms": timeout_ms}
     return {"plugins": [{"id": "mcp", "config": settings}]}
 
 
@@ -826,3 +826,22 @@ async def test_resources_are_listed_by_server_and_a_server_that_fails_gives_its_
         assert set(by_uri) == {"notes://today", "notes://logo"}
         assert by_uri["notes://today"]["description"] == "Today's notes."
         assert by_uri["notes://today"]["mime_type"] == "text/plain"
+
+
+async def test_a_server_that_does_not_answer_its_resource_listing_gives_that_as_its_error(
+    tmp_path: Path,
+) -> None:
+    from tests.mcp_client.support import RAW_SERVER
+
+    overlay = _mcp_overlay(1_000, stuck=[RAW_SERVER, "--stuck-resources", "--good"])
+    async with served(tmp_path / "data", overlays=[overlay]) as web:
+        session_id = await _create(web, tmp_path)
+        answer = await web.client.get(f"/api/sessions/{session_id}/resources")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["servers"] == [
+            {
+                "server": "stuck",
+                "resources": [],
+                "error": "it did not answer resources/list within 1 s",
+            }
+        ]

@@ -22,6 +22,7 @@ nothing listed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -140,30 +141,41 @@ async def attach_mcp_resources(agent: Agent, text: str) -> Attached:
 
 
 async def list_mcp_resources(agent: Agent) -> list[ServerResources]:
-    """What each of ``agent``'s servers that offers resources lists, by server name.
+    """What each of ``agent``'s servers that offers resources lists, by server name
+    (the servers asked concurrently).
 
     A server that fails to list them (it answered an error, it is no longer
-    running) has its reason in ``error``; nothing is raised.
+    running, it did not answer within the servers' ``startup_timeout_ms``) has its
+    reason in ``error``; nothing is raised.
     """
+    from tether.mcp.plugin import MCP
+
+    service = agent.ctx.get(MCP)
+    if service is None:
+        return []
+    limit = service.settings.startup_timeout
+    offering = [c for c in service.connections(agent) if c.offers_resources]
+    asked = (_resources_of(c, limit) for c in sorted(offering, key=lambda c: c.name))
+    return list(await asyncio.gather(*asked))
+
+
+async def _resources_of(connection: McpConnection, limit: float) -> ServerResources:
+    """What ``connection`` lists (``resources/list``, every page), or why it could not."""
     from mcp.shared.exceptions import MCPError
 
     from tether.mcp.errors import McpStartError, McpUnavailableError
 
-    listed: list[ServerResources] = []
-    for connection in sorted(mcp_connections(agent), key=lambda c: c.name):
-        if not connection.offers_resources:
-            continue
-        try:
+    try:
+        async with asyncio.timeout(limit):
             resources = await connection.list_resources()
-        except MCPError as exc:
-            listed.append(ServerResources(connection.name, (), exc.error.message))
-            continue
-        except (McpUnavailableError, McpStartError) as exc:
-            listed.append(ServerResources(connection.name, (), str(exc)))
-            continue
-        rows = tuple(
-            ListedResource(str(r.uri), r.name, r.title, r.description, r.mime_type)
-            for r in resources
-        )
-        listed.append(ServerResources(connection.name, rows, None))
-    return listed
+    except TimeoutError:
+        reason = f"it did not answer resources/list within {limit:g} s"
+        return ServerResources(connection.name, (), reason)
+    except MCPError as exc:
+        return ServerResources(connection.name, (), exc.error.message)
+    except (McpUnavailableError, McpStartError) as exc:
+        return ServerResources(connection.name, (), str(exc))
+    rows = tuple(
+        ListedResource(str(r.uri), r.name, r.title, r.description, r.mime_type) for r in resources
+    )
+    return ServerResources(connection.name, rows, None)
