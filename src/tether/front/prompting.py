@@ -8,13 +8,17 @@ The chat, an editor (ACP) and the web page share three steps:
   refusal being a :class:`~tether.agent.commands.CommandError` and a bug of
   the command a :class:`CommandFailedError` of one line (its traceback is
   logged at debug level, never shown);
-* **the offered commands** — :func:`offered_commands`: the registered
-  commands once any prompt list being read again is applied, so a listing
-  made after a server said its prompts changed shows the new ones;
+* **the offered commands** — :func:`offered_now`: the registered commands a
+  session offers (a server's prompt only where that server lists it; an
+  editor's ``available_commands_update``); :func:`offered_commands`: the
+  same once any prompt list being read again is applied, so a listing made
+  after a server said its prompts changed shows the new ones;
 * **resource mentions** — :func:`attach_mcp_resources`: the ``@server:uri``
   words of a prompt, read from the session's MCP servers
   (:mod:`tether.mcp.mentions`); :func:`list_mcp_resources`: what each of
-  the session's servers lists, for a front end that offers mentions.
+  the session's servers lists, for a front end that offers mentions (each
+  server asked within its ``startup_timeout_ms``; a failure is its entry's
+  error, never raised).
 
 A session without the ``mcp`` plugin has no servers: nothing is attached,
 nothing listed.
