@@ -168,7 +168,7 @@ def test_usage_plan_title_options_and_commands_are_what_the_sdk_models_serialize
     live = UpdateMapper(live=True, meter=UsageMeter(catalog, "m:a"))
     produced = [update for event in session.events for update in live.updates(event)]
     replayed = list(replay(session.events, UsageMeter(catalog, "m:a")))
-    produced.append(available_commands(None))
+    produced.append(available_commands(None, None))
     for option in config_options(catalog, configured="m:a", model="m:b", mode=Mode.ASK):
         produced.append({"sessionUpdate": "config_option_update", "configOptions": [option]})
     kinds = {str(update["sessionUpdate"]) for update in produced}

@@ -6,7 +6,9 @@ result whose content is not valid MCP content. Only the standard library, so
 it starts in milliseconds (the benchmarks use it too, with ``--good``: then
 ``bad`` answers a valid text result). Any other request, ``server/discover``
 among them, is answered "method not found", as JSON-RPC says; with ``--mute``
-it is not answered at all.
+it is not answered at all. With ``--resources`` it declares the ``resources``
+capability, and ``resources/list`` is one of those requests it does not know;
+with ``--stuck-resources`` it declares it too, and never answers ``resources/list``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 
 GOOD = "--good" in sys.argv
 MUTE = "--mute" in sys.argv
+STUCK = "--stuck-resources" in sys.argv
+RESOURCES = "--resources" in sys.argv or STUCK
 
 
 def answer(request_id: object, result: object) -> None:
@@ -33,7 +37,7 @@ for line in sys.stdin:
             message["id"],
             {
                 "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {}, **({"resources": {}} if RESOURCES else {})},
                 "serverInfo": {"name": "raw", "version": "1"},
             },
         )
@@ -52,6 +56,8 @@ for line in sys.stdin:
             answer(message["id"], {"content": [{"type": "text", "text": "ok"}]})
         else:
             answer(message["id"], {"content": [{"type": "bogus", "what": 1}]})
+    elif method == "resources/list" and STUCK:
+        continue
     elif method == "ping":
         answer(message["id"], {})
     elif MUTE:

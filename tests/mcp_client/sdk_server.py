@@ -122,6 +122,24 @@ async def grow(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
 
 
 @server.tool()
+async def swap_prompt(name: str, ctx: Context, description: str = "") -> str:  # type: ignore[type-arg]
+    """Add a prompt ``name`` (taking ``subject``; described ``description``, by default
+    "the prompt NAME"), remove ``review``, and say the prompt list changed
+    (``notifications/prompts/list_changed``)."""
+
+    def added(subject: str) -> str:
+        return f"About {subject}."
+
+    server.prompt(name=name, description=description or f"the prompt {name}")(added)
+    server.remove_prompt("review")
+    if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_prompts_changed()  # to the client's subscriptions/listen stream
+    else:
+        await ctx.session.send_prompt_list_changed()
+    return f"swapped in {name}"
+
+
+@server.tool()
 def exit() -> str:
     """The process ends at once."""
     os._exit(7)

@@ -213,3 +213,31 @@ async def test_a_server_prompt_is_a_slash_command_that_sends_its_text(tmp_path: 
             with pytest.raises(RequestError) as refused:
                 await server.prompt(sid, bad)
             assert str(refused.value) == f"Invalid params: {reason}", bad
+
+
+def _latest_commands(server: AcpProcess, sid: str) -> set[str]:
+    """The command names of the session's latest ``available_commands_update``."""
+    updates = [u for u in server.client.of(sid) if isinstance(u, AvailableCommandsUpdate)]
+    return {c.name for c in updates[-1].available_commands} if updates else set()
+
+
+async def test_a_changed_prompt_list_is_told_to_the_sessions_whose_server_lists_it(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+        sid = await new_session(server, stdio("files"))
+        other = await new_session(server)
+        client = server.client
+        await client.wait_for(lambda: "mcp__files__review" in _latest_commands(server, sid))
+        await client.wait_for(lambda: bool(_latest_commands(server, other)))
+        assert not any(name.startswith("mcp__") for name in _latest_commands(server, other))
+
+        swap = call("mcp__files__swap_prompt", name="fresh")
+        assert await server.prompt(sid, swap) == "end_turn"
+        await client.wait_for(
+            lambda: (
+                {"mcp__files__fresh"} <= _latest_commands(server, sid)
+                and "mcp__files__review" not in _latest_commands(server, sid)
+            )
+        )
+        assert not any(name.startswith("mcp__") for name in _latest_commands(server, other))

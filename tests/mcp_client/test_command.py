@@ -26,13 +26,13 @@ def test_add_list_test_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     assert tether(tmp_path, "test", "sdk") == 0
     line = capsys.readouterr().out.strip()
-    assert line.startswith("sdk  stdio") and "ok: 10 tool(s): echo, pid" in line
+    assert line.startswith("sdk  stdio") and "ok: 11 tool(s): echo, pid" in line
     assert line.endswith("(MCP 2026-07-28)")
 
     assert tether(tmp_path, "list") == 1  # one of them does not start
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
-    assert "ok: 10 tool(s)" in lines[0]
+    assert "ok: 11 tool(s)" in lines[0]
     assert lines[1].startswith("missing") and "failed:" in lines[1]
 
     assert tether(tmp_path, "remove", "missing") == 0
@@ -93,5 +93,5 @@ async def test_an_http_server_is_tested(
         assert await asyncio.to_thread(tether, tmp_path, *words) == 0
         assert await asyncio.to_thread(tether, tmp_path, "test", "web") == 0
     line = capsys.readouterr().out.strip()
-    assert line.startswith(f"web  {transport}") and "ok: 10 tool(s): echo" in line
+    assert line.startswith(f"web  {transport}") and "ok: 11 tool(s): echo" in line
     assert line.endswith("(MCP 2026-07-28)")

@@ -33,6 +33,8 @@ API_ROUTES = [
     ("GET", "/api/sessions/{session_id}/events"),
     ("GET", "/api/sessions/{session_id}/usage"),
     ("POST", "/api/sessions/{session_id}/prompt"),
+    ("GET", "/api/sessions/{session_id}/commands"),
+    ("GET", "/api/sessions/{session_id}/resources"),
     ("POST", "/api/sessions/{session_id}/cancel"),
     ("POST", "/api/sessions/{session_id}/config"),
     ("GET", "/api/sessions/{session_id}/questions"),
@@ -725,3 +727,121 @@ async def test_the_stream_shows_a_running_command_s_time_and_latest_output(
     assert {p["name"] for p in running} == {"bash"}
     assert max(p["elapsed"] for p in running) >= 1
     assert len(running) <= 3 * 4 + 2  # about three seconds, at most four a second
+
+
+def _mcp_overlay(timeout_ms: int = 60_000, **servers: list[str]) -> dict[str, object]:
+    """The ``mcp`` plugin with stdio servers ``name=[script, *args]`` (Python scripts).
+    They start with each session: a loaded machine starts Python and the SDK slowly."""
+    config = {name: {"command": sys.executable, "args": argv} for name, argv in servers.items()}
+    settings = {"servers": config, "startup_timeout_ms": timeout_ms}
+    return {"plugins": [{"id": "mcp", "config": settings}]}
+
+
+def _user_texts(records: list[dict[str, object]]) -> list[str]:
+    return [
+        str(block["text"])
+        for record in records
+        if record["type"] == "user/message"
+        for block in record["data"]["content"]  # type: ignore[index]
+    ]
+
+
+async def test_a_servers_prompt_typed_as_a_slash_command_queues_what_the_server_answers(
+    tmp_path: Path,
+) -> None:
+    from tests.mcp_client.support import SDK_SERVER
+
+    async with served(tmp_path / "data", overlays=[_mcp_overlay(t=[SDK_SERVER])]) as web:
+        session_id = await _create(web, tmp_path)
+        url = f"/api/sessions/{session_id}/prompt"
+        missing = await web.client.post(url, json={"text": "/mcp__t__review tone=dry"})
+        assert missing.status_code == 400, missing.text
+        assert missing.json()["error"] == "prompt 'review' needs topic"
+        ran = await web.client.post(url, json={"text": "/mcp__t__review build tone=dry"})
+        assert ran.status_code == 200, ran.text
+        assert ran.json() == {
+            "command": "mcp__t__review",
+            "answer": "Sent prompt 'review' of MCP server 't' (1 message(s)).",
+        }
+        got = await read_stream(web.client, session_id)
+    assert _user_texts(got.records) == ["Review build in a dry tone."]
+
+
+async def test_a_mention_attaches_the_resource_and_one_that_cannot_be_refuses_the_prompt(
+    tmp_path: Path,
+) -> None:
+    from tests.mcp_client.support import SDK_SERVER
+
+    async with served(tmp_path / "data", overlays=[_mcp_overlay(t=[SDK_SERVER])]) as web:
+        session_id = await _create(web, tmp_path)
+        url = f"/api/sessions/{session_id}/prompt"
+        refused = await web.client.post(url, json={"text": "look at @t:notes://logo"})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == "@t:notes://logo not attached: not text (image/png)"
+        sent = await web.client.post(url, json={"text": "what is in @t:notes://today?"})
+        assert sent.status_code == 202, sent.text
+        assert sent.json()["attached"] == ["attached @t:notes://today (1 line)"]
+        got = await read_stream(web.client, session_id)
+    assert _user_texts(got.records) == [
+        "what is in @t:notes://today?",
+        '<resource uri="notes://today">\nbuy milk\n</resource>',
+    ]
+
+
+async def test_the_commands_offer_a_servers_prompts_with_their_arguments(tmp_path: Path) -> None:
+    from tests.mcp_client.support import SDK_SERVER
+
+    async with served(tmp_path / "data", overlays=[_mcp_overlay(t=[SDK_SERVER])]) as web:
+        session_id = await _create(web, tmp_path)
+        answer = await web.client.get(f"/api/sessions/{session_id}/commands")
+        assert answer.status_code == 200, answer.text
+        commands = {c["name"]: c for c in answer.json()["commands"]}
+        review = commands["mcp__t__review"]
+        assert review["description"] == "Ask for a review of a topic."
+        assert review["hint"] == "topic=… [tone=…]"
+        assert [(a["name"], a["required"]) for a in review["arguments"]] == [
+            ("topic", True),
+            ("tone", False),
+        ]
+        unknown = await web.client.get("/api/sessions/no-such-session/commands")
+        assert unknown.status_code == 404
+
+
+async def test_resources_are_listed_by_server_and_a_server_that_fails_gives_its_error(
+    tmp_path: Path,
+) -> None:
+    from tests.mcp_client.support import RAW_SERVER, SDK_SERVER
+
+    overlay = _mcp_overlay(t=[SDK_SERVER], raw=[RAW_SERVER, "--resources"], plain=[RAW_SERVER])
+    async with served(tmp_path / "data", overlays=[overlay]) as web:
+        session_id = await _create(web, tmp_path)
+        answer = await web.client.get(f"/api/sessions/{session_id}/resources")
+        assert answer.status_code == 200, answer.text
+        servers = answer.json()["servers"]
+        assert [s["server"] for s in servers] == ["raw", "t"]  # plain offers no resources
+        raw, t = servers
+        assert raw["resources"] == [] and "Method not found: resources/list" in raw["error"]
+        assert t["error"] is None
+        by_uri = {r["uri"]: r for r in t["resources"]}
+        assert set(by_uri) == {"notes://today", "notes://logo"}
+        assert by_uri["notes://today"]["description"] == "Today's notes."
+        assert by_uri["notes://today"]["mime_type"] == "text/plain"
+
+
+async def test_a_server_that_does_not_answer_its_resource_listing_gives_that_as_its_error(
+    tmp_path: Path,
+) -> None:
+    from tests.mcp_client.support import RAW_SERVER
+
+    overlay = _mcp_overlay(1_000, stuck=[RAW_SERVER, "--stuck-resources", "--good"])
+    async with served(tmp_path / "data", overlays=[overlay]) as web:
+        session_id = await _create(web, tmp_path)
+        answer = await web.client.get(f"/api/sessions/{session_id}/resources")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["servers"] == [
+            {
+                "server": "stuck",
+                "resources": [],
+                "error": "it did not answer resources/list within 1 s",
+            }
+        ]

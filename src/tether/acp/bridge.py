@@ -278,9 +278,8 @@ class Bridge:
 
     def on_commands_changed(self, registry: CommandRegistry) -> None:
         """``commands/changed``: tell every session's client what is available now."""
-        update = available_commands(registry)
         for record in self._host.sessions:
-            record.send(update)
+            record.send(available_commands(registry, record.agent))
 
     # -- teardown ------------------------------------------------------------------
 

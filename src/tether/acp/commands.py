@@ -65,10 +65,18 @@ __all__ = ["available_commands", "builtin_commands", "rewind_commands", "run_com
 T = TypeVar("T")
 
 
-def available_commands(registry: CommandRegistry | None) -> SessionUpdate:
-    """The ``available_commands_update`` listing ``registry``'s commands now."""
+def available_commands(registry: CommandRegistry | None, agent: Agent | None) -> SessionUpdate:
+    """The ``available_commands_update`` listing ``registry``'s commands offered in
+    ``agent``'s session now (:func:`tether.front.prompting.offered_now`: a server's
+    prompt where that server lists it; every command when ``agent`` is ``None``)."""
+    from tether.front.prompting import offered_now
+
+    if agent is None:
+        offered = [] if registry is None else registry.list()
+    else:
+        offered = offered_now(agent, registry)
     commands: list[dict[str, object]] = []
-    for command in [] if registry is None else registry.list():
+    for command in offered:
         entry: dict[str, object] = {"name": command.name, "description": command.description}
         if command.hint is not None:
             entry["input"] = {"hint": command.hint}
@@ -177,9 +185,10 @@ async def run_command(command: Command, record: SessionRecord, argument: str) ->
         CommandError: the command refused its input.
         BridgeError: it failed (the message names it).
     """
+    from tether.front.prompting import CommandFailedError
+    from tether.front.prompting import run_command as run
+
     try:
-        return await command.run(CommandCall(record.agent, argument))
-    except CommandError:
-        raise
-    except Exception as exc:
-        raise BridgeError(f"/{command.name} failed: {type(exc).__name__}: {exc}") from exc
+        return await run(command, record.agent, argument)
+    except CommandFailedError as exc:
+        raise BridgeError(f"/{command.name} {exc}") from exc

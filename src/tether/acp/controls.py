@@ -27,7 +27,6 @@ from tether.acp.options import (
     parse_sandbox,
 )
 from tether.agent import AgentDisposedError
-from tether.agent.commands import parse_command
 from tether.agent.types import AgentStatus, Target
 from tether.session.budget import BUDGET_USD_OPTION
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION
@@ -107,14 +106,13 @@ def option_changed(record: SessionRecord, option: str) -> None:
 def command_for(
     registry: CommandRegistry | None, message: UserMessage
 ) -> tuple[Command, str] | None:
-    """The registered command ``message`` runs, with its argument, if it names one."""
-    if registry is None or len(message.content) != 1:
+    """The registered command ``message`` runs, with its argument, if it names one
+    (:func:`tether.front.prompting.command_for`: as in the chat and the web page)."""
+    from tether.front.prompting import command_for as named
+
+    if len(message.content) != 1:
         return None
-    parsed = parse_command(message.plain_text)
-    if parsed is None:
-        return None
-    command = registry.get(parsed[0])
-    return None if command is None else (command, parsed[1])
+    return named(registry, message.plain_text)
 
 
 async def run_in(record: SessionRecord, command: Command, argument: str) -> None:

@@ -284,7 +284,7 @@ class AcpServer:
         with bridge_errors():
             record = await bridge.create(directory, servers)
             await bridge.acknowledge(record.id, created=True)
-        self._after_answer(record.id, available_commands(bridge.commands))
+        self._after_answer(record.id, available_commands(bridge.commands, record.agent))
         return wire.NewSessionResponse(
             session_id=record.id, modes=_modes(record.mode), config_options=_options(record)
         )
@@ -301,7 +301,7 @@ class AcpServer:
 
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=True)
         await self._drain()
-        self._after_answer(record.id, available_commands(bridge.commands))
+        self._after_answer(record.id, available_commands(bridge.commands, record.agent))
         return wire.LoadSessionResponse(modes=_modes(record.mode), config_options=_options(record))
 
     async def resume_session(
@@ -315,7 +315,9 @@ class AcpServer:
         from tether.acp.commands import available_commands
 
         bridge, record = await self._reopen(session_id, cwd, mcp_servers, replay=False)
-        self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
+        self._after_answer(
+            record.id, available_commands(bridge.commands, record.agent), *record.state_updates()
+        )
         return wire.ResumeSessionResponse(
             modes=_modes(record.mode), config_options=_options(record)
         )
@@ -385,7 +387,9 @@ class AcpServer:
         with bridge_errors():
             record, forked = await bridge.fork(session_id, directory, servers, seq=seq)
             await bridge.acknowledge(record.id)
-        self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
+        self._after_answer(
+            record.id, available_commands(bridge.commands, record.agent), *record.state_updates()
+        )
         return wire.ForkSessionResponse(
             session_id=record.id,
             modes=_modes(record.mode),
@@ -627,17 +631,10 @@ def _fork_seq(meta: dict[str, object] | None) -> int | None:
 async def with_resources(agent: Agent, prompt: list[Any], message: UserMessage) -> UserMessage:
     """``message`` with the MCP resources its text blocks' ``@server:uri`` words name
     (see :mod:`tether.mcp.mentions`); one that cannot be attached is invalid params."""
+    from tether.front.prompting import attach_mcp_resources
+
     text = "\n".join(block.text for block in prompt if isinstance(block, wire.TextContentBlock))
-    if "@" not in text:
-        return message
-    from tether.mcp.plugin import MCP
-
-    service = agent.ctx.get(MCP)
-    if service is None or not (connections := service.connections(agent)):
-        return message
-    from tether.mcp.mentions import attach_resources
-
-    attached = await attach_resources(text, connections)
+    attached = await attach_mcp_resources(agent, text)
     if attached.refused:
         raise invalid_params(attached.refused[0])
     if not attached.blocks:

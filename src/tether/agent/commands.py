@@ -45,6 +45,7 @@ __all__ = [
     "COMMANDS",
     "COMMANDS_CHANGED",
     "Command",
+    "CommandArgument",
     "CommandCall",
     "CommandConflictError",
     "CommandError",
@@ -75,6 +76,14 @@ CommandFunction = Callable[[CommandCall], Awaitable[str | None]]
 :class:`CommandError` for input it refuses."""
 
 
+class CommandArgument(msgspec.Struct, frozen=True):
+    """One named argument a command declares (a server's prompt declares its own)."""
+
+    name: str
+    description: str | None = None
+    required: bool = False
+
+
 class Command(msgspec.Struct, frozen=True, eq=False):
     """A slash command.
 
@@ -88,6 +97,11 @@ class Command(msgspec.Struct, frozen=True, eq=False):
     run: CommandFunction
     hint: str | None = None
     """What the argument is, shown while the person types it; ``None``: it takes none."""
+    arguments: tuple[CommandArgument, ...] = ()
+    """The named arguments it takes, for a front end that offers them one by one."""
+    offered_to: Callable[[Agent], bool] | None = None
+    """Whether a front end offers it in ``agent``'s session (``None``: in every one); a
+    server's prompt is offered where that server lists it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):

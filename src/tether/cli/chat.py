@@ -50,7 +50,6 @@ from tether.agent import (
 )
 from tether.agent.commands import (
     COMMANDS,
-    CommandCall,
     CommandError,
     CommandRegistry,
     parse_command,
@@ -87,7 +86,6 @@ if TYPE_CHECKING:
     from tether.agent import AgentHandle
     from tether.host import Tether
     from tether.llm.metering import UsageMeter
-    from tether.mcp.connection import McpConnection
     from tether.session.model import ModelChoice
 
 HINT = "/help lists the commands; Ctrl-C cancels the running turn; /quit leaves"
@@ -480,27 +478,16 @@ class _Chat:
         """The prompt ``text``, with what its ``@path`` and ``@server:uri`` words attach
         (said on a line each)."""
         from tether.cli.mentions import attach_mentions
+        from tether.front.prompting import attach_mcp_resources
 
         attached = attach_mentions(text, Path(self.agent.session.header.cwd or os.getcwd()))
-        blocks, notes = list(attached.blocks), list(attached.notes)
-        mcp = self._mcp_connections() if "@" in text else []
-        if mcp:
-            from tether.mcp.mentions import attach_resources
-
-            resources = await attach_resources(text, mcp)
-            blocks += resources.blocks
-            notes += resources.notes
+        resources = await attach_mcp_resources(self.agent, text)
+        blocks = [*attached.blocks, *resources.blocks]
+        notes = [*attached.notes, *resources.notes]
         for note in notes:
             self.surface.line(f"({note})", "dim")
         ran = tuple(TextBlock(note) for note in self._notes)
         return UserMessage((*ran, TextBlock(text), *blocks))
-
-    def _mcp_connections(self) -> list[McpConnection]:
-        """The agent's MCP servers (none when the ``mcp`` plugin is not composed)."""
-        from tether.mcp.plugin import MCP
-
-        service = self.agent.ctx.get(MCP)
-        return [] if service is None else service.connections(self.agent)
 
     async def _submit(self, text: str, target: Target) -> bool:
         """Deliver ``text`` once it is stored (``agent.submit``); whether it was. One that
@@ -571,14 +558,13 @@ class _Chat:
         if command is None or name in BUILTIN_NAMES:
             self.surface.line(f"unknown command '/{name}'; {HINT}", "error")
             return
+        from tether.front.prompting import CommandFailedError, run_command
+
         try:
-            answer = await command.run(CommandCall(self.agent, argument))
-        except CommandError:
-            raise
-        except Exception as exc:
+            answer = await run_command(command, self.agent, argument)
+        except CommandFailedError as exc:
             # A plugin's bug: said in one line (its traceback with --verbose); the chat goes on.
-            logging.getLogger(__name__).debug("/%s failed", name, exc_info=True)
-            raise CommandError(f"failed: {type(exc).__name__}: {exc}") from None
+            raise CommandError(str(exc)) from None
         if answer:
             for line in answer.splitlines():
                 self.surface.line(line)

@@ -36,9 +36,12 @@ open: the server is waiting for it.)
 
 **Changes**: a server's ``notifications/tools/list_changed`` is passed to
 ``on_tools_changed``, which reads the new list with
-:meth:`~McpConnection.list_tools`. A 2025-era server sends it unasked; a
-current one sends it on the ``subscriptions/listen`` stream tether opens for
-it when the server's ``tools`` capability says ``listChanged``.
+:meth:`~McpConnection.list_tools`; ``notifications/prompts/list_changed``
+likewise to ``on_prompts_changed`` (:meth:`~McpConnection.list_prompts`). A
+2025-era server sends them unasked; a current one sends them on the
+``subscriptions/listen`` stream tether opens for it when the server's
+``tools`` or ``prompts`` capability says ``listChanged`` (one stream, asking
+for the lists that change and that tether follows).
 
 **Loss**: a stdio server whose process exits while the agent lives is
 *lost*: calls in flight end with an error, later calls are refused with the
@@ -132,6 +135,7 @@ class McpConnection:
         on_lost: Callable[[McpConnection, str], None] | None = None,
         sandbox: SandboxPolicy | None = None,
         on_tools_changed: Callable[[McpConnection], None] | None = None,
+        on_prompts_changed: Callable[[McpConnection], None] | None = None,
         auth: Any = None,
         elicit: Callable[[Elicitation], Awaitable[Elicited]] | None = None,
     ) -> None:
@@ -146,6 +150,7 @@ class McpConnection:
         """The agent (or command) the server belongs to."""
         self._on_lost = on_lost
         self._on_tools_changed = on_tools_changed
+        self._on_prompts_changed = on_prompts_changed
         self._elicit = elicit
         self._calls: dict[CancelSignal, str | None] = {}
         """The cancel signal of each call in flight, and its tool call id."""
@@ -287,28 +292,35 @@ class McpConnection:
                         await listener
 
     def _listen(self, client: Client) -> asyncio.Task[None] | None:
-        """On a current (2026-07-28) connection to a server whose tool list changes,
-        the ``subscriptions/listen`` stream its changes come on (a 2025-era server
-        sends them unasked)."""
+        """On a current (2026-07-28) connection to a server whose tool or prompt list
+        changes, the ``subscriptions/listen`` stream its changes come on (a 2025-era
+        server sends them unasked)."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-        tools = client.server_capabilities.tools
-        if (
-            client.protocol_version not in MODERN_PROTOCOL_VERSIONS
-            or tools is None
-            or not tools.list_changed
-            or self._on_tools_changed is None
-        ):
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        capabilities = client.server_capabilities
+        tools = self._on_tools_changed is not None and _changes(capabilities.tools)
+        prompts = self._on_prompts_changed is not None and _changes(capabilities.prompts)
+        if not tools and not prompts:
             return None
         return asyncio.get_running_loop().create_task(
-            self._listening(client), name=f"mcp-listen:{self.owner.id}:{self.name}"
+            self._listening(client, tools=tools, prompts=prompts),
+            name=f"mcp-listen:{self.owner.id}:{self.name}",
         )
 
-    async def _listening(self, client: Client) -> None:
+    async def _listening(self, client: Client, *, tools: bool, prompts: bool) -> None:
+        from mcp.shared.subscriptions import PromptsListChanged, ToolsListChanged
+
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    self._tools_changed()
+            async with client.listen(
+                tools_list_changed=tools, prompts_list_changed=prompts
+            ) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        self._tools_changed()
+                    elif isinstance(event, PromptsListChanged):
+                        self._prompts_changed()
         except Exception as exc:
             if not self._closing:
                 log.warning(
@@ -354,22 +366,30 @@ class McpConnection:
                 yield read, write
 
     async def _on_message(self, message: object) -> None:
-        """The SDK's handler of what the server sends unasked: a changed tool list is
-        reported to ``on_tools_changed`` (which must not wait for the server: this
-        runs in the loop that reads its answers)."""
+        """The SDK's handler of what the server sends unasked: a changed tool or prompt
+        list is reported to ``on_tools_changed`` or ``on_prompts_changed`` (which must
+        not wait for the server: this runs in the loop that reads its answers)."""
         import mcp_types as types
 
         if isinstance(message, types.ToolListChangedNotification):
             self._tools_changed()
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._prompts_changed()
 
     def _tools_changed(self) -> None:
-        if self._on_tools_changed is None or self._closing:
+        self._report_change("tool", self._on_tools_changed)
+
+    def _prompts_changed(self) -> None:
+        self._report_change("prompt", self._on_prompts_changed)
+
+    def _report_change(self, kind: str, report: Callable[[McpConnection], None] | None) -> None:
+        if report is None or self._closing:
             return
-        log.info("mcp server %s: its tool list changed", self.name)
+        log.info("mcp server %s: its %s list changed", self.name, kind)
         try:
-            self._on_tools_changed(self)
+            report(self)
         except Exception:
-            log.exception("mcp server %s: reporting its new tool list failed", self.name)
+            log.exception("mcp server %s: reporting its new %s list failed", self.name, kind)
 
     async def _on_elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
@@ -465,6 +485,18 @@ class McpConnection:
         """Whether the running server declared the ``resources`` capability."""
         client = self._client
         return client is not None and client.server_capabilities.resources is not None
+
+    async def list_resources(self) -> list[types.Resource]:
+        """The server's resources (every page of ``resources/list``).
+
+        Raises:
+            McpUnavailableError: the server is not running.
+            McpStartError: the listing never ends.
+            MCPError (the SDK's): the server answered with an error.
+        """
+        session = self._running()
+        pages = await _every_page(session.list_resources, "resources/list")
+        return [resource for page in pages for resource in page.resources]
 
     async def read_resource(self, uri: str, signal: CancelSignal) -> types.ReadResourceResult:
         """``resources/read`` of ``uri``: the answer, or an error when ``signal`` is
@@ -643,6 +675,11 @@ class McpConnection:
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
     pages = await _every_page(session.list_tools, "tools/list")
     return [tool for page in pages for tool in page.tools]
+
+
+def _changes(capability: object) -> bool:
+    """Whether a server's ``tools`` or ``prompts`` capability says its list changes."""
+    return bool(getattr(capability, "list_changed", False))
 
 
 class _Page(Protocol):

@@ -11,6 +11,9 @@ the next model request offers the new list. Several notifications during a
 refresh cause one more refresh, not one each.
 
 The refresh task is stopped with the server (:meth:`ServerTools.close`).
+
+:class:`Refresher` is that task alone, for any list a server says changed (its
+prompts too, :meth:`tether.mcp.prompts.PromptCommands.refresh`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,67 @@ Builder = Callable[["McpConnection", "list[types.Tool]"], "tuple[list[Tool[Any]]
 """Makes tether tools of a server's listed tools (and the problems of those left out)."""
 
 
+class Refresher:
+    """One list of one server read again in a task of its own, each time the server
+    says it changed: several changes during a read cause one more read, not one each.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        read: Callable[[], Awaitable[None]],
+        failed: Callable[[Exception], None],
+        wait_limit: float,
+    ) -> None:
+        self._name = name
+        """The task's name."""
+        self._read = read
+        """Reads the list again and applies it."""
+        self._failed = failed
+        """Hears a read that failed (it is not retried until the next change)."""
+        self._wait_limit = wait_limit
+        """The longest :meth:`settled` waits."""
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+        self._closed = False
+
+    def changed(self) -> None:
+        """The list changed: read it (once more if a read is under way)."""
+        if self._closed:
+            return
+        if self._task is not None and not self._task.done():
+            self._again = True
+            return
+        self._task = asyncio.get_running_loop().create_task(self._reading(), name=self._name)
+
+    async def settled(self) -> None:
+        """Wait for a read under way (at most the wait limit)."""
+        task = self._task
+        if task is None or task.done():
+            return
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), self._wait_limit)
+
+    async def close(self) -> None:
+        """Stop a read under way; later changes are ignored."""
+        self._closed = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _reading(self) -> None:
+        while True:
+            self._again = False
+            try:
+                await self._read()
+            except Exception as exc:
+                self._failed(exc)
+            if not self._again or self._closed:
+                return
+
+
 class ServerTools:
     """The registered tools of one server of one agent."""
 
@@ -53,13 +117,11 @@ class ServerTools:
         self._build = build
         self._tell = tell
         """Delivers one notice line to the agent."""
-        self._wait_limit = wait_limit
-        """The longest a step waits for a refresh under way."""
         self._registered: dict[str, tuple[Any, Callable[[], Awaitable[None]]]] = {}
         """Tool name → (the listed tool it came from, its remover)."""
-        self._refresh: asyncio.Task[None] | None = None
-        self._again = False
-        self._closed = False
+        self._refresher = Refresher(
+            f"mcp-tools:{agent.id}:{connection.name}", self._refresh_once, self._failed, wait_limit
+        )
 
     async def register(self, listed: list[types.Tool]) -> list[str]:
         """Register the tools of ``listed``; returns the problems (tools left out)."""
@@ -73,48 +135,25 @@ class ServerTools:
 
     def changed(self) -> None:
         """The server said its list changed: refresh it (once more if one is under way)."""
-        if self._closed:
-            return
-        if self._refresh is not None and not self._refresh.done():
-            self._again = True
-            return
-        self._refresh = asyncio.get_running_loop().create_task(
-            self._refreshing(), name=f"mcp-tools:{self._agent.id}:{self._connection.name}"
-        )
+        self._refresher.changed()
 
     async def settled(self) -> None:
         """Wait for a refresh under way (at most the wait limit; a failure is logged)."""
-        task = self._refresh
-        if task is None or task.done():
-            return
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(task), self._wait_limit)
+        await self._refresher.settled()
 
     async def close(self) -> None:
         """Stop a refresh under way; the registrations go with the agent's scope."""
-        self._closed = True
-        task = self._refresh
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        await self._refresher.close()
 
     # -- internals --------------------------------------------------------------------
 
-    async def _refreshing(self) -> None:
-        while True:
-            self._again = False
-            try:
-                await self._refresh_once()
-            except Exception as exc:
-                log.warning(
-                    "session %s: MCP server %s: its new tool list could not be read: %s",
-                    self._agent.id,
-                    self._connection.name,
-                    exc,
-                )
-            if not self._again or self._closed:
-                return
+    def _failed(self, exc: Exception) -> None:
+        log.warning(
+            "session %s: MCP server %s: its new tool list could not be read: %s",
+            self._agent.id,
+            self._connection.name,
+            exc,
+        )
 
     async def _refresh_once(self) -> None:
         listed = await self._connection.list_tools()

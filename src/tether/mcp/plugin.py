@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from tether.agent.commands import CommandRegistry
     from tether.agent.elicitation import Elicitation, Elicited
     from tether.mcp.connection import McpConnection, McpSettings
-    from tether.mcp.live import ServerTools
+    from tether.mcp.live import Refresher, ServerTools
     from tether.mcp.prompts import PromptCommands
     from tether.mcp.servers import ServerSpec
     from tether.runtime import Context
@@ -169,6 +169,8 @@ class McpService:
         self._live: set[McpConnection] = set()
         self._tools: dict[McpConnection, ServerTools] = {}
         """The registered tools of each running connection."""
+        self._prompt_reads: dict[McpConnection, Refresher] = {}
+        """The reads of each running connection's changed prompt list."""
         self._closed = False
 
     def configured_for(self, agent: Agent) -> tuple[ServerSpec, ...]:
@@ -283,6 +285,7 @@ class McpService:
                 else None
             ),
             on_tools_changed=self._tools_changed,
+            on_prompts_changed=self._prompts_changed,
             auth=auth_of(spec),
             elicit=_eliciting(agent),
         )
@@ -307,6 +310,7 @@ class McpService:
         self._tools[connection] = tools
         problems = await tools.register(listed)
         problems += await self._prompt_commands().add(connection)
+        self._prompt_reads[connection] = self._prompt_reader(agent, connection)
         log.info(
             "session %s: MCP server %s (MCP %s) started with %d tool(s)",
             agent.id,
@@ -353,10 +357,52 @@ class McpService:
 
         return ServerTools(agent, connection, build, tell, self.settings.startup_timeout)
 
+    def _prompt_reader(self, agent: Agent, connection: McpConnection) -> Refresher:
+        """What reads ``connection``'s prompts again when the server says they changed."""
+        from tether.mcp.live import Refresher
+
+        async def read() -> None:
+            added, removed = await self._prompt_commands().refresh(connection)
+            if added or removed:
+                log.info(
+                    "session %s: MCP server %s changed its prompts: added %s; removed %s",
+                    agent.id,
+                    connection.name,
+                    ", ".join(added) or "none",
+                    ", ".join(removed) or "none",
+                )
+
+        def failed(exc: Exception) -> None:
+            log.warning(
+                "session %s: MCP server %s: its new prompt list could not be read: %s",
+                agent.id,
+                connection.name,
+                exc,
+            )
+
+        name = f"mcp-prompts:{agent.id}:{connection.name}"
+        return Refresher(name, read, failed, self.settings.startup_timeout)
+
     def _tools_changed(self, connection: McpConnection) -> None:
         tools = self._tools.get(connection)
         if tools is not None:
             tools.changed()
+
+    def _prompts_changed(self, connection: McpConnection) -> None:
+        reader = self._prompt_reads.get(connection)
+        if reader is not None:
+            reader.changed()
+
+    async def settled(self, agent: Agent) -> None:
+        """Wait for the tool and prompt lists of ``agent``'s servers being read again
+        (each at most the startup timeout)."""
+        for connection in self.connections(agent):
+            tools = self._tools.get(connection)
+            if tools is not None:
+                await tools.settled()
+            reader = self._prompt_reads.get(connection)
+            if reader is not None:
+                await reader.settled()
 
     async def before_step(
         self,
@@ -366,16 +412,16 @@ class McpService:
         step: int,
     ) -> tuple[UserMessage, ...]:
         """``agent/pre-step``: a tool list being read again is applied before the step."""
-        for connection in self.connections(agent):
-            tools = self._tools.get(connection)
-            if tools is not None:
-                await tools.settled()
+        await self.settled(agent)
         return await next_(step_input)
 
     def _closer(self, connection: McpConnection) -> Any:
         async def close() -> None:
             tools = self._tools.pop(connection, None)
+            reader = self._prompt_reads.pop(connection, None)
             try:
+                if reader is not None:
+                    await reader.close()
                 if self._prompts is not None:
                     await self._prompts.remove(connection)
                 if tools is not None:

@@ -16,21 +16,36 @@ Using the command sends ``prompts/get`` and queues what it answers as the
 person's next turn: the text of every message, each embedded text resource
 as an attached resource (``<resource uri=…>``), other content described.
 
+A server that says its prompt list changed (``notifications/prompts/list_changed``,
+or the ``subscriptions/listen`` stream of a current server) has its prompts read
+again (:meth:`PromptCommands.refresh`): the commands follow the new list, and
+``commands/changed`` tells the front ends (an editor's
+``available_commands_update``).
+
 A prompt whose command name would not be one (lower-case letters, digits,
 ``-`` and ``_``, at most 32 characters) is left out, with a notice.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from tether.agent.commands import Command, CommandCall, CommandConflictError, CommandError
+from tether.agent.commands import (
+    Command,
+    CommandArgument,
+    CommandCall,
+    CommandConflictError,
+    CommandError,
+)
 from tether.agent.types import UserMessage
 from tether.content import TextBlock, embedded_resource
 from tether.mcp.errors import McpStartError, McpUnavailableError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -51,8 +66,14 @@ def command_name(server: str, prompt: str) -> str:
     return f"mcp__{_UNSAFE.sub('_', server)}__{_UNSAFE.sub('_', prompt)}"
 
 
-def prompt_command(server: str, prompt: types.Prompt, find: Finder) -> Command:
-    """The command of ``prompt`` of the servers named ``server``.
+def prompt_command(
+    server: str,
+    prompt: types.Prompt,
+    find: Finder,
+    offered_to: Callable[[Agent], bool] | None = None,
+) -> Command:
+    """The command of ``prompt`` of the servers named ``server`` (offered in the sessions
+    ``offered_to`` accepts).
 
     Raises:
         ValueError: its name is not a valid command name.
@@ -64,6 +85,9 @@ def prompt_command(server: str, prompt: types.Prompt, find: Finder) -> Command:
             "letters, digits, '-' and '_' of at most 32 characters"
         )
     declared = [(a.name, bool(a.required)) for a in prompt.arguments or ()]
+    arguments = tuple(
+        CommandArgument(a.name, a.description, bool(a.required)) for a in prompt.arguments or ()
+    )
     hint = " ".join(f"{n}=…" if required else f"[{n}=…]" for n, required in declared) or None
 
     async def run(call: CommandCall) -> str:
@@ -93,7 +117,7 @@ def prompt_command(server: str, prompt: types.Prompt, find: Finder) -> Command:
     description = (
         prompt.description or prompt.title or f"prompt {prompt.name} of MCP server {server}"
     )
-    return Command(name, description, run, hint=hint)
+    return Command(name, description, run, hint=hint, arguments=arguments, offered_to=offered_to)
 
 
 def parse_arguments(text: str, declared: Sequence[tuple[str, bool]], prompt: str) -> dict[str, str]:
@@ -160,8 +184,11 @@ class PromptCommands:
     def __init__(self, registry: Callable[[], CommandRegistry | None], find: Finder) -> None:
         self._registry = registry
         self._find = find
-        self._held: dict[str, tuple[Callable[[], Awaitable[None]], set[McpConnection]]] = {}
-        """Each registered command's remover, and the connections that list its prompt."""
+        self._held: dict[str, Callable[[], Awaitable[None]]] = {}
+        """Each registered command's remover."""
+        self._listed: dict[str, set[McpConnection]] = {}
+        """The connections that list each command's prompt (set before the command is
+        registered: the ``commands/changed`` of its registration sees it offered)."""
         self._of: dict[McpConnection, list[str]] = {}
 
     async def add(self, connection: McpConnection) -> list[str]:
@@ -175,34 +202,78 @@ class PromptCommands:
             prompts = await connection.list_prompts()
         except (McpUnavailableError, MCPError, McpStartError) as exc:
             return [f"its prompts could not be listed: {exc}"]
+        return await self._register(registry, connection, prompts)
+
+    async def _register(
+        self, registry: CommandRegistry, connection: McpConnection, prompts: list[types.Prompt]
+    ) -> list[str]:
+        """Register the commands of ``prompts`` of ``connection``; returns the problems."""
         problems: list[str] = []
         names = self._of.setdefault(connection, [])
         for prompt in prompts:
+            offered = self._offered(command_name(connection.name, prompt.name))
             try:
-                command = prompt_command(connection.name, prompt, self._find)
+                command = prompt_command(connection.name, prompt, self._find, offered)
             except ValueError as exc:
                 problems.append(str(exc))
                 continue
-            held = self._held.get(command.name)
-            if held is None:
+            listed = self._listed.setdefault(command.name, set())
+            listed.add(connection)
+            if command.name not in self._held:
                 try:
-                    remove = await registry.register(command)
+                    self._held[command.name] = await registry.register(command)
                 except CommandConflictError as exc:
+                    self._unlist(command.name, connection)
                     problems.append(f"prompt {prompt.name!r} has no command: {exc}")
                     continue
-                held = (remove, set())
-                self._held[command.name] = held
-            held[1].add(connection)
             names.append(command.name)
         return problems
+
+    def _offered(self, name: str) -> Callable[[Agent], bool]:
+        """Whether a server of ``agent`` lists the prompt of command ``name`` now."""
+
+        def offered(agent: Agent) -> bool:
+            return any(c.owner is agent for c in self._listed.get(name, ()))
+
+        return offered
+
+    async def refresh(self, connection: McpConnection) -> tuple[list[str], list[str]]:
+        """Follow ``connection``'s new prompt list: its commands are withdrawn, then those
+        of the prompts it lists now registered (a changed prompt's command is replaced,
+        unless another server still lists the old one). Returns the command names
+        added and removed; the problems are logged.
+
+        Raises:
+            McpUnavailableError, McpStartError, MCPError (the SDK's): the list could
+                not be read (the commands stay as they were).
+        """
+        registry = self._registry()
+        if registry is None:
+            return [], []
+        prompts = await connection.list_prompts()
+        before = set(self._of.get(connection, ()))
+        await self.remove(connection)
+        for problem in await self._register(registry, connection, prompts):
+            log.warning("MCP server %s: %s", connection.name, problem)
+        after = set(self._of.get(connection, ()))
+        return sorted(after - before), sorted(before - after)
 
     async def remove(self, connection: McpConnection) -> None:
         """Withdraw ``connection``'s commands no other running server lists."""
         for name in self._of.pop(connection, []):
-            held = self._held.get(name)
-            if held is None:
-                continue
-            held[1].discard(connection)
-            if not held[1]:
-                del self._held[name]
-                await held[0]()
+            if self._unlist(name, connection):
+                remover = self._held.pop(name, None)
+                if remover is not None:
+                    await remover()
+
+    def _unlist(self, name: str, connection: McpConnection) -> bool:
+        """``connection`` no longer lists the prompt of command ``name``; whether no
+        connection does now."""
+        listed = self._listed.get(name)
+        if listed is None:
+            return False
+        listed.discard(connection)
+        if listed:
+            return False
+        del self._listed[name]
+        return True

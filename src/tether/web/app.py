@@ -96,6 +96,7 @@ from tether.tools.registry import TOOLS, Shown, shown_in
 from tether.web.hub import (
     HubClosedError,
     LiveElsewhereError,
+    NotAttachedError,
     UnknownSessionError,
     UnknownTaskError,
     WebError,
@@ -105,6 +106,7 @@ from tether.web.render import answer_html, call_diffs
 from tether.web.security import Guard
 
 if TYPE_CHECKING:
+    from tether.agent import Agent
     from tether.llm.catalog import ModelCatalog
     from tether.persist.backends.base import SessionSummary
     from tether.persist.backends.lease import Holder
@@ -274,6 +276,8 @@ def build_app(
         Route("/api/sessions/{session_id}/events", api.events),
         Route("/api/sessions/{session_id}/usage", api.usage),
         Route("/api/sessions/{session_id}/prompt", api.prompt, methods=["POST"]),
+        Route("/api/sessions/{session_id}/commands", api.commands),
+        Route("/api/sessions/{session_id}/resources", api.resources),
         Route("/api/sessions/{session_id}/cancel", api.cancel, methods=["POST"]),
         Route("/api/sessions/{session_id}/config", api.configure, methods=["POST"]),
         Route("/api/sessions/{session_id}/questions", api.questions),
@@ -859,8 +863,12 @@ class Api:
 
     async def prompt(self, request: Request) -> Response:
         """
-        summary: Queue a prompt as the session's next turn, or steer the running turn.
-        description: A session stored and live nowhere is resumed here first.
+        summary: Queue a prompt as the session's next turn, or steer the running turn; a
+          text `/name argument` naming a command runs it instead (a server's prompt
+          `/mcp__server__prompt` queues what the server answers as the next turn).
+        description: A session stored and live nowhere is resumed here first. The
+          `@server:uri` words of a prompt attach those resources of the session's MCP
+          servers.
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         requestBody:
           content:
@@ -872,10 +880,16 @@ class Api:
                   text: {type: string}
                   steer: {type: boolean, description: "deliver at the running turn's next step"}
         responses:
-          202: {description: "{queued: true}"}
+          200: {description: "{command, answer}: the text ran the command; answer is what
+            it said (or null)"}
+          202: {description: "{queued: true, steer, attached: [line]}: a line for each
+            resource attached"}
+          400: {description: "a command refused its input, or a resource a mention names
+            could not be attached (the prompt is not sent)"}
           404: {description: no such session}
           409: {description: "live in another process; {holder: {host, pid}} names it"}
           413: {description: the prompt is too large}
+          500: {description: a command failed (the error names it)}
           503: {description: "the prompt could not be stored: refused, it never runs"}
         """
         session_id = _session_id(request)
@@ -884,15 +898,78 @@ class Api:
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, "text must be a non-empty string")
         steer = body.get("steer", False) is True
+        from tether.agent.commands import CommandError
+        from tether.front.prompting import CommandFailedError
+
         try:
-            await self._hub.prompt(session_id, text, steer=steer)
+            sent = await self._hub.prompt(session_id, text, steer=steer)
         except LiveElsewhereError as exc:
             raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
         except UnknownSessionError as exc:
             raise ApiError(404, str(exc)) from None
         except (HubClosedError, NotStoredError) as exc:
             raise ApiError(503, str(exc)) from None
-        return JSONResponse({"queued": True, "steer": steer}, status_code=202)
+        except (CommandError, NotAttachedError) as exc:
+            raise ApiError(400, str(exc)) from None
+        except CommandFailedError as exc:
+            raise ApiError(500, f"{text.split()[0]} {exc}") from None
+        if sent.command is not None:
+            return JSONResponse({"command": sent.command, "answer": sent.answer})
+        answer = {"queued": True, "steer": steer, "attached": list(sent.attached)}
+        return JSONResponse(answer, status_code=202)
+
+    async def commands(self, request: Request) -> Response:
+        """
+        summary: The slash commands a prompt of the session can run (a server's prompts
+          among them, with their arguments), once a changed prompt list is applied.
+        description: A session stored and live nowhere is resumed here first.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{commands: [{name, description, hint, arguments: [{name,
+            description, required}]}]}"}
+          404: {description: no such session}
+          409: {description: "live in another process; {holder: {host, pid}} names it"}
+        """
+        from tether.agent.commands import COMMANDS
+        from tether.front.prompting import offered_commands
+        from tether.web.offers import commands_json
+
+        agent = await self._open(_session_id(request))
+        offered = await offered_commands(agent, self._ctx.get(COMMANDS))
+        return JSONResponse({"commands": commands_json(offered)})
+
+    async def resources(self, request: Request) -> Response:
+        """
+        summary: The resources each MCP server of the session lists (what `@server:uri`
+          in a prompt attaches). A server that fails to list them has its error.
+        description: A session stored and live nowhere is resumed here first.
+        parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
+        responses:
+          200: {description: "{servers: [{server, resources: [{uri, name, title,
+            description, mime_type}], error}]}"}
+          404: {description: no such session}
+          409: {description: "live in another process; {holder: {host, pid}} names it"}
+        """
+        from tether.front.prompting import list_mcp_resources
+        from tether.web.offers import resources_json
+
+        agent = await self._open(_session_id(request))
+        return JSONResponse({"servers": resources_json(await list_mcp_resources(agent))})
+
+    async def _open(self, session_id: str) -> Agent:
+        """The session's agent, live here or resumed here (:meth:`WebHub.open`).
+
+        Raises:
+            ApiError: 404 no such session, 409 live elsewhere, 503 closing.
+        """
+        try:
+            return await self._hub.open(session_id)
+        except LiveElsewhereError as exc:
+            raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
+        except UnknownSessionError as exc:
+            raise ApiError(404, str(exc)) from None
+        except HubClosedError as exc:
+            raise ApiError(503, str(exc)) from None
 
     async def configure(self, request: Request) -> Response:
         """
@@ -927,14 +1004,7 @@ class Api:
         else:
             raise ApiError(400, f"option must be model or mode, got {option!r}")
         assert isinstance(value, str)
-        try:
-            agent = await self._hub.open(session_id)
-        except LiveElsewhereError as exc:
-            raise ApiError(409, str(exc), holder=exc.holder.to_json()) from None
-        except UnknownSessionError as exc:
-            raise ApiError(404, str(exc)) from None
-        except HubClosedError as exc:
-            raise ApiError(503, str(exc)) from None
+        agent = await self._open(session_id)
         session = agent.session
         if option == MODE_OPTION:
             current = self._hub.mode_of(agent).value

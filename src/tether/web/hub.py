@@ -59,7 +59,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import msgspec
 from msgspec import Meta
@@ -143,6 +143,23 @@ class UnknownTaskError(WebError, LookupError):
 
 class HubClosedError(WebError):
     """The web app is shutting down."""
+
+
+class NotAttachedError(WebError):
+    """A resource a prompt's ``@server:uri`` names could not be attached; the message
+    says which and why."""
+
+
+class Sent(NamedTuple):
+    """What :meth:`WebHub.prompt` did with a text."""
+
+    agent: Agent
+    command: str | None
+    """The command the text ran (its name), or ``None``: it was sent as a prompt."""
+    answer: str | None
+    """What the command answered, for the person."""
+    attached: tuple[str, ...]
+    """A line for each resource the prompt's mentions attached."""
 
 
 class Question(msgspec.Struct, eq=False):
@@ -377,26 +394,44 @@ class WebHub:
         self.follows.nudge(handle.agent.id)  # its views show it live now
         return handle.agent
 
-    async def prompt(self, session_id: str, text: str, *, steer: bool = False) -> Agent:
-        """Queue ``text`` as its own next turn of ``session_id`` — or, with ``steer``,
-        deliver it to the running turn at its next step (a turn starts when idle) —
-        and return once it is stored.
+    async def prompt(self, session_id: str, text: str, *, steer: bool = False) -> Sent:
+        """Run the command ``text`` names (``/name argument``, as in the chat and an
+        editor: :mod:`tether.front.prompting`), or queue ``text`` as its own next turn
+        of ``session_id`` — or, with ``steer``, deliver it to the running turn at its
+        next step (a turn starts when idle) — with the resources its ``@server:uri``
+        words name; return once it is stored.
 
         Accepted durably, or refused: the agent's durable delivery
         (:meth:`~tether.agent.Agent.submit`) lets a step claim the prompt only once
-        it is stored, and withdraws one that could not be: it never runs.
+        it is stored, and withdraws one that could not be: it never runs. A prompt
+        one of whose resources cannot be attached is not sent.
 
         Raises:
+            CommandError: the command refused its input (a server's prompt: a
+                missing argument, the server's refusal).
+            CommandFailedError: the command failed on a bug of its own.
+            NotAttachedError: a resource a mention names could not be attached.
             NotStoredError: it could not be stored (one line saying why).
             As :meth:`open`.
         """
+        from tether.agent.commands import COMMANDS
+        from tether.front.prompting import attach_mcp_resources, command_for, run_command
+
         agent = await self.open(session_id)
+        named = command_for(self._ctx.get(COMMANDS), text)
+        if named is not None:
+            command, argument = named
+            return Sent(agent, command.name, await run_command(command, agent, argument), ())
+        attached = await attach_mcp_resources(agent, text)
+        if attached.refused:
+            raise NotAttachedError(attached.refused[0])
+        message = UserMessage((*UserMessage.text(text).content, *attached.blocks))
         try:
-            await agent.submit(UserMessage.text(text), Target.STEERING if steer else Target.QUEUED)
+            await agent.submit(message, Target.STEERING if steer else Target.QUEUED)
         except NotStoredError as exc:
             log.warning("%s", exc)  # one line, no traceback
             raise
-        return agent
+        return Sent(agent, None, None, attached.notes)
 
     def cancel(self, session_id: str) -> bool:
         """Stop ``session_id``'s work (cause ``user``), once per stop; ``False`` when a stop

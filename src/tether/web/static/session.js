@@ -592,12 +592,20 @@ async function send(steer) {
   const text = box.value;
   if (!text.trim()) return;
   try {
-    await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/prompt`, { text, steer });
+    const sent = await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/prompt`, { text, steer });
     box.value = "";
     showError("");
+    // What a command answered, or the resources the prompt's mentions attached.
+    showSaid(sent.command ? [sent.answer || `/${sent.command} done`] : sent.attached || []);
   } catch (error) {
     showError(error.message);
   }
+}
+
+function showSaid(lines) {
+  const said = document.getElementById("said");
+  said.textContent = lines.join("\n");
+  said.hidden = !lines.length;
 }
 
 async function stop() {
@@ -900,8 +908,15 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     send(false);
   });
-  // Enter queues, Ctrl-Enter (⌘-Enter) steers, Shift-Enter is a new line, Esc stops.
-  document.getElementById("prompt").addEventListener("keydown", (event) => {
+  const box = document.getElementById("prompt");
+  const picker = makePicker(box, document.getElementById("picker"), (kind) => {
+    const path = `/api/sessions/${encodeURIComponent(sessionId)}/${kind === "command" ? "commands" : "resources"}`;
+    return api("GET", path).then((data) => (kind === "command" ? data.commands : data.servers));
+  });
+  // Enter queues, Ctrl-Enter (⌘-Enter) steers, Shift-Enter is a new line, Esc stops; while
+  // the picker is open, its keys come first.
+  box.addEventListener("keydown", (event) => {
+    if (picker.key(event)) return;
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
       send(event.ctrlKey || event.metaKey);
