@@ -216,7 +216,9 @@ class AcpServerV2(AcpServer):
             session_id, cwd, mcp_servers, replay=start is not None, start=start or 0
         )
         self.send_update(record.id, state_of(record))
-        self._after_answer(record.id, available_commands(bridge.commands), *record.state_updates())
+        self._after_answer(
+            record.id, available_commands(bridge.commands, record.agent), *record.state_updates()
+        )
         return {"configOptions": config_options(options(record))}
 
     async def v2_list_sessions(
