@@ -126,7 +126,7 @@ async def test_login_refresh_and_logout(tmp_path: Path, capsys: pytest.CaptureFi
 
         printed = await _login(home)
         assert "Open this address to authorize tether with 'web'" in printed
-        assert "web: logged in (2 tool(s), MCP 2026-07-28)" in printed
+        assert "web: logged in (4 tool(s), MCP 2026-07-28)" in printed
         path = token_path(home, "web")
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         kept = json.loads(path.read_text())
