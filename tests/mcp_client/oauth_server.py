@@ -37,8 +37,6 @@ from typing import Any
 
 import httpx2
 import uvicorn
-from pydantic import AnyHttpUrl, AnyUrl
-
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
@@ -52,6 +50,7 @@ from mcp.server.auth.routes import build_metadata
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyUrl
 
 PORT = int(sys.argv[1])
 EXPIRES = int(sys.argv[sys.argv.index("--expires") + 1]) if "--expires" in sys.argv else 3600
@@ -174,17 +173,14 @@ class Grants:
 
 
 grants = Grants()
-server = MCPServer(
-    "oauth-tests",
-    auth_server_provider=grants,
-    auth=AuthSettings(
-        issuer_url=BASE,
-        resource_server_url=f"{BASE}/mcp",
-        validate_token_resource=False,
-        client_registration_options=REGISTRATION,
-        revocation_options=REVOCATION,
-    ),
+AUTH = AuthSettings(
+    issuer_url=BASE,
+    resource_server_url=f"{BASE}/mcp",
+    validate_token_resource=False,
+    client_registration_options=REGISTRATION,
+    revocation_options=REVOCATION,
 )
+server = MCPServer("oauth-tests", auth_server_provider=grants, auth=AUTH)
 
 
 class Front:
@@ -197,7 +193,7 @@ class Front:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         path = scope.get("path")
         if CIMD and path == "/.well-known/oauth-authorization-server":
-            metadata = build_metadata(AnyHttpUrl(BASE), None, REGISTRATION, REVOCATION)
+            metadata = build_metadata(AUTH.issuer_url, None, REGISTRATION, REVOCATION)
             metadata.client_id_metadata_document_supported = True
             await _answer(send, 200, metadata.model_dump_json(exclude_none=True).encode())
             return
