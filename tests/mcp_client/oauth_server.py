@@ -1,5 +1,5 @@
 """An MCP server that requires OAuth, for the tests: ``python oauth_server.py PORT
-[--expires SECONDS] [--cimd] [--refuse]``.
+[--expires SECONDS] [--cimd] [--refuse-admin]``.
 
 The SDK's authorization-server support (``mcp.server.auth``: metadata
 discovery, dynamic client registration, ``/authorize`` with PKCE, ``/token``
@@ -14,8 +14,8 @@ documents: its metadata says ``client_id_metadata_document_supported``, and a
 client id that is an ``https`` URL is the address of the client's document,
 fetched (trusting the CA bundle named by ``SSL_CERT_FILE``) when the client is
 first seen; a loopback redirect URI of the document matches on any port (RFC
-8252). ``--refuse`` plays a person who refuses every authorization: the
-redirect carries ``error=access_denied``.
+8252). ``--refuse-admin`` plays a person who refuses every authorization that asks for
+the scope ``admin``: the redirect carries ``error=access_denied``.
 
 Tools: ``whoami`` (the client id of the token), ``grants_seen`` (how many codes,
 refreshes and revocations the server has seen, as ``codes=N refreshes=N
@@ -55,7 +55,7 @@ from pydantic import AnyUrl
 PORT = int(sys.argv[1])
 EXPIRES = int(sys.argv[sys.argv.index("--expires") + 1]) if "--expires" in sys.argv else 3600
 CIMD = "--cimd" in sys.argv
-REFUSE = "--refuse" in sys.argv
+REFUSE_ADMIN = "--refuse-admin" in sys.argv
 BASE = f"http://127.0.0.1:{PORT}"
 REGISTRATION = ClientRegistrationOptions(enabled=True)
 REVOCATION = RevocationOptions(enabled=True)
@@ -105,7 +105,7 @@ class Grants:
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
     ) -> str:
-        if REFUSE:
+        if REFUSE_ADMIN and ADMIN in (params.scopes or []):
             raise AuthorizeError(error="access_denied", error_description="the person said no")
         code = secrets.token_urlsafe(32)
         assert client.client_id is not None

@@ -375,14 +375,22 @@ async def test_step_up_names_the_login_that_adds_the_scope_and_login_asks_for_th
 
 
 @pytest.mark.timeout(120)
-async def test_a_refused_authorization_ends_the_login_at_once(tmp_path: Path) -> None:
+async def test_a_refused_authorization_ends_the_login_at_once_keeping_the_grant(
+    tmp_path: Path,
+) -> None:
     home = tmp_path
-    async with oauth_server("--refuse") as url:
+    async with oauth_server("--refuse-admin", expires=3600) as url:
         await asyncio.to_thread(_add, home, url)
+        assert "web: logged in" in await _login(home, "--scope", "read")
+        kept = token_path(home, "web").read_text()
+
         started = time.monotonic()
-        printed = await _login(home, authorized=False)
+        printed = await _login(home, "--scope", "admin", authorized=False)
         assert time.monotonic() - started < 30  # the login's own wait is 5 minutes
         last = printed.strip().splitlines()[-1]
         assert last == "web: authorization refused: access_denied (the person said no)"
         assert "Traceback" not in printed and "OAuth flow error" not in printed
-        assert json.loads(token_path(home, "web").read_text()).get("tokens") is None
+        # The earlier grant is as it was, and still works.
+        assert token_path(home, "web").read_text() == kept
+        assert os.listdir(token_path(home, "web").parent) == ["web.json"]
+        assert await _call(home, url, "my_scopes") == "read"

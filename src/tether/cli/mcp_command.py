@@ -338,6 +338,7 @@ async def _authorize(
             return False, f"failed: {exc}"
         finally:
             await connection.close()
+        login.keep()
     return True, f"logged in ({len(tools)} tool(s), MCP {connection.protocol_version})"
 
 

@@ -239,7 +239,8 @@ class Login:
     once (:attr:`refusal`, :class:`LoginRefused` raised in the flow).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pending: Path, kept: Path) -> None:
+        self._pending, self._kept = pending, kept
         self.auth: httpx2.Auth | None = None
         self.refusal: str | None = None
         """Why the authorization server sent the person back without a code, if it did."""
@@ -247,6 +248,10 @@ class Login:
         self._received: asyncio.Future[AuthorizationCodeResult] = (
             asyncio.get_running_loop().create_future()
         )
+
+    def keep(self) -> None:
+        """Make the new grant the one sessions use (it replaces the earlier one)."""
+        os.replace(self._pending, self._kept)
 
     async def show(self, authorization_url: str, show: Callable[[str], None]) -> None:
         """Remember the address's ``state``, then pass the address to ``show``."""
@@ -306,13 +311,19 @@ async def login_provider(
 ) -> AsyncIterator[Login]:
     """``tether mcp login NAME``: a fresh grant (a new registration, unless ``document``
     is the client id), asking for the scopes granted before and ``scope``; the
-    authorization URL is passed to ``show``, the answer comes on 127.0.0.1."""
+    authorization URL is passed to ``show``, the answer comes on 127.0.0.1.
+
+    The new grant is written beside the kept one and replaces it only on
+    :meth:`Login.keep`: a login that fails or is refused leaves the earlier grant as
+    it was.
+    """
     from mcp.client.auth.utils import union_scopes
 
-    storage = TokenFile(token_path(home, name))
-    granted = (storage.read().get("tokens") or {}).get("scope")
-    storage.write(client=None, tokens=None, expires_at=None)  # a new registration and grant
-    login = Login()
+    kept = token_path(home, name)
+    granted = (TokenFile(kept).read().get("tokens") or {}).get("scope")
+    pending = TokenFile(kept.with_name(f".{kept.name}.login"))
+    pending.path.unlink(missing_ok=True)
+    login = Login(pending.path, kept)
     listener = await asyncio.start_server(login.on_request, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
 
@@ -322,7 +333,7 @@ async def login_provider(
     try:
         login.auth = _provider(
             url,
-            storage,
+            pending,
             f"http://127.0.0.1:{port}/callback",
             redirect,
             login.answer,
@@ -333,6 +344,7 @@ async def login_provider(
     finally:
         listener.close()
         await listener.wait_closed()
+        pending.path.unlink(missing_ok=True)
 
 
 STEP_UP_ERROR = -32001
