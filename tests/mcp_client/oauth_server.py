@@ -1,10 +1,11 @@
 """An MCP server that requires OAuth, for the tests: ``python oauth_server.py PORT
-[--expires SECONDS] [--cimd] [--refuse-admin]``.
+[--expires SECONDS] [--cimd] [--refuse-admin] [--sse]``.
 
 The SDK's authorization-server support (``mcp.server.auth``: metadata
 discovery, dynamic client registration, ``/authorize`` with PKCE, ``/token``
 for the code and refresh grants, ``/revoke``) serves on the same origin as the
-MCP endpoint (``/mcp``, streamable HTTP). What the SDK leaves to a server is
+MCP endpoint (``/mcp``, streamable HTTP; with ``--sse``, ``/sse`` and
+``/messages/``, the 2024 transport). What the SDK leaves to a server is
 where its grants are kept: here in memory. ``/authorize`` approves at once (no
 person to ask), redirecting to the client's callback with a code. Access
 tokens live ``--expires`` seconds (default an hour).
@@ -46,7 +47,7 @@ from mcp.server.auth.provider import (
     RefreshToken,
     construct_redirect_uri,
 )
-from mcp.server.auth.routes import build_metadata
+from mcp.server.auth.routes import build_metadata, build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -56,6 +57,7 @@ PORT = int(sys.argv[1])
 EXPIRES = int(sys.argv[sys.argv.index("--expires") + 1]) if "--expires" in sys.argv else 3600
 CIMD = "--cimd" in sys.argv
 REFUSE_ADMIN = "--refuse-admin" in sys.argv
+SSE = "--sse" in sys.argv
 BASE = f"http://127.0.0.1:{PORT}"
 REGISTRATION = ClientRegistrationOptions(enabled=True)
 REVOCATION = RevocationOptions(enabled=True)
@@ -175,7 +177,7 @@ class Grants:
 grants = Grants()
 AUTH = AuthSettings(
     issuer_url=BASE,
-    resource_server_url=f"{BASE}/mcp",
+    resource_server_url=f"{BASE}/sse" if SSE else f"{BASE}/mcp",
     validate_token_resource=False,
     client_registration_options=REGISTRATION,
     revocation_options=REVOCATION,
@@ -197,12 +199,12 @@ class Front:
             metadata.client_id_metadata_document_supported = True
             await _answer(send, 200, metadata.model_dump_json(exclude_none=True).encode())
             return
-        if path == "/mcp" and scope.get("method") == "POST":
+        if path in ("/mcp", "/messages/") and scope.get("method") == "POST":
             body, receive = await _buffered(receive)
             if _calls_erase(body) and ADMIN not in _scopes_of(scope):
                 challenge = (
                     f'Bearer error="insufficient_scope", scope="{ADMIN}", '
-                    f'resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp"'
+                    f'resource_metadata="{build_resource_metadata_url(AUTH.resource_server_url)}"'
                 )
                 error = b'{"error": "insufficient_scope"}'
                 await _answer(send, 403, error, [(b"www-authenticate", challenge.encode())])
@@ -290,4 +292,5 @@ def grants_seen() -> str:
 
 
 if __name__ == "__main__":
-    uvicorn.run(Front(server.streamable_http_app()), host="127.0.0.1", port=PORT)
+    app = server.sse_app() if SSE else server.streamable_http_app()
+    uvicorn.run(Front(app), host="127.0.0.1", port=PORT)

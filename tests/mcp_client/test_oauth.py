@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_address
 from pathlib import Path
+from typing import Literal
 from urllib.parse import quote
 
 import httpx2
@@ -50,7 +51,7 @@ async def oauth_server(
     *options: str, expires: int = EXPIRES, env: dict[str, str] | None = None
 ) -> AsyncIterator[str]:
     """The OAuth test server on 127.0.0.1 (``options`` such as ``--cimd``, ``env`` on top
-    of this process's); yields its MCP endpoint."""
+    of this process's); yields its MCP endpoint (``/sse`` with ``--sse``)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -71,7 +72,7 @@ async def oauth_server(
         async with asyncio.timeout(30):
             while b"Uvicorn running on" not in await process.stderr.readline():
                 pass
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/{'sse' if '--sse' in options else 'mcp'}"
     finally:
         process.kill()
         await process.wait()
@@ -114,11 +115,11 @@ async def _login(home: Path, *options: str, authorized: bool = True) -> str:
 
 @asynccontextmanager
 async def _session(
-    home: Path, url: str, document: str | None = None
+    home: Path, url: str, document: str | None = None, transport: Literal["http", "sse"] = "http"
 ) -> AsyncIterator[McpConnection]:
     """Server ``web`` started as a session starts it (the stored grant), stopped after."""
     connection = McpConnection(
-        HttpServer("web", url, client_metadata_url=document),
+        HttpServer("web", url, transport=transport, client_metadata_url=document),
         McpSettings(startup_timeout=30),
         cwd=None,
         guard=None,
@@ -143,8 +144,8 @@ async def _call(home: Path, url: str, tool: str, document: str | None = None) ->
         return await _text(connection, tool)
 
 
-def _add(home: Path, url: str, *options: str) -> None:
-    words = ["--data-dir", str(home), "mcp", "add", "--transport", "http", *options, "web", url]
+def _add(home: Path, url: str, *options: str, transport: str = "http") -> None:
+    words = ["--data-dir", str(home), "mcp", "add", "--transport", transport, *options, "web", url]
     assert main(words) == 0
 
 
@@ -342,6 +343,19 @@ def test_a_bad_client_metadata_url_is_refused_and_nothing_is_lost(
 # -- incremental scopes, refusals -------------------------------------------------------
 
 
+async def _refused_for_scope(connection: McpConnection) -> None:
+    """``erase`` needs "admin": an error naming the login that adds it, at once; no new
+    authorization is started, and the server's other tools still answer on the same
+    connection."""
+    with pytest.raises(MCPError) as refused:
+        async with asyncio.timeout(10):
+            await _text(connection, "erase")
+    advice = "run `tether mcp login web --scope admin`"
+    assert refused.value.error.message == f"it needs the OAuth scope 'admin' for this: {advice}"
+    assert _seen(await _text(connection, "grants_seen"))["codes"] == 1
+    assert connection.lost is None
+
+
 @pytest.mark.timeout(120)
 async def test_step_up_names_the_login_that_adds_the_scope_and_login_asks_for_the_union(
     tmp_path: Path,
@@ -352,18 +366,7 @@ async def test_step_up_names_the_login_that_adds_the_scope_and_login_asks_for_th
         assert "web: logged in" in await _login(home, "--scope", "read")
         async with _session(home, url) as connection:
             assert await _text(connection, "my_scopes") == "read"
-            # The server wants "admin" for this call: an error naming the login that
-            # adds it, at once; no new authorization is started, and the server's
-            # other tools still answer on the same connection.
-            with pytest.raises(MCPError) as refused:
-                async with asyncio.timeout(10):
-                    await _text(connection, "erase")
-            advice = "run `tether mcp login web --scope admin`"
-            assert (
-                refused.value.error.message
-                == f"it needs the OAuth scope 'admin' for this: {advice}"
-            )
-            assert _seen(await _text(connection, "grants_seen"))["codes"] == 1
+            await _refused_for_scope(connection)
 
         assert "web: logged in" in await _login(home, "--scope", "admin")
         async with _session(home, url) as connection:
@@ -372,6 +375,17 @@ async def test_step_up_names_the_login_that_adds_the_scope_and_login_asks_for_th
         # A login without --scope keeps asking for what was granted.
         assert "web: logged in" in await _login(home)
         assert await _call(home, url, "my_scopes") == "read admin"
+
+
+@pytest.mark.timeout(120)
+async def test_step_up_over_sse_is_the_same_error(tmp_path: Path) -> None:
+    home = tmp_path
+    async with oauth_server("--sse", expires=3600) as url:
+        await asyncio.to_thread(_add, home, url, transport="sse")
+        assert "web: logged in" in await _login(home, "--scope", "read")
+        async with _session(home, url, transport="sse") as connection:
+            await _refused_for_scope(connection)
+            assert await _text(connection, "my_scopes") == "read"
 
 
 @pytest.mark.timeout(120)

@@ -351,9 +351,9 @@ class McpConnection:
             ):
                 yield read, write
         else:
-            from mcp.client.sse import sse_client
+            from tether.mcp.oauth import sse_streams
 
-            async with sse_client(spec.url, headers=dict(spec.headers), auth=self._auth) as (
+            async with sse_streams(spec.name, spec.url, dict(spec.headers), self._auth) as (
                 read,
                 write,
             ):

@@ -352,10 +352,16 @@ STEP_UP_ERROR = -32001
 range JSON-RPC leaves to implementations)."""
 
 
-def scope_challenges(name: str, inner: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
-    """``inner`` for server ``name``'s streamable HTTP connection, where a request the
-    server refuses for want of scope (403 ``insufficient_scope``, RFC 6750) is answered
-    with a JSON-RPC error for that request, saying which login adds the scope.
+def scope_challenges(
+    name: str,
+    inner: httpx2.AsyncBaseTransport,
+    deliver: Callable[[dict[str, Any]], None] | None = None,
+) -> httpx2.AsyncBaseTransport:
+    """``inner`` for server ``name``'s connection, where a request the server refuses for
+    want of scope (403 ``insufficient_scope``, RFC 6750) is answered with a JSON-RPC
+    error for that request, saying which login adds the scope: as the HTTP answer
+    (streamable HTTP reads a JSON-RPC error there), or, with ``deliver``, handed to
+    ``deliver`` while the POST is answered 202 (over SSE answers come on the stream).
 
     Below the OAuth provider, so the SDK never starts a new authorization for it (a
     session never waits for a person); the call fails, and the connection and the
@@ -377,12 +383,63 @@ def scope_challenges(name: str, inner: httpx2.AsyncBaseTransport) -> httpx2.Asyn
             scope = extract_field_from_www_auth(response, "scope")
             error = {"code": STEP_UP_ERROR, "message": step_up_advice(name, scope)}
             answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
-            return httpx2.Response(403, json=answer, request=request)
+            if deliver is None:
+                return httpx2.Response(403, json=answer, request=request)
+            deliver(answer)
+            return httpx2.Response(202, request=request)
 
         async def aclose(self) -> None:
             await inner.aclose()
 
     return ScopeChallenges()
+
+
+@contextlib.asynccontextmanager
+async def sse_streams(
+    name: str, url: str, headers: dict[str, str], auth: httpx2.Auth | None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's SSE transport to server ``name``, whose read stream also carries the
+    answers :func:`scope_challenges` gives to requests refused for want of scope.
+
+    A task of this context forwards what the SDK reads; it ends with the SDK's stream,
+    and is cancelled and awaited on exit.
+    """
+    import math
+
+    import anyio
+    import httpx2
+    from mcp.client.sse import sse_client
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCError
+
+    merged, reader = anyio.create_memory_object_stream[Any](math.inf)
+
+    def refused(answer: dict[str, Any]) -> None:
+        merged.send_nowait(SessionMessage(JSONRPCError.model_validate(answer)))
+
+    def client(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        transport = scope_challenges(name, httpx2.AsyncHTTPTransport(), refused)
+        return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=transport)
+
+    async def forward(read: Any) -> None:
+        async with merged:
+            async for item in read:
+                await merged.send(item)
+
+    async with sse_client(url, headers=headers, auth=auth, httpx_client_factory=client) as (
+        read,
+        write,
+    ):
+        forwarding = asyncio.get_running_loop().create_task(forward(read), name=f"mcp-sse:{name}")
+        try:
+            yield reader, write
+        finally:
+            forwarding.cancel()
+            await asyncio.gather(forwarding, return_exceptions=True)
 
 
 def step_up_advice(name: str, scope: str | None) -> str:
