@@ -368,8 +368,8 @@ async def test_step_up_names_the_login_that_adds_the_scope_and_login_asks_for_th
             assert await _text(connection, "my_scopes") == "read"
             await _refused_for_scope(connection)
 
-        assert "web: logged in" in await _login(home, "--scope", "admin")
-        async with _session(home, url) as connection:
+            # The login the error names; the running session uses the new grant.
+            assert "web: logged in" in await _login(home, "--scope", "admin")
             assert await _text(connection, "my_scopes") == "read admin"
             assert await _text(connection, "erase") == "erased"
         # A login without --scope keeps asking for what was granted.

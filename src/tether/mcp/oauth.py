@@ -2,18 +2,24 @@
 
 A server that answers 401 is authorized the way the MCP specification says
 (the SDK's :class:`~mcp.client.auth.OAuthClientProvider`: protected-resource
-and authorization-server metadata, dynamic client registration, a PKCE code
+and authorization-server metadata, a client ID metadata document as the client
+id where the authorization server takes them and the server entry names one
+(``client_metadata_url``), else dynamic client registration, a PKCE code
 grant, the ``resource`` indicator). The first grant needs a person:
 ``tether mcp login NAME`` (:func:`login_provider`) prints the authorization
 URL (and opens a browser when there is one), and a callback on 127.0.0.1
-receives the code. What it yields — tokens, their expiry, the registered
-client and the authorization server's metadata — is kept in
-``$TETHER_HOME/mcp-auth/NAME.json`` (0600, replaced atomically).
+receives the code, or the refusal that ends the login. What it yields —
+tokens, their expiry and scope, the client and the authorization server's
+metadata — is kept in ``$TETHER_HOME/mcp-auth/NAME.json`` (0600, replaced
+atomically, and only once the new grant works). A login asks for the scopes
+granted before and those ``--scope`` adds.
 
 A session (:func:`session_provider`) uses that file: the access token is
 sent, an expired one is refreshed with the refresh token (the new tokens are
 written back), and a server that still refuses is a start failure that says
-to log in: a session never waits for a person.
+to log in: a session never waits for a person. A request refused for want of
+scope (403 ``insufficient_scope``) is answered with an error naming the login
+that adds it (:func:`scope_challenges`), and the connection stays.
 
 ``tether mcp logout NAME`` (:func:`logout`) revokes the tokens at the
 server's revocation endpoint, when it has one, and removes the file.
@@ -133,10 +139,12 @@ def _provider(
     *,
     document: str | None = None,
     scope: str | None = None,
+    reread: bool = False,
 ) -> httpx2.Auth:
     """The SDK's provider on ``storage``; ``document`` is the client ID metadata
     document's address (the client id where the authorization server takes such
-    documents, else dynamic registration), ``scope`` what a grant asks for at least."""
+    documents, else dynamic registration), ``scope`` what a grant asks for at least.
+    With ``reread``, the kept grant is read again before each request."""
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthMetadata
 
@@ -151,6 +159,9 @@ def _provider(
             self.context.token_expiry_time = float(expires) if expires is not None else None
             if data.get("metadata") is not None and self.context.oauth_metadata is None:
                 self.context.oauth_metadata = OAuthMetadata.model_validate(data["metadata"])
+            # The SDK reads the storage once; a session reads it before each request, as
+            # a login (more scopes) or another process's refresh may have replaced it.
+            self._initialized = not reread
 
         async def _handle_token_response(self, response: httpx2.Response) -> None:
             await super()._handle_token_response(response)
@@ -218,7 +229,7 @@ def session_provider(home: Path, name: str, url: str, document: str | None = Non
     storage = TokenFile(token_path(home, name))
     client = storage.read().get("client") or {}
     redirects = client.get("redirect_uris") or ["http://127.0.0.1/callback"]
-    return _provider(url, storage, str(redirects[0]), refuse, never, document=document)
+    return _provider(url, storage, str(redirects[0]), refuse, never, document=document, reread=True)
 
 
 def login_command(name: str, scope: str | None = None) -> str:
