@@ -200,20 +200,23 @@ def _client_metadata(redirect_uri: str, floor: str | None) -> OAuthClientMetadat
     from mcp.shared.auth import OAuthClientMetadata
     from pydantic import AnyUrl
 
+    client: dict[str, Any] = {
+        "client_name": f"tether {__version__}",
+        "redirect_uris": [AnyUrl(redirect_uri)],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    }
+    if floor is None:
+        return OAuthClientMetadata(**client)
+
     class AtLeast(OAuthClientMetadata):
         def __setattr__(self, name: str, value: Any) -> None:
             if name == "scope":
                 value = union_scopes(floor, value)
             super().__setattr__(name, value)
 
-    return AtLeast(
-        client_name=f"tether {__version__}",
-        redirect_uris=[AnyUrl(redirect_uri)],
-        grant_types=["authorization_code", "refresh_token"],
-        response_types=["code"],
-        token_endpoint_auth_method="none",
-        scope=floor,
-    )
+    return AtLeast(scope=floor, **client)
 
 
 def session_provider(home: Path, name: str, url: str, document: str | None = None) -> httpx2.Auth:
