@@ -45,7 +45,8 @@ def add_mcp_parser(commands: _Commands, help_text: str) -> None:
         "add",
         help="add a server to a config file",
         description="Add a stdio server (tether mcp add [OPTIONS] NAME -- COMMAND ARGS...) "
-        "or an HTTP one (tether mcp add --transport http [--header 'NAME: VALUE'] NAME URL). "
+        "or an HTTP one (tether mcp add --transport http [--header 'NAME: VALUE'] "
+        "[--client-metadata-url URL] NAME URL). "
         "Options go before NAME.",
     )
     add.add_argument("name", metavar="NAME")
@@ -54,6 +55,12 @@ def add_mcp_parser(commands: _Commands, help_text: str) -> None:
     add.add_argument("--env", "-e", action="append", default=[], metavar="NAME=VALUE")
     add.add_argument("--header", "-H", action="append", default=[], metavar="'NAME: VALUE'")
     add.add_argument("--cwd", metavar="DIR", help="where a stdio server runs (absolute)")
+    add.add_argument(
+        "--client-metadata-url",
+        metavar="URL",
+        help="an HTTP server's OAuth client id: the https address of a client metadata "
+        "document you publish (used where the authorization server takes such documents)",
+    )
     remove = actions.add_parser("remove", help="remove a server from a config file")
     remove.add_argument("name", metavar="NAME")
     for action in (add, remove):
@@ -70,6 +77,13 @@ def add_mcp_parser(commands: _Commands, help_text: str) -> None:
     )
     login.add_argument("name", metavar="NAME")
     login.add_argument("--no-browser", action="store_true", help="print the authorization URL only")
+    login.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="'A B'",
+        help="OAuth scopes to ask for on top of those already granted (space-separated)",
+    )
     logout = actions.add_parser("logout", help="revoke and forget an HTTP server's tokens")
     logout.add_argument("name", metavar="NAME")
 
@@ -148,9 +162,15 @@ def _entry(args: argparse.Namespace) -> dict[str, Any]:
         entry: dict[str, Any] = {"type": args.transport, "url": target[0]}
         if args.header:
             entry["headers"] = _pairs(args.header, ":", "--header")
+        if args.client_metadata_url is not None:
+            entry["client_metadata_url"] = args.client_metadata_url
         return entry
-    if args.header:
-        raise UsageError("mcp add: --header is for an HTTP server (--transport http or sse)")
+    for option, given in (
+        ("--header", args.header),
+        ("--client-metadata-url", args.client_metadata_url),
+    ):
+        if given:
+            raise UsageError(f"mcp add: {option} is for an HTTP server (--transport http or sse)")
     entry = {"command": target[0]}
     if target[1:]:
         entry["args"] = target[1:]
@@ -267,7 +287,10 @@ def _login(args: argparse.Namespace, spec: ServerSpec, settings: McpSettings) ->
     if args.mcp_command == "logout":
         print(f"{spec.name}: {asyncio.run(logout(home, spec.name))}")
         return EXIT_OK
-    ok, text = asyncio.run(_authorize(spec, settings, home, browser=not args.no_browser))
+    scope = " ".join(" ".join(args.scope).split()) or None
+    ok, text = asyncio.run(
+        _authorize(spec, settings, home, browser=not args.no_browser, scope=scope)
+    )
     if ok:
         text = f"{text}; tokens kept in {token_path(home, spec.name)}"
     print(f"{spec.name}: {text}")
@@ -279,8 +302,10 @@ LOGIN_WAIT = 300.0
 
 
 async def _authorize(
-    spec: HttpServer, settings: McpSettings, home: Path, *, browser: bool
+    spec: HttpServer, settings: McpSettings, home: Path, *, browser: bool, scope: str | None
 ) -> tuple[bool, str]:
+    """A new grant for ``spec`` (asking for ``scope`` on top of what was granted), checked
+    by listing the server's tools: ``(True, "logged in …")`` or ``(False, why)``."""
     import msgspec
 
     from tether.mcp.connection import McpConnection
@@ -298,16 +323,22 @@ async def _authorize(
     waiting = msgspec.structs.replace(
         settings, startup_timeout=max(settings.startup_timeout, LOGIN_WAIT)
     )
-    async with login_provider(home, spec.name, spec.url, show) as auth:
+    document = spec.client_metadata_url
+    async with login_provider(
+        home, spec.name, spec.url, show, document=document, scope=scope
+    ) as login:
         connection = McpConnection(
-            spec, waiting, cwd=os.getcwd(), guard=None, owner=_Tester(), auth=auth
+            spec, waiting, cwd=os.getcwd(), guard=None, owner=_Tester(), auth=login.auth
         )
         try:
             tools = await connection.start()
         except McpStartError as exc:
+            if login.refusal is not None:
+                return False, f"authorization refused: {login.refusal}"
             return False, f"failed: {exc}"
         finally:
             await connection.close()
+        login.keep()
     return True, f"logged in ({len(tools)} tool(s), MCP {connection.protocol_version})"
 
 

@@ -347,19 +347,25 @@ class McpConnection:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            from tether.mcp.oauth import scope_challenges
+
             # The SDK's own defaults: a response stream may stay open for minutes.
             timeout = httpx2.Timeout(30.0, read=300.0)
+            transport = scope_challenges(spec.name, httpx2.AsyncHTTPTransport())
             async with (
                 httpx2.AsyncClient(
-                    headers=dict(spec.headers), timeout=timeout, auth=self._auth
+                    headers=dict(spec.headers),
+                    timeout=timeout,
+                    auth=self._auth,
+                    transport=transport,
                 ) as http,
                 streamable_http_client(spec.url, http_client=http) as (read, write),
             ):
                 yield read, write
         else:
-            from mcp.client.sse import sse_client
+            from tether.mcp.oauth import sse_streams
 
-            async with sse_client(spec.url, headers=dict(spec.headers), auth=self._auth) as (
+            async with sse_streams(spec.name, spec.url, dict(spec.headers), self._auth) as (
                 read,
                 write,
             ):

@@ -484,9 +484,9 @@ def auth_of(spec: ServerSpec) -> Any:
     from tether.mcp.oauth import session_provider
     from tether.mcp.servers import HttpServer
 
-    return (
-        session_provider(data_dir(), spec.name, spec.url) if isinstance(spec, HttpServer) else None
-    )
+    if not isinstance(spec, HttpServer):
+        return None
+    return session_provider(data_dir(), spec.name, spec.url, spec.client_metadata_url)
 
 
 MCP = ServiceKey[McpService]("mcp")

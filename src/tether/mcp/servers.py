@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -50,6 +51,10 @@ class HttpServer(msgspec.Struct, frozen=True):
     url: str
     transport: Literal["http", "sse"] = "http"
     headers: Mapping[str, str] = _EMPTY
+    client_metadata_url: str | None = None
+    """The ``https`` address of a client ID metadata document the user publishes: the
+    OAuth client id where the authorization server takes such documents (configuration
+    only; ACP has no field for it)."""
 
     def __hash__(self) -> int:
         # Without the headers, an unhashable mapping.
@@ -81,7 +86,7 @@ def from_acp(value: object) -> tuple[ServerSpec, ...]:
 
 def from_config(rows: Mapping[str, Mapping[str, object]], where: str) -> tuple[ServerSpec, ...]:
     """Servers of the ``mcp`` plugin's configuration: ``{name: {command, args, env, cwd}}``
-    or ``{name: {type: http|sse, url, headers}}``.
+    or ``{name: {type: http|sse, url, headers, client_metadata_url}}``.
 
     Raises:
         McpConfigError: an entry is malformed (the message starts with ``where``).
@@ -127,16 +132,52 @@ def _entry(where: str, entry: Mapping[str, object], kind: object, *, pairs: bool
             cwd=cwd,
         )
     if kind in ("http", "sse"):
-        _known(where, entry, {"type", "name", "url", "headers", "_meta"})
-        url = entry.get("url")
-        if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", url):
-            raise McpConfigError(f"{where}.url: must be an http:// or https:// URL")
-        headers = _variables(
-            f"{where}.headers", entry.get("headers", () if pairs else {}), pairs=pairs
-        )
-        transport: Literal["http", "sse"] = "http" if kind == "http" else "sse"
-        return HttpServer(name=name, url=url, transport=transport, headers=headers)
+        return _http_entry(where, name, entry, kind, pairs=pairs)
     raise McpConfigError(f"{where}.type: must be 'stdio', 'http' or 'sse', got {kind!r}")
+
+
+def _http_entry(
+    where: str, name: str, entry: Mapping[str, object], kind: str, *, pairs: bool
+) -> HttpServer:
+    allowed = {"type", "name", "url", "headers", "_meta"}
+    _known(where, entry, allowed if pairs else allowed | {"client_metadata_url"})
+    url = entry.get("url")
+    if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", url):
+        raise McpConfigError(f"{where}.url: must be an http:// or https:// URL")
+    headers = _variables(f"{where}.headers", entry.get("headers", () if pairs else {}), pairs=pairs)
+    document = entry.get("client_metadata_url")
+    if document is not None:
+        document = _document_url(f"{where}.client_metadata_url", document)
+    return HttpServer(
+        name=name,
+        url=url,
+        transport="http" if kind == "http" else "sse",
+        headers=headers,
+        client_metadata_url=document,
+    )
+
+
+def _document_url(where: str, value: object) -> str:
+    """A client ID metadata document's address, as the SDK's OAuth client takes it
+    (``https``, a path below the root) with a host and no fragment.
+
+    Raises:
+        McpConfigError: it is not such a URL.
+    """
+    if isinstance(value, str) and not any(c.isspace() or c == "\0" for c in value):
+        from mcp.client.auth.utils import is_valid_client_metadata_url
+
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+        except ValueError:  # a malformed authority, such as an unclosed [
+            host = None
+        if host and not parts.fragment and is_valid_client_metadata_url(value):
+            return value
+    raise McpConfigError(
+        f"{where}: must be the https:// address of a client metadata document, "
+        f"with a path (https://example.com/tether.json), got {value!r}"
+    )
 
 
 def _known(where: str, entry: Mapping[str, object], allowed: set[str]) -> None:
