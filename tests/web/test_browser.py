@@ -811,6 +811,33 @@ def test_a_mode_chosen_before_the_defaults_arrive_is_kept(context: Any, server: 
     page.close()
 
 
+def test_a_prompt_typed_while_the_last_one_is_stored_stays_in_the_box(
+    context: Any, server: Server, tmp_path: Path
+) -> None:
+    page = _new_session(context, server, tmp_path)
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:  # the first prompt is held back until let go
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/prompt", hold)
+    _prompt(page, "first prompt")
+    while not held:  # Playwright hands over the held request while it waits
+        page.wait_for_timeout(10)
+    page.fill("#prompt", "second prompt")  # typed before the first one's answer comes
+    with page.expect_response(lambda r: r.url.endswith("/prompt")):
+        held[0].continue_()
+    page.wait_for_timeout(100)  # the answer is handled
+    assert page.input_value("#prompt") == "second prompt"
+    page.click("#send")
+    _turn_ended(page, 2)
+    said = page.locator("#transcript .user").all_inner_texts()
+    assert said == ["first prompt", "second prompt"]
+
+
 def test_a_model_name_typed_while_a_switch_is_answered_stays_in_the_field(
     context: Any, server: Server, tmp_path: Path
 ) -> None:

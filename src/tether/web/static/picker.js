@@ -18,7 +18,7 @@ function pickerToken(text, caret) {
 
 function commandEntries(commands, query) {
   return commands
-    .filter((c) => c.name.startsWith(query) || c.name.includes(query))
+    .filter((c) => c.name.includes(query))
     .map((c) => ({
       insert: "/" + c.name + " ",
       label: "/" + c.name,

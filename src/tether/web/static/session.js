@@ -593,7 +593,8 @@ async function send(steer) {
   if (!text.trim()) return;
   try {
     const sent = await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/prompt`, { text, steer });
-    box.value = "";
+    // What was typed while the prompt was being stored is the next prompt: it stays.
+    if (box.value === text) box.value = "";
     showError("");
     // What a command answered, or the resources the prompt's mentions attached.
     showSaid(sent.command ? [sent.answer || `/${sent.command} done`] : sent.attached || []);
