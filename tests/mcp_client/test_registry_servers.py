@@ -159,6 +159,8 @@ def _everything_calls() -> list[str]:
 
 
 EVERYTHING_LISTED = "ok: 13 tool(s): echo, get-annotated-message, get-env,"
+"""What ``tether mcp test`` says of the everything server: its tools for the client
+features tether offers (those needing roots or sampling are not listed)."""
 EVERYTHING_ANSWERS = [
     ("mcp__every__echo", "Echo: hi", False),
     ("mcp__every__get-sum", "The sum of 2 and 3 is 5.", False),
@@ -217,4 +219,32 @@ async def test_everything_over_http(tmp_path: Path, transport: str) -> None:
             assert not _nodes(_descendants(server.process.pid))
             await server.conn.close_session(session_id=sid)
             closed = "Client Disconnected" if kind == "sse" else "session termination request"
-            await output.says(closed)
+            await output.says(closed, within=10.0)
+
+
+async def test_filesystem_over_stdio_reads_inside_its_directory_only(tmp_path: Path) -> None:
+    script = _package("@modelcontextprotocol/server-filesystem")
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "notes.txt").write_text("buy milk\n")
+    (tmp_path / "secret.txt").write_text("hidden\n")
+    mark = uuid.uuid4().hex
+    home = tmp_path / "home"
+    words = ("add", "-e", f"{MARK}={mark}", "files", "--", "node", script, str(allowed))
+    assert main(["--data-dir", str(home), "mcp", *words]) == 0
+    line = await _mcp_test(home, "files")
+    assert line.startswith("files  stdio"), line
+    assert "ok: 14 tool(s): read_file, read_text_file, read_media_file," in line, line
+    assert not _marked(mark)  # stopped before the command ends
+
+    async with serving(tmp_path, "--mode", "auto", model="offline") as server:
+        prompts = [
+            call("mcp__files__read_text_file", path=str(allowed / "notes.txt")),
+            call("mcp__files__read_text_file", path=str(tmp_path / "secret.txt")),
+        ]
+        sid = await _session(server, _node("files", mark, script, str(allowed)), prompts)
+        inside, outside = results(server.log(sid))
+        assert inside == ("mcp__files__read_text_file", "buy milk\n", False)
+        assert outside[2] and "Access denied - path outside allowed directories" in outside[1]
+        assert "hidden" not in outside[1]
+        await _owned_then_gone(server, sid, mark)
