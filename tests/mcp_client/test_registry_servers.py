@@ -115,6 +115,7 @@ class _Logged:
 
         Raises:
             TimeoutError: no such line came in time.
+            AssertionError: the server ended first.
         """
         async with asyncio.timeout(within):
             while text.encode() not in await self._stream.readline():
