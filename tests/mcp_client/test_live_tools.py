@@ -1,4 +1,6 @@
-"""In process: a server that changes its tools has them changed in its agent's registry."""
+"""In process: a server that changes its tools has them changed in its agent's registry,
+whether it says so on the current specification's ``subscriptions/listen`` stream or,
+as a 2025-era server does, with ``notifications/tools/list_changed``."""
 
 from __future__ import annotations
 
@@ -26,19 +28,23 @@ def _said(agent: Any, text: str) -> bool:
     return any(text in repr(event) for event in agent.session.events)
 
 
+@pytest.mark.parametrize("generation", ["current", "2025"])
 @pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
 async def test_a_changed_list_is_applied_before_the_next_step_and_told(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str, generation: str
 ) -> None:
     monkeypatch.setenv("TETHER_HOME", str(tmp_path))
+    options, version = (("--legacy",), "2025-11-25") if generation == "2025" else ((), "2026-07-28")
     if transport == "stdio":
-        await _changes(tmp_path, StdioServer("t", sys.executable, (SDK_SERVER,)))
+        spec = StdioServer("t", sys.executable, (SDK_SERVER, *options))
+        await _changes(tmp_path, spec, version)
         return
-    async with http_server(transport) as url:
-        await _changes(tmp_path, HttpServer("t", url, "http" if transport == "http" else "sse"))
+    async with http_server(transport, *options) as url:
+        spec = HttpServer("t", url, "http" if transport == "http" else "sse")
+        await _changes(tmp_path, spec, version)
 
 
-async def _changes(tmp_path: Path, server: ServerSpec) -> None:
+async def _changes(tmp_path: Path, server: ServerSpec, version: str) -> None:
     async with Tether(data_dir=tmp_path) as tether:
         mcp = tether.runtime.ctx.get(MCP)
         assert mcp is not None
@@ -54,6 +60,7 @@ async def _changes(tmp_path: Path, server: ServerSpec) -> None:
         assert registry.get("mcp__t__fresh", agent.id) is None
 
         (connection,) = mcp.connections(agent)
+        assert connection.protocol_version == version
         result = await connection.call("grow", {"name": "fresh"}, CancelSignal())
         assert not result.is_error
         # On stdio (and over SSE) the change comes before the call's answer; over
