@@ -230,6 +230,10 @@ def send(frame):
     sys.stdout.write(json.dumps(frame) + "\\n")
     sys.stdout.flush()
 
+def update(update):
+    send({"jsonrpc": "2.0", "method": "session/update",
+          "params": {"sessionId": "s", "update": update}})
+
 for line in sys.stdin:
     request = json.loads(line)
     method, rid = request.get("method"), request.get("id")
@@ -238,22 +242,27 @@ for line in sys.stdin:
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "s"}})
     elif method == "session/prompt":
-        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}}
-        send({"jsonrpc": "2.0", "method": "session/update",
-              "params": {"sessionId": "s", "update": update}})
+        update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}})
+        update({"sessionUpdate": "tool_call", "toolCallId": "c", "title": "t", "status": "running"})
         send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "finished"}})
 """
+"""An agent whose frames fail the schema: a chunk without its text, a tool call
+with an unknown status, an unknown stop reason."""
 
 
-async def test_the_client_reports_frames_its_schema_rejects(sdk: Path, tmp_path: Path) -> None:
+async def test_the_client_reports_every_frame_the_schema_rejects(sdk: Path, tmp_path: Path) -> None:
     steps = [
         {"op": "initialize"},
         {"op": "new", "cwd": str(tmp_path)},
         {"op": "prompt", "text": "hi"},
     ]
-    command = [sys.executable, "-c", BAD_AGENT]
-    report = await drive(sdk, tmp_path, steps, command=command)
-    assert report["updates"] == []
-    (notification, answer) = report["errors"]
-    assert "session/update" in notification
-    assert answer.startswith("session/prompt answer:") and "stopReason" in answer
+    report = await drive(sdk, tmp_path, steps, command=[sys.executable, "-c", BAD_AGENT])
+    # The SDK drops the chunk, and passes the tool call on without its status.
+    (shown,) = [params["update"] for params in report["updates"]]
+    assert shown["sessionUpdate"] == "tool_call" and "status" not in shown
+    dropped, stop_reason, passed_on, chunk, status = report["errors"]
+    assert dropped.startswith("Error handling notification") and "session/update" in dropped
+    assert stop_reason.startswith("session/prompt answer: /stopReason: ")
+    assert passed_on == "session/update: the SDK passed on 1 of 2"
+    assert chunk == "session/update 0: the schema's parse changed /"
+    assert status == "session/update 1: the schema's parse changed /update/status"

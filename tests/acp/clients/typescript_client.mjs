@@ -31,7 +31,8 @@
 // schema validation, "exit": the agent's exit code}. The SDK validates the
 // requests and notifications it receives and logs a notification that fails;
 // the answers to the client's own requests are checked here against the same
-// generated zod schemas.
+// generated zod schemas. As those schemas drop an invalid optional value
+// rather than fail, a message the parse did not keep whole is an error too.
 
 import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
@@ -44,7 +45,10 @@ const plan = JSON.parse(process.argv[2]);
 const require = createRequire(`${plan.sdk}/package.json`);
 const entry = require.resolve("@agentclientprotocol/sdk");
 const acp = await import(pathToFileURL(entry).href);
-const zod = await import(new URL("../schema/zod.gen.js", pathToFileURL(entry)).href);
+// The SDK's generated zod schemas: the stable ones its client parses with, and
+// the full ones (stable plus unstable), which know every field of the protocol.
+const stable = await import(new URL("../schema/zod.gen.js", pathToFileURL(entry)).href);
+const full = await import(new URL("../unstable/schema/zod.gen.js", pathToFileURL(entry)).href);
 
 const report = { pid: null, steps: [], updates: [], permissions: [], errors: [], exit: null };
 
@@ -57,12 +61,61 @@ console.error = (...args) => {
 
 const answers = { current: "allow-once" };
 
+// The path of the first value sent that a parse dropped or changed, or null
+// (the defaults a parse adds are not differences).
+function difference(sent, seen, path = "") {
+  if (sent === null || seen === null || typeof sent !== "object" || typeof seen !== "object") {
+    return sent === seen ? null : path || "/";
+  }
+  if (Array.isArray(sent) !== Array.isArray(seen) || (Array.isArray(sent) && sent.length !== seen.length)) {
+    return path || "/";
+  }
+  for (const key of Object.keys(sent)) {
+    const found = difference(sent[key], seen[key], `${path}/${key}`);
+    if (found !== null) {
+      return found;
+    }
+  }
+  return null;
+}
+
+// The schemas salvage an invalid optional value (they drop it) and drop
+// fields they do not know, so a message is valid only when the full schema's
+// parse keeps it whole.
+function lossless(what, schema, sent) {
+  const parsed = full[schema].safeParse(sent);
+  const changed = parsed.success ? difference(sent, JSON.parse(JSON.stringify(parsed.data))) : "/";
+  if (changed !== null) {
+    report.errors.push(`${what}: the schema's parse changed ${changed}`);
+  }
+}
+
 function checked(schema, method, result) {
-  const parsed = schema.safeParse(result);
+  const parsed = stable[schema].safeParse(result);
   if (!parsed.success) {
-    report.errors.push(`${method} answer: ${parsed.error.message}`);
+    const issues = parsed.error.issues.map((issue) => `/${issue.path.join("/")}: ${issue.message}`);
+    report.errors.push(`${method} answer: ${issues.join("; ")}`);
+  } else {
+    lossless(`${method} answer`, schema, result);
   }
   return result;
+}
+
+// Received requests and notifications as sent, before the SDK parses them.
+const received = { [acp.methods.client.session.update]: [], [acp.methods.client.session.requestPermission]: [] };
+const tap = new TransformStream({
+  transform(message, controller) {
+    received[message.method]?.push(message.params);
+    controller.enqueue(message);
+  },
+});
+
+function compareReceived(method, schema, handled) {
+  const sent = received[method];
+  if (sent.length !== handled) {
+    report.errors.push(`${method}: the SDK passed on ${handled} of ${sent.length}`);
+  }
+  sent.forEach((params, index) => lossless(`${method} ${index}`, schema, params));
 }
 
 const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
@@ -88,7 +141,8 @@ const agent = spawn(plan.command[0], plan.command.slice(1), {
 });
 report.pid = agent.pid;
 const exited = new Promise((resolve) => agent.on("exit", (code, signal) => resolve(code ?? signal)));
-const stream = acp.ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
+const wire = acp.ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
+const stream = { writable: wire.writable, readable: wire.readable.pipeThrough(tap) };
 
 async function run(ctx) {
   const state = { sessionId: null, pending: null, cancelledAt: null };
@@ -98,7 +152,7 @@ async function run(ctx) {
       prompt: [{ type: "text", text }],
     });
   const stopped = (method, response) => {
-    checked(zod.zPromptResponse, method, response);
+    checked("zPromptResponse", method, response);
     return { stopReason: response.stopReason };
   };
   const steps = {
@@ -107,12 +161,12 @@ async function run(ctx) {
         protocolVersion: acp.PROTOCOL_VERSION,
         clientCapabilities: {},
       });
-      checked(zod.zInitializeResponse, "initialize", response);
+      checked("zInitializeResponse", "initialize", response);
       return { sdkProtocolVersion: acp.PROTOCOL_VERSION, protocolVersion: response.protocolVersion };
     },
     new: async (step) => {
       const response = await ctx.request(acp.methods.agent.session.new, { cwd: step.cwd, mcpServers: [] });
-      checked(zod.zNewSessionResponse, "session/new", response);
+      checked("zNewSessionResponse", "session/new", response);
       state.sessionId = response.sessionId;
       return { sessionId: response.sessionId };
     },
@@ -122,13 +176,13 @@ async function run(ctx) {
         cwd: step.cwd,
         mcpServers: [],
       });
-      checked(zod.zLoadSessionResponse, "session/load", response);
+      checked("zLoadSessionResponse", "session/load", response);
       state.sessionId = step.sessionId;
       return {};
     },
     list: async () => {
       const response = await ctx.request(acp.methods.agent.session.list, {});
-      checked(zod.zListSessionsResponse, "session/list", response);
+      checked("zListSessionsResponse", "session/list", response);
       return { sessionIds: response.sessions.map((s) => s.sessionId) };
     },
     prompt: async (step) => {
@@ -175,6 +229,9 @@ try {
 } finally {
   agent.stdin.end();
   report.exit = await exited;
+  const { update, requestPermission } = acp.methods.client.session;
+  compareReceived(update, "zSessionNotification", report.updates.length);
+  compareReceived(requestPermission, "zRequestPermissionRequest", report.permissions.length);
   process.stdout.write(`${JSON.stringify({ report })}\n`);
   process.exit(0);
 }
