@@ -167,6 +167,10 @@ async def test_a_tool_call_runs_when_the_client_allows_it_and_fails_when_it_reje
         ("tool_call", "pending"),
         ("tool_call_update", "failed"),
     ]
+    calls = [
+        p["update"] for p in report["updates"] if p["update"]["sessionUpdate"] == "tool_call_update"
+    ]
+    assert "denied" in calls[-1]["content"][0]["content"]["text"]
     assert text_of(report).startswith("done: made")
     assert allowed.exists() and not rejected.exists()
 
