@@ -295,13 +295,14 @@ async def serving(
     by default), and ``initialize`` advertises ``capabilities``; with ``unstable`` the
     client serves the protocol's unstable methods (``elicitation/create``).
     """
+    command = tether_acp(tmp_path, *args, overlay=overlay, model=model)
     home = home or tmp_path / "home"
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(exist_ok=True)
     ledger = tmp_path / "ledger.txt"
     stderr_path = tmp_path / "stderr.log"
     with stderr_path.open("ab") as stderr:
         process = await asyncio.create_subprocess_exec(
-            *tether_acp(tmp_path, *args, overlay=overlay, model=model),
+            *command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
