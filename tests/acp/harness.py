@@ -251,6 +251,29 @@ def env_for(home: Path) -> dict[str, str]:
     }
 
 
+def tether_acp(
+    tmp_path: Path, *args: str, overlay: str = SCRIPTED, model: str | None = "scripted"
+) -> list[str]:
+    """The command line of ``tether acp --model MODEL ARGS`` with ``overlay``, which is
+    formatted with the ledger ``tmp_path / "ledger.txt"`` and written to
+    ``tmp_path / "overlay.yml"`` (``model`` ``None``: no ``--model``). It runs from
+    the repository's root with :func:`env_for`'s environment."""
+    os.makedirs(tmp_path, exist_ok=True)
+    ledger = tmp_path / "ledger.txt"
+    overlay_path = tmp_path / "overlay.yml"
+    overlay_path.write_text(overlay.format(ledger=json.dumps(str(ledger))))
+    return [
+        sys.executable,
+        "-m",
+        "tether.cli.main",
+        "--config",
+        str(overlay_path),
+        "acp",
+        *(() if model is None else ("--model", model)),
+        *args,
+    ]
+
+
 @asynccontextmanager
 async def serving(
     tmp_path: Path,
@@ -272,23 +295,14 @@ async def serving(
     by default), and ``initialize`` advertises ``capabilities``; with ``unstable`` the
     client serves the protocol's unstable methods (``elicitation/create``).
     """
-    os.makedirs(tmp_path, exist_ok=True)
+    command = tether_acp(tmp_path, *args, overlay=overlay, model=model)
     home = home or tmp_path / "home"
     home.mkdir(exist_ok=True)
     ledger = tmp_path / "ledger.txt"
-    overlay_path = tmp_path / "overlay.yml"
-    overlay_path.write_text(overlay.format(ledger=json.dumps(str(ledger))))
     stderr_path = tmp_path / "stderr.log"
     with stderr_path.open("ab") as stderr:
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tether.cli.main",
-            "--config",
-            str(overlay_path),
-            "acp",
-            *(() if model is None else ("--model", model)),
-            *args,
+            *command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
