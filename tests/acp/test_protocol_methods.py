@@ -34,9 +34,7 @@ SCHEMAS = ROOT / "schemas" / "acp"
 STABLE: dict[str, Any] = json.loads((SCHEMAS / "schema.json").read_text())["$defs"]
 UNSTABLE: dict[str, Any] = json.loads((SCHEMAS / "schema.unstable.json").read_text())["$defs"]
 
-NOT_SENT = {
-    "elicitation/complete": "an MCP server's completion of a URL elicitation is not passed on",
-}
+NOT_SENT: dict[str, str] = {}
 """Stable methods a client serves that tether does not send, and why."""
 
 

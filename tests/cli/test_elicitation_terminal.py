@@ -21,10 +21,10 @@ from tests.mcp_client.support import HERE
 ASKING_SERVER = str(HERE / "asking_server.py")
 
 
-def run_with_the_asking_server(tmp_path: Path, prompt: str) -> tuple[int, int]:
-    """``tether run`` on a terminal, with the asking server configured as ``ask``."""
+def run_with_the_asking_server(tmp_path: Path, prompt: str, *flags: str) -> tuple[int, int]:
+    """``tether run`` on a terminal, with the asking server (given ``flags``) as ``ask``."""
     config = tmp_path / "servers.yml"
-    server = {"command": sys.executable, "args": [ASKING_SERVER]}
+    server = {"command": sys.executable, "args": [ASKING_SERVER, *flags]}
     config.write_text(
         f"plugins:\n  - id: mcp\n    config:\n      servers: {json.dumps({'ask': server})}\n"
     )
@@ -87,6 +87,20 @@ def test_a_url_is_shown_and_a_no_declines_it(tmp_path: Path) -> None:
     os.close(fd)
     sid = session_id(shown)
     assert [r["content"] for r in results(tmp_path / "home", sid)] == ["decline"]
+
+
+def test_a_url_accepted_then_done_at_the_servers_word_is_said_done(tmp_path: Path) -> None:
+    prompt = "/tool mcp__ask__sign_in_done {}"
+    pid, fd = run_with_the_asking_server(tmp_path, prompt, "--legacy")
+    seen: list[str] = []
+    shown = expect(fd, "open it, then continue? [y]es / [n]o / [c]ancel: ", seen)
+    os.write(fd, b"y\n")
+    expect(fd, "(MCP server ask: what it asked you to do at its URL is done)", seen)
+    assert exit_status(pid) == 0
+    os.close(fd)
+    sid = session_id(shown)
+    [done] = stored(tmp_path / "home", sid, "elicitation/completed")
+    assert done["elicitation"] == "sign-in-1"
 
 
 def test_ctrl_c_during_the_question_withdraws_it(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 the tests: ``python asking_server.py [--legacy]``.
 
 Tools: ``deploy`` (a form: region, replicas, confirm, api_token; answers with the
-action and what was filled in), ``sign_in`` (a URL to open; answers with the action).
+action and what was filled in), ``sign_in`` (a URL to open; answers with the action),
+``sign_in_done`` (2025-era: ``sign_in``, then the server's word that it is done).
 
 On a current connection (2026-07-28) a tool asks the way that version does: its first
 answer is an ``input_required`` result carrying the question, and the client's retry
@@ -82,6 +83,18 @@ async def sign_in(ctx: Context) -> str | InputRequiredResult:  # type: ignore[ty
             return InputRequiredResult(input_requests={"sign_in": ElicitRequest(params=question)})
         return str(answer.action)
     result = await ctx.elicit_url(message, url, elicitation_id)
+    return result.action
+
+
+@server.tool()
+async def sign_in_done(ctx: Context) -> str:  # type: ignore[type-arg]
+    """(2025-era) Send the person to a sign-in page, say it is done
+    (``notifications/elicitation/complete``) whatever they answered, and of a question
+    never asked too; then answer with the action."""
+    message, url, elicitation_id = SIGN_IN
+    result = await ctx.elicit_url(message, url, elicitation_id)
+    await ctx.session.send_elicit_complete(elicitation_id)
+    await ctx.session.send_elicit_complete("never-asked")
     return result.action
 
 

@@ -129,6 +129,36 @@ async def test_a_url_is_put_to_the_editor_and_accepted(
     assert answered == {"id": asked["id"], "action": "accept"}
 
 
+async def test_the_servers_word_that_a_url_is_done_reaches_the_editor(tmp_path: Path) -> None:
+    client = Answering({"action": "accept"})
+    async with serving(
+        tmp_path, "--mode", "auto", model="offline", client=client, capabilities=ASKS, unstable=True
+    ) as server:
+        sid = await session_with_asking_server(server, "--legacy")
+        assert await server.prompt(sid, call("mcp__ask__sign_in_done")) == "end_turn"
+        log = server.log(sid)
+    methods, _ = frames_valid_by_the_schema(server)
+    completes = [f["params"] for f in server.frames if f.get("method") == "elicitation/complete"]
+    # The id the editor was asked with, once; the one the server never asked is dropped.
+    assert completes == [{"elicitationId": "sign-in-1"}]
+    asked, _ = asked_and_answered(log)
+    (done,) = [e["data"] for e in log if e["type"] == "elicitation/completed"]
+    assert done == {"id": asked["id"], "server": "ask", "elicitation": "sign-in-1"}
+    assert "elicitation/complete" in methods
+
+
+async def test_a_declined_url_is_never_said_done(tmp_path: Path) -> None:
+    client = Answering({"action": "decline"})
+    async with serving(
+        tmp_path, "--mode", "auto", model="offline", client=client, capabilities=ASKS, unstable=True
+    ) as server:
+        sid = await session_with_asking_server(server, "--legacy")
+        assert await server.prompt(sid, call("mcp__ask__sign_in_done")) == "end_turn"
+        log = server.log(sid)
+    assert [f for f in server.frames if f.get("method") == "elicitation/complete"] == []
+    assert [e for e in log if e["type"] == "elicitation/completed"] == []
+
+
 async def test_an_editor_that_cannot_answer_declines_with_the_reason_logged(tmp_path: Path) -> None:
     client = Answering({"action": "accept"})
     async with serving(tmp_path, "--mode", "auto", model="offline", client=client) as server:

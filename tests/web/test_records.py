@@ -7,6 +7,7 @@ import json
 
 from tether.front.outcomes import MODEL_ADVICE
 from tether.session import Completed, Errored, Event, TurnEnd
+from tether.session.elicitation import ElicitationCompleted
 from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.web.app import EncodedLogs
 
@@ -32,3 +33,10 @@ def test_a_prompt_the_server_cut_carries_the_terminals_notice() -> None:
     (record,) = _records(Event.from_payload(cut, seq=0, time=1.0))
     assert record["notice"] == prompt_cut_notice({"sent": 9_400, "counted": 2_048})
     assert "counted 2,048 prompt tokens of about 9,400 sent" in str(record["notice"])
+
+
+def test_a_url_question_done_at_its_servers_word_carries_the_terminals_line() -> None:
+    done = ElicitationCompleted(id="e-2", server="github", elicitation="sign-in-1")
+    (record,) = _records(Event.from_payload(done, seq=0, time=1.0))
+    assert record["notice"] == done.describe()
+    assert "MCP server github" in str(record["notice"])

@@ -62,6 +62,7 @@ from tether.session import (
     UserMessageEvent,
 )
 from tether.session.budget import BUDGET_USD_OPTION, NO_LIMIT
+from tether.session.elicitation import ElicitationCompleted
 from tether.session.model import session_model
 from tether.session.settings import (
     MODE_OPTION,
@@ -86,6 +87,11 @@ class ClientLink(Protocol):
     def send_update(self, session_id: str, update: SessionUpdate, seq: int | None = None) -> None:
         """Write a ``session/update`` now, after every update sent before it; ``seq`` is
         the log event it shows (``None``: live news no event of the log holds)."""
+        ...
+
+    def complete_elicitation(self, elicitation_id: str) -> None:
+        """``elicitation/complete``: the URL question ``elicitation_id`` the client was
+        asked (``elicitation/create``) is done with, at its server's word."""
         ...
 
     async def drain(self) -> None:
@@ -370,6 +376,9 @@ class SessionRecord:
             self._tasks.pop(payload.id, None)
         elif isinstance(payload, TurnEnd):
             self._tasks.clear()
+        elif isinstance(payload, ElicitationCompleted) and self._link.features.elicitation_url:
+            # Live only: a replay's questions were answered long ago.
+            self._link.complete_elicitation(payload.elicitation)
         if self._namer is not None and event.type == UserMessageEvent.type:
             payload = event.payload
             assert isinstance(payload, UserMessageEvent)

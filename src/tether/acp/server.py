@@ -124,6 +124,11 @@ class AcpServer:
         params = {"sessionId": session_id, "update": update}
         self._transport.write({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
+    def complete_elicitation(self, elicitation_id: str) -> None:
+        params = {"elicitationId": elicitation_id}
+        method = wire.CLIENT_METHODS["elicitation_complete"]
+        self._transport.write({"jsonrpc": "2.0", "method": method, "params": params})
+
     async def drain(self) -> None:
         with suppress(ConnectionError):  # gone: later frames are dropped
             await self._transport.drain()

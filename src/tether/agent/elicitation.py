@@ -17,6 +17,9 @@ end answers for the agents it governs; :func:`put` is the one way to ask:
   asks again where it can);
 * it never raises: whatever happens, the caller gets an answer to send.
 
+A URL question the person accepted may later be done with at the server's word:
+:func:`completed` logs it (``elicitation/completed``).
+
 The front end's side (timeout, withdrawal when the elicitation's
 :attr:`~Elicitation.signal` is cancelled) is :mod:`tether.front.eliciting`.
 """
@@ -35,7 +38,11 @@ import msgspec
 from tether.agent.types import Agent
 from tether.masking import MASKED, mask_secrets, without_credentials
 from tether.runtime.keys import Serial
-from tether.session.elicitation import ElicitationAnswered, ElicitationAsked
+from tether.session.elicitation import (
+    ElicitationAnswered,
+    ElicitationAsked,
+    ElicitationCompleted,
+)
 
 if TYPE_CHECKING:
     from tether.runtime.signal import CancelSignal
@@ -49,6 +56,7 @@ __all__ = [
     "FormField",
     "Value",
     "check_content",
+    "completed",
     "masked_content",
     "parse_value",
     "put",
@@ -413,6 +421,17 @@ async def put(agent: Agent, elicitation: Elicitation) -> Elicited:
         )
     )
     return answer
+
+
+def completed(agent: Agent, elicitation: Elicitation) -> None:
+    """Log that ``elicitation``'s server says its URL question is done with (after the
+    person accepted it): ``elicitation/completed``, which each front end shows."""
+    assert elicitation.elicitation_id is not None, "only a URL question is completed"
+    agent.session.append(
+        ElicitationCompleted(
+            id=elicitation.id, server=elicitation.server, elicitation=elicitation.elicitation_id
+        )
+    )
 
 
 def _checked(elicitation: Elicitation, answer: Elicited) -> Elicited:

@@ -34,6 +34,7 @@ from tether.session import (
 )
 from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
+from tether.session.elicitation import ElicitationCompleted
 from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.tools.presentation import DEFAULT_SHOWN, ToolShown
 from tether.tools.registry import Shown, shown_in
@@ -166,7 +167,7 @@ def _render(event: Event, markdown: bool, shown: Shown) -> Iterator[str]:
         case PromptCut():
             note = prompt_cut_notice(event.data)
             yield f"_{note}_" if markdown else note
-        case BudgetExhausted() as receipt:
+        case BudgetExhausted() | ElicitationCompleted() as receipt:
             note = receipt.describe()
             yield f"_{note}_" if markdown else note
         case ContextCompacted(summary=summary):

@@ -67,6 +67,7 @@ from tether.session import (
 from tether.session.attempts import retry_notice
 from tether.session.budget import BudgetExhausted
 from tether.session.compaction import compaction_notice
+from tether.session.elicitation import ElicitationCompleted
 from tether.session.prompt_cut import PromptCut, prompt_cut_notice
 from tether.session.settings import ConfigChanged, PlanEntry, PlanUpdated
 from tether.tools.presentation import ToolShown
@@ -156,7 +157,7 @@ class WorkView:
                 self.surface.line(compaction_notice(event.data), "notice")
             case PromptCut():
                 self.surface.line(prompt_cut_notice(event.data), "notice")
-            case BudgetExhausted() as receipt:
+            case BudgetExhausted() | ElicitationCompleted() as receipt:
                 self.surface.line(receipt.describe(), "notice")
             case ToolCallEvent() as call:
                 self._say_status(None)

@@ -84,6 +84,8 @@ log = logging.getLogger(__name__)
 
 WITHDRAW_WAIT = 5.0
 """How long a cancelled call waits for its withdrawn question's answer to be logged."""
+ACCEPTED_URLS_KEPT = 64
+"""Accepted URL questions of one server kept for the server's word that they are done."""
 
 DISCOVER_WAIT = 3.0
 """How long the SDK waits for an answer to ``server/discover`` before it tries
@@ -138,6 +140,7 @@ class McpConnection:
         on_prompts_changed: Callable[[McpConnection], None] | None = None,
         auth: Any = None,
         elicit: Callable[[Elicitation], Awaitable[Elicited]] | None = None,
+        completed: Callable[[Elicitation], None] | None = None,
     ) -> None:
         self.spec = spec
         self._auth = auth
@@ -152,6 +155,10 @@ class McpConnection:
         self._on_tools_changed = on_tools_changed
         self._on_prompts_changed = on_prompts_changed
         self._elicit = elicit
+        self._completed = completed
+        self._accepted_urls: dict[str, Elicitation] = {}
+        """The URL questions the person accepted, by the server's elicitation id, until
+        the server says they are done with (at most :data:`ACCEPTED_URLS_KEPT`)."""
         self._calls: dict[CancelSignal, str | None] = {}
         """The cancel signal of each call in flight, and its tool call id."""
         self._asking: set[CancelSignal] = set()
@@ -381,6 +388,21 @@ class McpConnection:
             self._tools_changed()
         elif isinstance(message, types.PromptListChangedNotification):
             self._prompts_changed()
+        elif isinstance(message, types.ElicitCompleteNotification):
+            self._elicitation_completed(message.params.elicitation_id)
+
+    def _elicitation_completed(self, elicitation_id: str) -> None:
+        """The server says URL question ``elicitation_id`` is done with: reported to
+        ``completed`` once, and only for a question of its the person accepted (any
+        other id is ignored: a server cannot make tether say what it never asked)."""
+        elicitation = self._accepted_urls.pop(elicitation_id, None)
+        if elicitation is None or self._completed is None:
+            log.debug("mcp server %s: completion of %r ignored", self.name, elicitation_id)
+            return
+        try:
+            self._completed(elicitation)
+        except Exception:
+            log.exception("mcp server %s: reporting a completed elicitation failed", self.name)
 
     def _tools_changed(self) -> None:
         self._report_change("tool", self._on_tools_changed)
@@ -452,10 +474,19 @@ class McpConnection:
                 raise
         finally:
             self._asking.discard(signal)
+        if url is not None and elicitation_id is not None and answer.action.value == "accept":
+            self._keep_accepted(elicitation_id, elicitation)
         content: dict[str, str | int | float | bool | list[str] | None] | None = (
             None if answer.content is None else dict(answer.content)
         )
         return types.ElicitResult(action=answer.action.value, content=content)
+
+    def _keep_accepted(self, elicitation_id: str, elicitation: Elicitation) -> None:
+        """Wait for the server's word that accepted URL question ``elicitation_id`` is done
+        with, forgetting the oldest beyond :data:`ACCEPTED_URLS_KEPT`."""
+        self._accepted_urls[elicitation_id] = elicitation
+        while len(self._accepted_urls) > ACCEPTED_URLS_KEPT:
+            del self._accepted_urls[next(iter(self._accepted_urls))]
 
     def _withdraw(self, reason: str) -> None:
         """Withdraw every question of the server still open (answered ``cancel``)."""

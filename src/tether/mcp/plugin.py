@@ -288,6 +288,7 @@ class McpService:
             on_prompts_changed=self._prompts_changed,
             auth=auth_of(spec),
             elicit=_eliciting(agent),
+            completed=lambda elicitation: _completed(agent, elicitation),
         )
         listed: list[Any] = []
 
@@ -450,6 +451,13 @@ def _eliciting(agent: Agent) -> Callable[[Elicitation], Awaitable[Elicited]] | N
         return await put(agent, elicitation)
 
     return elicit
+
+
+def _completed(agent: Agent, elicitation: Elicitation) -> None:
+    """A server said ``agent``'s accepted URL question is done with: log it."""
+    from tether.agent.elicitation import completed
+
+    completed(agent, elicitation)
 
 
 def _notice(problems: list[str]) -> UserMessage:

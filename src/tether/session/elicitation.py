@@ -18,6 +18,14 @@ accepted form's values, masked where a secret may appear (a field named like
 a password or a token is ``***``; key-shaped strings are masked); a URL is
 stored without its credentials. Not model-visible: the server's tool result
 tells the model what came of it. Part of the core vocabulary.
+
+A URL question the person accepted may be followed by the server's word that
+what was to be done at the URL is done (MCP's
+``notifications/elicitation/complete``), logged as ``elicitation/completed``
+with the question's ``id`` and the ``elicitation`` id the server gave it (the
+one an editor was shown)::
+
+    {"id": "e-2", "server": "github", "elicitation": "sign-in-1"}
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import msgspec
 from tether.session.fields import as_tuple, bad_field, check_choice, check_id, freeze_data
 from tether.session.payload import EventStruct
 
-__all__ = ["ElicitationAnswered", "ElicitationAsked"]
+__all__ = ["ElicitationAnswered", "ElicitationAsked", "ElicitationCompleted"]
 
 ElicitationMode = Literal["form", "url"]
 ElicitationAction = Literal["accept", "decline", "cancel"]
@@ -88,3 +96,22 @@ class ElicitationAnswered(EventStruct, frozen=True, omit_defaults=True):
 
     def __hash__(self) -> int:
         return hash((self.id, self.action))
+
+
+class ElicitationCompleted(EventStruct, frozen=True):
+    """The server said the URL question ``id`` (its ``elicitation`` id) is done with."""
+
+    type: ClassVar[str] = "elicitation/completed"
+
+    id: str
+    server: str
+    elicitation: str
+
+    def __post_init__(self) -> None:
+        check_id(self.type, "id", self.id)
+        check_id(self.type, "server", self.server)
+        check_id(self.type, "elicitation", self.elicitation)
+
+    def describe(self) -> str:
+        """The line every front end shows for it."""
+        return f"(MCP server {self.server}: what it asked you to do at its URL is done)"

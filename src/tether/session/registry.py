@@ -16,7 +16,11 @@ import msgspec
 
 from tether.session.budget import BUDGET_PAYLOADS
 from tether.session.compaction import ContextCompacted
-from tether.session.elicitation import ElicitationAnswered, ElicitationAsked
+from tether.session.elicitation import (
+    ElicitationAnswered,
+    ElicitationAsked,
+    ElicitationCompleted,
+)
 from tether.session.environment import EnvironmentNoted
 from tether.session.errors import (
     EventFormatError,
@@ -53,6 +57,7 @@ CORE_PAYLOADS: tuple[type[EventPayload], ...] = (
     PermissionRuled,
     ElicitationAsked,
     ElicitationAnswered,
+    ElicitationCompleted,
     WorktreeCreated,
     SessionHandedOff,
     *SETTINGS_PAYLOADS,

@@ -85,6 +85,7 @@ from tether.persist.service import PERSISTENCE
 from tether.rewind.plan import turn_points
 from tether.rewind.store import SnapshotError
 from tether.session import AssistantMessageEvent, ToolCallEvent, ToolResultEvent, TurnEnd
+from tether.session.elicitation import ElicitationCompleted
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model, start_model
 from tether.session.prompt_cut import PromptCut, prompt_cut_notice
@@ -234,7 +235,8 @@ def _record(event: Event, shown: Shown, cwd: str | None) -> dict[str, object]:
     a call that changes a file with its ``diffs`` (:func:`~tether.web.render.call_diffs`),
     an answer with its Markdown as sanitized ``html`` (:mod:`tether.web.markdown`), a
     turn's end with its ``outcome`` as the terminal says it (what failed, what to do),
-    a prompt the model server cut with the ``notice`` the terminal shows for it."""
+    a prompt the model server cut or a URL question done with at its server's word with
+    the ``notice`` the terminal shows for it."""
     record = event.to_record()
     payload = event.payload
     if isinstance(payload, ToolCallEvent | ToolResultEvent):
@@ -243,6 +245,8 @@ def _record(event: Event, shown: Shown, cwd: str | None) -> dict[str, object]:
         record["outcome"] = turn_outcome(payload.reason)
     if isinstance(payload, PromptCut):
         record["notice"] = prompt_cut_notice(event.data)
+    if isinstance(payload, ElicitationCompleted):
+        record["notice"] = payload.describe()
     if isinstance(payload, AssistantMessageEvent) and (html := answer_html(payload)):
         record["html"] = html
     if isinstance(payload, ToolCallEvent):

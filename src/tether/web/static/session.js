@@ -345,7 +345,9 @@ function apply(record) {
       renderBudget(data);
       break;
     case "llm/prompt-cut":
-      // The server dropped the front of the prompt: the terminal's notice, as the server words it.
+    case "elicitation/completed":
+      // The model server dropped the front of the prompt, or an MCP server says what it sent
+      // the person to its URL for is done: the terminal's notice, as the server words it.
       view.stream = null;
       container().append(el("div", "notice", record.notice));
       break;
