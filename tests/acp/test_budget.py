@@ -59,6 +59,57 @@ async def test_the_budget_option_stops_the_next_request_and_the_prompt_says_so(
         ]
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "scope", "unit"),
+    [
+        ("budget_turn_usd", "0.05", "turn", "usd"),
+        ("budget_tokens", "50", "session", "tokens"),
+        ("budget_turn_tokens", "50", "turn", "tokens"),
+    ],
+)
+async def test_each_budget_option_stops_the_next_request(
+    tmp_path: Path, option: str, value: str, scope: str, unit: str
+) -> None:
+    async with serving(tmp_path, "--mode", "auto", overlay=CATALOG) as server:
+        created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
+        sid = created.session_id
+        offered = {o.id: o for o in created.config_options or []}
+        assert offered[option].current_value == "off"
+        assert await server.prompt(sid, "hello") == "end_turn"
+        # Every request reserves its 8,192 output tokens: more than 50 tokens, or 0.05 USD.
+        changed = await server.conn.set_config_option(config_id=option, session_id=sid, value=value)
+        assert {o.id: o for o in changed.config_options}[option].current_value == value
+        assert await server.prompt(sid, "are you there") == "max_turn_requests"
+        (receipt,) = [e["data"] for e in server.log(sid) if e["type"] == "budget/exhausted"]
+        assert (receipt["budget"], receipt["unit"], receipt["limit"]) == (scope, unit, float(value))
+        await server.conn.set_config_option(config_id=option, session_id=sid, value="off")
+        assert await server.prompt(sid, "again") == "end_turn"
+
+
+@pytest.mark.parametrize("value", ["1.5", "-3", "0", "many"])
+async def test_a_token_budget_option_takes_a_whole_number(tmp_path: Path, value: str) -> None:
+    async with serving(tmp_path, "--mode", "auto", overlay=CATALOG) as server:
+        created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
+        with pytest.raises(RequestError) as refused:
+            await server.conn.set_config_option(
+                config_id="budget_tokens", session_id=created.session_id, value=value
+            )
+        assert refused.value.code == -32602
+        assert "a budget in tokens is a whole number more than 0" in str(refused.value)
+        assert [e for e in server.log(created.session_id) if e["type"] == "session/config"] == []
+
+
+async def test_a_token_budget_needs_no_prices(tmp_path: Path) -> None:
+    async with serving(tmp_path, "--mode", "auto", overlay=CATALOG) as server:
+        created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
+        sid = created.session_id
+        await server.conn.set_config_option(
+            config_id="model", session_id=sid, value="scripted:other"
+        )
+        await server.conn.set_config_option(config_id="budget_tokens", session_id=sid, value="50")
+        assert await server.prompt(sid, "are you there") == "max_turn_requests"
+
+
 async def test_a_usd_budget_needs_the_models_prices(tmp_path: Path) -> None:
     async with serving(tmp_path, "--mode", "auto", overlay=CATALOG) as server:
         created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
@@ -119,3 +170,19 @@ async def test_acp_with_a_usd_budget_and_no_prices_refuses_its_first_session(
     assert "a budget in USD needs the prices of offline" in refused["error"]["message"]
     assert process.returncode == 1
     assert "Traceback" not in err.decode()
+
+
+async def test_the_options_show_the_limits_set_by_flags(tmp_path: Path) -> None:
+    flags = ("--max-turn-usd", "0.5", "--max-budget-tokens", "10000000")
+    async with serving(tmp_path, *flags, overlay=CATALOG) as server:
+        created = await server.conn.new_session(cwd=str(server.home), mcp_servers=[])
+        offered = {o.id: o for o in created.config_options or []}
+        shown = {each: offered[each].current_value for each in offered if "budget" in each}
+        assert shown == {
+            "budget_usd": "off",
+            "budget_turn_usd": "0.5",
+            "budget_tokens": "10000000",
+            "budget_turn_tokens": "off",
+        }
+        names = [o.name for o in offered["budget_tokens"].options]
+        assert names[:2] == ["No limit", "10,000,000 tokens"]

@@ -28,7 +28,7 @@ from tether.acp.options import (
 )
 from tether.agent import AgentDisposedError
 from tether.agent.types import AgentStatus, Target
-from tether.session.budget import BUDGET_USD_OPTION
+from tether.session.budget import BUDGET_OPTIONS
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def options(record: SessionRecord) -> list[dict[str, object]]:
         model=record.model,
         mode=record.mode,
         sandbox=shown,
-        budget=record.budget_usd,
+        budgets={option: record.budget_value(option) for option in BUDGET_OPTIONS},
     )
 
 
@@ -65,7 +65,7 @@ def set_mode(record: SessionRecord, mode: Mode) -> None:
 def set_option(record: SessionRecord, option: str, value: object) -> list[dict[str, object]]:
     """Set configuration option ``option`` of ``record``'s session; the options after.
 
-    ``model`` and ``budget_usd`` take effect at the next model request, ``mode``
+    ``model`` and the budget options take effect at the next model request, ``mode``
     at the next tool call, ``sandbox`` at the next process started (a command, a
     hook, an MCP server); all are logged (``session/config``). A mode or sandbox
     change is also told as updates (:func:`option_changed`), for clients that show it
@@ -84,10 +84,10 @@ def set_option(record: SessionRecord, option: str, value: object) -> list[dict[s
     elif option == SANDBOX_OPTION:
         if record.set_sandbox(parse_sandbox(value)):
             option_changed(record, SANDBOX_OPTION)
-    elif option == BUDGET_USD_OPTION:
+    elif option in BUDGET_OPTIONS:
         entry = record.catalog.get(record.model)
         priced = entry is not None and entry.prices is not None and entry.prices.currency == "USD"
-        record.set_budget_usd(check_budget(value, priced))
+        record.set_budget(option, check_budget(option, value, priced))
     else:
         known = ", ".join(repr(each) for each in OPTION_IDS)
         raise UnknownOptionError(f"unknown config option {option!r}; the options are {known}")

@@ -14,6 +14,9 @@ option id         category     values
 ``budget_usd``    (none)       ``off``, the session's current limit, then
                                :data:`BUDGET_CHOICES` (US dollars the session
                                may spend; see ``docs/budget.md``)
+``budget_turn_usd``  (none)    the same for US dollars a turn may spend
+``budget_tokens``    (none)    the same for tokens the session may spend
+``budget_turn_tokens`` (none)  the same for tokens a turn may spend
 ================  ===========  ================================================
 
 All are ``select`` options. The sandbox and budget options have no category:
@@ -27,12 +30,13 @@ Options are built as the JSON the wire carries, like the updates.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import NamedTuple, TypeVar
 
 from tether.acp.errors import BridgeError
 from tether.acp.permissions import MODE_DESCRIPTIONS, Mode
 from tether.llm.catalog import ModelCatalog
-from tether.session.budget import BUDGET_USD_OPTION, NO_LIMIT, parse_usd
+from tether.session.budget import BUDGET_OPTIONS, NO_LIMIT, parse_limit
 from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION
 from tether.shell.sandbox import SandboxMode
 
@@ -49,10 +53,23 @@ __all__ = [
     "parse_sandbox",
 ]
 
-OPTION_IDS = (MODEL_OPTION, MODE_OPTION, SANDBOX_OPTION, BUDGET_USD_OPTION)
+OPTION_IDS = (MODEL_OPTION, MODE_OPTION, SANDBOX_OPTION, *BUDGET_OPTIONS)
 
-BUDGET_CHOICES = ("1", "5", "20", "100")
-"""The limits in US dollars the ``budget_usd`` option offers beside ``off`` and the current one."""
+BUDGET_CHOICES: dict[str, tuple[str, ...]] = {
+    "budget_usd": ("1", "5", "20", "100"),
+    "budget_turn_usd": ("0.1", "0.5", "1", "5"),
+    "budget_tokens": ("100000", "1000000", "10000000"),
+    "budget_turn_tokens": ("50000", "200000", "1000000"),
+}
+"""The limits each budget option offers beside ``off`` and the current one."""
+
+_BUDGET_TEXT = {
+    "budget_usd": ("Budget (USD)", "What this session's model requests may spend"),
+    "budget_turn_usd": ("Turn budget (USD)", "What one turn's model requests may spend"),
+    "budget_tokens": ("Budget (tokens)", "The tokens this session's model requests may use"),
+    "budget_turn_tokens": ("Turn budget (tokens)", "The tokens one turn's model requests may use"),
+}
+"""Each budget option's name and the start of its description."""
 
 _Modes = TypeVar("_Modes", bound=enum.StrEnum)
 
@@ -82,35 +99,44 @@ def model_choices(catalog: ModelCatalog, configured: str, current: str) -> tuple
     return tuple(dict.fromkeys((configured, current, *catalog.models)))
 
 
-def budget_option(current: str) -> dict[str, object]:
-    """The ``budget_usd`` option (wire JSON), set to ``current`` (an amount or ``off``)."""
-    values = dict.fromkeys((NO_LIMIT, current, *BUDGET_CHOICES))
+def budget_option(option: str, current: str) -> dict[str, object]:
+    """Budget option ``option`` (wire JSON; one of :data:`~tether.session.budget.BUDGET_OPTIONS`),
+    set to ``current`` (an amount or ``off``)."""
+    values = dict.fromkeys((NO_LIMIT, current, *BUDGET_CHOICES[option]))
+    name, does = _BUDGET_TEXT[option]
     return {
-        "id": BUDGET_USD_OPTION,
-        "name": "Budget (USD)",
-        "description": "What this session's model requests may spend, child agents "
-        "included; a request that would pass it is not sent.",
+        "id": option,
+        "name": name,
+        "description": f"{does}, child agents included; a request that would pass it is not sent.",
         "type": "select",
         "currentValue": current,
-        "options": [
-            {"value": value, "name": "No limit" if value == NO_LIMIT else f"{value} USD"}
-            for value in values
-        ],
+        "options": [{"value": value, "name": _amount_name(option, value)} for value in values],
     }
 
 
-def check_budget(value: str, priced: bool) -> str:
-    """``value`` as a ``budget_usd`` value; ``priced``: the session's model has USD prices.
+def _amount_name(option: str, value: str) -> str:
+    """How a value of budget option ``option`` is named: ``No limit``, ``5 USD``,
+    ``1,000,000 tokens``."""
+    if value == NO_LIMIT:
+        return "No limit"
+    if BUDGET_OPTIONS[option][1] == "usd":
+        return f"{value} USD"
+    return f"{int(value):,} tokens" if value.isdigit() else f"{value} tokens"
+
+
+def check_budget(option: str, value: str, priced: bool) -> str:
+    """``value`` as a value of budget option ``option``; ``priced``: the session's model
+    has USD prices.
 
     Raises:
-        UnknownOptionError: it is neither an amount nor ``off``, or an amount for a
-            model without prices.
+        UnknownOptionError: it is neither an amount nor ``off``, or an amount in US
+            dollars for a model without prices.
     """
     try:
-        amount = parse_usd(value)
+        amount = parse_limit(option, value)
     except ValueError as exc:
         raise UnknownOptionError(str(exc)) from None
-    if amount is not None and not priced:
+    if amount is not None and BUDGET_OPTIONS[option][1] == "usd" and not priced:
         raise UnknownOptionError(
             "a budget in USD needs the prices of the session's model, and none are set "
             "(see docs/models.md)"
@@ -125,9 +151,10 @@ def config_options(
     model: str,
     mode: Mode,
     sandbox: SandboxShown | None = None,
-    budget: str = NO_LIMIT,
+    budgets: Mapping[str, str] | None = None,
 ) -> list[dict[str, object]]:
-    """The ``configOptions`` of a session now (wire JSON); the sandbox's when it has one."""
+    """The ``configOptions`` of a session now (wire JSON); the sandbox's when it has one;
+    ``budgets``: each budget option's current value (``off`` when missing)."""
     models = []
     for choice in model_choices(catalog, configured, model):
         entry = catalog.get(choice)
@@ -158,7 +185,7 @@ def config_options(
             ],
         },
         *([] if sandbox is None else [sandbox_option(sandbox)]),
-        budget_option(budget),
+        *(budget_option(each, (budgets or {}).get(each, NO_LIMIT)) for each in BUDGET_OPTIONS),
     ]
 
 

@@ -61,7 +61,7 @@ from tether.session import (
     TurnEnd,
     UserMessageEvent,
 )
-from tether.session.budget import BUDGET_USD_OPTION, NO_LIMIT
+from tether.session.budget import BUDGET_OPTIONS, NO_LIMIT
 from tether.session.elicitation import ElicitationCompleted
 from tether.session.model import session_model
 from tether.session.settings import (
@@ -266,23 +266,26 @@ class SessionRecord:
         self.agent.session.append(ConfigChanged(option=MODEL_OPTION, value=model))
         return True
 
-    @property
-    def budget_usd(self) -> str:
-        """The session's limit in US dollars as the ``budget_usd`` option shows it: the
-        log's last ``session/config budget_usd``, else the configured one, else ``off``."""
-        stored = self.settings.options.get(BUDGET_USD_OPTION)
+    def budget_value(self, option: str) -> str:
+        """The session's limit of budget option ``option`` as the option shows it: the
+        log's last ``session/config`` of it, else the configured limit, else ``off``."""
+        stored = self.settings.options.get(option)
         if stored is not None:
             return stored
         budgets = self.agent.ctx.get(BUDGETS)
         ledger = None if budgets is None else budgets.of(self.agent.id)
-        usd = None if ledger is None else ledger.configured.usd
-        return NO_LIMIT if usd is None else f"{usd:g}"
+        field, unit = BUDGET_OPTIONS[option]
+        limit = None if ledger is None else getattr(ledger.configured, field)
+        if limit is None:
+            return NO_LIMIT
+        return f"{limit:g}" if unit == "usd" else str(int(limit))
 
-    def set_budget_usd(self, value: str) -> bool:
-        """Log ``value`` as the session's limit in US dollars; whether it changed anything."""
-        if value == self.budget_usd:
+    def set_budget(self, option: str, value: str) -> bool:
+        """Log ``value`` as the session's limit of budget option ``option``; whether it
+        changed anything."""
+        if value == self.budget_value(option):
             return False
-        self.agent.session.append(ConfigChanged(option=BUDGET_USD_OPTION, value=value))
+        self.agent.session.append(ConfigChanged(option=option, value=value))
         return True
 
     def _new_meter(self) -> UsageMeter:

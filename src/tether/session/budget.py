@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Annotated, ClassVar, Literal, get_args
 
 import msgspec
@@ -46,6 +47,7 @@ from tether.session.fields import check_choice, check_id, check_str
 from tether.session.vocabulary import EventStruct
 
 __all__ = [
+    "BUDGET_OPTIONS",
     "BUDGET_PAYLOADS",
     "BUDGET_TYPES",
     "BUDGET_USD_OPTION",
@@ -60,7 +62,7 @@ __all__ = [
     "Spending",
     "amount_text",
     "exhausted_notice",
-    "parse_usd",
+    "parse_limit",
     "set_in",
 ]
 
@@ -149,18 +151,38 @@ BUDGET_USD_OPTION = "budget_usd"
 """The ``session/config`` option that sets a session's limit in US dollars over the
 configured one (an editor's config option): an amount, or :data:`NO_LIMIT`."""
 
+BUDGET_OPTIONS: Mapping[str, tuple[str, BudgetUnit]] = MappingProxyType(
+    {
+        BUDGET_USD_OPTION: ("usd", "usd"),
+        "budget_turn_usd": ("turn_usd", "usd"),
+        "budget_tokens": ("tokens", "tokens"),
+        "budget_turn_tokens": ("turn_tokens", "tokens"),
+    }
+)
+"""The ``session/config`` options that set a limit of :class:`Budget` over the configured
+one (an editor's config options), each with the field it sets and its unit; each takes
+an amount or :data:`NO_LIMIT`."""
+
 NO_LIMIT = "off"
-"""The value of :data:`BUDGET_USD_OPTION` that lifts the session's USD limit."""
+"""The value of a budget option (:data:`BUDGET_OPTIONS`) that lifts its limit."""
 
 
-def parse_usd(value: str) -> float | None:
-    """A :data:`BUDGET_USD_OPTION` value as a limit: the amount, ``None`` for :data:`NO_LIMIT`.
+def parse_limit(option: str, value: str) -> float | int | None:
+    """A value of budget option ``option`` (one of :data:`BUDGET_OPTIONS`) as a limit: the
+    amount, ``None`` for :data:`NO_LIMIT`.
 
     Raises:
         ValueError: neither (the message says what is expected).
     """
     if value == NO_LIMIT:
         return None
+    if BUDGET_OPTIONS[option][1] == "tokens":
+        tokens = int(value) if value.isascii() and value.isdigit() else 0
+        if tokens < 1:
+            raise ValueError(
+                f"a budget in tokens is a whole number more than 0 or {NO_LIMIT!r}, not {value!r}"
+            )
+        return tokens
     try:
         amount = float(value)
     except ValueError:
@@ -172,15 +194,19 @@ def parse_usd(value: str) -> float | None:
 
 def set_in(budget: Budget | None, options: Mapping[str, str]) -> Budget | None:
     """``budget`` as a session's ``session/config`` options set it (see
-    :data:`BUDGET_USD_OPTION`); a value that cannot be read leaves it as it is."""
-    value = options.get(BUDGET_USD_OPTION)
-    if value is None:
+    :data:`BUDGET_OPTIONS`); a value that cannot be read leaves its limit as it is."""
+    changes: dict[str, float | int | None] = {}
+    for option, (field, _) in BUDGET_OPTIONS.items():
+        value = options.get(option)
+        if value is None:
+            continue
+        try:
+            changes[field] = parse_limit(option, value)
+        except ValueError:
+            continue
+    if not changes:
         return budget
-    try:
-        usd = parse_usd(value)
-    except ValueError:
-        return budget
-    return msgspec.structs.replace(budget or Budget(), usd=usd)
+    return msgspec.structs.replace(budget or Budget(), **changes)
 
 
 def _check_amounts(type_name: str, tokens: object, usd: object) -> None:
