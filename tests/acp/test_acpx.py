@@ -194,12 +194,10 @@ def processes_of(home: Path) -> dict[int, str]:
             continue
         try:
             environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, IndexError):
+        except OSError:
             continue
-        if marker in environ and state != "Z":
-            found[int(entry.name)] = command.strip()
+        if marker in environ and alive(int(entry.name)):
+            found[int(entry.name)] = command_line(int(entry.name))
     return found
 
 
@@ -235,25 +233,32 @@ async def processes_left(home: Path) -> list[str]:
     ]
 
 
-def alive(pid: int) -> bool:
+def stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command (state, ppid, …); none when
+    the process is gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return []
+
+
+def alive(pid: int) -> bool:
+    return stat(pid)[:1] not in ([], ["Z"])
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
 
 
 def ancestor(pid: int, command: str) -> int:
     """The nearest ancestor of process ``pid`` whose command line starts with ``command``."""
-    while pid > 1:
-        pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-        if (
-            Path(f"/proc/{pid}/cmdline")
-            .read_bytes()
-            .replace(b"\0", b" ")
-            .startswith(command.encode())
-        ):
-            return pid
+    while (parent := int(stat(pid)[1])) > 1:
+        if command_line(parent).startswith(command):
+            return parent
+        pid = parent
     pytest.fail(f"no ancestor runs {command}")
 
 
