@@ -369,8 +369,13 @@ async def cancel_a_command(
     def at_answer() -> None:
         seen.update(seconds=loop.time() - start, command=alive(command), tether=alive(tether))
 
-    await cancel(process)
-    ran = await finished(process, at_answer)
+    ending = asyncio.ensure_future(finished(process, at_answer))  # reads acpx's output meanwhile
+    try:
+        await cancel(process)
+    except BaseException:
+        ending.cancel()
+        raise
+    ran = await ending
     seconds = seen.pop("seconds", float("inf"))
     return Cancelled(ran, seconds, seen)
 
