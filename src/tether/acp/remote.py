@@ -3,8 +3,11 @@
 A :class:`RemoteConnection` is one ACP client connection of ``tether web``'s
 ``/acp`` endpoint (:mod:`tether.acp.endpoint` maps HTTP and WebSocket requests
 onto it). It is the protocol server's :class:`~tether.acp.transport.FrameChannel`,
-and serves the same :class:`~tether.acp.server.AcpServer` as ``tether acp``,
-on a bridge of its own (:class:`MountedBridge`):
+and serves the same :class:`~tether.acp.server.AcpServer` as ``tether acp`` —
+or, when its first frame is an ``initialize`` asking for protocol version 2
+(:func:`~tether.acp.v2.handshake.speaks_v2`), the same
+:class:`~tether.acp.v2.server.AcpServerV2` — on a bridge of its own
+(:class:`MountedBridge`):
 
 * **In.** Frames the client posts, or sends on its WebSocket, are checked as on
   stdio (:func:`~tether.acp.transport.read_frame`) and queued in arrival order
@@ -52,6 +55,8 @@ from tether.runtime.keys import ServiceKey
 
 if TYPE_CHECKING:
     from tether.acp.bridge import Bridge
+    from tether.acp.rpc import AgentConnection
+    from tether.acp.server import AcpServer
     from tether.runtime import Context
     from tether.runtime.fiber import Fiber
 
@@ -246,19 +251,17 @@ class RemoteConnection:
         self._ending = False
         self.ended = asyncio.Event()
         """Set once the connection's end (see the module docs) is complete."""
-        # Imported with the first connection, not with the web app (its start-up).
-        from tether.acp.gate import RpcGate
-        from tether.acp.rpc import AgentConnection
-        from tether.acp.server import AcpServer
-
-        self._server = AcpServer(source, self, images=images)
-        self._rpc = AgentConnection(self._server, RpcGate(self, self._server.cancel_turn))
-        self._server.on_connect(self._rpc)
+        self._images = images
+        self._protocol: tuple[AcpServer, AgentConnection] | None = None
+        """The server and connection of the version the first frame negotiated."""
+        self._held: dict[str, Any] | None = None
+        """The first frame, read to choose the version, given to the connection first."""
 
     # -- the frame channel ------------------------------------------------------------
 
     async def receive(self) -> dict[str, Any] | None:
-        return await self._inbox.get()
+        held, self._held = self._held, None
+        return held if held is not None else await self._inbox.get()
 
     def write(self, frame: dict[str, Any]) -> None:
         waiting = self._initialize
@@ -347,7 +350,7 @@ class RemoteConnection:
         """Serve the client until the connection ends, then run its end (module docs)."""
         loop = asyncio.get_running_loop()
         watched = (
-            loop.create_task(self._rpc.listen(), name=f"acp {self.id} receive"),
+            loop.create_task(self._listen(), name=f"acp {self.id} receive"),
             loop.create_task(self._idle(), name=f"acp {self.id} idle"),
             loop.create_task(self._source.bridge_closed(), name=f"acp {self.id} bridge"),
         )
@@ -355,19 +358,52 @@ class RemoteConnection:
             await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._ending = True
+            protocol = self._protocol
             try:
                 await self._source.shutdown()
-                await self._server.settle(ANSWER_GRACE)
+                if protocol is not None:
+                    await protocol[0].settle(ANSWER_GRACE)
             finally:
                 for task in watched:
                     task.cancel()
                 await asyncio.gather(*watched, return_exceptions=True)
-                await self._rpc.close()
+                if protocol is not None:
+                    await protocol[1].close()
                 waiting, self._initialize = self._initialize, None
                 if waiting is not None and not waiting[1].done():
                     message = f"ACP connection {self.id} ended before initialize was answered"
                     waiting[1].set_exception(ConnectionClosedError(message))
                 self.ended.set()
+
+    async def _listen(self) -> None:
+        """Read the first frame, serve the protocol version it negotiates (version 2
+        when it is an ``initialize`` asking for exactly that, else version 1), and
+        hand it and every frame after it to that version's connection."""
+        first = await self._inbox.get()
+        if first is None:
+            return
+        self._held = first
+        self._protocol = server, rpc = self._speaking(first)
+        server.on_connect(rpc)
+        await rpc.listen()
+
+    def _speaking(self, first: dict[str, Any]) -> tuple[AcpServer, AgentConnection]:
+        """The server and connection for the version ``first`` negotiates."""
+        # Imported with the first connection, not with the web app (its start-up).
+        from tether.acp.gate import RpcGate
+        from tether.acp.rpc import AgentConnection
+        from tether.acp.v2.handshake import speaks_v2
+
+        if speaks_v2(first):
+            from tether.acp.v2.server import V2_NOTIFICATIONS, V2_ROUTES, AcpServerV2
+
+            v2 = AcpServerV2(self._source, self, images=self._images)
+            gate = RpcGate(self, v2.cancel_turn)
+            return v2, AgentConnection(v2, gate, routes=V2_ROUTES, notifications=V2_NOTIFICATIONS)
+        from tether.acp.server import AcpServer
+
+        v1 = AcpServer(self._source, self, images=self._images)
+        return v1, AgentConnection(v1, RpcGate(self, v1.cancel_turn))
 
     async def _idle(self) -> None:
         """Return once the connection has had no reader for ``grace`` seconds."""
