@@ -104,7 +104,9 @@ async def test_the_model_and_the_mode_are_switched_logged_and_obeyed(tmp_path: P
         session_id = await _create(web, tmp_path, mode="auto")
         config = f"/api/sessions/{session_id}/config"
         switched = await web.client.post(config, json={"option": "mode", "value": "ask"})
-        assert switched.json() == {"model": "offline", "mode": "ask", "changed": True}
+        sandbox = {"mode": "workspace-write", "network": "network off"}
+        answer = {"model": "offline", "mode": "ask", "sandbox": sandbox, "changed": True}
+        assert switched.json() == answer
         again = await web.client.post(config, json={"option": "mode", "value": "ask"})
         assert again.json()["changed"] is False  # logged once
         await _prompt(web, session_id, "$ echo asked-now")
@@ -132,11 +134,17 @@ async def test_the_model_and_the_mode_are_switched_logged_and_obeyed(tmp_path: P
         for bad in (
             {"option": "mode", "value": "reckless"},
             {"option": "model", "value": "nowhere:model"},
-            {"option": "sandbox", "value": "read-only"},
+            {"option": "sandbox", "value": "wide-open"},
+            {"option": "sandbox"},
             {"option": "model", "value": 3},
+            {"option": "colour", "value": "blue"},
         ):
             refused = await web.client.post(config, json=bad)
             assert refused.status_code == 400 and "error" in refused.json(), bad
+        narrowed = await web.client.post(config, json={"option": "sandbox", "value": "read-only"})
+        assert narrowed.json()["sandbox"]["mode"] == "read-only"
+        shown = (await web.client.get(f"/api/sessions/{session_id}")).json()
+        assert shown["sandbox"]["mode"] == "read-only"
         unknown = await web.client.post(
             "/api/sessions/no-such/config", json={"option": "mode", "value": "ask"}
         )

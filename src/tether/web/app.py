@@ -89,7 +89,7 @@ from tether.session.elicitation import ElicitationCompleted
 from tether.session.errors import SessionError
 from tether.session.model import MODEL_LABEL, session_model, start_model
 from tether.session.prompt_cut import PromptCut, prompt_cut_notice
-from tether.session.settings import MODE_OPTION, MODEL_OPTION, ConfigChanged
+from tether.session.settings import MODE_OPTION, MODEL_OPTION, SANDBOX_OPTION, ConfigChanged
 from tether.session.store import SESSIONS, SessionConflictError
 from tether.shell.sandbox import SANDBOX, SandboxMode
 from tether.tools.permission import Mode
@@ -977,9 +977,10 @@ class Api:
 
     async def configure(self, request: Request) -> Response:
         """
-        summary: Switch the session's model or permission mode; the change is logged
-          (`session/config`) and obeyed from the next model request (model) or tool call
-          (mode). A session stored and live nowhere is resumed here first.
+        summary: Switch the session's model, permission mode or sandbox; the change is
+          logged (`session/config`) and obeyed from the next model request (model), tool
+          call (mode) or process started (sandbox). A session stored and live nowhere is
+          resumed here first.
         parameters: [{name: session_id, in: path, required: true, schema: {type: string}}]
         requestBody:
           content:
@@ -988,10 +989,13 @@ class Api:
                 type: object
                 required: [option, value]
                 properties:
-                  option: {type: string, enum: [model, mode]}
-                  value: {type: string, description: "PROVIDER:MODEL, or ask or auto"}
+                  option: {type: string, enum: [model, mode, sandbox]}
+                  value:
+                    type: string
+                    description: "PROVIDER:MODEL; ask or auto; read-only, workspace-write
+                      or full-access"
         responses:
-          200: {description: "{model, mode, changed}"}
+          200: {description: "{model, mode, sandbox: {mode, network} or null, changed}"}
           400: {description: an unknown option, or a value it does not take}
           404: {description: no such session}
           409: {description: "live in another process; {holder: {host, pid}} names it"}
@@ -1005,24 +1009,35 @@ class Api:
                 raise ApiError(400, f"mode must be ask or auto, got {value!r}")
         elif option == MODEL_OPTION:
             _check_model(self._ctx, value)
+        elif option == SANDBOX_OPTION:
+            if self._sandbox_choice(value) is None:  # no value at all
+                known = ", ".join(mode.value for mode in SandboxMode)
+                raise ApiError(400, f"sandbox must be one of {known}, got none")
         else:
-            raise ApiError(400, f"option must be model or mode, got {option!r}")
+            raise ApiError(400, f"option must be model, mode or sandbox, got {option!r}")
         assert isinstance(value, str)
         agent = await self._open(session_id)
         session = agent.session
-        if option == MODE_OPTION:
-            current = self._hub.mode_of(agent).value
-        else:
-            current = self._model_of(session)
+        current = self._setting(agent, option)
         if value != current:
             session.append(ConfigChanged(option=option, value=value))
         return JSONResponse(
             {
                 "model": self._model_of(session),
                 "mode": self._hub.mode_of(agent).value,
+                "sandbox": self._sandbox_of(session.settings.options),
                 "changed": value != current,
             }
         )
+
+    def _setting(self, agent: Agent, option: str) -> str | None:
+        """The current value of ``option`` (model, mode or sandbox) of ``agent``'s session."""
+        if option == MODE_OPTION:
+            return self._hub.mode_of(agent).value
+        if option == SANDBOX_OPTION:
+            shown = self._sandbox_of(agent.session.settings.options)
+            return None if shown is None else shown["mode"]
+        return self._model_of(agent.session)
 
     async def cancel(self, request: Request) -> Response:
         """

@@ -797,7 +797,16 @@ function settingControls() {
   modelLabel.append(model, choices);
   const modeLabel = el("label", "", "mode ");
   modeLabel.append(mode);
-  settings = { model, mode, labels: [modelLabel, modeLabel] };
+  // The sandbox of the next processes, shown with the network policy (when there is one).
+  const sandbox = el("select", "setting");
+  sandbox.id = "sandbox";
+  sandbox.setAttribute("aria-label", "Sandbox");
+  for (const name of ["read-only", "workspace-write", "full-access"]) sandbox.append(el("option", "", name));
+  sandbox.addEventListener("change", () => configure("sandbox", sandbox.value));
+  const network = el("span", "network");
+  const sandboxLabel = el("label", "sandbox", "sandbox ");
+  sandboxLabel.append(sandbox, network);
+  settings = { model, mode, sandbox, network, sandboxLabel, labels: [modelLabel, modeLabel] };
   api("GET", "/api/models").then((data) => {
     const names = new Set([data.default_model, ...data.providers.map((p) => p + ":")]);
     for (const name of names) if (name) choices.append(el("option", "", name));
@@ -813,6 +822,7 @@ async function configure(option, value) {
     const typing = document.activeElement === settings.model && settings.model.value.trim() !== value;
     if (!typing) settings.model.value = now.model;
     settings.mode.value = now.mode;
+    showSandbox(now.sandbox);
     showError("");
   } catch (error) {
     showError(`${option}: ${error.message}`);
@@ -820,10 +830,17 @@ async function configure(option, value) {
       const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
       settings.model.value = info.model || ""; // back to what the session has
       settings.mode.value = info.mode;
+      showSandbox(info.sandbox);
     } catch (_) {
       // the error above says enough
     }
   }
+}
+
+function showSandbox(sandbox) {
+  if (!settings || !sandbox) return;
+  settings.sandbox.value = sandbox.mode;
+  settings.network.textContent = ` (${sandbox.network})`;
 }
 
 // The context in use and the cost so far, in the header: always in view.
@@ -891,7 +908,8 @@ async function loadSession() {
     if (document.activeElement !== controls.model) controls.model.value = info.model || "";
     controls.mode.value = info.mode;
     if (info.sandbox) {
-      meta.append(el("span", "sandbox", `sandbox ${info.sandbox.mode} (${info.sandbox.network})`));
+      meta.append(controls.sandboxLabel);
+      showSandbox(info.sandbox);
     }
     if (info.parent) {
       const up = el("a", "", "parent session");
