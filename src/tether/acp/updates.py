@@ -250,17 +250,16 @@ class UpdateMapper:
             else:
                 line, title, severity = compaction_notice(event.data), "Context compacted", "info"
             return (self._notice(event, severity, title, line),)
-        if isinstance(payload, BudgetExhausted):
-            # The receipt of the request not sent: why the prompt ends max_turn_requests,
-            # in a replay too (it is part of how the turn ended).
-            said = f"({payload.describe()})"
+        if isinstance(payload, BudgetExhausted | PromptCut):
+            # Part of how the turn went, in a replay too: the receipt of the request not
+            # sent (why the prompt ends max_turn_requests), or the prompt the server cut
+            # (why the answer that followed lost the instructions).
+            if isinstance(payload, BudgetExhausted):
+                title, said = "Budget exhausted", f"({payload.describe()})"
+            else:
+                title, said = "The prompt was cut", prompt_cut_notice(event.data)
             if self._live:
-                return (self._notice(event, "warning", "Budget exhausted", said),)
-            return (agent_line(said, f"agent-{event.seq}"),)
-        if isinstance(payload, PromptCut):
-            said = prompt_cut_notice(event.data)
-            if self._live:
-                return (self._notice(event, "warning", "The prompt was cut", said),)
+                return (self._notice(event, "warning", title, said),)
             return (agent_line(said, f"agent-{event.seq}"),)
         if isinstance(payload, ToolPreviewed):
             # Live, the bridge showed the preview itself, whole (see record.show_preview).

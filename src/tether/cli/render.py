@@ -167,8 +167,8 @@ def _render(event: Event, markdown: bool, shown: Shown) -> Iterator[str]:
         case PromptCut():
             note = prompt_cut_notice(event.data)
             yield f"_{note}_" if markdown else note
-        case BudgetExhausted() | ElicitationCompleted() as receipt:
-            note = receipt.describe()
+        case BudgetExhausted() | ElicitationCompleted() as noted:
+            note = noted.describe()
             yield f"_{note}_" if markdown else note
         case ContextCompacted(summary=summary):
             note = compaction_notice(event.data)

@@ -157,8 +157,8 @@ class WorkView:
                 self.surface.line(compaction_notice(event.data), "notice")
             case PromptCut():
                 self.surface.line(prompt_cut_notice(event.data), "notice")
-            case BudgetExhausted() | ElicitationCompleted() as receipt:
-                self.surface.line(receipt.describe(), "notice")
+            case BudgetExhausted() | ElicitationCompleted() as noted:
+                self.surface.line(noted.describe(), "notice")
             case ToolCallEvent() as call:
                 self._say_status(None)
                 self._call(call)
