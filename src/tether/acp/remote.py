@@ -378,32 +378,18 @@ class RemoteConnection:
     async def _listen(self) -> None:
         """Read the first frame, serve the protocol version it negotiates (version 2
         when it is an ``initialize`` asking for exactly that, else version 1), and
-        hand it and every frame after it to that version's connection."""
+        hand it and every frame after it to that version's connection (imported with
+        the first connection, not with the web app: its start-up)."""
         first = await self._inbox.get()
         if first is None:
             return
         self._held = first
-        self._protocol = server, rpc = self._speaking(first)
-        server.on_connect(rpc)
-        await rpc.listen()
-
-    def _speaking(self, first: dict[str, Any]) -> tuple[AcpServer, AgentConnection]:
-        """The server and connection for the version ``first`` negotiates."""
-        # Imported with the first connection, not with the web app (its start-up).
-        from tether.acp.gate import RpcGate
-        from tether.acp.rpc import AgentConnection
+        from tether.acp.protocols import connect
         from tether.acp.v2.handshake import speaks_v2
 
-        if speaks_v2(first):
-            from tether.acp.v2.server import V2_NOTIFICATIONS, V2_ROUTES, AcpServerV2
-
-            v2 = AcpServerV2(self._source, self, images=self._images)
-            gate = RpcGate(self, v2.cancel_turn)
-            return v2, AgentConnection(v2, gate, routes=V2_ROUTES, notifications=V2_NOTIFICATIONS)
-        from tether.acp.server import AcpServer
-
-        v1 = AcpServer(self._source, self, images=self._images)
-        return v1, AgentConnection(v1, RpcGate(self, v1.cancel_turn))
+        version = 2 if speaks_v2(first) else 1
+        self._protocol = connect(self._source, self, version=version, images=self._images)
+        await self._protocol[1].listen()
 
     async def _idle(self) -> None:
         """Return once the connection has had no reader for ``grace`` seconds."""

@@ -167,29 +167,15 @@ async def _connect(
         await transport.drain()
         if auth.missing is None:
             boot.start()
-        from tether.acp.gate import RpcGate
-        from tether.acp.rpc import AgentConnection
-        from tether.acp.v2.server import V2_NOTIFICATIONS, V2_ROUTES, AcpServerV2
+        from tether.acp.protocols import connect
 
-        server: AcpServer = AcpServerV2(boot, transport, images=images, auth=auth)
-        connection = AgentConnection(
-            server,
-            RpcGate(transport, server.cancel_turn),
-            routes=V2_ROUTES,
-            notifications=V2_NOTIFICATIONS,
-        )
-    else:
-        capabilities = await _answer_initialize(first, transport, boot, auth, images=images)
-        from tether.acp.gate import RpcGate
-        from tether.acp.rpc import AgentConnection
-        from tether.acp.server import AcpServer
+        return connect(boot, transport, version=2, images=images, auth=auth)
+    capabilities = await _answer_initialize(first, transport, boot, auth, images=images)
+    from tether.acp.protocols import connect
 
-        server = AcpServer(
-            boot, transport, images=images, client_capabilities=capabilities, auth=auth
-        )
-        connection = AgentConnection(server, RpcGate(transport, server.cancel_turn))
-    server.on_connect(connection)
-    return server, connection
+    return connect(
+        boot, transport, version=1, images=images, auth=auth, client_capabilities=capabilities
+    )
 
 
 def run_acp(args: argparse.Namespace) -> NoReturn:
