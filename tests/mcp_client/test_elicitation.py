@@ -129,16 +129,27 @@ async def test_a_url_is_put_to_the_editor_and_accepted(
     assert answered == {"id": asked["id"], "action": "accept"}
 
 
-async def test_the_servers_word_that_a_url_is_done_reaches_the_editor(tmp_path: Path) -> None:
-    client = Answering({"action": "accept"})
+async def _signed_in_then_done(
+    tmp_path: Path, action: str
+) -> tuple[AcpProcess, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The editor answers the 2025 server's sign-in question ``action``; the server then
+    says it is done, and says so of a question it never asked. The served process, the
+    session's log and the ``elicitation/complete`` frames the editor got."""
+    client = Answering({"action": action})
     async with serving(
         tmp_path, "--mode", "auto", model="offline", client=client, capabilities=ASKS, unstable=True
     ) as server:
         sid = await session_with_asking_server(server, "--legacy")
         assert await server.prompt(sid, call("mcp__ask__sign_in_done")) == "end_turn"
         log = server.log(sid)
+    completes = [f for f in server.frames if f.get("method") == "elicitation/complete"]
+    return server, log, completes
+
+
+async def test_the_servers_word_that_a_url_is_done_reaches_the_editor(tmp_path: Path) -> None:
+    server, log, frames = await _signed_in_then_done(tmp_path, "accept")
     methods, _ = frames_valid_by_the_schema(server)
-    completes = [f["params"] for f in server.frames if f.get("method") == "elicitation/complete"]
+    completes = [f["params"] for f in frames]
     # The id the editor was asked with, once; the one the server never asked is dropped.
     assert completes == [{"elicitationId": "sign-in-1"}]
     asked, _ = asked_and_answered(log)
@@ -148,14 +159,8 @@ async def test_the_servers_word_that_a_url_is_done_reaches_the_editor(tmp_path: 
 
 
 async def test_a_declined_url_is_never_said_done(tmp_path: Path) -> None:
-    client = Answering({"action": "decline"})
-    async with serving(
-        tmp_path, "--mode", "auto", model="offline", client=client, capabilities=ASKS, unstable=True
-    ) as server:
-        sid = await session_with_asking_server(server, "--legacy")
-        assert await server.prompt(sid, call("mcp__ask__sign_in_done")) == "end_turn"
-        log = server.log(sid)
-    assert [f for f in server.frames if f.get("method") == "elicitation/complete"] == []
+    _, log, completes = await _signed_in_then_done(tmp_path, "decline")
+    assert completes == []
     assert [e for e in log if e["type"] == "elicitation/completed"] == []
 
 
