@@ -814,10 +814,14 @@ function settingControls() {
   return settings;
 }
 
+let configuring = 0; // how many switches were asked: only the latest one's answer is shown
+
 async function configure(option, value) {
   if (!value) return;
+  const mine = ++configuring;
   try {
     const now = await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/config`, { option, value });
+    if (mine !== configuring) return; // a later switch answers for the header and the error line
     // What was typed into the model field while this was under way stays there.
     const typing = document.activeElement === settings.model && settings.model.value.trim() !== value;
     if (!typing) settings.model.value = now.model;
@@ -825,6 +829,7 @@ async function configure(option, value) {
     showSandbox(now.sandbox);
     showError("");
   } catch (error) {
+    if (mine !== configuring) return;
     showError(`${option}: ${error.message}`);
     try {
       const info = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`);
